@@ -1,0 +1,129 @@
+"""Command line. Heavy modules (cupy, kvikio, bcc, cffi) are imported inside commands only, so
+``gdsdiag --help`` and ``gdsdiag topology`` answer at once on a bare node."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from . import __version__
+from .errors import EXIT_FAIL, EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_WARN, GdsdiagError
+
+
+def _emit_json(doc: dict) -> None:
+    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+
+
+def _exit_for(findings, disagreements: int = 0) -> int:
+    sev = {f.severity for f in findings}
+    if "fail" in sev:
+        return EXIT_FAIL
+    if "warn" in sev or disagreements:
+        return EXIT_WARN
+    return EXIT_OK
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="gdsdiag")
+def cli() -> None:
+    """Diagnose the GPUDirect Storage data path: PCIe topology, drivers, and the route I/O takes."""
+
+
+@cli.command()
+@click.option("--root", default="/", show_default=True, help="Read sysfs/procfs under this directory.")
+@click.option("--from", "snapshot", metavar="FILE", help="Analyse a snapshot made by 'gdsdiag snapshot'.")
+@click.option("--lspci", "lspci_files", multiple=True, metavar="FILE",
+              help="Import 'lspci -vvv'/'-vvxxxx' and/or 'lspci -tv' text (repeatable).")
+@click.option("--numa", "numa_map", metavar="HB=N,...",
+              help="NUMA node per host bridge for lspci imports, e.g. 0000:00=0,0000:80=1 or 0000:00-7f=0.")
+@click.option("--cross-check", is_flag=True, help="Compare our labels with 'nvidia-smi topo -m'.")
+@click.option("--nvidia-smi", "smi_file", metavar="FILE", help="A saved 'nvidia-smi topo -m' output (implies --cross-check).")
+@click.option("--tree", "only_tree", is_flag=True, help="Show only the tree.")
+@click.option("--matrix", "only_matrix", is_flag=True, help="Show only the pair matrix.")
+@click.option("--json", "as_json", is_flag=True, help="Write the JSON document (schema gdsdiag.topology/1).")
+def topology(root, snapshot, lspci_files, numa_map, cross_check, smi_file, only_tree, only_matrix, as_json):
+    """The PCIe graph between GPUs, NVMe and NICs, and whether P2P DMA can work on each pair."""
+    from .topology.findings import find
+    from .topology.pairs import analyse_all
+
+    tmp = None
+    try:
+        if lspci_files:
+            from .importers.lspci import load_lspci
+            topo = load_lspci(lspci_files, numa_map)
+        else:
+            if snapshot:
+                from .snapshot import open_snapshot
+                tmp = open_snapshot(snapshot)
+                root = tmp.name
+            from .topology.load import from_root
+            topo = from_root(root)
+            if snapshot:
+                topo.source = snapshot
+        pairs = analyse_all(topo)
+        findings = find(topo, pairs)
+        cc = None
+        if cross_check or smi_file:
+            from .importers.nvidia_smi import cross_check as run_cross_check, read_smi_text
+            cc = run_cross_check(topo, pairs, read_smi_text(smi_file))
+        if as_json:
+            from .render.topology_json import document
+            _emit_json(document(topo, pairs, findings, cc))
+        else:
+            from rich.console import Console
+            from .render.topology_text import render
+            console = Console()
+            render(console, topo, pairs, findings, show_tree=not only_matrix, show_matrix=not only_tree)
+            if cc is not None:
+                from .importers.nvidia_smi import render_cross_check
+                render_cross_check(console, cc)
+        disagreements = sum(1 for c in cc or [] if not c["agree"])
+        sys.exit(_exit_for(findings, disagreements))
+    except GdsdiagError as e:
+        click.echo(e.line(), err=True)
+        sys.exit(EXIT_TOOL_ERROR)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+@cli.command()
+@click.option("-o", "--output", required=True, metavar="FILE", help="Archive to write (.tar.gz); never overwritten.")
+@click.option("--root", default="/", show_default=True, help="Capture from this root (for tests).")
+@click.option("--json", "as_json", is_flag=True, help="Report what was captured as JSON.")
+def snapshot(output, root, as_json):
+    """Capture the files gdsdiag reads (PCI sysfs incl. config space, IOMMU, /proc/driver/nvidia*,
+    nvidia-fs procfs, kernel config, cufile.json) for analysis elsewhere with --from."""
+    from .snapshot import create
+    try:
+        info = create(output, root)
+    except GdsdiagError as e:
+        click.echo(e.line(), err=True)
+        sys.exit(EXIT_TOOL_ERROR)
+    if as_json:
+        _emit_json({"schema": "gdsdiag.snapshot/1", "output": output, **info})
+    else:
+        click.echo(f"wrote {output}: {info['entries']} entries, {len(info['skipped'])} unreadable"
+                   + (" (run as root to include full config space)" if info["skipped"] else ""))
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(EXIT_USAGE)
+    except click.exceptions.Abort:
+        click.echo("gdsdiag: aborted", err=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(EXIT_OK)
+    except Exception as e:  # a bug in gdsdiag itself: one line, exit 3, details on request
+        import os
+        if os.environ.get("GDSDIAG_DEBUG"):
+            raise
+        click.echo(f"gdsdiag: internal error: {type(e).__name__}: {e} (set GDSDIAG_DEBUG=1 for the traceback)", err=True)
+        sys.exit(EXIT_TOOL_ERROR)

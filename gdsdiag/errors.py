@@ -1,0 +1,21 @@
+"""Errors the CLI turns into one line and an exit code, never a traceback."""
+from __future__ import annotations
+
+# Exit codes, documented in docs/json.md and README: stable across releases.
+EXIT_OK = 0
+EXIT_WARN = 1
+EXIT_FAIL = 2
+EXIT_TOOL_ERROR = 3
+EXIT_USAGE = 4
+
+
+class GdsdiagError(Exception):
+    """A problem with input or environment: ``cause`` says what, ``fix`` says what to do."""
+
+    def __init__(self, cause: str, fix: str = ""):
+        super().__init__(cause)
+        self.cause = cause
+        self.fix = fix
+
+    def line(self) -> str:
+        return f"gdsdiag: error: {self.cause}" + (f" — {self.fix}" if self.fix else "")

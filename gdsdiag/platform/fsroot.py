@@ -1,0 +1,96 @@
+"""A filesystem root that every platform reader goes through.
+
+Readers never touch ``/`` directly: they ask an ``FsRoot`` so that a live node, an unpacked
+``gdsdiag snapshot`` and hwloc's test trees are read by exactly the same code. Symbolic links
+are resolved *inside* the root (an absolute target such as ``/sys/devices/...`` in a snapshot is
+re-rooted), and every read failure comes back as ``None`` plus a remembered reason.
+"""
+from __future__ import annotations
+
+import errno
+import os
+
+
+class FsRoot:
+    def __init__(self, root: str = "/"):
+        self.root = os.path.abspath(root)
+        self.problems: list[str] = []   # unreadable files, with reasons (permissions, malformed)
+
+    def __repr__(self) -> str:
+        return f"FsRoot({self.root!r})"
+
+    @property
+    def is_live(self) -> bool:
+        return self.root == "/"
+
+    def host(self, path: str) -> str:
+        """The host path for an absolute path inside the root."""
+        return os.path.join(self.root, path.lstrip("/"))
+
+    def resolve(self, path: str) -> str:
+        """Canonical absolute path (inside the root) of ``path``, links followed."""
+        parts = [p for p in path.split("/") if p]
+        out: list[str] = []
+        hops = 0
+        while parts:
+            p = parts.pop(0)
+            if p == ".":
+                continue
+            if p == "..":
+                if out:
+                    out.pop()
+                continue
+            candidate = "/" + "/".join(out + [p])
+            host = self.host(candidate)
+            if os.path.islink(host):
+                hops += 1
+                if hops > 40:
+                    raise OSError(errno.ELOOP, "too many levels of symbolic links", candidate)
+                target = os.readlink(host)
+                if target.startswith("/"):
+                    out = []
+                parts = [t for t in target.split("/") if t] + parts
+            else:
+                out.append(p)
+        return "/" + "/".join(out)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(self.host(path))
+
+    def listdir(self, path: str) -> list[str]:
+        try:
+            return sorted(os.listdir(self.host(path)))
+        except OSError:
+            return []
+
+    def read_text(self, path: str, note: bool = False) -> str | None:
+        data = self.read_bytes(path, note=note)
+        if data is None:
+            return None
+        return data.decode("utf-8", "replace").strip()
+
+    def read_bytes(self, path: str, note: bool = False, limit: int = 1 << 20) -> bytes | None:
+        try:
+            with open(self.host(path), "rb") as f:
+                return f.read(limit)
+        except OSError as e:
+            if note:
+                self.problems.append(f"{path}: {e.strerror or e}")
+            return None
+
+    def readlink_name(self, path: str) -> str | None:
+        """Last component of a symlink's target (e.g. a driver or iommu group name)."""
+        try:
+            return os.path.basename(os.readlink(self.host(path)).rstrip("/"))
+        except OSError:
+            return None
+
+    def read_int(self, path: str, base: int = 0) -> int | None:
+        text = self.read_text(path)
+        if text is None:
+            return None
+        try:
+            return int(text.split()[0], base)
+        except (ValueError, IndexError):
+            self.problems.append(f"{path}: not an integer: {text[:40]!r}")
+            return None

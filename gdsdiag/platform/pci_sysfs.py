@@ -1,0 +1,238 @@
+"""Read PCI functions, IOMMU state, CPU facts and user-facing names from a sysfs/procfs tree.
+
+Every function takes an ``FsRoot`` so a live node and a captured tree read the same way.
+The hierarchy comes from the canonical device path, as NCCL's ``getPciPath`` and hwloc do:
+``/sys/devices/pci0000:00/0000:00:01.1/0000:01:00.0`` means host bridge 0000:00 → 00:01.1 → 01:00.0.
+"""
+from __future__ import annotations
+
+import re
+
+from ..topology.config_space import decode
+from ..topology.model import CpuInfo, HostBridge, IommuInfo, Link, PciFunction
+from .fsroot import FsRoot
+
+BDF_RE = re.compile(r"^([0-9a-f]{4}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
+HOST_RE = re.compile(r"^pci([0-9a-f]{4}):([0-9a-f]{2})$")
+SPEED_RE = re.compile(r"([0-9.]+)\s*GT/s")
+
+
+def parse_link_speed(text: str | None) -> float | None:
+    """'16.0 GT/s PCIe' / '2.5 GT/s' → 16.0; 'Unknown' or garbage → None."""
+    if not text:
+        return None
+    m = SPEED_RE.search(text)
+    try:
+        return float(m.group(1)) if m else None
+    except ValueError:
+        return None
+
+
+def _int_or_none(fs: FsRoot, path: str) -> int | None:
+    v = fs.read_int(path)
+    return None if v is None or v < 0 else v
+
+
+def read_functions(fs: FsRoot) -> tuple[list[PciFunction], dict[str, HostBridge]]:
+    functions: list[PciFunction] = []
+    bridges: dict[str, HostBridge] = {}
+    for name in fs.listdir("/sys/bus/pci/devices"):
+        if not BDF_RE.match(name):
+            continue
+        try:
+            real = fs.resolve(f"/sys/bus/pci/devices/{name}")
+        except OSError as e:
+            fs.problems.append(f"/sys/bus/pci/devices/{name}: {e}")
+            continue
+        parts = real.split("/")
+        chain = [p for p in parts if BDF_RE.match(p)]
+        hosts = [p for p in parts if HOST_RE.match(p)]
+        if not chain or chain[-1] != name:
+            fs.problems.append(f"{name}: device path {real} does not end in its own address")
+            continue
+        if hosts:
+            m = HOST_RE.match(hosts[-1])
+            hb = f"{m.group(1)}:{m.group(2)}"
+        else:
+            # Virtual buses (e.g. VMD, Hyper-V) have no pciDDDD:BB component: use the top function's bus.
+            hb = chain[0][:7]
+        fn = _read_function(fs, real, name, hb, chain[-2] if len(chain) > 1 else None)
+        functions.append(fn)
+        bridges.setdefault(hb, HostBridge(id=hb))
+    # The host bridge's identity for the kernel's p2pdma whitelist is function 00.0 on its root bus.
+    by_bdf = {f.bdf: f for f in functions}
+    for hb in bridges.values():
+        f0 = by_bdf.get(f"{hb.id}:00.0")
+        if f0 is not None:
+            hb.vendor, hb.device = f0.vendor, f0.device
+        nodes = {f.numa_node for f in functions if f.host_bridge == hb.id and f.numa_node is not None}
+        if len(nodes) == 1:
+            hb.numa_node = nodes.pop()
+        elif len(nodes) > 1:
+            fs.problems.append(f"host bridge {hb.id}: functions report several NUMA nodes {sorted(nodes)}")
+    return functions, bridges
+
+
+def _read_function(fs: FsRoot, path: str, bdf: str, hb: str, parent: str | None) -> PciFunction:
+    fn = PciFunction(bdf=bdf, host_bridge=hb, parent_bdf=parent, source=path)
+    fn.class_code = fs.read_int(f"{path}/class", 16)
+    fn.vendor = fs.read_int(f"{path}/vendor", 16)
+    fn.device = fs.read_int(f"{path}/device", 16)
+    fn.subsystem_vendor = fs.read_int(f"{path}/subsystem_vendor", 16)
+    fn.subsystem_device = fs.read_int(f"{path}/subsystem_device", 16)
+    fn.revision = fs.read_int(f"{path}/revision", 16)
+    fn.driver = fs.readlink_name(f"{path}/driver")
+    fn.numa_node = _int_or_none(fs, f"{path}/numa_node")
+    fn.iommu_group = fs.readlink_name(f"{path}/iommu_group")
+    fn.link = Link(
+        speed_gts=parse_link_speed(fs.read_text(f"{path}/current_link_speed")),
+        width=_int_or_none(fs, f"{path}/current_link_width") or None,
+        max_speed_gts=parse_link_speed(fs.read_text(f"{path}/max_link_speed")),
+        max_width=_int_or_none(fs, f"{path}/max_link_width") or None,
+    )
+    raw = fs.read_bytes(f"{path}/config", note=True, limit=4096)
+    if raw is not None:
+        fn.config_size = len(raw)
+        fn.config = decode(raw)
+        if fn.revision is None and len(raw) > 8:
+            fn.revision = raw[8]
+        pcie = fn.config.pcie
+        # Old kernels (and hwloc's 2013 snapshots) lack current_link_* files: use LnkSta/LnkCap.
+        if pcie is not None:
+            if fn.link.speed_gts is None:
+                fn.link.speed_gts, fn.link.width = pcie.link_speed_gts, pcie.link_width
+            if fn.link.max_speed_gts is None:
+                fn.link.max_speed_gts, fn.link.max_width = pcie.link_cap_speed_gts, pcie.link_cap_width
+        if fn.config.secondary_bus is not None:
+            fn.secondary_bus = fn.config.secondary_bus
+    return fn
+
+
+# --- IOMMU -----------------------------------------------------------------------------------
+
+_CMDLINE_KEYS = ("intel_iommu", "amd_iommu", "iommu", "iommu.passthrough", "iommu.strict")
+
+
+def read_iommu(fs: FsRoot) -> IommuInfo:
+    info = IommuInfo()
+    info.units = fs.listdir("/sys/class/iommu")
+    cmdline = fs.read_text("/proc/cmdline") or ""
+    for tok in cmdline.split():
+        key, _, val = tok.partition("=")
+        if key in _CMDLINE_KEYS:
+            info.cmdline[key] = val
+    for group in fs.listdir("/sys/kernel/iommu_groups"):
+        gtype = fs.read_text(f"/sys/kernel/iommu_groups/{group}/type")
+        if gtype:
+            info.group_types[group] = gtype
+        info.group_members[group] = fs.listdir(f"/sys/kernel/iommu_groups/{group}/devices")
+    info.mode, info.evidence = classify_iommu(info)
+    return info
+
+
+def classify_iommu(info: IommuInfo) -> tuple[str, list[str]]:
+    """off / passthrough / translated / mixed, from group types first, then the command line."""
+    ev: list[str] = []
+    types = set(info.group_types.values())
+    if info.cmdline:
+        ev.append("/proc/cmdline: " + " ".join(f"{k}={v}" for k, v in info.cmdline.items()))
+    if types:
+        ev.append(f"/sys/kernel/iommu_groups/*/type: {', '.join(sorted(types))}")
+        translated = {t for t in types if t.startswith("DMA")}
+        if translated and types - translated - {"blocked"}:
+            return "mixed", ev
+        if translated:
+            return "translated", ev
+        if types <= {"identity"}:
+            return "passthrough", ev
+        return "unknown", ev
+    if info.group_members:
+        ev.append("iommu groups exist but expose no type file (kernel < 5.11)")
+        pt = info.cmdline.get("iommu") == "pt" or info.cmdline.get("iommu.passthrough") in ("1", "on", "y")
+        return ("passthrough" if pt else "unknown"), ev
+    if info.units:
+        ev.append(f"/sys/class/iommu: {', '.join(info.units)} but no groups")
+        return "unknown", ev
+    ev.append("no /sys/class/iommu units and no /sys/kernel/iommu_groups")
+    return "off", ev
+
+
+# --- CPU / NUMA --------------------------------------------------------------------------------
+
+def read_cpu(fs: FsRoot) -> CpuInfo:
+    cpu = CpuInfo()
+    text = fs.read_text("/proc/cpuinfo") or ""
+    for line in text.splitlines():
+        key, _, val = line.partition(":")
+        key, val = key.strip(), val.strip()
+        if key == "vendor_id" and cpu.vendor is None:
+            cpu.vendor = val
+        elif key == "cpu family" and cpu.family is None:
+            try:
+                cpu.family = int(val)
+            except ValueError:
+                pass
+        elif key == "model name" and cpu.model_name is None:
+            cpu.model_name = val
+        if cpu.vendor and cpu.family is not None and cpu.model_name:
+            break
+    for n in fs.listdir("/sys/devices/system/node"):
+        m = re.match(r"^node(\d+)$", n)
+        if m:
+            cpu.numa_nodes.append(int(m.group(1)))
+    cpu.numa_nodes.sort()
+    return cpu
+
+
+# --- names users know -------------------------------------------------------------------------
+
+def read_names(fs: FsRoot) -> dict[str, list[str]]:
+    """bdf → names: nvme controllers and namespaces, netdevs, RDMA devices, NVIDIA minors."""
+    names: dict[str, list[str]] = {}
+
+    def add(cls_dir: str, pattern: str | None = None) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for n in fs.listdir(cls_dir):
+            if pattern and not re.match(pattern, n):
+                continue
+            try:
+                real = fs.resolve(f"{cls_dir}/{n}/device")
+            except OSError:
+                continue
+            # virtio and some drivers hang the class device below a child of the PCI function
+            # (.../0000:00:03.0/virtio2): the owner is the last PCI address on the path.
+            bdfs = [c for c in real.split("/") if BDF_RE.match(c)]
+            if bdfs:
+                found.setdefault(bdfs[-1], []).append(n)
+        return found
+
+    for bdf, ctrls in add("/sys/class/nvme", r"^nvme\d+$").items():
+        for c in ctrls:
+            names.setdefault(bdf, []).append(c)
+            nss = [n for n in fs.listdir(f"/sys/class/nvme/{c}") if re.match(rf"^{c}(c\d+)?n\d+$", n)]
+            names[bdf].extend(nss)
+    for cls in ("/sys/class/infiniband", "/sys/class/net"):
+        for bdf, ns in add(cls).items():
+            names.setdefault(bdf, []).extend(ns)
+    return names
+
+
+def read_nvidia_minors(fs: FsRoot) -> dict[str, int]:
+    """bdf → 'Device Minor' from /proc/driver/nvidia/gpus/<bdf>/information."""
+    out: dict[str, int] = {}
+    for bdf in fs.listdir("/proc/driver/nvidia/gpus"):
+        text = fs.read_text(f"/proc/driver/nvidia/gpus/{bdf}/information") or ""
+        m = re.search(r"Device Minor:\s*(\d+)", text)
+        if m and BDF_RE.match(bdf.lower()):
+            out[bdf.lower()] = int(m.group(1))
+    return out
+
+
+def read_nvidia_models(fs: FsRoot) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for bdf in fs.listdir("/proc/driver/nvidia/gpus"):
+        text = fs.read_text(f"/proc/driver/nvidia/gpus/{bdf}/information") or ""
+        m = re.search(r"Model:\s*(.+)", text)
+        if m:
+            out[bdf.lower()] = m.group(1).strip()
+    return out

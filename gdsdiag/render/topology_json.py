@@ -1,0 +1,54 @@
+"""The versioned JSON document of ``gdsdiag topology --json`` (schema in docs/json.md)."""
+from __future__ import annotations
+
+from ..topology.findings import Finding
+from ..topology.model import Topology
+from ..topology.pairs import PairAnalysis
+
+SCHEMA = "gdsdiag.topology/1"
+
+
+def document(topo: Topology, pairs: list[PairAnalysis], findings: list[Finding],
+             cross_check: list[dict] | None = None) -> dict:
+    doc = {
+        "schema": SCHEMA,
+        "source": topo.source,
+        "cpu": {"vendor": topo.cpu.vendor, "family": topo.cpu.family, "model": topo.cpu.model_name,
+                "numa_nodes": topo.cpu.numa_nodes},
+        "iommu": {"mode": topo.iommu.mode, "units": topo.iommu.units, "cmdline": topo.iommu.cmdline,
+                  "group_types": topo.iommu.group_types, "evidence": topo.iommu.evidence},
+        "host_bridges": [{"id": h.id, "numa_node": h.numa_node,
+                          "vendor": _hex(h.vendor, 4), "device": _hex(h.device, 4)}
+                         for h in sorted(topo.host_bridges.values(), key=lambda h: h.id)],
+        "devices": [_device(d) for d in sorted(topo.devices.values(), key=lambda d: d.bdf)],
+        "pairs": [p.to_json() for p in pairs],
+        "findings": [f.to_json() for f in findings],
+    }
+    if cross_check is not None:
+        doc["cross_check"] = cross_check
+    return doc
+
+
+def _hex(v: int | None, width: int) -> str | None:
+    return None if v is None else f"{v:0{width}x}"
+
+
+def _device(d) -> dict:
+    fn = d.fn
+    acs = fn.acs_control
+    return {
+        "bdf": fn.bdf, "host_bridge": fn.host_bridge, "parent": d.parent.bdf if d.parent else None,
+        "role": d.role.value, "label": d.label, "names": d.names, "model": d.model,
+        "class": _hex(fn.class_code, 6), "vendor": _hex(fn.vendor, 4), "device": _hex(fn.device, 4),
+        "subsystem_vendor": _hex(fn.subsystem_vendor, 4), "subsystem_device": _hex(fn.subsystem_device, 4),
+        "driver": fn.driver, "numa_node": fn.numa_node, "iommu_group": fn.iommu_group,
+        "port_type": fn.port_type.value if fn.port_type else None, "switch": d.switch_id,
+        "link": fn.link.to_json(),
+        "acs": None if acs is None else {"control": acs.to_json(), "redirect": acs.redirects},
+        "acs_known": fn.acs_known,
+        "config_bytes": fn.config_size,
+        "pcie": None if not (fn.config and fn.config.pcie) else {
+            "max_payload": fn.config.pcie.max_payload, "max_read_request": fn.config.pcie.max_read_request,
+            "relaxed_ordering": fn.config.pcie.relaxed_ordering},
+        "problems": fn.config.problems if fn.config else [],
+    }

@@ -1,0 +1,120 @@
+"""Terminal rendering of a topology: tree, pair matrix, findings (rich)."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from ..topology.findings import Finding
+from ..topology.model import Device, Role, Topology
+from ..topology.pairs import PairAnalysis, P2pVerdict
+
+_SHOWN = (Role.GPU, Role.NVME, Role.NIC, Role.NVSWITCH)
+_VERDICT_STYLE = {P2pVerdict.P2P: "green", P2pVerdict.VIA_HOST: "yellow", P2pVerdict.NO: "red",
+                  P2pVerdict.UNKNOWN: "dim"}
+
+
+def _interesting(d: Device) -> bool:
+    """Show bridges only when something we care about sits below them."""
+    if d.role in _SHOWN:
+        return True
+    return any(_interesting(c) for c in d.children)
+
+
+def _node_text(topo: Topology, d: Device) -> Text:
+    t = Text()
+    if d.label:
+        t.append(f"{d.label} ", style="bold")
+    t.append(d.bdf, style="cyan")
+    role = {Role.ROOT_PORT: "root port", Role.SWITCH_UPSTREAM: "switch upstream",
+            Role.SWITCH_DOWNSTREAM: "switch downstream"}.get(d.role, d.role.value)
+    t.append(f" {role}")
+    if d.model:
+        t.append(f" {d.model}", style="dim")
+    link = d.fn.link
+    if link.known:
+        below = (link.max_speed_gts and link.speed_gts < link.max_speed_gts) or \
+                (link.max_width and link.width < link.max_width)
+        t.append(f"  {link.describe()}", style="red" if below else "green")
+    if d.is_bridge:
+        acs = d.fn.acs_control
+        if acs is not None:
+            t.append(f"  ACS {acs.flags()}", style="red" if acs.redirects else "dim")
+        elif not d.fn.acs_known:
+            t.append("  ACS unknown", style="dim")
+    if d.fn.iommu_group is not None:
+        gtype = topo.iommu.group_type_of(d.fn.iommu_group)
+        t.append(f"  iommu {d.fn.iommu_group}" + (f" ({gtype})" if gtype else ""), style="dim")
+    others = [n for n in d.names if n != d.label]
+    if others:
+        t.append(f"  [{', '.join(others[:4])}]", style="magenta")
+    return t
+
+
+def tree(topo: Topology) -> Tree:
+    root = Tree(Text(f"PCIe topology of {topo.source}  (IOMMU: {topo.iommu.mode})", style="bold"))
+    for hb in sorted(topo.host_bridges.values(), key=lambda h: h.id):
+        tops = [d for d in topo.roots(hb.id) if _interesting(d)]
+        if not tops:
+            continue
+        numa = f"NUMA {hb.numa_node}" if hb.numa_node is not None else "NUMA ?"
+        node = root.add(Text(f"host bridge {hb.id}  {numa}", style="bold blue"))
+        for d in tops:
+            _add(topo, node, d)
+    return root
+
+
+def _add(topo: Topology, parent: Tree, d: Device) -> None:
+    branch = parent.add(_node_text(topo, d))
+    for c in sorted(d.children, key=lambda x: x.bdf):
+        if _interesting(c):
+            _add(topo, branch, c)
+
+
+def matrix(topo: Topology, pairs: list[PairAnalysis]) -> Table:
+    gpus = sorted(topo.by_role(Role.GPU), key=lambda d: d.label or d.bdf)
+    cols = gpus + sorted(topo.by_role(Role.NVME, Role.NIC), key=lambda d: (d.role.value, d.label or "~", d.bdf))
+    idx = {(p.a.bdf, p.b.bdf): p for p in pairs}
+    t = Table(title="pair matrix (nvidia-smi level / P2P verdict)", show_lines=False)
+    t.add_column("")
+    for c in cols:
+        t.add_column(c.label or c.bdf)
+    t.add_column("NUMA")
+    for g in gpus:
+        row = [g.label or g.bdf]
+        for c in cols:
+            if c is g:
+                row.append(Text(" X"))
+                continue
+            p = idx.get((g.bdf, c.bdf))
+            row.append(Text(f"{p.smi.value} {p.verdict.value}", style=_VERDICT_STYLE[p.verdict])
+                       if p else Text("-"))
+        numa = topo.numa_of(g)
+        row.append(str(numa) if numa is not None else "?")
+        t.add_row(*row)
+    return t
+
+
+def findings_table(findings: list[Finding]) -> Table:
+    t = Table(title="findings", show_lines=True)
+    for col in ("severity", "finding", "evidence", "fix"):
+        t.add_column(col, overflow="fold")
+    style = {"fail": "red", "warn": "yellow", "info": "cyan"}
+    for f in findings:
+        t.add_row(Text(f.severity, style=style.get(f.severity, "")), f.title, f.evidence, f.fix)
+    return t
+
+
+def render(console: Console, topo: Topology, pairs, findings, show_tree=True, show_matrix=True) -> None:
+    if show_tree:
+        console.print(tree(topo))
+    if show_matrix:
+        if topo.by_role(Role.GPU):
+            console.print(matrix(topo, pairs))
+        else:
+            console.print("no NVIDIA GPU found: no pair matrix", style="yellow")
+    if findings:
+        console.print(findings_table(findings))
+    else:
+        console.print("no findings", style="green")

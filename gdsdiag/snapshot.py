@@ -1,0 +1,150 @@
+"""``gdsdiag snapshot``: capture what the readers read, and open such a capture again.
+
+The archive mirrors the live paths (``sys/...``, ``proc/...``) so that an unpacked snapshot is a
+root any reader accepts. sysfs files report a size of 4096 whatever they hold, so each file is
+read and stored with its real length; symbolic links are stored as links so the hierarchy
+(``/sys/bus/pci/devices/X -> ../../../devices/pci0000:00/...``) survives.
+"""
+from __future__ import annotations
+
+import glob
+import io
+import os
+import platform
+import tarfile
+import tempfile
+import time
+
+from .errors import GdsdiagError
+
+# Per PCI function: the files the readers use.
+PCI_FILES = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device", "revision",
+             "numa_node", "local_cpulist", "current_link_speed", "current_link_width",
+             "max_link_speed", "max_link_width", "config", "driver", "iommu_group", "uevent")
+PROC_FILES = ("/proc/cmdline", "/proc/cpuinfo", "/proc/modules", "/proc/mounts", "/proc/self/mountinfo",
+              "/proc/version", "/proc/config.gz")
+GLOBS = ("/proc/driver/nvidia/version", "/proc/driver/nvidia/params", "/proc/driver/nvidia/gpus/*/information",
+         "/proc/driver/nvidia-fs/*", "/sys/module/nvidia_fs/version", "/sys/module/nvidia_fs/parameters/*",
+         "/sys/module/nvme_core/parameters/multipath", "/sys/module/nvidia/version",
+         "/sys/kernel/iommu_groups/*/type", "/sys/kernel/iommu_groups/*/devices/*",
+         "/sys/class/iommu/*", "/sys/devices/system/node/node*/cpulist", "/sys/devices/system/node/possible",
+         "/sys/class/nvme/*", "/sys/class/nvme/*/device", "/sys/class/nvme/*/model", "/sys/class/nvme/*/nvme*n*",
+         "/sys/class/net/*", "/sys/class/net/*/device", "/sys/class/infiniband/*", "/sys/class/infiniband/*/device",
+         "/sys/class/infiniband/*/ports/*/link_layer", "/sys/class/infiniband/*/ports/*/state",
+         "/sys/block/*", "/sys/block/*/device", "/sys/block/*/slaves/*", "/sys/block/*/holders/*",
+         "/etc/cufile.json", "/dev/nvidia-fs*", "/run/udev/control")
+
+
+class _Writer:
+    def __init__(self, tar: tarfile.TarFile, root: str):
+        self.tar, self.root, self.done = tar, root, set()
+        self.skipped: list[str] = []
+
+    def host(self, path: str) -> str:
+        return os.path.join(self.root, path.lstrip("/"))
+
+    def add(self, path: str) -> None:
+        """Add ``path`` (absolute, inside root); links are kept and their targets added too."""
+        path = os.path.normpath(path)
+        if path in self.done:
+            return
+        self.done.add(path)
+        host = self.host(path)
+        parent = os.path.dirname(path)
+        if parent != path and parent not in self.done:
+            self._add_dir_chain(parent)
+        if os.path.islink(host):
+            target = os.readlink(host)
+            ti = tarfile.TarInfo(path.lstrip("/"))
+            ti.type, ti.linkname, ti.mtime = tarfile.SYMTYPE, target, int(time.time())
+            self.tar.addfile(ti)
+            resolved = target if target.startswith("/") else os.path.normpath(os.path.join(parent, target))
+            # Follow links to devices (the hierarchy) but not into whole driver/module trees.
+            if resolved.startswith(("/sys/devices/", "/sys/kernel/iommu_groups/")) and not \
+                    os.path.basename(path) in ("driver", "subsystem"):
+                self._add_dir_chain(resolved)
+            return
+        if os.path.isdir(host):
+            self._add_dir_chain(path)
+            return
+        try:
+            with open(host, "rb") as f:
+                data = f.read(1 << 22)
+        except OSError as e:
+            self.skipped.append(f"{path}: {e.strerror}")
+            return
+        ti = tarfile.TarInfo(path.lstrip("/"))
+        ti.size, ti.mtime, ti.mode = len(data), int(time.time()), 0o644
+        self.tar.addfile(ti, io.BytesIO(data))
+
+    def _add_dir_chain(self, path: str) -> None:
+        parts = path.strip("/").split("/")
+        cur = ""
+        for p in parts:
+            cur += "/" + p
+            if cur in self.done:
+                continue
+            host = self.host(cur)
+            if os.path.islink(host):
+                self.add(cur)
+                continue
+            self.done.add(cur)
+            ti = tarfile.TarInfo(cur.lstrip("/"))
+            ti.type, ti.mode, ti.mtime = tarfile.DIRTYPE, 0o755, int(time.time())
+            self.tar.addfile(ti)
+
+
+def create(output: str, root: str = "/") -> dict:
+    """Write a snapshot; returns counts. Refuses to overwrite an existing file."""
+    if os.path.exists(output):
+        raise GdsdiagError(f"{output} exists", "choose another -o path; gdsdiag never overwrites files")
+    outdir = os.path.dirname(os.path.abspath(output))
+    if not os.access(outdir, os.W_OK):
+        raise GdsdiagError(f"cannot write to {outdir}", "choose a writable -o path")
+    tmp = output + ".partial"
+    with tarfile.open(tmp, "w:gz") as tar:
+        w = _Writer(tar, root)
+        for dev in sorted(os.listdir(w.host("/sys/bus/pci/devices")) if os.path.isdir(w.host("/sys/bus/pci/devices")) else []):
+            link = f"/sys/bus/pci/devices/{dev}"
+            w.add(link)
+            real = os.path.realpath(w.host(link))
+            rel = "/" + os.path.relpath(real, w.root)
+            for f in PCI_FILES:
+                if os.path.lexists(os.path.join(real, f)):
+                    w.add(f"{rel}/{f}")
+        for f in PROC_FILES:
+            if os.path.lexists(w.host(f)):
+                w.add(f)
+        for pattern in GLOBS:
+            for hit in sorted(glob.glob(w.host(pattern))):
+                w.add("/" + os.path.relpath(hit, w.root))
+        release = platform.release()
+        for f in (f"/boot/config-{release}",):
+            if os.path.exists(w.host(f)):
+                w.add(f)
+        meta = f"gdsdiag-snapshot 1\nrelease {release}\ncreated {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
+        ti = tarfile.TarInfo("gdsdiag-snapshot.txt")
+        ti.size = len(meta)
+        tar.addfile(ti, io.BytesIO(meta.encode()))
+    os.rename(tmp, output)
+    return {"entries": len(w.done), "skipped": w.skipped}
+
+
+def open_snapshot(path: str) -> tempfile.TemporaryDirectory:
+    """Unpack a snapshot (tar.gz) safely into a temporary root; the caller keeps the object alive."""
+    if os.path.isdir(path):
+        raise GdsdiagError(f"{path} is a directory", "pass it with --root, or give a .tar.gz from gdsdiag snapshot")
+    try:
+        tar = tarfile.open(path, "r:*")
+    except FileNotFoundError:
+        raise GdsdiagError(f"snapshot {path} not found", "check the path") from None
+    except (tarfile.TarError, OSError) as e:
+        raise GdsdiagError(f"{path} is not a readable tar archive ({e})", "re-create it with gdsdiag snapshot -o FILE") from None
+    tmp = tempfile.TemporaryDirectory(prefix="gdsdiag-snap-")
+    with tar:
+        try:
+            tar.extractall(tmp.name, filter="data")
+        except (tarfile.TarError, OSError) as e:
+            tmp.cleanup()
+            raise GdsdiagError(f"cannot unpack {path}: {e}", "re-create the snapshot") from None
+    return tmp

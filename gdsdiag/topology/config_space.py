@@ -1,0 +1,236 @@
+"""Decode PCI configuration space bytes: the capability lists, the PCIe capability and ACS.
+
+Pure functions over ``bytes``; callers read the bytes (sysfs ``config`` or an lspci hex dump).
+Offsets and bit positions follow the PCI Express Base Specification as mirrored by the kernel's
+``include/uapi/linux/pci_regs.h`` (PCI_EXP_*, PCI_ACS_*). Every walk is bounded and detects loops,
+so a malformed or hostile dump yields ``None`` plus a reason, never an exception.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+CAP_ID_PCIE = 0x10
+EXT_CAP_ID_ACS = 0x000D
+STD_CONFIG_SIZE = 256
+EXT_CONFIG_SIZE = 4096
+
+
+class PortType(str, Enum):
+    """PCIe Capabilities register bits 7:4 (PCI_EXP_FLAGS_TYPE)."""
+    ENDPOINT = "endpoint"
+    LEGACY_ENDPOINT = "legacy_endpoint"
+    ROOT_PORT = "root_port"
+    UPSTREAM = "switch_upstream"
+    DOWNSTREAM = "switch_downstream"
+    PCIE_TO_PCI = "pcie_to_pci_bridge"
+    PCI_TO_PCIE = "pci_to_pcie_bridge"
+    RC_INTEGRATED = "rc_integrated_endpoint"
+    RC_EVENT_COLLECTOR = "rc_event_collector"
+    UNKNOWN = "unknown"
+
+
+_PORT_TYPES = {0: PortType.ENDPOINT, 1: PortType.LEGACY_ENDPOINT, 4: PortType.ROOT_PORT,
+               5: PortType.UPSTREAM, 6: PortType.DOWNSTREAM, 7: PortType.PCIE_TO_PCI,
+               8: PortType.PCI_TO_PCIE, 9: PortType.RC_INTEGRATED, 10: PortType.RC_EVENT_COLLECTOR}
+
+# Link speed encodings (PCI_EXP_LNKCAP_SLS_*): GT/s per lane.
+LINK_SPEED_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+
+
+def lane_gbytes_per_s(gts: float) -> float:
+    """Usable bytes/s per lane after line encoding: 8b/10b up to 5 GT/s, 128b/130b for 8-32 GT/s,
+    and FLIT mode (242/256) at 64 GT/s. hwloc uses the same encodings for its ``linkspeed``."""
+    if gts <= 5.0:
+        enc = 8 / 10
+    elif gts <= 32.0:
+        enc = 128 / 130
+    else:
+        enc = 242 / 256
+    return gts * enc / 8
+
+
+def gen_of(gts: float | None) -> int | None:
+    for gen, speed in LINK_SPEED_GTS.items():
+        if gts is not None and abs(speed - gts) < 0.01:
+            return gen
+    return None
+
+
+@dataclass(frozen=True)
+class AcsControl:
+    """ACS control (or capability) bits; names as lspci prints them."""
+    source_validation: bool = False   # SV  (SrcValid)
+    translation_blocking: bool = False  # TB (TransBlk)
+    request_redirect: bool = False    # RR  (ReqRedir)
+    completion_redirect: bool = False  # CR (CmpltRedir)
+    upstream_forwarding: bool = False  # UF (UpstreamFwd)
+    egress_control: bool = False      # EC  (EgressCtrl)
+    direct_translated: bool = False   # DT  (DirectTrans)
+
+    @classmethod
+    def from_bits(cls, v: int) -> "AcsControl":
+        return cls(*(bool(v >> i & 1) for i in range(7)))
+
+    @property
+    def redirects(self) -> bool:
+        """The kernel's pci_bridge_has_acs_redir(): RR, CR or EC set forces peer traffic upstream."""
+        return self.request_redirect or self.completion_redirect or self.egress_control
+
+    def flags(self) -> str:
+        names = ("SV", "TB", "RR", "CR", "UF", "EC", "DT")
+        vals = (self.source_validation, self.translation_blocking, self.request_redirect,
+                self.completion_redirect, self.upstream_forwarding, self.egress_control,
+                self.direct_translated)
+        return " ".join(n + ("+" if v else "-") for n, v in zip(names, vals))
+
+    def to_json(self) -> dict:
+        return {"SV": self.source_validation, "TB": self.translation_blocking,
+                "RR": self.request_redirect, "CR": self.completion_redirect,
+                "UF": self.upstream_forwarding, "EC": self.egress_control,
+                "DT": self.direct_translated}
+
+
+@dataclass
+class PcieCapability:
+    version: int
+    port_type: PortType
+    max_payload_supported: int        # bytes
+    max_payload: int                  # bytes (DevCtl)
+    max_read_request: int             # bytes (DevCtl)
+    relaxed_ordering: bool            # DevCtl bit 4
+    link_cap_speed_gts: float | None  # LnkCap max link speed
+    link_cap_width: int | None
+    link_speed_gts: float | None      # LnkSta negotiated
+    link_width: int | None
+
+
+@dataclass
+class ConfigSpace:
+    """What we decoded, plus why any part is missing."""
+    vendor: int | None = None
+    device: int | None = None
+    class_code: int | None = None
+    header_type: int | None = None
+    secondary_bus: int | None = None
+    pcie: PcieCapability | None = None
+    acs_capability: AcsControl | None = None
+    acs_control: AcsControl | None = None
+    has_acs: bool | None = None          # None: unknown (extended space unreadable)
+    capabilities: list[int] = field(default_factory=list)
+    ext_capabilities: list[int] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def _u16(b: bytes, o: int) -> int:
+    return b[o] | b[o + 1] << 8
+
+
+def _u32(b: bytes, o: int) -> int:
+    return _u16(b, o) | _u16(b, o + 2) << 16
+
+
+def _payload(code: int) -> int:
+    return 128 << (code & 7) if (code & 7) <= 5 else 0
+
+
+def decode(data: bytes) -> ConfigSpace:
+    """Decode whatever ``data`` holds: 64 bytes (unprivileged sysfs read), 256 or 4096 bytes."""
+    cs = ConfigSpace()
+    if len(data) < 64:
+        cs.problems.append(f"config space truncated ({len(data)} bytes, need at least 64)")
+        return cs
+    cs.vendor, cs.device = _u16(data, 0), _u16(data, 2)
+    if cs.vendor == 0xFFFF:
+        cs.problems.append("config space reads all-ones (device gone or not readable)")
+        return cs
+    cs.class_code = data[0x0B] << 16 | data[0x0A] << 8 | data[0x09]
+    cs.header_type = data[0x0E] & 0x7F
+    if cs.header_type == 1:
+        cs.secondary_bus = data[0x19]
+    status = _u16(data, 0x06)
+    if status & 0x10:
+        _walk_standard(data, cs)
+    if len(data) < EXT_CONFIG_SIZE:
+        # Extended capabilities (ACS among them) live at 0x100+; sysfs hands unprivileged
+        # readers only the first 64 bytes and lspci -xxx shows 256.
+        cs.has_acs = None
+        if cs.pcie is not None:
+            cs.problems.append("ACS unknown: extended config space needs root")
+        return cs
+    _walk_extended(data, cs)
+    return cs
+
+
+def _walk_standard(data: bytes, cs: ConfigSpace) -> None:
+    limit = min(len(data), STD_CONFIG_SIZE)
+    ptr = data[0x34] & 0xFC
+    seen: set[int] = set()
+    while ptr:
+        if ptr < 0x40 or ptr + 2 > limit:
+            if ptr + 2 > limit and len(data) < STD_CONFIG_SIZE:
+                cs.problems.append(f"capability at {ptr:#x} beyond the {len(data)} readable bytes")
+            else:
+                cs.problems.append(f"capability pointer {ptr:#x} out of range")
+            return
+        if ptr in seen or len(seen) >= 48:
+            cs.problems.append(f"capability list loops at {ptr:#x}")
+            return
+        seen.add(ptr)
+        cap_id = data[ptr]
+        cs.capabilities.append(cap_id)
+        if cap_id == CAP_ID_PCIE:
+            if ptr + 0x14 > limit:
+                cs.problems.append("PCIe capability truncated")
+            else:
+                cs.pcie = _decode_pcie(data, ptr)
+        ptr = data[ptr + 1] & 0xFC
+
+
+def _decode_pcie(data: bytes, o: int) -> PcieCapability:
+    flags = _u16(data, o + 2)
+    devcap = _u32(data, o + 4)
+    devctl = _u16(data, o + 8)
+    lnkcap = _u32(data, o + 0x0C)
+    lnksta = _u16(data, o + 0x12)
+    ptype = _PORT_TYPES.get(flags >> 4 & 0xF, PortType.UNKNOWN)
+    has_link = ptype not in (PortType.RC_INTEGRATED, PortType.RC_EVENT_COLLECTOR)
+    return PcieCapability(
+        version=flags & 0xF,
+        port_type=ptype,
+        max_payload_supported=_payload(devcap & 7),
+        max_payload=_payload(devctl >> 5),
+        max_read_request=_payload(devctl >> 12),
+        relaxed_ordering=bool(devctl & 0x10),
+        link_cap_speed_gts=LINK_SPEED_GTS.get(lnkcap & 0xF) if has_link else None,
+        link_cap_width=(lnkcap >> 4 & 0x3F) or None if has_link else None,
+        link_speed_gts=LINK_SPEED_GTS.get(lnksta & 0xF) if has_link else None,
+        link_width=(lnksta >> 4 & 0x3F) or None if has_link else None,
+    )
+
+
+def _walk_extended(data: bytes, cs: ConfigSpace) -> None:
+    ptr = 0x100
+    seen: set[int] = set()
+    cs.has_acs = False
+    while ptr:
+        if ptr < 0x100 or ptr + 4 > len(data):
+            cs.problems.append(f"extended capability pointer {ptr:#x} out of range")
+            return
+        if ptr in seen or len(seen) >= 1024:
+            cs.problems.append(f"extended capability list loops at {ptr:#x}")
+            return
+        seen.add(ptr)
+        header = _u32(data, ptr)
+        if header in (0, 0xFFFFFFFF):
+            return
+        cap_id = header & 0xFFFF
+        cs.ext_capabilities.append(cap_id)
+        if cap_id == EXT_CAP_ID_ACS:
+            if ptr + 8 > len(data):
+                cs.problems.append("ACS capability truncated")
+            else:
+                cs.has_acs = True
+                cs.acs_capability = AcsControl.from_bits(_u16(data, ptr + 4))
+                cs.acs_control = AcsControl.from_bits(_u16(data, ptr + 6))
+        ptr = header >> 20 & 0xFFC

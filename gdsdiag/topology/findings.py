@@ -1,0 +1,76 @@
+"""Findings: each problem in the topology once, with its evidence and the fix."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .model import Role, Topology
+from .pairs import P2pDmaMap, PairAnalysis, SmiLevel
+
+
+@dataclass
+class Finding:
+    id: str
+    severity: str          # info | warn | fail
+    title: str
+    evidence: str
+    fix: str
+
+    def to_json(self) -> dict:
+        return self.__dict__.copy()
+
+
+def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
+    out: list[Finding] = []
+    # ACS redirect on bridges that carry GPU peer traffic.
+    redirect = sorted({b for p in pairs for b in p.acs_redirect_bridges})
+    if redirect:
+        out.append(Finding(
+            "acs-redirect", "fail",
+            f"ACS redirect enabled on {len(redirect)} bridge(s) between GPUs and their peers",
+            "ACSCtl RR/CR/EC set on " + ", ".join(redirect),
+            "disable ACS redirect on these ports (BIOS 'ACS' option, or setpci at boot as NVIDIA's "
+            "GDS best-practices guide shows); P2P otherwise detours through the root complex"))
+    unknown = sorted({b for p in pairs for b in p.acs_unknown_bridges})
+    if unknown:
+        out.append(Finding(
+            "acs-unknown", "info", f"ACS state unknown on {len(unknown)} bridge(s)",
+            "config space beyond 64 bytes unreadable: " + ", ".join(unknown[:8]) + (" …" if len(unknown) > 8 else ""),
+            "run gdsdiag as root (or capture a snapshot as root) to read extended config space"))
+    if topo.iommu.mode in ("translated", "mixed"):
+        out.append(Finding(
+            "iommu-translating", "fail", f"IOMMU is {topo.iommu.mode}: DMA goes through address translation",
+            "; ".join(topo.iommu.evidence),
+            "boot with iommu=pt (or amd_iommu=off / intel_iommu=off) for nvidia-fs P2P, as NVIDIA's GDS "
+            "installation guide requires"))
+    # Links below their maximum (each link once).
+    seen: set[str] = set()
+    for p in pairs:
+        for h in p.hops:
+            if h.downtrained and h.bdf not in seen:
+                seen.add(h.bdf)
+                note = (" GPUs lower link speed at idle; recheck under load before acting." if h.idle_possible
+                        and h.link.width and h.link.max_width and h.link.width >= h.link.max_width else "")
+                out.append(Finding(
+                    f"link-below-max:{h.bdf}", "warn" if not note else "info",
+                    f"{h.label} link runs at {h.link.describe()}", f"{h.bdf} current_link_* vs max_link_*",
+                    "reseat the card or check the slot's lane wiring and BIOS link-speed setting." + note))
+    # Placement: GPU with no storage/NIC under the same switch.
+    for gpu in topo.by_role(Role.GPU):
+        mine = [p for p in pairs if p.a is gpu and p.b.role in (Role.NVME, Role.NIC)]
+        if mine and not any(p.smi in (SmiLevel.PIX, SmiLevel.PXB) for p in mine):
+            best = min(mine, key=lambda p: list(SmiLevel).index(p.smi))
+            out.append(Finding(
+                f"placement:{gpu.bdf}", "info",
+                f"{gpu.display()} shares no PCIe switch with any NVMe or NIC (best: {best.smi.value} to {best.b.display()})",
+                "pair matrix", "for GDS P2P at full rate put the GPU and its storage/NIC under one switch; "
+                "across root ports traffic is bounded by the root complex"))
+    not_supported = [p for p in pairs if p.p2pdma == P2pDmaMap.NOT_SUPPORTED]
+    if not_supported:
+        out.append(Finding(
+            "p2pdma-not-supported", "warn",
+            f"{len(not_supported)} pair(s) the kernel's P2PDMA would refuse (NOT_SUPPORTED)",
+            ", ".join(f"{p.a.display()}↔{p.b.display()}" for p in not_supported[:6]),
+            "the PCI P2PDMA route (cufile.json use_pci_p2pdma) cannot work for these pairs; nvidia-fs may still"))
+    for prob in topo.problems:
+        out.append(Finding("read-problem", "info", prob, topo.source, "check the capture or run as root"))
+    return out

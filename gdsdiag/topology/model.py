@@ -1,0 +1,221 @@
+"""The topology data model: raw PCI function facts, roles, and the analysed tree.
+
+Readers (sysfs, lspci text) produce ``PciFunction`` records and ``HostBridge`` records; the
+builder links them into a ``Topology``; pure analysis (pairs, findings) reads the ``Topology``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from .config_space import AcsControl, ConfigSpace, PortType, gen_of, lane_gbytes_per_s
+
+NVIDIA = 0x10DE
+
+
+class Role(str, Enum):
+    GPU = "gpu"
+    NVME = "nvme"
+    NIC = "nic"
+    NVSWITCH = "nvswitch"
+    ROOT_PORT = "root_port"
+    SWITCH_UPSTREAM = "switch_upstream"
+    SWITCH_DOWNSTREAM = "switch_downstream"
+    BRIDGE = "bridge"          # any other bridge (PCI-PCI, PCIe-to-PCI)
+    HOST_BRIDGE_FN = "host_bridge_function"  # class 0x0600 function (e.g. 00.0 of a root bus)
+    OTHER = "other"
+
+
+BRIDGE_ROLES = (Role.ROOT_PORT, Role.SWITCH_UPSTREAM, Role.SWITCH_DOWNSTREAM, Role.BRIDGE)
+
+
+def role_from_class(class_code: int | None, vendor: int | None) -> Role | None:
+    """Endpoint roles from the 24-bit class code; bridges are decided structurally later."""
+    if class_code is None:
+        return None
+    base_sub = class_code >> 8
+    if vendor == NVIDIA and base_sub in (0x0300, 0x0302):
+        return Role.GPU
+    if vendor == NVIDIA and base_sub == 0x0680:
+        return Role.NVSWITCH
+    if class_code == 0x010802:
+        return Role.NVME
+    if base_sub in (0x0200, 0x0207):
+        return Role.NIC
+    if base_sub == 0x0600:
+        return Role.HOST_BRIDGE_FN
+    if base_sub == 0x0604:
+        return Role.BRIDGE
+    return Role.OTHER
+
+
+@dataclass
+class Link:
+    speed_gts: float | None = None
+    width: int | None = None
+    max_speed_gts: float | None = None
+    max_width: int | None = None
+
+    @property
+    def gbytes_per_s(self) -> float | None:
+        if not self.speed_gts or not self.width:
+            return None
+        return lane_gbytes_per_s(self.speed_gts) * self.width
+
+    @staticmethod
+    def _fmt(speed: float | None, width: int | None) -> str:
+        gen = gen_of(speed)
+        s = f"Gen{gen}" if gen else (f"{speed:g}GT/s" if speed else "?")
+        return f"{s} x{width}" if width else f"{s} x?"
+
+    def describe(self) -> str:
+        cur = self._fmt(self.speed_gts, self.width)
+        if self.max_speed_gts or self.max_width:
+            return f"{cur} (max {self._fmt(self.max_speed_gts, self.max_width)})"
+        return cur
+
+    @property
+    def known(self) -> bool:
+        return bool(self.speed_gts and self.width)
+
+    def to_json(self) -> dict:
+        return {"speed_gts": self.speed_gts, "width": self.width,
+                "max_speed_gts": self.max_speed_gts, "max_width": self.max_width,
+                "gbytes_per_s": round(self.gbytes_per_s, 3) if self.gbytes_per_s else None}
+
+
+@dataclass
+class PciFunction:
+    """Facts about one PCI function as a reader found them; no interpretation yet."""
+    bdf: str                              # 0000:01:00.0
+    host_bridge: str                      # 0000:00  (domain:root bus) as in pci0000:00
+    parent_bdf: str | None                # upstream bridge function, None when on the root bus
+    class_code: int | None = None
+    vendor: int | None = None
+    device: int | None = None
+    subsystem_vendor: int | None = None
+    subsystem_device: int | None = None
+    revision: int | None = None
+    driver: str | None = None
+    numa_node: int | None = None          # None: unknown / -1
+    link: Link = field(default_factory=Link)
+    iommu_group: str | None = None
+    config: ConfigSpace | None = None
+    config_size: int | None = None
+    acs_text: AcsControl | None = None    # from lspci 'ACSCtl:' when no extended hex dump
+    port_type_text: PortType | None = None  # from lspci 'Express ... Root Port'
+    secondary_bus: int | None = None
+    name: str | None = None               # lspci's device name text, when imported
+    source: str = ""
+
+    @property
+    def domain(self) -> str:
+        return self.bdf[:4]
+
+    @property
+    def bus(self) -> int:
+        return int(self.bdf[5:7], 16)
+
+    @property
+    def port_type(self) -> PortType | None:
+        if self.config and self.config.pcie:
+            return self.config.pcie.port_type
+        return self.port_type_text
+
+    @property
+    def acs_control(self) -> AcsControl | None:
+        if self.config and self.config.acs_control is not None:
+            return self.config.acs_control
+        return self.acs_text
+
+    @property
+    def acs_known(self) -> bool:
+        """True when we know whether ACS is there and what it is set to."""
+        if self.acs_text is not None:
+            return True
+        return bool(self.config and self.config.has_acs is not None)
+
+
+@dataclass
+class HostBridge:
+    id: str                               # 0000:00
+    numa_node: int | None = None
+    vendor: int | None = None             # of function 00.0 on the root bus, for p2pdma's whitelist
+    device: int | None = None
+    vendor_name: str | None = None        # lspci text import: "Advanced Micro Devices"
+
+
+@dataclass
+class Device:
+    """A PCI function placed in the tree, with its role and the names users know it by."""
+    fn: PciFunction
+    role: Role
+    parent: "Device | None" = None
+    children: list["Device"] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)   # GPU0, nvme0, mlx5_0, eth0 ...
+    label: str | None = None                          # short display label, e.g. GPU0
+    switch_id: str | None = None                      # physical switch (USP bdf) for switch ports
+    model: str | None = None
+
+    @property
+    def bdf(self) -> str:
+        return self.fn.bdf
+
+    @property
+    def is_bridge(self) -> bool:
+        return self.role in BRIDGE_ROLES
+
+    def ancestors(self) -> list["Device"]:
+        """Upstream bridges, nearest first."""
+        out = []
+        p = self.parent
+        while p is not None:
+            out.append(p)
+            p = p.parent
+        return out
+
+    def display(self) -> str:
+        return f"{self.label} ({self.bdf})" if self.label else self.bdf
+
+
+@dataclass
+class IommuInfo:
+    mode: str = "unknown"          # off | passthrough | translated | mixed | unknown
+    units: list[str] = field(default_factory=list)       # /sys/class/iommu entries
+    group_types: dict[str, str] = field(default_factory=dict)   # group -> identity/DMA/DMA-FQ
+    group_members: dict[str, list[str]] = field(default_factory=dict)
+    cmdline: dict[str, str] = field(default_factory=dict)        # relevant kernel parameters
+    evidence: list[str] = field(default_factory=list)
+
+    def group_type_of(self, group: str | None) -> str | None:
+        return self.group_types.get(group) if group is not None else None
+
+
+@dataclass
+class CpuInfo:
+    vendor: str | None = None      # AuthenticAMD / GenuineIntel / ...
+    family: int | None = None
+    model_name: str | None = None
+    numa_nodes: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Topology:
+    devices: dict[str, Device]
+    host_bridges: dict[str, HostBridge]
+    iommu: IommuInfo
+    cpu: CpuInfo
+    source: str
+    problems: list[str] = field(default_factory=list)
+
+    def by_role(self, *roles: Role) -> list[Device]:
+        return [d for d in self.devices.values() if d.role in roles]
+
+    def roots(self, hb: str) -> list[Device]:
+        return [d for d in self.devices.values() if d.parent is None and d.fn.host_bridge == hb]
+
+    def numa_of(self, dev: Device) -> int | None:
+        hb = self.host_bridges.get(dev.fn.host_bridge)
+        if hb is not None and hb.numa_node is not None:
+            return hb.numa_node
+        return dev.fn.numa_node

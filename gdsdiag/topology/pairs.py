@@ -1,0 +1,286 @@
+"""Pure analysis of a device pair: the labels nvidia-smi and NCCL would give, the path, its
+narrowest link, and whether P2P DMA can work there — with reasons.
+
+Sources of each rule:
+- nvidia-smi levels: the ``nvidia-smi topo -m`` legend (PIX: at most a single PCIe bridge; PXB:
+  multiple bridges without the host bridge; PHB: a host bridge; NODE: between host bridges of one
+  NUMA node; SYS: across the SMP interconnect), NVML ``nvmlGpuTopologyLevel_t``.
+- NCCL levels: ``src/graph/paths.cc`` (a PCI→PCI hop is PXB, a hop touching a CPU node is PHB,
+  CPU→CPU is SYS; NCCL has no NODE) over the tree of ``src/graph/xml.cc`` where only switch
+  upstream ports become PCI nodes.
+- P2PDMA map type: Linux ``drivers/pci/p2pdma.c`` ``calc_map_type_and_dist``: a common upstream
+  bridge with no ACS redirect (RR|CR|EC) on either side gives BUS_ADDR; otherwise the traffic goes
+  through the host bridge, allowed only when ``cpu_supports_p2pdma`` (AMD family ≥ 0x17) or both host
+  bridges are in ``pci_p2pdma_whitelist``; else NOT_SUPPORTED.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from .model import Device, Link, Role, Topology
+
+
+class SmiLevel(str, Enum):
+    PIX = "PIX"
+    PXB = "PXB"
+    PHB = "PHB"
+    NODE = "NODE"
+    SYS = "SYS"
+
+
+class NcclLevel(str, Enum):
+    PIX = "PIX"
+    PXB = "PXB"
+    PHB = "PHB"
+    SYS = "SYS"
+
+
+class P2pDmaMap(str, Enum):
+    BUS_ADDR = "BUS_ADDR"
+    THRU_HOST_BRIDGE = "THRU_HOST_BRIDGE"
+    NOT_SUPPORTED = "NOT_SUPPORTED"
+    UNKNOWN = "UNKNOWN"
+
+
+class P2pVerdict(str, Enum):
+    P2P = "P2P"                  # peer traffic stays below a common switch / bridge
+    VIA_HOST = "P2P_VIA_HOST"    # P2P possible but routed through the root complex
+    NO = "NO_P2P"
+    UNKNOWN = "UNKNOWN"
+
+
+# Linux drivers/pci/p2pdma.c pci_p2pdma_whitelist: (vendor, device) -> requires same host bridge.
+P2PDMA_HOST_WHITELIST = {
+    (0x8086, 0x3C00): True, (0x8086, 0x3C01): True,   # Xeon E5 / Core i7
+    (0x8086, 0x2F00): True, (0x8086, 0x2F01): True,   # Xeon E7 v3 / E5 v3
+    (0x8086, 0x2030): False, (0x8086, 0x2031): False, (0x8086, 0x2032): False,
+    (0x8086, 0x2033): False, (0x8086, 0x2020): False,  # Skylake-E
+    (0x8086, 0x09A2): False,                           # Ice Lake-SP
+}
+AMD_VENDOR = 0x1022
+
+
+@dataclass
+class LinkHop:
+    bdf: str
+    label: str
+    link: Link
+    downtrained: bool
+    idle_possible: bool      # a GPU link can drop speed at idle (ASPM/power saving)
+
+    def to_json(self) -> dict:
+        return {"bdf": self.bdf, "device": self.label, **self.link.to_json(),
+                "below_max": self.downtrained}
+
+
+@dataclass
+class PairAnalysis:
+    a: Device
+    b: Device
+    smi: SmiLevel
+    nccl: NcclLevel
+    path: list[str]
+    hops: list[LinkHop]
+    narrowest: LinkHop | None
+    acs_redirect_bridges: list[str]
+    acs_unknown_bridges: list[str]
+    p2pdma: P2pDmaMap
+    verdict: P2pVerdict
+    reasons: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "a": self.a.bdf, "a_label": self.a.label, "b": self.b.bdf, "b_label": self.b.label,
+            "b_role": self.b.role.value, "nvidia_smi": self.smi.value, "nccl": self.nccl.value,
+            "path": self.path,
+            "narrowest_link": self.narrowest.to_json() if self.narrowest else None,
+            "below_max_links": [h.to_json() for h in self.hops if h.downtrained],
+            "acs_redirect_bridges": self.acs_redirect_bridges,
+            "acs_unknown_bridges": self.acs_unknown_bridges,
+            "p2pdma_map": self.p2pdma.value, "p2p": self.verdict.value, "reasons": self.reasons,
+        }
+
+
+def _split_at_common(a: Device, b: Device) -> tuple[list[Device], Device | None, list[Device]]:
+    """(bridges above a below the common one, the common bridge or None, same for b)."""
+    up_a = a.ancestors()
+    up_b = b.ancestors()
+    set_b = {id(x) for x in up_b}
+    for i, x in enumerate(up_a):
+        if id(x) in set_b:
+            j = next(k for k, y in enumerate(up_b) if y is x)
+            return up_a[:i], x, up_b[:j]
+    return up_a, None, up_b
+
+
+def _units(bridges: list[Device]) -> set[str]:
+    """Physical bridge units: all ports of one switch count once (Broadcom two-level flattened)."""
+    return {d.switch_id or d.bdf for d in bridges}
+
+
+def _nccl_nodes(chain: list[Device]) -> list[str]:
+    """NCCL keeps one PCI node per switch (its upstream port; two levels up per step)."""
+    out: list[str] = []
+    for d in chain:
+        if d.switch_id and (not out or out[-1] != d.switch_id):
+            out.append(d.switch_id)
+    return out
+
+
+def _hop(d: Device) -> LinkHop | None:
+    """The link above ``d``. Endpoints and switch upstream ports report their own upstream link;
+    root and downstream ports report the link below them, which their child already reported."""
+    if d.role in (Role.ROOT_PORT, Role.SWITCH_DOWNSTREAM):
+        return None
+    if d.parent is None and not d.fn.link.known:
+        return None   # root-complex integrated: no link to report
+    link = d.fn.link
+    limit_speed = [s for s in (link.max_speed_gts, d.parent.fn.link.max_speed_gts if d.parent else None) if s]
+    limit_width = [w for w in (link.max_width, d.parent.fn.link.max_width if d.parent else None) if w]
+    down = False
+    if link.known:
+        if limit_speed and link.speed_gts < min(limit_speed) - 0.01:
+            down = True
+        if limit_width and link.width < min(limit_width):
+            down = True
+    return LinkHop(bdf=d.bdf, label=d.label or d.role.value, link=link, downtrained=down,
+                   idle_possible=d.role == Role.GPU)
+
+
+def analyse_pair(topo: Topology, a: Device, b: Device) -> PairAnalysis:
+    up_a, common, up_b = _split_at_common(a, b)
+    reasons: list[str] = []
+    hb_a, hb_b = a.fn.host_bridge, b.fn.host_bridge
+    numa_a, numa_b = topo.numa_of(a), topo.numa_of(b)
+
+    # --- labels ---
+    if common is not None:
+        smi = SmiLevel.PIX if len(_units(up_a + [common] + up_b)) <= 1 else SmiLevel.PXB
+    elif hb_a == hb_b:
+        smi = SmiLevel.PHB
+    elif numa_a is not None and numa_b is not None and numa_a != numa_b:
+        smi = SmiLevel.SYS
+    else:
+        smi = SmiLevel.NODE
+        if numa_a is None or numa_b is None:
+            reasons.append("NUMA node of a host bridge unknown: NODE assumed (could be SYS)")
+    na, nb = _nccl_nodes(a.ancestors()), _nccl_nodes(b.ancestors())
+    shared = [s for s in na if s in nb]
+    if shared:
+        first = shared[0]
+        nodes_on_path = na.index(first) + nb.index(first) + 1
+        nccl = NcclLevel.PIX if nodes_on_path == 1 else NcclLevel.PXB
+    elif smi == SmiLevel.SYS:
+        nccl = NcclLevel.SYS
+    else:
+        nccl = NcclLevel.PHB
+
+    # --- path and links ---
+    path = [a.bdf] + [d.bdf for d in up_a]
+    if common is not None:
+        path.append(common.bdf)
+    else:
+        path.append(f"host-bridge {hb_a}")
+        if hb_b != hb_a:
+            if smi == SmiLevel.SYS:
+                path += [f"NUMA{numa_a}", f"NUMA{numa_b}"]
+            path.append(f"host-bridge {hb_b}")
+    path += [d.bdf for d in reversed(up_b)] + [b.bdf]
+    hops = [h for h in (_hop(d) for d in [a] + up_a + up_b + [b]) if h is not None]
+    known = [h for h in hops if h.link.gbytes_per_s]
+    narrowest = min(known, key=lambda h: h.link.gbytes_per_s) if known else None
+
+    # --- ACS on the bridges the kernel checks (p2pdma.c walks both sides up to the common one) ---
+    side_bridges = [d for d in up_a + up_b if d.is_bridge]
+    if common is None:
+        checked = side_bridges
+    else:
+        checked = side_bridges + [common]
+    redirect = [d.bdf for d in checked if d.fn.acs_control is not None and d.fn.acs_control.redirects]
+    unknown = [d.bdf for d in checked if not d.fn.acs_known]
+
+    p2pdma = _p2pdma_map(topo, a, b, common, redirect, unknown, reasons)
+    verdict = _verdict(topo, a, b, smi, p2pdma, redirect, unknown, reasons)
+    return PairAnalysis(a=a, b=b, smi=smi, nccl=nccl, path=path, hops=hops, narrowest=narrowest,
+                        acs_redirect_bridges=redirect, acs_unknown_bridges=unknown,
+                        p2pdma=p2pdma, verdict=verdict, reasons=reasons)
+
+
+def host_bridge_allows(topo: Topology, hb_a: str, hb_b: str) -> bool | None:
+    """Would p2pdma.c let traffic cross these host bridges? None when we cannot tell."""
+    cpu = topo.cpu
+    if cpu.vendor == "AuthenticAMD" and cpu.family is not None:
+        return cpu.family >= 0x17
+    if cpu.vendor == "HygonGenuine":
+        return True
+    bridges = [topo.host_bridges.get(hb_a), topo.host_bridges.get(hb_b)]
+    if cpu.vendor is None and all(h is not None and (h.vendor == AMD_VENDOR or
+                                                     (h.vendor_name or "").startswith("Advanced Micro Devices"))
+                                  for h in bridges):
+        # lspci imports carry no /proc/cpuinfo; an AMD host bridge implies an AMD CPU. Zen (0x17)
+        # and later have PCIe host bridges with this layout; earlier AMD parts predate GPUDirect.
+        return True
+    if any(h is None or h.vendor is None for h in bridges):
+        return None
+    entries = [P2PDMA_HOST_WHITELIST.get((h.vendor, h.device)) for h in bridges]
+    if any(e is None for e in entries):
+        return False
+    if hb_a == hb_b:
+        return True
+    return not any(entries)
+
+
+def _p2pdma_map(topo, a, b, common, redirect, unknown, reasons) -> P2pDmaMap:
+    if common is not None and not redirect and not unknown:
+        return P2pDmaMap.BUS_ADDR
+    if common is not None and redirect:
+        reasons.append(f"ACS redirect (RR/CR/EC) on {', '.join(redirect)} forces peer traffic up to the root complex")
+    allowed = host_bridge_allows(topo, a.fn.host_bridge, b.fn.host_bridge)
+    if common is not None and unknown and not redirect:
+        reasons.append(f"ACS unknown on {', '.join(unknown)} (extended config space needs root): "
+                       "BUS_ADDR if ACS is off, else through the host bridge")
+        return P2pDmaMap.UNKNOWN
+    if allowed is None:
+        reasons.append("host bridge identity unknown: cannot apply the kernel's P2PDMA whitelist")
+        return P2pDmaMap.UNKNOWN
+    if not allowed:
+        reasons.append("the host bridge is not on the kernel's P2PDMA whitelist (AMD Zen or listed Intel root ports)")
+        return P2pDmaMap.NOT_SUPPORTED
+    return P2pDmaMap.THRU_HOST_BRIDGE
+
+
+def _verdict(topo, a, b, smi, p2pdma, redirect, unknown, reasons) -> P2pVerdict:
+    gt_a = topo.iommu.group_type_of(a.fn.iommu_group)
+    gt_b = topo.iommu.group_type_of(b.fn.iommu_group)
+    translated = [f"{d.bdf} ({t})" for d, t in ((a, gt_a), (b, gt_b)) if t and t.startswith("DMA")]
+    no = False
+    if translated:
+        reasons.append("IOMMU translating for " + ", ".join(translated) +
+                       ": nvidia-fs P2P needs IOMMU off or iommu=pt")
+        no = True
+    elif topo.iommu.mode in ("translated", "mixed"):
+        reasons.append(f"IOMMU mode {topo.iommu.mode}: check the groups of these devices")
+    if smi == SmiLevel.SYS:
+        reasons.append("crosses the inter-socket link: P2P bandwidth is limited by the SMP interconnect")
+    elif smi in (SmiLevel.NODE, SmiLevel.PHB) and p2pdma == P2pDmaMap.THRU_HOST_BRIDGE:
+        reasons.append(f"traffic crosses the root complex ({smi.value})")
+    if p2pdma == P2pDmaMap.NOT_SUPPORTED:
+        no = True
+    if no:
+        return P2pVerdict.NO
+    if p2pdma == P2pDmaMap.UNKNOWN:
+        return P2pVerdict.UNKNOWN
+    if p2pdma == P2pDmaMap.BUS_ADDR:
+        return P2pVerdict.P2P
+    return P2pVerdict.VIA_HOST
+
+
+def analyse_all(topo: Topology) -> list[PairAnalysis]:
+    gpus = sorted(topo.by_role(Role.GPU), key=lambda d: d.label or d.bdf)
+    others = sorted(topo.by_role(Role.NVME, Role.NIC), key=lambda d: (d.role.value, d.label or "~", d.bdf))
+    out = []
+    for g in gpus:
+        for o in others + [x for x in gpus if x is not g]:
+            out.append(analyse_pair(topo, g, o))
+    return out

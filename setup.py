@@ -1,0 +1,16 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="gdsdiag",
+    version="0.1.0",
+    description="Diagnose the NVIDIA GPUDirect Storage data path: P2P, compatibility mode or DRAM bounce",
+    packages=find_packages(include=["gdsdiag", "gdsdiag.*"]),
+    python_requires=">=3.10",
+    install_requires=["click>=8", "rich>=12", "psutil>=5", "pyudev>=0.21"],
+    extras_require={
+        "test": ["pytest>=7", "hypothesis>=6"],
+        "cu12": ["cupy-cuda12x", "cffi>=1.15"],
+        "cu13": ["cupy-cuda13x", "cffi>=1.15"],
+    },
+    entry_points={"console_scripts": ["gdsdiag=gdsdiag.cli:main"]},
+)
