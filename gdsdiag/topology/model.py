@@ -105,6 +105,7 @@ class PciFunction:
     acs_text: AcsControl | None = None    # from lspci 'ACSCtl:' when no extended hex dump
     port_type_text: PortType | None = None  # from lspci 'Express ... Root Port'
     secondary_bus: int | None = None
+    acs_absent: bool = False              # lspci listed the extended capabilities and ACS was not one
     name: str | None = None               # lspci's device name text, when imported
     source: str = ""
 
@@ -131,7 +132,7 @@ class PciFunction:
     @property
     def acs_known(self) -> bool:
         """True when we know whether ACS is there and what it is set to."""
-        if self.acs_text is not None:
+        if self.acs_text is not None or self.acs_absent:
             return True
         return bool(self.config and self.config.has_acs is not None)
 

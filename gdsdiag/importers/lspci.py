@@ -1,0 +1,304 @@
+"""Import the lspci text customers send: ``lspci -tv`` trees and ``lspci -vvv`` / ``-vvxxx`` /
+``-vvvxxxx`` device blocks, into the same ``PciFunction`` records the sysfs reader makes.
+
+With a hex dump, config space is decoded exactly (``config_space.decode``); a 256-byte dump has no
+extended capabilities, so ACS then comes from the ``ACSCtl:`` line. Without a dump the text lines
+(``LnkCap``, ``LnkSta``, ``ACSCtl``, the Express port type, ``NUMA node``) are used. Roles of
+``-tv``-only devices come from their names, which is stated in each record's ``source``.
+"""
+from __future__ import annotations
+
+import re
+
+from ..errors import GdsdiagError
+from ..topology.build import build
+from ..topology.config_space import AcsControl, PortType, decode
+from ..topology.model import CpuInfo, HostBridge, IommuInfo, Link, PciFunction, Topology
+
+HEADER_RE = re.compile(r"^(?:([0-9a-fA-F]{4}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])\s+(.*?):\s+(.*)$")
+HEX_RE = re.compile(r"^([0-9a-f]{2,3}):((?:\s[0-9a-f]{2}){1,16})\s*$")
+TREE_ROOT_RE = re.compile(r"\[([0-9a-f]{4}):([0-9a-f]{2})\]")
+TREE_DEV_RE = re.compile(r"(?<=-)([0-9a-f]{2})\.([0-7])(?:-\[([0-9a-f]{2})(?:-[0-9a-f]{2})?\])?")
+ACS_NAMES = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
+
+CLASS_NAMES = {
+    "Host bridge": 0x060000, "PCI bridge": 0x060400, "VGA compatible controller": 0x030000,
+    "3D controller": 0x030200, "Non-Volatile memory controller": 0x010802,
+    "Ethernet controller": 0x020000, "Infiniband controller": 0x020700, "Network controller": 0x028000,
+    "Bridge": 0x068000, "System peripheral": 0x088000,
+}
+VENDOR_NAMES = {"NVIDIA Corporation": 0x10DE, "Mellanox Technologies": 0x15B3,
+                "Advanced Micro Devices": 0x1022, "Intel Corporation": 0x8086,
+                "PLX Technology": 0x10B5, "Broadcom / LSI": 0x1000, "Samsung Electronics": 0x144D}
+PORT_TEXT = {"Root Port": PortType.ROOT_PORT, "Upstream Port": PortType.UPSTREAM,
+             "Downstream Port": PortType.DOWNSTREAM, "Endpoint": PortType.ENDPOINT,
+             "Legacy Endpoint": PortType.LEGACY_ENDPOINT,
+             "Root Complex Integrated Endpoint": PortType.RC_INTEGRATED}
+
+
+def parse_acsctl(line: str) -> AcsControl | None:
+    """'ACSCtl: SrcValid+ TransBlk- ReqRedir+ ...' → AcsControl; None unless all 7 flags present."""
+    vals = []
+    for name in ACS_NAMES:
+        m = re.search(rf"\b{name}([+-])", line)
+        if not m:
+            return None
+        vals.append(m.group(1) == "+")
+    return AcsControl(*vals)
+
+
+def acsctl_lines(text: str) -> list[AcsControl | None]:
+    """Every 'ACSCtl:' line of a text (e.g. 'lspci -vvv | grep ACSCtl')."""
+    return [parse_acsctl(ln) for ln in text.splitlines() if "ACSCtl:" in ln]
+
+
+def _speed(text: str) -> float | None:
+    m = re.search(r"Speed\s+([0-9.]+)GT/s", text)
+    return float(m.group(1)) if m else None
+
+
+def _width(text: str) -> int | None:
+    m = re.search(r"Width\s+x(\d+)", text)
+    return int(m.group(1)) if m else None
+
+
+def _vendor_from_name(name: str) -> int | None:
+    for k, v in VENDOR_NAMES.items():
+        if name.startswith(k) or k in name[:40]:
+            return v
+    return None
+
+
+def parse_vvv(text: str) -> dict[str, PciFunction]:
+    """Device blocks of 'lspci -vvv' (with or without hex dumps), keyed by full BDF."""
+    out: dict[str, PciFunction] = {}
+    cur: PciFunction | None = None
+    hexbytes: dict[int, int] = {}
+    saw_ext = False
+
+    def finish():
+        if cur is None:
+            return
+        # lspci run as root lists extended capabilities ('[100 v1] ...'): if ACS is not among
+        # them the port has none, which is a known answer, not an unknown one.
+        if saw_ext and cur.acs_text is None:
+            cur.acs_absent = True
+        if hexbytes:
+            size = max(hexbytes) + 1
+            data = bytes(hexbytes.get(i, 0) for i in range(size))
+            cfg = decode(data)
+            cur.config, cur.config_size = cfg, size
+            cur.vendor, cur.device, cur.class_code = cfg.vendor, cfg.device, cfg.class_code
+            if len(data) >= 0x30:
+                cur.subsystem_vendor = data[0x2C] | data[0x2D] << 8
+                cur.subsystem_device = data[0x2E] | data[0x2F] << 8
+                cur.revision = data[8]
+            if cfg.secondary_bus is not None:
+                cur.secondary_bus = cfg.secondary_bus
+            if cfg.pcie is not None:
+                cur.link = Link(cfg.pcie.link_speed_gts, cfg.pcie.link_width,
+                                cfg.pcie.link_cap_speed_gts, cfg.pcie.link_cap_width)
+
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        h = HEADER_RE.match(line)
+        if h and not raw.startswith((" ", "\t")):
+            finish()
+            dom = (h.group(1) or "0000").lower()
+            bdf = f"{dom}:{h.group(2).lower()}:{h.group(3).lower()}.{h.group(4)}"
+            cls_name, name = h.group(5), h.group(6)
+            name = re.sub(r"\s*\((?:rev [0-9a-f]+|prog-if [^)]*\)?)\)", "", name).strip() or name
+            cur = PciFunction(bdf=bdf, host_bridge="", parent_bdf=None, name=name,
+                              source="lspci -vvv")
+            cls_name_clean = re.sub(r"\s*\[[0-9a-f]{4}\]$", "", cls_name)
+            mcls = re.search(r"\[([0-9a-f]{4})\]$", cls_name)
+            cur.class_code = (int(mcls.group(1), 16) << 8) if mcls else CLASS_NAMES.get(cls_name_clean)
+            mprog = re.search(r"prog-if ([0-9a-f]{2})", h.group(6))
+            if cur.class_code is not None and mprog and not mcls:
+                cur.class_code = (cur.class_code & ~0xFF) | int(mprog.group(1), 16)
+            mid = re.search(r"\[([0-9a-f]{4}):([0-9a-f]{4})\]", name)
+            if mid:
+                cur.vendor, cur.device = int(mid.group(1), 16), int(mid.group(2), 16)
+            else:
+                cur.vendor = _vendor_from_name(name)
+            hexbytes = {}
+            saw_ext = False
+            out[bdf] = cur
+            continue
+        if cur is None:
+            continue
+        s = line.strip()
+        hx = HEX_RE.match(line)
+        if hx:
+            base = int(hx.group(1), 16)
+            for i, b in enumerate(hx.group(2).split()):
+                hexbytes[base + i] = int(b, 16)
+        elif s.startswith("Bus: primary="):
+            m = re.search(r"secondary=([0-9a-f]{2})", s)
+            if m:
+                cur.secondary_bus = int(m.group(1), 16)
+        if re.match(r"Capabilities: \[[0-9a-f]{3} v\d+\]", s):
+            saw_ext = True
+        if s.startswith("Capabilities:") and " Express " in s:
+            for k, v in PORT_TEXT.items():
+                if re.search(rf"\) {k}\b", s):
+                    cur.port_type_text = v
+        elif s.startswith("LnkCap:"):
+            cur.link.max_speed_gts, cur.link.max_width = _speed(s), _width(s)
+        elif s.startswith("LnkSta:"):
+            cur.link.speed_gts, cur.link.width = _speed(s), _width(s)
+        elif s.startswith("ACSCtl:"):
+            cur.acs_text = parse_acsctl(s)
+        elif s.startswith("NUMA node:"):
+            try:
+                cur.numa_node = int(s.split(":", 1)[1])
+            except ValueError:
+                pass
+        elif s.startswith("Kernel driver in use:"):
+            cur.driver = s.split(":", 1)[1].strip()
+    finish()
+    return out
+
+
+def parse_tree(text: str) -> list[PciFunction]:
+    """'lspci -t[v]' ASCII tree → functions with parents. Children of a bridge start at the column
+    where the first of them appears on the bridge's own line; later siblings share that column."""
+    out: list[PciFunction] = []
+    col_parent: dict[int, tuple[str, str, str | None]] = {}   # column -> (domain, bus, parent bdf)
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        root = TREE_ROOT_RE.search(line)
+        if root:
+            dom, bus = root.group(1), root.group(2)
+            nxt = TREE_DEV_RE.search(line, root.end())
+            if nxt:
+                col_parent[nxt.start()] = (dom, bus, None)
+        pos = root.end() if root else 0
+        while True:
+            m = TREE_DEV_RE.search(line, pos)
+            if not m:
+                break
+            ctx = col_parent.get(m.start())
+            if ctx is None:
+                raise GdsdiagError(f"cannot place lspci tree entry at column {m.start()}: {line.strip()[:60]}",
+                                   "pass the output of 'lspci -tv' unchanged (no re-wrapping)")
+            dom, bus, parent = ctx
+            bdf = f"{dom}:{bus}:{m.group(1)}.{m.group(2)}"
+            name_m = re.match(r"\s{2}(\S.*)$", line[m.end():])
+            fn = PciFunction(bdf=bdf, host_bridge="", parent_bdf=parent,
+                             name=name_m.group(1).strip() if name_m else None, source="lspci -tv")
+            out.append(fn)
+            if m.group(3):
+                fn.secondary_bus = int(m.group(3), 16)
+                nxt = TREE_DEV_RE.search(line, m.end())
+                if nxt and line[m.end():nxt.start()].strip("-+\\| ") == "":
+                    col_parent[nxt.start()] = (dom, m.group(3), bdf)
+                    pos = nxt.start()
+                    continue
+                break
+            break
+    return out
+
+
+def _role_class_from_name(name: str | None) -> tuple[int | None, int | None]:
+    """(class code, vendor) for a '-tv' name. Only the roles the analysis needs are inferred."""
+    if not name:
+        return None, None
+    vendor = _vendor_from_name(name)
+    low = name.lower()
+    if vendor == 0x10DE:
+        if "nvswitch" in low:
+            return 0x068000, vendor
+        if not any(k in low for k in ("audio", "usb", "ucsi", "bridge", "serial")):
+            return 0x030200, vendor
+        return 0x040300 if "audio" in low else 0x0C0000, vendor
+    if "nvme" in low or "non-volatile" in low:
+        return 0x010802, vendor
+    if vendor == 0x15B3 or "connectx" in low or "ethernet" in low or "infiniband" in low:
+        return 0x020000, vendor
+    return None, vendor
+
+
+def _parse_numa_map(spec: str | None) -> list[tuple[str, int, int, int]]:
+    """'0000:00=0,0000:80-ff=1' → [(domain, bus_lo, bus_hi, node)]."""
+    out = []
+    for part in (spec or "").split(","):
+        if not part.strip():
+            continue
+        m = re.match(r"^\s*([0-9a-f]{4}):([0-9a-f]{2})(?:-([0-9a-f]{2}))?\s*=\s*(\d+)\s*$", part, re.I)
+        if not m:
+            raise GdsdiagError(f"bad --numa entry {part!r}", "use DOMAIN:BUS[-BUS]=NODE, e.g. 0000:00-7f=0,0000:80-ff=1")
+        lo = int(m.group(2), 16)
+        out.append((m.group(1).lower(), lo, int(m.group(3), 16) if m.group(3) else lo, int(m.group(4))))
+    return out
+
+
+def load_lspci(paths, numa_spec: str | None = None) -> Topology:
+    tree_fns: list[PciFunction] = []
+    details: dict[str, PciFunction] = {}
+    problems: list[str] = []
+    for p in paths:
+        try:
+            with open(p, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except OSError as e:
+            raise GdsdiagError(f"cannot read {p}: {e.strerror}", "check the path") from None
+        if TREE_ROOT_RE.search(text) and re.search(r"^[ \-+\\|]*[+\\-]-\[", text, re.M):
+            tree_fns += parse_tree(text)
+        blocks = parse_vvv(text)
+        details.update(blocks)
+        if not blocks and not tree_fns and "ACSCtl:" in text:
+            problems.append(f"{p}: ACSCtl lines without device headers cannot be attributed to bridges")
+    if not tree_fns and not details:
+        raise GdsdiagError("no lspci tree or device blocks found", "send 'lspci -tv' and 'sudo lspci -vvvxxxx' output")
+    functions = _merge(tree_fns, details)
+    numa = _parse_numa_map(numa_spec)
+    host_bridges: dict[str, HostBridge] = {}
+    for fn in functions:
+        hb = host_bridges.setdefault(fn.host_bridge, HostBridge(id=fn.host_bridge))
+        dom, bus = fn.host_bridge.split(":")
+        for d, lo, hi, node in numa:
+            if d == dom and lo <= int(bus, 16) <= hi:
+                hb.numa_node = node
+        if hb.numa_node is None and fn.numa_node is not None:
+            hb.numa_node = fn.numa_node
+        if fn.bdf == f"{fn.host_bridge}:00.0":
+            hb.vendor, hb.device = fn.vendor, fn.device
+            if fn.name:
+                hb.vendor_name = fn.name
+    topo = build(functions, host_bridges, IommuInfo(mode="unknown", evidence=["lspci text carries no IOMMU state"]),
+                 CpuInfo(), source=", ".join(paths))
+    topo.problems += problems
+    return topo
+
+
+def _merge(tree_fns: list[PciFunction], details: dict[str, PciFunction]) -> list[PciFunction]:
+    if tree_fns:
+        fns = []
+        for t in tree_fns:
+            d = details.get(t.bdf)
+            if d is not None:
+                d.parent_bdf, d.name = t.parent_bdf, d.name or t.name
+                fns.append(d)
+            else:
+                t.class_code, t.vendor = _role_class_from_name(t.name)
+                if t.secondary_bus is not None:
+                    t.class_code = 0x060400
+                t.source = "lspci -tv (role inferred from the device name)"
+                fns.append(t)
+    else:
+        fns = list(details.values())
+        by_sec = {(f.domain, f.secondary_bus): f for f in fns if f.secondary_bus is not None}
+        for f in fns:
+            parent = by_sec.get((f.domain, f.bus))
+            f.parent_bdf = parent.bdf if parent is not None and parent is not f else None
+    by_bdf = {f.bdf: f for f in fns}
+    for f in fns:
+        top = f
+        seen = set()
+        while top.parent_bdf and top.parent_bdf in by_bdf and top.bdf not in seen:
+            seen.add(top.bdf)
+            top = by_bdf[top.parent_bdf]
+        f.host_bridge = top.bdf[:7]
+    return fns
