@@ -53,7 +53,9 @@ class _Writer:
         parent = os.path.dirname(path)
         if parent != path and parent not in self.done:
             self._add_dir_chain(parent)
-        if os.path.islink(host):
+        # Keep the links that encode the hierarchy (sysfs); elsewhere (/etc/cufile.json -> /opt/...)
+        # store what the link points to, since its target is not in the archive.
+        if os.path.islink(host) and path.startswith("/sys/"):
             target = os.readlink(host)
             ti = tarfile.TarInfo(path.lstrip("/"))
             ti.type, ti.linkname, ti.mtime = tarfile.SYMTYPE, target, int(time.time())
@@ -67,12 +69,19 @@ class _Writer:
         if os.path.isdir(host):
             self._add_dir_chain(path)
             return
+        if path.startswith(("/dev/", "/run/")):
+            # Device nodes and sockets: record that they exist, never read them.
+            self._add_bytes(path, b"")
+            return
         try:
             with open(host, "rb") as f:
                 data = f.read(1 << 22)
         except OSError as e:
             self.skipped.append(f"{path}: {e.strerror}")
             return
+        self._add_bytes(path, data)
+
+    def _add_bytes(self, path: str, data: bytes) -> None:
         ti = tarfile.TarInfo(path.lstrip("/"))
         ti.size, ti.mtime, ti.mode = len(data), int(time.time()), 0o644
         self.tar.addfile(ti, io.BytesIO(data))
@@ -85,7 +94,8 @@ class _Writer:
             if cur in self.done:
                 continue
             host = self.host(cur)
-            if os.path.islink(host):
+            # /proc/self is a link to the capturing process: store it as a plain directory.
+            if os.path.islink(host) and cur != "/proc/self":
                 self.add(cur)
                 continue
             self.done.add(cur)
@@ -130,6 +140,17 @@ def create(output: str, root: str = "/") -> dict:
     return {"entries": len(w.done), "skipped": w.skipped}
 
 
+def _member_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    # Snapshots from gdsdiag 0.1.0 before this fix stored /proc/self as a link to the capturing
+    # pid next to files below it; drop that link so the files land in a plain directory.
+    if member.issym() and member.name.rstrip("/") == "proc/self":
+        return None
+    # ... and kept absolute links such as etc/cufile.json -> /opt/...: their targets are not inside.
+    if member.issym() and member.linkname.startswith("/"):
+        return None
+    return tarfile.data_filter(member, dest)
+
+
 def open_snapshot(path: str) -> tempfile.TemporaryDirectory:
     """Unpack a snapshot (tar.gz) safely into a temporary root; the caller keeps the object alive."""
     if os.path.isdir(path):
@@ -143,7 +164,7 @@ def open_snapshot(path: str) -> tempfile.TemporaryDirectory:
     tmp = tempfile.TemporaryDirectory(prefix="gdsdiag-snap-")
     with tar:
         try:
-            tar.extractall(tmp.name, filter="data")
+            tar.extractall(tmp.name, filter=_member_filter)
         except (tarfile.TarError, OSError) as e:
             tmp.cleanup()
             raise GdsdiagError(f"cannot unpack {path}: {e}", "re-create the snapshot") from None
