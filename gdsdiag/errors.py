@@ -18,4 +18,6 @@ class GdsdiagError(Exception):
         self.fix = fix
 
     def line(self) -> str:
-        return f"gdsdiag: error: {self.cause}" + (f" — {self.fix}" if self.fix else "")
+        # One line whatever the cause text holds (library messages can be multi-line).
+        text = f"gdsdiag: error: {self.cause}" + (f" — {self.fix}" if self.fix else "")
+        return " ".join(text.split())

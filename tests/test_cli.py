@@ -1,0 +1,77 @@
+"""The command line as users run it: exit codes, one-line errors, JSON schema, lazy imports."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURES, corpus
+
+H200 = os.path.join(FIXTURES, "snapshots", "h200-vm-2026-11-29.tar.gz")
+
+
+def run(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "gdsdiag", *args], capture_output=True, text=True, **kw)
+
+
+def test_help_and_topology_do_not_import_heavy_modules():
+    code = ("import sys, runpy; sys.argv=['gdsdiag','topology','--json'];\n"
+            "try:\n runpy.run_module('gdsdiag', run_name='__main__')\nexcept SystemExit: pass\n"
+            "bad=[m for m in ('cupy','kvikio','bcc','cffi','numpy') if m in sys.modules]\n"
+            "sys.stderr.write('HEAVY=%s' % bad)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "HEAVY=[]" in r.stderr
+    assert run("--help").returncode == 0
+
+
+def test_topology_json_from_gpu_machine_snapshot():
+    r = run("topology", "--from", H200, "--json")
+    doc = json.loads(r.stdout)
+    assert doc["schema"] == "gdsdiag.topology/1"
+    assert doc["source"] == H200
+    (pair,) = doc["pairs"]
+    assert pair["a_label"] == "GPU0" and pair["b_label"] == "eth0"
+    assert pair["nvidia_smi"] == "PHB" and pair["p2pdma_map"] == "NOT_SUPPORTED" and pair["p2p"] == "NO_P2P"
+    assert r.returncode == 1          # the P2PDMA warning finding
+    assert {f["id"] for f in doc["findings"]} >= {"p2pdma-not-supported"}
+
+
+def test_topology_text_tree_and_matrix():
+    r = run("topology", "--from", H200)
+    assert "GPU0" in r.stdout and "NVIDIA H200" in r.stdout and "Gen5 x16" in r.stdout
+    assert "PHB NO_P2P" in r.stdout
+
+
+def test_cross_check_with_saved_nvidia_smi():
+    r = run("topology", "--lspci", corpus("lspci-tree", "asus-esc8000a-e12-highpoint-nvme-switch.txt"),
+            "--numa", "0000:00-7f=0,0000:80-ff=1",
+            "--nvidia-smi", corpus("nvidia-smi-topo", "asus-esc8000a-e12-4xrtx6000ada-cx7.txt"), "--json")
+    doc = json.loads(r.stdout)
+    assert len(doc["cross_check"]) == 28 and all(c["agree"] for c in doc["cross_check"])
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("topology", "--from", "/nonexistent.tar.gz"), "snapshot /nonexistent.tar.gz not found"),
+    (("topology", "--lspci", "/nonexistent.txt"), "cannot read /nonexistent.txt"),
+    (("topology", "--from", __file__), "is not a readable tar archive"),
+    (("topology", "--nvidia-smi", __file__, "--from", H200), "no 'nvidia-smi topo -m' matrix found"),
+])
+def test_bad_input_one_line_exit_3(args, needle):
+    r = run(*args)
+    assert r.returncode == 3
+    assert needle in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_usage_error_exit_4():
+    r = run("topology", "--no-such-flag")
+    assert r.returncode == 4 and "no such option" in r.stderr.lower()
+
+
+def test_snapshot_refuses_to_overwrite(tmp_path):
+    f = tmp_path / "keep.tar.gz"
+    f.write_bytes(b"user data")
+    r = run("snapshot", "-o", str(f))
+    assert r.returncode == 3 and "exists" in r.stderr
+    assert f.read_bytes() == b"user data"
