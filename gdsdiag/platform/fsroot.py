@@ -54,6 +54,21 @@ class FsRoot:
                 out.append(p)
         return "/" + "/".join(out)
 
+    def follow_link(self, path: str) -> str:
+        """Resolve a link whose target path holds no further links (sysfs class/bus links): one
+        readlink instead of a walk; falls back to ``resolve`` when the target is not a plain dir."""
+        try:
+            target = os.readlink(self.host(path))
+        except OSError:
+            return self.resolve(path)
+        if target.startswith("/"):
+            out = os.path.normpath(target)
+        else:
+            out = os.path.normpath(os.path.join(os.path.dirname(path), target))
+        if os.path.isdir(self.host(out)) and not os.path.islink(self.host(out)):
+            return out
+        return self.resolve(path)
+
     def exists(self, path: str) -> bool:
         return os.path.exists(self.host(path))
 
@@ -69,10 +84,12 @@ class FsRoot:
             return None
         return data.decode("utf-8", "replace").strip()
 
-    def read_bytes(self, path: str, note: bool = False, limit: int = 1 << 20) -> bytes | None:
+    def read_bytes(self, path: str, note: bool = False, limit: int | None = None) -> bytes | None:
+        # read() with no size: sysfs attributes are small, and read(n) would allocate n bytes
+        # up front for each of the thousands of files a large node has.
         try:
             with open(self.host(path), "rb") as f:
-                return f.read(limit)
+                return f.read() if limit is None else f.read(limit)
         except OSError as e:
             if note:
                 self.problems.append(f"{path}: {e.strerror or e}")

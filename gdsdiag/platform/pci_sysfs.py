@@ -40,7 +40,7 @@ def read_functions(fs: FsRoot) -> tuple[list[PciFunction], dict[str, HostBridge]
         if not BDF_RE.match(name):
             continue
         try:
-            real = fs.resolve(f"/sys/bus/pci/devices/{name}")
+            real = fs.follow_link(f"/sys/bus/pci/devices/{name}")
         except OSError as e:
             fs.problems.append(f"/sys/bus/pci/devices/{name}: {e}")
             continue

@@ -167,12 +167,17 @@ class Device:
         return self.role in BRIDGE_ROLES
 
     def ancestors(self) -> list["Device"]:
-        """Upstream bridges, nearest first."""
+        """Upstream bridges, nearest first. Cached: the tree is fixed once built, and the pair
+        analysis asks for the same chains thousands of times on a large node."""
+        cached = self.__dict__.get("_ancestors")
+        if cached is not None:
+            return cached
         out = []
         p = self.parent
         while p is not None:
             out.append(p)
             p = p.parent
+        self.__dict__["_ancestors"] = out
         return out
 
     def display(self) -> str:

@@ -129,6 +129,12 @@ def _nccl_nodes(chain: list[Device]) -> list[str]:
 
 
 def _hop(d: Device) -> LinkHop | None:
+    if "_hop" not in d.__dict__:
+        d.__dict__["_hop"] = _compute_hop(d)
+    return d.__dict__["_hop"]
+
+
+def _compute_hop(d: Device) -> LinkHop | None:
     """The link above ``d``. Endpoints and switch upstream ports report their own upstream link;
     root and downstream ports report the link below them, which their child already reported."""
     if d.role in (Role.ROOT_PORT, Role.SWITCH_DOWNSTREAM):

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Generate a 1,000-function sysfs tree and time `gdsdiag topology --json` on it.
+
+Layout (synthetic load, not hardware claims): 8 host bridges (one PCI domain each) x 5 root ports x
+(switch with 8 downstream ports x 3 functions) = 1,360 functions. Endpoint roles follow a large
+GPU node: 16 GPUs, 64 NVMe, 32 NICs, the rest other functions, so the pair analysis does the work it
+does on such a node (16 x 111 pairs). Reports the in-process analysis time (read + build +
+pairs + findings + JSON) and the whole process (python start included), best of N runs.
+
+    python3 benchmarks/topology_1000.py [--runs 5]
+"""
+import argparse
+import json
+import re
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+def write_fn(base, bdf, cls, ven, dev, port_type, sec=0):
+    d = os.path.join(base, bdf)
+    os.makedirs(d)
+    for k, v in (("class", f"0x{cls:06x}"), ("vendor", f"0x{ven:04x}"), ("device", f"0x{dev:04x}"),
+                 ("numa_node", "0"), ("current_link_speed", "32.0 GT/s PCIe"), ("current_link_width", "16"),
+                 ("max_link_speed", "32.0 GT/s PCIe"), ("max_link_width", "16")):
+        with open(os.path.join(d, k), "w") as f:
+            f.write(v + "\n")
+    b = bytearray(4096)
+    struct.pack_into("<HHHH", b, 0, ven, dev, 0, 0x10)
+    b[9:12] = bytes([cls & 0xFF, cls >> 8 & 0xFF, cls >> 16])
+    b[0x0E] = 1 if cls >> 8 == 0x0604 else 0
+    b[0x19] = sec
+    b[0x34] = 0x40
+    b[0x40] = 0x10
+    struct.pack_into("<H", b, 0x42, port_type << 4 | 2)
+    struct.pack_into("<I", b, 0x4C, 5 | 16 << 4)
+    struct.pack_into("<H", b, 0x52, 5 | 16 << 4)
+    struct.pack_into("<I", b, 0x100, 0x000D | 1 << 16)
+    with open(os.path.join(d, "config"), "wb") as f:
+        f.write(bytes(b))
+    return d
+
+
+def generate(root):
+    devices = os.path.join(root, "sys/bus/pci/devices")
+    os.makedirs(devices)
+    n = 0
+    gpus = 0
+    roles = [(0x030200, 0x10DE, 0x2335), (0x010802, 0x144D, 0xA824), (0x020700, 0x15B3, 0x1021)]
+    for hb in range(8):
+        dom = f"{hb:04x}"            # one PCI domain per host bridge keeps bus numbers < 256
+        bus = 0
+        base = os.path.join(root, f"sys/devices/pci{dom}:00")
+        for rp in range(5):
+            bus += 1
+            rpd = write_fn(base, f"{dom}:00:{rp + 1:02x}.0", 0x060400, 0x8086, 0x2030, 4, bus)
+            usp_bus = bus
+            usp = write_fn(rpd, f"{dom}:{usp_bus:02x}:00.0", 0x060400, 0x1000, 0xC030, 5, usp_bus + 1)
+            bus += 1
+            n += 2
+            for port in range(8):
+                bus += 1
+                dsp = write_fn(usp, f"{dom}:{usp_bus + 1:02x}:{port:02x}.0", 0x060400, 0x1000, 0xC030, 6, bus)
+                n += 1
+                for fnum in range(3):
+                    k = n % 17
+                    cls, ven, dev = (roles[0] if k == 0 and gpus < 16 else roles[1] if k in (1, 2, 3, 4)
+                                     else roles[2] if k in (5, 6) else (0x088000, 0x8086, 0x0B00))
+                    gpus += cls == roles[0][0]
+                    write_fn(dsp, f"{dom}:{bus:02x}:00.{fnum}", cls, ven, dev, 0)
+                    n += 1
+    for dirpath, dirnames, _ in os.walk(os.path.join(root, "sys/devices")):
+        for dn in dirnames:
+            if re.match(r"^[0-9a-f]{4}:[0-9a-f]{2}:", dn):
+                os.symlink(os.path.relpath(os.path.join(dirpath, dn), devices), os.path.join(devices, dn))
+    return n
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as root:
+        n = generate(root)
+        from gdsdiag.render.topology_json import document
+        from gdsdiag.topology.findings import find
+        from gdsdiag.topology.load import from_root
+        from gdsdiag.topology.pairs import analyse_all
+        best = float("inf")
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            topo = from_root(root)
+            pairs = analyse_all(topo)
+            doc = document(topo, pairs, find(topo, pairs))
+            json.dumps(doc)
+            best = min(best, time.perf_counter() - t0)
+        whole = float("inf")
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "gdsdiag", "topology", "--root", root, "--json"],
+                           stdout=subprocess.DEVNULL, check=False)
+            whole = min(whole, time.perf_counter() - t0)
+        gpus = len([d for d in topo.devices.values() if d.role.value == "gpu"])
+        print(json.dumps({"functions": n, "devices_read": len(topo.devices), "gpus": gpus, "pairs": len(pairs),
+                          "analysis_s": round(best, 4), "whole_process_s": round(whole, 4),
+                          "goal_analysis_s": 0.3, "goal_whole_s": 0.5}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
