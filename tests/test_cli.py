@@ -40,7 +40,7 @@ def test_topology_json_from_gpu_machine_snapshot():
 def test_topology_text_tree_and_matrix():
     r = run("topology", "--from", H200)
     assert "GPU0" in r.stdout and "NVIDIA H200" in r.stdout and "Gen5 x16" in r.stdout
-    assert "PHB NO_P2P" in r.stdout
+    assert "PHB!" in r.stdout and "! = no P2P" in r.stdout
 
 
 def test_cross_check_with_saved_nvidia_smi():

@@ -1,6 +1,7 @@
 """Terminal rendering of a topology: tree, pair matrix, findings (rich)."""
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -13,6 +14,17 @@ from ..topology.pairs import PairAnalysis, P2pVerdict
 _SHOWN = (Role.GPU, Role.NVME, Role.NIC, Role.NVSWITCH)
 _VERDICT_STYLE = {P2pVerdict.P2P: "green", P2pVerdict.VIA_HOST: "yellow", P2pVerdict.NO: "red",
                   P2pVerdict.UNKNOWN: "dim"}
+# A mark as well as a colour, so the verdict survives a pipe, a log file or a colour-blind reader.
+_VERDICT_MARK = {P2pVerdict.P2P: "", P2pVerdict.VIA_HOST: "~", P2pVerdict.NO: "!", P2pVerdict.UNKNOWN: "?"}
+MATRIX_LEGEND = ("cells: nvidia-smi level (PIX PXB PHB NODE SYS) + P2P verdict: "
+                 "no mark = P2P below a common bridge, ~ = via the root complex, ! = no P2P, ? = unknown; "
+                 "see --json 'reasons' or docs/topology.md")
+
+
+def _short(d: Device) -> str:
+    if d.label:
+        return d.label
+    return d.bdf[5:] if d.bdf.startswith("0000:") else d.bdf
 
 
 def _interesting(d: Device) -> bool:
@@ -73,14 +85,15 @@ def _add(topo: Topology, parent: Tree, d: Device) -> None:
 
 
 def matrix(topo: Topology, pairs: list[PairAnalysis]) -> Table:
-    gpus = sorted(topo.by_role(Role.GPU), key=lambda d: d.label or d.bdf)
-    cols = gpus + sorted(topo.by_role(Role.NVME, Role.NIC), key=lambda d: (d.role.value, d.label or "~", d.bdf))
+    gpus = sorted(topo.by_role(Role.GPU), key=Device.sort_key)
+    cols = gpus + sorted(topo.by_role(Role.NVME, Role.NIC), key=Device.sort_key)
     idx = {(p.a.bdf, p.b.bdf): p for p in pairs}
-    t = Table(title="pair matrix (nvidia-smi level / P2P verdict)", show_lines=False)
-    t.add_column("")
+    t = Table(title="pair matrix", box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False)
+    t.add_column("", no_wrap=True, min_width=max([len(_short(g)) for g in gpus] + [3]))
     for c in cols:
-        t.add_column(c.label or c.bdf)
-    t.add_column("NUMA")
+        # never squeeze a cell into 'NO…': widest of the label and the longest level ('NODE~')
+        t.add_column(_short(c), no_wrap=True, min_width=max(len(_short(c)), 5))
+    t.add_column("NUMA", no_wrap=True, min_width=4)
     for g in gpus:
         row = [g.label or g.bdf]
         for c in cols:
@@ -88,7 +101,7 @@ def matrix(topo: Topology, pairs: list[PairAnalysis]) -> Table:
                 row.append(Text(" X"))
                 continue
             p = idx.get((g.bdf, c.bdf))
-            row.append(Text(f"{p.smi.value} {p.verdict.value}", style=_VERDICT_STYLE[p.verdict])
+            row.append(Text(p.smi.value + _VERDICT_MARK[p.verdict], style=_VERDICT_STYLE[p.verdict])
                        if p else Text("-"))
         numa = topo.numa_of(g)
         row.append(str(numa) if numa is not None else "?")
@@ -112,6 +125,7 @@ def render(console: Console, topo: Topology, pairs, findings, show_tree=True, sh
     if show_matrix:
         if topo.by_role(Role.GPU):
             console.print(matrix(topo, pairs))
+            console.print(MATRIX_LEGEND, style="dim")
         else:
             console.print("no NVIDIA GPU found: no pair matrix", style="yellow")
     if findings:

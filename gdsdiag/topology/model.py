@@ -5,6 +5,7 @@ builder links them into a ``Topology``; pure analysis (pairs, findings) reads th
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -179,6 +180,12 @@ class Device:
             p = p.parent
         self.__dict__["_ancestors"] = out
         return out
+
+    def sort_key(self) -> tuple:
+        """GPU2 before GPU10; then NVMe, NICs by label (nvme2 before nvme10), then by address."""
+        order = {Role.GPU: 0, Role.NVME: 1, Role.NIC: 2}.get(self.role, 3)
+        m = re.match(r"^(\D*)(\d+)$", self.label or "")
+        return (order, 0 if m else 1, m.group(1) if m else "", int(m.group(2)) if m else 0, self.bdf)
 
     def display(self) -> str:
         return f"{self.label} ({self.bdf})" if self.label else self.bdf

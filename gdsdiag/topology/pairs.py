@@ -283,8 +283,8 @@ def _verdict(topo, a, b, smi, p2pdma, redirect, unknown, reasons) -> P2pVerdict:
 
 
 def analyse_all(topo: Topology) -> list[PairAnalysis]:
-    gpus = sorted(topo.by_role(Role.GPU), key=lambda d: d.label or d.bdf)
-    others = sorted(topo.by_role(Role.NVME, Role.NIC), key=lambda d: (d.role.value, d.label or "~", d.bdf))
+    gpus = sorted(topo.by_role(Role.GPU), key=Device.sort_key)
+    others = sorted(topo.by_role(Role.NVME, Role.NIC), key=Device.sort_key)
     out = []
     for g in gpus:
         for o in others + [x for x in gpus if x is not g]:
