@@ -84,29 +84,47 @@ def _add(topo: Topology, parent: Tree, d: Device) -> None:
             _add(topo, branch, c)
 
 
-def matrix(topo: Topology, pairs: list[PairAnalysis]) -> Table:
+def matrix(topo: Topology, pairs: list[PairAnalysis], width: int = 200) -> list[Table]:
+    """The GPU rows × (GPU, NVMe, NIC) columns matrix, split into several tables of columns when
+    it would not fit ``width`` (a 16-NVMe node is wider than any terminal), rather than squeezing
+    every cell into an ellipsis."""
     gpus = sorted(topo.by_role(Role.GPU), key=Device.sort_key)
     cols = gpus + sorted(topo.by_role(Role.NVME, Role.NIC), key=Device.sort_key)
     idx = {(p.a.bdf, p.b.bdf): p for p in pairs}
-    t = Table(title="pair matrix", box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False)
-    t.add_column("", no_wrap=True, min_width=max([len(_short(g)) for g in gpus] + [3]))
-    for c in cols:
-        # never squeeze a cell into 'NO…': widest of the label and the longest level ('NODE~')
-        t.add_column(_short(c), no_wrap=True, min_width=max(len(_short(c)), 5))
-    t.add_column("NUMA", no_wrap=True, min_width=4)
-    for g in gpus:
-        row = [g.label or g.bdf]
-        for c in cols:
-            if c is g:
-                row.append(Text(" X"))
-                continue
-            p = idx.get((g.bdf, c.bdf))
-            row.append(Text(p.smi.value + _VERDICT_MARK[p.verdict], style=_VERDICT_STYLE[p.verdict])
-                       if p else Text("-"))
-        numa = topo.numa_of(g)
-        row.append(str(numa) if numa is not None else "?")
-        t.add_row(*row)
-    return t
+    head_w = max([len(_short(g)) for g in gpus] + [3])
+    widths = [max(len(_short(c)), 5) + 2 for c in cols]   # text + right padding + rich's slack
+    chunks: list[list[int]] = [[]]
+    used = head_w + 2 + 6
+    for i, w in enumerate(widths):
+        if chunks[-1] and used + w > width:
+            chunks.append([])
+            used = head_w + 2 + 6
+        chunks[-1].append(i)
+        used += w
+    tables = []
+    for n, chunk in enumerate(chunks):
+        title = "pair matrix" + (f" ({n + 1}/{len(chunks)})" if len(chunks) > 1 else "")
+        t = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False)
+        t.add_column("", no_wrap=True, min_width=head_w)
+        for i in chunk:
+            t.add_column(_short(cols[i]), no_wrap=True, min_width=widths[i] - 1)
+        t.add_column("NUMA", no_wrap=True, min_width=4)
+        for g in gpus:
+            row = [Text(_short(g), style="bold")]
+            for i in chunk:
+                c = cols[i]
+                p = idx.get((g.bdf, c.bdf))
+                if c is g:
+                    row.append(Text(" X"))
+                elif p is None:
+                    row.append(Text("-"))
+                else:
+                    row.append(Text(p.smi.value + _VERDICT_MARK[p.verdict], style=_VERDICT_STYLE[p.verdict]))
+            numa = topo.numa_of(g)
+            row.append(str(numa) if numa is not None else "?")
+            t.add_row(*row)
+        tables.append(t)
+    return tables
 
 
 def findings_table(findings: list[Finding]) -> Table:
@@ -124,7 +142,8 @@ def render(console: Console, topo: Topology, pairs, findings, show_tree=True, sh
         console.print(tree(topo))
     if show_matrix:
         if topo.by_role(Role.GPU):
-            console.print(matrix(topo, pairs))
+            for t in matrix(topo, pairs, console.width):
+                console.print(t)
             console.print(MATRIX_LEGEND, style="dim")
         else:
             console.print("no NVIDIA GPU found: no pair matrix", style="yellow")
