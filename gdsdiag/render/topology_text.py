@@ -107,7 +107,7 @@ def matrix(topo: Topology, pairs: list[PairAnalysis], width: int = 200) -> list[
         t = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False)
         t.add_column("", no_wrap=True, min_width=head_w)
         for i in chunk:
-            t.add_column(_short(cols[i]), no_wrap=True, min_width=widths[i] - 1)
+            t.add_column(_short(cols[i]), no_wrap=True, min_width=widths[i] - 2)
         t.add_column("NUMA", no_wrap=True, min_width=4)
         for g in gpus:
             row = [Text(_short(g), style="bold")]
