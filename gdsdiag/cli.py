@@ -61,6 +61,9 @@ def topology(root, snapshot, lspci_files, numa_map, cross_check, smi_file, only_
             topo = from_root(root)
             if snapshot:
                 topo.source = snapshot
+            elif root == "/":
+                from .platform.udev_names import enrich
+                topo.problems += [n for n in enrich(topo) if "differs" in n]
         pairs = analyse_all(topo)
         findings = find(topo, pairs)
         cc = None

@@ -114,3 +114,16 @@ def test_malformed_sysfs_values_do_not_crash(tmp_path):
     assert dev.fn.class_code is None and dev.fn.numa_node is None and dev.fn.link.speed_gts is None
     assert any("not an integer" in p for p in topo.problems)
     assert dev.fn.config.problems == ["config space truncated (3 bytes, need at least 64)"]
+
+
+def test_udev_enrichment_agrees_with_sysfs():
+    pytest.importorskip("pyudev")
+    from gdsdiag.platform.udev_names import enrich
+    topo = from_root("/")
+    notes = enrich(topo)
+    assert not [n for n in notes if "differs" in n]      # udev's PCI_ID equals what sysfs says
+    # a corrupted sysfs reading is caught by the comparison
+    if topo.devices:
+        d = next(iter(topo.devices.values()))
+        d.fn.device ^= 0x1
+        assert any(d.bdf in n and "differs" in n for n in enrich(topo))

@@ -1,0 +1,39 @@
+"""Enrich a live topology from udev (pyudev): model names from the hardware database, ID_PATH.
+
+Only for the live root: a snapshot or a test tree has no udev database. sysfs stays the source of
+truth — udev's PCI_ID is compared with what the sysfs reader found and a mismatch is reported.
+"""
+from __future__ import annotations
+
+from ..topology.model import Topology
+
+
+def enrich(topo: Topology) -> list[str]:
+    """Returns notes (why nothing was added, or mismatches); never raises."""
+    try:
+        import pyudev  # lazy: keeps 'gdsdiag --help' light and pyudev optional
+    except ImportError:
+        return ["pyudev not installed: model names from sysfs/procfs only (pip install pyudev)"]
+    notes: list[str] = []
+    try:
+        ctx = pyudev.Context()
+    except Exception as e:  # pyudev raises plain OSError/ImportError subclasses from libudev
+        return [f"udev unavailable ({e}): model names from sysfs/procfs only"]
+    for dev in topo.devices.values():
+        try:
+            props = pyudev.Devices.from_sys_path(ctx, f"/sys/bus/pci/devices/{dev.bdf}").properties
+        except Exception:
+            continue
+        pci_id = props.get("PCI_ID")
+        if pci_id and dev.fn.vendor is not None and dev.fn.device is not None:
+            ours = f"{dev.fn.vendor:04X}:{dev.fn.device:04X}"
+            if pci_id.upper() != ours:
+                notes.append(f"{dev.bdf}: udev PCI_ID {pci_id} differs from sysfs {ours}")
+        model = props.get("ID_MODEL_FROM_DATABASE")
+        if model and not dev.model:
+            vendor = props.get("ID_VENDOR_FROM_DATABASE")
+            dev.model = f"{vendor} {model}" if vendor else model
+        path = props.get("ID_PATH")
+        if path and path not in dev.names:
+            dev.names.append(path)
+    return notes
