@@ -92,6 +92,60 @@ def topology(root, snapshot, lspci_files, numa_map, cross_check, smi_file, only_
 
 
 @cli.command()
+@click.option("--root", default="/", show_default=True, help="Read sysfs/procfs under this directory.")
+@click.option("--from", "snapshot", metavar="FILE", help="Check a snapshot made by 'gdsdiag snapshot'.")
+@click.option("--path", "paths", multiple=True, metavar="DIR",
+              help="Also analyse this directory: filesystem, devices, a real O_DIRECT probe, the route cuFile would take (repeatable).")
+@click.option("--gdscheck", "gdscheck_file", metavar="FILE", help="Compare with a saved 'gdscheck -p' output.")
+@click.option("--libcufile", "libcufile_path", metavar="PATH", help="Use this libcufile instead of searching.")
+@click.option("-v", "--verbose", is_flag=True, help="Show the evidence and the reason of every check.")
+@click.option("--json", "as_json", is_flag=True, help="Write the JSON document (schema gdsdiag.check/1).")
+def check(root, snapshot, paths, gdscheck_file, libcufile_path, verbose, as_json):
+    """Which GDS routes this node can take (nvidia-fs P2P, PCI P2PDMA, compat only) and why, with evidence.
+
+    Exit code: 0 all pass, 1 warnings, 2 failures, 3 gdsdiag could not run."""
+    import os
+    from .check.context import CheckContext
+    from .check.runner import run as run_checks
+    from .platform.fsroot import FsRoot
+
+    tmp = None
+    try:
+        gdscheck_text = None
+        if gdscheck_file:
+            try:
+                with open(gdscheck_file, encoding="utf-8", errors="replace") as f:
+                    gdscheck_text = f.read()
+            except OSError as e:
+                raise GdsdiagError(f"cannot read {gdscheck_file}: {e.strerror}", "check the path") from None
+        if snapshot:
+            from .snapshot import open_snapshot
+            tmp = open_snapshot(snapshot)
+            root = tmp.name
+            if paths:
+                raise GdsdiagError("--path cannot be probed inside a snapshot",
+                                   "run 'gdsdiag check --path DIR' on the node itself")
+        ctx = CheckContext(FsRoot(root), env=dict(os.environ) if root == "/" else {}, libcufile_path=libcufile_path)
+        report = run_checks(ctx, list(paths), gdscheck_text)
+        if snapshot:
+            report.source = snapshot
+        if as_json:
+            from .render.check_json import document
+            _emit_json(document(report))
+        else:
+            from rich.console import Console
+            from .render.check_text import render
+            render(Console(), report, verbose)
+        sys.exit(report.exit_code())
+    except GdsdiagError as e:
+        click.echo(e.line(), err=True)
+        sys.exit(EXIT_TOOL_ERROR)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+@cli.command()
 @click.option("-o", "--output", required=True, metavar="FILE", help="Archive to write (.tar.gz); never overwritten.")
 @click.option("--root", default="/", show_default=True, help="Capture from this root (for tests).")
 @click.option("--json", "as_json", is_flag=True, help="Report what was captured as JSON.")

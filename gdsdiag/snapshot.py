@@ -10,7 +10,9 @@ from __future__ import annotations
 import glob
 import io
 import os
+import json
 import platform
+import stat
 import tarfile
 import tempfile
 import time
@@ -22,7 +24,8 @@ PCI_FILES = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device"
              "numa_node", "local_cpulist", "current_link_speed", "current_link_width",
              "max_link_speed", "max_link_width", "config", "driver", "iommu_group", "uevent")
 PROC_FILES = ("/proc/cmdline", "/proc/cpuinfo", "/proc/modules", "/proc/mounts", "/proc/self/mountinfo",
-              "/proc/version", "/proc/config.gz")
+              "/proc/version", "/proc/config.gz", "/proc/sys/kernel/osrelease", "/proc/1/cgroup")
+BLOCK_FILES = ("dev", "partition", "dm/name", "md/level", "loop/backing_file", "device")
 GLOBS = ("/proc/driver/nvidia/version", "/proc/driver/nvidia/params", "/proc/driver/nvidia/gpus/*/information",
          "/proc/driver/nvidia-fs/*", "/sys/module/nvidia_fs/version", "/sys/module/nvidia_fs/parameters/*",
          "/sys/module/nvme_core/parameters/multipath", "/sys/module/nvidia/version",
@@ -32,7 +35,10 @@ GLOBS = ("/proc/driver/nvidia/version", "/proc/driver/nvidia/params", "/proc/dri
          "/sys/class/net/*", "/sys/class/net/*/device", "/sys/class/infiniband/*", "/sys/class/infiniband/*/device",
          "/sys/class/infiniband/*/ports/*/link_layer", "/sys/class/infiniband/*/ports/*/state",
          "/sys/block/*", "/sys/block/*/device", "/sys/block/*/slaves/*", "/sys/block/*/holders/*",
-         "/etc/cufile.json", "/dev/nvidia-fs*", "/run/udev/control")
+         "/sys/class/nvme-subsystem/*", "/sys/class/nvme-subsystem/*/nvme*",
+         "/sys/kernel/mm/memory_peers/nv_mem/version",
+         "/etc/cufile.json", "/usr/local/cuda/gds/cufile.json", "/dev/nvidia*", "/run/udev/control",
+         "/run/udev/data/b*", "/.dockerenv", "/run/.containerenv")
 
 
 class _Writer:
@@ -69,13 +75,20 @@ class _Writer:
         if os.path.isdir(host):
             self._add_dir_chain(path)
             return
-        if path.startswith(("/dev/", "/run/")):
+        if path.startswith("/dev/") or not stat.S_ISREG(os.stat(host).st_mode):
             # Device nodes and sockets: record that they exist, never read them.
             self._add_bytes(path, b"")
             return
         try:
+            # small reads: procfs sysctl files answer a 4 MiB read() with ENOMEM
             with open(host, "rb") as f:
-                data = f.read(1 << 22)
+                chunks = []
+                while sum(map(len, chunks)) < (1 << 22):
+                    c = f.read(65536)
+                    if not c:
+                        break
+                    chunks.append(c)
+                data = b"".join(chunks)
         except OSError as e:
             self.skipped.append(f"{path}: {e.strerror}")
             return
@@ -87,7 +100,7 @@ class _Writer:
         self.tar.addfile(ti, io.BytesIO(data))
 
     def _add_dir_chain(self, path: str) -> None:
-        parts = path.strip("/").split("/")
+        parts = [p for p in path.strip("/").split("/") if p]
         cur = ""
         for p in parts:
             cur += "/" + p
@@ -102,6 +115,29 @@ class _Writer:
             ti = tarfile.TarInfo(cur.lstrip("/"))
             ti.type, ti.mode, ti.mtime = tarfile.DIRTYPE, 0o755, int(time.time())
             self.tar.addfile(ti)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _add_kallsyms(w: "_Writer") -> None:
+    """Only the symbols the checks look for: the whole table is megabytes and, read without
+    root, all zero addresses anyway."""
+    from .platform.kernel import INTERESTING_SYMBOLS
+    try:
+        with open(w.host("/proc/kallsyms"), "rb") as f:
+            keep = [ln for ln in f if len(ln.split()) >= 3 and ln.split()[2].decode(errors="replace") in INTERESTING_SYMBOLS]
+    except OSError as e:
+        w.skipped.append(f"/proc/kallsyms: {e.strerror}")
+        return
+    # a marker line so the reader knows the table was readable even when nothing matched
+    keep.insert(0, b"0000000000000000 A gdsdiag_filtered_kallsyms\n")
+    w._add_bytes("/proc/kallsyms", b"".join(keep))
 
 
 def create(output: str, root: str = "/") -> dict:
@@ -128,6 +164,21 @@ def create(output: str, root: str = "/") -> dict:
         for pattern in GLOBS:
             for hit in sorted(glob.glob(w.host(pattern))):
                 w.add("/" + os.path.relpath(hit, w.root))
+        for name in sorted(os.listdir(w.host("/sys/class/block")) if os.path.isdir(w.host("/sys/class/block")) else []):
+            link = f"/sys/class/block/{name}"
+            w.add(link)
+            real = "/" + os.path.relpath(os.path.realpath(w.host(link)), w.root)
+            w.add(f"/sys/dev/block/{_read(w.host(real + '/dev'))}")
+            for f in BLOCK_FILES:
+                if os.path.lexists(w.host(f"{real}/{f}")):
+                    w.add(f"{real}/{f}")
+            for sl in sorted(os.listdir(w.host(real + "/slaves"))) if os.path.isdir(w.host(real + "/slaves")) else []:
+                w.add(f"{real}/slaves/{sl}")
+        _add_kallsyms(w)
+        if os.path.realpath(w.root) == "/":
+            from .platform.libcufile import locate
+            info = json.dumps(locate().to_json(), indent=1).encode()
+            w._add_bytes("/gdsdiag/libcufile.json", info)
         release = platform.release()
         for f in (f"/boot/config-{release}",):
             if os.path.exists(w.host(f)):

@@ -1,0 +1,73 @@
+"""Check results and verdicts: what every check returns and renderers consume."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Status(str, Enum):
+    PASS = "PASS"
+    WARN = "WARN"
+    FAIL = "FAIL"
+    SKIP = "SKIP"
+    INFO = "INFO"
+
+
+class Route(str, Enum):
+    """The ways cuFile can move data between storage and GPU memory."""
+    NVFS = "NVFS"        # nvidia-fs + GDS-aware storage driver: P2P DMA into GPU BAR1
+    P2PDMA = "P2PDMA"    # kernel PCI P2PDMA (use_pci_p2pdma), no nvidia-fs
+    COMPAT = "COMPAT"    # cuFile compatibility mode: POSIX I/O through host bounce buffers
+    NONE = "NONE"        # cuFile I/O cannot run
+
+
+@dataclass
+class Evidence:
+    source: str          # file (or command) read
+    value: str           # what it said
+
+    def to_json(self) -> dict:
+        return {"source": self.source, "value": self.value}
+
+
+@dataclass
+class CheckResult:
+    id: str
+    title: str
+    status: Status
+    summary: str
+    evidence: list[Evidence] = field(default_factory=list)
+    why: str = ""
+    fix: str = ""
+    route: Route | None = None     # the route this check is a prerequisite of, if any
+    path: str | None = None        # for per-path checks
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "title": self.title, "status": self.status.value, "summary": self.summary,
+                "evidence": [e.to_json() for e in self.evidence], "why": self.why, "fix": self.fix,
+                "route": self.route.value if self.route else None, "path": self.path}
+
+
+@dataclass
+class PathVerdict:
+    path: str
+    route: Route
+    reasons: list[str]
+    fstype: str | None = None
+    mount_point: str | None = None
+    devices: list[str] = field(default_factory=list)
+    topology: list[dict] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "route": self.route.value, "reasons": self.reasons, "fstype": self.fstype,
+                "mount_point": self.mount_point, "devices": self.devices, "topology": self.topology}
+
+
+@dataclass
+class NodeVerdict:
+    routes: list[Route]                   # direct routes possible, plus COMPAT when allowed
+    summary: str                          # "NVFS + P2PDMA", "COMPAT only", "none"
+    reasons: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"routes": [r.value for r in self.routes], "summary": self.summary, "reasons": self.reasons}

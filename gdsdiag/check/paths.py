@@ -1,0 +1,138 @@
+"""Per-path analysis: which filesystem and devices a directory lives on, a real O_DIRECT probe,
+and the route a cuFile I/O there would take given the node's routes."""
+from __future__ import annotations
+
+import os
+
+from ..platform import mounts as mnt
+from .context import CheckContext
+from .model import CheckResult, Evidence, PathVerdict, Route, Status
+
+# Filesystems cuFile runs through nvidia-fs when their storage driver is GDS-aware (nvidia-fs
+# documentation "Key Features"; GDS release notes), keyed to the registration symbol needed.
+_DFS_SYMBOL = {"lustre": "lustre_v1_register_nvfs_dma_ops", "beegfs": "beegfs_v1_register_nvfs_dma_ops",
+               "gpfs": "ibm_scale_v1_register_nvfs_dma_ops"}
+_USERSPACE_RDMA_FS = ("wekafs",)
+
+
+def analyse_path(ctx: CheckContext, path: str, routes: list[Route]) -> tuple[PathVerdict, list[CheckResult]]:
+    results: list[CheckResult] = []
+    reasons: list[str] = []
+    real = os.path.realpath(path) if ctx.live else path
+    if ctx.live and not os.path.isdir(real):
+        r = CheckResult("path.exists", f"path {path}", Status.FAIL, f"{path} is not a directory",
+                        [Evidence(path, "missing")], "", "pass an existing directory on the storage to test", path=path)
+        return PathVerdict(path, Route.NONE, [r.summary]), [r]
+    m = mnt.mount_for(real, ctx.mounts)
+    if m is None:
+        r = CheckResult("path.mount", f"mount of {path}", Status.FAIL, "no mount found", [Evidence("/proc/self/mountinfo", "no match")],
+                        path=path)
+        return PathVerdict(path, Route.NONE, [r.summary]), [r]
+    opts = ",".join(m.options + m.super_options)
+    results.append(CheckResult("path.mount", f"mount of {path}", Status.INFO, f"{m.fstype} {m.source} on {m.mount_point}",
+                               [Evidence("/proc/self/mountinfo", f"{m.dev} {m.mount_point} {m.fstype} {m.source} {opts}")], path=path))
+    chain = mnt.block_chain(ctx.fs, m.dev) if not m.dev.startswith("0:") else None
+    devices, pcis = [], []
+    if chain is not None:
+        kinds = chain.kinds()
+        leaves = chain.leaves()
+        devices = [f"{n.name} ({n.kind}{', ' + n.controller if n.controller else ''}{', ' + n.pci if n.pci else ''})" for n in leaves]
+        pcis = [n.pci for n in leaves if n.pci]
+        results.append(CheckResult("path.devices", f"block devices under {path}", Status.INFO,
+                                   f"{chain.name} → " + ", ".join(devices), [Evidence(f"/sys/dev/block/{m.dev}", str(chain.to_json()))], path=path))
+    else:
+        kinds = set()
+    # The O_DIRECT probe writes only a file it creates itself (O_EXCL) and removes it.
+    if ctx.live:
+        probe = mnt.odirect_probe(real)
+        results.append(CheckResult("path.odirect", f"O_DIRECT on {path}", Status.PASS if probe.ok else Status.FAIL, probe.detail,
+                                   [Evidence(f"{real}/gdsdiag-check-*.tmp", "created, written, read back, removed")],
+                                   "cuFile registers O_DIRECT file descriptors; without O_DIRECT every I/O is buffered POSIX",
+                                   "" if probe.ok else ("use a filesystem with O_DIRECT (ext4, xfs, NFS…)" if probe.errno_name == "EINVAL"
+                                                       else "run as a user who may write there, or choose a writable directory"),
+                                   path=path))
+        odirect_ok = probe.ok
+    else:
+        odirect_ok = True
+        results.append(CheckResult("path.odirect", f"O_DIRECT on {path}", Status.SKIP, "not probed on a snapshot",
+                                   [Evidence(path, "snapshot")], path=path))
+    if chain is not None and m.fstype not in ("nfs", "nfs4"):
+        usage = mnt.udev_fs_usage(ctx.fs, m.dev)
+        ok = bool(usage)
+        results.append(CheckResult("path.udev", f"udev entry for {chain.name}", Status.PASS if ok else Status.FAIL,
+                                   f"ID_FS_USAGE={usage}" if ok else f"no ID_FS_USAGE in /run/udev/data/b{m.dev}",
+                                   [Evidence(f"/run/udev/data/b{m.dev}", "present" if usage is not None else "absent")],
+                                   "libcufile looks up ID_FS_USAGE for the block device; without it cuFileHandleRegister fails with "
+                                   "5027 CU_FILE_HANDLE_NOT_REGISTERED ('udev property not found: ID_FS_USAGE')",
+                                   "" if ok else "run udevd (udevadm trigger) or bind-mount the host's /run/udev", path=path))
+    route, why = _route(ctx, m, kinds, routes, odirect_ok)
+    reasons += why
+    topo_rows = []
+    if pcis:
+        from ..topology.model import Role
+        gpus = ctx.topology.by_role(Role.GPU)
+        by = {(p.a.bdf, p.b.bdf): p for p in ctx.pairs}
+        for g in gpus:
+            for bdf in pcis:
+                p = by.get((g.bdf, bdf))
+                if p is None and bdf in ctx.topology.devices:
+                    from ..topology.pairs import analyse_pair
+                    p = analyse_pair(ctx.topology, g, ctx.topology.devices[bdf])
+                if p is not None:
+                    topo_rows.append({"gpu": g.label, "device": bdf, "nvidia_smi": p.smi.value, "p2p": p.verdict.value,
+                                      "p2pdma_map": p.p2pdma.value})
+        if topo_rows:
+            results.append(CheckResult("path.topology", f"GPU ↔ storage placement for {path}", Status.INFO,
+                                       "; ".join(f"{r['gpu']}↔{r['device']} {r['nvidia_smi']} {r['p2p']}" for r in topo_rows),
+                                       [Evidence("gdsdiag topology", str(topo_rows[:4]))], path=path))
+    pv = PathVerdict(path, route, reasons, m.fstype, m.mount_point, devices, topo_rows)
+    return pv, results
+
+
+def _route(ctx, m, kinds: set[str], routes: list[Route], odirect_ok: bool) -> tuple[Route, list[str]]:
+    allow = ctx.cufile.get("properties.allow_compat_mode")
+    fallback = Route.COMPAT if Route.COMPAT in routes else Route.NONE
+    why: list[str] = []
+    fs_type = m.fstype
+    if not odirect_ok:
+        return fallback, ["no O_DIRECT on this filesystem: cuFile can only use buffered POSIX I/O"]
+    ks = ctx.kallsyms
+    if fs_type in ("ext4", "xfs"):
+        if fs_type == "ext4" and (m.option("data") or "ordered") != "ordered":
+            return fallback, [f"ext4 data={m.option('data')}: GDS supports ext4 only in ordered mode"]
+        if kinds & {"dm"}:
+            return fallback, ["device-mapper (LVM, dm-crypt) under the filesystem: cuFile uses compat"]
+        if kinds & {"md"} and not kinds & {"nvme"}:
+            return fallback, ["md RAID without NVMe members"]
+        if "nvme" in kinds or "nvme-multipath" in kinds:
+            if Route.NVFS in routes:
+                why.append("NVMe namespace with a GDS-aware nvme driver and nvidia-fs loaded")
+                return Route.NVFS, why
+            if Route.P2PDMA in routes and not kinds & {"md", "nvme-multipath"}:
+                wants = ctx.cufile.get("properties.use_pci_p2pdma") or ctx.cufile.get("block.nvme.use_pci_p2pdma")
+                if wants:
+                    return Route.P2PDMA, ["NVMe namespace, kernel P2PDMA ready and use_pci_p2pdma set"]
+                why.append("P2PDMA is ready but cufile.json does not set use_pci_p2pdma")
+            if "nvme-multipath" in kinds:
+                why.append("native NVMe multipath: not supported by PCI P2PDMA")
+            why.append("NVMe without a direct route on this node")
+            return fallback, why
+        backing = ", ".join(sorted(kinds)) or "no block device"
+        return fallback, [f"{fs_type} on {backing}: not an NVMe namespace, so no GDS-aware driver"]
+    if fs_type in ("nfs", "nfs4"):
+        proto = m.option("proto")
+        if proto == "rdma" and ks.has("rpcrdma_register_nvfs_dma_ops") and Route.NVFS in routes:
+            return Route.NVFS, ["NFS over RDMA with rpcrdma's nvidia-fs registration"]
+        return fallback, [f"NFS proto={proto}: GDS needs proto=rdma and the GDS-enabled rpcrdma"]
+    if fs_type in _DFS_SYMBOL or fs_type.startswith("lustre"):
+        sym = _DFS_SYMBOL.get(fs_type, "lustre_v1_register_nvfs_dma_ops")
+        if ks.has(sym) and Route.NVFS in routes:
+            return Route.NVFS, [f"{fs_type} client registered with nvidia-fs ({sym})"]
+        return fallback, [f"{fs_type}: its client does not export {sym} (or nvidia-fs is missing)"]
+    if fs_type in _USERSPACE_RDMA_FS:
+        return fallback if Route.COMPAT in routes else Route.NONE, \
+            ["WekaFS: cuFile's userspace RDMA route; gdsdiag cannot confirm it from the kernel — use gdsdiag trace"]
+    why.append(f"{fs_type}: not a filesystem cuFile can drive by P2P (overlay, tmpfs, fuse… run in compat)")
+    if allow is False:
+        why.append("allow_compat_mode is false: cuFile I/O here fails")
+    return fallback, why

@@ -1,0 +1,97 @@
+"""Run the checks, decide which routes the node can take, and reduce everything to an exit code."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN
+from .checks import NODE_CHECKS
+from .context import CheckContext
+from .model import CheckResult, NodeVerdict, PathVerdict, Route, Status
+from .paths import analyse_path
+
+
+@dataclass
+class CheckReport:
+    results: list[CheckResult]
+    verdict: NodeVerdict
+    paths: list[PathVerdict] = field(default_factory=list)
+    gdscheck: list[dict] | None = None
+    source: str = "/"
+
+    def exit_code(self) -> int:
+        st = {r.status for r in self.results}
+        if Status.FAIL in st:
+            return EXIT_FAIL
+        if Status.WARN in st or any(not d["agree"] for d in self.gdscheck or []):
+            return EXIT_WARN
+        return EXIT_OK
+
+
+def _ok(results: list[CheckResult], route: Route) -> tuple[bool, list[str]]:
+    missing = [f"{r.id}: {r.summary}" for r in results if r.route == route and r.status == Status.FAIL]
+    return not missing, missing
+
+
+def decide(ctx: CheckContext, results: list[CheckResult]) -> NodeVerdict:
+    reasons: list[str] = []
+    by_id = {r.id: r for r in results}
+    base_ok = all(by_id.get(i) is not None and by_id[i].status == Status.PASS for i in ("nvidia.driver", "nvidia.gpus"))
+    if not base_ok:
+        reasons.append("no usable NVIDIA driver/GPU: no cuFile route at all")
+        return NodeVerdict([], "none", reasons)
+    routes: list[Route] = []
+    nvfs_ok, nvfs_missing = _ok(results, Route.NVFS)
+    if nvfs_ok and by_id.get("nvfs.loaded") and by_id["nvfs.loaded"].status == Status.PASS:
+        routes.append(Route.NVFS)
+    else:
+        reasons.append("NVFS route unavailable: " + "; ".join(nvfs_missing))
+    p2p_ok, p2p_missing = _ok(results, Route.P2PDMA)
+    if p2p_ok and by_id.get("p2pdma.config") and by_id["p2pdma.config"].status == Status.PASS:
+        routes.append(Route.P2PDMA)
+    else:
+        reasons.append("P2PDMA route unavailable: " + "; ".join(p2p_missing or ["kernel config unknown"]))
+    lib = by_id.get("libcufile")
+    allow = ctx.cufile.get("properties.allow_compat_mode")
+    if lib is not None and lib.status == Status.FAIL:
+        reasons.append("libcufile not found: no cuFile I/O")
+        return NodeVerdict([], "none", reasons)
+    forced = ctx.cufile.get("properties.force_compat_mode") is True
+    if forced:
+        reasons.append("force_compat_mode: direct routes disabled by cufile.json")
+        routes = []
+    if allow is not False or forced:
+        routes.append(Route.COMPAT)
+    else:
+        reasons.append("allow_compat_mode is false: I/O without a direct route fails")
+    direct = [r.value for r in routes if r != Route.COMPAT]
+    if direct:
+        summary = " + ".join(direct) + (" (compat fallback allowed)" if Route.COMPAT in routes else "")
+    elif Route.COMPAT in routes:
+        summary = "COMPAT only"
+    else:
+        summary = "none"
+    return NodeVerdict(routes, summary, reasons)
+
+
+def run(ctx: CheckContext, paths: list[str] = (), gdscheck_text: str | None = None) -> CheckReport:
+    results: list[CheckResult] = []
+    for check in NODE_CHECKS:
+        results += check(ctx)
+    verdict = decide(ctx, results)
+    direct = [r for r in verdict.routes if r in (Route.NVFS, Route.P2PDMA)]
+    # A missing prerequisite of a route the node does not need is not a failure of the node when
+    # another direct route works: say so instead of failing the run.
+    if direct:
+        for r in results:
+            if r.route in (Route.NVFS, Route.P2PDMA) and r.route not in direct and r.status == Status.FAIL:
+                r.status = Status.INFO
+                r.summary += f" (not needed: {', '.join(x.value for x in direct)} route available)"
+    report = CheckReport(results, verdict, source=ctx.fs.root)
+    for p in paths:
+        pv, pres = analyse_path(ctx, p, verdict.routes)
+        report.paths.append(pv)
+        report.results += pres
+    if gdscheck_text is not None:
+        from ..importers.gdscheck import compare, parse
+        report.gdscheck = compare(parse(gdscheck_text), report)
+    return report

@@ -1,0 +1,145 @@
+"""Parse ``gdscheck -p`` in every format seen in real captures (tests/fixtures/corpus/gdscheck/):
+beta 0.9 ('cuFile CONFIGURATION:', upper-case names, 0/1 values, 'IOMMU : disabled'), 1.0/1.1,
+1.14 ('NVMe P2PDMA' row, 'Supported'/'Unsupported'), 1.16+ route tokens ('nvfs, compat'), with or
+without the leading space, indented or truncated — and compare it with gdsdiag's own findings."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_CANON = {"NVME": "NVMe", "NVMEOF": "NVMeOF", "NVME P2PDMA": "NVMe P2PDMA", "SCSI": "SCSI",
+          "SCALEFLUX CSD": "ScaleFlux CSD", "NVMESH": "NVMesh", "DDN EXASCALER": "DDN EXAScaler",
+          "LUSTRE": "Lustre", "FSX LUSTRE": "FSx Lustre", "IBM SPECTRUM SCALE": "IBM Spectrum Scale", "NFS": "NFS",
+          "BEEGFS": "BeeGFS", "SCATEFS": "ScaTeFS", "VIRTIOFS": "VIRTIOFS", "WEKAFS": "WekaFS", "PANFS": "PanFS",
+          "USERSPACE RDMA": "Userspace RDMA"}
+DIRECT_TOKENS = {"nvfs", "p2pdma", "c2c", "dmabuf", "nvidia_peermem", "supported"}
+
+
+@dataclass
+class GdsCheck:
+    release: str | None = None
+    beta: bool = False
+    nvfs_version: str | None = None
+    libcufile_version: str | None = None
+    nvfs_min_version: str | None = None
+    drivers: dict[str, list[str]] = field(default_factory=dict)   # canonical name -> tokens (lower case)
+    rdma: dict[str, str] = field(default_factory=dict)             # '--' sub-rows
+    config: dict[str, str] = field(default_factory=dict)
+    gpus: list[dict] = field(default_factory=list)
+    iommu: str | None = None
+    driver_status: str | None = None
+    cuda_driver: str | None = None
+    platform: str | None = None
+    verification: str | None = None       # succeeded | failed | None (truncated)
+    errors: list[str] = field(default_factory=list)
+
+
+def parse(text: str) -> GdsCheck:
+    g = GdsCheck()
+    for raw in text.splitlines():
+        if raw.startswith("#"):
+            continue
+        line = raw.strip()
+        if not line or set(line) <= {"="}:
+            continue
+        m = re.match(r"^GDS release version( \(beta\))?:\s*(\S+)", line)
+        if m:
+            g.beta, g.release = bool(m.group(1)), m.group(2)
+            continue
+        m = re.match(r"^nvidia_fs version:\s*(\S+)\s+libcufile version:\s*(\S+)", line)
+        if m:
+            g.nvfs_version, g.libcufile_version = m.group(1), m.group(2)
+            continue
+        m = re.match(r"^(?:nvidia_fs version:\s*(\S+)\s+)?nvidia_fs minimum version:\s*(\S+)", line)
+        if m:
+            g.nvfs_version, g.nvfs_min_version = m.group(1), m.group(2)
+            continue
+        m = re.match(r"^GPU index (\d+) (.+?) bar:(\d+) bar size \(MiB\):\s*(\d+)\s+(supports GDS|.*?)(?:, IOMMU State: (\w[\w\- ]*))?$", line)
+        if m:
+            g.gpus.append({"index": int(m.group(1)), "name": m.group(2), "bar_mib": int(m.group(4)),
+                           "supports_gds": m.group(5) == "supports GDS", "iommu_state": m.group(6)})
+            continue
+        m = re.match(r"^GPU (\d+) (.+?) does not have supported architecture", line)
+        if m:
+            g.gpus.append({"index": int(m.group(1)), "name": m.group(2), "supports_gds": False, "iommu_state": None})
+            g.errors.append(line)
+            continue
+        m = re.match(r"^Platform verification (succeeded|failed)", line)
+        if m:
+            g.verification = m.group(1)
+            continue
+        m = re.match(r"^IOMMU\s*:\s*(\w+)", line)
+        if m:
+            g.iommu = m.group(1).lower()
+            continue
+        m = re.match(r"^Nvidia Driver Info Status:\s*(.+)$", line)
+        if m:
+            g.driver_status = m.group(1)
+            continue
+        m = re.match(r"^Cuda Driver Version Installed:\s*(\d+)", line)
+        if m:
+            g.cuda_driver = m.group(1)
+            continue
+        m = re.match(r"^Platform:\s*(.+)$", line)
+        if m:
+            g.platform = m.group(1)
+            continue
+        m = re.match(r"^--\s*(.+?)\s*:\s*(.*)$", line)
+        if m:
+            g.rdma[m.group(1)] = m.group(2)
+            continue
+        m = re.match(r"^((?:properties|fs|profile|execution|miscellaneous|block|logging)\.[\w.]+)\s*:\s*(.*)$", line)
+        if m:
+            g.config[m.group(1)] = m.group(2).strip()
+            continue
+        m = re.match(r"^([A-Za-z][A-Za-z0-9 ]*?)\s*:\s*([A-Za-z_][\w, ]*)$", line)
+        if m and m.group(1).upper() in _CANON:
+            g.drivers[_CANON[m.group(1).upper()]] = [t.strip().lower() for t in m.group(2).split(",") if t.strip()]
+            continue
+        if re.search(r"(not supported|failed|error|does not)", line, re.I):
+            g.errors.append(line)
+    return g
+
+
+def _direct(tokens: list[str] | None) -> bool | None:
+    if tokens is None:
+        return None
+    return bool(set(tokens) & DIRECT_TOKENS)
+
+
+def compare(g: GdsCheck, report) -> list[dict]:
+    """Items where gdscheck and gdsdiag can be set side by side; 'agree' False lists a difference."""
+    from ..check.model import Route
+    out = []
+    routes = report.verdict.routes
+    by_id = {r.id: r for r in report.results}
+
+    def add(item, theirs, ours, agree, note=""):
+        out.append({"item": item, "gdscheck": theirs, "gdsdiag": ours, "agree": agree, "note": note})
+
+    nvme = g.drivers.get("NVMe")
+    if nvme is not None:
+        ours = Route.NVFS in routes
+        add("NVMe via nvidia-fs", ", ".join(nvme), "NVFS route" if ours else "no NVFS route", _direct(nvme) == ours,
+            "gdscheck reports the driver's build support; gdsdiag also needs nvidia-fs loaded and a registered nvme")
+    p2p = g.drivers.get("NVMe P2PDMA")
+    if p2p is not None:
+        ours = Route.P2PDMA in routes
+        add("NVMe P2PDMA", ", ".join(p2p), "P2PDMA route" if ours else "no P2PDMA route", _direct(p2p) == ours)
+    if g.iommu is not None and "platform.iommu" in by_id:
+        mode = by_id["platform.iommu"].summary
+        theirs_off = g.iommu in ("disabled", "off")
+        add("IOMMU", g.iommu, mode, theirs_off == (mode in ("off", "passthrough")) or mode == "unknown",
+            "inside a VM gdscheck reports the guest's view")
+    if g.verification is not None:
+        direct = [r for r in routes if r in (Route.NVFS, Route.P2PDMA)]
+        agree = (g.verification == "succeeded") == bool(direct)
+        add("platform verdict", f"Platform verification {g.verification}", report.verdict.summary, agree,
+            "" if agree else "'Platform verification succeeded' means the stack is installed, not that I/O can go P2P")
+    allow = g.config.get("properties.use_compat_mode")
+    if allow is not None and "cufile.allow_compat" in by_id:
+        ours = by_id["cufile.allow_compat"].summary
+        theirs_b = allow.lower() in ("true", "1")
+        ours_b = "false" not in ours
+        add("allow_compat_mode", allow, ours, theirs_b == ours_b, "gdscheck prints allow_compat_mode as properties.use_compat_mode")
+    return out

@@ -1,0 +1,168 @@
+"""Parsers for /proc/driver/nvidia-fs/* and the nvidia-fs module parameters.
+
+Formats are the ``seq_printf`` strings of NVIDIA/gds-nvidia-fs (src/nvfs-proc.c, src/nvfs-stat.c,
+src/nvfs-pci.c); real samples live in tests/fixtures/corpus/nvfs-stats/. Every parser takes text and
+returns what it understood plus the lines it did not, never raising.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .fsroot import FsRoot
+
+NVFS_PROC = "/proc/driver/nvidia-fs"
+NVFS_PARAMS = ("rw_stats_enabled", "peer_stats_enabled", "dbg_enabled", "info_enabled",
+               "max_devices", "use_legacy_p2p_allocation")
+_KV = re.compile(r"([A-Za-z_][\w\-()%]*)=(-?\d+)")
+
+
+@dataclass
+class NvfsStats:
+    gds_version: str | None = None
+    stats_version: str | None = None
+    driver_version: str | None = None
+    peer_direct: bool | None = None
+    io_stats: bool | None = None
+    peer_io_stats: bool | None = None
+    log_level: str | None = None
+    active_shadow_mib: int | None = None
+    active_process: int | None = None
+    counters: dict[str, dict[str, int]] = field(default_factory=dict)   # "Reads" -> {"err": 0, ...}
+    gpus: list[dict] = field(default_factory=list)
+    unparsed: list[str] = field(default_factory=list)
+
+
+def _bool(word: str) -> bool | None:
+    w = word.strip().lower()
+    return True if w in ("true", "enabled", "yes", "1") else False if w in ("false", "disabled", "no", "0") else None
+
+
+def parse_stats(text: str) -> NvfsStats:
+    s = NvfsStats()
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        m = re.match(r"^GDS Version:\s*(\S+)", line)
+        if m:
+            s.gds_version = m.group(1)
+            continue
+        m = re.match(r"^NVFS statistics\(ver:\s*([\d.]+)\)", line)
+        if m:
+            s.stats_version = m.group(1)
+            continue
+        m = re.match(r"^NVFS Driver\(version:\s*([\d.]+)\)", line)
+        if m:
+            s.driver_version = m.group(1)
+            continue
+        m = re.match(r"^Mellanox PeerDirect Supported:\s*(\w+)", line)
+        if m:
+            s.peer_direct = _bool(m.group(1))
+            continue
+        m = re.match(r"^IO stats:\s*(\w+),\s*peer IO stats:\s*(\w+)", line)
+        if m:
+            s.io_stats, s.peer_io_stats = _bool(m.group(1)), _bool(m.group(2))
+            continue
+        m = re.match(r"^Logging level:\s*(\w+)", line)
+        if m:
+            s.log_level = m.group(1)
+            continue
+        m = re.match(r"^Active Shadow-Buffer \(MiB\):\s*(\d+)", line)
+        if m:
+            s.active_shadow_mib = int(m.group(1))
+            continue
+        m = re.match(r"^Active Process:\s*(\d+)", line)
+        if m:
+            s.active_process = int(m.group(1))
+            continue
+        m = re.match(r"^GPU\s+([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d)\s+uuid:(\S+)\s*:\s*(.*)$", line)
+        if m:
+            gpu = {"bdf": m.group(1).lower(), "uuid": m.group(2)}
+            gpu.update({k: int(v) for k, v in _KV.findall(m.group(3))})
+            s.gpus.append(gpu)
+            continue
+        m = re.match(r"^([A-Za-z][A-Za-z0-9 \-]*?)\s*:\s*(.*)$", line)
+        if m and _KV.search(m.group(2)):
+            name = m.group(1).strip()
+            s.counters.setdefault(name, {}).update({k: int(v) for k, v in _KV.findall(m.group(2))})
+            continue
+        s.unparsed.append(raw)
+    return s
+
+
+def parse_version(text: str) -> str | None:
+    m = re.search(r"version:\s*([\d.]+)", text or "")
+    return m.group(1) if m else None
+
+
+def parse_modules(text: str) -> dict[str, str]:
+    """'nvme: (null)' / 'wekafsio: 1' lines -> {name: version}."""
+    out = {}
+    for line in (text or "").splitlines():
+        k, sep, v = line.partition(":")
+        if sep and k.strip():
+            out[k.strip()] = v.strip()
+    return out
+
+
+def parse_peer_distance(text: str) -> list[dict]:
+    """Rows 'gpu<TAB>peer<TAB>peerrank<TAB>p2pdist<TAB>link<TAB>gen<TAB>numa<TAB>np2p<TAB>class'."""
+    rows = []
+    bdf = r"([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d)"
+    for line in (text or "").splitlines():
+        m = re.match(rf"^{bdf}\s+{bdf}\s+(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+(\d+)\s+(\S+)", line.strip(), re.I)
+        if m:
+            rows.append({"gpu": m.group(1).lower(), "peer": m.group(2).lower(), "peerrank": int(m.group(3), 16),
+                         "p2pdist": int(m.group(4), 16), "link": int(m.group(5), 16), "gen": int(m.group(6), 16),
+                         "numa": int(m.group(7), 16), "np2p": int(m.group(8)), "class": m.group(9)})
+    return rows
+
+
+def parse_peer_affinity(text: str) -> dict[str, list[int]]:
+    """'GPU :0000:ca:00.0 :0 0 ... 0' -> {bdf: 33 counts} (32 PCI distances + cross root port)."""
+    out = {}
+    for line in (text or "").splitlines():
+        m = re.match(r"^GPU\s*:\s*([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d)\s*:\s*(.*)$", line.strip(), re.I)
+        if m:
+            try:
+                out[m.group(1).lower()] = [int(x) for x in m.group(2).split()]
+            except ValueError:
+                continue
+    return out
+
+
+@dataclass
+class NvfsState:
+    loaded: bool
+    module_version: str | None = None
+    proc_version: str | None = None
+    devices: list[str] = field(default_factory=list)       # /dev/nvidia-fs*
+    devcount: int | None = None
+    params: dict[str, str] = field(default_factory=dict)
+    stats: NvfsStats | None = None
+    modules: dict[str, str] | None = None
+    peer_distance: list[dict] = field(default_factory=list)
+    peer_affinity: dict[str, list[int]] = field(default_factory=dict)
+    bridges: list[str] = field(default_factory=list)
+
+
+def read_state(fs: FsRoot, loaded: bool) -> NvfsState:
+    st = NvfsState(loaded=loaded)
+    st.module_version = fs.read_text("/sys/module/nvidia_fs/version")
+    st.proc_version = parse_version(fs.read_text(f"{NVFS_PROC}/version") or "")
+    st.devices = [f"/dev/{d}" for d in fs.listdir("/dev") if d.startswith("nvidia-fs")]
+    dc = fs.read_text(f"{NVFS_PROC}/devcount")
+    st.devcount = int(dc) if dc and dc.isdigit() else None
+    for p in NVFS_PARAMS:
+        v = fs.read_text(f"/sys/module/nvidia_fs/parameters/{p}")
+        if v is not None:
+            st.params[p] = v
+    stats = fs.read_text(f"{NVFS_PROC}/stats")
+    st.stats = parse_stats(stats) if stats is not None else None
+    mods = fs.read_text(f"{NVFS_PROC}/modules")
+    st.modules = parse_modules(mods) if mods is not None else None
+    st.peer_distance = parse_peer_distance(fs.read_text(f"{NVFS_PROC}/peer_distance") or "")
+    st.peer_affinity = parse_peer_affinity(fs.read_text(f"{NVFS_PROC}/peer_affinity") or "")
+    st.bridges = [b for b in (fs.read_text(f"{NVFS_PROC}/bridges") or "").split() if b]
+    return st
