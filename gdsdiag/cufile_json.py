@@ -256,8 +256,9 @@ def _validate(node: dict, prefix: str, issues: list[ConfigIssue]) -> None:
         if isinstance(v, dict) and (key in SECTIONS or any(s.startswith(key + ".") for s in SCHEMA)):
             _validate(v, key + ".", issues)
             continue
-        if key.startswith("blacklist."):
-            issues.append(ConfigIssue(key, "warn", f"'{key}' is the pre-1.x name: libcufile reads 'denylist.{key[10:]}'"))
+        if key == "blacklist" or key.startswith("blacklist."):
+            new = "denylist" + key[len("blacklist"):]
+            issues.append(ConfigIssue(key, "warn", f"'{key}' is the old name: libcufile reads '{new}'"))
             continue
         spec = SCHEMA.get(key)
         if spec is None:

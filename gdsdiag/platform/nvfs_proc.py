@@ -14,7 +14,7 @@ from .fsroot import FsRoot
 NVFS_PROC = "/proc/driver/nvidia-fs"
 NVFS_PARAMS = ("rw_stats_enabled", "peer_stats_enabled", "dbg_enabled", "info_enabled",
                "max_devices", "use_legacy_p2p_allocation")
-_KV = re.compile(r"([A-Za-z_][\w\-()%]*)=(-?\d+)")
+_KV = re.compile(r"([A-Za-z_][\w\-()%/]*)=(-?\d+)")
 
 
 @dataclass

@@ -1,0 +1,113 @@
+"""Node trees for what the project's machines lack, built on the GPU machine's real snapshot with
+the files that would differ replaced. Each value below names its source.
+
+- nvidia-fs loaded: /proc/modules line in the kernel's format (name size refcount deps state addr
+  taint, as in the GPU machine's own /proc/modules for nvidia); stats text = the real capture
+  corpus/nvfs-stats/stelline-gds1.14-nvfs2.25.7-after-gdsio-write.txt (driver 2.25.7, GDS 1.14.0.31);
+  /proc/driver/nvidia-fs/version "version: 2.25" (format "%s: %u.%u", gds-nvidia-fs src/nvfs-proc.c);
+  /dev/nvidia-fs0..15 (max_devices default 16, src/nvfs-core.c); modules "wekafsio: 1" (the static
+  entry that is all an idle node shows, gds-nvidia-fs issue #87).
+- GDS-aware nvme: the kallsyms line of the nvme module's export, in the GPU machine's kallsyms line
+  format ("<addr> t <name>\t[<module>]"), symbol name from gds-nvidia-fs src/nvfs-dma.c modules_list.
+- P2PDMA-ready: CONFIG_PCI_P2PDMA=y, p2pdma_pgmap_ops / pci_p2pdma_add_resource in kallsyms (NVIDIA
+  troubleshooting guide §14.1), RegistryDwords "RMForceStaticBar1=1;RmForceDisableIomapWC=1;" in the
+  params line format of the real file (§14.3), nvme_core multipath=N.
+- IOMMU translating: iommu group type "DMA-FQ" (kernel Documentation/ABI/testing/sysfs-kernel-iommu_groups).
+"""
+import gzip
+import os
+import shutil
+import tarfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+H200 = os.path.join(HERE, "fixtures", "snapshots", "h200-vm-2026-11-29.tar.gz")
+NVFS_STATS = os.path.join(HERE, "fixtures", "corpus", "nvfs-stats", "stelline-gds1.14-nvfs2.25.7-after-gdsio-write.txt")
+
+
+def unpack_h200(dest: str) -> str:
+    with tarfile.open(H200) as t:
+        t.extractall(dest, filter=lambda m, p: None if (m.issym() and (m.linkname.startswith("/") or m.name == "proc/self"))
+                     else tarfile.data_filter(m, p))
+    return dest
+
+
+def _write(root, path, text, mode="w"):
+    p = os.path.join(root, path.lstrip("/"))
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    with open(p, mode) as f:
+        f.write(text)
+
+
+def _append(root, path, text):
+    p = os.path.join(root, path.lstrip("/"))
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    with open(p, "a") as f:
+        f.write(text)
+
+
+def _corpus_body(path):
+    with open(path) as f:
+        return "".join(f.readlines()[3:])   # drop the three provenance lines
+
+
+def add_device_nodes(root):
+    for n in ("nvidiactl", "nvidia0", "nvidia-uvm"):
+        _write(root, f"/dev/{n}", "")
+
+
+def add_udev(root, dev="254:0"):
+    _write(root, f"/run/udev/data/b{dev}", "E:ID_FS_USAGE=filesystem\nE:ID_FS_TYPE=ext4\n")
+
+
+def add_nvidia_fs(root, rw_stats="0"):
+    _append(root, "/proc/modules", "nvidia_fs 262144 0 - Live 0xffffffffc0a00000 (OE)\n")
+    _write(root, "/sys/module/nvidia_fs/version", "2.25.7\n")
+    _write(root, "/sys/module/nvidia_fs/initstate", "live\n")
+    for p, v in (("rw_stats_enabled", rw_stats), ("peer_stats_enabled", "0"), ("max_devices", "16")):
+        _write(root, f"/sys/module/nvidia_fs/parameters/{p}", v + "\n")
+    _write(root, "/proc/driver/nvidia-fs/version", "version: 2.25\n")
+    _write(root, "/proc/driver/nvidia-fs/devcount", "16\n")
+    _write(root, "/proc/driver/nvidia-fs/modules", "wekafsio: 1\n")
+    _write(root, "/proc/driver/nvidia-fs/stats", _corpus_body(NVFS_STATS))
+    for i in range(16):
+        _write(root, f"/dev/nvidia-fs{i}", "")
+
+
+def add_kallsyms(root, *symbols):
+    lines = ["0000000000000000 A gdsdiag_filtered_kallsyms\n"]
+    for sym, mod in symbols:
+        lines.append(f"ffffffffc0b00000 t {sym}\t[{mod}]\n" if mod else f"ffffffff81a00000 T {sym}\n")
+    _write(root, "/proc/kallsyms", "".join(lines))
+
+
+def set_p2pdma_ready(root):
+    cfg = os.path.join(root, "proc/config.gz")
+    text = gzip.decompress(open(cfg, "rb").read()).decode()
+    text = text.replace("# CONFIG_PCI_P2PDMA is not set", "CONFIG_PCI_P2PDMA=y")
+    with open(cfg, "wb") as f:
+        f.write(gzip.compress(text.encode()))
+    params = os.path.join(root, "proc/driver/nvidia/params")
+    text = open(params).read().replace('RegistryDwords: ""', 'RegistryDwords: "RMForceStaticBar1=1;RmForceDisableIomapWC=1;"')
+    with open(params, "w") as f:
+        f.write(text)
+    _write(root, "/sys/module/nvme_core/parameters/multipath", "N\n")
+
+
+def set_iommu_translating(root, bdf="0000:00:06.0"):
+    g = os.path.join(root, "sys/kernel/iommu_groups/7")
+    os.makedirs(os.path.join(g, "devices"), exist_ok=True)
+    _write(root, "/sys/kernel/iommu_groups/7/type", "DMA-FQ\n")
+    dev = os.path.realpath(os.path.join(root, f"sys/bus/pci/devices/{bdf}"))
+    link = os.path.join(dev, "iommu_group")
+    if os.path.lexists(link):
+        os.unlink(link)
+    os.symlink(os.path.relpath(g, dev), link)
+
+
+def set_cufile(root, text):
+    _write(root, "/etc/cufile.json", text)
+
+
+def copy_tree(src, dst):
+    shutil.copytree(src, dst, symlinks=True)
+    return dst
