@@ -8,7 +8,7 @@ setup(
     python_requires=">=3.10",
     install_requires=["click>=8", "rich>=12", "psutil>=5", "pyudev>=0.21"],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6"],
+        "test": ["pytest>=7", "hypothesis>=6", "nvidia-cufile==1.15.1.6"],
         "cu12": ["cupy-cuda12x", "cffi>=1.15"],
         "cu13": ["cupy-cuda13x", "cffi>=1.15"],
     },
