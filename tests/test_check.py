@@ -102,10 +102,28 @@ def test_gpu_machine_snapshot_is_compat_only(h200):
     assert ids["p2pdma.driver"].status == Status.PASS          # 580 open ≥ 565.47
     assert ids["p2pdma.gpu"].status == Status.PASS
     assert ids["cufile.json"].status == Status.PASS            # NVIDIA's own file, comments and all
-    assert ids["platform.udev"].status == Status.FAIL and "5027" in ids["platform.udev"].why
+    assert ids["platform.devnodes"].status == Status.PASS and ids["libcufile"].summary.startswith("1.15.1.6")
+    assert ids["platform.container"].summary == "inside a container"          # /.dockerenv there
     assert rep.verdict.summary == "COMPAT only" and rep.verdict.routes == [Route.COMPAT]
     assert any("nvidia-fs is not loaded" in r for r in rep.verdict.reasons)
     assert any("CONFIG_PCI_P2PDMA is not set" in r for r in rep.verdict.reasons)
+    # The snapshot was taken after writing the udev entry libcufile needs; without it (as the
+    # machine boots, see fixtures/gpu-machine/check-before.json) the check explains the 5027.
+    assert ids["platform.udev"].status == Status.PASS
+    import shutil
+    shutil.rmtree(os.path.join(h200, "run", "udev"))
+    ids = _by_id(_run(h200))
+    assert ids["platform.udev"].status == Status.FAIL and "5027" in ids["platform.udev"].why
+
+
+def test_gpu_machine_live_run_recorded():
+    from conftest import FIXTURES
+    doc = json.loads("".join(open(os.path.join(FIXTURES, "gpu-machine", "check-before.json")).readlines()[3:]))
+    st = {c["id"]: c["status"] for c in doc["checks"]}
+    assert doc["verdict"]["summary"] == "COMPAT only" and doc["exit_code"] == 2
+    assert st["platform.udev"] == "FAIL" and st["path.udev"] == "FAIL" and st["path.odirect"] == "PASS"
+    (p,) = doc["paths"]
+    assert p["route"] == "COMPAT" and p["fstype"] == "ext4"
 
 
 def test_nvidia_fs_with_gds_nvme_gives_nvfs_route(h200):

@@ -138,6 +138,9 @@ def cross_check(topo: Topology, pairs, text: str) -> list[dict]:
 def render_cross_check(console, results: list[dict]) -> None:
     from rich.table import Table
     bad = [r for r in results if not r["agree"]]
+    if not results:
+        console.print("cross-check: nvidia-smi lists no GPU pair or NIC to compare", style="yellow")
+        return
     if not bad:
         console.print(f"cross-check: all {len(results)} cells agree with nvidia-smi", style="green")
         return
