@@ -4,13 +4,16 @@ setup(
     name="gdsdiag",
     version="0.1.0",
     description="Diagnose the NVIDIA GPUDirect Storage data path: P2P, compatibility mode or DRAM bounce",
-    packages=find_packages(include=["gdsdiag", "gdsdiag.*"]),
+    packages=find_packages(include=["gdsdiag", "gdsdiag.*"]) + ["gdsdiag._csrc"],
+    # csrc/ holds the C declarations the cffi bindings load at run time; install them with the package
+    package_dir={"gdsdiag._csrc": "csrc"},
+    package_data={"gdsdiag._csrc": ["*.h"]},
     python_requires=">=3.10",
-    install_requires=["click>=8", "rich>=12", "psutil>=5", "pyudev>=0.21"],
+    install_requires=["click>=8", "rich>=12", "psutil>=5", "pyudev>=0.21", "cffi>=1.15"],
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6", "nvidia-cufile==1.15.1.6"],
-        "cu12": ["cupy-cuda12x", "cffi>=1.15"],
-        "cu13": ["cupy-cuda13x", "cffi>=1.15"],
+        "cu12": ["cupy-cuda12x", "kvikio-cu12", "nvidia-cufile-cu12"],
+        "cu13": ["cupy-cuda13x", "kvikio-cu13", "nvidia-cufile"],
     },
     entry_points={"console_scripts": ["gdsdiag=gdsdiag.cli:main"]},
 )

@@ -1,0 +1,113 @@
+"""Load libcufile with cffi in ABI mode (dlopen): no compiler or CUDA headers needed.
+
+Search order (say which one was used): explicit path / GDSDIAG_LIBCUFILE, the nvidia-cufile wheel,
+CUDA_HOME and /usr/local/cuda*, the linker cache — ``gdsdiag.platform.libcufile.candidates``.
+Before the first dlopen, CUFILE_LOGFILE_PATH is pointed at a gdsdiag log so libcufile never writes
+cufile.log into the user's working directory (its default), unless the user set it already.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+
+from ..errors import GdsdiagError
+
+_lock = threading.Lock()
+_loaded: "Library | None" = None
+
+
+def cdef_text() -> str:
+    """The declarations in csrc/cufile_cdef.h (installed as package data gdsdiag._csrc)."""
+    try:
+        from importlib.resources import files
+        return files("gdsdiag._csrc").joinpath("cufile_cdef.h").read_text()
+    except (ModuleNotFoundError, FileNotFoundError, OSError):
+        here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        with open(os.path.join(here, "csrc", "cufile_cdef.h")) as f:
+            return f.read()
+
+
+def default_log_path() -> str:
+    base = os.environ.get("GDSDIAG_LOG_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "gdsdiag")
+    try:
+        os.makedirs(base, exist_ok=True)
+    except OSError:
+        base = "/tmp"
+    return os.path.join(base, "cufile.log")
+
+
+@dataclass
+class Library:
+    ffi: object
+    lib: object
+    path: str
+    found_via: str
+    version: int               # cuFileGetVersion(): 1000*major + 10*minor (1150 = 1.15)
+    log_path: str
+
+    @property
+    def stats_types(self) -> tuple[str, str, str]:
+        """The statistics layouts of this version: level 1 grew by the readv/writev counters in 1.19."""
+        if self.version >= 1190:
+            return "CUfileStatsLevel1_v1190_t", "CUfileStatsLevel2_v1190_t", "CUfileStatsLevel3_v1190_t"
+        return "CUfileStatsLevel1_t", "CUfileStatsLevel2_t", "CUfileStatsLevel3_t"
+
+    def has(self, symbol: str) -> bool:
+        try:
+            getattr(self.lib, symbol)
+            return True
+        except (AttributeError, NotImplementedError):
+            return False
+
+
+def load(path: str | None = None) -> Library:
+    """The process-wide libcufile (loaded once; a different ``path`` later is an error)."""
+    global _loaded
+    with _lock:
+        if _loaded is not None:
+            if path and os.path.realpath(path) != os.path.realpath(_loaded.path):
+                raise GdsdiagError(f"libcufile already loaded from {_loaded.path}", "use one libcufile per process")
+            return _loaded
+        try:
+            import cffi
+        except ImportError:
+            raise GdsdiagError("the cuFile bindings need cffi", "pip install cffi (or gdsdiag[cu12]/[cu13])") from None
+        from ..platform.libcufile import candidates
+        cands = candidates(path)
+        if not cands:
+            raise GdsdiagError("libcufile not found (wheel, CUDA_HOME, /usr/local/cuda*, ldconfig)",
+                               "pip install nvidia-cufile, or pass the library path (GDSDIAG_LIBCUFILE=/path/libcufile.so.0)")
+        how, lib_path = cands[0]
+        if path and not os.path.exists(path):
+            raise GdsdiagError(f"{path} does not exist", "pass the path of libcufile.so.0")
+        log = os.environ.get("CUFILE_LOGFILE_PATH")
+        if not log:
+            log = default_log_path()
+            os.environ["CUFILE_LOGFILE_PATH"] = log
+        ffi = cffi.FFI()
+        ffi.cdef(cdef_text())
+        try:
+            lib = ffi.dlopen(lib_path)
+        except OSError as e:
+            raise GdsdiagError(f"cannot load {lib_path}: {e}", "check the file and its dependencies (ldd)") from None
+        v = ffi.new("int *")
+        st = lib.cuFileGetVersion(v)
+        if st.err != 0:
+            raise GdsdiagError(f"cuFileGetVersion failed with {st.err}", f"see {log}")
+        if v[0] < 1150:
+            raise GdsdiagError(f"libcufile {v[0]} at {lib_path} is older than 1.15 (1150)",
+                               "install nvidia-cufile >= 1.15 (the stats and parameter calls need it)")
+        _loaded = Library(ffi, lib, lib_path, how, v[0], log)
+        return _loaded
+
+
+def log_tail(lines: int = 15) -> str:
+    """The end of cufile.log, for error messages."""
+    path = (_loaded.log_path if _loaded else os.environ.get("CUFILE_LOGFILE_PATH")) or ""
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError:
+        return ""
