@@ -145,6 +145,43 @@ def check(root, snapshot, paths, gdscheck_file, libcufile_path, verbose, as_json
             tmp.cleanup()
 
 
+@cli.command("cufile")
+@click.option("--libcufile", "libcufile_path", metavar="PATH", help="Use this libcufile instead of searching.")
+@click.option("--no-open", is_flag=True, help="Do not try cuFileDriverOpen (it runs in a child process with a timeout).")
+@click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for cuFileDriverOpen.")
+@click.option("--json", "as_json", is_flag=True, help="Write JSON (schema gdsdiag.cufile/1).")
+def cufile_cmd(libcufile_path, no_open, timeout, as_json):
+    """libcufile as the bindings see it: where it was found, version, parameters, and whether the
+    driver opens (decoded properties) or fails (named error and the cufile.log tail)."""
+    try:
+        from .cufile import all_parameters, load, probe_driver_open
+        L = load(libcufile_path)
+        doc = {"schema": "gdsdiag.cufile/1", "library": L.path, "found_via": L.found_via, "version": L.version,
+               "log": L.log_path, "parameters_before_open": all_parameters(L)}
+        doc["driver_open"] = None if no_open else probe_driver_open(timeout, L.path)
+    except GdsdiagError as e:
+        click.echo(e.line(), err=True)
+        sys.exit(EXIT_TOOL_ERROR)
+    if as_json:
+        _emit_json(doc)
+    else:
+        click.echo(f"libcufile {doc['version']} at {doc['library']} (via {doc['found_via']}); log {doc['log']}")
+        d = doc["driver_open"]
+        if d is None:
+            click.echo("driver open: not tried (--no-open)")
+        elif d["ok"]:
+            p = d["properties"]
+            click.echo(f"driver open: OK — nvidia-fs {'%d.%d' % (p['nvfs_major'], p['nvfs_minor']) if p['nvfs_loaded'] else 'not loaded (compatibility mode)'}, "
+                       f"control {', '.join(p['control_flags']) or '-'}, storage {', '.join(p['status_flags']) or '-'}, "
+                       f"max direct I/O {p['max_direct_io_size_kb']} KiB")
+        else:
+            click.echo(f"driver open: FAILED — {d['error']}")
+            if d.get("log_tail"):
+                click.echo("cufile.log tail:\n" + d["log_tail"].rstrip())
+    ok = doc["driver_open"] is None or doc["driver_open"]["ok"]
+    sys.exit(EXIT_OK if ok else EXIT_FAIL)
+
+
 @cli.command()
 @click.option("-o", "--output", required=True, metavar="FILE", help="Archive to write (.tar.gz); never overwritten.")
 @click.option("--root", default="/", show_default=True, help="Capture from this root (for tests).")

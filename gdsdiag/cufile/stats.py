@@ -34,6 +34,8 @@ def reset(library: Library | None = None) -> None:
 
 
 def _to_py(ffi, cdata):
+    if not isinstance(cdata, ffi.CData):      # array items of integer type come back as ints
+        return cdata
     t = ffi.typeof(cdata)
     if t.kind == "struct":
         return {name: _to_py(ffi, getattr(cdata, name)) for name, _ in t.fields}
