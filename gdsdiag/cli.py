@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -183,6 +184,68 @@ def cufile_cmd(libcufile_path, no_open, timeout, as_json):
 
 
 @cli.command()
+@click.option("--dir", "directory", required=True, metavar="DIR", help="Directory on the storage to test (files are created and removed there).")
+@click.option("--size", default="4G", show_default=True, help="Size of the test file.")
+@click.option("--bs", default="4k,64k,1m,16m", show_default=True, help="Block sizes, comma separated.")
+@click.option("--threads", default="1,4,16", show_default=True, help="Thread counts, comma separated.")
+@click.option("--rw", default="read,write,randread,randwrite", show_default=True, help="Patterns: read, write, randread, randwrite.")
+@click.option("--mode", "modes", default="cufile,kvikio,bounce,host", show_default=True,
+              help="cufile (the bindings), kvikio, bounce (O_DIRECT to pinned memory + copy), host (no GPU).")
+@click.option("--gpu", default=0, show_default=True, help="GPU index.")
+@click.option("--time", "duration", default="10s", show_default=True, help="Duration of each point.")
+@click.option("--bytes", "total", default=None, help="Bytes per point instead of --time.")
+@click.option("--no-verify", is_flag=True, help="Do not check the data (for pure speed runs; results say 'off').")
+@click.option("--json", "as_json", is_flag=True, help="Write the JSON document (schema gdsdiag.sweep/1).")
+@click.option("--csv", "csv_path", metavar="FILE", help="Also write a CSV (never overwrites).")
+@click.option("--plot", "plot_path", metavar="FILE.png", help="Also write a PNG: GB/s vs block size per mode, read and write panels.")
+def sweep(directory, size, bs, threads, rw, modes, gpu, duration, total, no_verify, as_json, csv_path, plot_path):
+    """Read/write throughput sweep whose route (cuFile stats) and data (every byte) are verified.
+
+    Only files it creates (gdsdiag-sweep-*.dat, removed at the end and on Ctrl-C) are touched."""
+    from .sweep.latency import parse_duration, parse_size
+    from .sweep.runner import SweepConfig, run_sweep
+    try:
+        try:
+            cfg = SweepConfig(directory=directory, size=parse_size(size),
+                              block_sizes=[parse_size(x) for x in bs.split(",") if x.strip()],
+                              threads=[int(x) for x in threads.split(",") if x.strip()],
+                              rws=[x.strip() for x in rw.split(",") if x.strip()],
+                              modes=[x.strip() for x in modes.split(",") if x.strip()], gpu=gpu,
+                              seconds=None if total else parse_duration(duration),
+                              total_bytes=parse_size(total) if total else None, verify=not no_verify)
+        except ValueError as e:
+            raise GdsdiagError(str(e), "see gdsdiag sweep --help") from None
+        for path in (csv_path, plot_path):
+            if path and os.path.exists(path):
+                raise GdsdiagError(f"{path} exists", "choose another output path; gdsdiag never overwrites files")
+        from rich.console import Console
+        console = Console(stderr=as_json)
+        if not console.is_terminal:
+            console = Console(stderr=as_json, width=160)   # a log or pipe: keep every column readable
+        npoints = len(cfg.rws) * len(cfg.modes) * len(cfg.block_sizes) * len(cfg.threads)
+        from .render.sweep_out import SweepProgress, render, write_csv, write_plot
+        if console.is_terminal:
+            with SweepProgress(console, npoints, cfg.seconds, cfg.total_bytes) as prog:
+                report = run_sweep(cfg, prog)
+        else:
+            report = run_sweep(cfg)
+        if csv_path:
+            write_csv(report, csv_path)
+        if plot_path:
+            write_plot(report, plot_path)
+        if as_json:
+            _emit_json(report.to_json())
+        else:
+            render(console, report)
+        failed = any(p.error for p in report.points)
+        warned = any(p.route_warning for p in report.points)
+        sys.exit(EXIT_FAIL if failed else EXIT_WARN if warned else EXIT_OK)
+    except GdsdiagError as e:
+        click.echo(e.line(), err=True)
+        sys.exit(EXIT_FAIL if e.__class__.__name__ == "VerifyError" else EXIT_TOOL_ERROR)
+
+
+@cli.command()
 @click.option("-o", "--output", required=True, metavar="FILE", help="Archive to write (.tar.gz); never overwritten.")
 @click.option("--root", default="/", show_default=True, help="Capture from this root (for tests).")
 @click.option("--json", "as_json", is_flag=True, help="Report what was captured as JSON.")
@@ -210,8 +273,8 @@ def main() -> None:
     except click.ClickException as e:
         e.show()
         sys.exit(EXIT_USAGE)
-    except click.exceptions.Abort:
-        click.echo("gdsdiag: aborted", err=True)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("gdsdiag: interrupted; files it created were removed", err=True)
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(EXIT_OK)

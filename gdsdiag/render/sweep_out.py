@@ -1,0 +1,158 @@
+"""Sweep output: live progress (rich), the results table, CSV, and the PNG plot."""
+from __future__ import annotations
+
+import csv
+import threading
+import time
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..sweep.latency import human_size
+
+
+class SweepProgress:
+    """Two bars — the whole sweep (points) and the current point (time or bytes) — updated by a
+    poller thread, so the I/O threads only add to a counter."""
+
+    def __init__(self, console: Console, npoints: int, seconds: float | None, total_bytes: int | None):
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TransferSpeedColumn
+        self.p = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                          TransferSpeedColumn(), TimeElapsedColumn(), console=console, transient=True)
+        self.npoints, self.seconds, self.total_bytes = npoints, seconds, total_bytes
+        self.done = 0
+        self.t0 = time.monotonic()
+        self._stop = threading.Event()
+        self.overall = self.p.add_task("sweep", total=npoints)
+        self.current = self.p.add_task("preparing", total=1)
+        self.mode = "bytes"
+        self.points_started = 0
+
+    def __enter__(self):
+        self.p.start()
+        self._thr = threading.Thread(target=self._poll, daemon=True)
+        self._thr.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thr.join(1)
+        self.p.stop()
+
+    def _poll(self):
+        while not self._stop.wait(0.2):
+            if self.mode == "time" and self.seconds:
+                self.p.update(self.current, completed=min(time.monotonic() - self.t0, self.seconds), total=self.seconds)
+            else:
+                self.p.update(self.current, completed=self.done)
+
+    def phase(self, desc: str, total: int):
+        self.mode, self.done, self.t0 = "bytes", 0, time.monotonic()
+        self.p.update(self.current, description=desc, total=total, completed=0)
+
+    def point(self, spec):
+        if self.points_started:
+            self.p.advance(self.overall)
+        self.points_started += 1
+        self.done, self.t0 = 0, time.monotonic()
+        desc = f"{spec.mode} {spec.rw} bs={human_size(spec.bs)} threads={spec.threads}"
+        if self.seconds:
+            self.mode = "time"
+            self.p.update(self.current, description=desc, total=self.seconds, completed=0)
+        else:
+            self.mode = "bytes"
+            self.p.update(self.current, description=desc, total=self.total_bytes, completed=0)
+
+    def advance(self, n: int):
+        self.done += n
+
+
+def table(report) -> Table:
+    t = Table(title=f"gdsdiag sweep — {report.config.directory} ({human_size(report.config.size)} file)", box=box.SIMPLE_HEAD)
+    for c in ("mode", "rw", "bs", "thr", "GB/s", "IOPS", "p50 µs", "p99 µs", "p99.9 µs", "CPU %", "route", "verified", "÷ceiling"):
+        t.add_column(c, justify="right" if c not in ("mode", "rw", "route") else "left", no_wrap=True)
+    for p in report.points:
+        s = p.summary
+        if p.error:
+            t.add_row(p.mode, p.rw, human_size(p.bs), str(p.threads), Text(p.error, style="red"), *[""] * 8)
+            continue
+        lat = s["lat_us"]
+        route = Text(p.route, style="red" if p.route_warning else "green" if p.route in ("NVFS", "P2PDMA") else "")
+        t.add_row(p.mode, p.rw, human_size(p.bs), str(p.threads), f"{s['gbps']:.3f}", f"{s['iops']:.0f}",
+                  f"{lat['p50']}", f"{lat['p99']}", f"{lat['p99.9']}", f"{p.cpu_percent:.0f}", route,
+                  human_size(p.verified_bytes) if p.verified_bytes else "off",
+                  f"{p.ratio:.2f}" if p.ratio is not None else "")
+    return t
+
+
+def render(console: Console, report) -> None:
+    console.print(table(report))
+    c = report.ceilings
+    if c:
+        parts = []
+        if "link" in c:
+            parts.append(f"PCIe link {c['link']['gbps']} GB/s ({c['link']['link']} at {c['link']['at']}, {c['link']['pair']} {c['link']['nvidia_smi']})")
+        if "pinned_copy" in c:
+            parts.append(f"pinned copy H2D {c['pinned_copy']['h2d']} / D2H {c['pinned_copy']['d2h']} GB/s")
+        console.print("ceilings: " + "; ".join(parts) + "; ÷ceiling = GB/s ÷ min(link, pinned copy, host mode)", style="dim")
+    for p in report.points:
+        if p.route_warning:
+            console.print(Text(f"{p.mode} {p.rw} bs={human_size(p.bs)} threads={p.threads}: {p.route_warning}", style="red"))
+
+
+CSV_FIELDS = ("mode", "rw", "bs", "threads", "gbps", "iops", "p50_us", "p90_us", "p99_us", "p99.9_us", "cpu_percent",
+              "route", "verified_bytes", "ratio", "error")
+
+
+def write_csv(report, path: str) -> None:
+    with open(path, "x", newline="") as f:       # 'x': never overwrite a user's file
+        w = csv.writer(f)
+        w.writerow(CSV_FIELDS)
+        for p in report.points:
+            s, lat = p.summary, p.summary.get("lat_us", {})
+            w.writerow([p.mode, p.rw, p.bs, p.threads, s.get("gbps"), s.get("iops"), lat.get("p50"), lat.get("p90"),
+                        lat.get("p99"), lat.get("p99.9"), p.cpu_percent, p.route, p.verified_bytes, p.ratio, p.error or ""])
+
+
+def write_plot(report, path: str) -> None:
+    """Throughput vs block size, one line per mode (at the largest thread count), read and write panels."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        from ..errors import GdsdiagError
+        raise GdsdiagError("--plot needs matplotlib", "pip install matplotlib") from None
+    panels = [("read", ("read", "randread")), ("write", ("write", "randwrite"))]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=False)
+    for ax, (title, rws) in zip(axes, panels):
+        for rw in rws:
+            for mode in report.config.modes:
+                pts = [p for p in report.points if p.mode == mode and p.rw == rw and not p.error]
+                if not pts:
+                    continue
+                th = max(p.threads for p in pts)
+                pts = sorted((p for p in pts if p.threads == th), key=lambda p: p.bs)
+                style = "-" if not rw.startswith("rand") else "--"
+                ax.plot([p.bs for p in pts], [p.summary["gbps"] for p in pts], style, marker="o",
+                        label=f"{mode} {rw} ({th} thr) [{pts[-1].route}]")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("block size (bytes)")
+        ax.set_ylabel("GB/s")
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=7)
+    c = report.ceilings
+    note = []
+    if "link" in c:
+        note.append(f"PCIe link {c['link']['gbps']} GB/s")
+    if "pinned_copy" in c:
+        note.append(f"pinned H2D {c['pinned_copy']['h2d']} GB/s")
+    fig.suptitle(f"gdsdiag sweep {report.config.directory} — {report.machine.get('hostname')} {report.machine.get('date')}"
+                 + (f" ({'; '.join(note)})" if note else ""), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,1 @@
+"""gdsdiag sweep: read/write throughput sweeps whose route and data are verified."""

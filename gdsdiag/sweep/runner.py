@@ -1,0 +1,242 @@
+"""Run a sweep: prepare one pattern file, run every (rw, mode, bs, threads) point, verify, measure
+the route each point took and the ceilings it is held against."""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from ..errors import GdsdiagError
+from . import files
+from .engines import PointSpec, VerifyError, run_point, verify_written
+from .latency import summarize
+
+GPU_MODES = ("bounce", "cufile", "kvikio")
+ALL_MODES = ("cufile", "kvikio", "bounce", "host")
+ALL_RW = ("read", "write", "randread", "randwrite")
+
+
+@dataclass
+class SweepConfig:
+    directory: str
+    size: int
+    block_sizes: list[int]
+    threads: list[int]
+    rws: list[str]
+    modes: list[str]
+    gpu: int = 0
+    seconds: float | None = 10.0
+    total_bytes: int | None = None
+    verify: bool = True
+
+
+@dataclass
+class PointRecord:
+    mode: str
+    rw: str
+    bs: int
+    threads: int
+    summary: dict
+    cpu_percent: float
+    verified_bytes: int
+    route: str
+    route_detail: dict = field(default_factory=dict)
+    route_warning: str | None = None
+    ceilings: dict = field(default_factory=dict)
+    ratio: float | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class SweepReport:
+    config: SweepConfig
+    points: list[PointRecord]
+    ceilings: dict
+    file_path: str
+    machine: dict
+
+    def to_json(self) -> dict:
+        c = self.config
+        return {"schema": "gdsdiag.sweep/1", "machine": self.machine,
+                "config": {"dir": c.directory, "size": c.size, "bs": c.block_sizes, "threads": c.threads, "rw": c.rws,
+                           "modes": c.modes, "gpu": c.gpu, "seconds": c.seconds, "bytes": c.total_bytes, "verify": c.verify},
+                "ceilings": self.ceilings, "points": [p.to_json() for p in self.points]}
+
+
+def _nvfs_counters() -> dict | None:
+    from ..platform.fsroot import FsRoot
+    from ..platform.nvfs_proc import parse_stats
+    text = FsRoot("/").read_text("/proc/driver/nvidia-fs/stats")
+    if text is None:
+        return None
+    s = parse_stats(text)
+    return {"reads": s.counters.get("Reads", {}).get("n"), "writes": s.counters.get("Writes", {}).get("n")}
+
+
+def _route_from_mix(delta: dict, mode: str) -> tuple[str, str | None]:
+    routes = {k: v for k, v in delta.items() if v}
+    if not routes:
+        if mode == "kvikio":
+            return "KVIKIO_POSIX", "kvikio did not go through cuFile (its own POSIX path: cuFile handle registration failed?)"
+        return "UNKNOWN", "no cuFile statistics for this point"
+    if len(routes) == 1:
+        route = next(iter(routes))
+    else:
+        route = "MIXED(" + ",".join(f"{k}={v}" for k, v in sorted(routes.items())) + ")"
+    warn = None
+    if route == "COMPAT":
+        warn = f"{mode} ran in cuFile compatibility mode (POSIX through host bounce buffers), not P2P"
+    return route, warn
+
+
+def pinned_copy_gbps(gpu: int, nbytes: int = 256 << 20, repeats: int = 3) -> dict:
+    """Pinned host ↔ GPU copy bandwidth measured now (the PCIe ceiling a bounce path cannot beat)."""
+    import cupy as cp
+    cp.cuda.Device(gpu).use()
+    import numpy as np
+    mem = cp.cuda.alloc_pinned_memory(nbytes)
+    host = np.frombuffer(mem, dtype=np.uint8, count=nbytes)
+    dev = cp.empty(nbytes, dtype=cp.uint8)
+    out = {}
+    for name, fn in (("h2d", lambda s: dev.set(host, stream=s)), ("d2h", lambda s: dev.get(out=host, stream=s))):
+        best = 0.0
+        s = cp.cuda.Stream(non_blocking=True)
+        for _ in range(repeats):
+            s.synchronize()
+            t = time.perf_counter()
+            fn(s)
+            s.synchronize()
+            best = max(best, nbytes / (time.perf_counter() - t) / 1e9)
+        out[name] = round(best, 2)
+    return out
+
+
+def link_ceiling(directory: str, gpu: int) -> dict | None:
+    """The narrowest PCIe link between the GPU and the device holding ``directory``."""
+    try:
+        from ..check.context import CheckContext
+        from ..platform import mounts
+        from ..platform.fsroot import FsRoot
+        from ..topology.model import Role
+        from ..topology.pairs import analyse_pair
+        ctx = CheckContext(FsRoot("/"))
+        m = mounts.mount_for(os.path.realpath(directory), ctx.mounts)
+        chain = mounts.block_chain(ctx.fs, m.dev) if m and not m.dev.startswith("0:") else None
+        pcis = [n.pci for n in chain.leaves() if n.pci] if chain else []
+        gpus = sorted(ctx.topology.by_role(Role.GPU), key=lambda d: d.sort_key())
+        if not pcis or gpu >= len(gpus):
+            return None
+        best = None
+        for bdf in pcis:
+            dev = ctx.topology.devices.get(bdf)
+            if dev is None:
+                continue
+            p = analyse_pair(ctx.topology, gpus[gpu], dev)
+            if p.narrowest and p.narrowest.link.gbytes_per_s:
+                g = p.narrowest.link.gbytes_per_s
+                if best is None or g < best["gbps"]:
+                    best = {"gbps": round(g, 2), "link": p.narrowest.link.describe(), "at": p.narrowest.bdf,
+                            "pair": f"{gpus[gpu].label}↔{bdf}", "nvidia_smi": p.smi.value}
+        return best
+    except Exception:      # the ceiling is context, never a reason to fail a sweep
+        return None
+
+
+def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
+    for m in cfg.modes:
+        if m not in ALL_MODES:
+            raise GdsdiagError(f"unknown mode {m!r}", f"use any of {', '.join(ALL_MODES)}")
+    for rw in cfg.rws:
+        if rw not in ALL_RW:
+            raise GdsdiagError(f"unknown --rw {rw!r}", f"use any of {', '.join(ALL_RW)}")
+    files.check_dir(cfg.directory)
+    files.install_cleanup()
+    gpu_modes = [m for m in cfg.modes if m in GPU_MODES]
+    ceilings: dict = {}
+    driver = None
+    cufile_mod = None
+    if gpu_modes:
+        from .engines import _cupy
+        _cupy()
+        ceilings["pinned_copy"] = pinned_copy_gbps(cfg.gpu)
+        if "cufile" in gpu_modes or "kvikio" in gpu_modes:
+            from .. import cufile as cufile_mod
+            probe = cufile_mod.probe_driver_open(timeout_s=60)
+            if not probe["ok"]:
+                raise GdsdiagError(f"cuFile driver does not open: {probe.get('error')}",
+                                   "run 'gdsdiag check' for the cause, or drop --mode cufile,kvikio")
+            cufile_mod.stats.set_level(3)          # the per-GPU route counters need level 3 before open
+            driver = cufile_mod.Driver().open()
+            cufile_mod.stats.start()
+    link = link_ceiling(cfg.directory, cfg.gpu) if gpu_modes else None
+    if link:
+        ceilings["link"] = link
+    sf = files.SweepFile(cfg.directory, cfg.size)
+    points: list[PointRecord] = []
+    try:
+        if progress:
+            progress.phase(f"writing the {cfg.size >> 20} MiB pattern file", cfg.size)
+        sf.fill(progress=progress.advance if progress else None)
+        host_results: dict = {}
+        order = sorted(cfg.modes, key=lambda m: 0 if m == "host" else 1)   # host first: it is a ceiling of the others
+        for rw in cfg.rws:
+            for mode in order:
+                for bs in cfg.block_sizes:
+                    for th in cfg.threads:
+                        spec = PointSpec(mode, rw, bs, th, cfg.seconds, cfg.total_bytes, cfg.verify, cfg.gpu)
+                        if progress:
+                            progress.point(spec)
+                        before = cufile_mod.path_mix() if (driver and mode in ("cufile", "kvikio")) else None
+                        nv0 = _nvfs_counters()
+                        try:
+                            res = run_point(spec, sf, progress.advance if progress else None)
+                        except VerifyError:
+                            raise
+                        except GdsdiagError as e:
+                            points.append(PointRecord(mode, rw, bs, th, {}, 0.0, 0, "FAILED", error=e.line()))
+                            continue
+                        rec = PointRecord(mode, rw, bs, th, summarize(res.latencies_ns, res.nbytes, res.seconds),
+                                          round(100.0 * res.cpu_seconds / res.seconds, 1) if res.seconds else 0.0,
+                                          res.verified_bytes, "HOST" if mode == "host" else "DRAM_BOUNCE")
+                        if not spec.is_read and cfg.verify:
+                            checked, bad = verify_written(sf, res.written)
+                            if bad is not None:
+                                raise VerifyError(f"{mode} {rw}: data read back differs at data offset {bad}",
+                                                  "the storage returned other bytes than were written")
+                            rec.verified_bytes = checked
+                        if before is not None:
+                            delta = cufile_mod.path_mix().minus(before)
+                            rec.route_detail = {"cufile_stats": delta.to_json()}
+                            rec.route, rec.route_warning = _route_from_mix(delta.routes(), mode)
+                        nv1 = _nvfs_counters()
+                        if nv0 and nv1 and None not in nv0.values() and None not in nv1.values():
+                            rec.route_detail["nvidia_fs"] = {k: nv1[k] - nv0[k] for k in nv0}
+                        ceil = {}
+                        if mode == "host":
+                            host_results[(rw, bs, th)] = rec.summary.get("gbps")
+                        elif host_results.get((rw, bs, th)):
+                            ceil["host_mode"] = host_results[(rw, bs, th)]
+                        if mode != "host":
+                            if "pinned_copy" in ceilings:
+                                ceil["pinned_copy"] = ceilings["pinned_copy"]["h2d" if spec.is_read else "d2h"]
+                            if link:
+                                ceil["link"] = link["gbps"]
+                        rec.ceilings = ceil
+                        if ceil and rec.summary.get("gbps"):
+                            rec.ratio = round(rec.summary["gbps"] / min(ceil.values()), 3)
+                        points.append(rec)
+    finally:
+        sf.remove()
+        if driver is not None:
+            try:
+                cufile_mod.stats.stop()
+            except Exception:
+                pass
+            driver.close()
+    import platform
+    machine = {"hostname": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
+               "python": platform.python_version(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return SweepReport(cfg, points, ceilings, sf.path, machine)

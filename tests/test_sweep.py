@@ -1,0 +1,154 @@
+"""gdsdiag sweep on this machine (--mode host on a real filesystem), its data safety, verification
+and cleanup, and the latency math."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gdsdiag.errors import GdsdiagError
+from gdsdiag.sweep import files, pattern
+from gdsdiag.sweep.engines import PointSpec, VerifyError, run_point
+from gdsdiag.sweep.latency import parse_duration, parse_size, percentile, summarize
+from gdsdiag.sweep.runner import SweepConfig, run_sweep
+
+
+def _cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "gdsdiag", *args], capture_output=True, text=True, **kw)
+
+
+def test_percentiles_on_known_latencies():
+    v = list(range(1, 101))                       # 1..100
+    assert percentile(v, 50) == 50 and percentile(v, 90) == 90 and percentile(v, 99) == 99
+    assert percentile(v, 99.9) == 100 and percentile(v, 100) == 100 and percentile(v, 0) == 1
+    assert percentile([7], 99.9) == 7 and percentile([], 50) is None
+    s = summarize([1000, 2000, 3000, 4000], 4 * 4096, 2.0)
+    assert s["iops"] == 2.0 and s["gbps"] == round(16384 / 2 / 1e9, 4)
+    assert s["lat_us"] == {"p50": 2.0, "p90": 4.0, "p99": 4.0, "p99.9": 4.0, "max": 4.0, "mean": 2.5}
+
+
+def test_size_and_duration_parsing():
+    assert parse_size("4k") == 4096 and parse_size("16M") == 16 << 20 and parse_size("4G") == 4 << 30
+    assert parse_size("1MiB") == 1 << 20 and parse_size("512") == 512
+    assert parse_duration("10s") == 10 and parse_duration("250ms") == 0.25
+    with pytest.raises(ValueError, match="not a size"):
+        parse_size("lots")
+
+
+def test_host_mode_end_to_end(tmp_path):
+    cfg = SweepConfig(str(tmp_path), 8 << 20, [4096, 65536], [1, 2], ["read", "write", "randread", "randwrite"], ["host"],
+                      seconds=None, total_bytes=1 << 20)
+    rep = run_sweep(cfg)
+    assert len(rep.points) == 16 and not any(p.error for p in rep.points)
+    for p in rep.points:
+        assert p.route == "HOST" and p.summary["bytes"] == 1 << 20
+        assert p.summary["ops"] == (1 << 20) // p.bs
+        assert p.verified_bytes > 0
+        if p.rw in ("read", "randread"):
+            assert p.verified_bytes == 1 << 20          # every byte read was checked
+        assert p.summary["lat_us"]["p50"] > 0 and p.summary["gbps"] > 0
+    assert os.listdir(tmp_path) == []                 # the sweep file is gone
+
+
+def test_cli_json_csv_and_refusals(tmp_path):
+    out = tmp_path / "res.csv"
+    r = _cli("sweep", "--dir", str(tmp_path), "--size", "4M", "--bs", "4k", "--threads", "1", "--rw", "randread",
+             "--mode", "host", "--bytes", "256k", "--json", "--csv", str(out))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["schema"] == "gdsdiag.sweep/1" and doc["points"][0]["verified_bytes"] == 262144
+    assert out.read_text().startswith("mode,rw,bs,threads,gbps")
+    before = out.read_bytes()
+    r = _cli("sweep", "--dir", str(tmp_path), "--size", "4M", "--mode", "host", "--csv", str(out))
+    assert r.returncode == 3 and "exists" in r.stderr and out.read_bytes() == before
+    r = _cli("sweep", "--dir", str(tmp_path / "nope"), "--mode", "host")
+    assert r.returncode == 3 and "is not a directory" in r.stderr and "Traceback" not in r.stderr
+    r = _cli("sweep", "--dir", str(tmp_path), "--mode", "host", "--bs", "lots")
+    assert r.returncode == 3 and "not a size" in r.stderr
+    assert sorted(os.listdir(tmp_path)) == ["res.csv"]
+
+
+def test_never_touches_existing_files(tmp_path):
+    victim = tmp_path / f"gdsdiag-sweep-{os.getpid()}-00000000.dat"
+    victim.write_bytes(b"user data")
+    other = tmp_path / "model.safetensors"
+    other.write_bytes(b"weights")
+    run_sweep(SweepConfig(str(tmp_path), 4 << 20, [4096], [1], ["write", "read"], ["host"], seconds=None, total_bytes=64 << 10))
+    assert victim.read_bytes() == b"user data" and other.read_bytes() == b"weights"
+    assert sorted(os.listdir(tmp_path)) == sorted([victim.name, other.name])
+    assert not files.is_sweep_file(str(victim))
+
+
+def test_a_corrupted_byte_fails_the_read_with_its_offset(tmp_path):
+    sf = files.SweepFile(str(tmp_path), 1 << 20)
+    try:
+        sf.fill()
+        assert files.is_sweep_file(sf.path)
+        bad = files.HEADER_SIZE + 300_001
+        with open(sf.path, "r+b") as f:              # the sweep's own file, between write and read
+            f.seek(bad)
+            b = f.read(1)
+            f.seek(bad)
+            f.write(bytes([b[0] ^ 0x40]))
+        with pytest.raises(VerifyError, match=f"data mismatch at file offset {bad} "):
+            run_point(PointSpec("host", "read", 65536, 1, total_bytes=1 << 20), sf)
+    finally:
+        sf.remove()
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_removes_the_sweep_file(tmp_path, sig):
+    p = subprocess.Popen([sys.executable, "-m", "gdsdiag", "sweep", "--dir", str(tmp_path), "--size", "32M", "--bs", "4k",
+                          "--threads", "2", "--rw", "randread", "--mode", "host", "--time", "60s"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 30
+    while time.time() < deadline and not any(n.startswith("gdsdiag-sweep-") for n in os.listdir(tmp_path)):
+        time.sleep(0.05)
+    time.sleep(1.0)                                   # into the timed point
+    assert any(n.startswith("gdsdiag-sweep-") for n in os.listdir(tmp_path))
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode in (130, 128 + sig), (p.returncode, err)
+    assert os.listdir(tmp_path) == []
+    assert "Traceback" not in err
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting ramfs needs root")
+def test_filesystem_without_odirect_gets_a_clear_message(tmp_path):
+    where = tmp_path / "ramfs"
+    where.mkdir()
+    if subprocess.run(["mount", "-t", "ramfs", "none", str(where)]).returncode != 0:
+        pytest.skip("cannot mount ramfs here")
+    try:
+        r = _cli("sweep", "--dir", str(where), "--size", "4M", "--mode", "host", "--bytes", "64k")
+        assert r.returncode == 3
+        assert "refuses O_DIRECT" in r.stderr and "page-cache numbers would be a mirage" in r.stderr
+        assert os.listdir(where) == []
+    finally:
+        subprocess.run(["umount", str(where)])
+
+
+def test_gpu_modes_without_a_gpu_say_so(tmp_path):
+    try:
+        import cupy  # noqa: F401
+        pytest.skip("cupy is installed: the GPU path is tested on the GPU machine")
+    except ImportError:
+        pass
+    r = _cli("sweep", "--dir", str(tmp_path), "--size", "4M", "--mode", "bounce", "--bytes", "64k")
+    assert r.returncode == 3 and "needs cupy and a CUDA GPU" in r.stderr
+    assert os.listdir(tmp_path) == []
+
+
+def test_pattern_gpu_and_host_agree_on_host():
+    import mmap
+    b = mmap.mmap(-1, 4096)
+    with memoryview(b) as v:
+        pattern.host_fill(v, 8192, 5)
+        assert pattern.host_first_mismatch(v, 8192, 5) is None
+        bad = pattern.host_first_mismatch(v, 4096, 5)             # read as if from another offset
+        assert 4096 <= bad < 4104                                    # the very first word differs
+    b.close()
