@@ -233,10 +233,9 @@ def sweep(directory, size, bs, threads, rw, modes, gpu, duration, total, no_veri
             write_csv(report, csv_path)
         if plot_path:
             write_plot(report, plot_path)
+        render(console, report)              # with --json the table goes to stderr, the document to stdout
         if as_json:
             _emit_json(report.to_json())
-        else:
-            render(console, report)
         failed = any(p.error for p in report.points)
         warned = any(p.route_warning for p in report.points)
         sys.exit(EXIT_FAIL if failed else EXIT_WARN if warned else EXIT_OK)

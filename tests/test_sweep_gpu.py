@@ -1,0 +1,73 @@
+"""gdsdiag sweep's GPU modes on a real GPU (the H200 machine: cuFile in compatibility mode).
+Skips without cupy, a GPU, or the udev entry cuFile needs."""
+import os
+
+import pytest
+
+cp = pytest.importorskip("cupy", reason="needs cupy and a GPU")
+try:
+    HAS_GPU = cp.cuda.runtime.getDeviceCount() > 0
+except Exception:
+    HAS_GPU = False
+pytestmark = pytest.mark.skipif(not HAS_GPU, reason="no CUDA GPU")
+
+from gdsdiag.platform import mounts  # noqa: E402
+from gdsdiag.platform.fsroot import FsRoot  # noqa: E402
+from gdsdiag.sweep import files  # noqa: E402
+from gdsdiag.sweep.engines import PointSpec, VerifyError, run_point  # noqa: E402
+from gdsdiag.sweep.runner import SweepConfig, run_sweep  # noqa: E402
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    dev = os.stat(tmp_path).st_dev
+    if not mounts.udev_fs_usage(FsRoot("/"), f"{os.major(dev)}:{os.minor(dev)}"):
+        pytest.skip("no udev ID_FS_USAGE entry: cuFile handle registration would fail with 5027")
+    return tmp_path
+
+
+def test_all_modes_verified_with_routes(workdir):
+    pytest.importorskip("kvikio")
+    cfg = SweepConfig(str(workdir), 64 << 20, [1 << 20], [1, 2], ["read", "write"], ["cufile", "kvikio", "bounce", "host"],
+                      seconds=None, total_bytes=8 << 20)
+    rep = run_sweep(cfg)
+    assert len(rep.points) == 16 and not any(p.error for p in rep.points)
+    by = {(p.mode, p.rw, p.threads): p for p in rep.points}
+    for th in (1, 2):
+        assert by[("host", "read", th)].route == "HOST"
+        assert by[("bounce", "read", th)].route == "DRAM_BOUNCE"
+        c = by[("cufile", "read", th)]
+        assert c.route == "COMPAT" and "compatibility mode" in c.route_warning
+        assert c.route_detail["cufile_stats"]["reads"]["posix"] > 0 and c.route_detail["cufile_stats"]["reads"]["nvfs"] == 0
+        assert by[("kvikio", "read", th)].route in ("COMPAT", "KVIKIO_POSIX")
+        for mode in ("cufile", "kvikio", "bounce", "host"):
+            for rw in ("read", "write"):
+                p = by[(mode, rw, th)]
+                assert p.verified_bytes >= 8 << 20, (mode, rw, th)
+                if mode != "host":
+                    assert p.ratio is not None and 0 < p.ratio and "pinned_copy" in p.ceilings
+    assert rep.ceilings["pinned_copy"]["h2d"] > 1.0
+    assert os.listdir(workdir) == []
+
+
+@pytest.mark.parametrize("mode", ["cufile", "bounce"])
+def test_gpu_side_verification_catches_a_flipped_byte(workdir, mode):
+    from gdsdiag import cufile
+    if mode == "cufile":
+        cufile.stats.set_level(3)
+        drv = cufile.Driver().open()
+    sf = files.SweepFile(str(workdir), 4 << 20)
+    try:
+        sf.fill()
+        bad = files.HEADER_SIZE + (3 << 20) + 17
+        with open(sf.path, "r+b") as f:
+            f.seek(bad)
+            b = f.read(1)
+            f.seek(bad)
+            f.write(bytes([b[0] ^ 1]))
+        with pytest.raises(VerifyError, match=f"file offset {bad} "):
+            run_point(PointSpec(mode, "read", 1 << 20, 1, total_bytes=4 << 20), sf)
+    finally:
+        sf.remove()
+        if mode == "cufile":
+            drv.close()
