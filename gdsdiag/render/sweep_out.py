@@ -139,7 +139,10 @@ def write_plot(report, path: str) -> None:
                 ax.plot([p.bs for p in pts], [p.summary["gbps"] for p in pts], style, marker="o",
                         label=f"{mode} {rw} ({th} thr) [{pts[-1].route}]")
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("block size (bytes)")
+        sizes = sorted(report.config.block_sizes)
+        ax.set_xticks(sizes)
+        ax.set_xticklabels([human_size(b) for b in sizes])
+        ax.set_xlabel("block size")
         ax.set_ylabel("GB/s")
         ax.set_title(title)
         ax.grid(True, alpha=0.3)

@@ -198,7 +198,13 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
                         except GdsdiagError as e:
                             points.append(PointRecord(mode, rw, bs, th, {}, 0.0, 0, "FAILED", error=e.line()))
                             continue
-                        rec = PointRecord(mode, rw, bs, th, summarize(res.latencies_ns, res.nbytes, res.seconds),
+                        summary = summarize(res.latencies_ns, res.nbytes, res.seconds)
+                        if mode == "kvikio" and res.seconds:
+                            # kvikio's requests are threads × bs (split over its pool): count IOPS in bs
+                            # units like the other modes; latencies stay per request
+                            summary["iops"] = round(res.nbytes / bs / res.seconds, 1)
+                            summary["request_bytes"] = bs * th
+                        rec = PointRecord(mode, rw, bs, th, summary,
                                           round(100.0 * res.cpu_seconds / res.seconds, 1) if res.seconds else 0.0,
                                           res.verified_bytes, "HOST" if mode == "host" else "DRAM_BOUNCE")
                         if not spec.is_read and cfg.verify:
