@@ -190,7 +190,8 @@ def cufile_cmd(libcufile_path, no_open, timeout, as_json):
 @click.option("--threads", default="1,4,16", show_default=True, help="Thread counts, comma separated.")
 @click.option("--rw", default="read,write,randread,randwrite", show_default=True, help="Patterns: read, write, randread, randwrite.")
 @click.option("--mode", "modes", default="cufile,kvikio,bounce,host", show_default=True,
-              help="cufile (the bindings), kvikio, bounce (O_DIRECT to pinned memory + copy), host (no GPU).")
+              help="cufile (the bindings, sync), cufile-async (stream-ordered), cufile-batch (batches of 8), kvikio, "
+                   "bounce (O_DIRECT to pinned memory + copy), host (no GPU).")
 @click.option("--gpu", default=0, show_default=True, help="GPU index.")
 @click.option("--time", "duration", default="10s", show_default=True, help="Duration of each point.")
 @click.option("--bytes", "total", default=None, help="Bytes per point instead of --time.")

@@ -71,3 +71,12 @@ def test_gpu_side_verification_catches_a_flipped_byte(workdir, mode):
         sf.remove()
         if mode == "cufile":
             drv.close()
+
+
+def test_async_and_batch_variants(workdir):
+    cfg = SweepConfig(str(workdir), 64 << 20, [1 << 20], [2], ["read", "write"], ["cufile-async", "cufile-batch"],
+                      seconds=None, total_bytes=16 << 20)
+    rep = run_sweep(cfg)
+    assert len(rep.points) == 4 and not any(p.error for p in rep.points)
+    for p in rep.points:
+        assert p.route == "COMPAT" and p.verified_bytes >= 16 << 20 and p.summary["bytes"] == 16 << 20

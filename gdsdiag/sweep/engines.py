@@ -106,7 +106,8 @@ def run_point(spec: PointSpec, sf: SweepFile, progress=None) -> PointResult:
         raise GdsdiagError(f"block size {spec.bs} is larger than the file ({sf.size})", "raise --size or lower --bs")
     if spec.bs % 4096:
         raise GdsdiagError(f"block size {spec.bs} is not a multiple of 4 KiB (O_DIRECT alignment)", "use 4k, 64k, 1m…")
-    worker = {"host": _HostWorker, "bounce": _BounceWorker, "cufile": _CuFileWorker, "kvikio": _KvikioWorker}[spec.mode]
+    worker = {"host": _HostWorker, "bounce": _BounceWorker, "cufile": _CuFileWorker, "kvikio": _KvikioWorker,
+              "cufile-async": _CuFileAsyncWorker, "cufile-batch": _CuFileBatchWorker}[spec.mode]
     return worker.run(spec, sf, progress)
 
 
@@ -332,6 +333,64 @@ class _CuFileWorker(_Worker):
 
     def finish(self):
         self.reg.deregister()
+
+
+class _CuFileAsyncWorker(_CuFileWorker):
+    """Stream-ordered cuFile (cuFileReadAsync/WriteAsync on a registered stream per thread)."""
+
+    def prepare(self):
+        super().prepare()
+        from .. import cufile
+        self.sreg = cufile.StreamRegistration(self.stream)
+        self.sreg.__enter__()
+
+    def io(self, off):
+        fh = self.shared["fh"]
+        fn = fh.read_async if self.spec.is_read else fh.write_async
+        op = fn(self.gbuf, self.spec.bs, HEADER_SIZE + off, 0, self.stream)
+        self.stream.synchronize()
+        return op.result
+
+    def finish(self):
+        self.sreg.__exit__(None, None, None)
+        super().finish()
+
+
+BATCH_DEPTH = 8
+
+
+class _CuFileBatchWorker(_CuFileWorker):
+    """cuFile batch I/O: each operation is one batch of BATCH_DEPTH requests of --bs over a
+    contiguous region (cuFileBatchIOSubmit + GetStatus until all complete)."""
+
+    @classmethod
+    def run(cls, spec, sf, progress=None):
+        inner = PointSpec(spec.mode, spec.rw, spec.bs * BATCH_DEPTH, spec.threads, spec.seconds, spec.total_bytes,
+                          spec.verify, spec.gpu, task_size=spec.bs)
+        if sf.size < inner.bs:
+            raise GdsdiagError(f"{BATCH_DEPTH} × bs = {inner.bs} exceeds the file size {sf.size}", "raise --size")
+        return super().run.__func__(cls, inner, sf, progress)
+
+    def prepare(self):
+        super().prepare()
+        from .. import cufile
+        self.batch = cufile.Batch(BATCH_DEPTH).__enter__()
+
+    def io(self, off):
+        from .. import cufile
+        fh, task = self.shared["fh"], self.spec.task_size
+        op = "read" if self.spec.is_read else "write"
+        self.batch.submit([cufile.IoRequest(fh, op, self.gbuf, task, HEADER_SIZE + off + i * task, i * task, cookie=i + 1)
+                           for i in range(BATCH_DEPTH)])
+        events = self.batch.wait(BATCH_DEPTH)
+        failed = [e for e in events if e.status != "COMPLETE" or e.ret != task]
+        if failed:
+            return sum(max(e.ret, 0) for e in events if e.status == "COMPLETE")
+        return task * BATCH_DEPTH
+
+    def finish(self):
+        self.batch.destroy()
+        super().finish()
 
 
 class _KvikioWorker(_Worker):

@@ -11,8 +11,9 @@ from . import files
 from .engines import PointSpec, VerifyError, run_point, verify_written
 from .latency import summarize
 
-GPU_MODES = ("bounce", "cufile", "kvikio")
-ALL_MODES = ("cufile", "kvikio", "bounce", "host")
+GPU_MODES = ("bounce", "cufile", "cufile-async", "cufile-batch", "kvikio")
+CUFILE_MODES = ("cufile", "cufile-async", "cufile-batch", "kvikio")
+ALL_MODES = ("cufile", "cufile-async", "cufile-batch", "kvikio", "bounce", "host")
 ALL_RW = ("read", "write", "randread", "randwrite")
 
 
@@ -162,7 +163,7 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
         from .engines import _cupy
         _cupy()
         ceilings["pinned_copy"] = pinned_copy_gbps(cfg.gpu)
-        if "cufile" in gpu_modes or "kvikio" in gpu_modes:
+        if any(m in CUFILE_MODES for m in gpu_modes):
             from .. import cufile as cufile_mod
             probe = cufile_mod.probe_driver_open(timeout_s=60)
             if not probe["ok"]:
@@ -189,7 +190,7 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
                         spec = PointSpec(mode, rw, bs, th, cfg.seconds, cfg.total_bytes, cfg.verify, cfg.gpu)
                         if progress:
                             progress.point(spec)
-                        before = cufile_mod.path_mix() if (driver and mode in ("cufile", "kvikio")) else None
+                        before = cufile_mod.path_mix() if (driver and mode in CUFILE_MODES) else None
                         nv0 = _nvfs_counters()
                         try:
                             res = run_point(spec, sf, progress.advance if progress else None)
