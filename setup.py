@@ -4,10 +4,10 @@ setup(
     name="gdsdiag",
     version="0.1.0",
     description="Diagnose the NVIDIA GPUDirect Storage data path: P2P, compatibility mode or DRAM bounce",
-    packages=find_packages(include=["gdsdiag", "gdsdiag.*"]) + ["gdsdiag._csrc"],
-    # csrc/ holds the C declarations the cffi bindings load at run time; install them with the package
-    package_dir={"gdsdiag._csrc": "csrc"},
-    package_data={"gdsdiag._csrc": ["*.h"]},
+    packages=find_packages(include=["gdsdiag", "gdsdiag.*"]) + ["gdsdiag._csrc", "gdsdiag._probes"],
+    # csrc/ (cffi declarations) and probes/ (eBPF C programs) are read at run time: install them
+    package_dir={"gdsdiag._csrc": "csrc", "gdsdiag._probes": "probes"},
+    package_data={"gdsdiag._csrc": ["*.h"], "gdsdiag._probes": ["*.c"]},
     python_requires=">=3.10",
     install_requires=["click>=8", "rich>=12", "psutil>=5", "pyudev>=0.21", "cffi>=1.15"],
     extras_require={

@@ -245,6 +245,49 @@ def sweep(directory, size, bs, threads, rw, modes, gpu, duration, total, no_veri
         sys.exit(EXIT_FAIL if e.__class__.__name__ == "VerifyError" else EXIT_TOOL_ERROR)
 
 
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--pid", type=int, help="Trace this running process (all its threads).")
+@click.option("--duration", type=float, help="Stop after this many seconds.")
+@click.option("--path", "path_filter", metavar="DIR", help="Only report I/O to files under DIR.")
+@click.option("--libcufile", "libcufile_path", metavar="PATH", help="The libcufile the traced program uses (default: as the bindings find it).")
+@click.option("--json", "as_json", is_flag=True, help="JSON lines: one per I/O, then a summary.")
+@click.option("--record", "record_path", metavar="FILE", help="Keep the raw events (JSON lines) for --replay.")
+@click.option("--replay", "replay_path", metavar="FILE", help="Re-analyse a recording (no root or bcc needed).")
+@click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
+def trace(pid, duration, path_filter, libcufile_path, as_json, record_path, replay_path, cmd):
+    """Per-I/O route verdicts, live: P2P (nvidia-fs, P2PDMA, RDMA), PEER_GPU, COMPAT or DRAM_BOUNCE,
+    with the evidence each came from. Trace a command (gdsdiag trace -- python3 app.py), a --pid,
+    or everything. Needs root and bcc; --replay works anywhere."""
+    from rich.console import Console
+    from .render.trace_out import LinePrinter, render_summary
+    console = Console(stderr=as_json)
+    printer = LinePrinter(console, as_json)
+    rec = None
+    try:
+        if replay_path:
+            from .trace.live import replay
+            res = replay(replay_path, path_filter, printer)
+        else:
+            if record_path:
+                if os.path.exists(record_path):
+                    raise GdsdiagError(f"{record_path} exists", "choose another --record path; gdsdiag never overwrites files")
+                rec = open(record_path, "x")
+            from .trace.live import run_live
+            res = run_live(list(cmd) or None, pid, duration, path_filter, libcufile_path, printer, rec)
+        render_summary(console, res, as_json)
+        sys.exit(EXIT_OK if res.exit_code in (None, 0) else EXIT_WARN)
+    except GdsdiagError as e:
+        click.echo(e.line(), err=True)
+        if rec is not None and rec.tell() == 0:     # nothing recorded: do not leave an empty file behind
+            rec.close()
+            os.unlink(record_path)
+            rec = None
+        sys.exit(EXIT_TOOL_ERROR)
+    finally:
+        if rec is not None:
+            rec.close()
+
+
 @cli.command()
 @click.option("-o", "--output", required=True, metavar="FILE", help="Archive to write (.tar.gz); never overwritten.")
 @click.option("--root", default="/", show_default=True, help="Capture from this root (for tests).")

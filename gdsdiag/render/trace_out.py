@@ -1,0 +1,88 @@
+"""gdsdiag trace output: a bpftrace-style line per I/O (rate limited), JSON lines, the summary."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from rich.console import Console
+from rich.text import Text
+
+from ..sweep.latency import human_size
+
+_STYLE = {"P2P": "green", "PEER_GPU": "cyan", "COMPAT": "yellow", "DRAM_BOUNCE": "magenta", "UNKNOWN": "red"}
+
+
+def _size(n) -> str:
+    if n is None:
+        return "?"
+    return human_size(n) if n >= 1024 and n % 1024 == 0 else str(n)
+
+
+class LinePrinter:
+    """At most ``max_per_s`` lines a second; beyond that a running count, so a fast workload does not
+    bury the terminal (every verdict still counts in the summary and in --json output)."""
+
+    def __init__(self, console: Console, as_json: bool, max_per_s: int = 50):
+        self.console, self.as_json, self.max = console, as_json, max_per_s
+        self.window = int(time.monotonic())
+        self.in_window = 0
+        self.suppressed = 0
+        self.header_done = False
+        self.t0 = None
+
+    def __call__(self, v) -> None:
+        if self.as_json:
+            sys.stdout.write(json.dumps({"type": "io", **v.to_json()}) + "\n")
+            return
+        now = int(time.monotonic())
+        if now != self.window:
+            if self.suppressed:
+                self.console.print(f"… {self.suppressed} more I/Os in the last second (counted in the summary)", style="dim")
+            self.window, self.in_window, self.suppressed = now, 0, 0
+        self.in_window += 1
+        if self.in_window > self.max:
+            self.suppressed += 1
+            return
+        if not self.header_done:
+            self.console.print(Text(f"{'TIME(s)':>9} {'COMM/PID':22} {'OP':5} {'FILE':28} {'OFFSET':>10} {'SIZE':>6} "
+                                    f"{'LAT(ms)':>8} {'ROUTE':12} EVIDENCE", style="bold"))
+            self.header_done = True
+        if self.t0 is None:
+            self.t0 = v.ts
+        path = (v.path or "?")
+        if len(path) > 28:
+            path = "…" + path[-27:]
+        lat = f"{v.latency_ns / 1e6:.3f}" if v.latency_ns is not None else "-"
+        route = v.route + (f"/{v.subtype}" if v.subtype else "")
+        t = Text(f"{(v.ts - self.t0) / 1e9:9.3f} {v.comm[:14] + '/' + str(v.pid):22} {v.op[:5]:5} {path:28} {v.offset:>10} "
+                 f"{_size(v.size):>6} {lat:>8} ")
+        t.append(f"{route:12}", style=_STYLE.get(v.route, ""))
+        t.append(f" [{v.confidence}] " + "; ".join(v.evidence[:3]), style="dim")
+        self.console.print(t, overflow="ellipsis", no_wrap=True)
+
+
+def render_summary(console: Console, res, as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(res.summary_json()) + "\n")
+        return
+    console.print()
+    if not res.verdicts:
+        console.print("no cuFile or file I/O seen", style="yellow")
+    for route, s in res.summary.items():
+        sub = f" ({', '.join(s['subtypes'])})" if s["subtypes"] else ""
+        p50 = f"{s['p50_us']:.0f}" if s["p50_us"] is not None else "-"
+        p99 = f"{s['p99_us']:.0f}" if s["p99_us"] is not None else "-"
+        console.print(Text(f"{route}{sub}: {s['count']} I/Os, {_size(s['bytes'])}B, p50 {p50} µs, p99 {p99} µs",
+                           style=f"bold {_STYLE.get(route, '')}"))
+        hist = s["hist_us"]
+        if hist:
+            top = max(c for _, _, c in hist) or 1
+            console.print(f"{'µs':>22} : count    distribution", style="dim")
+            for lo, hi, c in hist:
+                bar = "*" * int(40 * c / top)
+                console.print(f"{lo:>10} -> {hi:<10} : {c:<8} |{bar:<40}|", markup=False)
+    console.print(f"events {res.events}, lost {res.lost}" + (f", traced program exit code {res.exit_code}" if res.exit_code is not None else ""),
+                  style="red" if res.lost else "dim")
+    for f in res.failed:
+        console.print(f"not attached: {f}", style="dim", markup=False)

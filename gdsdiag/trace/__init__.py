@@ -1,0 +1,1 @@
+"""gdsdiag trace: live per-I/O route verdicts from eBPF probes (bcc)."""

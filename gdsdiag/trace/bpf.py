@@ -1,0 +1,321 @@
+"""Load and attach the trace probes with bcc, choosing at run time by what exists (like bcc's
+tools do): USDT probes of this libcufile, uprobes on its API, CUDA copies in libcuda, syscall and
+block tracepoints, and the nvidia-fs / P2PDMA kernel probes where kprobes and the symbols exist."""
+from __future__ import annotations
+
+import ctypes.util
+import glob
+import os
+import sys
+import time
+
+from ..errors import GdsdiagError
+from .events import API_NAMES, KINDS, KPROBE_NAMES, SYS_NAMES, Event
+
+# USDT probes that name the route, with the argument count seen in libcufile 1.15 (x86-64).
+ROUTE_USDT = ("cufio_core:cufio_px_read", "cufio_core:cufio_px_write", "cufio_core:cufio_px_io_retry",
+              "cufio_core:cufio_gds_read", "cufio_core:cufio_gds_write", "cufio_core:cufio_gds_unaligned_write",
+              "cufio_core:cufio_rdma_read", "cufio_core:cufio_rdma_write",
+              "0:cufio-internal-read-bb", "0:cufio-internal-write-bb", "0:cufio-internal-bb-done",
+              "0:cufio-internal-io-done", "0:cufio-internal-map",
+              # fires when cuFileDriverOpen fails (its message pointer): lets a GPU-less machine see USDT work
+              "cufio_core:cufio_core-1106")
+API_UPROBES = [  # symbol, entry handler, return handler
+    ("cuFileRead", "api_read_enter", "api_read_exit"),
+    ("cuFileWrite", "api_write_enter", "api_write_exit"),
+    ("cuFileReadAsync", "api_read_async_enter", "api_read_async_exit"),
+    ("cuFileWriteAsync", "api_write_async_enter", "api_write_async_exit"),
+    ("cuFileBatchIOSubmit", "api_batch_submit_enter", "api_batch_submit_exit"),
+    ("cuFileBatchIOGetStatus", "api_batch_status_enter", "api_batch_status_exit"),
+    ("cuFileHandleRegister", "api_handle_register_enter", "api_handle_register_exit"),
+    ("cuFileHandleDeregister", "api_handle_deregister_enter", None),
+    ("cuFileBufRegister", "api_buf_register_enter", "api_buf_register_exit"),
+    ("cuFileDriverOpen", "api_driver_open_enter", "api_driver_open_exit"),
+    ("cuFileGetVersion", "api_get_version_enter", "api_get_version_exit"),
+]
+CUDA_COPIES = [("cuMemcpyHtoD_v2", "memcpy_htod"), ("cuMemcpyHtoDAsync_v2", "memcpy_htod"),
+               ("cuMemcpyDtoH_v2", "memcpy_dtoh"), ("cuMemcpyDtoHAsync_v2", "memcpy_dtoh"),
+               ("cuMemcpy", "memcpy_any"), ("cuMemcpyAsync", "memcpy_any")]
+KPROBES = [  # (symbols tried in order, handler, is_return)
+    (("nvfs_nvme_blk_rq_map_sg", "nvfs_blk_rq_map_sg"), "kret_nvfs_blk_rq_map_sg", True),
+    (("nvfs_dma_map_sg_attrs_nvme", "nvfs_dma_map_sg_attrs"), "kret_nvfs_dma_map_sg_attrs", True),
+    (("nvfs_blk_rq_dma_map_iter_start",), "kret_nvfs_iter_start", True),
+    (("nvfs_get_dma",), "kret_nvfs_get_dma", True),
+    (("pci_p2pdma_map_segment",), "kret_pci_p2pdma_map_segment", True),
+    (("nvfs_io_start_op",), "kprobe_nvfs_io_start_op", False),
+]
+
+
+def import_bcc():
+    """bcc's Python module (Debian/Ubuntu python3-bpfcc installs it for the system Python only)."""
+    try:
+        import bcc
+        return bcc
+    except ImportError:
+        pass
+    for d in ("/usr/lib/python3/dist-packages", *glob.glob("/usr/lib/python3*/site-packages"),
+              *glob.glob("/tmp/bcc/usr/lib/python3/dist-packages")):
+        if os.path.isdir(os.path.join(d, "bcc")) and d not in sys.path:
+            sys.path.append(d)
+            try:
+                import bcc
+                return bcc
+            except ImportError:
+                sys.path.remove(d)
+    raise GdsdiagError("bcc is not installed (no Python module 'bcc')",
+                       "apt-get install python3-bpfcc (Debian/Ubuntu) or dnf install python3-bcc")
+
+
+def probe_source(name: str) -> str:
+    try:
+        from importlib.resources import files
+        return files("gdsdiag._probes").joinpath(name).read_text()
+    except (ModuleNotFoundError, FileNotFoundError, OSError):
+        here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        with open(os.path.join(here, "probes", name)) as f:
+            return f.read()
+
+
+def preflight() -> None:
+    if os.geteuid() != 0:
+        raise GdsdiagError("gdsdiag trace needs root (eBPF needs CAP_BPF and CAP_PERFMON)", "run it with sudo")
+    if not os.path.isdir("/sys/kernel/tracing/events") and not os.path.isdir("/sys/kernel/debug/tracing/events"):
+        os.system("mount -t tracefs nodev /sys/kernel/tracing >/dev/null 2>&1")
+        if not os.path.isdir("/sys/kernel/tracing/events"):
+            raise GdsdiagError("tracefs is not mounted", "mount -t tracefs nodev /sys/kernel/tracing")
+
+
+def kprobes_available() -> bool:
+    return os.path.exists("/sys/kernel/tracing/kprobe_events") or os.path.exists("/sys/kernel/debug/tracing/kprobe_events")
+
+
+def _usdt_handlers(probes: list[tuple[int, str, int]]) -> str:
+    out = []
+    for i, key, nargs in probes:
+        reads = "".join(f"    bpf_usdt_readarg({k + 1}, ctx, &v[{k}]);\n" for k in range(min(nargs, 6)))
+        out.append(f"int usdt_{i}(struct pt_regs *ctx) {{\n    s64 v[6] = {{}};\n{reads}"
+                   f"    return emit(ctx, EV_USDT, {i}, v[0], v[1], v[2], v[3], v[4], v[5], {nargs});\n}}\n")
+    return "\n".join(out)
+
+
+BATCH_MAX = 8
+
+
+def _batch_blocks() -> str:
+    """One explicit block per batch request (CUfileIOParams_t is 64 bytes: fh@40, devPtr_base@8,
+    size@32, file_offset@16, cookie@56, opcode@48)."""
+    out = []
+    for i in range(BATCH_MAX):
+        out.append(f"""    if (nr > {i}) {{
+        bpf_probe_read_user(&e.a[0], 8, p + {i * 64 + 40});
+        bpf_probe_read_user(&e.a[1], 8, p + {i * 64 + 8});
+        bpf_probe_read_user(&e.a[2], 8, p + {i * 64 + 32});
+        bpf_probe_read_user(&e.a[3], 8, p + {i * 64 + 16});
+        bpf_probe_read_user(&e.a[4], 8, p + {i * 64 + 56});
+        op = 0;
+        bpf_probe_read_user(&op, 4, p + {i * 64 + 48});
+        e.id = API_READ + (u32)(op & 1);
+        e.a[6] = {i};
+        events.perf_submit(ctx, &e, sizeof(e));
+    }}""")
+    return "\n".join(out)
+
+
+def program_text(trace_all: bool) -> str:
+    src = probe_source("cufile_trace.c")
+    src = src.replace("#define EV_API_ENTER", f"#define TRACE_ALL {1 if trace_all else 0}\n#define EV_API_ENTER", 1)
+    return src.replace("/*BATCH_BLOCKS*/", _batch_blocks())
+
+
+def _kernel_headers_hint(msg: str) -> GdsdiagError:
+    rel = os.uname().release
+    return GdsdiagError(f"bcc could not compile the probes: {msg.strip().splitlines()[-1][:200] if msg.strip() else 'no kernel headers'}",
+                        f"install headers for {rel}, or link a close tree: ln -s /usr/src/linux-headers-X /lib/modules/{rel}/build "
+                        f"(and .../source); tracepoint and uprobe programs need no exact match")
+
+
+class Probes:
+    """The attached programs; ``poll()`` returns the Events that arrived."""
+
+    def __init__(self, libcufile: str | None, pids: list[int], trace_all: bool, want_kprobes: bool = True):
+        bcc = import_bcc()
+        self.bcc = bcc
+        self.attached: list[str] = []
+        self.failed: list[str] = []
+        self.lost = 0
+        self._events: list[Event] = []
+        self._fdcache: dict[tuple[int, int], tuple[float, str | None]] = {}
+        self.usdt_names: dict[int, str] = {}
+        src = program_text(trace_all)
+        usdt_ctx = []
+        self.libcufile = libcufile
+        if libcufile:
+            from ..platform.libcufile import read_usdt_notes
+            try:
+                notes = read_usdt_notes(libcufile)
+            except (OSError, ValueError) as e:
+                notes = []
+                self.failed.append(f"USDT: cannot read notes of {libcufile}: {e}")
+            nargs = {}
+            for n in notes:
+                nargs.setdefault(n.key, len(n.args.split()) if n.args else 0)
+            table = [(i, k, nargs[k]) for i, k in enumerate(ROUTE_USDT) if k in nargs]
+            missing = [k for k in ROUTE_USDT if k not in nargs]
+            if not notes:
+                self.failed.append(f"USDT: {libcufile} carries no USDT probes; using uprobes + syscall/block tracepoints")
+            elif missing:
+                self.failed.append("USDT probes absent in this build: " + ", ".join(missing))
+            if table:
+                u = bcc.USDT(path=libcufile)
+                for i, key, n in table:
+                    try:
+                        u.enable_probe(probe=key.split(":", 1)[1], fn_name=f"usdt_{i}")
+                        self.usdt_names[i] = key
+                        self.attached.append(f"usdt {key}")
+                    except Exception as e:     # bcc raises plain Exception here
+                        self.failed.append(f"usdt {key}: {e}")
+                src += "\n" + _usdt_handlers([(i, k, n) for i, k, n in table if i in self.usdt_names])
+                usdt_ctx = [u]
+        else:
+            self.failed.append("libcufile not found: no cuFile probes (syscall and block tracepoints only)")
+        try:
+            self.b = bcc.BPF(text=src, usdt_contexts=usdt_ctx, cflags=["-Wno-macro-redefined"])
+        except Exception as e:
+            raise _kernel_headers_hint(str(e)) from None
+        self.attached += ["tracepoint syscalls:openat/pread64/pwrite64/preadv(2)/pwritev(2)/ioctl(nvidia-fs)/io_submit/io_uring_enter",
+                          "tracepoint block:block_rq_issue/complete"]
+        for p in pids:
+            self.b["traced"][ctypes.c_uint32(p)] = ctypes.c_uint8(1)
+        if libcufile:
+            for sym, enter, ret in API_UPROBES:
+                try:
+                    self.b.attach_uprobe(name=libcufile, sym=sym, fn_name=enter)
+                    if ret:
+                        self.b.attach_uretprobe(name=libcufile, sym=sym, fn_name=ret)
+                    self.attached.append(f"uprobe {sym}")
+                except Exception as e:
+                    self.failed.append(f"uprobe {sym}: {e}")
+        libcuda = _find_libcuda()
+        if libcuda:
+            for sym, fn in CUDA_COPIES:
+                try:
+                    self.b.attach_uprobe(name=libcuda, sym=sym, fn_name=fn)
+                    self.attached.append(f"uprobe libcuda {sym}")
+                except Exception:
+                    pass
+        else:
+            self.failed.append("libcuda.so.1 not found: application CUDA copies are not seen (DRAM-bounce verdicts get low confidence)")
+        self.kb = None
+        if want_kprobes:
+            self._kprobes()
+        self.b["events"].open_perf_buffer(self._on_event, page_cnt=256, lost_cb=self._on_lost)
+        self.b["opens"].open_perf_buffer(self._on_open, page_cnt=16, lost_cb=self._on_lost)
+        if self.kb is not None:
+            self.kb["kevents"].open_perf_buffer(self._on_kevent, page_cnt=64, lost_cb=self._on_lost)
+
+    def _kprobes(self) -> None:
+        from ..platform.fsroot import FsRoot
+        from ..platform.kernel import read_kallsyms
+        wanted = frozenset(s for syms, _, _ in KPROBES for s in syms)
+        ks = read_kallsyms(FsRoot("/"), wanted)
+        present = [(next((s for s in syms if ks.has(s)), None), fn, ret) for syms, fn, ret in KPROBES]
+        if not any(s for s, _, _ in present):
+            self.failed.append("nvidia-fs / P2PDMA kernel probes: none of their symbols in /proc/kallsyms (nvidia-fs not loaded, no P2PDMA)")
+            return
+        if not kprobes_available():
+            self.failed.append("nvidia-fs / P2PDMA kernel probes: this kernel has no kprobes")
+            return
+        self.kb = self.bcc.BPF(text=probe_source("nvfs_kprobes.c"))
+        for sym, fn, ret in present:
+            if not sym:
+                continue
+            try:
+                (self.kb.attach_kretprobe if ret else self.kb.attach_kprobe)(event=sym, fn_name=fn)
+                self.attached.append(f"{'kretprobe' if ret else 'kprobe'} {sym}")
+            except Exception as e:
+                self.failed.append(f"kprobe {sym}: {e}")
+
+    def add_pid(self, pid: int) -> None:
+        self.b["traced"][ctypes.c_uint32(pid)] = ctypes.c_uint8(1)
+
+    def _path(self, pid: int, fd: int) -> str | None:
+        if fd < 0:
+            return None
+        now = time.monotonic()
+        hit = self._fdcache.get((pid, fd))
+        if hit and now - hit[0] < 1.0:
+            return hit[1]
+        try:
+            p = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            p = None
+        self._fdcache[(pid, fd)] = (now, p)
+        return p
+
+    def _on_event(self, cpu, data, size) -> None:
+        r = self.b["events"].event(data)
+        kind = KINDS.get(r.type, str(r.type))
+        args = [int(x) for x in r.a]
+        path = None
+        if kind == "usdt":
+            name = self.usdt_names.get(r.id, f"usdt#{r.id}")
+            args = args[:min(args[6], 6)] if args[6] else []
+        elif kind == "sys_exit":
+            name = SYS_NAMES.get(r.id, str(r.id))
+            path = self._path(r.pid, args[0])
+        elif kind == "handle":
+            name = API_NAMES.get(r.id, str(r.id))
+            if r.id == 7:
+                path = self._path(r.pid, args[1])
+        elif kind in ("blk_issue", "blk_done"):
+            name = "block_rq_issue" if kind == "blk_issue" else "block_rq_complete"
+        else:
+            name = API_NAMES.get(r.id, str(r.id))
+        self._events.append(Event(int(r.ts), int(r.pid), int(r.tid), kind, name, args, r.comm.decode(errors="replace"), path))
+
+    def _on_open(self, cpu, data, size) -> None:
+        r = self.b["opens"].event(data)
+        path = r.path.decode(errors="replace")
+        if path and not path.startswith("/"):
+            try:      # relative to the process's cwd at the time we see it
+                path = os.path.join(os.readlink(f"/proc/{r.pid}/cwd"), path)
+            except OSError:
+                pass
+        self._events.append(Event(int(r.ts), int(r.pid), int(r.tid), "open", "openat", [int(r.fd)], "", path))
+
+    def _on_kevent(self, cpu, data, size) -> None:
+        r = self.kb["kevents"].event(data)
+        self._events.append(Event(int(r.ts), int(r.pid), int(r.tid), "kprobe", KPROBE_NAMES.get(r.id, str(r.id)),
+                                  [int(r.a[0])], r.comm.decode(errors="replace")))
+
+    def _on_lost(self, n) -> None:
+        self.lost += n
+
+    def poll(self, timeout_ms: int = 100) -> list[Event]:
+        self.b.perf_buffer_poll(timeout=timeout_ms)
+        if self.kb is not None:
+            self.kb.perf_buffer_poll(timeout=0)
+        out, self._events = self._events, []
+        out.sort(key=lambda e: e.ts)
+        return out
+
+    def close(self) -> None:
+        for b in (self.b, self.kb):
+            if b is not None:
+                try:
+                    b.cleanup()
+                except Exception:
+                    pass
+
+
+def _find_libcuda() -> str | None:
+    for p in ("/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib64/libcuda.so.1", "/usr/lib/aarch64-linux-gnu/libcuda.so.1",
+              "/usr/local/nvidia/lib64/libcuda.so.1"):
+        if os.path.exists(p):
+            return p
+    name = ctypes.util.find_library("cuda")
+    if name:
+        for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"):
+            if os.path.exists(os.path.join(d, name)):
+                return os.path.join(d, name)
+    return None

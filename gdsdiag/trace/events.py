@@ -1,0 +1,74 @@
+"""Typed event records: what the probes saw, in a form the classifier, --record and --replay share."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+# ids used by probes/cufile_trace.c
+EV_API_ENTER, EV_API_EXIT, EV_USDT, EV_SYS_ENTER, EV_SYS_EXIT, EV_BLK_ISSUE, EV_BLK_DONE, EV_HANDLE, EV_BATCH_REQ, EV_KPROBE = range(1, 11)
+KINDS = {EV_API_ENTER: "api_enter", EV_API_EXIT: "api_exit", EV_USDT: "usdt", EV_SYS_EXIT: "sys_exit",
+         EV_BLK_ISSUE: "blk_issue", EV_BLK_DONE: "blk_done", EV_HANDLE: "handle", EV_BATCH_REQ: "batch_req",
+         EV_KPROBE: "kprobe"}
+API_NAMES = {1: "cuFileRead", 2: "cuFileWrite", 3: "cuFileReadAsync", 4: "cuFileWriteAsync", 5: "cuFileBatchIOSubmit",
+             6: "cuFileBatchIOGetStatus", 7: "cuFileHandleRegister", 8: "cuFileHandleDeregister", 9: "cuFileBufRegister",
+             10: "cuFileDriverOpen", 11: "cuFileGetVersion", 12: "cuMemcpy"}
+SYS_NAMES = {1: "pread64", 2: "pwrite64", 3: "preadv", 4: "pwritev", 5: "preadv2", 6: "pwritev2", 7: "ioctl",
+             8: "io_submit", 9: "io_uring_enter"}
+KPROBE_NAMES = {1: "nvfs_blk_rq_map_sg", 2: "nvfs_dma_map_sg_attrs", 3: "nvfs_blk_rq_dma_map_iter_start",
+                4: "nvfs_get_dma", 5: "pci_p2pdma_map_segment", 6: "nvfs_io_start_op"}
+NVFS_IOCTLS = {0x40047401: "NVFS_IOCTL_REMOVE", 0x40047402: "NVFS_IOCTL_READ", 0x40047403: "NVFS_IOCTL_MAP",
+               0x40047404: "NVFS_IOCTL_WRITE", 0x40047405: "NVFS_IOCTL_SET_RDMA_REG_INFO",
+               0x40047406: "NVFS_IOCTL_GET_RDMA_REG_INFO", 0x40047407: "NVFS_IOCTL_CLEAR_RDMA_REG_INFO",
+               0x40047408: "NVFS_IOCTL_BATCH_IO"}
+
+RECORD_VERSION = 1
+
+
+@dataclass
+class Event:
+    ts: int                 # ns, CLOCK_MONOTONIC (bpf_ktime_get_ns)
+    pid: int
+    tid: int
+    kind: str               # api_enter | api_exit | usdt | sys_exit | blk_issue | blk_done | handle | batch_req | kprobe | open
+    name: str               # cuFileRead, cufio_core:cufio_px_read, pread64, nvfs_get_dma …
+    args: list = field(default_factory=list)
+    comm: str = ""
+    path: str | None = None  # file behind the fd of a syscall, resolved when it was seen
+
+    def to_list(self) -> list:
+        return [self.ts, self.pid, self.tid, self.kind, self.name, self.args, self.comm, self.path]
+
+    @classmethod
+    def from_list(cls, v: list) -> "Event":
+        return cls(int(v[0]), int(v[1]), int(v[2]), str(v[3]), str(v[4]), list(v[5]), str(v[6]), v[7])
+
+
+def write_record(f, header: dict, events) -> None:
+    f.write(json.dumps({"gdsdiag_trace_record": RECORD_VERSION, **header}) + "\n")
+    for e in events:
+        f.write(json.dumps(e.to_list()) + "\n")
+
+
+def read_record(path: str) -> tuple[dict, list[Event]]:
+    from ..errors import GdsdiagError
+    try:
+        with open(path, encoding="utf-8") as f:
+            first = f.readline()
+            try:
+                header = json.loads(first)
+            except ValueError:
+                header = None
+            if not isinstance(header, dict) or "gdsdiag_trace_record" not in header:
+                raise GdsdiagError(f"{path} is not a gdsdiag trace record", "record one with gdsdiag trace --record FILE")
+            events = []
+            for n, line in enumerate(f, 2):
+                line = line.strip()
+                if not line or line.startswith("#"):
+                    continue
+                try:
+                    events.append(Event.from_list(json.loads(line)))
+                except (ValueError, IndexError, TypeError):
+                    raise GdsdiagError(f"{path} line {n}: not an event record", "the file is damaged; record it again") from None
+    except OSError as e:
+        raise GdsdiagError(f"cannot read {path}: {e.strerror}", "check the path") from None
+    return header, events
