@@ -261,6 +261,8 @@ def trace(pid, duration, path_filter, libcufile_path, as_json, record_path, repl
     from rich.console import Console
     from .render.trace_out import LinePrinter, render_summary
     console = Console(stderr=as_json)
+    if not console.is_terminal:
+        console = Console(stderr=as_json, width=200)    # logs and pipes keep the evidence column
     printer = LinePrinter(console, as_json)
     rec = None
     try:

@@ -116,7 +116,7 @@ def _batch_blocks() -> str:
         bpf_probe_read_user(&op, 4, p + {i * 64 + 48});
         e.id = API_READ + (u32)(op & 1);
         e.a[6] = {i};
-        events.perf_submit(ctx, &e, sizeof(e));
+        events.ringbuf_output(&e, sizeof(e), 0);
     }}""")
     return "\n".join(out)
 
@@ -143,6 +143,7 @@ class Probes:
         self.attached: list[str] = []
         self.failed: list[str] = []
         self.lost = 0
+        self._perf_lost = 0
         self._events: list[Event] = []
         self._fdcache: dict[tuple[int, int], tuple[float, str | None]] = {}
         self.usdt_names: dict[int, str] = {}
@@ -208,7 +209,7 @@ class Probes:
         self.kb = None
         if want_kprobes:
             self._kprobes()
-        self.b["events"].open_perf_buffer(self._on_event, page_cnt=256, lost_cb=self._on_lost)
+        self.b["events"].open_ring_buffer(self._on_event)
         self.b["opens"].open_perf_buffer(self._on_open, page_cnt=16, lost_cb=self._on_lost)
         if self.kb is not None:
             self.kb["kevents"].open_perf_buffer(self._on_kevent, page_cnt=64, lost_cb=self._on_lost)
@@ -252,7 +253,7 @@ class Probes:
         self._fdcache[(pid, fd)] = (now, p)
         return p
 
-    def _on_event(self, cpu, data, size) -> None:
+    def _on_event(self, ctx, data, size) -> None:
         r = self.b["events"].event(data)
         kind = KINDS.get(r.type, str(r.type))
         args = [int(x) for x in r.a]
@@ -289,10 +290,15 @@ class Probes:
                                   [int(r.a[0])], r.comm.decode(errors="replace")))
 
     def _on_lost(self, n) -> None:
-        self.lost += n
+        self._perf_lost += n
 
     def poll(self, timeout_ms: int = 100) -> list[Event]:
-        self.b.perf_buffer_poll(timeout=timeout_ms)
+        self.b.ring_buffer_poll(timeout=timeout_ms)
+        self.b.perf_buffer_poll(timeout=0)
+        try:
+            self.lost = int(self.b["drops"][0].value) + self._perf_lost
+        except Exception:
+            pass
         if self.kb is not None:
             self.kb.perf_buffer_poll(timeout=0)
         out, self._events = self._events, []

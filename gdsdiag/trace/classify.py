@@ -110,7 +110,7 @@ class Classifier:
         self.handles: dict[tuple[int, int], tuple[int, str | None]] = {}   # (pid, handle) -> (fd, path)
         self.fds: dict[tuple[int, int], str] = {}                           # (pid, fd) -> path, from openat
         self.pending: list[_Pending] = []
-        self.held: list[Event] = []                # unmatched syscalls waiting for HOLD_NS
+        self.held: deque = deque()                 # unmatched syscalls waiting for HOLD_NS (time order)
         self.memcpy: dict[int, deque] = {}         # pid -> recent cuMemcpy events
         self.api_stack: dict[tuple[int, int], list[_Pending]] = {}
         self.out: list[IoVerdict] = []
@@ -141,6 +141,11 @@ class Classifier:
             self._on_batch_req(e)
         elif k in ("usdt", "sys_exit", "kprobe"):
             self._on_evidence(e)
+        if self.counts["events"] % 512 == 0:
+            self._advance()
+
+    def advance(self) -> None:
+        """Finalise what is old enough; the live loop calls it after each batch of events."""
         self._advance()
 
     def _on_handle(self, e: Event) -> None:
@@ -277,16 +282,12 @@ class Classifier:
             else:
                 keep.append(p)
         self.pending = keep
-        if self.held:
-            still = []
-            for e in self.held:
-                if now <= e.ts + HOLD_NS:
-                    still.append(e)
-                elif not self._match_syscall(e):
-                    v = self._app_verdict(e)
-                    if v is not None:
-                        self.out.append(v)
-            self.held = still
+        while self.held and self.held[0].ts + HOLD_NS < now:
+            e = self.held.popleft()
+            if not self._match_syscall(e):
+                v = self._app_verdict(e)
+                if v is not None:
+                    self.out.append(v)
 
     def flush(self) -> None:
         for p in self.pending:
@@ -299,7 +300,7 @@ class Classifier:
                 v = self._app_verdict(e)
                 if v is not None:
                     self.out.append(v)
-        self.held = []
+        self.held = deque()
         self.out.sort(key=lambda v: v.ts)
 
     def drain(self) -> list[IoVerdict]:

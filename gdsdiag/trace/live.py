@@ -92,6 +92,7 @@ def run_live(cmd: list[str] | None, pid: int | None, duration: float | None, pat
                 if record_file is not None:
                     record_file.write(json.dumps(e.to_list()) + "\n")
                 clf.feed(e)
+            clf.advance()
             for v in clf.drain():
                 verdicts.append(v)
                 on_verdict(v)
