@@ -1,0 +1,248 @@
+"""gdsdiag trace: the classifier on recorded and constructed streams, and live probes on this kernel
+(root + bcc; .ci/run installs python3-bpfcc and a 6.1 headers tree)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gdsdiag.trace.classify import COMPAT, DRAM_BOUNCE, P2P, PEER_GPU, UNKNOWN, classify, log2_hist, summarize
+from gdsdiag.trace.events import Event, read_record
+
+from conftest import FIXTURES
+
+MiB = 1 << 20
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKLOAD = os.path.join(HERE, "workloads", "posix_bounce.py")
+
+
+def ev(ts_us, kind, name, args, tid=100, pid=100, path=None):
+    return Event(int(ts_us * 1000), pid, tid, kind, name, list(args), "app", path)
+
+
+def handle(ts, h=0x5b, fd=91, path="/data/f.dat"):
+    return [ev(ts, "open", "openat", [fd], path=path), ev(ts + 1, "handle", "cuFileHandleRegister", [h, fd, 0])]
+
+
+# --- compatibility mode, as the GPU machine showed it (../shared/research/captures/
+#     h200-cufile-compat-usdt-syscalls.txt: offsets, sizes, threads and order of the real events) ---
+
+def test_compat_read_with_chunks_on_worker_threads_is_folded_into_one_call():
+    h = 0xabababab0000005b
+    s = handle(0, h, 0x5b)
+    # cuFileRead 32 MiB @64 MiB: four 8 MiB pread64 on four threads, then cufio_px_read on each
+    s += [ev(2041534.3, "api_enter", "cuFileRead", [h, 0x7F35A6000000, 0x2000000, 0x4000000, 0], tid=439)]
+    for t, off in ((439, 0x5800000), (468, 0x4000000), (470, 0x4800000), (471, 0x5000000)):
+        s.append(ev(2041652.4, "sys_exit", "pread64", [0x5B, 0x7F35B8001000, 0x800000, off, 0, 0x800000, 6_000_000], tid=t))
+    for t, off, boff in ((439, 0x5800000, 0x1800000), (468, 0x4000000, 0), (470, 0x4800000, 0x800000), (471, 0x5000000, 0x1000000)):
+        s.append(ev(2048509.1 + (t - 439) * 100, "usdt", "cufio_core:cufio_px_read", [0, off, 0x800000, boff, 0x800000, 0], tid=t))
+    s.append(ev(2061700.0, "api_exit", "cuFileRead", [0x2000000], tid=439))
+    (v,) = classify(s)
+    assert (v.api, v.op, v.offset, v.size, v.ret) == ("cuFileRead", "read", 0x4000000, 0x2000000, 0x2000000)
+    assert v.route == COMPAT and v.confidence == "high" and v.path == "/data/f.dat"
+    assert "usdt cufio_core:cufio_px_read ×4" in v.evidence and any(e.startswith("pread64") for e in v.evidence)
+    assert abs(v.latency_ns / 1e3 - (2061700.0 - 2041534.3)) < 1
+
+
+def test_unaligned_compat_read_on_libcufiles_second_fd():
+    h = 0x77
+    s = handle(0, h, 0x5b)
+    s += [ev(10, "api_enter", "cuFileRead", [h, 0x7F35A6000000, 0x100064, 0x3007, 0x1000]),
+          ev(30, "sys_exit", "pread64", [0x5C, 0x1C60B000, 0x100064, 0x3007, 0, 0x100064, 900_000]),
+          ev(1000, "usdt", "cufio_core:cufio_px_read", [0, 0x3007, 0x100064, 0x1000, 0x100064, 0]),
+          ev(1050, "api_exit", "cuFileRead", [0x100064])]
+    (v,) = classify(s)
+    assert v.route == COMPAT and v.offset == 0x3007 and v.size == 0x100064 and v.confidence == "high"
+
+
+# --- routes the project's machines cannot run: streams constructed from NVIDIA's sources ----------
+
+def test_constructed_from_docs_nvidia_fs_p2p_read():
+    """USDT cufio_gds_read (libcufile 1.15 notes: 7 args) + NVFS_IOCTL_READ = 0x40047402
+    (gds-nvidia-fs src/nvfs-core.h, _IOW('t', 2, int)) inside the call; no pread on the file."""
+    s = handle(0) + [ev(10, "api_enter", "cuFileRead", [0x5b, 0x7F0000000000, MiB, 0, 0]),
+                     ev(20, "sys_exit", "ioctl", [92, 0x7FFE0000, 0, 0, 0x40047402, 0, 300_000]),
+                     ev(310, "usdt", "cufio_core:cufio_gds_read", [0, 0, MiB, 0, MiB, 0]),
+                     ev(320, "api_exit", "cuFileRead", [MiB])]
+    (v,) = classify(s)
+    assert (v.route, v.subtype, v.confidence) == (P2P, "nvidia-fs", "high")
+    assert "ioctl NVFS_IOCTL_READ" in v.evidence
+
+
+def test_constructed_from_docs_nvidia_fs_without_usdt_uses_ioctl_and_kernel_returns():
+    """aarch64 builds without USDT: the NVFS write ioctl alone is medium confidence; with the
+    kretprobe of nvfs_get_dma returning 0 (a GPU BAR address handed to the peer, nvfs-core.c) high."""
+    base = handle(0) + [ev(10, "api_enter", "cuFileWrite", [0x5b, 0x7F0000000000, MiB, 0, 0]),
+                        ev(20, "sys_exit", "ioctl", [92, 0x7FFE0000, 0, 0, 0x40047404, 0, 300_000])]
+    (v,) = classify(base + [ev(400, "api_exit", "cuFileWrite", [MiB])])
+    assert (v.route, v.confidence) == (P2P, "medium")
+    (v,) = classify(base + [ev(100, "kprobe", "nvfs_get_dma", [0]), ev(400, "api_exit", "cuFileWrite", [MiB])])
+    assert (v.route, v.subtype, v.confidence) == (P2P, "nvidia-fs", "high")
+
+
+def test_constructed_from_docs_pci_p2pdma():
+    """Kernel P2PDMA: pci_p2pdma_map_segment returns PCI_P2PDMA_MAP_BUS_ADDR = 3 (enum in
+    include/linux/pci-p2pdma.h, 6.2+)."""
+    s = handle(0) + [ev(10, "api_enter", "cuFileRead", [0x5b, 0x7F0000000000, MiB, 0, 0]),
+                     ev(50, "kprobe", "pci_p2pdma_map_segment", [3]),
+                     ev(300, "api_exit", "cuFileRead", [MiB])]
+    (v,) = classify(s)
+    assert (v.route, v.subtype) == (P2P, "pci-p2pdma")
+
+
+def test_constructed_from_docs_dynamic_routing_through_a_peer_gpu():
+    """cufio-dr provider probes fire when cuFile routes through another GPU (rdma_dynamic_routing,
+    GDS configuration guide); the probe name is one of the 20 cufio-dr notes of libcufile 1.15."""
+    s = handle(0) + [ev(10, "api_enter", "cuFileRead", [0x5b, 0x7F0000000000, MiB, 0, 0]),
+                     ev(50, "usdt", "cufio-dr:cufio-dr-412", [0]),
+                     ev(300, "api_exit", "cuFileRead", [MiB])]
+    (v,) = classify(s)
+    assert v.route == PEER_GPU
+
+
+def test_constructed_from_docs_sys_mem_staging_by_the_application():
+    """The application reads into host memory and copies to the GPU (LMCache's L1-DRAM path,
+    kvikio's POSIX path): pread64 outside any cuFile call, then cuMemcpyHtoDAsync_v2."""
+    s = [ev(0, "open", "openat", [7], path="/kv/cache.bin"),
+         ev(10, "sys_exit", "pread64", [7, 0x7F1000000000, 4 * MiB, 8 * MiB, 0, 4 * MiB, 2_000_000]),
+         ev(2100, "api_enter", "cuMemcpy", [0x7F2000000000, 0x7F1000000000, 4 * MiB, 1])]
+    (v,) = classify(s)
+    assert (v.route, v.confidence, v.size, v.offset, v.path) == (DRAM_BOUNCE, "high", 4 * MiB, 8 * MiB, "/kv/cache.bin")
+    # without the copy it is still host staging, with low confidence
+    (v,) = classify(s[:2])
+    assert (v.route, v.confidence) == (DRAM_BOUNCE, "low")
+
+
+def test_async_and_batch_calls_collect_their_evidence_later():
+    s = handle(0) + [ev(10, "api_enter", "cuFileReadAsync", [0x5b, 0x7F0000000000, 4 * MiB, 16 * MiB, 0, 0x1234]),
+                     ev(12, "api_exit", "cuFileReadAsync", [0]),
+                     ev(5000, "sys_exit", "pread64", [91, 0x7F35C0010000, 4 * MiB, 16 * MiB, 0, 4 * MiB, 900_000], tid=101),
+                     ev(5100, "usdt", "cufio_core:cufio_px_read", [0, 16 * MiB, 4 * MiB, 0, 4 * MiB, 0], tid=101)]
+    s += [ev(6000, "batch_req", "cuFileRead", [0x5b, 0x7F0000000000, 65536, i * 65536, i + 1, 0x99, i]) for i in range(2)]
+    s += [ev(6500 + i, "usdt", "cufio_core:cufio_px_read", [0, i * 65536, 65536, i * 65536, 65536, 0], tid=102) for i in range(2)]
+    vs = classify(s)
+    assert [(v.api, v.route, v.offset, v.size) for v in vs] == [
+        ("cuFileReadAsync", COMPAT, 16 * MiB, 4 * MiB), ("cuFileBatchIO", COMPAT, 0, 65536), ("cuFileBatchIO", COMPAT, 65536, 65536)]
+
+
+def test_a_call_with_no_evidence_is_unknown_and_path_filter():
+    s = handle(0) + [ev(10, "api_enter", "cuFileRead", [0x5b, 0x7F0000000000, MiB, 0, 0]), ev(300, "api_exit", "cuFileRead", [MiB])]
+    (v,) = classify(s)
+    assert v.route == UNKNOWN and v.confidence == "low"
+    app = [ev(0, "open", "openat", [7], path="/other/x.bin"), ev(10, "sys_exit", "pread64", [7, 0, MiB, 0, 0, MiB, 1000])]
+    assert classify(app, path_filter="/data") == [] and len(classify(app, path_filter="/other")) == 1
+    # loader reads of shared libraries and small config reads are not data I/O
+    noise = [ev(0, "open", "openat", [3], path="/lib/x86_64-linux-gnu/libc.so.6"),
+             ev(1, "sys_exit", "pread64", [3, 0, 784, 64, 0, 784, 1000]),
+             ev(2, "open", "openat", [4], path="/etc/cufile.json"), ev(3, "sys_exit", "pread64", [4, 0, 4096, 0, 0, 512, 100])]
+    assert classify(noise) == []
+
+
+def test_summary_histogram_and_percentiles():
+    assert log2_hist([0.5, 1, 3, 900]) == [(0, 0, 1), (1, 1, 1), (2, 3, 1)] + [(1 << (b - 1), (1 << b) - 1, 0) for b in range(3, 10)] + [(512, 1023, 1)]
+    s = [ev(0, "open", "openat", [7], path="/d/f")] + [ev(10 + i, "sys_exit", "pread64", [7, 0, MiB, 0, 0, MiB, (i + 1) * 1000]) for i in range(100)]
+    summ = summarize(classify(s))
+    assert summ[DRAM_BOUNCE]["count"] == 100 and summ[DRAM_BOUNCE]["bytes"] == 100 * MiB
+    assert summ[DRAM_BOUNCE]["p50_us"] == 50.0 and summ[DRAM_BOUNCE]["p99_us"] == 99.0
+
+
+def test_record_errors(tmp_path):
+    from gdsdiag.errors import GdsdiagError
+    bad = tmp_path / "x.jsonl"
+    bad.write_text("hello\n")
+    with pytest.raises(GdsdiagError, match="not a gdsdiag trace record"):
+        read_record(str(bad))
+    r = subprocess.run([sys.executable, "-m", "gdsdiag", "trace", "--replay", str(bad)], capture_output=True, text=True)
+    assert r.returncode == 3 and "not a gdsdiag trace record" in r.stderr and "Traceback" not in r.stderr
+
+
+# --- live, on this kernel ----------------------------------------------------------------------------
+
+def _bcc_ok():
+    if os.geteuid() != 0:
+        return "needs root"
+    try:
+        from gdsdiag.trace.bpf import import_bcc
+        import_bcc()
+    except Exception as e:
+        return f"bcc unavailable: {e}"
+    if not os.path.exists(f"/lib/modules/{os.uname().release}/build"):
+        return "no kernel headers tree at /lib/modules/$(uname -r)/build (.ci/run links Debian's 6.1 headers)"
+    return None
+
+
+live = pytest.mark.skipif(_bcc_ok() is not None, reason=str(_bcc_ok()))
+
+
+def _trace(tmp_path, *cmd):
+    rec = tmp_path / "rec.jsonl"
+    r = subprocess.run([sys.executable, "-m", "gdsdiag", "trace", "--json", "--record", str(rec), "--", *cmd],
+                       capture_output=True, text=True, timeout=300)
+    lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+    return r, [x for x in lines if x["type"] == "io"], next(x for x in lines if x["type"] == "summary"), rec
+
+
+@live
+def test_live_posix_host_staging_workload_is_dram_bounce(tmp_path):
+    r, ios, summ, rec = _trace(tmp_path, sys.executable, WORKLOAD, str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    mine = [v for v in ios if v["path"] and v["path"].endswith("bounce.dat")]
+    assert [(v["op"], v["offset"], v["size"]) for v in mine] == \
+        [("write", i * MiB, MiB) for i in range(4)] + [("read", i * MiB, MiB) for i in range(4)]
+    assert all(v["route"] == "DRAM_BOUNCE" for v in mine)
+    assert summ["lost_events"] == 0 and summ["traced_exit_code"] == 0
+    assert any(p.startswith("tracepoint syscalls") for p in summ["probes_attached"])
+    # the recording re-analyses to the same verdicts anywhere
+    r2 = subprocess.run([sys.executable, "-m", "gdsdiag", "trace", "--replay", str(rec), "--json"], capture_output=True, text=True)
+    again = [json.loads(x) for x in r2.stdout.splitlines() if '"type": "io"' in x]
+    assert [(v["op"], v["offset"], v["size"], v["route"]) for v in again if v["path"].endswith("bounce.dat")] == \
+        [(v["op"], v["offset"], v["size"], v["route"]) for v in mine]
+
+
+@live
+def test_live_uprobes_and_usdt_fire_on_the_real_libcufile(tmp_path):
+    pytest.importorskip("cffi")
+    from gdsdiag.platform.libcufile import locate
+    if locate().path is None:
+        pytest.skip("no libcufile")
+    code = "import gdsdiag.cufile as cf\ncf.version()\ntry:\n    cf.Driver().open()\nexcept cf.CuFileError as e:\n    print(e.name)\n"
+    r, ios, summ, rec = _trace(tmp_path, sys.executable, "-c", code)
+    assert r.returncode == 0, r.stderr
+    header, events = read_record(str(rec))
+    names = [(e.kind, e.name) for e in events]
+    assert ("api_enter", "cuFileGetVersion") in names and ("api_exit", "cuFileGetVersion") in names
+    opened = [e for e in events if e.kind == "api_exit" and e.name == "cuFileDriverOpen"]
+    assert opened and opened[0].args[0] == 5033               # CU_FILE_NVFS_SETUP_ERROR, as without a GPU
+    assert ("usdt", "cufio_core:cufio_core-1106") in names    # the USDT probe on the failing-open path
+    assert any(a.startswith("usdt cufio_core:cufio_px_read") for a in header["probes_attached"])
+    assert any(a == "uprobe cuFileRead" for a in header["probes_attached"])
+
+
+@live
+def test_kernel_probe_programs_load_through_the_verifier():
+    from gdsdiag.trace.bpf import import_bcc, probe_source, program_text
+    bcc = import_bcc()
+    b = bcc.BPF(text=probe_source("nvfs_kprobes.c"))
+    for fn in ("kret_nvfs_blk_rq_map_sg", "kret_nvfs_dma_map_sg_attrs", "kret_nvfs_iter_start", "kret_nvfs_get_dma",
+               "kret_pci_p2pdma_map_segment", "kprobe_nvfs_io_start_op"):
+        assert b.load_func(fn, bcc.BPF.KPROBE).fd >= 0
+    b.cleanup()
+    b = bcc.BPF(text=program_text(False))
+    assert b.load_func("api_batch_submit_enter", bcc.BPF.KPROBE).fd >= 0
+    b.cleanup()
+
+
+def test_not_root_and_missing_bcc_are_one_clear_line(monkeypatch):
+    from gdsdiag.errors import GdsdiagError
+    from gdsdiag.trace import bpf
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(GdsdiagError, match="needs root") as ei:
+        bpf.preflight()
+    assert "sudo" in ei.value.fix
+    monkeypatch.setitem(sys.modules, "bcc", None)          # an import of bcc fails as if not installed
+    monkeypatch.setattr(bpf.glob, "glob", lambda pattern: [])
+    monkeypatch.setattr(bpf.os.path, "isdir", lambda p: False)
+    with pytest.raises(GdsdiagError, match="bcc is not installed") as ei:
+        bpf.import_bcc()
+    assert "apt-get install python3-bpfcc" in ei.value.fix
