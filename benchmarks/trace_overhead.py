@@ -42,8 +42,11 @@ print(ops / dt)
 
 
 def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": HERE})
+    env = {**os.environ, "PYTHONPATH": HERE + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
+    if not lines:
+        raise SystemExit(f"workload failed: {r.stderr.strip()[-400:]}")
     return r, lines
 
 

@@ -297,6 +297,11 @@ TRACEPOINT_PROBE(syscalls, sys_exit_openat) {
     o.fd = args->ret;
     bpf_probe_read_user_str(&o.path, sizeof(o.path), (void *)*fname);
     open_args.delete(&pt);
+    /* CUDA and Python start-up open thousands of /proc, /sys, /dev and library files: drop them here */
+    if (o.path[0] == '/' && ((o.path[1] == 'p' && o.path[2] == 'r' && o.path[3] == 'o' && o.path[4] == 'c') ||
+                             (o.path[1] == 's' && o.path[2] == 'y' && o.path[3] == 's' && o.path[4] == '/') ||
+                             (o.path[1] == 'd' && o.path[2] == 'e' && o.path[3] == 'v' && o.path[4] == '/')))
+        return 0;
     if (o.fd >= 0)
         opens.perf_submit(args, &o, sizeof(o));
     return 0;

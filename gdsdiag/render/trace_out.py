@@ -16,7 +16,12 @@ _STYLE = {"P2P": "green", "PEER_GPU": "cyan", "COMPAT": "yellow", "DRAM_BOUNCE":
 def _size(n) -> str:
     if n is None:
         return "?"
-    return human_size(n) if n >= 1024 and n % 1024 == 0 else str(n)
+    if n >= 1024 and n % 1024 == 0:
+        return human_size(n)
+    for unit, mult in (("GiB", 1 << 30), ("MiB", 1 << 20)):
+        if n >= mult:
+            return f"{n / mult:.1f}{unit}"
+    return str(n)
 
 
 class LinePrinter:
@@ -73,7 +78,7 @@ def render_summary(console: Console, res, as_json: bool) -> None:
         sub = f" ({', '.join(s['subtypes'])})" if s["subtypes"] else ""
         p50 = f"{s['p50_us']:.0f}" if s["p50_us"] is not None else "-"
         p99 = f"{s['p99_us']:.0f}" if s["p99_us"] is not None else "-"
-        console.print(Text(f"{route}{sub}: {s['count']} I/Os, {_size(s['bytes'])}B, p50 {p50} µs, p99 {p99} µs",
+        console.print(Text(f"{route}{sub}: {s['count']} I/Os, {_size(s['bytes'])}, p50 {p50} µs, p99 {p99} µs",
                            style=f"bold {_STYLE.get(route, '')}"))
         hist = s["hist_us"]
         if hist:

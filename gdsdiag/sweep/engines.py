@@ -336,11 +336,17 @@ class _CuFileWorker(_Worker):
 
 
 class _CuFileAsyncWorker(_CuFileWorker):
-    """Stream-ordered cuFile (cuFileReadAsync/WriteAsync on a registered stream per thread)."""
+    """Stream-ordered cuFile (cuFileReadAsync/WriteAsync on a registered stream per thread). The GPU
+    buffer is not cuFileBufRegister'ed: libcufile 1.15 in compatibility mode answered async reads
+    into registered buffers with ENOMEM on the GPU machine."""
 
     def prepare(self):
-        super().prepare()
         from .. import cufile
+        cp = self.shared["cp"]
+        self.cp = cp
+        self.stream = cp.cuda.Stream(non_blocking=True)
+        self.gbuf = cp.empty(self.spec.bs, dtype=cp.uint8)
+        self.reg = cufile.BufferRegistration(self.gbuf)      # never registered: deregister is a no-op
         self.sreg = cufile.StreamRegistration(self.stream)
         self.sreg.__enter__()
 

@@ -210,7 +210,7 @@ class Probes:
         if want_kprobes:
             self._kprobes()
         self.b["events"].open_ring_buffer(self._on_event)
-        self.b["opens"].open_perf_buffer(self._on_open, page_cnt=16, lost_cb=self._on_lost)
+        self.b["opens"].open_perf_buffer(self._on_open, page_cnt=256, lost_cb=self._on_lost)
         if self.kb is not None:
             self.kb["kevents"].open_perf_buffer(self._on_kevent, page_cnt=64, lost_cb=self._on_lost)
 

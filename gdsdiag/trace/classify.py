@@ -81,6 +81,7 @@ class _Pending:
     last_ts: int = 0
     kinds: set = field(default_factory=set)
     is_async: bool = False
+    path: str | None = None            # resolved when the call starts (the handle may be gone later)
 
     def add(self, label: str, kind: str, ts: int, nbytes: int = 0) -> None:
         self.evidence[label] = self.evidence.get(label, 0) + 1
@@ -165,7 +166,7 @@ class Classifier:
         self.counts["api_calls"] += 1
         a = e.args + [0] * 6
         p = _Pending(e.pid, e.tid, e.comm, e.name, _op_of(e.name), a[0], a[3], a[2], e.ts,
-                     is_async=e.name.endswith("Async"))
+                     is_async=e.name.endswith("Async"), path=self.handles.get((e.pid, a[0]), (None, None))[1])
         self.pending.append(p)
         self.api_stack.setdefault((e.pid, e.tid), []).append(p)
 
@@ -187,7 +188,7 @@ class Classifier:
         a = e.args + [0] * 7
         self.counts["api_calls"] += 1
         self.pending.append(_Pending(e.pid, e.tid, e.comm, "cuFileBatchIO", _op_of(e.name), a[0], a[3], a[2], e.ts,
-                                     is_async=True))
+                                     is_async=True, path=self.handles.get((e.pid, a[0]), (None, None))[1]))
 
     def _candidates(self, e: Event, op: str | None, off: int | None) -> list[_Pending]:
         slack = 2_000_000
@@ -252,8 +253,10 @@ class Classifier:
                 self.held.append(e)
             return
         if name in ("io_submit", "io_uring_enter"):
-            for p in self._candidates(e, None, None)[:1]:
-                p.add(f"{name}", "aio", e.ts)
+            # one submission carries many requests (libcufile's compat batch path uses io_submit)
+            for p in self._candidates(e, None, None):
+                if p.api == "cuFileBatchIO" or p.is_async:
+                    p.add(f"{name}", "aio", e.ts)
 
     def _match_syscall(self, e: Event) -> bool:
         a = e.args + [0] * 7
@@ -313,7 +316,7 @@ class Classifier:
         return bool(path) and (path.rstrip("/") + "/").startswith(self.path_filter)
 
     def _verdict(self, p: _Pending) -> IoVerdict:
-        fd, path = self.handles.get((p.pid, p.handle), (None, None))
+        path = p.path or self.handles.get((p.pid, p.handle), (None, None))[1]
         ev = [f"{k}" + (f" ×{n}" if n > 1 else "") for k, n in p.evidence.items()]
         kinds = p.kinds
         sub = None

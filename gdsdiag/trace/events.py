@@ -51,8 +51,10 @@ def write_record(f, header: dict, events) -> None:
 
 def read_record(path: str) -> tuple[dict, list[Event]]:
     from ..errors import GdsdiagError
+    import gzip
+    opener = gzip.open if path.endswith(".gz") else open
     try:
-        with open(path, encoding="utf-8") as f:
+        with opener(path, "rt", encoding="utf-8") as f:
             first = f.readline()
             try:
                 header = json.loads(first)
@@ -69,6 +71,6 @@ def read_record(path: str) -> tuple[dict, list[Event]]:
                     events.append(Event.from_list(json.loads(line)))
                 except (ValueError, IndexError, TypeError):
                     raise GdsdiagError(f"{path} line {n}: not an event record", "the file is damaged; record it again") from None
-    except OSError as e:
-        raise GdsdiagError(f"cannot read {path}: {e.strerror}", "check the path") from None
+    except (OSError, EOFError) as e:
+        raise GdsdiagError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}", "check the path") from None
     return header, events
