@@ -253,8 +253,9 @@ def sweep(directory, size, bs, threads, rw, modes, gpu, duration, total, no_veri
 @click.option("--json", "as_json", is_flag=True, help="JSON lines: one per I/O, then a summary.")
 @click.option("--record", "record_path", metavar="FILE", help="Keep the raw events (JSON lines) for --replay.")
 @click.option("--replay", "replay_path", metavar="FILE", help="Re-analyse a recording (no root or bcc needed).")
+@click.option("--block", is_flag=True, help="Also record block-layer requests (device, sector, latency): two more events per I/O.")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
-def trace(pid, duration, path_filter, libcufile_path, as_json, record_path, replay_path, cmd):
+def trace(pid, duration, path_filter, libcufile_path, as_json, record_path, replay_path, block, cmd):
     """Per-I/O route verdicts, live: P2P (nvidia-fs, P2PDMA, RDMA), PEER_GPU, COMPAT or DRAM_BOUNCE,
     with the evidence each came from. Trace a command (gdsdiag trace -- python3 app.py), a --pid,
     or everything. Needs root and bcc; --replay works anywhere."""
@@ -275,7 +276,7 @@ def trace(pid, duration, path_filter, libcufile_path, as_json, record_path, repl
                     raise GdsdiagError(f"{record_path} exists", "choose another --record path; gdsdiag never overwrites files")
                 rec = open(record_path, "x")
             from .trace.live import run_live
-            res = run_live(list(cmd) or None, pid, duration, path_filter, libcufile_path, printer, rec)
+            res = run_live(list(cmd) or None, pid, duration, path_filter, libcufile_path, printer, rec, block)
         render_summary(console, res, as_json)
         sys.exit(EXIT_OK if res.exit_code in (None, 0) else EXIT_WARN)
     except GdsdiagError as e:

@@ -67,6 +67,7 @@ BPF_HASH(sys_args, u64, struct sys_enter_t, 10240);    /* tid -> syscall argumen
 BPF_HASH(handle_reg, u64, u64, 1024);                   /* tid -> CUfileHandle_t* being registered */
 BPF_HASH(handle_fd, u64, s64, 1024);                    /* tid -> fd being registered */
 BPF_HASH(blk_inflight, u64, u32, 10240);                /* (dev<<40 ^ sector) -> pid that issued */
+BPF_HASH(in_api, u64, u8, 10240);                       /* tid inside cuFileRead/Write: skip libcufile's own copies */
 
 BPF_ARRAY(drops, u64, 1);
 static __always_inline void count_drop(void) {
@@ -106,16 +107,26 @@ static __always_inline int emit(void *ctx, u32 type, u32 id, s64 a0, s64 a1, s64
 }
 
 /* ---- cuFile API spans (uprobes on libcufile's exported functions) ---------------------------- */
+static __always_inline void mark_api(int on) {
+    u64 tid = bpf_get_current_pid_tgid();
+    u8 one = 1;
+    if (on)
+        in_api.update(&tid, &one);
+    else
+        in_api.delete(&tid);
+}
 int api_read_enter(struct pt_regs *ctx) {          /* cuFileRead(fh, buf, size, file_offset, buf_offset) */
+    mark_api(1);
     return emit(ctx, EV_API_ENTER, API_READ, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx),
                 PT_REGS_PARM4(ctx), PT_REGS_PARM5(ctx), 0, 0);
 }
 int api_write_enter(struct pt_regs *ctx) {
+    mark_api(1);
     return emit(ctx, EV_API_ENTER, API_WRITE, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx),
                 PT_REGS_PARM4(ctx), PT_REGS_PARM5(ctx), 0, 0);
 }
-int api_read_exit(struct pt_regs *ctx) { return emit(ctx, EV_API_EXIT, API_READ, PT_REGS_RC(ctx), 0, 0, 0, 0, 0, 0); }
-int api_write_exit(struct pt_regs *ctx) { return emit(ctx, EV_API_EXIT, API_WRITE, PT_REGS_RC(ctx), 0, 0, 0, 0, 0, 0); }
+int api_read_exit(struct pt_regs *ctx) { mark_api(0); return emit(ctx, EV_API_EXIT, API_READ, PT_REGS_RC(ctx), 0, 0, 0, 0, 0, 0); }
+int api_write_exit(struct pt_regs *ctx) { mark_api(0); return emit(ctx, EV_API_EXIT, API_WRITE, PT_REGS_RC(ctx), 0, 0, 0, 0, 0, 0); }
 
 /* cuFileReadAsync(fh, buf, size_t *size_p, off_t *off_p, off_t *bufoff_p, ssize_t *done_p, stream) */
 static __always_inline int async_enter(struct pt_regs *ctx, u32 id) {
@@ -205,9 +216,13 @@ int api_get_version_exit(struct pt_regs *ctx) { return emit(ctx, EV_API_EXIT, AP
 
 /* CUDA copies (uprobes on libcuda's cuMemcpy* when present): a host->GPU copy after a host read is
  * the application-staging (DRAM bounce) shape. a0 = dst, a1 = src, a2 = bytes, a3 = direction tag. */
-int memcpy_htod(struct pt_regs *ctx) { return emit(ctx, EV_API_ENTER, API_MEMCPY, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx), 1, 0, 0, 0); }
-int memcpy_dtoh(struct pt_regs *ctx) { return emit(ctx, EV_API_ENTER, API_MEMCPY, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx), 2, 0, 0, 0); }
-int memcpy_any(struct pt_regs *ctx) { return emit(ctx, EV_API_ENTER, API_MEMCPY, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx), 0, 0, 0, 0); }
+static __always_inline int inside_api(void) {
+    u64 tid = bpf_get_current_pid_tgid();
+    return in_api.lookup(&tid) != NULL;
+}
+int memcpy_htod(struct pt_regs *ctx) { if (inside_api()) return 0; return emit(ctx, EV_API_ENTER, API_MEMCPY, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx), 1, 0, 0, 0); }
+int memcpy_dtoh(struct pt_regs *ctx) { if (inside_api()) return 0; return emit(ctx, EV_API_ENTER, API_MEMCPY, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx), 2, 0, 0, 0); }
+int memcpy_any(struct pt_regs *ctx) { if (inside_api()) return 0; return emit(ctx, EV_API_ENTER, API_MEMCPY, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx), 0, 0, 0, 0); }
 
 /* ---- syscalls: compat I/O is plain POSIX on the registered file ------------------------------ */
 static __always_inline int sys_enter(void *ctx, u32 id, s64 fd, s64 buf, s64 count, s64 pos, s64 extra) {
@@ -273,9 +288,9 @@ struct open_t {
     u32 pid;
     u32 tid;
     s64 fd;
-    char path[224];
+    char path[256];
 };
-BPF_PERF_OUTPUT(opens);
+BPF_RINGBUF_OUTPUT(opens, 1024);                        /* 4 MiB: Python and CUDA start-up open thousands of files */
 BPF_HASH(open_args, u64, u64, 10240);
 TRACEPOINT_PROBE(syscalls, sys_enter_openat) {
     u64 pt = bpf_get_current_pid_tgid();
@@ -295,19 +310,28 @@ TRACEPOINT_PROBE(syscalls, sys_exit_openat) {
     o.pid = pt >> 32;
     o.tid = (u32)pt;
     o.fd = args->ret;
-    bpf_probe_read_user_str(&o.path, sizeof(o.path), (void *)*fname);
+    int n = bpf_probe_read_user_str(&o.path, sizeof(o.path), (void *)*fname);
     open_args.delete(&pt);
+    /* shared objects and Python sources are code, not data: skip ".so", ".py", ".pyc" endings */
+    if (n > 4 && n < (int)sizeof(o.path)) {
+        int l = n - 1;
+        if ((o.path[(l - 3) & 0xff] == '.' && o.path[(l - 2) & 0xff] == 'p' && o.path[(l - 1) & 0xff] == 'y' && o.path[l & 0xff] == 'c') ||
+            (o.path[(l - 3) & 0xff] == '.' && o.path[(l - 2) & 0xff] == 's' && o.path[(l - 1) & 0xff] == 'o') ||
+            (o.path[(l - 3) & 0xff] == '.' && o.path[(l - 2) & 0xff] == 'p' && o.path[(l - 1) & 0xff] == 'y'))
+            return 0;
+    }
     /* CUDA and Python start-up open thousands of /proc, /sys, /dev and library files: drop them here */
     if (o.path[0] == '/' && ((o.path[1] == 'p' && o.path[2] == 'r' && o.path[3] == 'o' && o.path[4] == 'c') ||
                              (o.path[1] == 's' && o.path[2] == 'y' && o.path[3] == 's' && o.path[4] == '/') ||
                              (o.path[1] == 'd' && o.path[2] == 'e' && o.path[3] == 'v' && o.path[4] == '/')))
         return 0;
-    if (o.fd >= 0)
-        opens.perf_submit(args, &o, sizeof(o));
+    if (o.fd >= 0 && opens.ringbuf_output(&o, sizeof(o), 0) != 0)
+        count_drop();
     return 0;
 }
 
-/* ---- block layer: which device served the bytes ---------------------------------------------- */
+/* ---- block layer: which device served the bytes (with --block: two events per request) --------- */
+#if TRACE_BLOCK
 TRACEPOINT_PROBE(block, block_rq_issue) {
     u64 pt = bpf_get_current_pid_tgid();
     u32 pid = pt >> 32;
@@ -340,3 +364,4 @@ TRACEPOINT_PROBE(block, block_rq_complete) {
     events.ringbuf_output(&e, sizeof(e), 0);
     return 0;
 }
+#endif

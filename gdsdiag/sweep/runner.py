@@ -238,10 +238,8 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
     finally:
         sf.remove()
         if driver is not None:
-            try:
-                cufile_mod.stats.stop()
-            except Exception:
-                pass
+            # no cuFileStatsStop: it crashed libcufile 1.15 (segfault) after batch and stream I/O in one
+            # process on the GPU machine; closing the driver ends the statistics anyway
             driver.close()
     import platform
     machine = {"hostname": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),

@@ -121,9 +121,10 @@ def _batch_blocks() -> str:
     return "\n".join(out)
 
 
-def program_text(trace_all: bool) -> str:
+def program_text(trace_all: bool, block: bool = False) -> str:
     src = probe_source("cufile_trace.c")
-    src = src.replace("#define EV_API_ENTER", f"#define TRACE_ALL {1 if trace_all else 0}\n#define EV_API_ENTER", 1)
+    src = src.replace("#define EV_API_ENTER", f"#define TRACE_ALL {1 if trace_all else 0}\n#define TRACE_BLOCK {1 if block else 0}\n"
+                      "#define EV_API_ENTER", 1)
     return src.replace("/*BATCH_BLOCKS*/", _batch_blocks())
 
 
@@ -137,7 +138,8 @@ def _kernel_headers_hint(msg: str) -> GdsdiagError:
 class Probes:
     """The attached programs; ``poll()`` returns the Events that arrived."""
 
-    def __init__(self, libcufile: str | None, pids: list[int], trace_all: bool, want_kprobes: bool = True):
+    def __init__(self, libcufile: str | None, pids: list[int], trace_all: bool, want_kprobes: bool = True,
+                 block: bool = False):
         bcc = import_bcc()
         self.bcc = bcc
         self.attached: list[str] = []
@@ -147,7 +149,7 @@ class Probes:
         self._events: list[Event] = []
         self._fdcache: dict[tuple[int, int], tuple[float, str | None]] = {}
         self.usdt_names: dict[int, str] = {}
-        src = program_text(trace_all)
+        src = program_text(trace_all, block)
         usdt_ctx = []
         self.libcufile = libcufile
         if libcufile:
@@ -183,8 +185,9 @@ class Probes:
             self.b = bcc.BPF(text=src, usdt_contexts=usdt_ctx, cflags=["-Wno-macro-redefined"])
         except Exception as e:
             raise _kernel_headers_hint(str(e)) from None
-        self.attached += ["tracepoint syscalls:openat/pread64/pwrite64/preadv(2)/pwritev(2)/ioctl(nvidia-fs)/io_submit/io_uring_enter",
-                          "tracepoint block:block_rq_issue/complete"]
+        self.attached += ["tracepoint syscalls:openat/pread64/pwrite64/preadv(2)/pwritev(2)/ioctl(nvidia-fs)/io_submit/io_uring_enter"]
+        if block:
+            self.attached.append("tracepoint block:block_rq_issue/complete")
         for p in pids:
             self.b["traced"][ctypes.c_uint32(p)] = ctypes.c_uint8(1)
         if libcufile:
@@ -210,7 +213,7 @@ class Probes:
         if want_kprobes:
             self._kprobes()
         self.b["events"].open_ring_buffer(self._on_event)
-        self.b["opens"].open_perf_buffer(self._on_open, page_cnt=256, lost_cb=self._on_lost)
+        self.b["opens"].open_ring_buffer(self._on_open)
         if self.kb is not None:
             self.kb["kevents"].open_perf_buffer(self._on_kevent, page_cnt=64, lost_cb=self._on_lost)
 
@@ -274,7 +277,7 @@ class Probes:
             name = API_NAMES.get(r.id, str(r.id))
         self._events.append(Event(int(r.ts), int(r.pid), int(r.tid), kind, name, args, r.comm.decode(errors="replace"), path))
 
-    def _on_open(self, cpu, data, size) -> None:
+    def _on_open(self, ctx, data, size) -> None:
         r = self.b["opens"].event(data)
         path = r.path.decode(errors="replace")
         if path and not path.startswith("/"):

@@ -46,7 +46,7 @@ def _gate_child(cmd: list[str]):
 
 
 def run_live(cmd: list[str] | None, pid: int | None, duration: float | None, path_filter: str | None,
-             libcufile: str | None, on_verdict, record_file=None) -> TraceResult:
+             libcufile: str | None, on_verdict, record_file=None, block: bool = False) -> TraceResult:
     from .bpf import Probes, preflight
     preflight()
     if libcufile is None:
@@ -59,7 +59,7 @@ def run_live(cmd: list[str] | None, pid: int | None, duration: float | None, pat
         proc, gate = _gate_child(cmd)
     pids = [p for p in (pid, proc.pid if proc else None) if p]
     try:
-        probes = Probes(libcufile, pids, trace_all=not pids)
+        probes = Probes(libcufile, pids, trace_all=not pids, block=block)
     except BaseException:
         if proc:
             os.close(gate)
