@@ -93,6 +93,21 @@ def _route_from_mix(delta: dict, mode: str) -> tuple[str, str | None]:
     return route, warn
 
 
+BATCH_COUNTERS = {"NVFS": ("batch_nvfs_submit_ops",), "P2PDMA": ("batch_p2p_submit_ops",),
+                  "COMPAT": ("batch_posix_enqueued_ops", "batch_aio_submit_ops", "batch_iouring_submit_ops")}
+
+
+def _batch_routes(l1_before: dict, l1_after: dict) -> dict:
+    """Batch I/O is not in the per-GPU level-3 counters; level 1 counts batch submissions by path
+    (cufile.h 1.15: batch_nvfs/p2p/aio/iouring_submit_ops, batch_posix_enqueued_ops)."""
+    out = {}
+    for route, keys in BATCH_COUNTERS.items():
+        n = sum(l1_after.get(k, {}).get("ok", 0) - l1_before.get(k, {}).get("ok", 0) for k in keys)
+        if n:
+            out[route] = n
+    return out
+
+
 def pinned_copy_gbps(gpu: int, nbytes: int = 256 << 20, repeats: int = 3) -> dict:
     """Pinned host ↔ GPU copy bandwidth measured now (the PCIe ceiling a bounce path cannot beat)."""
     import cupy as cp
@@ -191,6 +206,7 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
                         if progress:
                             progress.point(spec)
                         before = cufile_mod.path_mix() if (driver and mode in CUFILE_MODES) else None
+                        l1_before = cufile_mod.stats.level1() if (driver and mode == "cufile-batch") else None
                         nv0 = _nvfs_counters()
                         try:
                             res = run_point(spec, sf, progress.advance if progress else None)
@@ -217,7 +233,11 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
                         if before is not None:
                             delta = cufile_mod.path_mix().minus(before)
                             rec.route_detail = {"cufile_stats": delta.to_json()}
-                            rec.route, rec.route_warning = _route_from_mix(delta.routes(), mode)
+                            routes = delta.routes()
+                            if l1_before is not None:
+                                routes = _batch_routes(l1_before, cufile_mod.stats.level1())
+                                rec.route_detail["cufile_batch_stats"] = routes
+                            rec.route, rec.route_warning = _route_from_mix(routes, mode)
                         nv1 = _nvfs_counters()
                         if nv0 and nv1 and None not in nv0.values() and None not in nv1.values():
                             rec.route_detail["nvidia_fs"] = {k: nv1[k] - nv0[k] for k in nv0}
