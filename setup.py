@@ -9,9 +9,10 @@ setup(
     package_dir={"gdsdiag._csrc": "csrc", "gdsdiag._probes": "probes"},
     package_data={"gdsdiag._csrc": ["*.h"], "gdsdiag._probes": ["*.c"]},
     python_requires=">=3.10",
-    install_requires=["click>=8", "rich>=12", "psutil>=5", "pyudev>=0.21", "cffi>=1.15"],
+    install_requires=["click>=8", "rich>=12", "psutil>=5", "pyudev>=0.21", "cffi>=1.15", "numpy>=1.22"],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6", "nvidia-cufile==1.15.1.6"],
+        "test": ["pytest>=7", "hypothesis>=6", "nvidia-cufile==1.15.1.6", "matplotlib>=3.5"],
+        "plot": ["matplotlib>=3.5"],   # gdsdiag sweep --plot
         "cu12": ["cupy-cuda12x", "kvikio-cu12", "nvidia-cufile-cu12"],
         "cu13": ["cupy-cuda13x", "kvikio-cu13", "nvidia-cufile"],
     },

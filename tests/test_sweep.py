@@ -152,3 +152,16 @@ def test_pattern_gpu_and_host_agree_on_host():
         bad = pattern.host_first_mismatch(v, 4096, 5)             # read as if from another offset
         assert 4096 <= bad < 4104                                    # the very first word differs
     b.close()
+
+
+def test_plot_writes_a_png_and_never_overwrites(tmp_path):
+    pytest.importorskip("matplotlib", reason="--plot needs matplotlib (installed by the [test] extra)")
+    png = tmp_path / "sweep.png"
+    r = _cli("sweep", "--dir", str(tmp_path), "--size", "4M", "--bs", "4k,64k", "--threads", "1", "--rw", "read,write",
+             "--mode", "host", "--bytes", "256k", "--plot", str(png))
+    assert r.returncode == 0, r.stderr
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+    r = _cli("sweep", "--dir", str(tmp_path), "--size", "4M", "--mode", "host", "--plot", str(png))
+    assert r.returncode == 3 and "exists" in r.stderr and png.read_bytes() == data
+    assert sorted(os.listdir(tmp_path)) == ["sweep.png"]
