@@ -82,6 +82,22 @@ def test_never_touches_existing_files(tmp_path):
     assert not files.is_sweep_file(str(victim))
 
 
+def test_a_short_read_fails_the_point_not_as_a_data_mismatch(tmp_path):
+    # the sweep's own file loses its tail between write and read: an I/O failure of that point
+    # (the runner records it and goes on), not the "data differs" verdict that ends a sweep
+    sf = files.SweepFile(str(tmp_path), 1 << 20)
+    try:
+        sf.fill()
+        os.truncate(sf.path, files.HEADER_SIZE + (1 << 19))
+        with pytest.raises(GdsdiagError) as ei:
+            run_point(PointSpec("host", "read", 65536, 1, total_bytes=1 << 20), sf)
+        assert not isinstance(ei.value, VerifyError)
+        assert "short read at data offset" in ei.value.line() and "gdsdiag check" in ei.value.line()
+    finally:
+        sf.remove()
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_corrupted_byte_fails_the_read_with_its_offset(tmp_path):
     sf = files.SweepFile(str(tmp_path), 1 << 20)
     try:

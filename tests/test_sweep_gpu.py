@@ -82,9 +82,6 @@ def test_batch_variant(workdir):
         assert p.route == "COMPAT" and p.verified_bytes >= 16 << 20 and p.summary["bytes"] == 16 << 20
 
 
-@pytest.mark.xfail(reason="on the GPU machine (libcufile 1.15.1.6, compatibility mode, 2026-11-29) cuFileReadAsync in this "
-                          "loop returned ENOMEM although a single async read in tests/workloads/cufile_workload.py works; "
-                          "not understood yet", strict=False)
 def test_async_variant(workdir):
     cfg = SweepConfig(str(workdir), 64 << 20, [1 << 20], [1], ["read", "write"], ["cufile-async"],
                       seconds=None, total_bytes=16 << 20)

@@ -119,6 +119,7 @@ class _Worker:
         self.verified = 0
         self.written: list = []
         self.error: str | None = None
+        self.mismatch = False          # error is a verification failure (not an I/O or CUDA error)
 
     @classmethod
     def setup(cls, spec, sf):
@@ -159,14 +160,19 @@ class _Worker:
         finally:
             cls.teardown(shared)
         res = PointResult(seconds=seconds, cpu_seconds=cpu)
+        mismatch = next((w.error for w in workers if w.mismatch), None)
         for w in workers:
             res.latencies_ns += w.lat
             res.nbytes += w.bytes
             res.verified_bytes += w.verified
             res.written += w.written
             res.error = res.error or w.error
+        if mismatch:
+            # wrong data ends the whole sweep; a failed I/O only fails its point (the runner goes on)
+            raise VerifyError(mismatch, "the data read back differs from what was written: check the storage and the path")
         if res.error:
-            raise VerifyError(res.error, "the data read back differs from what was written: check the storage and the path")
+            raise GdsdiagError(f"{spec.mode} {spec.rw} bs={spec.bs}: {res.error}",
+                               "for cuFile errors run `gdsdiag check --path DIR`; the cause is named above")
         return res
 
     def prepare(self):
@@ -175,10 +181,20 @@ class _Worker:
     def finish(self):
         pass
 
+    def enter_thread(self) -> None:
+        """Runs first in the worker's own thread. CUDA's current context and cupy's current device are
+        per thread: a fresh thread has none, so kernels would land on device 0 and libcufile's
+        stream-ordered calls fail (cuFileReadAsync answered ENOMEM on the GPU machine)."""
+        cp = getattr(self, "cp", None) or self.shared.get("cp")
+        if cp is not None:
+            cp.cuda.Device(self.spec.gpu).use()
+            cp.cuda.runtime.free(0)        # a no-op runtime call that makes the primary context current
+
     def loop(self, budget: _Budget, progress) -> None:
         offs = _Offsets(self.spec, self.sf.size, self.idx, self.sf.seed)
         bs = self.spec.bs
         try:
+            self.enter_thread()
             while budget.take(bs):
                 off = offs.next()
                 if not self.spec.is_read and self.spec.verify:
@@ -196,6 +212,7 @@ class _Worker:
                         bad = self.check(off)
                         if bad is not None:
                             self.error = f"data mismatch at file offset {HEADER_SIZE + bad} (data offset {bad})"
+                            self.mismatch = True
                             budget.stop.set()
                             return
                         self.verified += n
@@ -336,17 +353,13 @@ class _CuFileWorker(_Worker):
 
 
 class _CuFileAsyncWorker(_CuFileWorker):
-    """Stream-ordered cuFile (cuFileReadAsync/WriteAsync on a registered stream per thread). The GPU
-    buffer is not cuFileBufRegister'ed: libcufile 1.15 in compatibility mode answered async reads
-    into registered buffers with ENOMEM on the GPU machine."""
+    """Stream-ordered cuFile (cuFileReadAsync/WriteAsync on a registered stream per thread, registered
+    GPU buffer as in the cufile mode). The I/O thread must have the CUDA context current (enter_thread):
+    without it libcufile 1.15 answered every async call with ENOMEM on the GPU machine."""
 
     def prepare(self):
         from .. import cufile
-        cp = self.shared["cp"]
-        self.cp = cp
-        self.stream = cp.cuda.Stream(non_blocking=True)
-        self.gbuf = cp.empty(self.spec.bs, dtype=cp.uint8)
-        self.reg = cufile.BufferRegistration(self.gbuf)      # never registered: deregister is a no-op
+        super().prepare()
         self.sreg = cufile.StreamRegistration(self.stream)
         self.sreg.__enter__()
 
