@@ -210,7 +210,7 @@ def open_snapshot(path: str) -> tempfile.TemporaryDirectory:
         tar = tarfile.open(path, "r:*")
     except FileNotFoundError:
         raise GdsdiagError(f"snapshot {path} not found", "check the path") from None
-    except (tarfile.TarError, OSError) as e:
+    except (tarfile.TarError, OSError):
         raise GdsdiagError(f"{path} is not a readable tar archive", "re-create it with gdsdiag snapshot -o FILE") from None
     tmp = tempfile.TemporaryDirectory(prefix="gdsdiag-snap-")
     with tar:

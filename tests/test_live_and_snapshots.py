@@ -1,15 +1,11 @@
 """Real sysfs: this machine's, and the GPU machine's snapshot taken there with 'gdsdiag snapshot'."""
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from gdsdiag.platform.fsroot import FsRoot
 from gdsdiag.platform import pci_sysfs
 from gdsdiag.snapshot import create, open_snapshot
-from gdsdiag.topology.findings import find
 from gdsdiag.topology.load import from_root
 from gdsdiag.topology.model import Role
 from gdsdiag.topology.pairs import NcclLevel, P2pDmaMap, P2pVerdict, SmiLevel, analyse_all

@@ -20,7 +20,6 @@ chunks on worker threads: chunks are folded back into their API call by offset r
 """
 from __future__ import annotations
 
-import bisect
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -261,7 +260,7 @@ class Classifier:
     def _match_syscall(self, e: Event) -> bool:
         a = e.args + [0] * 7
         op = "read" if e.name in READ_SYS else "write"
-        pos, ret = a[3], a[5]
+        pos = a[3]
         cands = self._candidates(e, op, pos)
         if not cands:
             return False

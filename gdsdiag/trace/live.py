@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 
 from ..errors import GdsdiagError
 from .classify import Classifier, IoVerdict, summarize
-from .events import Event
 
 
 @dataclass
@@ -77,6 +76,16 @@ def run_live(cmd: list[str] | None, pid: int | None, duration: float | None, pat
 
     def on_sigint(signum, frame):
         stop["flag"] = True
+
+    def take(timeout_ms: int) -> None:
+        """Poll once: record the raw events (if asked) and feed them to the classifier."""
+        nonlocal nevents
+        evs = probes.poll(timeout_ms)
+        nevents += len(evs)
+        for e in evs:
+            if record_file is not None:
+                record_file.write(json.dumps(e.to_list()) + "\n")
+            clf.feed(e)
     old = signal.signal(signal.SIGINT, on_sigint)
     old_term = signal.signal(signal.SIGTERM, on_sigint)
     t_end = time.monotonic() + duration if duration else None
@@ -86,12 +95,7 @@ def run_live(cmd: list[str] | None, pid: int | None, duration: float | None, pat
             os.write(gate, b"go\n")
             os.close(gate)
         while not stop["flag"]:
-            evs = probes.poll(100)
-            nevents += len(evs)
-            for e in evs:
-                if record_file is not None:
-                    record_file.write(json.dumps(e.to_list()) + "\n")
-                clf.feed(e)
+            take(100)
             clf.advance()
             for v in clf.drain():
                 verdicts.append(v)
@@ -100,12 +104,7 @@ def run_live(cmd: list[str] | None, pid: int | None, duration: float | None, pat
                 exit_code = proc.returncode
                 # the buffers may still hold the last events
                 for _ in range(3):
-                    evs = probes.poll(50)
-                    nevents += len(evs)
-                    for e in evs:
-                        if record_file is not None:
-                            record_file.write(json.dumps(e.to_list()) + "\n")
-                        clf.feed(e)
+                    take(50)
                 break
             if pid and not os.path.exists(f"/proc/{pid}"):
                 break
