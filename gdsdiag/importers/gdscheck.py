@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..textparse import fields, set_field
+
 _CANON = {"NVME": "NVMe", "NVMEOF": "NVMeOF", "NVME P2PDMA": "NVMe P2PDMA", "SCSI": "SCSI",
           "SCALEFLUX CSD": "ScaleFlux CSD", "NVMESH": "NVMesh", "DDN EXASCALER": "DDN EXAScaler",
           "LUSTRE": "Lustre", "FSX LUSTRE": "FSx Lustre", "IBM SPECTRUM SCALE": "IBM Spectrum Scale", "NFS": "NFS",
@@ -32,6 +34,16 @@ class GdsCheck:
     platform: str | None = None
     verification: str | None = None       # succeeded | failed | None (truncated)
     errors: list[str] = field(default_factory=list)
+
+
+# lines that carry one value each, in every gdscheck format
+_ONE_VALUE_LINES = fields(
+    (r"^Platform verification (succeeded|failed)", "verification", str),
+    (r"^IOMMU\s*:\s*(\w+)", "iommu", str.lower),
+    (r"^Nvidia Driver Info Status:\s*(.+)$", "driver_status", str),
+    (r"^Cuda Driver Version Installed:\s*(\d+)", "cuda_driver", str),
+    (r"^Platform:\s*(.+)$", "platform", str),
+)
 
 
 def parse(text: str) -> GdsCheck:
@@ -64,25 +76,7 @@ def parse(text: str) -> GdsCheck:
             g.gpus.append({"index": int(m.group(1)), "name": m.group(2), "supports_gds": False, "iommu_state": None})
             g.errors.append(line)
             continue
-        m = re.match(r"^Platform verification (succeeded|failed)", line)
-        if m:
-            g.verification = m.group(1)
-            continue
-        m = re.match(r"^IOMMU\s*:\s*(\w+)", line)
-        if m:
-            g.iommu = m.group(1).lower()
-            continue
-        m = re.match(r"^Nvidia Driver Info Status:\s*(.+)$", line)
-        if m:
-            g.driver_status = m.group(1)
-            continue
-        m = re.match(r"^Cuda Driver Version Installed:\s*(\d+)", line)
-        if m:
-            g.cuda_driver = m.group(1)
-            continue
-        m = re.match(r"^Platform:\s*(.+)$", line)
-        if m:
-            g.platform = m.group(1)
+        if set_field(g, line, _ONE_VALUE_LINES):
             continue
         m = re.match(r"^--\s*(.+?)\s*:\s*(.*)$", line)
         if m:

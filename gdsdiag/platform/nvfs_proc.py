@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..textparse import fields, set_field
 from .fsroot import FsRoot
 
 NVFS_PROC = "/proc/driver/nvidia-fs"
@@ -38,43 +39,29 @@ def _bool(word: str) -> bool | None:
     return True if w in ("true", "enabled", "yes", "1") else False if w in ("false", "disabled", "no", "0") else None
 
 
+# the header lines of /proc/driver/nvidia-fs/stats that carry one value each
+_STATS_FIELDS = fields(
+    (r"^GDS Version:\s*(\S+)", "gds_version", str),
+    (r"^NVFS statistics\(ver:\s*([\d.]+)\)", "stats_version", str),
+    (r"^NVFS Driver\(version:\s*([\d.]+)\)", "driver_version", str),
+    (r"^Mellanox PeerDirect Supported:\s*(\w+)", "peer_direct", _bool),
+    (r"^Logging level:\s*(\w+)", "log_level", str),
+    (r"^Active Shadow-Buffer \(MiB\):\s*(\d+)", "active_shadow_mib", int),
+    (r"^Active Process:\s*(\d+)", "active_process", int),
+)
+
+
 def parse_stats(text: str) -> NvfsStats:
     s = NvfsStats()
     for raw in text.splitlines():
         line = raw.strip()
         if not line:
             continue
-        m = re.match(r"^GDS Version:\s*(\S+)", line)
-        if m:
-            s.gds_version = m.group(1)
-            continue
-        m = re.match(r"^NVFS statistics\(ver:\s*([\d.]+)\)", line)
-        if m:
-            s.stats_version = m.group(1)
-            continue
-        m = re.match(r"^NVFS Driver\(version:\s*([\d.]+)\)", line)
-        if m:
-            s.driver_version = m.group(1)
-            continue
-        m = re.match(r"^Mellanox PeerDirect Supported:\s*(\w+)", line)
-        if m:
-            s.peer_direct = _bool(m.group(1))
+        if set_field(s, line, _STATS_FIELDS):
             continue
         m = re.match(r"^IO stats:\s*(\w+),\s*peer IO stats:\s*(\w+)", line)
         if m:
             s.io_stats, s.peer_io_stats = _bool(m.group(1)), _bool(m.group(2))
-            continue
-        m = re.match(r"^Logging level:\s*(\w+)", line)
-        if m:
-            s.log_level = m.group(1)
-            continue
-        m = re.match(r"^Active Shadow-Buffer \(MiB\):\s*(\d+)", line)
-        if m:
-            s.active_shadow_mib = int(m.group(1))
-            continue
-        m = re.match(r"^Active Process:\s*(\d+)", line)
-        if m:
-            s.active_process = int(m.group(1))
             continue
         m = re.match(r"^GPU\s+([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d)\s+uuid:(\S+)\s*:\s*(.*)$", line)
         if m:
