@@ -178,15 +178,20 @@ class StreamRegistration:
         self.flags = flags
         self.registered = False
 
-    def __enter__(self):
+    def register(self) -> "StreamRegistration":
         check("cuFileStreamRegister", self.L.lib.cuFileStreamRegister(self.L.ffi.cast("CUstream", self.stream), self.flags))
         self.registered = True
         return self
 
-    def __exit__(self, *exc):
+    def deregister(self) -> None:
         if self.registered:
             self.registered = False
             check("cuFileStreamDeregister", self.L.lib.cuFileStreamDeregister(self.L.ffi.cast("CUstream", self.stream)))
+
+    __enter__ = register            # as BufferRegistration: usable with or without ``with``
+
+    def __exit__(self, *exc) -> None:
+        self.deregister()
 
 
 class AsyncOp:

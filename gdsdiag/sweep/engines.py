@@ -273,7 +273,21 @@ def _cupy():
                            "pip install 'gdsdiag[cu13]' (or [cu12]) on a GPU machine, or use --mode host") from None
 
 
-class _BounceWorker(_HostWorker):
+class _GpuStreamBuffer:
+    """The pattern is written into and checked on ``self.gbuf`` by GPU kernels on ``self.stream``, so
+    verification costs no device-to-host copy."""
+
+    def fill(self, off):
+        with self.stream:
+            pattern.gpu_fill(self.gbuf, off, self.sf.seed)
+        self.stream.synchronize()      # cuFile calls are not ordered on this stream
+
+    def check(self, off):
+        with self.stream:
+            return pattern.gpu_first_mismatch(self.gbuf, off, self.sf.seed)
+
+
+class _BounceWorker(_GpuStreamBuffer, _HostWorker):
     """The application-staging route: O_DIRECT into pinned host memory, then a copy to the GPU
     (reads), or GPU → pinned → O_DIRECT write (writes)."""
 
@@ -288,10 +302,6 @@ class _BounceWorker(_HostWorker):
         self.view = memoryview(self.host)
         self.gbuf = cp.empty(self.spec.bs, dtype=cp.uint8)
 
-    def fill(self, off):
-        with self.stream:
-            pattern.gpu_fill(self.gbuf, off, self.sf.seed)
-
     def io(self, off):
         fd = self.shared["fd"]
         if self.spec.is_read:
@@ -303,15 +313,11 @@ class _BounceWorker(_HostWorker):
         self.stream.synchronize()
         return os.pwritev(fd, [self.view], HEADER_SIZE + off)
 
-    def check(self, off):
-        with self.stream:
-            return pattern.gpu_first_mismatch(self.gbuf, off, self.sf.seed)
-
     def finish(self):
         self.view.release()
 
 
-class _CuFileWorker(_Worker):
+class _CuFileWorker(_GpuStreamBuffer, _Worker):
     @classmethod
     def setup(cls, spec, sf):
         cp = _cupy()
@@ -333,20 +339,11 @@ class _CuFileWorker(_Worker):
         self.gbuf = cp.empty(self.spec.bs, dtype=cp.uint8)
         self.reg = cufile.BufferRegistration(self.gbuf).register()
 
-    def fill(self, off):
-        with self.stream:
-            pattern.gpu_fill(self.gbuf, off, self.sf.seed)
-        self.stream.synchronize()
-
     def io(self, off):
         fh = self.shared["fh"]
         if self.spec.is_read:
             return fh.read(self.gbuf, self.spec.bs, HEADER_SIZE + off)
         return fh.write(self.gbuf, self.spec.bs, HEADER_SIZE + off)
-
-    def check(self, off):
-        with self.stream:
-            return pattern.gpu_first_mismatch(self.gbuf, off, self.sf.seed)
 
     def finish(self):
         self.reg.deregister()
@@ -360,8 +357,7 @@ class _CuFileAsyncWorker(_CuFileWorker):
     def prepare(self):
         from .. import cufile
         super().prepare()
-        self.sreg = cufile.StreamRegistration(self.stream)
-        self.sreg.__enter__()
+        self.sreg = cufile.StreamRegistration(self.stream).register()
 
     def io(self, off):
         fh = self.shared["fh"]
@@ -371,7 +367,7 @@ class _CuFileAsyncWorker(_CuFileWorker):
         return op.result
 
     def finish(self):
-        self.sreg.__exit__(None, None, None)
+        self.sreg.deregister()
         super().finish()
 
 
