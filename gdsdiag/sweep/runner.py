@@ -2,6 +2,7 @@
 the route each point took and the ceilings it is held against."""
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from dataclasses import dataclass, field
@@ -198,63 +199,60 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
         sf.fill(progress=progress.advance if progress else None)
         host_results: dict = {}
         order = sorted(cfg.modes, key=lambda m: 0 if m == "host" else 1)   # host first: it is a ceiling of the others
-        for rw in cfg.rws:
-            for mode in order:
-                for bs in cfg.block_sizes:
-                    for th in cfg.threads:
-                        spec = PointSpec(mode, rw, bs, th, cfg.seconds, cfg.total_bytes, cfg.verify, cfg.gpu)
-                        if progress:
-                            progress.point(spec)
-                        before = cufile_mod.path_mix() if (driver and mode in CUFILE_MODES) else None
-                        l1_before = cufile_mod.stats.level1() if (driver and mode == "cufile-batch") else None
-                        nv0 = _nvfs_counters()
-                        try:
-                            res = run_point(spec, sf, progress.advance if progress else None)
-                        except VerifyError:
-                            raise
-                        except GdsdiagError as e:
-                            points.append(PointRecord(mode, rw, bs, th, {}, 0.0, 0, "FAILED", error=e.line()))
-                            continue
-                        summary = summarize(res.latencies_ns, res.nbytes, res.seconds)
-                        if mode == "kvikio" and res.seconds:
-                            # kvikio's requests are threads × bs (split over its pool): count IOPS in bs
-                            # units like the other modes; latencies stay per request
-                            summary["iops"] = round(res.nbytes / bs / res.seconds, 1)
-                            summary["request_bytes"] = bs * th
-                        rec = PointRecord(mode, rw, bs, th, summary,
-                                          round(100.0 * res.cpu_seconds / res.seconds, 1) if res.seconds else 0.0,
-                                          res.verified_bytes, "HOST" if mode == "host" else "DRAM_BOUNCE")
-                        if not spec.is_read and cfg.verify:
-                            checked, bad = verify_written(sf, res.written)
-                            if bad is not None:
-                                raise VerifyError(f"{mode} {rw}: data read back differs at data offset {bad}",
-                                                  "the storage returned other bytes than were written")
-                            rec.verified_bytes = checked
-                        if before is not None:
-                            delta = cufile_mod.path_mix().minus(before)
-                            rec.route_detail = {"cufile_stats": delta.to_json()}
-                            routes = delta.routes()
-                            if l1_before is not None:
-                                routes = _batch_routes(l1_before, cufile_mod.stats.level1())
-                                rec.route_detail["cufile_batch_stats"] = routes
-                            rec.route, rec.route_warning = _route_from_mix(routes, mode)
-                        nv1 = _nvfs_counters()
-                        if nv0 and nv1 and None not in nv0.values() and None not in nv1.values():
-                            rec.route_detail["nvidia_fs"] = {k: nv1[k] - nv0[k] for k in nv0}
-                        ceil = {}
-                        if mode == "host":
-                            host_results[(rw, bs, th)] = rec.summary.get("gbps")
-                        elif host_results.get((rw, bs, th)):
-                            ceil["host_mode"] = host_results[(rw, bs, th)]
-                        if mode != "host":
-                            if "pinned_copy" in ceilings:
-                                ceil["pinned_copy"] = ceilings["pinned_copy"]["h2d" if spec.is_read else "d2h"]
-                            if link:
-                                ceil["link"] = link["gbps"]
-                        rec.ceilings = ceil
-                        if ceil and rec.summary.get("gbps"):
-                            rec.ratio = round(rec.summary["gbps"] / min(ceil.values()), 3)
-                        points.append(rec)
+        for rw, mode, bs, th in itertools.product(cfg.rws, order, cfg.block_sizes, cfg.threads):
+            spec = PointSpec(mode, rw, bs, th, cfg.seconds, cfg.total_bytes, cfg.verify, cfg.gpu)
+            if progress:
+                progress.point(spec)
+            before = cufile_mod.path_mix() if (driver and mode in CUFILE_MODES) else None
+            l1_before = cufile_mod.stats.level1() if (driver and mode == "cufile-batch") else None
+            nv0 = _nvfs_counters()
+            try:
+                res = run_point(spec, sf, progress.advance if progress else None)
+            except VerifyError:
+                raise
+            except GdsdiagError as e:
+                points.append(PointRecord(mode, rw, bs, th, {}, 0.0, 0, "FAILED", error=e.line()))
+                continue
+            summary = summarize(res.latencies_ns, res.nbytes, res.seconds)
+            if mode == "kvikio" and res.seconds:
+                # kvikio's requests are threads × bs (split over its pool): count IOPS in bs
+                # units like the other modes; latencies stay per request
+                summary["iops"] = round(res.nbytes / bs / res.seconds, 1)
+                summary["request_bytes"] = bs * th
+            rec = PointRecord(mode, rw, bs, th, summary,
+                              round(100.0 * res.cpu_seconds / res.seconds, 1) if res.seconds else 0.0,
+                              res.verified_bytes, "HOST" if mode == "host" else "DRAM_BOUNCE")
+            if not spec.is_read and cfg.verify:
+                checked, bad = verify_written(sf, res.written)
+                if bad is not None:
+                    raise VerifyError(f"{mode} {rw}: data read back differs at data offset {bad}",
+                                      "the storage returned other bytes than were written")
+                rec.verified_bytes = checked
+            if before is not None:
+                delta = cufile_mod.path_mix().minus(before)
+                rec.route_detail = {"cufile_stats": delta.to_json()}
+                routes = delta.routes()
+                if l1_before is not None:
+                    routes = _batch_routes(l1_before, cufile_mod.stats.level1())
+                    rec.route_detail["cufile_batch_stats"] = routes
+                rec.route, rec.route_warning = _route_from_mix(routes, mode)
+            nv1 = _nvfs_counters()
+            if nv0 and nv1 and None not in nv0.values() and None not in nv1.values():
+                rec.route_detail["nvidia_fs"] = {k: nv1[k] - nv0[k] for k in nv0}
+            ceil = {}
+            if mode == "host":
+                host_results[(rw, bs, th)] = rec.summary.get("gbps")
+            elif host_results.get((rw, bs, th)):
+                ceil["host_mode"] = host_results[(rw, bs, th)]
+            if mode != "host":
+                if "pinned_copy" in ceilings:
+                    ceil["pinned_copy"] = ceilings["pinned_copy"]["h2d" if spec.is_read else "d2h"]
+                if link:
+                    ceil["link"] = link["gbps"]
+            rec.ceilings = ceil
+            if ceil and rec.summary.get("gbps"):
+                rec.ratio = round(rec.summary["gbps"] / min(ceil.values()), 3)
+            points.append(rec)
     finally:
         sf.remove()
         if driver is not None:
