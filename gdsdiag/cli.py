@@ -9,7 +9,7 @@ import sys
 import click
 
 from . import __version__
-from .errors import EXIT_FAIL, EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_WARN, GdsdiagError
+from .errors import EXIT_FAIL, EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_WARN, GdsdiagError, refuse_existing
 
 
 def _emit_json(doc: dict) -> None:
@@ -216,9 +216,9 @@ def sweep(directory, size, bs, threads, rw, modes, gpu, duration, total, no_veri
                               total_bytes=parse_size(total) if total else None, verify=not no_verify)
         except ValueError as e:
             raise GdsdiagError(str(e), "see gdsdiag sweep --help") from None
-        for path in (csv_path, plot_path):
-            if path and os.path.exists(path):
-                raise GdsdiagError(f"{path} exists", "choose another output path; gdsdiag never overwrites files")
+        for path, option in ((csv_path, "--csv"), (plot_path, "--plot")):
+            if path:
+                refuse_existing(path, option)
         from rich.console import Console
         console = Console(stderr=as_json)
         if not console.is_terminal:
@@ -272,8 +272,7 @@ def trace(pid, duration, path_filter, libcufile_path, as_json, record_path, repl
             res = replay(replay_path, path_filter, printer)
         else:
             if record_path:
-                if os.path.exists(record_path):
-                    raise GdsdiagError(f"{record_path} exists", "choose another --record path; gdsdiag never overwrites files")
+                refuse_existing(record_path, "--record")
                 rec = open(record_path, "x")
             from .trace.live import run_live
             res = run_live(list(cmd) or None, pid, duration, path_filter, libcufile_path, printer, rec, block)

@@ -21,3 +21,10 @@ class GdsdiagError(Exception):
         # One line whatever the cause text holds (library messages can be multi-line).
         text = f"gdsdiag: error: {self.cause}" + (f" — {self.fix}" if self.fix else "")
         return " ".join(text.split())
+
+
+def refuse_existing(path: str, option: str) -> None:
+    """gdsdiag never overwrites a file: every output path (given with ``option``) must be new."""
+    import os
+    if os.path.lexists(path):
+        raise GdsdiagError(f"{path} exists", f"choose another {option} path; gdsdiag never overwrites files")

@@ -17,7 +17,7 @@ import tarfile
 import tempfile
 import time
 
-from .errors import GdsdiagError
+from .errors import GdsdiagError, refuse_existing
 
 # Per PCI function: the files the readers use.
 PCI_FILES = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device", "revision",
@@ -142,8 +142,7 @@ def _add_kallsyms(w: "_Writer") -> None:
 
 def create(output: str, root: str = "/") -> dict:
     """Write a snapshot; returns counts. Refuses to overwrite an existing file."""
-    if os.path.exists(output):
-        raise GdsdiagError(f"{output} exists", "choose another -o path; gdsdiag never overwrites files")
+    refuse_existing(output, "-o")
     outdir = os.path.dirname(os.path.abspath(output))
     if not os.access(outdir, os.W_OK):
         raise GdsdiagError(f"cannot write to {outdir}", "choose a writable -o path")
