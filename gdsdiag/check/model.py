@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from ..routes import Route  # noqa: F401  (re-exported: check results carry routes)
+
 
 class Status(str, Enum):
     PASS = "PASS"
@@ -11,14 +13,6 @@ class Status(str, Enum):
     FAIL = "FAIL"
     SKIP = "SKIP"
     INFO = "INFO"
-
-
-class Route(str, Enum):
-    """The ways cuFile can move data between storage and GPU memory."""
-    NVFS = "NVFS"        # nvidia-fs + GDS-aware storage driver: P2P DMA into GPU BAR1
-    P2PDMA = "P2PDMA"    # kernel PCI P2PDMA (use_pci_p2pdma), no nvidia-fs
-    COMPAT = "COMPAT"    # cuFile compatibility mode: POSIX I/O through host bounce buffers
-    NONE = "NONE"        # cuFile I/O cannot run
 
 
 @dataclass
