@@ -13,11 +13,11 @@ import re
 from ..errors import GdsdiagError
 from ..topology.build import build
 from ..topology.config_space import AcsControl, PortType, decode
-from ..topology.model import CpuInfo, HostBridge, IommuInfo, Link, PciFunction, Topology
+from ..topology.model import CpuInfo, HostBridge, IommuInfo, Link, PciFunction, Topology, bus_of
 
-HEADER_RE = re.compile(r"^(?:([0-9a-fA-F]{4}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])\s+(.*?):\s+(.*)$")
+HEADER_RE = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])\s+(.*?):\s+(.*)$")
 HEX_RE = re.compile(r"^([0-9a-f]{2,3}):((?:\s[0-9a-f]{2}){1,16})\s*$")
-TREE_ROOT_RE = re.compile(r"\[([0-9a-f]{4}):([0-9a-f]{2})\]")
+TREE_ROOT_RE = re.compile(r"\[([0-9a-f]{4,8}):([0-9a-f]{2})\]")
 TREE_DEV_RE = re.compile(r"(?<=-)([0-9a-f]{2})\.([0-7])(?:-\[([0-9a-f]{2})(?:-[0-9a-f]{2})?\])?")
 ACS_NAMES = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
 
@@ -301,5 +301,5 @@ def _merge(tree_fns: list[PciFunction], details: dict[str, PciFunction]) -> list
         while top.parent_bdf and top.parent_bdf in by_bdf and top.bdf not in seen:
             seen.add(top.bdf)
             top = by_bdf[top.parent_bdf]
-        f.host_bridge = top.bdf[:7]
+        f.host_bridge = bus_of(top.bdf)
     return fns

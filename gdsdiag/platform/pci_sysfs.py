@@ -9,12 +9,16 @@ from __future__ import annotations
 import re
 
 from ..topology.config_space import decode
-from ..topology.model import CpuInfo, HostBridge, IommuInfo, Link, PciFunction
+from ..topology.model import CpuInfo, HostBridge, IommuInfo, Link, PciFunction, bus_of
 from .fsroot import FsRoot
 
-BDF_RE = re.compile(r"^([0-9a-f]{4}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
-HOST_RE = re.compile(r"^pci([0-9a-f]{4}):([0-9a-f]{2})$")
+# PCI domains are 16 bits on most hosts but Linux allows 32: Intel VMD puts its NVMe at
+# 10000:xx:xx.x and so do some ARM and virtual hosts (hwloc's 2pa-pcidomain32bits tree).
+BDF_RE = re.compile(r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
+HOST_RE = re.compile(r"^pci([0-9a-f]{4,8}):([0-9a-f]{2})$")
+LOOKS_LIKE_BDF_RE = re.compile(r"^[0-9a-fA-F]+:[0-9a-fA-F]+:[0-9a-fA-F]+\.[0-9a-fA-F]+$")
 SPEED_RE = re.compile(r"([0-9.]+)\s*GT/s")
+NVIDIA = 0x10DE
 
 
 def parse_link_speed(text: str | None) -> float | None:
@@ -33,11 +37,53 @@ def _int_or_none(fs: FsRoot, path: str) -> int | None:
     return None if v is None or v < 0 else v
 
 
-def read_functions(fs: FsRoot) -> tuple[list[PciFunction], dict[str, HostBridge]]:
+def parse_cpulist(text: str | None) -> set[int] | None:
+    """'0-3,8,10-11' -> {0,1,2,3,8,10,11}; '' -> set(); garbage -> None."""
+    if text is None:
+        return None
+    out: set[int] = set()
+    for part in text.strip().split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        try:
+            out.update(range(int(lo), int(hi) + 1) if sep else (int(lo),))
+        except ValueError:
+            return None
+    return out
+
+
+def parse_cpumask(text: str | None) -> set[int] | None:
+    """'0000,00000000,0000ffff' (32-bit words, most significant first) -> {0..15}."""
+    if text is None:
+        return None
+    try:
+        value = int(text.strip().replace(",", ""), 16)
+    except ValueError:
+        return None
+    return {i for i in range(value.bit_length()) if value >> i & 1}
+
+
+def node_of_cpus(cpus: set[int] | None, node_cpus: dict[int, set[int]]) -> int | None:
+    """The one CPU node whose CPUs the set touches; None when it spans several (no locality) or none."""
+    if not cpus:
+        return None
+    hit = [n for n, c in node_cpus.items() if c and c & cpus]
+    return hit[0] if len(hit) == 1 else None
+
+
+def read_functions(fs: FsRoot, node_cpus: dict[int, set[int]] | None = None,
+                   nvidia_bdfs: set[str] | None = None) -> tuple[list[PciFunction], dict[str, HostBridge]]:
+    """``node_cpus`` (node -> CPUs) places functions without a numa_node file by their
+    local_cpulist/local_cpus, as hwloc does; ``nvidia_bdfs`` (the driver's /proc list) names GPUs
+    whose trees lack the vendor file."""
     functions: list[PciFunction] = []
     bridges: dict[str, HostBridge] = {}
     for name in fs.listdir("/sys/bus/pci/devices"):
         if not BDF_RE.match(name):
+            if LOOKS_LIKE_BDF_RE.match(name):
+                fs.problems.append(f"/sys/bus/pci/devices/{name}: not a PCI address gdsdiag can read; left out")
             continue
         try:
             real = fs.follow_link(f"/sys/bus/pci/devices/{name}")
@@ -55,8 +101,17 @@ def read_functions(fs: FsRoot) -> tuple[list[PciFunction], dict[str, HostBridge]
             hb = f"{m.group(1)}:{m.group(2)}"
         else:
             # Virtual buses (e.g. VMD, Hyper-V) have no pciDDDD:BB component: use the top function's bus.
-            hb = chain[0][:7]
+            hb = bus_of(chain[0])
         fn = _read_function(fs, real, name, hb, chain[-2] if len(chain) > 1 else None)
+        fn.upstream_bdfs = list(reversed(chain[:-1]))
+        if fn.numa_node is None and node_cpus:
+            for attr, parse in (("local_cpulist", parse_cpulist), ("local_cpus", parse_cpumask)):
+                node = node_of_cpus(parse(fs.read_text(f"{real}/{attr}")), node_cpus)
+                if node is not None:
+                    fn.numa_node, fn.numa_source = node, attr
+                    break
+        if fn.vendor is None and nvidia_bdfs and name in nvidia_bdfs:
+            fn.vendor = NVIDIA     # the NVIDIA driver lists it under /proc/driver/nvidia/gpus
         functions.append(fn)
         bridges.setdefault(hb, HostBridge(id=hb))
     # The host bridge's identity for the kernel's p2pdma whitelist is function 00.0 on its root bus.
@@ -83,6 +138,7 @@ def _read_function(fs: FsRoot, path: str, bdf: str, hb: str, parent: str | None)
     fn.revision = fs.read_int(f"{path}/revision", 16)
     fn.driver = fs.readlink_name(f"{path}/driver")
     fn.numa_node = _int_or_none(fs, f"{path}/numa_node")
+    fn.numa_source = "numa_node" if fn.numa_node is not None else None
     fn.iommu_group = fs.readlink_name(f"{path}/iommu_group")
     fn.link = Link(
         speed_gts=parse_link_speed(fs.read_text(f"{path}/current_link_speed")),
@@ -179,9 +235,25 @@ def read_cpu(fs: FsRoot) -> CpuInfo:
     for n in fs.listdir("/sys/devices/system/node"):
         m = re.match(r"^node(\d+)$", n)
         if m:
-            cpu.numa_nodes.append(int(m.group(1)))
+            node = int(m.group(1))
+            cpu.numa_nodes.append(node)
+            cpus = parse_cpulist(fs.read_text(f"/sys/devices/system/node/{n}/cpulist"))
+            if cpus is not None:
+                cpu.node_cpus[node] = cpus
     cpu.numa_nodes.sort()
+    cpu.gpu_memory_nodes = read_gpu_memory_nodes(fs)
     return cpu
+
+
+def read_gpu_memory_nodes(fs: FsRoot) -> dict[int, str]:
+    """node -> GPU bdf, from /proc/driver/nvidia/gpus/<bdf>/numa_status ('Node: 255'): the NUMA
+    node that is the GPU's own memory on coherent platforms (POWER9 + V100, Grace Hopper, GB200)."""
+    out: dict[int, str] = {}
+    for bdf in fs.listdir("/proc/driver/nvidia/gpus"):
+        m = re.search(r"^Node:\s*(\d+)", fs.read_text(f"/proc/driver/nvidia/gpus/{bdf}/numa_status") or "", re.M)
+        if m:
+            out[int(m.group(1))] = bdf.lower()
+    return out
 
 
 # --- names users know -------------------------------------------------------------------------

@@ -40,9 +40,16 @@ def build(functions: list[PciFunction], host_bridges: dict[str, HostBridge], iom
             continue
         parent = devices.get(pb)
         if parent is None:
-            problems.append(f"{dev.bdf}: parent {pb} not found; treated as attached to the host bridge")
-            dev.fn.parent_bdf = None
-            continue
+            # The parent is on the device path but not listed (hidden or filtered by the kernel,
+            # e.g. hwloc's 32intel64-2p8co2t+8ve tree): hang it under the nearest listed ancestor.
+            up = next((devices[b] for b in dev.fn.upstream_bdfs[1:] if b in devices), None)
+            where = f"attached to {up.bdf}, the nearest listed ancestor" if up else "treated as attached to the host bridge"
+            problems.append(f"{dev.bdf}: parent {pb} not listed in /sys/bus/pci/devices; {where}")
+            if up is None:
+                dev.fn.parent_bdf = None
+                continue
+            parent = up
+            dev.fn.parent_bdf = up.bdf
         dev.parent = parent
         parent.children.append(dev)
         if parent.role not in BRIDGE_ROLES:

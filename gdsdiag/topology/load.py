@@ -9,13 +9,20 @@ from .model import Topology
 
 def from_root(root: str = "/") -> Topology:
     fs = FsRoot(root)
-    functions, host_bridges = pci_sysfs.read_functions(fs)
-    topo = build(functions, host_bridges, pci_sysfs.read_iommu(fs), pci_sysfs.read_cpu(fs),
+    cpu = pci_sysfs.read_cpu(fs)
+    nvidia = {b.lower() for b in fs.listdir("/proc/driver/nvidia/gpus")}
+    functions, host_bridges = pci_sysfs.read_functions(
+        fs, {n: c for n, c in cpu.node_cpus.items() if n in cpu.cpu_nodes}, nvidia)
+    for node, bdf in cpu.gpu_memory_nodes.items():
+        for fn in functions:
+            if fn.bdf == bdf:
+                fn.gpu_numa_node = node
+    topo = build(functions, host_bridges, pci_sysfs.read_iommu(fs), cpu,
                  names=pci_sysfs.read_names(fs), gpu_minors=pci_sysfs.read_nvidia_minors(fs),
                  models=pci_sysfs.read_nvidia_models(fs), source=root)
     # numa_node reads -1 on machines without an ACPI proximity domain for the bus (VMs, single
     # socket boards); with one NUMA node there is only one answer, the one nvidia-smi prints too.
-    if topo.cpu.numa_nodes == [0]:
+    if topo.cpu.cpu_nodes == [0]:
         for hb in topo.host_bridges.values():
             if hb.numa_node is None:
                 hb.numa_node = 0

@@ -88,9 +88,13 @@ class Link:
 @dataclass
 class PciFunction:
     """Facts about one PCI function as a reader found them; no interpretation yet."""
-    bdf: str                              # 0000:01:00.0
+    bdf: str                              # 0000:01:00.0 (VMD and some virtual hosts: 10000:00:04.0)
     host_bridge: str                      # 0000:00  (domain:root bus) as in pci0000:00
     parent_bdf: str | None                # upstream bridge function, None when on the root bus
+    # every PCI address above this one on its canonical sysfs path, nearest first: when the parent
+    # itself is not listed in /sys/bus/pci/devices the builder hangs the function under the
+    # nearest ancestor that is, as hwloc does
+    upstream_bdfs: list[str] = field(default_factory=list)
     class_code: int | None = None
     vendor: int | None = None
     device: int | None = None
@@ -99,6 +103,8 @@ class PciFunction:
     revision: int | None = None
     driver: str | None = None
     numa_node: int | None = None          # None: unknown / -1
+    numa_source: str | None = None        # numa_node | local_cpulist | local_cpus | lspci
+    gpu_numa_node: int | None = None      # the NUMA node that IS this GPU's memory (Grace Hopper, POWER9+V100)
     link: Link = field(default_factory=Link)
     iommu_group: str | None = None
     config: ConfigSpace | None = None
@@ -112,11 +118,11 @@ class PciFunction:
 
     @property
     def domain(self) -> str:
-        return self.bdf[:4]
+        return self.bdf.split(":")[0]
 
     @property
     def bus(self) -> int:
-        return int(self.bdf[5:7], 16)
+        return int(self.bdf.split(":")[1], 16)
 
     @property
     def port_type(self) -> PortType | None:
@@ -204,12 +210,30 @@ class IommuInfo:
         return self.group_types.get(group) if group is not None else None
 
 
+def bus_of(bdf: str) -> str:
+    """'10000:00:04.0' -> '10000:00' (domain:bus, whatever the domain's width)."""
+    return bdf.rsplit(":", 1)[0]
+
+
 @dataclass
 class CpuInfo:
     vendor: str | None = None      # AuthenticAMD / GenuineIntel / ...
     family: int | None = None
     model_name: str | None = None
-    numa_nodes: list[int] = field(default_factory=list)
+    numa_nodes: list[int] = field(default_factory=list)        # every node in /sys/devices/system/node
+    node_cpus: dict[int, set[int]] = field(default_factory=dict)  # node -> its CPUs (empty: memory only)
+    gpu_memory_nodes: dict[int, str] = field(default_factory=dict)  # node -> GPU bdf whose memory it is
+
+    @property
+    def cpu_nodes(self) -> list[int]:
+        """Nodes with CPUs. Without per-node cpulists (old captures) every node counts."""
+        if not self.node_cpus:
+            return [n for n in self.numa_nodes if n not in self.gpu_memory_nodes]
+        return sorted(n for n, cpus in self.node_cpus.items() if cpus and n not in self.gpu_memory_nodes)
+
+    @property
+    def memory_only_nodes(self) -> list[int]:
+        return sorted(n for n in self.numa_nodes if n not in self.cpu_nodes)
 
 
 @dataclass

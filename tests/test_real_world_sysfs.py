@@ -1,0 +1,97 @@
+"""Issue 12, sysfs side: real /sys trees from hwloc's Linux test suite (open-mpi/hwloc,
+tests/hwloc/linux at commit 3b37b024aa3f, copied verbatim into tests/fixtures/corpus/hwloc-sysfs/
+with hwloc's own .test and expected .console output). Each test failed before the fix it covers:
+
+- 2pa-pcidomain32bits: a KVM guest with a 32-bit PCI domain (10000:00:04.0, a virtio disk). Before:
+  the two 10000:* functions were dropped without a word.
+- 32intel64-2p8co2t+8ve: a Xeon with 8 NEC VectorEngines where bridge 0000:5f:03.0 is on the device
+  path of 0000:60:00.0/.1 but absent from /sys/bus/pci/devices. Before: both Ethernet functions hung
+  under the host bridge; hwloc (and now gdsdiag) put them under 0000:5e:00.0.
+- nvidiagpunumanodes: a POWER9 (PowerNV 8335-GTW) with 6 V100 whose memory is NUMA nodes 250-255;
+  no numa_node files, only local_cpus. Before: NUMA None for every GPU, the GPUs were role 'other'
+  (no vendor file) and the 6 memory-only nodes counted as CPU nodes.
+"""
+import re
+
+from gdsdiag.topology.load import from_root
+from gdsdiag.topology.model import Role
+from gdsdiag.topology.pairs import analyse_all, SmiLevel
+
+from conftest import corpus
+
+
+def console_tree(name):
+    """hwloc .console -> {busid: (parent busid or None, host bridge line, Package NUMA P#)}."""
+    out = {}
+    stack = []          # (indent, busid)
+    numa = None
+    for line in open(corpus("hwloc-sysfs", name + ".console")):
+        indent = len(line) - len(line.lstrip())
+        s = line.strip()
+        if s.startswith("Package "):
+            numa = None
+        m = re.match(r"^NUMANode L#\d+ \(P#(\d+)", s)
+        if m and numa is None:
+            numa = int(m.group(1))
+        if s.startswith("HostBridge"):
+            stack = []
+            continue
+        m = re.match(r"^(?:PCIBridge|PCI) L#\d+ \(busid=(\S+)", s)
+        if not m:
+            continue
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        out[m.group(1)] = (stack[-1][1] if stack else None, numa)
+        stack.append((indent, m.group(1)))
+    return out
+
+
+def test_32bit_pci_domain_is_read(hwloc_trees):
+    topo = from_root(hwloc_trees["2pa-pcidomain32bits"])
+    expected = console_tree("2pa-pcidomain32bits")
+    assert "10000:00:04.0" in expected
+    for busid in expected:
+        assert busid in topo.devices, busid
+    disk = topo.devices["10000:00:04.0"]
+    assert disk.fn.host_bridge == "10000:00"
+    assert (disk.fn.vendor, disk.fn.device, disk.fn.class_code >> 8) == (0x1AF4, 0x1001, 0x0100)
+    assert disk.fn.domain == "10000" and disk.fn.bus == 0
+    assert "10000:00" in topo.host_bridges
+    assert not [p for p in topo.problems if "10000" in p]
+
+
+def test_hidden_parent_bridge_hangs_under_nearest_listed_ancestor(hwloc_trees):
+    topo = from_root(hwloc_trees["32intel64-2p8co2t+8ve"])
+    expected = console_tree("32intel64-2p8co2t+8ve")
+    assert expected["0000:60:00.0"][0] == "0000:5e:00.0"
+    for busid, (parent, _) in expected.items():
+        d = topo.devices[busid]
+        assert (d.parent.bdf if d.parent else None) == parent, busid
+    # the move is reported, not silent
+    assert any("0000:60:00.0" in p and "0000:5f:03.0" in p and "0000:5e:00.0" in p for p in topo.problems)
+    # and the two ports of the NIC are PIX to each other only through the real bridge
+    eth0, eth1 = topo.devices["0000:60:00.0"], topo.devices["0000:60:00.1"]
+    assert eth0.parent is eth1.parent and eth0.role == Role.NIC
+
+
+def test_numa_from_local_cpus_and_gpu_memory_nodes(hwloc_trees):
+    topo = from_root(hwloc_trees["nvidiagpunumanodes"])
+    expected = console_tree("nvidiagpunumanodes")
+    gpus = topo.by_role(Role.GPU)
+    assert len(gpus) == 6 == len(expected)
+    for busid, (_, numa) in expected.items():
+        d = topo.devices[busid]
+        assert d.fn.numa_node == numa and d.fn.numa_source == "local_cpus", busid
+        assert topo.numa_of(d) == numa, busid
+    # hwloc's -kept run attaches each GPUMemory node to its GPU by PCIBusID
+    kept = open(corpus("hwloc-sysfs", "nvidiagpunumanodes-kept.console")).read()
+    pairs = re.findall(r"NUMANode\(GPUMemory\) L#\d+ \(P#(\d+) .*PCIBusID=(\S+)\)", kept)
+    assert len(pairs) == 6
+    for node, busid in pairs:
+        assert topo.devices[busid].fn.gpu_numa_node == int(node)
+    assert topo.cpu.cpu_nodes == [0, 8]
+    assert topo.cpu.memory_only_nodes == [250, 251, 252, 253, 254, 255]
+    # two GPUs on different host bridges of node 0 are NODE apart; node 0 vs node 8 is SYS
+    by = {(p.a.bdf, p.b.bdf): p for p in analyse_all(topo)}
+    assert by[("0004:05:00.0", "0004:06:00.0")].smi == SmiLevel.NODE
+    assert by[("0004:05:00.0", "0035:05:00.0")].smi == SmiLevel.SYS
