@@ -7,7 +7,7 @@ import re
 from ..platform import kernel
 from ..platform.kernel import NVFS_REGISTRATION_SYMBOLS
 from .context import CheckContext
-from .model import CheckResult, Evidence, Route, Status
+from .model import CheckResult, Evidence, Route, Status, plain
 
 P2PDMA_MIN_OPEN_DRIVER = (565, 47)     # "Install OpenRM version 565.47 or above" (GDS support for NVMe, pre-installation)
 P2PDMA_MIN_KERNEL = (6, 2)             # GDS troubleshooting guide §14.1
@@ -16,7 +16,7 @@ V2_ABI_KERNEL = (6, 17)                # nvme v2 (blk_rq_dma_map_iter) ops, gds-
 
 
 def _ev(source: str, value) -> Evidence:
-    return Evidence(source, str(value))
+    return Evidence(source, value)     # Evidence turns None, dicts and lists into plain text
 
 
 def _skip(cid: str, title: str, reason: str, source: str, route: Route | None = None) -> CheckResult:
@@ -60,8 +60,13 @@ def check_nvfs(ctx: CheckContext) -> list[CheckResult]:
                                 ("nvfs.modules", "storage drivers registered with nvidia-fs", "/proc/driver/nvidia-fs/modules")):
             out.append(_skip(cid, title, "nvidia-fs not loaded", src, Route.NVFS))
         return out
-    ver = n.proc_version or n.module_version
+    # /proc/driver/nvidia-fs/version and /sys/module/nvidia_fs/version can both be missing (a
+    # container without /sys/module, a partial capture) while the stats file names the driver.
+    stats_ver = n.stats.driver_version if n.stats is not None else None
+    ver = n.proc_version or n.module_version or stats_ver or "unknown"
     ev.append(_ev("/proc/driver/nvidia-fs/version", n.proc_version))
+    if not n.proc_version and not n.module_version and stats_ver:
+        ev.append(_ev("/proc/driver/nvidia-fs/stats", f"NVFS Driver(version: {stats_ver})"))
     out.append(CheckResult("nvfs.loaded", "nvidia-fs kernel module", Status.PASS, f"loaded, version {ver}", ev, route=Route.NVFS))
     if not n.devices:
         out.append(CheckResult("nvfs.devices", "/dev/nvidia-fs* device nodes", Status.FAIL, "no /dev/nvidia-fs* nodes",
@@ -74,18 +79,29 @@ def check_nvfs(ctx: CheckContext) -> list[CheckResult]:
                                [_ev("/dev", " ".join(n.devices[:4]) + (" …" if len(n.devices) > 4 else ""))], route=Route.NVFS))
     rw, peer = n.params.get("rw_stats_enabled"), n.params.get("peer_stats_enabled")
     ev = [_ev("/sys/module/nvidia_fs/parameters/rw_stats_enabled", rw), _ev("/sys/module/nvidia_fs/parameters/peer_stats_enabled", peer)]
-    if n.stats is not None:
-        s = n.stats
-        ev.append(_ev("/proc/driver/nvidia-fs/stats", f"GDS {s.gds_version}, driver {s.driver_version}, IO stats "
-                      f"{'on' if s.io_stats else 'off'}, peer stats {'on' if s.peer_io_stats else 'off'}, "
-                      f"Reads {s.counters.get('Reads', {})}, Writes {s.counters.get('Writes', {})}"))
-    if rw != "1":
+    s = n.stats
+    if s is not None:
+        ev.append(_ev("/proc/driver/nvidia-fs/stats", f"GDS {s.gds_version or '?'}, driver {s.driver_version or '?'}, IO stats "
+                      f"{_onoff(s.io_stats)}, peer stats {_onoff(s.peer_io_stats)}, "
+                      f"Reads: {plain(s.counters.get('Reads', {}))}; Writes: {plain(s.counters.get('Writes', {}))}"))
+    # The module parameter is the switch; the stats header ('IO stats: Enabled') reports the same
+    # switch. When the parameter file is absent the header decides, so the two never disagree.
+    if rw is not None:
+        enabled, said_by = rw == "1", f"rw_stats_enabled={rw}"
+    elif s is not None and s.io_stats is not None:
+        enabled, said_by = s.io_stats, f"/proc/driver/nvidia-fs/stats: IO stats {_onoff(s.io_stats)}"
+    else:
+        enabled, said_by = None, ""
+    if enabled is None:
+        out.append(CheckResult("nvfs.stats", "nvidia-fs statistics", Status.SKIP,
+                               "read/write counters: state unknown (no rw_stats_enabled parameter, no stats header)", ev))
+    elif not enabled:
         out.append(CheckResult("nvfs.stats", "nvidia-fs statistics", Status.INFO,
-                               "read/write counters disabled (rw_stats_enabled != 1): Reads/Writes show only errors", ev,
+                               f"read/write counters disabled ({said_by}): Reads/Writes show only errors", ev,
                                "gdsdiag sweep and support cases use the nvidia-fs read/write counters to prove the nvidia-fs path ran",
                                "echo 1 > /sys/module/nvidia_fs/parameters/rw_stats_enabled (and peer_stats_enabled for per-peer P2P counts)"))
     else:
-        out.append(CheckResult("nvfs.stats", "nvidia-fs statistics", Status.PASS, "read/write counters enabled", ev))
+        out.append(CheckResult("nvfs.stats", "nvidia-fs statistics", Status.PASS, f"read/write counters enabled ({said_by})", ev))
     if n.modules is not None:
         real = {k: v for k, v in n.modules.items() if k != "wekafsio"}
         if real:
@@ -97,6 +113,10 @@ def check_nvfs(ctx: CheckContext) -> list[CheckResult]:
                                    "so an idle node shows none; the kallsyms check below is the evidence",
                                    [_ev("/proc/driver/nvidia-fs/modules", n.modules or "(empty)")], route=Route.NVFS))
     return out
+
+
+def _onoff(v: bool | None) -> str:
+    return "unknown" if v is None else "Enabled" if v else "Disabled"
 
 
 def check_storage_symbols(ctx: CheckContext) -> list[CheckResult]:
@@ -219,7 +239,7 @@ def check_rdma(ctx: CheckContext) -> list[CheckResult]:
             for port in fs.listdir(f"/sys/class/infiniband/{dv}/ports"):
                 ll = fs.read_text(f"/sys/class/infiniband/{dv}/ports/{port}/link_layer")
                 st = fs.read_text(f"/sys/class/infiniband/{dv}/ports/{port}/state")
-                ev.append(_ev(f"/sys/class/infiniband/{dv}/ports/{port}", f"{ll}, {st}"))
+                ev.append(_ev(f"/sys/class/infiniband/{dv}/ports/{port}", f"{plain(ll)}, {plain(st)}"))
         active = [e for e in ev if "ACTIVE" in e.value]
         out.append(CheckResult("rdma.devices", "RDMA devices", Status.PASS if active else Status.WARN,
                                f"{len(devs)} device(s), {len(active)} active port(s)", ev, "",
@@ -290,7 +310,7 @@ def check_cufile_json(ctx: CheckContext) -> list[CheckResult]:
                                "set properties.force_compat_mode to false (and unset CUFILE_FORCE_COMPAT_MODE)"))
     out.append(CheckResult("cufile.allow_compat", "allow_compat_mode", Status.INFO,
                            f"allow_compat_mode = {allow if allow is not None else 'unset (default true)'}",
-                           [_ev(cfg.path, f"properties.allow_compat_mode: {allow}")],
+                           [_ev(cfg.path, f"properties.allow_compat_mode: {plain(allow)}")],
                            "true: I/O silently falls back to POSIX when P2P is impossible; false: such I/O fails instead "
                            "(useful to prove the P2P route in validation)"))
     p2p_keys = [k for k in ("properties.use_pci_p2pdma", "block.nvme.use_pci_p2pdma", "block.nvmeof.use_pci_p2pdma",
@@ -319,8 +339,8 @@ def check_cufile_json(ctx: CheckContext) -> list[CheckResult]:
     if g("properties.rdma_dynamic_routing") is True:
         order = g("properties.rdma_dynamic_routing_order") or []
         st = Status.WARN if order[:1] == ["SYS_MEM"] else Status.INFO
-        out.append(CheckResult("cufile.dynamic_routing", "RDMA dynamic routing", st, f"on, order {order}",
-                               [_ev(cfg.path, f"rdma_dynamic_routing_order: {order}")],
+        out.append(CheckResult("cufile.dynamic_routing", "RDMA dynamic routing", st, f"on, order {', '.join(map(str, order)) or '(empty)'}",
+                               [_ev(cfg.path, f"rdma_dynamic_routing_order: {plain(order)}")],
                                "SYS_MEM first stages every cross-root-port I/O through host memory (a DRAM bounce)",
                                "put GPU_MEM_NVLINKS/GPU_MEM before SYS_MEM" if st == Status.WARN else ""))
     stats = g("profile.cufile_stats")
@@ -330,7 +350,7 @@ def check_cufile_json(ctx: CheckContext) -> list[CheckResult]:
     level, logdir = g("logging.level"), g("logging.dir")
     out.append(CheckResult("cufile.logging", "cuFile logging", Status.INFO if logdir else Status.WARN,
                            f"level {level or 'ERROR'}, dir {logdir or 'unset: cufile.log lands in each process cwd'}",
-                           [_ev(cfg.path, f"logging: level={level}, dir={logdir}")], "",
+                           [_ev(cfg.path, f"logging: level={plain(level)}, dir={plain(logdir)}")], "",
                            "" if logdir else "set logging.dir (or CUFILE_LOGFILE_PATH) so logs land in one known place"))
     return out
 

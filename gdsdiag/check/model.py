@@ -15,10 +15,33 @@ class Status(str, Enum):
     INFO = "INFO"
 
 
+def plain(value) -> str:
+    """Evidence text a person reads (and JSON carries): never a Python repr such as None,
+    {'n': 1} or [('a', 'b')]. A missing value says so."""
+    if value is None:
+        return "(absent)"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_inner(v)}" for k, v in value.items()) or "(empty)"
+    if isinstance(value, (list, tuple, set)):
+        return "; ".join(plain(v) for v in value) or "(empty)"
+    return str(value)
+
+
+def _inner(value) -> str:
+    return f"({plain(value)})" if isinstance(value, (dict, list, tuple, set)) and value else plain(value)
+
+
 @dataclass
 class Evidence:
     source: str          # file (or command) read
-    value: str           # what it said
+    value: str           # what it said (anything else given is turned into text by plain())
+
+    def __post_init__(self):
+        self.value = plain(self.value)
 
     def to_json(self) -> dict:
         return {"source": self.source, "value": self.value}

@@ -1,9 +1,10 @@
 """Run the checks, decide which routes the node can take, and reduce everything to an exit code."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
-from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN
+from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN, GdsdiagError
 from .checks import NODE_CHECKS
 from .context import CheckContext
 from .model import CheckResult, NodeVerdict, PathVerdict, Route, Status
@@ -88,10 +89,19 @@ def run(ctx: CheckContext, paths: list[str] = (), gdscheck_text: str | None = No
                 r.summary += f" (not needed: {', '.join(x.value for x in direct)} route available)"
     report = CheckReport(results, verdict, source=ctx.fs.root)
     for p in paths:
+        if ctx.live and not os.path.isdir(p):
+            # bad input, not a finding about the node: one line with cause and fix, exit 3
+            why = "does not exist" if not os.path.lexists(p) else "is not a directory"
+            raise GdsdiagError(f"--path {p} {why}", "pass an existing directory on the storage to test")
+    for p in paths:
         pv, pres = analyse_path(ctx, p, verdict.routes)
         report.paths.append(pv)
         report.results += pres
     if gdscheck_text is not None:
         from ..importers.gdscheck import compare, parse
-        report.gdscheck = compare(parse(gdscheck_text), report)
+        g = parse(gdscheck_text)
+        if not g.recognised:
+            raise GdsdiagError("the --gdscheck file is not 'gdscheck -p' output (no GDS release, driver, GPU or "
+                               "platform line found)", "pass the unchanged output of '/usr/local/cuda/gds/tools/gdscheck -p'")
+        report.gdscheck = compare(g, report)
     return report

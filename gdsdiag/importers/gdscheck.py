@@ -35,6 +35,12 @@ class GdsCheck:
     verification: str | None = None       # succeeded | failed | None (truncated)
     errors: list[str] = field(default_factory=list)
 
+    @property
+    def recognised(self) -> bool:
+        """Did the text carry anything only gdscheck prints? (Any other text parses to nothing.)"""
+        return bool(self.release or self.nvfs_version or self.nvfs_min_version or self.gpus or self.drivers
+                    or self.config or self.verification or self.driver_status or self.platform)
+
 
 # lines that carry one value each, in every gdscheck format
 _ONE_VALUE_LINES = fields(

@@ -35,8 +35,10 @@ def render(console: Console, report, verbose: bool = False) -> None:
         console.print(f"  - {reason}", markup=False)
     for p in report.paths:
         pstyle = {"NVFS": "green", "P2PDMA": "green", "COMPAT": "yellow", "NONE": "red"}[p.route.value]
+        where = ", ".join(p.devices) or p.mount_point
+        on = f"  ({p.fstype} on {where})" if p.fstype and where else f"  ({p.fstype})" if p.fstype else ""
         console.print(Text(f"{p.path}: ", style="bold") + Text(f"cuFile I/O would take {p.route.value}", style=f"bold {pstyle}")
-                      + Text(f"  ({p.fstype} on {', '.join(p.devices) or p.mount_point})"))
+                      + Text(on))
         for reason in p.reasons:
             console.print(f"  - {reason}", markup=False)
     if report.gdscheck is not None:
