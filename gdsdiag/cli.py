@@ -40,10 +40,11 @@ def cli() -> None:
               help="NUMA node per host bridge for lspci imports, e.g. 0000:00=0,0000:80=1 or 0000:00-7f=0.")
 @click.option("--cross-check", is_flag=True, help="Compare our labels with 'nvidia-smi topo -m'.")
 @click.option("--nvidia-smi", "smi_file", metavar="FILE", help="A saved 'nvidia-smi topo -m' output (implies --cross-check).")
-@click.option("--tree", "only_tree", is_flag=True, help="Show only the tree.")
-@click.option("--matrix", "only_matrix", is_flag=True, help="Show only the pair matrix.")
+@click.option("--tree", "only_tree", is_flag=True, help="Show the tree (with --matrix/--findings: those parts only).")
+@click.option("--matrix", "only_matrix", is_flag=True, help="Show the pair matrix (with --tree/--findings: those parts only).")
+@click.option("--findings", "only_findings", is_flag=True, help="Show the findings (shown by default only when no part is selected).")
 @click.option("--json", "as_json", is_flag=True, help="Write the JSON document (schema gdsdiag.topology/1).")
-def topology(root, snapshot, lspci_files, numa_map, cross_check, smi_file, only_tree, only_matrix, as_json):
+def topology(root, snapshot, lspci_files, numa_map, cross_check, smi_file, only_tree, only_matrix, only_findings, as_json):
     """The PCIe graph between GPUs, NVMe and NICs, and whether P2P DMA can work on each pair."""
     from .topology.findings import find
     from .topology.pairs import analyse_all
@@ -65,24 +66,38 @@ def topology(root, snapshot, lspci_files, numa_map, cross_check, smi_file, only_
             elif root == "/":
                 from .platform.udev_names import enrich
                 topo.problems += [n for n in enrich(topo) if "differs" in n]
+        smi_text = smi_source = None
+        if cross_check or smi_file:
+            from .importers.nvidia_smi import read_smi_text
+            smi_text = read_smi_text(smi_file)
+            smi_source = f"nvidia-smi topo -m text ({smi_file or 'run now'})"
+            if topo.nvlink is None:       # the text is the only NVLink source there is
+                from .topology.load import attach_smi_text
+                attach_smi_text(topo, smi_text, smi_source)
         pairs = analyse_all(topo)
         findings = find(topo, pairs)
+        from .topology.routing import dynamic_routing
+        routing = dynamic_routing(topo, pairs)
         cc = None
-        if cross_check or smi_file:
-            from .importers.nvidia_smi import cross_check as run_cross_check, read_smi_text
-            cc = run_cross_check(topo, pairs, read_smi_text(smi_file))
+        if smi_text is not None:
+            from .importers.nvidia_smi import cross_check as run_cross_check
+            cc = run_cross_check(topo, pairs, smi_text, smi_source)
         if as_json:
             from .render.topology_json import document
-            _emit_json(document(topo, pairs, findings, cc))
+            _emit_json(document(topo, pairs, findings, cc, routing))
         else:
             from rich.console import Console
             from .render.topology_text import render
             console = Console()
-            render(console, topo, pairs, findings, show_tree=not only_matrix, show_matrix=not only_tree)
+            if not console.is_terminal:
+                console = Console(width=400)   # a pipe or a log: tables keep their columns, nothing wraps
+            picked = only_tree or only_matrix or only_findings
+            render(console, topo, pairs, findings, show_tree=only_tree or not picked,
+                   show_matrix=only_matrix or not picked, show_findings=only_findings or not picked, routing=routing)
             if cc is not None:
                 from .importers.nvidia_smi import render_cross_check
                 render_cross_check(console, cc)
-        disagreements = sum(1 for c in cc or [] if not c["agree"])
+        disagreements = sum(1 for c in cc or [] if c["agree"] is False)
         sys.exit(_exit_for(findings, disagreements))
     except GdsdiagError as e:
         click.echo(e.line(), err=True)

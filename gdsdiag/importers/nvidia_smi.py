@@ -25,7 +25,9 @@ class SmiMatrix:
     columns: list[str]
     cells: dict[tuple[str, str], str] = field(default_factory=dict)
     cpu_affinity: dict[str, str] = field(default_factory=dict)
-    numa: dict[str, int | None] = field(default_factory=dict)
+    numa: dict[str, int | None] = field(default_factory=dict)          # the CPU node (first listed)
+    numa_affinity: dict[str, list[int]] = field(default_factory=dict)  # every node listed: '0,3-9,11-17'
+    gpu_numa_id: dict[str, int | None] = field(default_factory=dict)   # the node that is the GPU's memory
     nic_legend: dict[str, str] = field(default_factory=dict)
 
     def device_name(self, col: str) -> str:
@@ -53,11 +55,19 @@ def parse(text: str) -> SmiMatrix:
             break
         for col, val in zip(devs, cells[:len(devs)]):
             m.cells[(row, col)] = val
-        rest = cells[len(devs):]
-        if rest and "CPU Affinity" in aff:
-            m.cpu_affinity[row] = rest[0]
-        if len(rest) > 1 and "NUMA Affinity" in aff:
-            m.numa[row] = int(rest[1]) if rest[1].isdigit() else None
+        # Affinity cells in header order; empty cells vanish in split(), which keeps the order
+        # (a NIC row has none; 'N/A' stands in for an unknown one)
+        rest = dict(zip(aff, cells[len(devs):]))
+        if "CPU Affinity" in rest:
+            m.cpu_affinity[row] = rest["CPU Affinity"]
+        if "NUMA Affinity" in rest:
+            nodes = _nodelist(rest["NUMA Affinity"])
+            m.numa_affinity[row] = nodes
+            # Grace Hopper/Blackwell list the CPU node first, then memory-only nodes: '0,3-9,11-17'
+            m.numa[row] = nodes[0] if nodes else None
+        if "GPU NUMA ID" in rest:
+            v = rest["GPU NUMA ID"]
+            m.gpu_numa_id[row] = int(v) if v.isdigit() else None
     for ln in lines:
         mm = re.match(r"^\s*(NIC\d+):\s*(\S+)\s*$", ln)
         if mm:
@@ -65,6 +75,17 @@ def parse(text: str) -> SmiMatrix:
     if not m.cells:
         raise GdsdiagError("the nvidia-smi matrix has no rows", "pass the whole 'nvidia-smi topo -m' output")
     return m
+
+
+def _nodelist(text: str) -> list[int]:
+    """'0,3-9,11-17' -> [0, 3, 4, ..., 17]; 'N/A' -> []. Order kept: the first is the CPU node."""
+    out: list[int] = []
+    for part in text.split(","):
+        lo, sep, hi = part.strip().partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            return []
+        out.extend(range(int(lo), int(hi) + 1) if sep else [int(lo)])
+    return out
 
 
 def read_smi_text(path: str | None) -> str:
@@ -87,35 +108,42 @@ def read_smi_text(path: str | None) -> str:
     return out.stdout
 
 
-def _match_devices(topo: Topology, m: SmiMatrix) -> dict[str, object]:
-    """nvidia-smi column → our Device. GPUs by index label; NICs by legend name (mlx5_N or
-    netdev), else by order among RDMA-capable NICs (nvidia-smi lists Mellanox/NVIDIA NICs in
-    device order)."""
+def _match_devices(topo: Topology, m: SmiMatrix) -> tuple[dict[str, object], dict[str, str]]:
+    """(nvidia-smi column -> our Device, column -> how it was matched or why not). GPUs by index
+    label; NICs by name (the NIC Legend's mlx5_N or netdev, or the header's own name). Only when our
+    topology carries no NIC names at all (lspci text) are NICs matched by order among Mellanox
+    functions, and each such match says so."""
     ours: dict[str, object] = {}
+    how: dict[str, str] = {}
     gpus = {d.label: d for d in topo.by_role(Role.GPU)}
     nics = sorted(topo.by_role(Role.NIC), key=lambda d: d.bdf)
     by_name = {n: d for d in nics for n in d.names}
-    rdma = [d for d in nics if d.fn.vendor == 0x15B3 or any(n.startswith("mlx5") for n in d.names)]
+    mellanox = [d for d in nics if d.fn.vendor == 0x15B3]
     nic_cols = [c for c in m.columns if not c.startswith("GPU")]
+    nameless = not by_name
     for col in m.columns:
         if col.startswith("GPU"):
             if col in gpus:
-                ours[col] = gpus[col]
+                ours[col], how[col] = gpus[col], "GPU index"
+            else:
+                how[col] = f"no {col} in our topology"
             continue
         name = m.device_name(col)
         if name in by_name:
-            ours[col] = by_name[name]
+            ours[col], how[col] = by_name[name], f"name {name}"
+        elif nameless and len(mellanox) == len(nic_cols):
+            ours[col] = mellanox[nic_cols.index(col)]
+            how[col] = f"order among Mellanox functions (the input carries no NIC names; nvidia-smi calls it {name})"
         else:
-            i = nic_cols.index(col)
-            pool = rdma or nics
-            if i < len(pool) and len(pool) == len(nic_cols):
-                ours[col] = pool[i]
-    return ours
+            how[col] = f"no NIC named {name} in our topology"
+    return ours, how
 
 
-def cross_check(topo: Topology, pairs, text: str) -> list[dict]:
+def cross_check(topo: Topology, pairs, text: str, text_source: str | None = None) -> list[dict]:
+    """One entry per GPU-row cell: ``agree`` True/False when compared, None when not compared
+    (with the reason in ``note``): a cell not compared is never counted as agreeing."""
     m = parse(text)
-    ours = _match_devices(topo, m)
+    ours, how = _match_devices(topo, m)
     by_pair = {(p.a.bdf, p.b.bdf): p for p in pairs}
     out = []
     for (row, col), theirs in m.cells.items():
@@ -124,29 +152,52 @@ def cross_check(topo: Topology, pairs, text: str) -> list[dict]:
         a, b = ours.get(row), ours.get(col)
         entry = {"row": row, "column": col, "nvidia_smi": theirs}
         if a is None or b is None:
-            entry.update(gdsdiag=None, agree=False, note="device not found in our topology")
+            entry.update(gdsdiag=None, agree=None, note="not compared: " + (how[row] if a is None else how[col]))
+            out.append(entry)
+            continue
+        entry.update(a=a.bdf, b=b.bdf)
+        p = by_pair.get((a.bdf, b.bdf))
+        if p is None:
+            entry.update(gdsdiag=None, agree=None, note="not compared: gdsdiag analyses no such pair")
         elif theirs.startswith("NV"):
-            entry.update(gdsdiag=None, agree=True, note="NVLink: PCIe label not compared")
+            if p.nvlink is None:
+                why = topo.nvlink_note or "no NVLink data for this pair"
+                entry.update(gdsdiag=p.label, agree=None, note=f"not compared: NVLink cell, gdsdiag has no NVLink data ({why})")
+            elif text_source is not None and p.nvlink.source == text_source:
+                entry.update(gdsdiag=p.label, agree=None,
+                             note="not compared: gdsdiag's NVLink data is this same nvidia-smi text (no NVML, no other capture)")
+            else:
+                entry.update(gdsdiag=p.label, agree=p.label == theirs, note=f"NVLink from {p.nvlink.source}")
         else:
-            p = by_pair.get((a.bdf, b.bdf))
-            mine = p.smi.value if p else None
-            entry.update(gdsdiag=mine, agree=mine == theirs, a=a.bdf, b=b.bdf)
+            entry.update(gdsdiag=p.label, agree=p.label == theirs)
+        if "order among" in how.get(col, ""):
+            entry["note"] = (entry.get("note", "") + "; " if entry.get("note") else "") + "matched by " + how[col]
         out.append(entry)
     return out
 
 
+def summary(results: list[dict]) -> str:
+    agree = sum(1 for r in results if r["agree"] is True)
+    bad = sum(1 for r in results if r["agree"] is False)
+    skipped = sum(1 for r in results if r["agree"] is None)
+    parts = [f"{agree} agree", f"{bad} disagree"] + ([f"{skipped} not compared"] if skipped else [])
+    return f"cross-check with nvidia-smi, {len(results)} cells: " + ", ".join(parts)
+
+
 def render_cross_check(console, results: list[dict]) -> None:
     from rich.table import Table
-    bad = [r for r in results if not r["agree"]]
     if not results:
         console.print("cross-check: nvidia-smi lists no GPU pair or NIC to compare", style="yellow")
         return
-    if not bad:
-        console.print(f"cross-check: all {len(results)} cells agree with nvidia-smi", style="green")
+    shown = [r for r in results if r["agree"] is not True]
+    style = "red" if any(r["agree"] is False for r in results) else "yellow" if shown else "green"
+    if not shown:
+        console.print(summary(results), style=style)
         return
-    t = Table(title=f"cross-check: {len(bad)} of {len(results)} cells disagree with nvidia-smi")
-    for c in ("row", "column", "nvidia-smi", "gdsdiag", "note"):
-        t.add_column(c)
-    for r in bad:
-        t.add_row(r["row"], r["column"], r["nvidia_smi"], str(r.get("gdsdiag")), r.get("note", ""))
+    t = Table(title=summary(results), title_style=style)
+    for c in ("row", "column", "nvidia-smi", "gdsdiag", "result", "note"):
+        t.add_column(c, overflow="fold")
+    for r in shown:
+        t.add_row(r["row"], r["column"], r["nvidia_smi"], r.get("gdsdiag") or "-",
+                  "differs" if r["agree"] is False else "not compared", r.get("note", ""))
     console.print(t)

@@ -9,19 +9,23 @@ SCHEMA = "gdsdiag.topology/1"
 
 
 def document(topo: Topology, pairs: list[PairAnalysis], findings: list[Finding],
-             cross_check: list[dict] | None = None) -> dict:
+             cross_check: list[dict] | None = None, routing: list[dict] | None = None) -> dict:
     doc = {
         "schema": SCHEMA,
         "source": topo.source,
         "cpu": {"vendor": topo.cpu.vendor, "family": topo.cpu.family, "model": topo.cpu.model_name,
-                "numa_nodes": topo.cpu.numa_nodes},
+                "numa_nodes": topo.cpu.numa_nodes, "cpu_nodes": topo.cpu.cpu_nodes,
+                "memory_only_nodes": topo.cpu.memory_only_nodes,
+                "gpu_memory_nodes": {str(k): v for k, v in sorted(topo.cpu.gpu_memory_nodes.items())}},
         "iommu": {"mode": topo.iommu.mode, "units": topo.iommu.units, "cmdline": topo.iommu.cmdline,
                   "group_types": topo.iommu.group_types, "evidence": topo.iommu.evidence},
         "host_bridges": [{"id": h.id, "numa_node": h.numa_node,
                           "vendor": _hex(h.vendor, 4), "device": _hex(h.device, 4)}
                          for h in sorted(topo.host_bridges.values(), key=lambda h: h.id)],
         "devices": [_device(d) for d in sorted(topo.devices.values(), key=lambda d: d.bdf)],
+        "nvlink": topo.nvlink.to_json() if topo.nvlink is not None else {"source": None, "note": topo.nvlink_note},
         "pairs": [p.to_json() for p in pairs],
+        "dynamic_routing": routing if routing is not None else [],
         "findings": [f.to_json() for f in findings],
     }
     if cross_check is not None:
@@ -41,7 +45,8 @@ def _device(d) -> dict:
         "role": d.role.value, "label": d.label, "names": d.names, "model": d.model,
         "class": _hex(fn.class_code, 6), "vendor": _hex(fn.vendor, 4), "device": _hex(fn.device, 4),
         "subsystem_vendor": _hex(fn.subsystem_vendor, 4), "subsystem_device": _hex(fn.subsystem_device, 4),
-        "driver": fn.driver, "numa_node": fn.numa_node, "iommu_group": fn.iommu_group,
+        "driver": fn.driver, "numa_node": fn.numa_node, "numa_source": fn.numa_source,
+        "gpu_numa_node": fn.gpu_numa_node, "iommu_group": fn.iommu_group,
         "port_type": fn.port_type.value if fn.port_type else None, "switch": d.switch_id,
         "link": fn.link.to_json(),
         "acs": None if acs is None else {"control": acs.to_json(), "redirect": acs.redirects},

@@ -1,4 +1,10 @@
-"""Terminal rendering of a topology: tree, pair matrix, findings (rich)."""
+"""Terminal rendering of a topology: tree, pair matrix (laid out like ``nvidia-smi topo -m``),
+cuFile dynamic-routing notes, findings.
+
+Output is meant to be pasted into a support case: the matrix uses nvidia-smi's column names (GPU0…,
+NIC0…, plus NVMe0…) with a legend that maps each to its device, the legend is a list, and findings are
+printed as lines with ``soft_wrap`` so a fix is never broken inside by the renderer (a terminal wraps
+it visually; a pipe gets it whole)."""
 from __future__ import annotations
 
 from rich import box
@@ -12,19 +18,24 @@ from ..topology.model import Device, Role, Topology
 from ..topology.pairs import PairAnalysis, P2pVerdict
 
 _SHOWN = (Role.GPU, Role.NVME, Role.NIC, Role.NVSWITCH)
-_VERDICT_STYLE = {P2pVerdict.P2P: "green", P2pVerdict.VIA_HOST: "yellow", P2pVerdict.NO: "red",
-                  P2pVerdict.UNKNOWN: "dim"}
+_VERDICT_STYLE = {P2pVerdict.NVLINK: "green", P2pVerdict.P2P: "green", P2pVerdict.VIA_HOST: "yellow",
+                  P2pVerdict.NO: "red", P2pVerdict.UNKNOWN: "dim"}
 # A mark as well as a colour, so the verdict survives a pipe, a log file or a colour-blind reader.
-_VERDICT_MARK = {P2pVerdict.P2P: "", P2pVerdict.VIA_HOST: "~", P2pVerdict.NO: "!", P2pVerdict.UNKNOWN: "?"}
-MATRIX_LEGEND = ("cells: nvidia-smi level (PIX PXB PHB NODE SYS) + P2P verdict: "
-                 "no mark = P2P below a common bridge, ~ = via the root complex, ! = no P2P, ? = unknown; "
-                 "see --json 'reasons' or docs/topology.md")
-
-
-def _short(d: Device) -> str:
-    if d.label:
-        return d.label
-    return d.bdf[5:] if d.bdf.startswith("0000:") else d.bdf
+_VERDICT_MARK = {P2pVerdict.NVLINK: "", P2pVerdict.P2P: "", P2pVerdict.VIA_HOST: "~", P2pVerdict.NO: "!",
+                 P2pVerdict.UNKNOWN: "?"}
+LEGEND = [
+    "X    = Self",
+    "SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes",
+    "NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node",
+    "PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)",
+    "PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)",
+    "PIX  = Connection traversing at most a single PCIe bridge",
+    "NV#  = Connection traversing a bonded set of # NVLinks (GPU peer traffic goes over NVLink)",
+    "mark after a PCIe level: none = P2P below a common bridge, ~ = P2P through the root complex, "
+    "! = no P2P, ? = unknown (see --json 'reasons' or docs/topology.md)",
+]
+MATRIX_LEGEND = "Legend:\n" + "\n".join("  " + x for x in LEGEND)   # kept for callers of the old name
+_SEVERITY = {"fail": ("FAIL", "red"), "warn": ("WARN", "yellow"), "info": ("INFO", "cyan")}
 
 
 def _interesting(d: Device) -> bool:
@@ -58,6 +69,12 @@ def _node_text(topo: Topology, d: Device) -> Text:
     if d.fn.iommu_group is not None:
         gtype = topo.iommu.group_type_of(d.fn.iommu_group)
         t.append(f"  iommu {d.fn.iommu_group}" + (f" ({gtype})" if gtype else ""), style="dim")
+    if d.fn.gpu_numa_node is not None:
+        t.append(f"  memory = NUMA node {d.fn.gpu_numa_node}", style="magenta")
+    if d.role == Role.GPU and topo.nvlink is not None and d.bdf in topo.nvlink.gpus:
+        g = topo.nvlink.gpus[d.bdf]
+        t.append(f"  NVLink {g.links_active} active" + (f" ({g.to_nvswitch} to NVSwitch)" if g.to_nvswitch else "")
+                 + (f", {g.links_inactive} down" if g.links_inactive else ""), style="green" if not g.links_inactive else "yellow")
     others = [n for n in d.names if n != d.label]
     if others:
         t.append(f"  [{', '.join(others[:4])}]", style="magenta")
@@ -84,21 +101,57 @@ def _add(topo: Topology, parent: Tree, d: Device) -> None:
             _add(topo, branch, c)
 
 
-def matrix(topo: Topology, pairs: list[PairAnalysis], width: int = 200) -> list[Table]:
-    """The GPU rows × (GPU, NVMe, NIC) columns matrix, split into several tables of columns when
-    it would not fit ``width`` (a 16-NVMe node is wider than any terminal), rather than squeezing
-    every cell into an ellipsis."""
+def columns(topo: Topology) -> list[tuple[str, Device]]:
+    """(column name, device): GPUs by label, then NIC0… and NVMe0… in device order, as
+    nvidia-smi names its NIC columns."""
     gpus = sorted(topo.by_role(Role.GPU), key=Device.sort_key)
-    cols = gpus + sorted(topo.by_role(Role.NVME, Role.NIC), key=Device.sort_key)
+    nics = sorted(topo.by_role(Role.NIC), key=lambda d: d.bdf)
+    nvmes = sorted(topo.by_role(Role.NVME), key=lambda d: d.bdf)
+    return ([(g.label or g.bdf, g) for g in gpus] + [(f"NIC{i}", d) for i, d in enumerate(nics)]
+            + [(f"NVMe{i}", d) for i, d in enumerate(nvmes)])
+
+
+def _ranges(cpus: set[int]) -> str:
+    out, run = [], []
+    for c in sorted(cpus):
+        if run and c == run[-1] + 1:
+            run.append(c)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [c]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+def affinity(topo: Topology, d: Device) -> tuple[str, str, str | None]:
+    """(CPU affinity, NUMA affinity, GPU NUMA ID) as nvidia-smi prints them."""
+    numa = topo.numa_of(d)
+    cpus = topo.cpu.node_cpus.get(numa) if numa is not None else None
+    gpu_node = d.fn.gpu_numa_node
+    return (_ranges(cpus) if cpus else "?" if numa is None else "-", str(numa) if numa is not None else "?",
+            str(gpu_node) if gpu_node is not None else None)
+
+
+def matrix(topo: Topology, pairs: list[PairAnalysis], width: int = 200) -> list[Table]:
+    """GPU rows × (GPU, NIC, NVMe) columns plus CPU/NUMA affinity, split into several tables of
+    columns when it would not fit ``width`` (a 16-NVMe node is wider than any terminal) rather than
+    squeezing every cell into an ellipsis."""
+    cols = columns(topo)
+    gpus = [d for _, d in cols if d.role == Role.GPU]
     idx = {(p.a.bdf, p.b.bdf): p for p in pairs}
-    head_w = max([len(_short(g)) for g in gpus] + [3])
-    widths = [max(len(_short(c)), 5) + 2 for c in cols]   # text + right padding + rich's slack
+    aff = {g.bdf: affinity(topo, g) for g in gpus}
+    gpu_numa = any(a[2] is not None for a in aff.values())
+    head_w = max([len(n) for n, d in cols if d.role == Role.GPU] + [4])
+    aff_w = max([len(a[0]) for a in aff.values()] + [12]) + 2 + 15 + (13 if gpu_numa else 0)
+    widths = [max(len(n), 5) + 2 for n, _ in cols]
     chunks: list[list[int]] = [[]]
-    used = head_w + 2 + 6
+    used = head_w + 2 + aff_w
     for i, w in enumerate(widths):
         if chunks[-1] and used + w > width:
             chunks.append([])
-            used = head_w + 2 + 6
+            used = head_w + 2 + aff_w
         chunks[-1].append(i)
         used += w
     tables = []
@@ -107,47 +160,79 @@ def matrix(topo: Topology, pairs: list[PairAnalysis], width: int = 200) -> list[
         t = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False)
         t.add_column("", no_wrap=True, min_width=head_w)
         for i in chunk:
-            t.add_column(_short(cols[i]), no_wrap=True, min_width=widths[i] - 2)
-        t.add_column("NUMA", no_wrap=True, min_width=4)
+            t.add_column(cols[i][0], no_wrap=True, min_width=widths[i] - 2)
+        t.add_column("CPU Affinity", no_wrap=True)
+        t.add_column("NUMA Affinity", no_wrap=True)
+        if gpu_numa:
+            t.add_column("GPU NUMA ID", no_wrap=True)
         for g in gpus:
-            row = [Text(_short(g), style="bold")]
+            row = [Text(g.label or g.bdf, style="bold")]
             for i in chunk:
-                c = cols[i]
+                c = cols[i][1]
                 p = idx.get((g.bdf, c.bdf))
                 if c is g:
                     row.append(Text(" X"))
                 elif p is None:
                     row.append(Text("-"))
                 else:
-                    row.append(Text(p.smi.value + _VERDICT_MARK[p.verdict], style=_VERDICT_STYLE[p.verdict]))
-            numa = topo.numa_of(g)
-            row.append(str(numa) if numa is not None else "?")
+                    mark = "" if p.nvlink else _VERDICT_MARK[p.verdict]
+                    row.append(Text(p.label + mark, style=_VERDICT_STYLE[p.verdict]))
+            cpu, numa, gnode = aff[g.bdf]
+            row += [cpu, numa] + ([gnode or "N/A"] if gpu_numa else [])
             t.add_row(*row)
         tables.append(t)
     return tables
 
 
-def findings_table(findings: list[Finding]) -> Table:
-    t = Table(title="findings", show_lines=True)
-    for col in ("severity", "finding", "evidence", "fix"):
-        t.add_column(col, overflow="fold")
-    style = {"fail": "red", "warn": "yellow", "info": "cyan"}
+def device_legend(topo: Topology) -> list[str]:
+    out = []
+    for name, d in columns(topo):
+        if d.role == Role.GPU:
+            continue
+        label = d.label if d.label and d.label != name else None
+        out.append(f"{name}: {label + ' ' if label else ''}({d.bdf})" + (f" {d.model}" if d.model else ""))
+    return out
+
+
+def _print_list(console: Console, title: str, lines: list[str]) -> None:
+    console.print(Text(title, style="bold"))
+    for ln in lines:
+        console.print("  " + ln, markup=False, highlight=False, soft_wrap=True)
+
+
+def findings_list(console: Console, findings: list[Finding]) -> None:
+    console.print(Text(f"findings ({len(findings)})", style="bold"))
     for f in findings:
-        t.add_row(Text(f.severity, style=style.get(f.severity, "")), f.title, f.evidence, f.fix)
-    return t
+        word, style = _SEVERITY.get(f.severity, (f.severity.upper(), ""))
+        console.print(Text(f"  {word} ", style=f"bold {style}") + Text(f"{f.id}: {f.title}"), soft_wrap=True)
+        console.print(f"       evidence: {f.evidence}", markup=False, highlight=False, soft_wrap=True, style="dim")
+        console.print(f"       fix: {f.fix}", markup=False, highlight=False, soft_wrap=True)
 
 
-def render(console: Console, topo: Topology, pairs, findings, show_tree=True, show_matrix=True) -> None:
+def render(console: Console, topo: Topology, pairs, findings, show_tree=True, show_matrix=True,
+           show_findings=True, routing: list[dict] | None = None) -> None:
     if show_tree:
         console.print(tree(topo))
     if show_matrix:
         if topo.by_role(Role.GPU):
             for t in matrix(topo, pairs, console.width):
                 console.print(t)
-            console.print(MATRIX_LEGEND, style="dim")
+            legend = device_legend(topo)
+            if legend:
+                _print_list(console, "Devices:", legend)
+            _print_list(console, "Legend:", LEGEND)
+            if topo.nvlink is None or not topo.nvlink.pairs:
+                why = topo.nvlink_note or (f"{topo.nvlink.source}: no NVLink between GPUs" if topo.nvlink else "")
+                if len(topo.by_role(Role.GPU)) > 1 and why:
+                    _print_list(console, "NVLink:", [why])
+            if routing:
+                from ..topology.routing import describe
+                _print_list(console, "cuFile dynamic routing (cufile.json rdma_dynamic_routing):",
+                            [describe(e) for e in routing])
         else:
             console.print("no NVIDIA GPU found: no pair matrix", style="yellow")
-    if findings:
-        console.print(findings_table(findings))
-    else:
-        console.print("no findings", style="green")
+    if show_findings:
+        if findings:
+            findings_list(console, findings)
+        else:
+            console.print("no findings", style="green")

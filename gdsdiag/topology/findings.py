@@ -64,7 +64,8 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
                 f"{gpu.display()} shares no PCIe switch with any NVMe or NIC (best: {best.smi.value} to {best.b.display()})",
                 "pair matrix", "for GDS P2P at full rate put the GPU and its storage/NIC under one switch; "
                 "across root ports traffic is bounded by the root complex"))
-    not_supported = [p for p in pairs if p.p2pdma == P2pDmaMap.NOT_SUPPORTED]
+    # GPU pairs joined by NVLink do not use PCI P2PDMA between them: no warning for those
+    not_supported = [p for p in pairs if p.p2pdma == P2pDmaMap.NOT_SUPPORTED and p.nvlink is None]
     if not_supported:
         out.append(Finding(
             "p2pdma-not-supported", "warn",

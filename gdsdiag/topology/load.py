@@ -31,4 +31,41 @@ def from_root(root: str = "/") -> Topology:
     topo.problems += [p for p in fs.problems if p not in denied]
     if denied:
         topo.problems.append(f"{len(denied)} config files unreadable (permission denied)")
+    attach_nvlink(topo, fs)
     return topo
+
+
+# Where a snapshot keeps the 'nvidia-smi topo -m' it captured (the support bundle's file).
+SNAPSHOT_SMI_TOPO = ("/gdsdiag/nvidia-smi-topo-m.txt", "/gdsdiag/nvidia-smi/topo-m.txt")
+
+
+def attach_nvlink(topo: Topology, fs: FsRoot) -> None:
+    """NVLink per GPU pair: NVML on a live node, the captured nvidia-smi text in a snapshot."""
+    from ..topology.model import Role
+    if not topo.by_role(Role.GPU):
+        return
+    if fs.is_live:
+        from ..platform.nvlink_nvml import read_nvml
+        info, why = read_nvml()
+        topo.nvlink = info
+        topo.nvlink_note = why
+        return
+    for path in SNAPSHOT_SMI_TOPO:
+        text = fs.read_text(path)
+        if text:
+            attach_smi_text(topo, text, f"nvidia-smi topo -m in the snapshot ({path})")
+            return
+    topo.nvlink_note = "no NVLink source in this tree (NVML is live-only; no captured nvidia-smi topo -m)"
+
+
+def attach_smi_text(topo: Topology, text: str, source: str) -> None:
+    from ..errors import GdsdiagError
+    from ..importers.nvidia_smi import parse
+    from .nvlink import NvLinkInfo, from_smi_matrix
+    try:
+        m = parse(text)
+    except GdsdiagError as e:
+        topo.nvlink_note = f"{source}: {e.cause}"
+        return
+    topo.nvlink = from_smi_matrix(topo, m, source) or NvLinkInfo(source=source)
+    topo.nvlink_note = ""

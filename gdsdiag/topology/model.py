@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from .config_space import AcsControl, ConfigSpace, PortType, gen_of, lane_gbytes_per_s
+from .nvlink import NvLinkInfo  # noqa: F401  (the Topology field's type)
 
 NVIDIA = 0x10DE
 
@@ -244,6 +245,8 @@ class Topology:
     cpu: CpuInfo
     source: str
     problems: list[str] = field(default_factory=list)
+    nvlink: "NvLinkInfo | None" = None     # topology.nvlink; None: no NVLink source was available
+    nvlink_note: str = ""                  # why there is no NVLink data (shown, never silent)
 
     def by_role(self, *roles: Role) -> list[Device]:
         return [d for d in self.devices.values() if d.role in roles]

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from .model import Device, Link, Role, Topology
+from .nvlink import NvLinkPair
 
 
 class SmiLevel(str, Enum):
@@ -44,6 +45,7 @@ class P2pDmaMap(str, Enum):
 
 
 class P2pVerdict(str, Enum):
+    NVLINK = "P2P_NVLINK"        # GPU peers joined by NVLink (directly or through NVSwitch): PCIe not used
     P2P = "P2P"                  # peer traffic stays below a common switch / bridge
     VIA_HOST = "P2P_VIA_HOST"    # P2P possible but routed through the root complex
     NO = "NO_P2P"
@@ -88,11 +90,18 @@ class PairAnalysis:
     p2pdma: P2pDmaMap
     verdict: P2pVerdict
     reasons: list[str] = field(default_factory=list)
+    nvlink: "NvLinkPair | None" = None
+
+    @property
+    def label(self) -> str:
+        """What nvidia-smi topo -m prints for the pair: NV# over NVLink, else the PCIe level."""
+        return self.nvlink.label if self.nvlink else self.smi.value
 
     def to_json(self) -> dict:
         return {
             "a": self.a.bdf, "a_label": self.a.label, "b": self.b.bdf, "b_label": self.b.label,
-            "b_role": self.b.role.value, "nvidia_smi": self.smi.value, "nccl": self.nccl.value,
+            "b_role": self.b.role.value, "nvidia_smi": self.label, "pcie": self.smi.value, "nccl": self.nccl.value,
+            "nvlink": self.nvlink.to_json() if self.nvlink else None,
             "path": self.path,
             "narrowest_link": self.narrowest.to_json() if self.narrowest else None,
             "below_max_links": [h.to_json() for h in self.hops if h.downtrained],
@@ -208,9 +217,18 @@ def analyse_pair(topo: Topology, a: Device, b: Device) -> PairAnalysis:
 
     p2pdma = _p2pdma_map(topo, a, b, common, redirect, unknown, reasons)
     verdict = _verdict(topo, a, b, smi, p2pdma, redirect, unknown, reasons)
+    nv = topo.nvlink.between(a.bdf, b.bdf) if topo.nvlink is not None else None
+    if nv is not None and nv.p2p_ok is not False:
+        # CUDA peer copies between these GPUs take NVLink; the PCIe verdict above stays in the
+        # reasons (it still decides a storage or NIC path through either GPU).
+        reasons.insert(0, f"{nv.label}: {nv.links} NVLink(s){' through NVSwitch' if nv.via_nvswitch else ''} "
+                          f"({nv.source}); GPU peer traffic does not use the PCIe path ({smi.value}, {verdict.value})")
+        verdict = P2pVerdict.NVLINK
+    elif nv is not None:
+        reasons.append(f"{nv.label} present but NVML reports P2P over NVLink not OK")
     return PairAnalysis(a=a, b=b, smi=smi, nccl=nccl, path=path, hops=hops, narrowest=narrowest,
                         acs_redirect_bridges=redirect, acs_unknown_bridges=unknown,
-                        p2pdma=p2pdma, verdict=verdict, reasons=reasons)
+                        p2pdma=p2pdma, verdict=verdict, reasons=reasons, nvlink=nv)
 
 
 def host_bridge_allows(topo: Topology, hb_a: str, hb_b: str) -> bool | None:

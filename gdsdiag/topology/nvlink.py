@@ -1,0 +1,89 @@
+"""NVLink and NVSwitch in the model: per GPU pair the number of links and their state, labelled
+``NV#`` as ``nvidia-smi topo -m`` labels it ("a bonded set of # NVLinks").
+
+Sources, best first (each reader fills the same ``NvLinkInfo``):
+- NVML through nvidia-ml-py on a live node (gdsdiag/platform/nvlink_nvml.py): per link its state,
+  the remote end's type (GPU, NVSwitch, IBM NPU) and PCI address, and the driver's P2P-over-NVLink
+  status per pair.
+- ``nvidia-smi topo -m`` text: a saved one (``--nvidia-smi FILE``) or one in a snapshot; gives the
+  ``NV#`` cell per GPU pair and nothing about state (a cell exists only for trained links).
+The driver exposes no NVLink state in sysfs or /proc/driver/nvidia (checked on the GPU machine,
+docs/topology.md), so a plain sysfs capture has none.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class NvLinkPair:
+    a: str                         # GPU bdf
+    b: str                         # GPU bdf
+    links: int                     # nvidia-smi's #: links between them (or via NVSwitch: the fewer of both sides)
+    via_nvswitch: bool = False
+    p2p_ok: bool | None = None     # NVML P2P status over NVLink; None when not asked (text sources)
+    source: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"NV{self.links}"
+
+    def to_json(self) -> dict:
+        return {"links": self.links, "label": self.label, "via_nvswitch": self.via_nvswitch,
+                "p2p_ok": self.p2p_ok, "source": self.source}
+
+
+@dataclass
+class NvLinkGpu:
+    bdf: str
+    links_active: int = 0
+    links_inactive: int = 0
+    to_nvswitch: int = 0
+    remote_types: dict[str, int] = field(default_factory=dict)   # gpu / nvswitch / ibmnpu / unknown -> count
+    version: int | None = None
+
+    def to_json(self) -> dict:
+        return {"bdf": self.bdf, "links_active": self.links_active, "links_inactive": self.links_inactive,
+                "to_nvswitch": self.to_nvswitch, "remote_types": self.remote_types, "version": self.version}
+
+
+@dataclass
+class NvLinkInfo:
+    source: str                                   # "nvml", "nvidia-smi topo -m text (FILE)", ...
+    pairs: dict[frozenset, NvLinkPair] = field(default_factory=dict)
+    gpus: dict[str, NvLinkGpu] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def between(self, a: str, b: str) -> NvLinkPair | None:
+        return self.pairs.get(frozenset((a, b)))
+
+    def add(self, pair: NvLinkPair) -> None:
+        self.pairs[frozenset((pair.a, pair.b))] = pair
+
+    def to_json(self) -> dict:
+        return {"source": self.source,
+                "pairs": [{"a": p.a, "b": p.b, **p.to_json()} for p in sorted(self.pairs.values(), key=lambda p: (p.a, p.b))],
+                "gpus": [g.to_json() for g in sorted(self.gpus.values(), key=lambda g: g.bdf)],
+                "problems": self.problems}
+
+
+def from_smi_matrix(topo, matrix, source: str) -> NvLinkInfo | None:
+    """NV# cells of a parsed ``nvidia-smi topo -m`` (importers.nvidia_smi.SmiMatrix), placed on our
+    GPUs by their index label (GPU0 ... as nvidia-smi numbers them). None when the text has no NV#."""
+    from .model import Role
+    gpus = {d.label: d for d in topo.by_role(Role.GPU)}
+    info = NvLinkInfo(source=source)
+    for (row, col), cell in matrix.cells.items():
+        if not (row.startswith("GPU") and col.startswith("GPU") and cell.startswith("NV")):
+            continue
+        try:
+            n = int(cell[2:])
+        except ValueError:
+            info.problems.append(f"nvidia-smi cell {row}/{col} '{cell}' is not NV<number>")
+            continue
+        a, b = gpus.get(row), gpus.get(col)
+        if a is None or b is None:
+            info.problems.append(f"nvidia-smi {row}/{col} {cell}: no {row if a is None else col} in this topology")
+            continue
+        info.add(NvLinkPair(a.bdf, b.bdf, n, source=source))
+    return info if info.pairs or info.problems else None
