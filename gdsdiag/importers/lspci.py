@@ -63,8 +63,11 @@ def _width(text: str) -> int | None:
 
 
 def _vendor_from_name(name: str) -> int | None:
+    # case-insensitive: pci.ids spelled NVIDIA "nVidia Corporation" for years and old lspci
+    # builds still print it
+    low = name.lower()[:40]
     for k, v in VENDOR_NAMES.items():
-        if name.startswith(k) or k in name[:40]:
+        if k.lower() in low:
             return v
     return None
 
@@ -213,7 +216,7 @@ def _role_class_from_name(name: str | None) -> tuple[int | None, int | None]:
         if not any(k in low for k in ("audio", "usb", "ucsi", "bridge", "serial")):
             return 0x030200, vendor
         return 0x040300 if "audio" in low else 0x0C0000, vendor
-    if ("nvme" in low or "non-volatile" in low) and "raid" not in low:
+    if ("nvme" in low or "non-volatile" in low or "pcie data center ssd" in low) and "raid" not in low:
         # 'HighPoint SSD7540 ... NVMe RAID Controller' is the carrier's RAID function, not an NVMe controller
         return 0x010802, vendor
     if vendor == 0x15B3 or "connectx" in low or "ethernet" in low or "infiniband" in low:
@@ -239,21 +242,28 @@ def load_lspci(paths, numa_spec: str | None = None) -> Topology:
     tree_fns: list[PciFunction] = []
     details: dict[str, PciFunction] = {}
     problems: list[str] = []
+    greps: list[tuple[str, list[AcsControl | None]]] = []
     for p in paths:
         try:
             with open(p, encoding="utf-8", errors="replace") as f:
                 text = f.read()
         except OSError as e:
             raise GdsdiagError(f"cannot read {p}: {e.strerror}", "check the path") from None
+        tree = []
         if TREE_ROOT_RE.search(text) and re.search(r"^[ \-+\\|]*[+\\-]-\[", text, re.M):
-            tree_fns += parse_tree(text)
+            tree = parse_tree(text)
+            tree_fns += tree
         blocks = parse_vvv(text)
         details.update(blocks)
-        if not blocks and not tree_fns and "ACSCtl:" in text:
-            problems.append(f"{p}: ACSCtl lines without device headers cannot be attributed to bridges")
+        if not blocks and not tree and "ACSCtl:" in text:
+            greps.append((p, acsctl_lines(text)))
     if not tree_fns and not details:
         raise GdsdiagError("no lspci tree or device blocks found", "send 'lspci -tv' and 'sudo lspci -vvvxxxx' output")
+    if tree_fns and not any(f.name for f in tree_fns) and not details:
+        problems.append("lspci -t without -v: the tree names no device, so no GPU, NVMe or NIC can be recognised "
+                        "(send 'lspci -tv', or add plain 'lspci' output for the names)")
     functions = _merge(tree_fns, details)
+    problems += _apply_acs_grep(functions, greps)
     numa = _parse_numa_map(numa_spec)
     host_bridges: dict[str, HostBridge] = {}
     for fn in functions:
@@ -270,8 +280,32 @@ def load_lspci(paths, numa_spec: str | None = None) -> Topology:
                 hb.vendor_name = fn.name
     topo = build(functions, host_bridges, IommuInfo(mode="unknown", evidence=["lspci text carries no IOMMU state"]),
                  CpuInfo(), source=", ".join(paths))
+    topo.origin = "lspci"
     topo.problems += problems
     return topo
+
+
+def _apply_acs_grep(functions: list[PciFunction], greps) -> list[str]:
+    """'lspci -vvv | grep ACSCtl' names no device, but it lists every ACS-capable function (lspci
+    prints ACSCtl only as root, so the list is complete). When every line is the same setting, every
+    bridge either has ACS set that way or has no ACS: for P2P the redirect question is answered.
+    Otherwise the lines cannot be attributed, and that is said."""
+    out: list[str] = []
+    for path, lines in greps:
+        parsed = [a for a in lines if a is not None]
+        bridges = [f for f in functions if f.secondary_bus is not None or (f.class_code or 0) >> 8 == 0x0604]
+        unknown = [f for f in bridges if f.acs_text is None and not f.acs_absent and not (f.config and f.config.has_acs is not None)]
+        if parsed and len(parsed) == len(lines) and len({a.flags() for a in parsed}) == 1:
+            for f in unknown:
+                f.acs_text = parsed[0]
+            out.append(f"{path}: all {len(parsed)} ACSCtl lines read '{parsed[0].flags()}'; applied to the "
+                       f"{len(unknown)} bridges whose ACS was unknown (a bridge without ACS behaves the same for P2P)")
+        else:
+            redirect = sum(1 for a in parsed if a.redirects)
+            out.append(f"{path}: {len(lines)} ACSCtl lines without device addresses and not all alike "
+                       f"({redirect} with redirect); they cannot be attributed to bridges — send the full "
+                       "'sudo lspci -vvv' instead of the grep")
+    return out
 
 
 def _merge(tree_fns: list[PciFunction], details: dict[str, PciFunction]) -> list[PciFunction]:

@@ -32,10 +32,19 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
             "GDS best-practices guide shows); P2P otherwise detours through the root complex"))
     unknown = sorted({b for p in pairs for b in p.acs_unknown_bridges})
     if unknown:
-        out.append(Finding(
-            "acs-unknown", "info", f"ACS state unknown on {len(unknown)} bridge(s)",
-            "config space beyond 64 bytes unreadable: " + ", ".join(unknown[:8]) + (" …" if len(unknown) > 8 else ""),
-            "run gdsdiag as root (or capture a snapshot as root) to read extended config space"))
+        listed = ", ".join(unknown[:8]) + (" …" if len(unknown) > 8 else "")
+        if topo.origin == "lspci":
+            # a text someone sent: running anything as root here does not help, the sender must
+            out.append(Finding(
+                "acs-unknown", "info", f"ACS state unknown on {len(unknown)} bridge(s)",
+                "the lspci text has no ACSCtl line for: " + listed,
+                "ask the sender for 'sudo lspci -vvv' (ACSCtl is printed only when lspci runs as root), or "
+                "'sudo lspci -vvv | grep ACSCtl' to pass with --lspci next to the tree"))
+        else:
+            out.append(Finding(
+                "acs-unknown", "info", f"ACS state unknown on {len(unknown)} bridge(s)",
+                "config space beyond 64 bytes unreadable: " + listed,
+                "run gdsdiag as root (or capture a snapshot as root) to read extended config space"))
     if topo.iommu.mode in ("translated", "mixed"):
         out.append(Finding(
             "iommu-translating", "fail", f"IOMMU is {topo.iommu.mode}: DMA goes through address translation",

@@ -245,7 +245,8 @@ def host_bridge_allows(topo: Topology, hb_a: str, hb_b: str) -> bool | None:
         # lspci imports carry no /proc/cpuinfo; an AMD host bridge implies an AMD CPU. Zen (0x17)
         # and later have PCIe host bridges with this layout; earlier AMD parts predate GPUDirect.
         return True
-    if any(h is None or h.vendor is None for h in bridges):
+    # an unknown device id (lspci -tv names the vendor but gives no id) is unknown, not "not listed"
+    if any(h is None or h.vendor is None or h.device is None for h in bridges):
         return None
     entries = [P2PDMA_HOST_WHITELIST.get((h.vendor, h.device)) for h in bridges]
     if any(e is None for e in entries):
