@@ -53,3 +53,11 @@ def test_host_bridge_without_device_id_is_unknown_not_refused():
     hb = topo.host_bridges["0000:00"]
     assert hb.vendor == 0x8086 and hb.device is None
     assert host_bridge_allows(topo, "0000:00", "0000:00") is None
+
+
+def test_tree_without_names_is_said_not_silent():
+    # 'lspci -t' without -v (a real report): before, 0 GPUs and no word about why
+    topo = lspci.load_lspci([corpus("lspci-tree", "club3090-2x5090-threadripper-lspci-t-no-names-excerpt.txt")])
+    assert len(topo.devices) > 40 and not topo.by_role(Role.GPU)
+    assert any("lspci -t without -v" in p for p in topo.problems)
+    assert any(f.id == "read-problem" and "lspci -t without -v" in f.title for f in find(topo, analyse_all(topo)))
