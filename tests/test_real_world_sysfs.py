@@ -95,3 +95,18 @@ def test_numa_from_local_cpus_and_gpu_memory_nodes(hwloc_trees):
     by = {(p.a.bdf, p.b.bdf): p for p in analyse_all(topo)}
     assert by[("0004:05:00.0", "0004:06:00.0")].smi == SmiLevel.NODE
     assert by[("0004:05:00.0", "0035:05:00.0")].smi == SmiLevel.SYS
+
+
+def test_matrix_shows_cpu_numa_and_gpu_numa_id_columns(hwloc_trees):
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "gdsdiag", "topology", "--root", hwloc_trees["nvidiagpunumanodes"], "--matrix"],
+                         capture_output=True, text=True).stdout
+    lines = out.splitlines()
+    head = next(ln for ln in lines if "GPU NUMA ID" in ln)
+    assert head.split()[-7:] == ["CPU", "Affinity", "NUMA", "Affinity", "GPU", "NUMA", "ID"]
+    row0 = next(ln for ln in lines if ln.split()[:2] == ["GPU0", "X"]).split()
+    assert row0[-3:] == ["0-87", "0", "255"]          # node0's cpulist, node 0, memory node 255 (0004:05:00.0)
+    row5 = next(ln for ln in lines if ln.split()[:1] == ["GPU5"]).split()
+    assert row5[-3:] == ["88-175", "8", "250"]
+    assert "no NVLink source" in out
