@@ -17,6 +17,7 @@ class CheckReport:
     paths: list[PathVerdict] = field(default_factory=list)
     gdscheck: list[dict] | None = None
     source: str = "/"
+    problems: list[str] = field(default_factory=list)   # files the readers could not read, and why
 
     def exit_code(self) -> int:
         st = {r.status for r in self.results}
@@ -94,4 +95,5 @@ def run(ctx: CheckContext, paths: list[str] = (), gdscheck_text: str | None = No
     if gdscheck_text is not None:
         from ..importers.gdscheck import compare, parse
         report.gdscheck = compare(parse(gdscheck_text), report)
+    report.problems = list(dict.fromkeys(ctx.fs.problems))   # every reader used this one root
     return report
