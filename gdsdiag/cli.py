@@ -310,6 +310,10 @@ def snapshot(output, root, as_json):
                    + (" (run as root to include full config space)" if info["skipped"] else ""))
 
 
+from .commands import explain as _explain_cmd  # noqa: E402
+cli.add_command(_explain_cmd.explain)
+
+
 def main() -> None:
     try:
         cli.main(standalone_mode=False)

@@ -84,7 +84,7 @@ def _key(ln: Line, ex: catalog.Explanation) -> tuple:
     # process (fd, pointer, tid) are part of the text and would split groups, so mask them
     if ex.severity == "info":
         return ex.id, ln.kind, None, None, None      # informational lines fold into one entry each
-    msg = re.sub(r"\b(fd:? ?|ptr |tid=)\S+", r"\1#", ln.text)
+    msg = re.sub(r"\b(fd:? ?|ptr |tid=)-?(0x)?[0-9a-fA-F]+", r"\1#", ln.text)
     return ex.id, ln.kind, ln.level, ln.component, msg
 
 
@@ -107,7 +107,7 @@ def explain_texts(inputs: list[tuple[str, str]], kind: str | None = None) -> Rep
             key = _key(ln, ex)
             g = groups.get(key)
             if g is None:
-                g = groups[key] = Group(ex, ln.kind, key[-1] or ln.text, ln.level, ln.component)
+                g = groups[key] = Group(ex, ln.kind, ln.text, ln.level, ln.component)
             g.add(ln)
         files.append(fs)
     ordered = sorted(groups.values(), key=lambda g: (_SEV_ORDER[g.explanation.severity],
