@@ -312,6 +312,8 @@ def snapshot(output, root, as_json):
 
 from .commands import explain as _explain_cmd  # noqa: E402
 cli.add_command(_explain_cmd.explain)
+from .commands import diff as _diff_cmd  # noqa: E402
+cli.add_command(_diff_cmd.diff)
 
 
 def main() -> None:
