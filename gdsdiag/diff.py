@@ -54,7 +54,13 @@ class DiffResult:
 @contextmanager
 def open_root(spec: str):
     """The one place that turns an input into a root directory (the integrator may switch snapshot
-    opening to an archive-backed FsRoot here). Yields (root, form)."""
+    opening to an archive-backed FsRoot here). Yields (root, form). '-' is a snapshot on stdin
+    (ssh node7 cat snap.tar.gz | gdsdiag diff node3.tar.gz -)."""
+    if spec == "-":
+        with _stdin_file() as path:
+            with open_root(path) as (root, _):
+                yield root, "snapshot"
+        return
     if os.path.isdir(spec):
         yield os.path.abspath(spec), "root"
         return
@@ -66,6 +72,24 @@ def open_root(spec: str):
         yield tmp.name, "snapshot"
     finally:
         tmp.cleanup()
+
+
+MAX_STDIN = 256 << 20      # a snapshot is kilobytes to a few megabytes
+
+
+@contextmanager
+def _stdin_file():
+    import sys
+    import tempfile
+    data = sys.stdin.buffer.read(MAX_STDIN + 1)
+    if not data:
+        raise GdsdiagError("nothing on stdin for '-'", "pipe a snapshot archive into gdsdiag diff, or give a path")
+    if len(data) > MAX_STDIN:
+        raise GdsdiagError(f"stdin is over {MAX_STDIN >> 20} MiB", "give the snapshot as a file")
+    with tempfile.NamedTemporaryFile(prefix="gdsdiag-diff-", suffix=".tar.gz") as f:
+        f.write(data)
+        f.flush()
+        yield f.name
 
 
 def _scrub(value, root: str):

@@ -106,3 +106,14 @@ def test_bad_inputs_give_one_line_and_exit_3(tmp_path):
     assert r.returncode == 3 and "not a readable tar archive" in r.stderr
     with pytest.raises(GdsdiagError):
         diff(str(tmp_path / "nope"), H200)
+
+
+def test_snapshot_on_stdin(tree):
+    r = subprocess.run([sys.executable, "-m", "gdsdiag", "diff", "--json", tree, "-"], input=open(H200, "rb").read(),
+                       capture_output=True, cwd=os.path.dirname(HERE))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["same"] and doc["b"]["input"] == "-" and doc["b"]["form"] == "snapshot"
+    r = subprocess.run([sys.executable, "-m", "gdsdiag", "diff", tree, "-"], input=b"", capture_output=True,
+                       cwd=os.path.dirname(HERE))
+    assert r.returncode == 3 and b"nothing on stdin" in r.stderr

@@ -234,7 +234,7 @@ def test_cli_json_schema_and_exit_codes():
     assert r.returncode == 2, r.stderr
     doc = json.loads(r.stdout)
     assert doc["schema"] == "gdsdiag.explain/1" and doc["exit_code"] == 2
-    assert set(doc) == {"schema", "files", "messages", "unknown", "unknown_truncated", "counts", "exit_code"}
+    assert set(doc) == {"schema", "files", "messages", "unknown", "unknown_truncated", "gdsio_runs", "counts", "exit_code"}
     m = next(m for m in doc["messages"] if m["id"] == "udev-property-missing")
     assert set(m) >= {"severity", "title", "kind", "level", "component", "message", "count", "pids", "first", "last",
                       "meaning", "cause", "fix", "sources", "code", "fields"}
@@ -249,3 +249,15 @@ def test_cli_stdin_and_forced_kind():
     r = subprocess.run([sys.executable, "-m", "gdsdiag", "explain", "--kind", "dmesg", "-"], input=open(path).read(),
                        capture_output=True, text=True, cwd=os.path.dirname(HERE))
     assert r.returncode == 1 and "nvidia-fs was built without symbol versions" in r.stdout
+
+
+def test_gdsio_runs_are_parsed_one_per_result_line():
+    paths = sorted(glob.glob(os.path.join(HERE, "fixtures", "corpus", "gdsio", "*.txt")))
+    rep = explain_paths(paths)
+    n = sum(open(p).read().count("IoType:") for p in paths)
+    assert len(rep.gdsio_runs) == n == 36
+    kvm = [r for r in rep.gdsio_runs if "kvm-guest" in r["file"]]
+    assert kvm[0] == {**kvm[0], "io": "READ", "xfer": "GPUD", "io_size_kib": 256, "gib_per_s": 1.564272,
+                      "dataset_kib": 16117760, "file_kib": 10485760, "wrapped": True}
+    doc = json.loads(_run("--json", *paths).stdout)
+    assert len(doc["gdsio_runs"]) == 36

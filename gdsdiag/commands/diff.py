@@ -15,7 +15,7 @@ from ..errors import EXIT_OK, EXIT_TOOL_ERROR, EXIT_WARN, GdsdiagError
 @click.option("--json", "as_json", is_flag=True, help="Write the JSON document (schema gdsdiag.diff/1).")
 def diff(a, b, as_json):
     """What differs between two nodes: A and B are snapshots ('gdsdiag snapshot' archives) or root
-    directories ('/' is this node). Compares the check verdict and checks (drivers, versions,
+    directories ('/' is this node); '-' reads one snapshot from stdin. Compares the check verdict and checks (drivers, versions,
     modules), topology (devices, link speed/width, ACS, IOMMU, pairs, findings) and cufile.json.
 
     Exit code: 0 same, 1 different, 3 an input could not be read."""

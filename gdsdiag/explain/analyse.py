@@ -73,6 +73,7 @@ class Report:
     groups: list[Group]
     unknown: list[Line]
     unknown_that_matter: list[Line]
+    gdsio_runs: list[dict] = field(default_factory=list)     # every gdsio result line, parsed
 
     def worst(self) -> str | None:
         sev = {g.explanation.severity for g in self.groups}
@@ -88,9 +89,17 @@ def _key(ln: Line, ex: catalog.Explanation) -> tuple:
     return ex.id, ln.kind, ln.level, ln.component, msg
 
 
+def _run(ln: Line, f: dict) -> dict:
+    done, size = int(f["done"]), int(f["size"])
+    return {"file": ln.file, "line": ln.lineno, "io": f["io"], "xfer": f["xfer"], "threads": int(f["threads"]),
+            "io_size_kib": int(f["iosize"]), "dataset_kib": done, "file_kib": size, "gib_per_s": float(f["gibs"]),
+            "avg_latency_us": float(f["lat"]), "ops": int(f["ops"]), "seconds": float(f["secs"]),
+            "wrapped": done > size}      # timed (-T) runs go over the file size
+
+
 def explain_texts(inputs: list[tuple[str, str]], kind: str | None = None) -> Report:
     """``inputs`` is [(name, text)]; ``kind`` forces the input kind instead of detecting it."""
-    files, groups, unknown, unknown_matter = [], {}, [], []
+    files, groups, unknown, unknown_matter, runs = [], {}, [], [], []
     for name, text in inputs:
         k = kind or detect(text)
         lines, skipped = split(name, text, k or "unknown")
@@ -104,6 +113,8 @@ def explain_texts(inputs: list[tuple[str, str]], kind: str | None = None) -> Rep
                     unknown_matter.append(ln)
                 continue
             fs.explained += 1
+            if ex.id == "gdsio-result":
+                runs.append(_run(ln, ex.fields))
             key = _key(ln, ex)
             g = groups.get(key)
             if g is None:
@@ -113,7 +124,7 @@ def explain_texts(inputs: list[tuple[str, str]], kind: str | None = None) -> Rep
     ordered = sorted(groups.values(), key=lambda g: (_SEV_ORDER[g.explanation.severity],
                                                      g.files and files.index(next(f for f in files if f.path == g.files[0])),
                                                      g.first.sort_time or (), g.first.lineno))
-    return Report(files, ordered, unknown, unknown_matter)
+    return Report(files, ordered, unknown, unknown_matter, runs)
 
 
 def explain_paths(paths: list[str], kind: str | None = None) -> Report:

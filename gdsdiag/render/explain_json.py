@@ -38,6 +38,7 @@ def document(report) -> dict:
         "messages": [_group(g) for g in report.groups],
         "unknown": unknown,
         "unknown_truncated": len(report.unknown) > MAX_UNKNOWN,
+        "gdsio_runs": report.gdsio_runs,
         "counts": {**{s: sum(1 for g in report.groups if g.explanation.severity == s) for s in ("error", "warn", "info")},
                    "unknown": len(report.unknown), "unknown_that_matter": len(report.unknown_that_matter)},
         "exit_code": exit_code(report),

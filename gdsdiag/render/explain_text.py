@@ -52,6 +52,15 @@ def lines(report, verbose: bool = False) -> list[str]:
         for g in infos:
             out.append(f"  x{g.count:<4} {g.explanation.title}  e.g. \"{g.message[:100]}\"")
         out.append("")
+    if report.gdsio_runs:
+        out.append("gdsio runs (XferType is the transfer asked for: a GPUD run that fell back to compat mode still says GPUD):")
+        out.append(f"  {'where':<28} {'IoType':<10} {'XferType':<15} {'thr':>3} {'IOSize':>9} {'GiB/s':>9} {'lat us':>11}")
+        for r in report.gdsio_runs:
+            where = f"{r['file'].rsplit('/', 1)[-1][:22]}:{r['line']}"
+            size = f"{r['io_size_kib'] // 1024}M" if r["io_size_kib"] >= 1024 else f"{r['io_size_kib']}K"
+            out.append(f"  {where:<28} {r['io']:<10} {r['xfer']:<15} {r['threads']:>3} {size:>9} {r['gib_per_s']:>9.3f} "
+                       f"{r['avg_latency_us']:>11.1f}")
+        out.append("")
     if report.unknown:
         n_matter = len(report.unknown_that_matter)
         out.append(f"{len(report.unknown)} line(s) not in the known-messages table"
