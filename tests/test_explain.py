@@ -261,3 +261,11 @@ def test_gdsio_runs_are_parsed_one_per_result_line():
                       "dataset_kib": 16117760, "file_kib": 10485760, "wrapped": True}
     doc = json.loads(_run("--json", *paths).stdout)
     assert len(doc["gdsio_runs"]) == 36
+
+
+def test_trace_log_gds_path_lines_are_explained_and_other_trace_lines_do_not_matter():
+    rep = explain_paths([os.path.join(FIX, "gds-nvidia-fs-78-trace-gds-path.cufile.log")])
+    g = _ids(rep)["io-path-trace"]
+    assert g.count == 3                       # 'gds path taken', 'nvfs_io_submit', 'nvfs_io_submit_aligned'
+    assert rep.unknown and not rep.unknown_that_matter      # TRACE internals: counted, not alarming
+    assert rep.worst() == "info"
