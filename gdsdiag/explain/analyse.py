@@ -3,6 +3,7 @@ count, pids and first/last time, so a 1000-line cufile.log of twenty runs reads 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from dataclasses import dataclass, field
 
 from . import catalog
@@ -85,8 +86,15 @@ def _key(ln: Line, ex: catalog.Explanation) -> tuple:
     # process (fd, pointer, tid) are part of the text and would split groups, so mask them
     if ex.severity == "info":
         return ex.id, ln.kind, None, None, None      # informational lines fold into one entry each
-    msg = re.sub(r"\b(fd:? ?|ptr |tid=)-?(0x)?[0-9a-fA-F]+", r"\1#", ln.text)
-    return ex.id, ln.kind, ln.level, ln.component, msg
+    return ex.id, ln.kind, ln.level, ln.component, _mask(ln.text)
+
+
+_MASK_RX = re.compile(r"\b(fd:? ?|ptr |tid=)-?(0x)?[0-9a-fA-F]+")
+
+
+@lru_cache(maxsize=1 << 16)
+def _mask(text: str) -> str:
+    return _MASK_RX.sub(r"\1#", text)
 
 
 def _run(ln: Line, f: dict) -> dict:

@@ -101,8 +101,10 @@ def _code_explanation(code: int) -> Explanation:
         sources=sources, code=code_info(code))
 
 
+@lru_cache(maxsize=1 << 16)
 def explain(kind: str, text: str) -> Explanation | None:
-    """The explanation of one message of an input of ``kind``, or None when nothing is known."""
+    """The explanation of one message of an input of ``kind``, or None when nothing is known.
+    Cached: a long cufile.log repeats the same few messages (the result is never mutated)."""
     code = find_code(text)
     for e in load().entries:
         if kind not in e.kinds:

@@ -92,7 +92,7 @@ def split(path: str, text: str, kind: str) -> tuple[list[Line], int]:
     skipped = 0
     for n, raw in enumerate(text.splitlines(), 1):
         s = raw.strip()
-        if not s or _is_header(n, raw) or set(s) <= set("=-"):
+        if not s or _is_header(n, raw) or not s.strip("=-"):
             skipped += 1
             continue
         m = CUFILE_RX.match(raw)

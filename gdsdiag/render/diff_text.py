@@ -5,6 +5,9 @@ from .diff_json import SECTIONS
 
 
 def _v(x) -> str:
+    import json
+    if isinstance(x, (list, dict)):
+        return json.dumps(x)
     if isinstance(x, str):
         return x if x == "(absent)" else repr(x) if (not x or x != x.strip()) else x
     return "null" if x is None else str(x).lower() if isinstance(x, bool) else str(x)
