@@ -269,3 +269,11 @@ def test_trace_log_gds_path_lines_are_explained_and_other_trace_lines_do_not_mat
     assert g.count == 3                       # 'gds path taken', 'nvfs_io_submit', 'nvfs_io_submit_aligned'
     assert rep.unknown and not rep.unknown_that_matter      # TRACE internals: counted, not alarming
     assert rep.worst() == "info"
+
+
+def test_text_of_no_known_kind_still_gets_cufile_error_codes():
+    rep = explain_paths([os.path.join(FIX, "lmcache-795-python-traceback.txt")])
+    assert rep.files[0].kind is None
+    [g] = rep.groups
+    assert g.explanation.id == "cufile-error-5030" and g.message.startswith("RuntimeError: cuFileHandleRegister failed")
+    assert [ln.text for ln in rep.unknown] == ['raise RuntimeError(f"{name} failed (cuFile err={status.err}, cuda_err={status.cu_err})")']
