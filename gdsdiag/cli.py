@@ -237,6 +237,12 @@ def snapshot(output, root, as_json):
                    + (" (run as root to include full config space)" if info["skipped"] else ""))
 
 
+from .commands import explain as _explain_cmd  # noqa: E402
+cli.add_command(_explain_cmd.explain)
+from .commands import diff as _diff_cmd  # noqa: E402
+cli.add_command(_diff_cmd.diff)
+
+
 def main() -> None:
     """The one exception boundary: every GdsdiagError (cuFile and verification errors included)
     becomes one line on stderr and the exit code it carries."""
