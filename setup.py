@@ -7,8 +7,10 @@ setup(
     packages=find_packages(include=["gdsdiag", "gdsdiag.*"]) + ["gdsdiag._csrc", "gdsdiag._probes"],
     # csrc/ (cffi declarations) and probes/ (eBPF C programs) are read at run time: install them
     package_dir={"gdsdiag._csrc": "csrc", "gdsdiag._probes": "probes"},
-    package_data={"gdsdiag._csrc": ["*.h"], "gdsdiag._probes": ["*.c"]},
+    package_data={"gdsdiag._csrc": ["*.h"], "gdsdiag._probes": ["*.c"], "gdsdiag.explain": ["messages.json"]},
     python_requires=">=3.10",
+    classifiers=["Programming Language :: Python :: 3 :: Only"] + [
+        f"Programming Language :: Python :: 3.{m}" for m in (10, 11, 12, 13)],  # each run by .ci/run
     install_requires=["click>=8", "rich>=12", "psutil>=5", "pyudev>=0.21", "cffi>=1.15", "numpy>=1.22"],
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6", "nvidia-cufile==1.15.1.6", "matplotlib>=3.5"],

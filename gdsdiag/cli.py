@@ -9,20 +9,20 @@ import sys
 import click
 
 from . import __version__
-from .errors import EXIT_FAIL, EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_WARN, GdsdiagError, refuse_existing
+from .errors import (
+    EXIT_FAIL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TOOL_ERROR,
+    EXIT_USAGE,
+    EXIT_WARN,
+    GdsdiagError,
+    refuse_existing,
+)
 
 
 def _emit_json(doc: dict) -> None:
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
-
-
-def _exit_for(findings, disagreements: int = 0) -> int:
-    sev = {f.severity for f in findings}
-    if "fail" in sev:
-        return EXIT_FAIL
-    if "warn" in sev or disagreements:
-        return EXIT_WARN
-    return EXIT_OK
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -46,65 +46,26 @@ def cli() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Write the JSON document (schema gdsdiag.topology/1).")
 def topology(root, snapshot, lspci_files, numa_map, cross_check, smi_file, only_tree, only_matrix, only_findings, as_json):
     """The PCIe graph between GPUs, NVMe and NICs, and whether P2P DMA can work on each pair."""
-    from .topology.findings import find
-    from .topology.pairs import analyse_all
+    from .commands.topology import topology as run_topology
+    report = run_topology(root, snapshot, lspci_files, numa_map, cross_check, smi_file)
+    if as_json:
+        from .render.topology_json import document
+        _emit_json(document(report.topo, report.pairs, report.findings, report.cross_check, report.routing))
+    else:
+        from rich.console import Console
 
-    tmp = None
-    try:
-        if lspci_files:
-            from .importers.lspci import load_lspci
-            topo = load_lspci(lspci_files, numa_map)
-        else:
-            if snapshot:
-                from .snapshot import open_snapshot
-                tmp = open_snapshot(snapshot)
-                root = tmp.name
-            from .topology.load import from_root
-            topo = from_root(root)
-            if snapshot:
-                topo.source = snapshot
-            elif root == "/":
-                from .platform.udev_names import enrich
-                topo.problems += [n for n in enrich(topo) if "differs" in n]
-        smi_text = smi_source = None
-        if cross_check or smi_file:
-            from .importers.nvidia_smi import read_smi_text
-            smi_text = read_smi_text(smi_file)
-            smi_source = f"nvidia-smi topo -m text ({smi_file or 'run now'})"
-            if topo.nvlink is None:       # the text is the only NVLink source there is
-                from .topology.load import attach_smi_text
-                attach_smi_text(topo, smi_text, smi_source)
-        pairs = analyse_all(topo)
-        findings = find(topo, pairs)
-        from .topology.routing import dynamic_routing
-        routing = dynamic_routing(topo, pairs)
-        cc = None
-        if smi_text is not None:
-            from .importers.nvidia_smi import cross_check as run_cross_check
-            cc = run_cross_check(topo, pairs, smi_text, smi_source)
-        if as_json:
-            from .render.topology_json import document
-            _emit_json(document(topo, pairs, findings, cc, routing))
-        else:
-            from rich.console import Console
-            from .render.topology_text import render
-            console = Console()
-            if not console.is_terminal:
-                console = Console(width=400)   # a pipe or a log: tables keep their columns, nothing wraps
-            picked = only_tree or only_matrix or only_findings
-            render(console, topo, pairs, findings, show_tree=only_tree or not picked,
-                   show_matrix=only_matrix or not picked, show_findings=only_findings or not picked, routing=routing)
-            if cc is not None:
-                from .importers.nvidia_smi import render_cross_check
-                render_cross_check(console, cc)
-        disagreements = sum(1 for c in cc or [] if c["agree"] is False)
-        sys.exit(_exit_for(findings, disagreements))
-    except GdsdiagError as e:
-        click.echo(e.line(), err=True)
-        sys.exit(EXIT_TOOL_ERROR)
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
+        from .render.topology_text import render
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=400)   # a pipe or a log: tables keep their columns, nothing wraps
+        picked = only_tree or only_matrix or only_findings
+        render(console, report.topo, report.pairs, report.findings, show_tree=only_tree or not picked,
+               show_matrix=only_matrix or not picked, show_findings=only_findings or not picked,
+               routing=report.routing)
+        if report.cross_check is not None:
+            from .importers.nvidia_smi import render_cross_check
+            render_cross_check(console, report.cross_check)
+    sys.exit(report.exit_code)
 
 
 @cli.command()
@@ -120,45 +81,17 @@ def check(root, snapshot, paths, gdscheck_file, libcufile_path, verbose, as_json
     """Which GDS routes this node can take (nvidia-fs P2P, PCI P2PDMA, compat only) and why, with evidence.
 
     Exit code: 0 all pass, 1 warnings, 2 failures, 3 gdsdiag could not run."""
-    import os
-    from .check.context import CheckContext
-    from .check.runner import run as run_checks
-    from .platform.fsroot import FsRoot
+    from .commands.check import check as run_check
+    report = run_check(root, snapshot, paths, gdscheck_file, libcufile_path)
+    if as_json:
+        from .render.check_json import document
+        _emit_json(document(report))
+    else:
+        from rich.console import Console
 
-    tmp = None
-    try:
-        gdscheck_text = None
-        if gdscheck_file:
-            try:
-                with open(gdscheck_file, encoding="utf-8", errors="replace") as f:
-                    gdscheck_text = f.read()
-            except OSError as e:
-                raise GdsdiagError(f"cannot read {gdscheck_file}: {e.strerror}", "check the path") from None
-        if snapshot:
-            from .snapshot import open_snapshot
-            tmp = open_snapshot(snapshot)
-            root = tmp.name
-            if paths:
-                raise GdsdiagError("--path cannot be probed inside a snapshot",
-                                   "run 'gdsdiag check --path DIR' on the node itself")
-        ctx = CheckContext(FsRoot(root), env=dict(os.environ) if root == "/" else {}, libcufile_path=libcufile_path)
-        report = run_checks(ctx, list(paths), gdscheck_text)
-        if snapshot:
-            report.source = snapshot
-        if as_json:
-            from .render.check_json import document
-            _emit_json(document(report))
-        else:
-            from rich.console import Console
-            from .render.check_text import render
-            render(Console(), report, verbose)
-        sys.exit(report.exit_code())
-    except GdsdiagError as e:
-        click.echo(e.line(), err=True)
-        sys.exit(EXIT_TOOL_ERROR)
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
+        from .render.check_text import render
+        render(Console(), report, verbose)
+    sys.exit(report.exit_code())
 
 
 @cli.command("cufile")
@@ -169,15 +102,9 @@ def check(root, snapshot, paths, gdscheck_file, libcufile_path, verbose, as_json
 def cufile_cmd(libcufile_path, no_open, timeout, as_json):
     """libcufile as the bindings see it: where it was found, version, parameters, and whether the
     driver opens (decoded properties) or fails (named error and the cufile.log tail)."""
-    try:
-        from .cufile import all_parameters, load, probe_driver_open
-        L = load(libcufile_path)
-        doc = {"schema": "gdsdiag.cufile/1", "library": L.path, "found_via": L.found_via, "version": L.version,
-               "log": L.log_path, "parameters_before_open": all_parameters(L)}
-        doc["driver_open"] = None if no_open else probe_driver_open(timeout, L.path)
-    except GdsdiagError as e:
-        click.echo(e.line(), err=True)
-        sys.exit(EXIT_TOOL_ERROR)
+    from .commands.cufile import cufile_info
+    report = cufile_info(libcufile_path, not no_open, timeout)
+    doc = report.doc
     if as_json:
         _emit_json(doc)
     else:
@@ -194,8 +121,7 @@ def cufile_cmd(libcufile_path, no_open, timeout, as_json):
             click.echo(f"driver open: FAILED — {d['error']}")
             if d.get("log_tail"):
                 click.echo("cufile.log tail:\n" + d["log_tail"].rstrip())
-    ok = doc["driver_open"] is None or doc["driver_open"]["ok"]
-    sys.exit(EXIT_OK if ok else EXIT_FAIL)
+    sys.exit(report.exit_code)
 
 
 @cli.command()
@@ -221,43 +147,39 @@ def sweep(directory, size, bs, threads, rw, modes, gpu, duration, total, no_veri
     from .sweep.latency import parse_duration, parse_size
     from .sweep.runner import SweepConfig, run_sweep
     try:
-        try:
-            cfg = SweepConfig(directory=directory, size=parse_size(size),
-                              block_sizes=[parse_size(x) for x in bs.split(",") if x.strip()],
-                              threads=[int(x) for x in threads.split(",") if x.strip()],
-                              rws=[x.strip() for x in rw.split(",") if x.strip()],
-                              modes=[x.strip() for x in modes.split(",") if x.strip()], gpu=gpu,
-                              seconds=None if total else parse_duration(duration),
-                              total_bytes=parse_size(total) if total else None, verify=not no_verify)
-        except ValueError as e:
-            raise GdsdiagError(str(e), "see gdsdiag sweep --help") from None
-        for path, option in ((csv_path, "--csv"), (plot_path, "--plot")):
-            if path:
-                refuse_existing(path, option)
-        from rich.console import Console
-        console = Console(stderr=as_json)
-        if not console.is_terminal:
-            console = Console(stderr=as_json, width=160)   # a log or pipe: keep every column readable
-        npoints = len(cfg.rws) * len(cfg.modes) * len(cfg.block_sizes) * len(cfg.threads)
-        from .render.sweep_out import SweepProgress, render, write_csv, write_plot
-        if console.is_terminal:
-            with SweepProgress(console, npoints, cfg.seconds, cfg.total_bytes) as prog:
-                report = run_sweep(cfg, prog)
-        else:
-            report = run_sweep(cfg)
-        if csv_path:
-            write_csv(report, csv_path)
-        if plot_path:
-            write_plot(report, plot_path)
-        render(console, report)              # with --json the table goes to stderr, the document to stdout
-        if as_json:
-            _emit_json(report.to_json())
-        failed = any(p.error for p in report.points)
-        warned = any(p.route_warning for p in report.points)
-        sys.exit(EXIT_FAIL if failed else EXIT_WARN if warned else EXIT_OK)
-    except GdsdiagError as e:
-        click.echo(e.line(), err=True)
-        sys.exit(EXIT_FAIL if e.__class__.__name__ == "VerifyError" else EXIT_TOOL_ERROR)
+        cfg = SweepConfig(directory=directory, size=parse_size(size),
+                          block_sizes=[parse_size(x) for x in bs.split(",") if x.strip()],
+                          threads=[int(x) for x in threads.split(",") if x.strip()],
+                          rws=[x.strip() for x in rw.split(",") if x.strip()],
+                          modes=[x.strip() for x in modes.split(",") if x.strip()], gpu=gpu,
+                          seconds=None if total else parse_duration(duration),
+                          total_bytes=parse_size(total) if total else None, verify=not no_verify)
+    except ValueError as e:
+        raise GdsdiagError(str(e), "see gdsdiag sweep --help") from None
+    for path, option in ((csv_path, "--csv"), (plot_path, "--plot")):
+        if path:
+            refuse_existing(path, option)
+    from rich.console import Console
+    console = Console(stderr=as_json)
+    if not console.is_terminal:
+        console = Console(stderr=as_json, width=160)   # a log or pipe: keep every column readable
+    npoints = len(cfg.rws) * len(cfg.modes) * len(cfg.block_sizes) * len(cfg.threads)
+    from .render.sweep_out import SweepProgress, render, write_csv, write_plot
+    if console.is_terminal:
+        with SweepProgress(console, npoints, cfg.seconds, cfg.total_bytes) as prog:
+            report = run_sweep(cfg, prog)
+    else:
+        report = run_sweep(cfg)
+    if csv_path:
+        write_csv(report, csv_path)
+    if plot_path:
+        write_plot(report, plot_path)
+    render(console, report)              # with --json the table goes to stderr, the document to stdout
+    if as_json:
+        _emit_json(report.to_json())
+    failed = any(p.error for p in report.points)
+    warned = any(p.route_warning for p in report.points)
+    sys.exit(EXIT_FAIL if failed else EXIT_WARN if warned else EXIT_OK)
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -275,6 +197,7 @@ def trace(pid, duration, path_filter, libcufile_path, as_json, record_path, repl
     with the evidence each came from. Trace a command (gdsdiag trace -- python3 app.py), a --pid,
     or everything. Needs root and bcc; --replay works anywhere."""
     from rich.console import Console
+
     from .render.trace_out import LinePrinter, render_summary
     console = Console(stderr=as_json)
     if not console.is_terminal:
@@ -293,13 +216,12 @@ def trace(pid, duration, path_filter, libcufile_path, as_json, record_path, repl
             res = run_live(list(cmd) or None, pid, duration, path_filter, libcufile_path, printer, rec, block)
         render_summary(console, res, as_json)
         sys.exit(EXIT_OK if res.exit_code in (None, 0) else EXIT_WARN)
-    except GdsdiagError as e:
-        click.echo(e.line(), err=True)
+    except GdsdiagError:
         if rec is not None and rec.tell() == 0:     # nothing recorded: do not leave an empty file behind
             rec.close()
             os.unlink(record_path)
             rec = None
-        sys.exit(EXIT_TOOL_ERROR)
+        raise
     finally:
         if rec is not None:
             rec.close()
@@ -313,11 +235,7 @@ def snapshot(output, root, as_json):
     """Capture the files gdsdiag reads (PCI sysfs incl. config space, IOMMU, /proc/driver/nvidia*,
     nvidia-fs procfs, kernel config, cufile.json) for analysis elsewhere with --from."""
     from .snapshot import create
-    try:
-        info = create(output, root)
-    except GdsdiagError as e:
-        click.echo(e.line(), err=True)
-        sys.exit(EXIT_TOOL_ERROR)
+    info = create(output, root)
     if as_json:
         _emit_json({"schema": "gdsdiag.snapshot/1", "output": output, **info})
     else:
@@ -325,9 +243,20 @@ def snapshot(output, root, as_json):
                    + (" (run as root to include full config space)" if info["skipped"] else ""))
 
 
+from .commands import explain as _explain_cmd  # noqa: E402
+cli.add_command(_explain_cmd.explain)
+from .commands import diff as _diff_cmd  # noqa: E402
+cli.add_command(_diff_cmd.diff)
+
+
 def main() -> None:
+    """The one exception boundary: every GdsdiagError (cuFile and verification errors included)
+    becomes one line on stderr and the exit code it carries."""
     try:
         cli.main(standalone_mode=False)
+    except GdsdiagError as e:
+        click.echo(e.line(), err=True)
+        sys.exit(e.exit_code)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except click.ClickException as e:
@@ -335,7 +264,7 @@ def main() -> None:
         sys.exit(EXIT_USAGE)
     except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("gdsdiag: interrupted; files it created were removed", err=True)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except BrokenPipeError:
         sys.exit(EXIT_OK)
     except Exception as e:  # a bug in gdsdiag itself: one line, exit 3, details on request

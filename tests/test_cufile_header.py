@@ -158,3 +158,23 @@ def test_error_table_equals_the_header_macro(tmp_path):
     out = _compile_and_run(tmp_path, body)
     theirs = {int(c): (n, s) for c, n, s in (ln.split("|", 2) for ln in out.splitlines())}
     assert theirs == OP_ERRORS
+
+
+def test_typed_function_table_matches_the_cdef():
+    """gdsdiag/cufile/_types.py (what mypy checks call sites against) declares exactly the
+    functions of csrc/cufile_cdef.h, each with the matching return type and argument count."""
+    import inspect
+    import re
+
+    from gdsdiag.cufile._lib import cdef_text
+    from gdsdiag.cufile._types import CuFileLib
+    decls = re.findall(r"^\s*((?:const\s+)?[A-Za-z_]\w*\s*\**)\s*(cuFile\w+)\s*\(([^)]*)\);", cdef_text(), re.M)
+    assert len(decls) >= 40
+    ret_map = {"CUfileError_t": "CuFileStatus", "void": "None", "ssize_t": "int", "long": "int"}
+    typed = {n: f for n, f in vars(CuFileLib).items() if n.startswith("cuFile")}
+    assert set(typed) == {name for _, name, _ in decls}
+    for ret, name, args in decls:
+        sig = inspect.signature(typed[name])
+        nargs = 0 if args.strip() == "void" else len(args.split(","))
+        assert len(sig.parameters) - 1 == nargs, name
+        assert sig.return_annotation == ret_map[ret.strip()], name

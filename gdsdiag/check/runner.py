@@ -18,6 +18,7 @@ class CheckReport:
     paths: list[PathVerdict] = field(default_factory=list)
     gdscheck: list[dict] | None = None
     source: str = "/"
+    problems: list[str] = field(default_factory=list)   # files the readers could not read, and why
 
     def exit_code(self) -> int:
         st = {r.status for r in self.results}
@@ -104,4 +105,5 @@ def run(ctx: CheckContext, paths: list[str] = (), gdscheck_text: str | None = No
             raise GdsdiagError("the --gdscheck file is not 'gdscheck -p' output (no GDS release, driver, GPU or "
                                "platform line found)", "pass the unchanged output of '/usr/local/cuda/gds/tools/gdscheck -p'")
         report.gdscheck = compare(g, report)
+    report.problems = list(dict.fromkeys(ctx.fs.problems))   # every reader used this one root
     return report

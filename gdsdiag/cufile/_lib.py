@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import GdsdiagError
+from ._types import CuFileLib
 
 _lock = threading.Lock()
 _loaded: "Library | None" = None
@@ -40,8 +42,8 @@ def default_log_path() -> str:
 
 @dataclass
 class Library:
-    ffi: object
-    lib: object
+    ffi: Any                   # cffi.FFI (cffi ships no type information)
+    lib: CuFileLib             # the dlopened libcufile, typed function by function in _types.py
     path: str
     found_via: str
     version: int               # cuFileGetVersion(): 1000*major + 10*minor (1150 = 1.15)

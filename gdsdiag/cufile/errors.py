@@ -10,6 +10,8 @@ from __future__ import annotations
 import errno as _errno
 import os
 
+from ..errors import EXIT_FAIL, GdsdiagError
+
 CUFILEOP_BASE_ERR = 5000
 
 # code: (name, NVIDIA's text)
@@ -83,8 +85,11 @@ HINTS = {
 }
 
 
-class CuFileError(Exception):
-    """A cuFile call failed. ``code`` is the CUfileOpError value, ``name`` its enum name."""
+class CuFileError(GdsdiagError):
+    """A cuFile call failed. ``code`` is the CUfileOpError value, ``name`` its enum name. Part of
+    gdsdiag's one error hierarchy: a failure of the data path under test, so it ends a command with
+    exit 2 (failures), not 3 (the tool could not run)."""
+    exit_code = EXIT_FAIL
     code = -1
     name = "CU_FILE_UNKNOWN_ERROR"
 
@@ -103,7 +108,7 @@ class CuFileError(Exception):
         hint = HINTS.get(self.code)
         if hint:
             msg += f" — {hint}"
-        super().__init__(msg)
+        super().__init__(msg)        # the hint is part of the one line already
 
 
 class CuFileOSError(CuFileError):
@@ -114,7 +119,7 @@ class CuFileOSError(CuFileError):
         self.errno = err
         self.call, self.code, self.cuda_error = call, -err, None
         self.text = os.strerror(err)
-        Exception.__init__(self, f"{call}: {_errno.errorcode.get(err, err)} ({err}): {self.text}")
+        GdsdiagError.__init__(self, f"{call}: {_errno.errorcode.get(err, err)} ({err}): {self.text}")
 
 
 def _class_name(enum_name: str) -> str:

@@ -46,9 +46,10 @@ class BufferRegistration:
     def __init__(self, buf, nbytes: int | None = None, flags: int = 0, library: Library | None = None):
         self.L = library or load()
         self.ptr, n = device_pointer(buf)
-        self.nbytes = nbytes if nbytes is not None else n
-        if self.nbytes is None:
+        size = nbytes if nbytes is not None else n
+        if size is None:
             raise ValueError("nbytes is required for a raw pointer")
+        self.nbytes: int = size
         self.flags = flags
         self.registered = False
         self._keep = buf

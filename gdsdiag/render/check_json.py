@@ -13,6 +13,7 @@ def document(report) -> dict:
         "checks": [r.to_json() for r in report.results],
         "counts": {s: sum(1 for r in report.results if r.status.value == s) for s in ("PASS", "WARN", "FAIL", "SKIP", "INFO")},
         "exit_code": report.exit_code(),
+        "problems": report.problems,
     }
     if report.gdscheck is not None:
         doc["gdscheck"] = report.gdscheck

@@ -41,6 +41,12 @@ def render(console: Console, report, verbose: bool = False) -> None:
                       + Text(on))
         for reason in p.reasons:
             console.print(f"  - {reason}", markup=False)
+    if report.problems:
+        console.print(f"{len(report.problems)} file(s) could not be read" + ("" if verbose else " (-v lists them)"),
+                      style="dim", markup=False)
+        if verbose:
+            for p in report.problems:
+                console.print(f"    {p}", style="dim", markup=False)
     if report.gdscheck is not None:
         bad = [d for d in report.gdscheck if not d["agree"]]
         ct = Table(title=f"gdscheck vs gdsdiag: {len(bad)} of {len(report.gdscheck)} items differ", box=box.SIMPLE_HEAD)

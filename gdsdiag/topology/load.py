@@ -7,8 +7,10 @@ from .build import build
 from .model import Topology
 
 
-def from_root(root: str = "/") -> Topology:
-    fs = FsRoot(root)
+def from_root(root: str | FsRoot = "/") -> Topology:
+    """The topology under ``root``: a path, or an ``FsRoot`` already open (``check`` passes its
+    own, so the problems both readers meet land in one list)."""
+    fs = root if isinstance(root, FsRoot) else FsRoot(root)
     cpu = pci_sysfs.read_cpu(fs)
     nvidia = {b.lower() for b in fs.listdir("/proc/driver/nvidia/gpus")}
     functions, host_bridges = pci_sysfs.read_functions(
@@ -19,7 +21,7 @@ def from_root(root: str = "/") -> Topology:
                 fn.gpu_numa_node = node
     topo = build(functions, host_bridges, pci_sysfs.read_iommu(fs), cpu,
                  names=pci_sysfs.read_names(fs), gpu_minors=pci_sysfs.read_nvidia_minors(fs),
-                 models=pci_sysfs.read_nvidia_models(fs), source=root)
+                 models=pci_sysfs.read_nvidia_models(fs), source=fs.root)
     # numa_node reads -1 on machines without an ACPI proximity domain for the bus (VMs, single
     # socket boards); with one NUMA node there is only one answer, the one nvidia-smi prints too.
     if topo.cpu.cpu_nodes == [0]:
@@ -28,7 +30,7 @@ def from_root(root: str = "/") -> Topology:
                 hb.numa_node = 0
     # Unreadable config files are expected without root; report them once, not per device.
     denied = [p for p in fs.problems if p.endswith("/config: Permission denied")]
-    topo.problems += [p for p in fs.problems if p not in denied]
+    topo.problems += [p for p in fs.problems if p not in denied and p not in topo.problems]
     if denied:
         topo.problems.append(f"{len(denied)} config files unreadable (permission denied)")
     attach_nvlink(topo, fs)

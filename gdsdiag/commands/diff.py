@@ -1,0 +1,35 @@
+"""``gdsdiag diff A B``: the click command; the comparison lives in gdsdiag.diff."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from ..errors import EXIT_OK, EXIT_TOOL_ERROR, EXIT_WARN, GdsdiagError
+
+
+@click.command()
+@click.argument("a", metavar="A")
+@click.argument("b", metavar="B")
+@click.option("--json", "as_json", is_flag=True, help="Write the JSON document (schema gdsdiag.diff/1).")
+def diff(a, b, as_json):
+    """What differs between two nodes: A and B are snapshots ('gdsdiag snapshot' archives) or root
+    directories ('/' is this node); '-' reads one snapshot from stdin. Compares the check verdict and checks (drivers, versions,
+    modules), topology (devices, link speed/width, ACS, IOMMU, pairs, findings) and cufile.json.
+
+    Exit code: 0 same, 1 different, 3 an input could not be read."""
+    from ..diff import diff as run_diff
+    try:
+        res = run_diff(a, b)
+    except GdsdiagError as e:
+        click.echo(e.line(), err=True)
+        sys.exit(EXIT_TOOL_ERROR)
+    if as_json:
+        from ..render.diff_json import document
+        sys.stdout.write(json.dumps(document(res), indent=2) + "\n")
+    else:
+        from ..render.diff_text import lines
+        for ln in lines(res):
+            click.echo(ln)
+    sys.exit(EXIT_OK if res.same else EXIT_WARN)

@@ -1,0 +1,38 @@
+"""``gdsdiag explain FILE...``: the click command; reading and matching live in gdsdiag.explain."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from ..errors import EXIT_TOOL_ERROR, GdsdiagError
+
+KINDS = ("cufile-log", "gdsio", "gdscheck", "nvfs-stats", "dmesg")
+
+
+@click.command()
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@click.option("--kind", type=click.Choice(KINDS), help="Treat every FILE as this kind instead of detecting it.")
+@click.option("-v", "--verbose", is_flag=True, help="Explain informational lines too and list every unknown line.")
+@click.option("--json", "as_json", is_flag=True, help="Write the JSON document (schema gdsdiag.explain/1).")
+def explain(files, kind, verbose, as_json):
+    """What the lines of a cufile.log, gdsio or gdscheck -p output, /proc/driver/nvidia-fs/stats or
+    a dmesg excerpt mean, their likely cause and fix, with the source of each explanation.
+    Repeated messages are folded (count, pids, first/last time). FILE may be '-' for stdin.
+
+    Exit code: 0 nothing wrong, 1 warnings (or error lines it does not know), 2 errors, 3 unreadable input."""
+    from ..explain import explain_paths
+    from ..render.explain_json import document, exit_code
+    try:
+        report = explain_paths(list(files), kind)
+    except GdsdiagError as e:
+        click.echo(e.line(), err=True)
+        sys.exit(EXIT_TOOL_ERROR)
+    if as_json:
+        sys.stdout.write(json.dumps(document(report), indent=2) + "\n")
+    else:
+        from ..render.explain_text import lines
+        for ln in lines(report, verbose):
+            click.echo(ln)
+    sys.exit(exit_code(report))

@@ -1,0 +1,115 @@
+"""Read what a user pastes: a bounded, regular file (or stdin), decoded with replacement, its kind
+detected from its content, and its lines split into records (time, pid, level, message)."""
+from __future__ import annotations
+
+import os
+import re
+import stat
+import sys
+from dataclasses import dataclass
+
+from ..errors import GdsdiagError
+
+MAX_BYTES = 64 << 20        # cufile.log is capped at 32 MB by default; twice that is not a log
+
+
+@dataclass
+class Line:
+    file: str
+    lineno: int
+    kind: str
+    text: str                       # the message (cufile.log/dmesg: without prefix), stripped
+    raw: str
+    level: str | None = None        # cufile.log: ERROR WARN NOTICE INFO DEBUG TRACE
+    pid: int | None = None
+    tid: int | None = None
+    time: str | None = None         # as written in the input
+    sort_time: tuple | None = None  # comparable form of time
+    component: str | None = None    # cufile.log: "cufio-fs" (the line number after ':' dropped)
+
+
+def read_input(path: str) -> str:
+    """The text of ``path`` ('-' = stdin): a regular file of at most MAX_BYTES, never a device,
+    FIFO or directory; invalid UTF-8 is replaced, not fatal."""
+    if path == "-":
+        data = sys.stdin.buffer.read(MAX_BYTES + 1)
+    else:
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            raise GdsdiagError(f"cannot read {path}: {e.strerror}", "check the path") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise GdsdiagError(f"{path} is not a regular file", "give a saved log or command output (a file, or '-' for stdin)")
+        if st.st_size > MAX_BYTES:
+            raise GdsdiagError(f"{path} is {st.st_size >> 20} MiB, over the {MAX_BYTES >> 20} MiB limit",
+                               "pass the relevant part (e.g. 'tail -n 100000 FILE > part.log')")
+        try:
+            with open(path, "rb") as f:
+                data = f.read(MAX_BYTES + 1)
+        except OSError as e:
+            raise GdsdiagError(f"cannot read {path}: {e.strerror}", "check the path and permissions") from None
+    if len(data) > MAX_BYTES:
+        raise GdsdiagError(f"{path} is over the {MAX_BYTES >> 20} MiB limit", "pass the relevant part")
+    return data.decode("utf-8", errors="replace")
+
+
+# " 16-06-2024 05:40:20:816 [pid=3006 tid=3006] ERROR  cufio-topo-nvfs:78 pci device ..."
+CUFILE_RX = re.compile(r"^\s*(?P<time>(?P<d>\d\d)-(?P<mo>\d\d)-(?P<y>\d{4}) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d):(?P<ms>\d+))"
+                       r"\s+\[pid=(?P<pid>\d+) tid=(?P<tid>\d+)\]\s+(?P<level>[A-Z]+)\s+(?P<comp>[\w.\-]+):\d+\s?(?P<msg>.*)$")
+DMESG_RX = re.compile(r"^\s*\[\s*(?P<time>\d+\.\d+)\]\s?(?P<msg>.*)$")
+GDSIO_RX = re.compile(r"^IoType: \w+ XferType: \w+|(^|[\s/$])gdsio(_verify)?\s+-|file register error:")
+GDSCHECK_RX = re.compile(r"^\s*(GDS release version|DRIVER CONFIGURATION:|cuFile CONFIGURATION:|CUFILE CONFIGURATION:|"
+                         r"Platform verification (succeeded|failed)|--rdma_device_status)")
+NVFS_RX = re.compile(r"^\s*(NVFS statistics\(ver:|NVFS Driver\(version:|Bar1-map\s*:|Mmap\s*:)")
+
+
+def detect(text: str) -> str | None:
+    """The kind of a pasted text, by which known line shape dominates; None when none fits."""
+    score = dict.fromkeys(("cufile-log", "gdsio", "gdscheck", "nvfs-stats", "dmesg"), 0)
+    for raw in text.splitlines()[:20000]:
+        if CUFILE_RX.match(raw):
+            score["cufile-log"] += 1
+        elif GDSIO_RX.search(raw.strip()):
+            score["gdsio"] += 3
+        elif GDSCHECK_RX.match(raw):
+            score["gdscheck"] += 3
+        elif NVFS_RX.match(raw):
+            score["nvfs-stats"] += 3
+        elif DMESG_RX.match(raw):
+            score["dmesg"] += 1
+    kind, best = max(score.items(), key=lambda kv: kv[1])
+    return kind if best else None
+
+
+def _is_header(lineno: int, raw: str) -> bool:
+    # corpus files carry '# source/machine/date' lines on top; a pasted text may too
+    return lineno <= 5 and raw.startswith("#")
+
+
+def split(path: str, text: str, kind: str) -> tuple[list[Line], int]:
+    """Records of the lines that carry something, and the number of blank/structural lines skipped."""
+    out: list[Line] = []
+    skipped = 0
+    for n, raw in enumerate(text.splitlines(), 1):
+        s = raw.strip()
+        if not s or _is_header(n, raw) or not s.strip("=-"):
+            skipped += 1
+            continue
+        m = CUFILE_RX.match(raw)
+        if m:
+            t = (int(m["y"]), int(m["mo"]), int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]), int(m["ms"]))
+            out.append(Line(path, n, "cufile-log", m["msg"].strip(), raw, m["level"], int(m["pid"]), int(m["tid"]),
+                            m["time"], t, m["comp"]))
+            continue
+        if kind == "dmesg":
+            d = DMESG_RX.match(raw)
+            if d:
+                out.append(Line(path, n, "dmesg", d["msg"].strip(), raw, time=d["time"], sort_time=(float(d["time"]),)))
+                continue
+        if kind == "gdscheck" and (re.fullmatch(r"[A-Z ]+:", s) or s.endswith("CONFIGURATION:")):
+            skipped += 1                # section titles: ENVIRONMENT:, GPU INFO:, ...
+            continue
+        if kind == "gdsio":
+            s = re.sub(r"^\$\s+", "", s)        # pasted shell prompts
+        out.append(Line(path, n, kind, s, raw))
+    return out, skipped
