@@ -185,19 +185,20 @@ def summary(results: list[dict]) -> str:
 
 
 def render_cross_check(console, results: list[dict]) -> None:
-    from rich.table import Table
+    """A summary line, then one line per cell that is not an agreement (differs / not compared)."""
+    from rich.text import Text
     if not results:
         console.print("cross-check: nvidia-smi lists no GPU pair or NIC to compare", style="yellow")
         return
     shown = [r for r in results if r["agree"] is not True]
     style = "red" if any(r["agree"] is False for r in results) else "yellow" if shown else "green"
-    if not shown:
-        console.print(summary(results), style=style)
-        return
-    t = Table(title=summary(results), title_style=style)
-    for c in ("row", "column", "nvidia-smi", "gdsdiag", "result", "note"):
-        t.add_column(c, overflow="fold")
+    console.print(Text(summary(results), style=f"bold {style}"))
     for r in shown:
-        t.add_row(r["row"], r["column"], r["nvidia_smi"], r.get("gdsdiag") or "-",
-                  "differs" if r["agree"] is False else "not compared", r.get("note", ""))
-    console.print(t)
+        word = "differs" if r["agree"] is False else "not compared"
+        line = f"  {r['row']}/{r['column']}: nvidia-smi {r['nvidia_smi']}, gdsdiag {r.get('gdsdiag') or '-'} — {word}"
+        note = r.get("note", "")
+        if note and not note.startswith("not compared"):
+            line += f" ({note})"
+        elif note:
+            line += note[len("not compared"):]
+        console.print(line, markup=False, highlight=False, soft_wrap=True)

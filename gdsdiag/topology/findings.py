@@ -71,7 +71,8 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
             out.append(Finding(
                 f"placement:{gpu.bdf}", "info",
                 f"{gpu.display()} shares no PCIe switch with any NVMe or NIC (best: {best.smi.value} to {best.b.display()})",
-                "pair matrix", "for GDS P2P at full rate put the GPU and its storage/NIC under one switch; "
+                ", ".join(f"{p.b.label or p.b.bdf} {p.smi.value}" for p in mine[:6]) + (" …" if len(mine) > 6 else ""),
+                "for GDS P2P at full rate put the GPU and its storage/NIC under one switch; "
                 "across root ports traffic is bounded by the root complex"))
     # GPU pairs joined by NVLink do not use PCI P2PDMA between them: no warning for those
     not_supported = [p for p in pairs if p.p2pdma == P2pDmaMap.NOT_SUPPORTED and p.nvlink is None]
