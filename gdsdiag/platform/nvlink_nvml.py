@@ -1,7 +1,7 @@
 """NVLink state from NVML (nvidia-ml-py, imported only here and only on a live node).
 
 Per GPU and link: ``nvmlDeviceGetNvLinkState`` (active or not), ``nvmlDeviceGetNvLinkRemoteDeviceType``
-(GPU / NVSwitch / IBM NPU) and ``nvmlDeviceGetNvLinkRemotePciInfo_v2`` (the far end's PCI address);
+(GPU / NVSwitch / IBM NPU) and ``nvmlDeviceGetNvLinkRemotePciInfo(_v2)`` (the far end's PCI address);
 per GPU pair ``nvmlDeviceGetP2PStatus(..., NVML_P2P_CAPS_INDEX_NVLINK)``. Links straight to another GPU
 count for that pair; on NVSwitch systems (HGX/DGX) every link goes to a switch and the pair gets the
 smaller of the two GPUs' switch-link counts, which is what ``nvidia-smi topo -m`` prints (NV18 on an
@@ -33,6 +33,8 @@ def read_nvml() -> tuple[NvLinkInfo | None, str]:
         return None, f"NVML unavailable: {e}"
     try:
         return _read(pynvml), ""
+    except Exception as e:      # an NVML answer this reader does not expect must not stop topology
+        return None, f"NVML NVLink query failed: {type(e).__name__}: {e}"
     finally:
         try:
             pynvml.nvmlShutdown()
@@ -48,6 +50,8 @@ def _read(nv) -> NvLinkInfo:
         handles[_bdf(nv.nvmlDeviceGetPciInfo(h).busId)] = h
     direct: dict[frozenset, int] = {}
     maxlinks = getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)
+    # nvidia-ml-py names it with or without _v2 depending on its version
+    remote_pci = getattr(nv, "nvmlDeviceGetNvLinkRemotePciInfo_v2", None) or nv.nvmlDeviceGetNvLinkRemotePciInfo
     for bdf, h in handles.items():
         g = NvLinkGpu(bdf)
         for link in range(maxlinks):
@@ -73,7 +77,7 @@ def _read(nv) -> NvLinkInfo:
                 g.to_nvswitch += 1
             elif kind == "gpu":
                 try:
-                    remote = _bdf(nv.nvmlDeviceGetNvLinkRemotePciInfo_v2(h, link).busId)
+                    remote = _bdf(remote_pci(h, link).busId)
                 except (nv.NVMLError, ValueError):
                     continue
                 key = frozenset((bdf, remote))
