@@ -110,3 +110,20 @@ def test_matrix_shows_cpu_numa_and_gpu_numa_id_columns(hwloc_trees):
     row5 = next(ln for ln in lines if ln.split()[:1] == ["GPU5"]).split()
     assert row5[-3:] == ["88-175", "8", "250"]
     assert "no NVLink source" in out
+
+
+def test_inactive_nvlinks_from_nvlink_status_text_become_a_finding(hwloc_trees):
+    # the POWER9 + V100-SXM2 tree, with a V100-SXM2's real 'nvidia-smi nvlink -s' (Azure/azhpc-diagnostics#73:
+    # GPU 3 with links 3 and 5 <inactive>); before, nothing read that text at all
+    from gdsdiag.platform.fsroot import FsRoot
+    from gdsdiag.topology.findings import find
+    from gdsdiag.topology.load import attach_nvlink_status
+    topo = from_root(FsRoot(hwloc_trees["nvidiagpunumanodes"]))
+    text = open(corpus("nvidia-smi-nvlink", "azhpc-v100-sxm2-two-links-inactive.txt")).read()
+    attach_nvlink_status(topo, text, "nvidia-smi nvlink -s (azhpc#73)")
+    gpu3 = next(d for d in topo.by_role(Role.GPU) if d.label == "GPU3")
+    g = topo.nvlink.gpus[gpu3.bdf]
+    assert (g.links_active, g.links_inactive) == (4, 2)
+    (f,) = [f for f in find(topo, analyse_all(topo)) if f.id.startswith("nvlink-inactive")]
+    assert f.id == f"nvlink-inactive:{gpu3.bdf}" and f.severity == "warn"
+    assert "2 NVLink(s) inactive, 4 active" in f.title

@@ -54,8 +54,9 @@ def topology(root: str = "/", snapshot: str | None = None, lspci_files: tuple[st
         smi_text = read_smi_text(smi_file)
         smi_source = f"nvidia-smi topo -m text ({smi_file or 'run now'})"
         if topo.nvlink is None:       # the text is the only NVLink source there is
-            from ..topology.load import attach_smi_text
+            from ..topology.load import attach_nvlink_status, attach_smi_text
             attach_smi_text(topo, smi_text, smi_source)
+            attach_nvlink_status(topo, smi_text, smi_source)   # when 'nvlink -s' was pasted with it
     pairs = analyse_all(topo)
     from ..topology.routing import dynamic_routing
     report = TopologyReport(topo, pairs, find(topo, pairs), routing=dynamic_routing(topo, pairs))

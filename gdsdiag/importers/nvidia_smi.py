@@ -77,6 +77,22 @@ def parse(text: str) -> SmiMatrix:
     return m
 
 
+def parse_nvlink_status(text: str) -> list[dict]:
+    """'nvidia-smi nvlink -s' -> [{"index": 3, "name": ..., "uuid": ..., "links": {0: 25.781, 3: None}}]
+    (None: '<inactive>'). Lines it does not know (elisions, other commands) are skipped."""
+    out: list[dict] = []
+    for raw in text.splitlines():
+        ln = ANSI_RE.sub("", raw).strip()
+        m = re.match(r"^GPU (\d+): (.+?)(?: \(UUID: ([^)]*)\))?$", ln)
+        if m:
+            out.append({"index": int(m.group(1)), "name": m.group(2), "uuid": m.group(3), "links": {}})
+            continue
+        m = re.match(r"^Link (\d+): (?:([0-9.]+) GB/s|<inactive>)", ln)
+        if m and out:
+            out[-1]["links"][int(m.group(1))] = float(m.group(2)) if m.group(2) else None
+    return out
+
+
 def _nodelist(text: str) -> list[int]:
     """'0,3-9,11-17' -> [0, 3, 4, ..., 17]; 'N/A' -> []. Order kept: the first is the CPU node."""
     out: list[int] = []

@@ -82,6 +82,19 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
             f"{len(not_supported)} pair(s) the kernel's P2PDMA would refuse (NOT_SUPPORTED)",
             ", ".join(f"{p.a.display()}↔{p.b.display()}" for p in not_supported[:6]),
             "the PCI P2PDMA route (cufile.json use_pci_p2pdma) cannot work for these pairs; nvidia-fs may still"))
+    # NVLink links down: peer traffic between those GPUs runs on fewer links (or falls back to PCIe)
+    if topo.nvlink is not None:
+        for bdf, g in sorted(topo.nvlink.gpus.items()):
+            if g.links_inactive:
+                dev = topo.devices.get(bdf)
+                out.append(Finding(
+                    f"nvlink-inactive:{bdf}", "warn",
+                    f"{dev.display() if dev else bdf}: {g.links_inactive} NVLink(s) inactive, {g.links_active} active",
+                    topo.nvlink.source,
+                    "check 'nvidia-smi nvlink -e' error counters and the fabric manager (NVSwitch systems); a link "
+                    "that stays down after a reset needs the GPU/baseboard serviced"))
+        for prob in topo.nvlink.problems:
+            out.append(Finding("read-problem", "info", prob, topo.nvlink.source, "check the capture"))
     for prob in topo.problems:
         out.append(Finding("read-problem", "info", prob, topo.source, "check the capture or run as root"))
     return out

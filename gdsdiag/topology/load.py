@@ -37,8 +37,10 @@ def from_root(root: str | FsRoot = "/") -> Topology:
     return topo
 
 
-# Where a snapshot keeps the 'nvidia-smi topo -m' it captured (the support bundle's file).
+# Where a snapshot keeps the 'nvidia-smi topo -m' and 'nvidia-smi nvlink -s' it captured (the support
+# bundle's files).
 SNAPSHOT_SMI_TOPO = ("/gdsdiag/nvidia-smi-topo-m.txt", "/gdsdiag/nvidia-smi/topo-m.txt")
+SNAPSHOT_SMI_NVLINK = ("/gdsdiag/nvidia-smi-nvlink-s.txt", "/gdsdiag/nvidia-smi/nvlink-s.txt")
 
 
 def attach_nvlink(topo: Topology, fs: FsRoot) -> None:
@@ -56,8 +58,26 @@ def attach_nvlink(topo: Topology, fs: FsRoot) -> None:
         text = fs.read_text(path)
         if text:
             attach_smi_text(topo, text, f"nvidia-smi topo -m in the snapshot ({path})")
-            return
-    topo.nvlink_note = "no NVLink source in this tree (NVML is live-only; no captured nvidia-smi topo -m)"
+            break
+    else:
+        topo.nvlink_note = "no NVLink source in this tree (NVML is live-only; no captured nvidia-smi topo -m)"
+    for path in SNAPSHOT_SMI_NVLINK:
+        text = fs.read_text(path)
+        if text:
+            attach_nvlink_status(topo, text, f"nvidia-smi nvlink -s in the snapshot ({path})")
+            break
+
+
+def attach_nvlink_status(topo: Topology, text: str, source: str) -> None:
+    """Link states (active / <inactive>) per GPU from 'nvidia-smi nvlink -s' text."""
+    from ..importers.nvidia_smi import parse_nvlink_status
+    from .nvlink import NvLinkInfo, apply_link_status
+    gpus = parse_nvlink_status(text)
+    if not gpus:
+        return
+    if topo.nvlink is None:
+        topo.nvlink = NvLinkInfo(source=source)
+    apply_link_status(topo, topo.nvlink, gpus, source)
 
 
 def attach_smi_text(topo: Topology, text: str, source: str) -> None:

@@ -87,3 +87,19 @@ def from_smi_matrix(topo, matrix, source: str) -> NvLinkInfo | None:
             continue
         info.add(NvLinkPair(a.bdf, b.bdf, n, source=source))
     return info if info.pairs or info.problems else None
+
+
+def apply_link_status(topo, info: NvLinkInfo, gpus: list[dict], source: str) -> None:
+    """Per-GPU link states from 'nvidia-smi nvlink -s' (importers.nvidia_smi.parse_nvlink_status),
+    placed on our GPUs by index label."""
+    from .model import Role
+    ours = {d.label: d for d in topo.by_role(Role.GPU)}
+    for g in gpus:
+        d = ours.get(f"GPU{g['index']}")
+        if d is None:
+            info.problems.append(f"{source}: GPU {g['index']} is not in this topology")
+            continue
+        speeds = g["links"].values()
+        entry = info.gpus.setdefault(d.bdf, NvLinkGpu(d.bdf))
+        entry.links_active = sum(1 for v in speeds if v is not None)
+        entry.links_inactive = sum(1 for v in speeds if v is None)
