@@ -216,7 +216,10 @@ def _role_class_from_name(name: str | None) -> tuple[int | None, int | None]:
         if not any(k in low for k in ("audio", "usb", "ucsi", "bridge", "serial")):
             return 0x030200, vendor
         return 0x040300 if "audio" in low else 0x0C0000, vendor
-    if ("nvme" in low or "non-volatile" in low or "pcie data center ssd" in low) and "raid" not in low:
+    # A PCI function named as an SSD is an NVMe controller: SATA/SAS SSDs are not PCI functions (they sit
+    # behind an AHCI/SAS controller). pci.ids names many without the word NVMe ("Intel Corporation SSD
+    # 660P Series", "Silicon Motion SM2263EN/SM2263XT SSD Controller", "... Solid State Drive").
+    if (any(k in low for k in ("nvme", "non-volatile", " ssd", "solid state drive")) and "raid" not in low):
         # 'HighPoint SSD7540 ... NVMe RAID Controller' is the carrier's RAID function, not an NVMe controller
         return 0x010802, vendor
     if vendor == 0x15B3 or "connectx" in low or "ethernet" in low or "infiniband" in low:
