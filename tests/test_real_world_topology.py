@@ -125,3 +125,12 @@ def test_cli_presentation_parts_and_pipe(tmp_path):
     assert findings_only.startswith("findings (") and "GPU0   X" not in findings_only and "host bridge" not in findings_only
     both = cli("topology", "--from", H200X2, "--tree", "--findings").stdout
     assert "host bridge" in both and "findings (" in both and "CPU Affinity" not in both
+
+
+def test_gpu_machine_nvlink_status_text_all_links_active(tmp_path):
+    # the same machine's 'nvidia-smi nvlink -s' (18 links x 26.562 GB/s per GPU): no inactive-link finding
+    from gdsdiag.topology.load import attach_nvlink_status
+    topo = _h200x2(tmp_path)
+    attach_nvlink_status(topo, open(os.path.join(FIXTURES, "nvidia-smi", "h200x2-vm-nvlink-s.txt")).read(), "nvlink -s")
+    assert sorted((g.links_active, g.links_inactive) for g in topo.nvlink.gpus.values()) == [(18, 0), (18, 0)]
+    assert not any(f.id.startswith("nvlink-inactive") for f in find(topo, analyse_all(topo)))
