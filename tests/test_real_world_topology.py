@@ -134,3 +134,32 @@ def test_gpu_machine_nvlink_status_text_all_links_active(tmp_path):
     attach_nvlink_status(topo, open(os.path.join(FIXTURES, "nvidia-smi", "h200x2-vm-nvlink-s.txt")).read(), "nvlink -s")
     assert sorted((g.links_active, g.links_inactive) for g in topo.nvlink.gpus.values()) == [(18, 0), (18, 0)]
     assert not any(f.id.startswith("nvlink-inactive") for f in find(topo, analyse_all(topo)))
+
+
+def test_dynamic_routing_on_a_real_dgx_a100_matrix():
+    # corpus/nvidia-smi-topo/dgxa100-8xa100-epyc7742-10nic.txt: NV12 all-to-all, NIC0/NIC1 PXB to GPU0/GPU1
+    # only. Any other GPU reaching mlx5_0 crosses the root complex, and GPU0 (near mlx5_0, NV12 to it)
+    # is the GPU_MEM_NVLINKS bounce cufile.json's dynamic routing would use.
+    from gdsdiag.topology.routing import describe, plan
+    m = nvidia_smi.parse(open(corpus("nvidia-smi-topo", "dgxa100-8xa100-epyc7742-10nic.txt")).read())
+    gpus = [c for c in m.columns if c.startswith("GPU")]
+    nics = [c for c in m.columns if c.startswith("NIC")]
+    cell = lambda a, b: m.cells.get((a, b))
+    entries = plan(gpus, nics, cell, lambda a, b: cell(a, b) if (cell(a, b) or "").startswith("NV") else None)
+    by = {(e["gpu"], e["nic"]): e for e in entries}
+    e = by[("GPU5", "NIC0")]
+    assert (e["direct"], e["policy"], e["via_gpu"], e["link"]) == ("SYS", "GPU_MEM_NVLINKS", "GPU0", "NV12")
+    assert ("GPU0", "NIC0") not in by and ("GPU1", "NIC1") not in by
+    # NIC8/NIC9 share a switch with no GPU: host memory is all cuFile has
+    assert {by[(g, "NIC8")]["policy"] for g in gpus} == {"SYS_MEM"}
+    assert describe(e).startswith("GPU5 ↔ NIC0 is SYS (crosses the root complex): GPU_MEM_NVLINKS can bounce through GPU0")
+
+
+def test_dynamic_routing_on_the_asus_tree_is_sys_mem_only():
+    # corpus lspci tree of the ASUS ESC8000A-E12: each GPU alone on a root port, the ConnectX-7s on other
+    # host bridges -> no GPU shares a switch with a NIC
+    from gdsdiag.importers import lspci
+    from gdsdiag.topology.routing import dynamic_routing
+    topo = lspci.load_lspci([corpus("lspci-tree", "asus-esc8000a-e12-highpoint-nvme-switch.txt")], "0000:00-7f=0,0000:80-ff=1")
+    r = dynamic_routing(topo, analyse_all(topo))
+    assert len(r) == 4 * 4 and {e["policy"] for e in r} == {"SYS_MEM"}

@@ -26,38 +26,60 @@ def is_rdma_nic(d) -> bool:
             or any(n.startswith(("mlx", "bnxt_re", "irdma", "rdma")) for n in d.names))
 
 
-def dynamic_routing(topo: Topology, pairs: list[PairAnalysis]) -> list[dict]:
-    by = {(p.a.bdf, p.b.bdf): p for p in pairs}
-    gpus = sorted(topo.by_role(Role.GPU), key=lambda d: d.sort_key())
+def plan(gpus: list[str], nics: list[str], level, nvlink) -> list[dict]:
+    """The decision itself, over names: ``level(gpu, nic)`` is the nvidia-smi PCIe level (str or
+    None), ``nvlink(gpu, other_gpu)`` the NV# label or None. One entry per (NIC, GPU) pair that
+    crosses the root complex."""
+    near_levels = {lv.value for lv in NEAR}
     out = []
-    for nic in sorted((d for d in topo.by_role(Role.NIC) if is_rdma_nic(d)), key=lambda d: d.sort_key()):
-        near = [g for g in gpus if by.get((g.bdf, nic.bdf)) and by[(g.bdf, nic.bdf)].smi in NEAR]
+    for nic in nics:
+        near = [g for g in gpus if level(g, nic) in near_levels]
         for g in gpus:
-            p = by.get((g.bdf, nic.bdf))
-            if p is None or p.smi in NEAR:
+            lv = level(g, nic)
+            if lv is None or lv in near_levels:
                 continue
-            entry = {"nic": nic.bdf, "nic_label": nic.label, "gpu": g.bdf, "gpu_label": g.label,
-                     "direct": p.label, "policy": None, "via_gpu": None, "via_label": None, "link": None}
-            nv = [(h, by.get((g.bdf, h.bdf))) for h in near]
-            over_nvlink = [(h, q) for h, q in nv if q is not None and q.nvlink is not None]
-            if over_nvlink:
-                h, q = max(over_nvlink, key=lambda x: x[1].nvlink.links)
-                entry.update(policy="GPU_MEM_NVLINKS", via_gpu=h.bdf, via_label=h.label, link=q.nvlink.label)
+            entry = {"nic": nic, "gpu": g, "direct": lv, "policy": "SYS_MEM", "via_gpu": None, "link": None}
+            linked = [(h, nvlink(g, h)) for h in near if nvlink(g, h)]
+            if linked:
+                h, lab = max(linked, key=lambda x: int(x[1][2:]) if x[1][2:].isdigit() else 0)
+                entry.update(policy="GPU_MEM_NVLINKS", via_gpu=h, link=lab)
             elif near:
-                h = near[0]
-                q = by.get((g.bdf, h.bdf))
-                entry.update(policy="GPU_MEM", via_gpu=h.bdf, via_label=h.label, link=q.label if q else None)
-            else:
-                entry.update(policy="SYS_MEM")
+                entry.update(policy="GPU_MEM", via_gpu=near[0])
             out.append(entry)
     return out
 
 
+def dynamic_routing(topo: Topology, pairs: list[PairAnalysis]) -> list[dict]:
+    by = {(p.a.bdf, p.b.bdf): p for p in pairs}
+    gpus = sorted(topo.by_role(Role.GPU), key=lambda d: d.sort_key())
+    nics = sorted((d for d in topo.by_role(Role.NIC) if is_rdma_nic(d)), key=lambda d: d.sort_key())
+    dev = {d.bdf: d for d in gpus + nics}
+
+    def level(g, n):
+        p = by.get((g, n))
+        return p.smi.value if p else None
+
+    def nvlink(g, h):
+        p = by.get((g, h))
+        return p.nvlink.label if p and p.nvlink else None
+
+    out = plan([g.bdf for g in gpus], [n.bdf for n in nics], level, nvlink)
+    for e in out:
+        e["nic_label"], e["gpu_label"] = dev[e["nic"]].label, dev[e["gpu"]].label
+        e["via_label"] = dev[e["via_gpu"]].label if e["via_gpu"] else None
+        if e["policy"] == "GPU_MEM":
+            q = by.get((e["gpu"], e["via_gpu"]))
+            e["link"] = q.label if q else None
+    return out
+
+
 def describe(entry: dict) -> str:
-    nic = entry["nic_label"] or entry["nic"]
-    head = f"{entry['gpu_label']} ↔ {nic} is {entry['direct']} (crosses the root complex): "
+    nic = entry.get("nic_label") or entry["nic"]
+    gpu = entry.get("gpu_label") or entry["gpu"]
+    via = entry.get("via_label") or entry.get("via_gpu")
+    head = f"{gpu} ↔ {nic} is {entry['direct']} (crosses the root complex): "
     if entry["policy"] == "GPU_MEM_NVLINKS":
-        return head + f"GPU_MEM_NVLINKS can bounce through {entry['via_label']} (shares a switch with {nic}, {entry['link']} to {entry['gpu_label']})"
+        return head + f"GPU_MEM_NVLINKS can bounce through {via} (shares a switch with {nic}, {entry['link']} to {gpu})"
     if entry["policy"] == "GPU_MEM":
-        return head + f"GPU_MEM can bounce through {entry['via_label']} over PCIe ({entry['link']}); no NVLink between them"
+        return head + f"GPU_MEM can bounce through {via} over PCIe ({entry['link'] or '?'}); no NVLink between them"
     return head + "no GPU shares a switch with this NIC: only SYS_MEM (a host-memory bounce) or cross-root-port P2P"
