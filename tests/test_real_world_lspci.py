@@ -61,3 +61,17 @@ def test_tree_without_names_is_said_not_silent():
     assert len(topo.devices) > 40 and not topo.by_role(Role.GPU)
     assert any("lspci -t without -v" in p for p in topo.problems)
     assert any(f.id == "read-problem" and "lspci -t without -v" in f.title for f in find(topo, analyse_all(topo)))
+
+
+def test_old_lspci_tree_nvidia_lowercase_and_domain_in_bus_ranges():
+    # a real 'lspci -t -vv' of a CK804 (nForce4) board: 'nVidia Corporation G71 [GeForce 7900 GS]',
+    # NVIDIA chipset functions that are not GPUs, and '09.0-[0000:01]--' bus ranges. Before: the file
+    # was not recognised as a tree at all ("no lspci tree or device blocks found"); a single-root tree
+    # starting '-[0000:00]-+-' was not recognised either.
+    topo = lspci.load_lspci([corpus("lspci-tree", "ck804-athlon64-geforce7900gs-lspci-t-vv-nvidia-lowercase.txt")])
+    (gpu,) = topo.by_role(Role.GPU)
+    assert gpu.bdf == "0000:04:00.0" and gpu.parent.bdf == "0000:00:0d.0" and gpu.fn.vendor == 0x10DE
+    nics = {d.bdf for d in topo.by_role(Role.NIC)}
+    assert nics == {"0000:00:0a.0", "0000:01:0a.0"}       # CK804 Ethernet, Marvell 88E8001
+    assert topo.devices["0000:01:07.0"].parent.bdf == "0000:00:09.0"
+    assert len(analyse_all(topo)) == 2

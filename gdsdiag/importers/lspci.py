@@ -17,8 +17,11 @@ from ..topology.model import CpuInfo, HostBridge, IommuInfo, Link, PciFunction, 
 
 HEADER_RE = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])\s+(.*?):\s+(.*)$")
 HEX_RE = re.compile(r"^([0-9a-f]{2,3}):((?:\s[0-9a-f]{2}){1,16})\s*$")
-TREE_ROOT_RE = re.compile(r"\[([0-9a-f]{4,8}):([0-9a-f]{2})\]")
-TREE_DEV_RE = re.compile(r"(?<=-)([0-9a-f]{2})\.([0-7])(?:-\[([0-9a-f]{2})(?:-[0-9a-f]{2})?\])?")
+# A root is the first thing on its line after tree drawing ('-[0000:00]-+-', ' +-[0000:20]-+-'); a
+# bridge's bus range may carry the domain too in old lspci ('09.0-[0000:01]--'), which must not be
+# taken for a root.
+TREE_ROOT_RE = re.compile(r"^[ |+\\-]*\[([0-9a-f]{4,8}):([0-9a-f]{2})\]")
+TREE_DEV_RE = re.compile(r"(?<=-)([0-9a-f]{2})\.([0-7])(?:-\[(?:[0-9a-f]{4,8}:)?([0-9a-f]{2})(?:-[0-9a-f]{2})?\])?")
 ACS_NAMES = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
 
 CLASS_NAMES = {
@@ -213,7 +216,12 @@ def _role_class_from_name(name: str | None) -> tuple[int | None, int | None]:
     if vendor == 0x10DE:
         if "nvswitch" in low:
             return 0x068000, vendor
-        if not any(k in low for k in ("audio", "usb", "ucsi", "bridge", "serial")):
+        if "ethernet" in low:
+            return 0x020000, vendor      # nForce chipsets' own NIC ("CK804 Ethernet Controller")
+        # NVIDIA also made chipsets (nForce/CK804/MCP): their memory controller, SMBus, IDE, SATA, ISA
+        # and PCI bridge functions are not GPUs
+        if not re.search(r"audio|usb|ucsi|bridge|serial|smbus|memory controller|\bide\b|sata|\bisa\b|\blpc\b"
+                         r"|coprocessor|nforce|\bmcp\d*\b", low):
             return 0x030200, vendor
         return 0x040300 if "audio" in low else 0x0C0000, vendor
     # A PCI function named as an SSD is an NVMe controller: SATA/SAS SSDs are not PCI functions (they sit
@@ -253,7 +261,7 @@ def load_lspci(paths, numa_spec: str | None = None) -> Topology:
         except OSError as e:
             raise GdsdiagError(f"cannot read {p}: {e.strerror}", "check the path") from None
         tree = []
-        if TREE_ROOT_RE.search(text) and re.search(r"^[ \-+\\|]*[+\\-]-\[", text, re.M):
+        if re.search(r"^[ |+\\-]*\[[0-9a-f]{4,8}:[0-9a-f]{2}\]-", text, re.M):
             tree = parse_tree(text)
             tree_fns += tree
         blocks = parse_vvv(text)
