@@ -29,7 +29,7 @@ def _switch_pairs(topo):
 def test_acsctl_grep_next_to_a_tree_is_used_not_dropped():
     for order in ([ASUS_TREE, ASUS_GREP], [ASUS_GREP, ASUS_TREE]):
         topo = lspci.load_lspci(order)
-        note = [p for p in topo.problems if "ACSCtl lines read" in p]
+        note = [p for p in topo.notes if "ACSCtl lines read" in p]
         assert len(note) == 1 and "SV- TB- RR- CR- UF- EC- DT-" in note[0]
         bridges = [d for d in topo.devices.values() if d.is_bridge]
         assert bridges and all(d.fn.acs_known and not d.fn.acs_control.redirects for d in bridges)

@@ -274,7 +274,8 @@ def load_lspci(paths, numa_spec: str | None = None) -> Topology:
         problems.append("lspci -t without -v: the tree names no device, so no GPU, NVMe or NIC can be recognised "
                         "(send 'lspci -tv', or add plain 'lspci' output for the names)")
     functions = _merge(tree_fns, details)
-    problems += _apply_acs_grep(functions, greps)
+    grep_notes, grep_problems = _apply_acs_grep(functions, greps)
+    problems += grep_problems
     numa = _parse_numa_map(numa_spec)
     host_bridges: dict[str, HostBridge] = {}
     for fn in functions:
@@ -292,15 +293,17 @@ def load_lspci(paths, numa_spec: str | None = None) -> Topology:
     topo = build(functions, host_bridges, IommuInfo(mode="unknown", evidence=["lspci text carries no IOMMU state"]),
                  CpuInfo(), source=", ".join(paths))
     topo.origin = "lspci"
+    topo.notes += grep_notes
     topo.problems += problems
     return topo
 
 
-def _apply_acs_grep(functions: list[PciFunction], greps) -> list[str]:
+def _apply_acs_grep(functions: list[PciFunction], greps) -> tuple[list[str], list[str]]:
     """'lspci -vvv | grep ACSCtl' names no device, but it lists every ACS-capable function (lspci
     prints ACSCtl only as root, so the list is complete). When every line is the same setting, every
     bridge either has ACS set that way or has no ACS: for P2P the redirect question is answered.
-    Otherwise the lines cannot be attributed, and that is said."""
+    Otherwise the lines cannot be attributed, and that is said. Returns (notes, problems)."""
+    notes: list[str] = []
     out: list[str] = []
     for path, lines in greps:
         parsed = [a for a in lines if a is not None]
@@ -309,14 +312,14 @@ def _apply_acs_grep(functions: list[PciFunction], greps) -> list[str]:
         if parsed and len(parsed) == len(lines) and len({a.flags() for a in parsed}) == 1:
             for f in unknown:
                 f.acs_text = parsed[0]
-            out.append(f"{path}: all {len(parsed)} ACSCtl lines read '{parsed[0].flags()}'; applied to the "
+            notes.append(f"{path}: all {len(parsed)} ACSCtl lines read '{parsed[0].flags()}'; applied to the "
                        f"{len(unknown)} bridges whose ACS was unknown (a bridge without ACS behaves the same for P2P)")
         else:
             redirect = sum(1 for a in parsed if a.redirects)
             out.append(f"{path}: {len(lines)} ACSCtl lines without device addresses and not all alike "
                        f"({redirect} with redirect); they cannot be attributed to bridges — send the full "
                        "'sudo lspci -vvv' instead of the grep")
-    return out
+    return notes, out
 
 
 def _merge(tree_fns: list[PciFunction], details: dict[str, PciFunction]) -> list[PciFunction]:

@@ -95,6 +95,8 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
                     "that stays down after a reset needs the GPU/baseboard serviced"))
         for prob in topo.nvlink.problems:
             out.append(Finding("read-problem", "info", prob, topo.nvlink.source, "check the capture"))
+    for note in topo.notes:
+        out.append(Finding("input-used", "info", note, topo.source, "nothing to do"))
     for prob in topo.problems:
         out.append(Finding("read-problem", "info", prob, topo.source, "check the capture or run as root"))
     return out

@@ -248,6 +248,7 @@ class Topology:
     nvlink: "NvLinkInfo | None" = None     # topology.nvlink; None: no NVLink source was available
     nvlink_note: str = ""                  # why there is no NVLink data (shown, never silent)
     origin: str = "sysfs"                  # sysfs (live, snapshot, any root) | lspci (a text someone sent)
+    notes: list[str] = field(default_factory=list)   # how an input was used (not a problem), e.g. an ACSCtl grep applied
 
     def by_role(self, *roles: Role) -> list[Device]:
         return [d for d in self.devices.values() if d.role in roles]
