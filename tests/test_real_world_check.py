@@ -8,17 +8,15 @@ import re
 import subprocess
 import sys
 
+import check_fixtures as cf
 import pytest
+from conftest import corpus
 
 from gdsdiag.check.context import CheckContext
-from gdsdiag.check.model import Status
 from gdsdiag.check.runner import run
 from gdsdiag.errors import GdsdiagError
 from gdsdiag.platform.fsroot import FsRoot
 from gdsdiag.render.check_json import document
-
-import check_fixtures as cf
-from conftest import corpus
 
 REPR = re.compile(r"\bNone\b|\{'|\['|\('|': ")
 

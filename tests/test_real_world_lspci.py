@@ -8,12 +8,12 @@ file's header). Each test failed before its fix:
 - a Sky Lake-E server's plain 'lspci' (corpus/lspci-plain/): the host bridge with a vendor name but no
   device id was judged 'not on the P2PDMA whitelist' (a definite NOT_SUPPORTED) instead of unknown.
 """
+from conftest import corpus
+
 from gdsdiag.importers import lspci
 from gdsdiag.topology.findings import find
 from gdsdiag.topology.model import Role
-from gdsdiag.topology.pairs import P2pDmaMap, P2pVerdict, analyse_all, host_bridge_allows
-
-from conftest import corpus
+from gdsdiag.topology.pairs import P2pDmaMap, analyse_all, host_bridge_allows
 
 ASUS_TREE = corpus("lspci-tree", "asus-esc8000a-e12-highpoint-nvme-switch.txt")
 ASUS_GREP = corpus("lspci-vvv", "asus-esc8000a-e12-acsctl-grep-all-disabled.txt")

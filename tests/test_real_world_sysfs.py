@@ -13,11 +13,11 @@ with hwloc's own .test and expected .console output). Each test failed before th
 """
 import re
 
+from conftest import corpus
+
 from gdsdiag.topology.load import from_root
 from gdsdiag.topology.model import Role
-from gdsdiag.topology.pairs import analyse_all, SmiLevel
-
-from conftest import corpus
+from gdsdiag.topology.pairs import SmiLevel, analyse_all
 
 
 def console_tree(name):

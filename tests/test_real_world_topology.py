@@ -14,12 +14,12 @@ import os
 import subprocess
 import sys
 
+from conftest import FIXTURES, corpus
+
 from gdsdiag.importers import nvidia_smi
 from gdsdiag.topology.findings import find
 from gdsdiag.topology.load import attach_smi_text, from_root
 from gdsdiag.topology.pairs import P2pVerdict, SmiLevel, analyse_all
-
-from conftest import FIXTURES, corpus
 
 H200X2 = os.path.join(FIXTURES, "snapshots", "h200x2-vm-snapshot-2026-11-30.tar.gz")
 H200X2_SMI = os.path.join(FIXTURES, "nvidia-smi", "h200x2-vm-topo-m.txt")
@@ -144,8 +144,13 @@ def test_dynamic_routing_on_a_real_dgx_a100_matrix():
     m = nvidia_smi.parse(open(corpus("nvidia-smi-topo", "dgxa100-8xa100-epyc7742-10nic.txt")).read())
     gpus = [c for c in m.columns if c.startswith("GPU")]
     nics = [c for c in m.columns if c.startswith("NIC")]
-    cell = lambda a, b: m.cells.get((a, b))
-    entries = plan(gpus, nics, cell, lambda a, b: cell(a, b) if (cell(a, b) or "").startswith("NV") else None)
+    def cell(a, b):
+        return m.cells.get((a, b))
+
+    def nv(a, b):
+        return cell(a, b) if (cell(a, b) or "").startswith("NV") else None
+
+    entries = plan(gpus, nics, cell, nv)
     by = {(e["gpu"], e["nic"]): e for e in entries}
     e = by[("GPU5", "NIC0")]
     assert (e["direct"], e["policy"], e["via_gpu"], e["link"]) == ("SYS", "GPU_MEM_NVLINKS", "GPU0", "NV12")

@@ -6,7 +6,7 @@ import os
 
 from ..platform import mounts as mnt
 from .context import CheckContext
-from .model import CheckResult, Evidence, PathVerdict, Route, Status
+from .model import CheckResult, Evidence, PathVerdict, Route, Status, plain
 
 # Filesystems cuFile runs through nvidia-fs when their storage driver is GDS-aware (nvidia-fs
 # documentation "Key Features"; GDS release notes), keyed to the registration symbol needed.
@@ -39,7 +39,7 @@ def analyse_path(ctx: CheckContext, path: str, routes: list[Route]) -> tuple[Pat
         devices = [f"{n.name} ({n.kind}{', ' + n.controller if n.controller else ''}{', ' + n.pci if n.pci else ''})" for n in leaves]
         pcis = [n.pci for n in leaves if n.pci]
         results.append(CheckResult("path.devices", f"block devices under {path}", Status.INFO,
-                                   f"{chain.name} → " + ", ".join(devices), [Evidence(f"/sys/dev/block/{m.dev}", chain.to_json())], path=path))
+                                   f"{chain.name} → " + ", ".join(devices), [Evidence(f"/sys/dev/block/{m.dev}", plain(chain.to_json()))], path=path))
     else:
         kinds = set()
     # The O_DIRECT probe writes only a file it creates itself (O_EXCL) and removes it.
@@ -84,7 +84,7 @@ def analyse_path(ctx: CheckContext, path: str, routes: list[Route]) -> tuple[Pat
         if topo_rows:
             results.append(CheckResult("path.topology", f"GPU ↔ storage placement for {path}", Status.INFO,
                                        "; ".join(f"{r['gpu']}↔{r['device']} {r['nvidia_smi']} {r['p2p']}" for r in topo_rows),
-                                       [Evidence("gdsdiag topology", topo_rows[:4])], path=path))
+                                       [Evidence("gdsdiag topology", plain(topo_rows[:4]))], path=path))
     pv = PathVerdict(path, route, reasons, m.fstype, m.mount_point, devices, topo_rows)
     return pv, results
 

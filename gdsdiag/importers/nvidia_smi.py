@@ -166,7 +166,7 @@ def cross_check(topo: Topology, pairs, text: str, text_source: str | None = None
         if row == col or not row.startswith("GPU") or theirs == "X":
             continue
         a, b = ours.get(row), ours.get(col)
-        entry = {"row": row, "column": col, "nvidia_smi": theirs}
+        entry: dict[str, object] = {"row": row, "column": col, "nvidia_smi": theirs}
         if a is None or b is None:
             entry.update(gdsdiag=None, agree=None, note="not compared: " + (how[row] if a is None else how[col]))
             out.append(entry)
@@ -187,7 +187,8 @@ def cross_check(topo: Topology, pairs, text: str, text_source: str | None = None
         else:
             entry.update(gdsdiag=p.label, agree=p.label == theirs)
         if "order among" in how.get(col, ""):
-            entry["note"] = (entry.get("note", "") + "; " if entry.get("note") else "") + "matched by " + how[col]
+            prev = str(entry.get("note") or "")
+            entry["note"] = (prev + "; " if prev else "") + "matched by " + how[col]
         out.append(entry)
     return out
 

@@ -15,7 +15,7 @@ from rich.tree import Tree
 
 from ..topology.findings import Finding
 from ..topology.model import Device, Role, Topology
-from ..topology.pairs import PairAnalysis, P2pVerdict
+from ..topology.pairs import P2pVerdict, PairAnalysis
 
 _SHOWN = (Role.GPU, Role.NVME, Role.NIC, Role.NVSWITCH)
 _VERDICT_STYLE = {P2pVerdict.NVLINK: "green", P2pVerdict.P2P: "green", P2pVerdict.VIA_HOST: "yellow",
@@ -112,7 +112,8 @@ def columns(topo: Topology) -> list[tuple[str, Device]]:
 
 
 def _ranges(cpus: set[int]) -> str:
-    out, run = [], []
+    out: list[str] = []
+    run: list[int] = []
     for c in sorted(cpus):
         if run and c == run[-1] + 1:
             run.append(c)
@@ -178,7 +179,7 @@ def matrix(topo: Topology, pairs: list[PairAnalysis], width: int = 200) -> list[
                     mark = "" if p.nvlink else _VERDICT_MARK[p.verdict]
                     row.append(Text(p.label + mark, style=_VERDICT_STYLE[p.verdict]))
             cpu, numa, gnode = aff[g.bdf]
-            row += [cpu, numa] + ([gnode or "N/A"] if gpu_numa else [])
+            row += [Text(cpu), Text(numa)] + ([Text(gnode or "N/A")] if gpu_numa else [])
             t.add_row(*row)
         tables.append(t)
     return tables

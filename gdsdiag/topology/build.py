@@ -2,8 +2,7 @@
 from __future__ import annotations
 
 from .config_space import PortType
-from .model import (BRIDGE_ROLES, CpuInfo, Device, HostBridge, IommuInfo, PciFunction, Role,
-                    Topology, role_from_class)
+from .model import BRIDGE_ROLES, CpuInfo, Device, HostBridge, IommuInfo, PciFunction, Role, Topology, role_from_class
 
 BROADCOM = 0x1000
 

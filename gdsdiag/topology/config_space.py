@@ -69,7 +69,7 @@ class AcsControl:
     direct_translated: bool = False   # DT  (DirectTrans)
 
     @classmethod
-    def from_bits(cls, v: int) -> "AcsControl":
+    def from_bits(cls, v: int) -> AcsControl:
         return cls(*(bool(v >> i & 1) for i in range(7)))
 
     @property

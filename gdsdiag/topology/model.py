@@ -159,8 +159,8 @@ class Device:
     """A PCI function placed in the tree, with its role and the names users know it by."""
     fn: PciFunction
     role: Role
-    parent: "Device | None" = None
-    children: list["Device"] = field(default_factory=list)
+    parent: Device | None = None
+    children: list[Device] = field(default_factory=list)
     names: list[str] = field(default_factory=list)   # GPU0, nvme0, mlx5_0, eth0 ...
     label: str | None = None                          # short display label, e.g. GPU0
     switch_id: str | None = None                      # physical switch (USP bdf) for switch ports
@@ -174,7 +174,7 @@ class Device:
     def is_bridge(self) -> bool:
         return self.role in BRIDGE_ROLES
 
-    def ancestors(self) -> list["Device"]:
+    def ancestors(self) -> list[Device]:
         """Upstream bridges, nearest first. Cached: the tree is fixed once built, and the pair
         analysis asks for the same chains thousands of times on a large node."""
         cached = self.__dict__.get("_ancestors")
@@ -245,7 +245,7 @@ class Topology:
     cpu: CpuInfo
     source: str
     problems: list[str] = field(default_factory=list)
-    nvlink: "NvLinkInfo | None" = None     # topology.nvlink; None: no NVLink source was available
+    nvlink: NvLinkInfo | None = None     # topology.nvlink; None: no NVLink source was available
     nvlink_note: str = ""                  # why there is no NVLink data (shown, never silent)
     origin: str = "sysfs"                  # sysfs (live, snapshot, any root) | lspci (a text someone sent)
     notes: list[str] = field(default_factory=list)   # how an input was used (not a problem), e.g. an ACSCtl grep applied

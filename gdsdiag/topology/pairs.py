@@ -90,7 +90,7 @@ class PairAnalysis:
     p2pdma: P2pDmaMap
     verdict: P2pVerdict
     reasons: list[str] = field(default_factory=list)
-    nvlink: "NvLinkPair | None" = None
+    nvlink: NvLinkPair | None = None
 
     @property
     def label(self) -> str:
