@@ -1,4 +1,4 @@
-"""Command line. Heavy modules (cupy, kvikio, bcc, cffi) are imported inside commands only, so
+"""Command line: the click group, command registration and the one exception boundary. Heavy modules (cupy, kvikio, bcc, cffi) are imported inside commands only, so
 ``gdsdiag --help`` and ``gdsdiag topology`` answer at once on a bare node."""
 from __future__ import annotations
 
@@ -29,99 +29,6 @@ def _emit_json(doc: dict) -> None:
 @click.version_option(__version__, prog_name="gdsdiag")
 def cli() -> None:
     """Diagnose the GPUDirect Storage data path: PCIe topology, drivers, and the route I/O takes."""
-
-
-@cli.command()
-@click.option("--root", default="/", show_default=True, help="Read sysfs/procfs under this directory.")
-@click.option("--from", "snapshot", metavar="FILE", help="Analyse a snapshot made by 'gdsdiag snapshot'.")
-@click.option("--lspci", "lspci_files", multiple=True, metavar="FILE",
-              help="Import 'lspci -vvv'/'-vvxxxx' and/or 'lspci -tv' text (repeatable).")
-@click.option("--numa", "numa_map", metavar="HB=N,...",
-              help="NUMA node per host bridge for lspci imports, e.g. 0000:00=0,0000:80=1 or 0000:00-7f=0.")
-@click.option("--cross-check", is_flag=True, help="Compare our labels with 'nvidia-smi topo -m'.")
-@click.option("--nvidia-smi", "smi_file", metavar="FILE", help="A saved 'nvidia-smi topo -m' output (implies --cross-check).")
-@click.option("--tree", "only_tree", is_flag=True, help="Show the tree (with --matrix/--findings: those parts only).")
-@click.option("--matrix", "only_matrix", is_flag=True, help="Show the pair matrix (with --tree/--findings: those parts only).")
-@click.option("--findings", "only_findings", is_flag=True, help="Show the findings (shown by default only when no part is selected).")
-@click.option("--json", "as_json", is_flag=True, help="Write the JSON document (schema gdsdiag.topology/1).")
-def topology(root, snapshot, lspci_files, numa_map, cross_check, smi_file, only_tree, only_matrix, only_findings, as_json):
-    """The PCIe graph between GPUs, NVMe and NICs, and whether P2P DMA can work on each pair."""
-    from .commands.topology import topology as run_topology
-    report = run_topology(root, snapshot, lspci_files, numa_map, cross_check, smi_file)
-    if as_json:
-        from .render.topology_json import document
-        _emit_json(document(report.topo, report.pairs, report.findings, report.cross_check, report.routing))
-    else:
-        from rich.console import Console
-
-        from .render.topology_text import render
-        console = Console()
-        if not console.is_terminal:
-            console = Console(width=400)   # a pipe or a log: tables keep their columns, nothing wraps
-        picked = only_tree or only_matrix or only_findings
-        render(console, report.topo, report.pairs, report.findings, show_tree=only_tree or not picked,
-               show_matrix=only_matrix or not picked, show_findings=only_findings or not picked,
-               routing=report.routing)
-        if report.cross_check is not None:
-            from .importers.nvidia_smi import render_cross_check
-            render_cross_check(console, report.cross_check)
-    sys.exit(report.exit_code)
-
-
-@cli.command()
-@click.option("--root", default="/", show_default=True, help="Read sysfs/procfs under this directory.")
-@click.option("--from", "snapshot", metavar="FILE", help="Check a snapshot made by 'gdsdiag snapshot'.")
-@click.option("--path", "paths", multiple=True, metavar="DIR",
-              help="Also analyse this directory: filesystem, devices, a real O_DIRECT probe, the route cuFile would take (repeatable).")
-@click.option("--gdscheck", "gdscheck_file", metavar="FILE", help="Compare with a saved 'gdscheck -p' output.")
-@click.option("--libcufile", "libcufile_path", metavar="PATH", help="Use this libcufile instead of searching.")
-@click.option("-v", "--verbose", is_flag=True, help="Show the evidence and the reason of every check.")
-@click.option("--json", "as_json", is_flag=True, help="Write the JSON document (schema gdsdiag.check/1).")
-def check(root, snapshot, paths, gdscheck_file, libcufile_path, verbose, as_json):
-    """Which GDS routes this node can take (nvidia-fs P2P, PCI P2PDMA, compat only) and why, with evidence.
-
-    Exit code: 0 all pass, 1 warnings, 2 failures, 3 gdsdiag could not run."""
-    from .commands.check import check as run_check
-    report = run_check(root, snapshot, paths, gdscheck_file, libcufile_path)
-    if as_json:
-        from .render.check_json import document
-        _emit_json(document(report))
-    else:
-        from rich.console import Console
-
-        from .render.check_text import render
-        render(Console(), report, verbose)
-    sys.exit(report.exit_code())
-
-
-@cli.command("cufile")
-@click.option("--libcufile", "libcufile_path", metavar="PATH", help="Use this libcufile instead of searching.")
-@click.option("--no-open", is_flag=True, help="Do not try cuFileDriverOpen (it runs in a child process with a timeout).")
-@click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for cuFileDriverOpen.")
-@click.option("--json", "as_json", is_flag=True, help="Write JSON (schema gdsdiag.cufile/1).")
-def cufile_cmd(libcufile_path, no_open, timeout, as_json):
-    """libcufile as the bindings see it: where it was found, version, parameters, and whether the
-    driver opens (decoded properties) or fails (named error and the cufile.log tail)."""
-    from .commands.cufile import cufile_info
-    report = cufile_info(libcufile_path, not no_open, timeout)
-    doc = report.doc
-    if as_json:
-        _emit_json(doc)
-    else:
-        click.echo(f"libcufile {doc['version']} at {doc['library']} (via {doc['found_via']}); log {doc['log']}")
-        d = doc["driver_open"]
-        if d is None:
-            click.echo("driver open: not tried (--no-open)")
-        elif d["ok"]:
-            p = d["properties"]
-            click.echo(f"driver open: OK — nvidia-fs {'%d.%d' % (p['nvfs_major'], p['nvfs_minor']) if p['nvfs_loaded'] else 'not loaded (compatibility mode)'}, "
-                       f"control {', '.join(p['control_flags']) or '-'}, storage {', '.join(p['status_flags']) or '-'}, "
-                       f"max direct I/O {p['max_direct_io_size_kb']} KiB")
-        else:
-            click.echo(f"driver open: FAILED — {d['error']}")
-            if d.get("log_tail"):
-                click.echo("cufile.log tail:\n" + d["log_tail"].rstrip())
-    sys.exit(report.exit_code)
 
 
 @cli.command()
@@ -243,10 +150,12 @@ def snapshot(output, root, as_json):
                    + (" (run as root to include full config space)" if info["skipped"] else ""))
 
 
-from .commands import explain as _explain_cmd  # noqa: E402
-cli.add_command(_explain_cmd.explain)
-from .commands import diff as _diff_cmd  # noqa: E402
-cli.add_command(_diff_cmd.diff)
+# The CLI layer: one module per command under gdsdiag/commands (parse, render, exit); the work
+# is done by the report functions of the packages they call.
+from .commands import check, cufile, diff, explain, topology  # noqa: E402
+
+for _command in (topology.topology, check.check, cufile.cufile_cmd, explain.explain, diff.diff):
+    cli.add_command(_command)
 
 
 def main() -> None:

@@ -53,25 +53,23 @@ class DiffResult:
 
 @contextmanager
 def open_root(spec: str):
-    """The one place that turns an input into a root directory (the integrator may switch snapshot
-    opening to an archive-backed FsRoot here). Yields (root, form). '-' is a snapshot on stdin
+    """Turns an input into an open ``FsRoot`` (through ``platform.roots.node_root``, the one place
+    that opens live roots and snapshots). Yields (fs, form). '-' is a snapshot on stdin
     (ssh node7 cat snap.tar.gz | gdsdiag diff node3.tar.gz -)."""
+    from .platform.roots import node_root
     if spec == "-":
         with _stdin_file() as path:
-            with open_root(path) as (root, _):
-                yield root, "snapshot"
+            with open_root(path) as (fs, _):
+                yield fs, "snapshot"
         return
     if os.path.isdir(spec):
-        yield os.path.abspath(spec), "root"
+        with node_root(os.path.abspath(spec)) as fs:
+            yield fs, "root"
         return
     if not os.path.exists(spec):
         raise GdsdiagError(f"{spec} not found", "give a snapshot (.tar.gz from 'gdsdiag snapshot') or a root directory")
-    from .snapshot import open_snapshot
-    tmp = open_snapshot(spec)
-    try:
-        yield tmp.name, "snapshot"
-    finally:
-        tmp.cleanup()
+    with node_root(snapshot=spec) as fs:
+        yield fs, "snapshot"
 
 
 MAX_STDIN = 256 << 20      # a snapshot is kilobytes to a few megabytes
@@ -107,20 +105,20 @@ def load_side(spec: str) -> Side:
     from .check.context import CheckContext
     from .check.runner import run as run_checks
     from .cufile_json import load as load_cufile
-    from .platform.fsroot import FsRoot
     from .render.check_json import document as check_document
     from .render.topology_json import document as topology_document
     from .topology.findings import find
     from .topology.load import from_root
     from .topology.pairs import analyse_all
 
-    with open_root(spec) as (root, form):
-        topo = from_root(root)
+    with open_root(spec) as (fs, form):
+        root = fs.root           # one FsRoot for all three readers (their problems land in one list)
+        topo = from_root(fs)
         pairs = analyse_all(topo)
         tdoc = topology_document(topo, pairs, find(topo, pairs))
-        env = dict(os.environ) if root == "/" else {}
-        cdoc = check_document(run_checks(CheckContext(FsRoot(root), env=env), [], None))
-        cfg = load_cufile(FsRoot(root), env)
+        env = dict(os.environ) if fs.is_live else {}
+        cdoc = check_document(run_checks(CheckContext(fs, env=env), [], None))
+        cfg = load_cufile(fs, env)
         return Side(spec, form, _scrub(tdoc, root), _scrub(cdoc, root),
                     cfg.data if cfg.data is not None else None, cfg.path)
 

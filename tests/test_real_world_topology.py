@@ -48,7 +48,7 @@ def test_gb200_numa_affinity_lists_and_gpu_numa_id():
 
 def _h200x2(tmp_path, with_smi=True):
     # opened the way every command opens a snapshot (no tarfile filter needed: Python 3.11.2 lacks it)
-    from gdsdiag.commands._source import node_root
+    from gdsdiag.platform.roots import node_root
     with node_root(snapshot=H200X2) as fs:
         topo = from_root(fs)
     if with_smi:

@@ -1,31 +1,34 @@
-"""``gdsdiag check``: which GDS routes the node can take, with the evidence of every check, and
-per directory the route a cuFile I/O would take."""
+"""``gdsdiag check``: parse options, render the report of gdsdiag.check.report, exit with its code."""
 from __future__ import annotations
 
-import os
+import sys
 
-from ..check.runner import CheckReport
-from ..errors import GdsdiagError
-from ._source import node_root
+import click
+
+from ._common import emit_json
 
 
-def check(root: str = "/", snapshot: str | None = None, paths: tuple[str, ...] = (),
-          gdscheck_file: str | None = None, libcufile_path: str | None = None) -> CheckReport:
-    from ..check.context import CheckContext
-    from ..check.runner import run as run_checks
-    gdscheck_text = None
-    if gdscheck_file:
-        try:
-            with open(gdscheck_file, encoding="utf-8", errors="replace") as f:
-                gdscheck_text = f.read()
-        except OSError as e:
-            raise GdsdiagError(f"cannot read {gdscheck_file}: {e.strerror}", "check the path") from None
-    if snapshot and paths:
-        raise GdsdiagError("--path cannot be probed inside a snapshot",
-                           "run 'gdsdiag check --path DIR' on the node itself")
-    with node_root(root, snapshot) as fs:
-        ctx = CheckContext(fs, env=dict(os.environ) if fs.is_live else {}, libcufile_path=libcufile_path)
-        report = run_checks(ctx, list(paths), gdscheck_text)
-    if snapshot:
-        report.source = snapshot
-    return report
+@click.command()
+@click.option("--root", default="/", show_default=True, help="Read sysfs/procfs under this directory.")
+@click.option("--from", "snapshot", metavar="FILE", help="Check a snapshot made by 'gdsdiag snapshot'.")
+@click.option("--path", "paths", multiple=True, metavar="DIR",
+              help="Also analyse this directory: filesystem, devices, a real O_DIRECT probe, the route cuFile would take (repeatable).")
+@click.option("--gdscheck", "gdscheck_file", metavar="FILE", help="Compare with a saved 'gdscheck -p' output.")
+@click.option("--libcufile", "libcufile_path", metavar="PATH", help="Use this libcufile instead of searching.")
+@click.option("-v", "--verbose", is_flag=True, help="Show the evidence and the reason of every check.")
+@click.option("--json", "as_json", is_flag=True, help="Write the JSON document (schema gdsdiag.check/1).")
+def check(root, snapshot, paths, gdscheck_file, libcufile_path, verbose, as_json):
+    """Which GDS routes this node can take (nvidia-fs P2P, PCI P2PDMA, compat only) and why, with evidence.
+
+    Exit code: 0 all pass, 1 warnings, 2 failures, 3 gdsdiag could not run."""
+    from ..check.report import check as run_check
+    report = run_check(root, snapshot, paths, gdscheck_file, libcufile_path)
+    if as_json:
+        from ..render.check_json import document
+        emit_json(document(report))
+    else:
+        from rich.console import Console
+
+        from ..render.check_text import render
+        render(Console(), report, verbose)
+    sys.exit(report.exit_code())

@@ -1,26 +1,38 @@
-"""``gdsdiag cufile``: the libcufile the bindings load, its parameters, and whether
-``cuFileDriverOpen`` works (in a child process, with a timeout)."""
+"""``gdsdiag cufile``: parse options, render the report of gdsdiag.cufile.report, exit with its code."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import sys
 
-from ..errors import EXIT_FAIL, EXIT_OK
+import click
 
-
-@dataclass
-class CufileReport:
-    doc: dict          # the gdsdiag.cufile/1 document
-
-    @property
-    def exit_code(self) -> int:
-        d = self.doc["driver_open"]
-        return EXIT_OK if d is None or d["ok"] else EXIT_FAIL
+from ._common import emit_json
 
 
-def cufile_info(libcufile_path: str | None = None, try_open: bool = True, timeout: float = 30.0) -> CufileReport:
-    from ..cufile import all_parameters, load, probe_driver_open
-    lib = load(libcufile_path)
-    doc = {"schema": "gdsdiag.cufile/1", "library": lib.path, "found_via": lib.found_via, "version": lib.version,
-           "log": lib.log_path, "parameters_before_open": all_parameters(lib)}
-    doc["driver_open"] = probe_driver_open(timeout, lib.path) if try_open else None
-    return CufileReport(doc)
+@click.command("cufile")
+@click.option("--libcufile", "libcufile_path", metavar="PATH", help="Use this libcufile instead of searching.")
+@click.option("--no-open", is_flag=True, help="Do not try cuFileDriverOpen (it runs in a child process with a timeout).")
+@click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for cuFileDriverOpen.")
+@click.option("--json", "as_json", is_flag=True, help="Write JSON (schema gdsdiag.cufile/1).")
+def cufile_cmd(libcufile_path, no_open, timeout, as_json):
+    """libcufile as the bindings see it: where it was found, version, parameters, and whether the
+    driver opens (decoded properties) or fails (named error and the cufile.log tail)."""
+    from ..cufile.report import cufile_info
+    report = cufile_info(libcufile_path, not no_open, timeout)
+    doc = report.doc
+    if as_json:
+        emit_json(doc)
+    else:
+        click.echo(f"libcufile {doc['version']} at {doc['library']} (via {doc['found_via']}); log {doc['log']}")
+        d = doc["driver_open"]
+        if d is None:
+            click.echo("driver open: not tried (--no-open)")
+        elif d["ok"]:
+            p = d["properties"]
+            click.echo(f"driver open: OK — nvidia-fs {'%d.%d' % (p['nvfs_major'], p['nvfs_minor']) if p['nvfs_loaded'] else 'not loaded (compatibility mode)'}, "
+                       f"control {', '.join(p['control_flags']) or '-'}, storage {', '.join(p['status_flags']) or '-'}, "
+                       f"max direct I/O {p['max_direct_io_size_kb']} KiB")
+        else:
+            click.echo(f"driver open: FAILED — {d['error']}")
+            if d.get("log_tail"):
+                click.echo("cufile.log tail:\n" + d["log_tail"].rstrip())
+    sys.exit(report.exit_code)

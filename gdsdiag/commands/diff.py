@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ..errors import EXIT_OK, EXIT_TOOL_ERROR, EXIT_WARN, GdsdiagError
+from ..errors import EXIT_OK, EXIT_WARN
 
 
 @click.command()
@@ -20,11 +20,7 @@ def diff(a, b, as_json):
 
     Exit code: 0 same, 1 different, 3 an input could not be read."""
     from ..diff import diff as run_diff
-    try:
-        res = run_diff(a, b)
-    except GdsdiagError as e:
-        click.echo(e.line(), err=True)
-        sys.exit(EXIT_TOOL_ERROR)
+    res = run_diff(a, b)
     if as_json:
         from ..render.diff_json import document
         sys.stdout.write(json.dumps(document(res), indent=2) + "\n")

@@ -6,8 +6,6 @@ import sys
 
 import click
 
-from ..errors import EXIT_TOOL_ERROR, GdsdiagError
-
 KINDS = ("cufile-log", "gdsio", "gdscheck", "nvfs-stats", "dmesg")
 
 
@@ -24,11 +22,7 @@ def explain(files, kind, verbose, as_json):
     Exit code: 0 nothing wrong, 1 warnings (or error lines it does not know), 2 errors, 3 unreadable input."""
     from ..explain import explain_paths
     from ..render.explain_json import document, exit_code
-    try:
-        report = explain_paths(list(files), kind)
-    except GdsdiagError as e:
-        click.echo(e.line(), err=True)
-        sys.exit(EXIT_TOOL_ERROR)
+    report = explain_paths(list(files), kind)
     if as_json:
         sys.stdout.write(json.dumps(document(report), indent=2) + "\n")
     else:

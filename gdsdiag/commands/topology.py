@@ -1,66 +1,45 @@
-"""``gdsdiag topology``: the PCIe graph, the pair analysis and the findings, from a live node, a
-snapshot, or lspci text; optionally compared cell by cell with ``nvidia-smi topo -m``."""
+"""``gdsdiag topology``: parse options, render the report of gdsdiag.topology.report, exit with its code."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import sys
 
-from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN
-from ..topology.findings import Finding, find
-from ..topology.model import Topology
-from ..topology.pairs import PairAnalysis, analyse_all
-from ._source import node_root
+import click
+
+from ._common import emit_json
 
 
-@dataclass
-class TopologyReport:
-    topo: Topology
-    pairs: list[PairAnalysis]
-    findings: list[Finding]
-    cross_check: list[dict] | None = None     # nvidia-smi cells, when asked for
-    routing: list[dict] | None = None         # cuFile dynamic-routing notes (topology.routing)
-
-    @property
-    def disagreements(self) -> int:
-        # only cells compared and found different; a cell not compared (agree None) is not one
-        return sum(1 for c in self.cross_check or [] if c["agree"] is False)
-
-    @property
-    def exit_code(self) -> int:
-        sev = {f.severity for f in self.findings}
-        if "fail" in sev:
-            return EXIT_FAIL
-        if "warn" in sev or self.disagreements:
-            return EXIT_WARN
-        return EXIT_OK
-
-
-def topology(root: str = "/", snapshot: str | None = None, lspci_files: tuple[str, ...] = (),
-             numa_map: str | None = None, cross_check: bool = False, smi_file: str | None = None) -> TopologyReport:
-    if lspci_files:
-        from ..importers.lspci import load_lspci
-        topo = load_lspci(lspci_files, numa_map)
+@click.command()
+@click.option("--root", default="/", show_default=True, help="Read sysfs/procfs under this directory.")
+@click.option("--from", "snapshot", metavar="FILE", help="Analyse a snapshot made by 'gdsdiag snapshot'.")
+@click.option("--lspci", "lspci_files", multiple=True, metavar="FILE",
+              help="Import 'lspci -vvv'/'-vvxxxx' and/or 'lspci -tv' text (repeatable).")
+@click.option("--numa", "numa_map", metavar="HB=N,...",
+              help="NUMA node per host bridge for lspci imports, e.g. 0000:00=0,0000:80=1 or 0000:00-7f=0.")
+@click.option("--cross-check", is_flag=True, help="Compare our labels with 'nvidia-smi topo -m'.")
+@click.option("--nvidia-smi", "smi_file", metavar="FILE", help="A saved 'nvidia-smi topo -m' output (implies --cross-check).")
+@click.option("--tree", "only_tree", is_flag=True, help="Show the tree (with --matrix/--findings: those parts only).")
+@click.option("--matrix", "only_matrix", is_flag=True, help="Show the pair matrix (with --tree/--findings: those parts only).")
+@click.option("--findings", "only_findings", is_flag=True, help="Show the findings (shown by default only when no part is selected).")
+@click.option("--json", "as_json", is_flag=True, help="Write the JSON document (schema gdsdiag.topology/1).")
+def topology(root, snapshot, lspci_files, numa_map, cross_check, smi_file, only_tree, only_matrix, only_findings, as_json):
+    """The PCIe graph between GPUs, NVMe and NICs, and whether P2P DMA can work on each pair."""
+    from ..topology.report import topology as run_topology
+    report = run_topology(root, snapshot, lspci_files, numa_map, cross_check, smi_file)
+    if as_json:
+        from ..render.topology_json import document
+        emit_json(document(report.topo, report.pairs, report.findings, report.cross_check, report.routing))
     else:
-        from ..topology.load import from_root
-        with node_root(root, snapshot) as fs:
-            topo = from_root(fs)
-        if snapshot:
-            topo.source = snapshot
-        elif fs.is_live:
-            from ..platform.udev_names import enrich
-            topo.problems += [n for n in enrich(topo) if "differs" in n]
-    smi_text = smi_source = None
-    if cross_check or smi_file:
-        from ..importers.nvidia_smi import read_smi_text
-        smi_text = read_smi_text(smi_file)
-        smi_source = f"nvidia-smi topo -m text ({smi_file or 'run now'})"
-        if topo.nvlink is None:       # the text is the only NVLink source there is
-            from ..topology.load import attach_nvlink_status, attach_smi_text
-            attach_smi_text(topo, smi_text, smi_source)
-            attach_nvlink_status(topo, smi_text, smi_source)   # when 'nvlink -s' was pasted with it
-    pairs = analyse_all(topo)
-    from ..topology.routing import dynamic_routing
-    report = TopologyReport(topo, pairs, find(topo, pairs), routing=dynamic_routing(topo, pairs))
-    if smi_text is not None:
-        from ..importers.nvidia_smi import cross_check as run_cross_check
-        report.cross_check = run_cross_check(topo, pairs, smi_text, smi_source)
-    return report
+        from rich.console import Console
+
+        from ..render.topology_text import render
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=400)   # a pipe or a log: tables keep their columns, nothing wraps
+        picked = only_tree or only_matrix or only_findings
+        render(console, report.topo, report.pairs, report.findings, show_tree=only_tree or not picked,
+               show_matrix=only_matrix or not picked, show_findings=only_findings or not picked,
+               routing=report.routing)
+        if report.cross_check is not None:
+            from ..importers.nvidia_smi import render_cross_check
+            render_cross_check(console, report.cross_check)
+    sys.exit(report.exit_code)

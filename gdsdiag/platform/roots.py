@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..platform.fsroot import FsRoot
+from .fsroot import FsRoot
 
 
 @contextmanager

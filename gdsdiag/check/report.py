@@ -1,0 +1,31 @@
+"""``gdsdiag check``: which GDS routes the node can take, with the evidence of every check, and
+per directory the route a cuFile I/O would take."""
+from __future__ import annotations
+
+import os
+
+from ..errors import GdsdiagError
+from ..platform.roots import node_root
+from .runner import CheckReport
+
+
+def check(root: str = "/", snapshot: str | None = None, paths: tuple[str, ...] = (),
+          gdscheck_file: str | None = None, libcufile_path: str | None = None) -> CheckReport:
+    from .context import CheckContext
+    from .runner import run as run_checks
+    gdscheck_text = None
+    if gdscheck_file:
+        try:
+            with open(gdscheck_file, encoding="utf-8", errors="replace") as f:
+                gdscheck_text = f.read()
+        except OSError as e:
+            raise GdsdiagError(f"cannot read {gdscheck_file}: {e.strerror}", "check the path") from None
+    if snapshot and paths:
+        raise GdsdiagError("--path cannot be probed inside a snapshot",
+                           "run 'gdsdiag check --path DIR' on the node itself")
+    with node_root(root, snapshot) as fs:
+        ctx = CheckContext(fs, env=dict(os.environ) if fs.is_live else {}, libcufile_path=libcufile_path)
+        report = run_checks(ctx, list(paths), gdscheck_text)
+    if snapshot:
+        report.source = snapshot
+    return report
