@@ -4,7 +4,7 @@ import struct
 
 from hypothesis import given, settings, strategies as st
 
-from gdsdiag.topology.config_space import PortType, decode, lane_gbytes_per_s
+from gdsdiag.pci.config_space import PortType, decode, lane_gbytes_per_s
 
 
 def make_config(port_type=4, lnkcap=(4, 16), lnksta=(3, 8), devctl=0x2830, acs_ctl=None, size=4096):

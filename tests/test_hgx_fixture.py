@@ -3,14 +3,14 @@ binary config space (tests/hgx_fixture.py says where each value comes from)."""
 import collections
 
 import pytest
+from hgx_fixture import build_dgx2h
 
+from gdsdiag.pci.records import CpuInfo, HostBridge, IommuInfo, PciFunction
 from gdsdiag.topology.build import bcm_switch_gen, build
 from gdsdiag.topology.findings import find
 from gdsdiag.topology.load import from_root
-from gdsdiag.topology.model import CpuInfo, HostBridge, IommuInfo, PciFunction, Role
+from gdsdiag.topology.model import Role
 from gdsdiag.topology.pairs import NcclLevel, P2pDmaMap, P2pVerdict, SmiLevel, analyse_all, analyse_pair
-
-from hgx_fixture import build_dgx2h
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["acs-off", "acs-redirect-iommu-on"])

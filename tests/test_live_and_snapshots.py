@@ -114,7 +114,7 @@ def test_malformed_sysfs_values_do_not_crash(tmp_path):
 
 def test_udev_enrichment_agrees_with_sysfs():
     pytest.importorskip("pyudev")
-    from gdsdiag.platform.udev_names import enrich
+    from gdsdiag.topology.udev_names import enrich
     topo = from_root("/")
     notes = enrich(topo)
     assert not [n for n in notes if "differs" in n]      # udev's PCI_ID equals what sysfs says

@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 
 from ..errors import GdsdiagError
+from ..pci.config_space import AcsControl, PortType, decode
+from ..pci.records import CpuInfo, HostBridge, IommuInfo, Link, PciFunction, bus_of
 from ..topology.build import build
-from ..topology.config_space import AcsControl, PortType, decode
-from ..topology.model import CpuInfo, HostBridge, IommuInfo, Link, PciFunction, Topology, bus_of
+from ..topology.model import Topology
 
 HEADER_RE = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])\s+(.*?):\s+(.*)$")
 HEX_RE = re.compile(r"^([0-9a-f]{2,3}):((?:\s[0-9a-f]{2}){1,16})\s*$")

@@ -8,7 +8,7 @@ smaller of the two GPUs' switch-link counts, which is what ``nvidia-smi topo -m`
 HGX H100/H200 board)."""
 from __future__ import annotations
 
-from ..topology.nvlink import NvLinkGpu, NvLinkInfo, NvLinkPair
+from ..pci.nvlink import NvLinkGpu, NvLinkInfo, NvLinkPair
 
 _TYPES = {0: "gpu", 1: "ibmnpu", 2: "nvswitch"}
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from ..topology.config_space import decode
-from ..topology.model import CpuInfo, HostBridge, IommuInfo, Link, PciFunction, bus_of
+from ..pci.config_space import decode
+from ..pci.records import CpuInfo, HostBridge, IommuInfo, Link, PciFunction, bus_of
 from .fsroot import FsRoot
 
 # PCI domains are 16 bits on most hosts but Linux allows 32: Intel VMD puts its NVMe at

@@ -1,8 +1,9 @@
 """Link reader records into a ``Topology``: parents, bridge roles, physical switches, labels."""
 from __future__ import annotations
 
-from .config_space import PortType
-from .model import BRIDGE_ROLES, CpuInfo, Device, HostBridge, IommuInfo, PciFunction, Role, Topology, role_from_class
+from ..pci.config_space import PortType
+from ..pci.records import CpuInfo, HostBridge, IommuInfo, PciFunction
+from .model import BRIDGE_ROLES, Device, Role, Topology, role_from_class
 
 BROADCOM = 0x1000
 

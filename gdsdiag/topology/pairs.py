@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from .model import Device, Link, Role, Topology
+from ..pci.records import Link
+from .model import Device, Role, Topology
 from .nvlink import NvLinkPair
 
 

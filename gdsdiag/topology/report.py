@@ -46,7 +46,7 @@ def topology(root: str = "/", snapshot: str | None = None, lspci_files: tuple[st
         if snapshot:
             topo.source = snapshot
         elif fs.is_live:
-            from ..platform.udev_names import enrich
+            from .udev_names import enrich
             topo.problems += [n for n in enrich(topo) if "differs" in n]
     smi_text = smi_source = None
     if cross_check or smi_file:

@@ -5,7 +5,7 @@ truth — udev's PCI_ID is compared with what the sysfs reader found and a misma
 """
 from __future__ import annotations
 
-from ..topology.model import Topology
+from .model import Topology
 
 
 def enrich(topo: Topology) -> list[str]:

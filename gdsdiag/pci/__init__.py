@@ -1,0 +1,1 @@
+"""The bottom layer: PCI configuration-space decoding and the records readers produce."""
