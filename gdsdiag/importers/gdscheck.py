@@ -109,7 +109,7 @@ def _direct(tokens: list[str] | None) -> bool | None:
 
 def compare(g: GdsCheck, report) -> list[dict]:
     """Items where gdscheck and gdsdiag can be set side by side; 'agree' False lists a difference."""
-    from ..check.model import Route
+    from ..routes import Route
     out = []
     routes = report.verdict.routes
     by_id = {r.id: r for r in report.results}
