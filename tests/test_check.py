@@ -3,17 +3,15 @@ what neither machine has (tests/check_fixtures.py), and the CLI contract."""
 import json
 import os
 import subprocess
-import sys
 
+import check_fixtures as cf
 import pytest
+from conftest import GDSDIAG, corpus
 
 from gdsdiag.check.context import CheckContext
 from gdsdiag.check.model import Route, Status
 from gdsdiag.check.runner import run
 from gdsdiag.platform.fsroot import FsRoot
-
-import check_fixtures as cf
-from conftest import corpus
 
 
 def _run(root, paths=(), env=None):
@@ -209,7 +207,7 @@ def test_gdscheck_comparison_flags_the_misleading_verdict(h200):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "gdsdiag", *args], capture_output=True, text=True)
+    return subprocess.run([*GDSDIAG, *args], capture_output=True, text=True)
 
 
 def test_cli_check_json_on_snapshot():

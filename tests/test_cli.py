@@ -5,14 +5,13 @@ import subprocess
 import sys
 
 import pytest
-
-from conftest import FIXTURES, corpus
+from conftest import FIXTURES, GDSDIAG, corpus
 
 H200 = os.path.join(FIXTURES, "snapshots", "h200-vm-2026-11-29.tar.gz")
 
 
 def run(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "gdsdiag", *args], capture_output=True, text=True, **kw)
+    return subprocess.run([*GDSDIAG, *args], capture_output=True, text=True, **kw)
 
 
 def test_help_and_topology_do_not_import_heavy_modules():

@@ -4,11 +4,11 @@ h200 tree with one real-format file changed (tests/check_fixtures.py builds them
 import json
 import os
 import subprocess
-import sys
-
-import pytest
 
 import check_fixtures as cf
+import pytest
+from conftest import GDSDIAG
+
 from gdsdiag.diff import diff
 from gdsdiag.errors import GdsdiagError
 
@@ -18,7 +18,7 @@ H200X2 = "/work/shared/research/captures/h200x2-vm-snapshot-2026-11-30.tar.gz"
 
 
 def _run(*args):
-    return subprocess.run([sys.executable, "-m", "gdsdiag", "diff", *args], capture_output=True, text=True,
+    return subprocess.run([*GDSDIAG, "diff", *args], capture_output=True, text=True,
                           cwd=os.path.dirname(HERE))
 
 
@@ -109,11 +109,11 @@ def test_bad_inputs_give_one_line_and_exit_3(tmp_path):
 
 
 def test_snapshot_on_stdin(tree):
-    r = subprocess.run([sys.executable, "-m", "gdsdiag", "diff", "--json", tree, "-"], input=open(H200, "rb").read(),
+    r = subprocess.run([*GDSDIAG, "diff", "--json", tree, "-"], input=open(H200, "rb").read(),
                        capture_output=True, cwd=os.path.dirname(HERE))
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["same"] and doc["b"]["input"] == "-" and doc["b"]["form"] == "snapshot"
-    r = subprocess.run([sys.executable, "-m", "gdsdiag", "diff", tree, "-"], input=b"", capture_output=True,
+    r = subprocess.run([*GDSDIAG, "diff", tree, "-"], input=b"", capture_output=True,
                        cwd=os.path.dirname(HERE))
     assert r.returncode == 3 and b"nothing on stdin" in r.stderr

@@ -6,9 +6,9 @@ import json
 import os
 import re
 import subprocess
-import sys
 
 import pytest
+from conftest import GDSDIAG
 
 from gdsdiag.errors import GdsdiagError
 from gdsdiag.explain import catalog, explain_paths, explain_texts, matters
@@ -31,7 +31,7 @@ def _corpus_files():
 
 
 def _run(*args):
-    return subprocess.run([sys.executable, "-m", "gdsdiag", "explain", *args], capture_output=True, text=True, cwd=os.path.dirname(HERE))
+    return subprocess.run([*GDSDIAG, "explain", *args], capture_output=True, text=True, cwd=os.path.dirname(HERE))
 
 
 # --- the done criterion: every error/warning line of every capture is explained, with a source -------------
@@ -246,7 +246,7 @@ def test_cli_json_schema_and_exit_codes():
 
 def test_cli_stdin_and_forced_kind():
     path = os.path.join(FIX, "gds-nvidia-fs-72-h20-dmesg.txt")
-    r = subprocess.run([sys.executable, "-m", "gdsdiag", "explain", "--kind", "dmesg", "-"], input=open(path).read(),
+    r = subprocess.run([*GDSDIAG, "explain", "--kind", "dmesg", "-"], input=open(path).read(),
                        capture_output=True, text=True, cwd=os.path.dirname(HERE))
     assert r.returncode == 1 and "nvidia-fs was built without symbol versions" in r.stdout
 

@@ -6,11 +6,10 @@ import json
 import os
 import re
 import subprocess
-import sys
 
 import check_fixtures as cf
 import pytest
-from conftest import corpus
+from conftest import GDSDIAG, corpus
 
 from gdsdiag.check.context import CheckContext
 from gdsdiag.check.runner import run
@@ -79,7 +78,7 @@ def test_gdscheck_option_rejects_text_that_is_not_gdscheck(nvfs_node):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "gdsdiag", *args], capture_output=True, text=True)
+    return subprocess.run([*GDSDIAG, *args], capture_output=True, text=True)
 
 
 def test_cli_path_that_does_not_exist_is_one_clear_line(tmp_path):

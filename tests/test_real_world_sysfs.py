@@ -13,7 +13,7 @@ with hwloc's own .test and expected .console output). Each test failed before th
 """
 import re
 
-from conftest import corpus
+from conftest import GDSDIAG, corpus
 
 from gdsdiag.topology.load import from_root
 from gdsdiag.topology.model import Role
@@ -99,8 +99,7 @@ def test_numa_from_local_cpus_and_gpu_memory_nodes(hwloc_trees):
 
 def test_matrix_shows_cpu_numa_and_gpu_numa_id_columns(hwloc_trees):
     import subprocess
-    import sys
-    out = subprocess.run([sys.executable, "-m", "gdsdiag", "topology", "--root", hwloc_trees["nvidiagpunumanodes"], "--matrix"],
+    out = subprocess.run([*GDSDIAG, "topology", "--root", hwloc_trees["nvidiagpunumanodes"], "--matrix"],
                          capture_output=True, text=True).stdout
     lines = out.splitlines()
     head = next(ln for ln in lines if "GPU NUMA ID" in ln)

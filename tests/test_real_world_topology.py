@@ -12,9 +12,8 @@
 import json
 import os
 import subprocess
-import sys
 
-from conftest import FIXTURES, corpus
+from conftest import FIXTURES, GDSDIAG, corpus
 
 from gdsdiag.importers import nvidia_smi
 from gdsdiag.topology.findings import find
@@ -28,7 +27,7 @@ PUGET_SMI = corpus("nvidia-smi-topo", "puget-wrx90-2xrtx6000ada-phb-cx7.txt")
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "gdsdiag", *args], capture_output=True, text=True)
+    return subprocess.run([*GDSDIAG, *args], capture_output=True, text=True)
 
 
 def test_gb200_numa_affinity_lists_and_gpu_numa_id():
