@@ -12,6 +12,8 @@ EXIT_USAGE = 4
 class GdsdiagError(Exception):
     """A problem with input or environment: ``cause`` says what, ``fix`` says what to do."""
 
+    exit_code = EXIT_TOOL_ERROR
+
     def __init__(self, cause: str, fix: str = ""):
         super().__init__(cause)
         self.cause = cause
@@ -21,6 +23,12 @@ class GdsdiagError(Exception):
         # One line whatever the cause text holds (library messages can be multi-line).
         text = f"gdsdiag: error: {self.cause}" + (f" — {self.fix}" if self.fix else "")
         return " ".join(text.split())
+
+
+class UsageError(GdsdiagError):
+    """Bad arguments (a count < 1, a size that is not aligned…), found before any work: exit 4."""
+
+    exit_code = EXIT_USAGE
 
 
 def refuse_existing(path: str, option: str) -> None:
