@@ -80,6 +80,8 @@ def check_space(directory: str, nbytes: int) -> None:
         st = os.statvfs(directory)
     except OSError:
         return
+    if st.f_blocks == 0:          # ramfs and some pseudo filesystems report no size at all
+        return
     free = st.f_bavail * st.f_frsize
     need = nbytes + HEADER_SIZE + max(64 << 20, nbytes // 100)
     if free < need:

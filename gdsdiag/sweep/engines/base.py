@@ -112,7 +112,9 @@ class Point:
         self.ffi = native.ffi()
         self.lib, self.why = native.load() if native_ok else (None, None)
         self.stop = self.ffi.new("int *")
-        self.budget = self.ffi.new("int64_t *", spec.total_bytes) if spec.total_bytes else self.ffi.NULL
+        # --bytes is split between the workers up front (fio's per-job io_size): a shared budget
+        # let one fast worker take it all and leave another with nothing to do
+        self.budget = self.ffi.NULL
         self.blocks = sf.size // spec.bs
         self.written = None
         if not spec.is_read and spec.verify:
@@ -149,6 +151,9 @@ class Worker:
         j.seed = self.sf.seed
         j.rng = (self.sf.seed * 1000003 + idx * 7919 + 1) & 0xFFFFFFFFFFFFFFFF or 1
         j.budget = point.budget
+        if s.total_bytes:
+            total_ops = s.total_bytes // s.bs
+            j.max_ops = total_ops // s.threads + (1 if idx < total_ops % s.threads else 0)
         j.stop = point.stop
         j.hist = f.cast("uint64_t *", self._hist_c)
         if point.written is not None:
