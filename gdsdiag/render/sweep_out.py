@@ -71,24 +71,57 @@ class SweepProgress:
 
 def table(report) -> Table:
     t = Table(title=f"gdsdiag sweep — {report.config.directory} ({human_size(report.config.size)} file)", box=box.SIMPLE_HEAD)
-    for c in ("mode", "rw", "bs", "thr", "GB/s", "IOPS", "p50 µs", "p99 µs", "p99.9 µs", "CPU %", "route", "verified", "÷ceiling"):
-        t.add_column(c, justify="right" if c not in ("mode", "rw", "route") else "left", no_wrap=True)
+    fio = any(p.fio for p in report.points)
+    cols = ["mode", "rw", "bs", "thr", "GB/s", "IOPS", "p50 µs", "p99 µs", "p99.9 µs", "CPU %", "route", "verified", "÷ceiling"]
+    if fio:
+        cols += ["fio GB/s", "fio IOPS", "÷fio"]
+    for c in cols:
+        t.add_column(c, justify="right" if c not in ("mode", "rw", "route") else "left", no_wrap=c != "GB/s")
     for p in report.points:
         s = p.summary
         if p.error:
-            t.add_row(p.mode, p.rw, human_size(p.bs), str(p.threads), Text(p.error, style="red"), *[""] * 8)
+            t.add_row(p.mode, p.rw, human_size(p.bs), str(p.threads), Text("ERROR: " + p.error.replace("gdsdiag: error: ", ""), style="red"),
+                      *[""] * (len(cols) - 5))
             continue
         lat = s["lat_us"]
         route = Text(p.route, style="red" if p.route_warning else "green" if p.route in ("NVFS", "P2PDMA") else "")
         t.add_row(p.mode, p.rw, human_size(p.bs), str(p.threads), f"{s['gbps']:.3f}", f"{s['iops']:.0f}",
                   f"{lat['p50']}", f"{lat['p99']}", f"{lat['p99.9']}", f"{p.cpu_percent:.0f}", route,
-                  human_size(p.verified_bytes) if p.verified_bytes else "off",
-                  f"{p.ratio:.2f}" if p.ratio is not None else "")
+                  _verified(p, report.config.verify),
+                  f"{p.ratio:.2f}" if p.ratio is not None else "", *(_fio_cells(p) if fio else ()))
     return t
+
+
+def _verified(p, verify_on: bool) -> str:
+    if not verify_on:
+        return "off"
+    return human_size(p.verified_bytes) if p.verified_bytes else "none"
+
+
+def _fio_cells(p) -> tuple:
+    f = p.fio or {}
+    if f.get("error"):
+        return ("fio: " + f["error"][:40], "", "")
+    if not f:
+        return ("", "", "")
+    return (f"{f['gbps']:.3f}", f"{f['iops']:.0f}", f"{f['ratio']:.2f}" if f.get("ratio") is not None else "")
 
 
 def render(console: Console, report) -> None:
     console.print(table(report))
+    py = {p.loop.get("why") for p in report.points if p.loop.get("kind") == "python"}
+    for why in sorted(w for w in py if w):
+        console.print(Text(f"python loop (Python's per-I/O cost is in these numbers): {why}", style="yellow"))
+    c_loops = sorted({p.loop.get("engine") for p in report.points if p.loop.get("kind") == "c"})
+    vsec = sum(p.verify_seconds for p in report.points if not p.error)
+    tsec = sum(p.summary.get("seconds", 0) for p in report.points if not p.error)
+    line = f"loop: {', '.join(c_loops) or 'python'}"
+    if report.config.verify and tsec:
+        line += (f"; verification: {vsec:.2f} s generating/checking data over {tsec:.1f} s of points "
+                 f"({100 * vsec / tsec:.1f} %, outside each I/O's latency)")
+    if report.prepare_seconds:
+        line += f"; pattern file written once in {report.prepare_seconds:.1f} s"
+    console.print(line, style="dim")
     c = report.ceilings
     if c:
         parts = []
