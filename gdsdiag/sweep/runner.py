@@ -195,6 +195,9 @@ def validate_config(cfg: SweepConfig) -> None:
         if lib is None or not have_uring():
             raise UsageError(f"--iodepth {cfg.iodepth} needs the compiled I/O loop with io_uring ({why or 'no linux/io_uring.h at build time'})",
                              "install gcc and the kernel headers (linux-libc-dev), or use --iodepth 1")
+    if cfg.compare_fio:
+        from .fio import check_available
+        check_available(cfg.modes)
     for rw, mode, bs, th in itertools.product(cfg.rws, cfg.modes, cfg.block_sizes, cfg.threads):
         validate(PointSpec(mode, rw, bs, th, cfg.seconds, cfg.total_bytes, cfg.verify, cfg.gpu, cfg.iodepth), cfg.size)
 
@@ -314,6 +317,8 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
             if progress:
                 progress.done_point(rec)
     finally:
+        if fio_runner is not None:
+            fio_runner.close()
         sf.remove()
         if driver is not None:
             # no cuFileStatsStop: it crashed libcufile 1.15 (segfault) after batch and stream I/O in one
