@@ -296,8 +296,7 @@ def _fail(j, kind: int, err: int, ret: int, off: int) -> None:
 def run_workers(engine, spec: PointSpec, sf: SweepFile, progress=None) -> PointResult:
     """Set up, start together, watch, collect and judge one point."""
     import psutil
-    validate(spec, sf.size)
-    sf.check_same()
+    sf.check_same()            # run_point validated the requested spec (an engine may adapt it)
     point = Point(spec, sf)
     engine.open_point(point)
     workers = [engine.Worker(point, i) for i in range(spec.threads)]
@@ -476,8 +475,9 @@ def judge(spec: PointSpec, res: PointResult, workers: list) -> None:
         if int(w.job.ops) == 0:
             raise PointError(f"{where}: worker {w.idx} completed no I/O (it did not run)",
                              "a point where a worker did not run has no number; " + _stall_fix(spec))
-    if res.ops < MIN_OPS:
-        raise PointError(f"{where}: only {res.ops} I/Os completed in {res.seconds:.2f} s (fewer than {MIN_OPS}): not a measurement",
+    unit = spec.task_size or spec.bs            # kvikio/batch requests count in requested blocks
+    if res.nbytes // unit < MIN_OPS:
+        raise PointError(f"{where}: only {res.nbytes // unit} I/Os of {unit} bytes completed in {res.seconds:.2f} s (fewer than {MIN_OPS}): not a measurement",
                          "lengthen --time or --bytes; if the I/Os stalled: " + _stall_fix(spec))
     p99 = hist_percentile(res.hist, 99) or 0
     limit = max(STALL_FLOOR_NS, 10 * p99)
