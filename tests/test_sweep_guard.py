@@ -261,3 +261,21 @@ def test_signal_handlers_are_restored_after_a_sweep(tmp_path):
                                    "--mode", "host", "--bytes", "64k"])
     assert r.exit_code == 0, r.output
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+def test_progress_shows_rate_and_eta():
+    import io
+
+    from rich.console import Console
+
+    from gdsdiag.render.sweep_out import SweepProgress, _eta_text
+    con = Console(file=io.StringIO(), force_terminal=True, width=200)
+    prog = SweepProgress(con, 4, 2.0, None)
+    assert prog.eta(0.0) is None                                  # nothing started: unknown, not 0
+    prog.point(PointSpec("host", "read", 4096, 1))
+    now = prog.point_t0
+    assert prog.eta(now + 0.5) == pytest.approx(2.5 + 3 * 3.0)    # before any point ends: --time + 1 s each
+    prog.walls = [4.0]
+    prog.point_t0 = now
+    assert prog.eta(now + 1.0) == pytest.approx(3.0 + 2 * 4.0)    # measured: 4 s per point
+    assert _eta_text(3725) == "1:02:05" and _eta_text(65) == "1:05"
