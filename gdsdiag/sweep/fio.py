@@ -113,7 +113,7 @@ class FioRunner:
         target = self.sf if spec.is_read else self._write_target()
         args = job_args(spec, target.proc_path, target.size, files.HEADER_SIZE, spec.gpu, spec.is_read)
         cmd = [self.fio, *args]
-        budget = (spec.seconds or 60) * 3 + 120
+        budget = spec.seconds * 2 + 30 if spec.seconds else 600
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=budget)
         except subprocess.TimeoutExpired:
