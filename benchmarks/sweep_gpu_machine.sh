@@ -6,12 +6,14 @@
 # file): host 4k/1m x 1/4/16 threads, host iodepth 32 (fio io_uring), cufile 4k/1m x 1/4 threads,
 # bounce 4k/1m x 1/4 (fio libcufile cuda_io=posix); and a cuFile run with a tiny compat pool.
 set -u
-OUT=${1:-/tmp/out}; mkdir -p "$OUT"
+OUT0=${1:-/tmp/out}; OUT=/tmp/t10-out; mkdir -p "$OUT" "$OUT0"
+# the kit's functions (gds_build_fio, gds_udev_entry) are not inherited by this shell: source it here
+for k in .device ../.device; do [ -f $k/env.sh ] && { source $k/env.sh; KIT=$k; break; }; done
 T=${SECS:-3s}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 log() { echo "== $(date -u +%T) $*" | tee -a "$OUT/run.log"; }
 log "machine: $(nproc) CPUs, $(uname -r), $(python3 --version), gcc: $(command -v cc || echo none)"
-( gds_build_fio ) 2>&1 | tail -1 | tee -a "$OUT/run.log"
+( gds_build_fio $KIT ) 2>&1 | tail -1 | tee -a "$OUT/run.log"
 export GDSDIAG_FIO=/tmp/fio/fio
 cuf=$(python3 -c 'import nvidia.cu13, os; print(os.path.join(list(nvidia.cu13.__path__)[0], "lib"))' 2>/dev/null)
 export LD_LIBRARY_PATH=${cuf:+$cuf:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -38,3 +40,4 @@ open("/tmp/cufile-tiny-pool.json", "w").write(json.dumps(doc))
 PY
 CUFILE_ENV_PATH_JSON=/tmp/cufile-tiny-pool.json NOFIO=" " sw tinypool --mode cufile --rw read --bs 1m --threads 1,4,16
 log done
+tar -C "$OUT" -czf "$OUT0/results.tgz" . && cp "$OUT/run.log" "$OUT0/run.log"

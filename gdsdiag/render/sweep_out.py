@@ -110,12 +110,12 @@ def table(report) -> Table:
     if fio:
         cols += ["fio GB/s", "fio IOPS", "÷fio"]
     for c in cols:
-        t.add_column(c, justify="right" if c not in ("mode", "rw", "route") else "left", no_wrap=c != "GB/s")
+        t.add_column(c, justify="right" if c not in ("mode", "rw", "route") else "left", no_wrap=True)
     for p in report.points:
         s = p.summary
         if p.error:
-            t.add_row(p.mode, p.rw, human_size(p.bs), str(p.threads), Text("ERROR: " + p.error.replace("gdsdiag: error: ", ""), style="red"),
-                      *[""] * (len(cols) - 5))
+            t.add_row(p.mode, p.rw, human_size(p.bs), str(p.threads), Text("ERROR", style="bold red"),
+                      *[""] * 5, Text("ERROR", style="red"), *[""] * (len(cols) - 11))
             continue
         lat = s["lat_us"]
         route = Text(p.route, style="red" if p.route_warning else "green" if p.route in ("NVFS", "P2PDMA") else "")
@@ -135,7 +135,7 @@ def _verified(p, verify_on: bool) -> str:
 def _fio_cells(p) -> tuple:
     f = p.fio or {}
     if f.get("error"):
-        return ("fio: " + f["error"][:40], "", "")
+        return ("n/a", "", "")
     if not f:
         return ("", "", "")
     return (f"{f['gbps']:.3f}", f"{f['iops']:.0f}", f"{f['ratio']:.2f}" if f.get("ratio") is not None else "")
@@ -143,6 +143,13 @@ def _fio_cells(p) -> tuple:
 
 def render(console: Console, report) -> None:
     console.print(table(report))
+    for p in report.points:
+        if p.error:
+            console.print(Text(f"ERROR {p.mode} {p.rw} bs={human_size(p.bs)} threads={p.threads}: "
+                               + p.error.replace("gdsdiag: error: ", ""), style="red"))
+    fio_notes = sorted({p.fio["error"] for p in report.points if p.fio and p.fio.get("error")})
+    for n in fio_notes:
+        console.print(Text(f"fio n/a: {n}", style="yellow"))
     py = {p.loop.get("why") for p in report.points if p.loop.get("kind") == "python"}
     for why in sorted(w for w in py if w):
         console.print(Text(f"python loop (Python's per-I/O cost is in these numbers): {why}", style="yellow"))

@@ -134,6 +134,7 @@ class SweepFile:
             raise GdsdiagError("could not find a free sweep file name", "remove stale gdsdiag-sweep-*.dat files you created")
         st = os.fstat(fd)
         self.ident = (st.st_dev, st.st_ino)
+        fd = _without_nofollow(fd, self.ident)
         with _lock:
             _created[name] = self.ident
         self.path = name
@@ -198,6 +199,23 @@ class SweepFile:
     def remove(self) -> None:
         self.close()
         remove(self.path)
+
+
+def _without_nofollow(fd: int, ident: tuple[int, int]) -> int:
+    """The same open file without O_NOFOLLOW in its status flags: libcufile's handle registration
+    refuses a descriptor whose F_GETFL shows it (CU_FILE_INVALID_FILE_OPEN_FLAG, seen on the GPU
+    machine). /proc/self/fd/N names the open file itself, not the directory entry, so this cannot
+    be redirected by a swapped name; the inode is checked all the same."""
+    try:
+        fd2 = os.open(f"/proc/self/fd/{fd}", os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return fd                  # no /proc: keep the original (cuFile may then refuse it, and says so)
+    st = os.fstat(fd2)
+    if (st.st_dev, st.st_ino) != ident:
+        os.close(fd2)
+        return fd
+    os.close(fd)
+    return fd2
 
 
 def _fill_python(sf: SweepFile, chunk: int, progress) -> None:
