@@ -352,6 +352,21 @@ static void ring_queue(struct ring *r, struct gd_job *j, struct iovec *iov, int 
     __atomic_store_n(r->sq_tail, tail + 1, __ATOMIC_RELEASE);
 }
 
+/* fio's default iodepth_batch_submit=1: each I/O is submitted as soon as it is queued (one
+ * io_uring_enter each), so adjacent requests are not handed to the kernel together to merge */
+static int ring_submit(struct ring *r, struct gd_job *j, int64_t off)
+{
+    for (;;) {
+        int ret = (int)syscall(__NR_io_uring_enter, r->fd, 1, 0, 0, NULL, 0);
+        if (ret == 1)
+            return 0;
+        if (ret < 0 && errno == EINTR)
+            continue;
+        fail(j, GD_ERR_IO, ret < 0 ? errno : EAGAIN, ret, off);
+        return -1;
+    }
+}
+
 static int run_uring(struct gd_job *j)
 {
     int depth = j->iodepth;
@@ -365,7 +380,6 @@ static int run_uring(struct gd_job *j)
     int64_t *t_issue = calloc((size_t)depth, sizeof *t_issue);
     int64_t *slot_off = calloc((size_t)depth, sizeof *slot_off);
     int64_t seq = 0, issued = 0, inflight = 0;
-    unsigned to_submit = 0;
     int stopping = 0;
     for (int s = 0; s < depth; s++) {
         iov[s].iov_base = j->host_buf + (int64_t)s * j->bs;
@@ -386,20 +400,22 @@ static int run_uring(struct gd_job *j)
         slot_off[s] = off;
         ring_queue(&r, j, iov, s, off);
         t_issue[s] = gd_now_ns();
-        to_submit++;
+        if (ring_submit(&r, j, off)) {
+            stopping = 1;
+            break;
+        }
         issued++;
         inflight++;
     }
     while (inflight > 0) {
         __atomic_store_n(&j->inflight, inflight, __ATOMIC_RELAXED);
-        int ret = (int)syscall(__NR_io_uring_enter, r.fd, to_submit, 1, IORING_ENTER_GETEVENTS, NULL, 0);
+        int ret = (int)syscall(__NR_io_uring_enter, r.fd, 0, 1, IORING_ENTER_GETEVENTS, NULL, 0);
         if (ret < 0) {
             if (errno == EINTR)
                 continue;
             fail(j, GD_ERR_IO, errno, ret, 0);
             break;     /* in-flight I/Os end with the ring (close waits for them) */
         }
-        to_submit -= (unsigned)ret < to_submit ? (unsigned)ret : to_submit;
         unsigned head = *r.cq_head;
         unsigned tail = __atomic_load_n(r.cq_tail, __ATOMIC_ACQUIRE);
         while (head != tail) {
@@ -449,7 +465,10 @@ static int run_uring(struct gd_job *j)
             slot_off[s] = off;
             ring_queue(&r, j, iov, s, off);
             t_issue[s] = gd_now_ns();
-            to_submit++;
+            if (ring_submit(&r, j, off)) {
+                stopping = 1;
+                continue;
+            }
             issued++;
             inflight++;
         }
@@ -463,6 +482,21 @@ static int run_uring(struct gd_job *j)
 }
 #else
 int gd_have_uring(void) { return 0; }
+/* fio's default iodepth_batch_submit=1: each I/O is submitted as soon as it is queued (one
+ * io_uring_enter each), so adjacent requests are not handed to the kernel together to merge */
+static int ring_submit(struct ring *r, struct gd_job *j, int64_t off)
+{
+    for (;;) {
+        int ret = (int)syscall(__NR_io_uring_enter, r->fd, 1, 0, 0, NULL, 0);
+        if (ret == 1)
+            return 0;
+        if (ret < 0 && errno == EINTR)
+            continue;
+        fail(j, GD_ERR_IO, ret < 0 ? errno : EAGAIN, ret, off);
+        return -1;
+    }
+}
+
 static int run_uring(struct gd_job *j)
 {
     fail(j, GD_ERR_SETUP, ENOSYS, 0, 0);

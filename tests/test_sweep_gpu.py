@@ -31,7 +31,7 @@ def test_all_modes_verified_with_routes(workdir):
     cfg = SweepConfig(str(workdir), 64 << 20, [1 << 20], [1, 2], ["read", "write"], ["cufile", "kvikio", "bounce", "host"],
                       seconds=None, total_bytes=16 << 20)
     rep = run_sweep(cfg)
-    assert len(rep.points) == 16 and not any(p.error for p in rep.points)
+    assert len(rep.points) == 16 and not any(p.error for p in rep.points), [p.error for p in rep.points if p.error]
     by = {(p.mode, p.rw, p.threads): p for p in rep.points}
     for th in (1, 2):
         assert by[("host", "read", th)].route == "HOST"

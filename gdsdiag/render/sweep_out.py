@@ -155,11 +155,12 @@ def render(console: Console, report) -> None:
         console.print(Text(f"python loop (Python's per-I/O cost is in these numbers): {why}", style="yellow"))
     c_loops = sorted({p.loop.get("engine") for p in report.points if p.loop.get("kind") == "c"})
     vsec = sum(p.verify_seconds for p in report.points if not p.error)
-    tsec = sum(p.summary.get("seconds", 0) for p in report.points if not p.error)
-    line = f"loop: {', '.join(c_loops) or 'python'}"
+    # worker-seconds: verification runs in every worker, so compare with threads × point time
+    tsec = sum(p.summary.get("seconds", 0) * p.threads for p in report.points if not p.error)
+    line = f"loop: {', '.join(c_loops) or ('python' if py else '-')}"
     if report.config.verify and tsec:
-        line += (f"; verification: {vsec:.2f} s generating/checking data over {tsec:.1f} s of points "
-                 f"({100 * vsec / tsec:.1f} %, outside each I/O's latency)")
+        line += (f"; verification: {vsec:.2f} s generating/checking data (write points: reading back) in "
+                 f"{tsec:.1f} worker-seconds of points ({100 * vsec / tsec:.1f} %, outside each I/O's latency)")
     if report.prepare_seconds:
         line += f"; pattern file written once in {report.prepare_seconds:.1f} s"
     console.print(line, style="dim")

@@ -146,6 +146,9 @@ class SweepFile:
                 buf.write(header.ljust(HEADER_SIZE, b"\0"))
                 self._set_direct()
                 os.pwrite(fd, buf, 0)
+                # full length at once (sparse until filled): a write-only sweep's warm-up reads and
+                # fio's size checks see the file it will be
+                os.ftruncate(fd, HEADER_SIZE + size)
             finally:
                 buf.close()
         except OSError as e:

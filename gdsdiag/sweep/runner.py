@@ -255,6 +255,8 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
                 progress.point(spec)
             before = cufile_mod.path_mix() if (driver and mode in CUFILE_MODES) else None
             l1_before = cufile_mod.stats.level1() if (driver and mode == "cufile-batch") else None
+            if fio_runner is not None:
+                fio_runner.before(spec)
             nv0 = _nvfs_counters()
             try:
                 res = run_point(spec, sf, progress.advance if progress else None)

@@ -176,6 +176,35 @@ class Worker:
     def close(self) -> None:
         pass
 
+    warm_io = None            # cufile: cuFileRead, for a warm-up of a write point
+
+    def warmup(self) -> None:
+        """One untimed read at the worker's first offset, before the barrier: first-use costs
+        (libcufile's lazy compat buffers, kvikio opening the driver, first touch of fresh
+        buffers) are setup, and would otherwise read as a stall or slow the first point."""
+        j, lib = self.job, self.point.lib
+        first = int(j.slice_start) * self.spec.bs
+        if not (self.native and lib is not None):
+            if self.spec.is_read:
+                self.io(0, first)
+            return
+        saved = (j.is_write, j.verify, j.max_ops, j.random, j.deadline_ns, j.cufile_io)
+        j.is_write, j.verify, j.max_ops, j.random, j.deadline_ns = 0, 0, 1, 0, 0
+        if self.warm_io is not None:
+            j.cufile_io = self.warm_io
+        try:
+            lib.gd_run(j)
+            err = int(j.err_kind)
+            what = describe_error(PointSpec(self.spec.mode, "read", self.spec.bs, 1), j) if err else ""
+        finally:
+            j.is_write, j.verify, j.max_ops, j.random, j.deadline_ns, j.cufile_io = saved
+            for name in ("ops", "bytes", "t_start_ns", "t_end_ns", "last_done_ns", "inflight", "max_gap_ns", "lat_min_ns",
+                         "lat_max_ns", "lat_sum_ns", "verify_ns", "verified_bytes", "err_kind", "err", "err_ret", "err_offset"):
+                setattr(j, name, 0)
+            self.hist[:] = 0
+        if err:
+            raise GdsdiagError(f"warm-up read failed: {what}")
+
     # --- the Python loop's hooks (fallback, and the modes without a C loop) ----------------------
     def io(self, slot: int, off: int) -> int:
         raise NotImplementedError
@@ -315,6 +344,7 @@ def run_workers(engine, spec: PointSpec, sf: SweepFile, progress=None) -> PointR
     def body(w: Worker) -> None:
         try:
             w.prepare()
+            w.warmup()
         except GdsdiagError as e:
             w.setup_error = e.cause
         except Exception as e:          # a cuFile or CUDA error during setup: keep its name

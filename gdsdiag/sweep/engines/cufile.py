@@ -51,6 +51,7 @@ class Worker(gpu.GpuPattern, _Worker):
             fn = L.lib.cuFileRead if spec.is_read else L.lib.cuFileWrite
             j.cufile_handle = f.cast("void *", int(L.ffi.cast("uintptr_t", fh.handle)))
             j.cufile_io = f.cast("void *", int(L.ffi.cast("uintptr_t", fn)))
+            self.warm_io = f.cast("void *", int(L.ffi.cast("uintptr_t", L.lib.cuFileRead)))
             htod, dtoh = gpu.copy_fns()
             j.cu_htod, j.cu_dtoh = f.cast("void *", htod), f.cast("void *", dtoh)
             self.scratch = mmap.mmap(-1, spec.bs)
