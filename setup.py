@@ -7,7 +7,7 @@ setup(
     packages=find_packages(include=["gdsdiag", "gdsdiag.*"]) + ["gdsdiag._csrc", "gdsdiag._probes"],
     # csrc/ (cffi declarations) and probes/ (eBPF C programs) are read at run time: install them
     package_dir={"gdsdiag._csrc": "csrc", "gdsdiag._probes": "probes"},
-    package_data={"gdsdiag._csrc": ["*.h"], "gdsdiag._probes": ["*.c"]},
+    package_data={"gdsdiag._csrc": ["*.h", "*.c"], "gdsdiag._probes": ["*.c"]},   # csrc/ioloop.c: the sweep builds it at first use
     python_requires=">=3.10",
     install_requires=["click>=8", "rich>=12", "psutil>=5", "pyudev>=0.21", "cffi>=1.15", "numpy>=1.22"],
     extras_require={

@@ -3,11 +3,11 @@ point of any mode; ``verify_written`` reads back what a write point wrote."""
 from __future__ import annotations
 
 import importlib
-import mmap
 import os
 import time
 
 from ...errors import GdsdiagError
+from ..files import host_buffer
 from .base import MIN_OPS, PointError, PointResult, PointSpec, VerifyError, validate  # noqa: F401
 
 MODULES = {"host": "host", "bounce": "bounce", "cufile": "cufile", "cufile-async": "cufile_async",
@@ -52,7 +52,7 @@ def verify_written(sf, ranges: list, chunk: int = 8 << 20) -> tuple[int, int | N
     if not ranges:
         return 0, None, 0.0
     lib, _ = load()
-    buf = mmap.mmap(-1, chunk)
+    buf = host_buffer(chunk)
     checked = 0
     f = None
     if lib is not None:

@@ -4,12 +4,12 @@ The C loop checks the bytes that reached the GPU (copied back to a scratch buffe
 latency)."""
 from __future__ import annotations
 
-import mmap
 import os
 
 from . import gpu
 from .base import Worker as _Worker
 from .host import HostBuffers
+from ..files import host_buffer
 
 GPU = True
 
@@ -49,7 +49,7 @@ class Worker(gpu.GpuPattern, HostBuffers, _Worker):
         if self.native:
             htod, dtoh = gpu.copy_fns()
             j.cu_htod, j.cu_dtoh = f.cast("void *", htod), f.cast("void *", dtoh)
-            self.scratch = mmap.mmap(-1, spec.bs)
+            self.scratch = host_buffer(spec.bs)
             self._scratch_c = f.from_buffer(self.scratch)
             j.scratch = f.cast("char *", self._scratch_c)
         else:

@@ -3,10 +3,10 @@ loop calls them through the function pointers of the libcufile gdsdiag.cufile lo
 is registered once per point on the sweep file's own descriptor (never re-opened by path)."""
 from __future__ import annotations
 
-import mmap
 
 from . import gpu
 from .base import Worker as _Worker
+from ..files import host_buffer
 
 GPU = True
 
@@ -54,7 +54,7 @@ class Worker(gpu.GpuPattern, _Worker):
             self.warm_io = f.cast("void *", int(L.ffi.cast("uintptr_t", L.lib.cuFileRead)))
             htod, dtoh = gpu.copy_fns()
             j.cu_htod, j.cu_dtoh = f.cast("void *", htod), f.cast("void *", dtoh)
-            self.scratch = mmap.mmap(-1, spec.bs)
+            self.scratch = host_buffer(spec.bs)
             self._scratch_c = f.from_buffer(self.scratch)
             j.scratch = f.cast("char *", self._scratch_c)
 

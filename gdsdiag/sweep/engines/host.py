@@ -1,11 +1,11 @@
 """host: O_DIRECT into page-aligned host memory — pread/pwrite (psync), or io_uring with --iodepth."""
 from __future__ import annotations
 
-import mmap
 import os
 
 from .. import pattern
 from .base import Worker as _Worker
+from ..files import host_buffer
 
 GPU = False
 
@@ -23,7 +23,7 @@ class HostBuffers:
 
     def alloc_host(self, pinned: bool = False) -> None:
         spec, f, j = self.spec, self.point.ffi, self.job
-        self.buf = mmap.mmap(-1, spec.bs * spec.iodepth)
+        self.buf = host_buffer(spec.bs * spec.iodepth)
         self._buf_c = f.from_buffer(self.buf)
         j.host_buf = f.cast("char *", self._buf_c)
         self.view = memoryview(self.buf)[: spec.bs]
