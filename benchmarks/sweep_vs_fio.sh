@@ -17,21 +17,10 @@ command -v fio >/dev/null || { echo "fio missing: apt-get install fio" >&2; exit
 GD=${GDSDIAG:-python3 -m gdsdiag}
 echo "machine: $(nproc) CPUs, $(uname -r), $(python3 --version), $(fio --version); $(uptime | sed 's/.*load/load/')"
 echo "dir $DIR ($(df -T "$DIR" | awk 'NR==2{print $2" on "$1}')), size $SIZE, $T per point, $ROUNDS rounds"
+HERE=$(cd "$(dirname "$0")" && pwd)
 run() {  # label, sweep args...
   local label=$1; shift
-  $GD sweep --dir "$DIR" --size "$SIZE" --time "$T" --compare-fio --json "$@" 2>/dev/null |
-    python3 -c '
-import json, sys
-label = sys.argv[1]
-for p in json.load(sys.stdin)["points"]:
-    f = p.get("fio") or {}
-    if p["error"] or f.get("error"):
-        print(f"{label:8s} {p[\"rw\"]:9s} bs={p[\"bs\"]:>8} thr={p[\"threads\"]:>2}: {p[\"error\"] or f[\"error\"]}")
-        continue
-    s = p["summary"]
-    print(f"{label:8s} {p[\"rw\"]:9s} bs={p[\"bs\"]:>8} thr={p[\"threads\"]:>2} qd={p[\"iodepth\"]:>2}: gdsdiag {s[\"iops\"]:>9.0f} IOPS {s[\"gbps\"]:6.3f} GB/s"
-          f" | fio {f[\"iops\"]:>9.0f} IOPS {f[\"gbps\"]:6.3f} GB/s (runs {[r[\"gbps\"] for r in f[\"runs\"]]}) | x{f[\"ratio\"]:.3f}")
-' "$label"
+  $GD sweep --dir "$DIR" --size "$SIZE" --time "$T" --compare-fio --json "$@" 2>/dev/null | python3 "$HERE/sweep_fio_table.py" "$label"
 }
 for r in $(seq 1 "$ROUNDS"); do
   echo "-- round $r"
