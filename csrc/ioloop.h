@@ -51,7 +51,7 @@ struct gd_job {
     int64_t t_end_ns;             /* last completion */
     int64_t last_done_ns;         /* live: last completion (or t_start) */
     int64_t inflight;             /* live: I/Os outstanding now */
-    int64_t max_gap_ns;           /* longest wait without a completion */
+    int64_t max_gap_ns;           /* longest wait for a completion, the loop's own work (checks) excluded */
     int64_t lat_min_ns;
     int64_t lat_max_ns;
     int64_t lat_sum_ns;
@@ -61,6 +61,7 @@ struct gd_job {
     int err;
     int64_t err_ret;
     int64_t err_offset;
+    int64_t own_ns;               /* internal: own work (data generation/checks) since the last completion */
 };
 
 int gd_run(struct gd_job *j);
