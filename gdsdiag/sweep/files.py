@@ -97,6 +97,49 @@ def host_buffer(nbytes: int) -> mmap.mmap:
     return mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
 
 
+HUGE = 2 << 20
+
+
+class IoBuffer:
+    """I/O memory on a 2 MiB boundary with MADV_HUGEPAGE: where transparent huge pages are
+    available (``madvise`` or ``always``) the buffer is physically contiguous, so a 1 MiB O_DIRECT
+    I/O is one segment for the block layer. In 4 KiB pages it was 256 segments, more than a
+    virtio disk takes in one request (max_segments 254 here): split in two or three, at 0.29-0.35
+    GB/s where the huge-page buffer ran 0.94-1.17 GB/s, same file, alternating (this machine,
+    2026-11-30). ``offset`` is where the aligned region starts inside ``mem``."""
+
+    def __init__(self, nbytes: int):
+        self.nbytes = nbytes
+        self.mem = mmap.mmap(-1, nbytes + HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        if hasattr(mmap, "MADV_HUGEPAGE"):
+            try:
+                self.mem.madvise(mmap.MADV_HUGEPAGE)
+            except OSError:
+                pass                  # THP off: 4 KiB pages, still page aligned
+        import ctypes
+        addr = ctypes.addressof(ctypes.c_char.from_buffer(self.mem))
+        self.offset = (-addr) % HUGE
+        # touch each 2 MiB page now: a user write fault allocates the huge page, while the first
+        # O_DIRECT (the kernel pinning the pages) would not reliably
+        for off in range(0, nbytes, HUGE):
+            self.mem[self.offset + off] = 0
+        self.view = memoryview(self.mem)[self.offset:self.offset + nbytes]
+
+    def cdata(self, ffi):
+        """A ``char *`` to the aligned region (release with ``release(ffi)``)."""
+        self._c = ffi.from_buffer(self.mem)
+        return ffi.cast("char *", self._c) + self.offset
+
+    def release(self, ffi) -> None:
+        c = self.__dict__.pop("_c", None)
+        if c is not None:
+            ffi.release(c)
+
+    def close(self) -> None:
+        self.view.release()
+        self.mem.close()
+
+
 def is_sweep_file(path: str) -> bool:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
@@ -230,12 +273,12 @@ def _without_nofollow(fd: int, ident: tuple[int, int]) -> int:
 
 
 def _fill_python(sf: SweepFile, chunk: int, progress) -> None:
-    buf = host_buffer(chunk)
+    iob = IoBuffer(chunk)
     try:
         done = 0
         while done < sf.size:
             n = min(chunk, sf.size - done)
-            view = memoryview(buf)[:n]
+            view = iob.view[:n]
             try:
                 pattern.host_fill(view, done, sf.seed)
                 written = os.pwritev(sf.fd, [view], HEADER_SIZE + done)
@@ -249,7 +292,7 @@ def _fill_python(sf: SweepFile, chunk: int, progress) -> None:
             if progress:
                 progress(n)
     finally:
-        buf.close()
+        iob.close()
 
 
 def _fill_native(sf: SweepFile, lib, chunk: int, progress) -> None:
@@ -260,14 +303,13 @@ def _fill_native(sf: SweepFile, lib, chunk: int, progress) -> None:
     while sf.size % bs:
         bs //= 2
     depth = 4 if lib.gd_have_uring() else 1
-    buf = host_buffer(bs * depth)
+    iob = IoBuffer(bs * depth)
     hist = f.new("uint64_t[]", lib.GD_HIST_N)
     stop = f.new("int *")
     j = f.new("struct gd_job *")
     j.engine = lib.GD_ENGINE_URING if depth > 1 else lib.GD_ENGINE_PSYNC
     j.is_write, j.verify, j.iodepth, j.fd = 1, 1, depth, sf.fd
-    hb = f.from_buffer(buf)
-    j.host_buf = f.cast("char *", hb)
+    j.host_buf = iob.cdata(f)
     j.bs, j.data_base, j.slice_start, j.slice_blocks = bs, HEADER_SIZE, 0, sf.size // bs
     j.seed, j.max_ops, j.stop, j.hist = sf.seed, sf.size // bs, stop, hist
     done = threading.Event()
@@ -294,8 +336,8 @@ def _fill_native(sf: SweepFile, lib, chunk: int, progress) -> None:
         raise
     finally:
         t.join()
-        f.release(hb)          # the export must end before the mmap can close
-        buf.close()
+        iob.release(f)         # the export must end before the mmap can close
+        iob.close()
     if j.err_kind:
         if j.err_kind == lib.GD_ERR_IO:
             raise io_error(OSError(j.err, os.strerror(j.err)), "writing", sf.path)

@@ -7,7 +7,7 @@ import os
 import time
 
 from ...errors import GdsdiagError
-from ..files import host_buffer
+from ..files import IoBuffer
 from .base import MIN_OPS, PointError, PointResult, PointSpec, VerifyError, validate  # noqa: F401
 
 MODULES = {"host": "host", "bounce": "bounce", "cufile": "cufile", "cufile-async": "cufile_async",
@@ -52,25 +52,25 @@ def verify_written(sf, ranges: list, chunk: int = 8 << 20) -> tuple[int, int | N
     if not ranges:
         return 0, None, 0.0
     lib, _ = load()
-    buf = host_buffer(chunk)
+    iob = IoBuffer(chunk)
     checked = 0
     f = None
     if lib is not None:
         from ..native import ffi
         f = ffi()
-        cbuf = f.from_buffer(buf)
+        cbuf = iob.cdata(f)
     try:
         for start, length in ranges:
             pos, end = start, start + length
             while pos < end:
                 n = min(chunk, end - pos)
-                view = memoryview(buf)[:n]
+                view = iob.view[:n]
                 try:
                     got = os.preadv(sf.fd, [view], HEADER_SIZE + pos)
                     if got != n:
                         return checked, pos, time.perf_counter() - t
                     if lib is not None:
-                        bad = lib.gd_check(f.cast("char *", cbuf), n, pos, sf.seed)
+                        bad = lib.gd_check(cbuf, n, pos, sf.seed)
                         bad = None if bad < 0 else int(bad)
                     else:
                         bad = pattern.host_first_mismatch(view, pos, sf.seed)
@@ -84,6 +84,6 @@ def verify_written(sf, ranges: list, chunk: int = 8 << 20) -> tuple[int, int | N
                 pos += n
     finally:
         if f is not None:
-            f.release(cbuf)
-        buf.close()
+            iob.release(f)
+        iob.close()
     return checked, None, time.perf_counter() - t

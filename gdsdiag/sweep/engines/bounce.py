@@ -54,7 +54,7 @@ class Worker(gpu.GpuPattern, HostBuffers, _Worker):
             j.scratch = f.cast("char *", self._scratch_c)
         else:
             import numpy as np
-            self.host = np.frombuffer(self.buf, dtype=np.uint8, count=spec.bs)
+            self.host = np.frombuffer(self.view, dtype=np.uint8, count=spec.bs)
 
     def io(self, slot, off):
         from ..files import HEADER_SIZE

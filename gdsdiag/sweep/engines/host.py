@@ -5,7 +5,7 @@ import os
 
 from .. import pattern
 from .base import Worker as _Worker
-from ..files import host_buffer
+from ..files import IoBuffer
 
 GPU = False
 
@@ -19,22 +19,21 @@ def close_point(point) -> None:
 
 
 class HostBuffers:
-    """iodepth × bs page-aligned bytes (mmap) shared with the C loop."""
+    """iodepth × bs bytes on a huge-page boundary (files.IoBuffer) shared with the C loop."""
 
     def alloc_host(self, pinned: bool = False) -> None:
         spec, f, j = self.spec, self.point.ffi, self.job
-        self.buf = host_buffer(spec.bs * spec.iodepth)
-        self._buf_c = f.from_buffer(self.buf)
-        j.host_buf = f.cast("char *", self._buf_c)
-        self.view = memoryview(self.buf)[: spec.bs]
+        self.iob = IoBuffer(spec.bs * spec.iodepth)
+        j.host_buf = self.iob.cdata(f)
+        self.view = self.iob.view[: spec.bs]
 
     def free_host(self) -> None:
-        if getattr(self, "buf", None) is None:
+        if getattr(self, "iob", None) is None:
             return
         self.view.release()
-        self.point.ffi.release(self._buf_c)
-        self.buf.close()
-        self.buf = None
+        self.iob.release(self.point.ffi)
+        self.iob.close()
+        self.iob = None
 
 
 class Worker(HostBuffers, _Worker):
