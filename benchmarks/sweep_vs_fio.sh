@@ -20,7 +20,7 @@ echo "dir $DIR ($(df -T "$DIR" | awk 'NR==2{print $2" on "$1}')), size $SIZE, $T
 HERE=$(cd "$(dirname "$0")" && pwd)
 run() {  # label, sweep args...
   local label=$1; shift
-  $GD sweep --dir "$DIR" --size "$SIZE" --time "$T" --compare-fio --json "$@" 2>/dev/null | python3 "$HERE/sweep_fio_table.py" "$label"
+  $GD sweep --dir "$DIR" --size "$SIZE" --time "$T" --compare-fio --json "$@" 2>/dev/null | python3 "$HERE/sweep_fio_table.py" "$label" || true   # ERROR points exit 2
 }
 for r in $(seq 1 "$ROUNDS"); do
   echo "-- round $r"

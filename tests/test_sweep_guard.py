@@ -156,7 +156,8 @@ def test_c_loop_and_python_loop_agree(tmp_path):
     assert "python loop" in _cli("sweep", "--dir", str(tmp_path), "--size", "8M", "--bs", "4k", "--threads", "1", "--rw", "read",
                                  "--mode", "host", "--bytes", "64k", env={"GDSDIAG_PYTHON_LOOP": "1"}).stdout
     for pc, pp in zip(docs["c"]["points"], docs["python"]["points"]):
-        assert pc["loop"]["kind"] == "c" and pp["loop"] == {"kind": "python", "engine": "python", "why": "GDSDIAG_PYTHON_LOOP is set"}
+        assert pc["loop"]["kind"] == "c" and pp["loop"] == {"kind": "python", "engine": "python", "why": "GDSDIAG_PYTHON_LOOP is set",
+                                                            "buffers": "2 MiB-aligned, MADV_HUGEPAGE"}
         assert pc["summary"]["ops"] == pp["summary"]["ops"] == (1 << 20) // pc["bs"]
         if pc["rw"] == "read":
             assert pc["verified_bytes"] == pp["verified_bytes"] == 1 << 20
@@ -279,3 +280,15 @@ def test_progress_shows_rate_and_eta():
     prog.point_t0 = now
     assert prog.eta(now + 1.0) == pytest.approx(3.0 + 2 * 4.0)    # measured: 4 s per point
     assert _eta_text(3725) == "1:02:05" and _eta_text(65) == "1:05"
+
+
+def test_io_buffers_are_huge_page_aligned_unless_asked(monkeypatch):
+    import ctypes
+    b = files.IoBuffer(1 << 20)
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(b.mem)) + b.offset
+    assert addr % (2 << 20) == 0 and len(b.view) == 1 << 20
+    b.close()
+    monkeypatch.setenv("GDSDIAG_SWEEP_BUFFERS", "pages")
+    b = files.IoBuffer(1 << 20)
+    assert b.offset == 0 and not b.huge
+    b.close()

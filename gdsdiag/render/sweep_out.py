@@ -154,10 +154,11 @@ def render(console: Console, report) -> None:
     for why in sorted(w for w in py if w):
         console.print(Text(f"python loop (Python's per-I/O cost is in these numbers): {why}", style="yellow"))
     c_loops = sorted({p.loop.get("engine") for p in report.points if p.loop.get("kind") == "c"})
+    bufs = sorted({p.loop.get("buffers") for p in report.points if p.loop.get("buffers")})
     vsec = sum(p.verify_seconds for p in report.points if not p.error)
     # worker-seconds: verification runs in every worker, so compare with threads × point time
     tsec = sum(p.summary.get("seconds", 0) * p.threads for p in report.points if not p.error)
-    line = f"loop: {', '.join(c_loops) or ('python' if py else '-')}"
+    line = f"loop: {', '.join(c_loops) or ('python' if py else '-')}" + (f" ({', '.join(bufs)} buffers)" if bufs else "")
     if report.config.verify and tsec:
         line += (f"; verification: {vsec:.2f} s generating/checking data (write points: reading back) in "
                  f"{tsec:.1f} worker-seconds of points ({100 * vsec / tsec:.1f} %, outside each I/O's latency)")

@@ -100,6 +100,12 @@ def host_buffer(nbytes: int) -> mmap.mmap:
 HUGE = 2 << 20
 
 
+def buffer_kind() -> str:
+    """``huge`` (default) or ``pages`` (GDSDIAG_SWEEP_BUFFERS=pages: 4 KiB pages, as fio's malloc
+    buffers are — for a comparison of buffer layouts; every result names the kind)."""
+    return "pages" if os.environ.get("GDSDIAG_SWEEP_BUFFERS") == "pages" else "huge"
+
+
 class IoBuffer:
     """I/O memory on a 2 MiB boundary with MADV_HUGEPAGE: where transparent huge pages are
     available (``madvise`` or ``always``) the buffer is physically contiguous, so a 1 MiB O_DIRECT
@@ -110,15 +116,16 @@ class IoBuffer:
 
     def __init__(self, nbytes: int):
         self.nbytes = nbytes
+        self.huge = buffer_kind() == "huge"
         self.mem = mmap.mmap(-1, nbytes + HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        if hasattr(mmap, "MADV_HUGEPAGE"):
+        if self.huge and hasattr(mmap, "MADV_HUGEPAGE"):
             try:
                 self.mem.madvise(mmap.MADV_HUGEPAGE)
             except OSError:
                 pass                  # THP off: 4 KiB pages, still page aligned
         import ctypes
         addr = ctypes.addressof(ctypes.c_char.from_buffer(self.mem))
-        self.offset = (-addr) % HUGE
+        self.offset = (-addr) % HUGE if self.huge else 0
         # touch each 2 MiB page now: a user write fault allocates the huge page, while the first
         # O_DIRECT (the kernel pinning the pages) would not reliably
         for off in range(0, nbytes, HUGE):

@@ -476,7 +476,9 @@ def _collect(point: Point, workers: list, cpu: float) -> PointResult:
     res.seconds = max(t_end - point.t0_ns, 0) / 1e9
     res.cpu_seconds = cpu
     w0 = workers[0]
-    res.loop = {"kind": "c" if w0.loop_name.startswith("c ") else "python", "engine": w0.loop_name}
+    from ..files import buffer_kind
+    res.loop = {"kind": "c" if w0.loop_name.startswith("c ") else "python", "engine": w0.loop_name,
+                "buffers": "2 MiB-aligned, MADV_HUGEPAGE" if buffer_kind() == "huge" else "4 KiB pages"}
     if res.loop["kind"] == "python":
         res.loop["why"] = point.why or f"{point.spec.mode} has no C loop"
     return res
