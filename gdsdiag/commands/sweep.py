@@ -51,7 +51,7 @@ def _ints(text: str, option: str) -> list[int]:
 @click.option("--time", "duration", default="10s", show_default=True, help="Duration of each point.")
 @click.option("--bytes", "total", default=None, help="Bytes per point instead of --time.")
 @click.option("--no-verify", is_flag=True, help="Do not check the data (for pure speed runs; results say 'off').")
-@click.option("--compare-fio", is_flag=True, help="After each point run fio's equivalent job on the same file and print the ratio.")
+@click.option("--compare-fio", is_flag=True, help="Run fio's equivalent job before and after each point on the same file; print the ratio.")
 @click.option("--json", "as_json", is_flag=True, help="Write the JSON document (schema gdsdiag.sweep/1).")
 @click.option("--csv", "csv_path", metavar="FILE", help="Also write a CSV (never overwrites).")
 @click.option("--plot", "plot_path", metavar="FILE.png", help="Also write a PNG: GB/s vs block size per mode, read and write panels.")
