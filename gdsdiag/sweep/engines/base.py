@@ -337,7 +337,13 @@ def run_workers(engine, spec: PointSpec, sf: SweepFile, progress=None) -> PointR
     import psutil
     sf.check_same()            # run_point validated the requested spec (an engine may adapt it)
     point = Point(spec, sf)
-    engine.open_point(point)
+    try:
+        engine.open_point(point)
+    except GdsdiagError:
+        raise
+    except Exception as e:     # a cuFile/CUDA error registering the file: this point's error, named
+        raise PointError(f"{spec.mode} {spec.rw} bs={spec.bs}: setup failed: {type(e).__name__}: {e}",
+                         "for cuFile errors run `gdsdiag check --path DIR`; the cause is named above") from None
     workers = [engine.Worker(point, i) for i in range(spec.threads)]
     n = len(workers)
 
@@ -395,6 +401,7 @@ def run_workers(engine, spec: PointSpec, sf: SweepFile, progress=None) -> PointR
         cpu = sum(proc.cpu_times()[:2]) - cpu0
     except BaseException:
         point.stop[0] = 1                  # Ctrl-C: the C loops return after their current I/O
+        barrier.abort()                    # and workers still waiting to start are released
         for t in threads:
             t.join(10)
         raise
