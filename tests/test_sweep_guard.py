@@ -292,3 +292,33 @@ def test_io_buffers_are_huge_page_aligned_unless_asked(monkeypatch):
     b = files.IoBuffer(1 << 20)
     assert b.offset == 0 and not b.huge
     b.close()
+
+
+def test_compare_fio_runs_fio_around_each_point(tmp_path):
+    import shutil
+    if not shutil.which("fio"):
+        pytest.skip("fio is not installed (apt-get install fio)")
+    r = _cli("sweep", "--dir", str(tmp_path), "--size", "16M", "--bs", "4k", "--threads", "2", "--rw", "read,randwrite",
+             "--mode", "host", "--time", "1s", "--no-verify", "--compare-fio", "--json")
+    assert r.returncode in (0, 2), r.stderr             # 2 only if this shared disk stalled a point (said why)
+    for p in json.loads(r.stdout)["points"]:
+        if p["error"]:
+            assert "stall" in p["error"] or "fewer than" in p["error"]
+            continue
+        f = p["fio"]
+        assert "error" not in f, f
+        assert len(f["runs"]) == 2 and f["ratio"] == pytest.approx(p["summary"]["gbps"] / f["gbps"], rel=0.01)
+        assert "--numjobs=2" in f["command"] and "--thread" in f["command"] and "--ioengine=psync" in f["command"]
+        assert "/proc/" in f["command"] and "/fd/" in f["command"]       # the sweep's own open file
+        if p["rw"] == "read":
+            assert "--offset_increment=" in f["command"] and "--readonly" in f["command"]
+        else:
+            assert "--norandommap" in f["command"] and "--readonly" not in f["command"]
+    assert os.listdir(tmp_path) == []                  # fio's write target was the sweep's second file, removed
+
+
+def test_compare_fio_without_fio_is_a_usage_error(tmp_path):
+    r = _cli("sweep", "--dir", str(tmp_path), "--size", "16M", "--bs", "4k", "--threads", "1", "--rw", "read",
+             "--mode", "host", "--time", "1s", "--compare-fio", env={"GDSDIAG_FIO": str(tmp_path / "no-fio"), "PATH": "/nonexistent"})
+    assert r.returncode == EXIT_USAGE and "--compare-fio needs fio" in r.stderr
+    assert os.listdir(tmp_path) == []

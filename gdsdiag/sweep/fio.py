@@ -32,7 +32,8 @@ FIO_MODES = ("host", "cufile", "bounce")
 
 
 def fio_binary() -> str | None:
-    return os.environ.get("GDSDIAG_FIO") or shutil.which("fio")
+    path = os.environ.get("GDSDIAG_FIO") or shutil.which("fio")
+    return path if path and os.access(path, os.X_OK) else None
 
 
 def check_available(modes: list[str]) -> None:
