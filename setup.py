@@ -7,7 +7,8 @@ setup(
     packages=find_packages(include=["gdsdiag", "gdsdiag.*"]) + ["gdsdiag._csrc", "gdsdiag._probes"],
     # csrc/ (cffi declarations) and probes/ (eBPF C programs) are read at run time: install them
     package_dir={"gdsdiag._csrc": "csrc", "gdsdiag._probes": "probes"},
-    package_data={"gdsdiag._csrc": ["*.h"], "gdsdiag._probes": ["*.c"], "gdsdiag.explain": ["messages.json"]},
+    package_data={"gdsdiag._csrc": ["*.h", "*.c"], "gdsdiag._probes": ["*.c"],   # csrc/ioloop.c: the sweep builds it at first use
+                  "gdsdiag.explain": ["messages.json"]},
     python_requires=">=3.10",
     classifiers=["Programming Language :: Python :: 3 :: Only"] + [
         f"Programming Language :: Python :: 3.{m}" for m in (10, 11, 12, 13)],  # each run by .ci/run

@@ -31,64 +31,6 @@ def cli() -> None:
     """Diagnose the GPUDirect Storage data path: PCIe topology, drivers, and the route I/O takes."""
 
 
-@cli.command()
-@click.option("--dir", "directory", required=True, metavar="DIR", help="Directory on the storage to test (files are created and removed there).")
-@click.option("--size", default="4G", show_default=True, help="Size of the test file.")
-@click.option("--bs", default="4k,64k,1m,16m", show_default=True, help="Block sizes, comma separated.")
-@click.option("--threads", default="1,4,16", show_default=True, help="Thread counts, comma separated.")
-@click.option("--rw", default="read,write,randread,randwrite", show_default=True, help="Patterns: read, write, randread, randwrite.")
-@click.option("--mode", "modes", default="cufile,kvikio,bounce,host", show_default=True,
-              help="cufile (the bindings, sync), cufile-async (stream-ordered), cufile-batch (batches of 8), kvikio, "
-                   "bounce (O_DIRECT to pinned memory + copy), host (no GPU).")
-@click.option("--gpu", default=0, show_default=True, help="GPU index.")
-@click.option("--time", "duration", default="10s", show_default=True, help="Duration of each point.")
-@click.option("--bytes", "total", default=None, help="Bytes per point instead of --time.")
-@click.option("--no-verify", is_flag=True, help="Do not check the data (for pure speed runs; results say 'off').")
-@click.option("--json", "as_json", is_flag=True, help="Write the JSON document (schema gdsdiag.sweep/1).")
-@click.option("--csv", "csv_path", metavar="FILE", help="Also write a CSV (never overwrites).")
-@click.option("--plot", "plot_path", metavar="FILE.png", help="Also write a PNG: GB/s vs block size per mode, read and write panels.")
-def sweep(directory, size, bs, threads, rw, modes, gpu, duration, total, no_verify, as_json, csv_path, plot_path):
-    """Read/write throughput sweep whose route (cuFile stats) and data (every byte) are verified.
-
-    Only files it creates (gdsdiag-sweep-*.dat, removed at the end and on Ctrl-C) are touched."""
-    from .sweep.latency import parse_duration, parse_size
-    from .sweep.runner import SweepConfig, run_sweep
-    try:
-        cfg = SweepConfig(directory=directory, size=parse_size(size),
-                          block_sizes=[parse_size(x) for x in bs.split(",") if x.strip()],
-                          threads=[int(x) for x in threads.split(",") if x.strip()],
-                          rws=[x.strip() for x in rw.split(",") if x.strip()],
-                          modes=[x.strip() for x in modes.split(",") if x.strip()], gpu=gpu,
-                          seconds=None if total else parse_duration(duration),
-                          total_bytes=parse_size(total) if total else None, verify=not no_verify)
-    except ValueError as e:
-        raise GdsdiagError(str(e), "see gdsdiag sweep --help") from None
-    for path, option in ((csv_path, "--csv"), (plot_path, "--plot")):
-        if path:
-            refuse_existing(path, option)
-    from rich.console import Console
-    console = Console(stderr=as_json)
-    if not console.is_terminal:
-        console = Console(stderr=as_json, width=160)   # a log or pipe: keep every column readable
-    npoints = len(cfg.rws) * len(cfg.modes) * len(cfg.block_sizes) * len(cfg.threads)
-    from .render.sweep_out import SweepProgress, render, write_csv, write_plot
-    if console.is_terminal:
-        with SweepProgress(console, npoints, cfg.seconds, cfg.total_bytes) as prog:
-            report = run_sweep(cfg, prog)
-    else:
-        report = run_sweep(cfg)
-    if csv_path:
-        write_csv(report, csv_path)
-    if plot_path:
-        write_plot(report, plot_path)
-    render(console, report)              # with --json the table goes to stderr, the document to stdout
-    if as_json:
-        _emit_json(report.to_json())
-    failed = any(p.error for p in report.points)
-    warned = any(p.route_warning for p in report.points)
-    sys.exit(EXIT_FAIL if failed else EXIT_WARN if warned else EXIT_OK)
-
-
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--pid", type=int, help="Trace this running process (all its threads).")
 @click.option("--duration", type=float, help="Stop after this many seconds.")
@@ -152,9 +94,9 @@ def snapshot(output, root, as_json):
 
 # The CLI layer: one module per command under gdsdiag/commands (parse, render, exit); the work
 # is done by the report functions of the packages they call.
-from .commands import check, cufile, diff, explain, topology  # noqa: E402
+from .commands import check, cufile, diff, explain, sweep, topology  # noqa: E402
 
-for _command in (topology.topology, check.check, cufile.cufile_cmd, explain.explain, diff.diff):
+for _command in (topology.topology, check.check, cufile.cufile_cmd, sweep.sweep, explain.explain, diff.diff):
     cli.add_command(_command)
 
 

@@ -30,7 +30,7 @@ class GdsdiagError(Exception):
 
 
 class UsageError(GdsdiagError):
-    """Options that contradict each other or are out of range (exit 4, like click's own)."""
+    """Bad arguments (a count < 1, a size that is not aligned…), found before any work: exit 4."""
 
     exit_code = EXIT_USAGE
 

@@ -12,7 +12,7 @@ import pytest
 from gdsdiag.errors import GdsdiagError
 from gdsdiag.sweep import files, pattern
 from gdsdiag.sweep.engines import PointSpec, VerifyError, run_point
-from gdsdiag.sweep.latency import parse_duration, parse_size, percentile, summarize
+from gdsdiag.sweep.latency import hist_percentile, parse_duration, parse_size, percentile, summarize
 from gdsdiag.sweep.runner import SweepConfig, run_sweep
 
 
@@ -62,12 +62,12 @@ def test_cli_json_csv_and_refusals(tmp_path):
     assert doc["schema"] == "gdsdiag.sweep/1" and doc["points"][0]["verified_bytes"] == 262144
     assert out.read_text().startswith("mode,rw,bs,threads,gbps")
     before = out.read_bytes()
-    r = _cli("sweep", "--dir", str(tmp_path), "--size", "4M", "--mode", "host", "--csv", str(out))
+    r = _cli("sweep", "--dir", str(tmp_path), "--size", "4M", "--bs", "4k", "--threads", "1", "--mode", "host", "--csv", str(out))
     assert r.returncode == 3 and "exists" in r.stderr and out.read_bytes() == before
     r = _cli("sweep", "--dir", str(tmp_path / "nope"), "--mode", "host")
-    assert r.returncode == 3 and "is not a directory" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 4 and "is not a directory" in r.stderr and "Traceback" not in r.stderr
     r = _cli("sweep", "--dir", str(tmp_path), "--mode", "host", "--bs", "lots")
-    assert r.returncode == 3 and "not a size" in r.stderr
+    assert r.returncode == 4 and "not a size" in r.stderr
     assert sorted(os.listdir(tmp_path)) == ["res.csv"]
 
 
@@ -140,7 +140,7 @@ def test_filesystem_without_odirect_gets_a_clear_message(tmp_path):
     if subprocess.run(["mount", "-t", "ramfs", "none", str(where)]).returncode != 0:
         pytest.skip("cannot mount ramfs here")
     try:
-        r = _cli("sweep", "--dir", str(where), "--size", "4M", "--mode", "host", "--bytes", "64k")
+        r = _cli("sweep", "--dir", str(where), "--size", "4M", "--bs", "4k", "--threads", "1", "--mode", "host", "--bytes", "64k")
         assert r.returncode == 3
         assert "refuses O_DIRECT" in r.stderr and "page-cache numbers would be a mirage" in r.stderr
         assert os.listdir(where) == []
@@ -154,7 +154,7 @@ def test_gpu_modes_without_a_gpu_say_so(tmp_path):
         pytest.skip("cupy is installed: the GPU path is tested on the GPU machine")
     except ImportError:
         pass
-    r = _cli("sweep", "--dir", str(tmp_path), "--size", "4M", "--mode", "bounce", "--bytes", "64k")
+    r = _cli("sweep", "--dir", str(tmp_path), "--size", "4M", "--bs", "4k", "--threads", "1", "--mode", "bounce", "--bytes", "64k")
     assert r.returncode == 3 and "needs cupy and a CUDA GPU" in r.stderr
     assert os.listdir(tmp_path) == []
 
@@ -174,10 +174,10 @@ def test_plot_writes_a_png_and_never_overwrites(tmp_path):
     pytest.importorskip("matplotlib", reason="--plot needs matplotlib (installed by the [test] extra)")
     png = tmp_path / "sweep.png"
     r = _cli("sweep", "--dir", str(tmp_path), "--size", "4M", "--bs", "4k,64k", "--threads", "1", "--rw", "read,write",
-             "--mode", "host", "--bytes", "256k", "--plot", str(png))
+             "--mode", "host", "--bytes", "1m", "--plot", str(png))
     assert r.returncode == 0, r.stderr
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
-    r = _cli("sweep", "--dir", str(tmp_path), "--size", "4M", "--mode", "host", "--plot", str(png))
+    r = _cli("sweep", "--dir", str(tmp_path), "--size", "4M", "--bs", "4k", "--threads", "1", "--mode", "host", "--plot", str(png))
     assert r.returncode == 3 and "exists" in r.stderr and png.read_bytes() == data
     assert sorted(os.listdir(tmp_path)) == ["sweep.png"]

@@ -29,9 +29,9 @@ def workdir(tmp_path):
 def test_all_modes_verified_with_routes(workdir):
     pytest.importorskip("kvikio")
     cfg = SweepConfig(str(workdir), 64 << 20, [1 << 20], [1, 2], ["read", "write"], ["cufile", "kvikio", "bounce", "host"],
-                      seconds=None, total_bytes=8 << 20)
+                      seconds=None, total_bytes=16 << 20)
     rep = run_sweep(cfg)
-    assert len(rep.points) == 16 and not any(p.error for p in rep.points)
+    assert len(rep.points) == 16 and not any(p.error for p in rep.points), [p.error for p in rep.points if p.error]
     by = {(p.mode, p.rw, p.threads): p for p in rep.points}
     for th in (1, 2):
         assert by[("host", "read", th)].route == "HOST"
@@ -43,7 +43,9 @@ def test_all_modes_verified_with_routes(workdir):
         for mode in ("cufile", "kvikio", "bounce", "host"):
             for rw in ("read", "write"):
                 p = by[(mode, rw, th)]
-                assert p.verified_bytes >= 8 << 20, (mode, rw, th)
+                assert p.verified_bytes >= 16 << 20, (mode, rw, th)
+                if mode in ("cufile", "bounce", "host"):
+                    assert p.loop["kind"] == "c", p.loop           # the per-I/O loop is C, not Python
                 if mode != "host":
                     assert p.ratio is not None and 0 < p.ratio and "pinned_copy" in p.ceilings
     assert rep.ceilings["pinned_copy"]["h2d"] > 1.0
@@ -66,7 +68,7 @@ def test_gpu_side_verification_catches_a_flipped_byte(workdir, mode):
             f.seek(bad)
             f.write(bytes([b[0] ^ 1]))
         with pytest.raises(VerifyError, match=f"file offset {bad} "):
-            run_point(PointSpec(mode, "read", 1 << 20, 1, total_bytes=4 << 20), sf)
+            run_point(PointSpec(mode, "read", 65536, 1, total_bytes=4 << 20), sf)
     finally:
         sf.remove()
         if mode == "cufile":
@@ -74,12 +76,12 @@ def test_gpu_side_verification_catches_a_flipped_byte(workdir, mode):
 
 
 def test_batch_variant(workdir):
-    cfg = SweepConfig(str(workdir), 64 << 20, [1 << 20], [2], ["read", "write"], ["cufile-batch"],
-                      seconds=None, total_bytes=16 << 20)
+    cfg = SweepConfig(str(workdir), 256 << 20, [1 << 20], [2], ["read", "write"], ["cufile-batch"],
+                      seconds=None, total_bytes=32 << 20)
     rep = run_sweep(cfg)
     assert len(rep.points) == 2 and not any(p.error for p in rep.points)
     for p in rep.points:
-        assert p.route == "COMPAT" and p.verified_bytes >= 16 << 20 and p.summary["bytes"] == 16 << 20
+        assert p.route == "COMPAT" and p.verified_bytes >= 32 << 20 and p.summary["bytes"] == 32 << 20
 
 
 def test_async_variant(workdir):
@@ -88,3 +90,47 @@ def test_async_variant(workdir):
     rep = run_sweep(cfg)
     assert not any(p.error for p in rep.points)
     assert all(p.route == "COMPAT" and p.verified_bytes >= 16 << 20 for p in rep.points)
+
+
+@pytest.mark.parametrize("mode", ["bounce", "cufile"])
+def test_time_based_points_on_the_c_loop(workdir, mode):
+    # timed points: the barrier starts the clock after setup, so a 1 s point has ~1 s of I/O
+    cfg = SweepConfig(str(workdir), 256 << 20, [4096, 1 << 20], [1, 4], ["read", "randwrite"], [mode], seconds=1.0)
+    rep = run_sweep(cfg)
+    for p in rep.points:
+        assert p.error is None, p.error
+        assert p.loop["kind"] == "c" and p.summary["ops"] >= 16
+        assert 0.9 < p.summary["seconds"] < 1.6, p.summary
+        assert p.verified_bytes > 0 and p.verify_seconds > 0
+
+
+def test_bounce_iodepth_io_uring(workdir):
+    from gdsdiag.sweep import native
+    if not native.have_uring():
+        pytest.skip("no compiled io_uring loop")
+    cfg = SweepConfig(str(workdir), 64 << 20, [65536], [2], ["read", "write"], ["bounce"], seconds=None,
+                      total_bytes=16 << 20, iodepth=8)
+    rep = run_sweep(cfg)
+    for p in rep.points:
+        assert p.error is None, p.error
+        assert p.loop["engine"] == "c io_uring iodepth 8" and p.verified_bytes >= 16 << 20
+
+
+def test_cufile_c_loop_catches_a_flipped_byte(workdir):
+    from gdsdiag import cufile
+    cufile.stats.set_level(3)
+    drv = cufile.Driver().open()
+    sf = files.SweepFile(str(workdir), 4 << 20)
+    try:
+        sf.fill()
+        bad = files.HEADER_SIZE + (1 << 20) + 4093
+        with open(sf.path, "r+b") as f:
+            f.seek(bad)
+            b = f.read(1)
+            f.seek(bad)
+            f.write(bytes([b[0] ^ 8]))
+        with pytest.raises(VerifyError, match=f"file offset {bad} "):
+            run_point(PointSpec("cufile", "read", 65536, 2, total_bytes=4 << 20), sf)
+    finally:
+        sf.remove()
+        drv.close()

@@ -13,22 +13,34 @@ from rich.text import Text
 from ..sweep.latency import human_size
 
 
+def _eta_text(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    seconds = int(seconds + 0.5)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}" if seconds >= 3600 else f"{seconds // 60}:{seconds % 60:02d}"
+
+
 class SweepProgress:
-    """Two bars — the whole sweep (points) and the current point (time or bytes) — updated by a
-    poller thread, so the I/O threads only add to a counter."""
+    """Two bars — the whole sweep (points, with its ETA) and the current point (its name, time or
+    bytes, GB/s so far) — updated by a poller thread, so the I/O threads only add to a counter.
+    The ETA: the points left times the mean wall time of the points done (fill, setup, fio and
+    verification included), or the point length plus 1 s before any point has finished."""
 
     def __init__(self, console: Console, npoints: int, seconds: float | None, total_bytes: int | None):
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TransferSpeedColumn
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
         self.p = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                          TransferSpeedColumn(), TimeElapsedColumn(), console=console, transient=True)
+                          TextColumn("{task.fields[rate]}"), TextColumn("{task.fields[eta]}"), TimeElapsedColumn(),
+                          console=console, transient=True)
         self.npoints, self.seconds, self.total_bytes = npoints, seconds, total_bytes
         self.done = 0
         self.t0 = time.monotonic()
         self._stop = threading.Event()
-        self.overall = self.p.add_task("sweep", total=npoints)
-        self.current = self.p.add_task("preparing", total=1)
+        self.overall = self.p.add_task(f"sweep 0/{npoints} points", total=npoints, rate="", eta="ETA ?")
+        self.current = self.p.add_task("preparing", total=1, rate="", eta="")
         self.mode = "bytes"
         self.points_started = 0
+        self.walls: list[float] = []
+        self.point_t0: float | None = None
 
     def __enter__(self):
         self.p.start()
@@ -41,29 +53,51 @@ class SweepProgress:
         self._thr.join(1)
         self.p.stop()
 
+    def eta(self, now: float) -> float | None:
+        """Seconds until the sweep ends, from what the finished points took."""
+        if self.point_t0 is None:
+            return None
+        per = sum(self.walls) / len(self.walls) if self.walls else (self.seconds + 1.0 if self.seconds else None)
+        if per is None:
+            return None
+        left = self.npoints - len(self.walls)
+        in_point = now - self.point_t0
+        return max(per - in_point, 0.0) + max(left - 1, 0) * per
+
     def _poll(self):
-        while not self._stop.wait(0.2):
+        while not self._stop.wait(0.25):
+            now = time.monotonic()
+            el = max(now - self.t0, 1e-6)
+            rate = f"{self.done / el / 1e9:.3f} GB/s" if self.done else ""
             if self.mode == "time" and self.seconds:
-                self.p.update(self.current, completed=min(time.monotonic() - self.t0, self.seconds), total=self.seconds)
+                self.p.update(self.current, completed=min(el, self.seconds), total=self.seconds, rate=rate)
             else:
-                self.p.update(self.current, completed=self.done)
+                self.p.update(self.current, completed=self.done, rate=rate)
+            self.p.update(self.overall, eta="ETA " + _eta_text(self.eta(now)))
 
     def phase(self, desc: str, total: int):
         self.mode, self.done, self.t0 = "bytes", 0, time.monotonic()
-        self.p.update(self.current, description=desc, total=total, completed=0)
+        self.p.update(self.current, description=desc, total=total, completed=0, rate="")
 
     def point(self, spec):
-        if self.points_started:
-            self.p.advance(self.overall)
+        now = time.monotonic()
         self.points_started += 1
-        self.done, self.t0 = 0, time.monotonic()
-        desc = f"{spec.mode} {spec.rw} bs={human_size(spec.bs)} threads={spec.threads}"
+        self.point_t0 = now
+        self.done, self.t0 = 0, now
+        desc = f"{spec.mode} {spec.rw} bs={human_size(spec.bs)} threads={spec.threads}" + (
+            f" iodepth={spec.iodepth}" if getattr(spec, "iodepth", 1) > 1 else "")
+        self.p.update(self.overall, description=f"sweep {self.points_started}/{self.npoints} points")
         if self.seconds:
             self.mode = "time"
-            self.p.update(self.current, description=desc, total=self.seconds, completed=0)
+            self.p.update(self.current, description=desc, total=self.seconds, completed=0, rate="")
         else:
             self.mode = "bytes"
-            self.p.update(self.current, description=desc, total=self.total_bytes, completed=0)
+            self.p.update(self.current, description=desc, total=self.total_bytes, completed=0, rate="")
+
+    def done_point(self, rec):
+        if self.point_t0 is not None:
+            self.walls.append(time.monotonic() - self.point_t0)
+        self.p.advance(self.overall)
 
     def advance(self, n: int):
         self.done += n
@@ -71,24 +105,66 @@ class SweepProgress:
 
 def table(report) -> Table:
     t = Table(title=f"gdsdiag sweep — {report.config.directory} ({human_size(report.config.size)} file)", box=box.SIMPLE_HEAD)
-    for c in ("mode", "rw", "bs", "thr", "GB/s", "IOPS", "p50 µs", "p99 µs", "p99.9 µs", "CPU %", "route", "verified", "÷ceiling"):
+    fio = any(p.fio for p in report.points)
+    cols = ["mode", "rw", "bs", "thr", "GB/s", "IOPS", "p50 µs", "p99 µs", "p99.9 µs", "CPU %", "route", "verified", "÷ceiling"]
+    if fio:
+        cols += ["fio GB/s", "fio IOPS", "÷fio"]
+    for c in cols:
         t.add_column(c, justify="right" if c not in ("mode", "rw", "route") else "left", no_wrap=True)
     for p in report.points:
         s = p.summary
         if p.error:
-            t.add_row(p.mode, p.rw, human_size(p.bs), str(p.threads), Text(p.error, style="red"), *[""] * 8)
+            t.add_row(p.mode, p.rw, human_size(p.bs), str(p.threads), Text("ERROR", style="bold red"),
+                      *[""] * 5, Text("ERROR", style="red"), *[""] * (len(cols) - 11))
             continue
         lat = s["lat_us"]
         route = Text(p.route, style="red" if p.route_warning else "green" if p.route in ("NVFS", "P2PDMA") else "")
         t.add_row(p.mode, p.rw, human_size(p.bs), str(p.threads), f"{s['gbps']:.3f}", f"{s['iops']:.0f}",
                   f"{lat['p50']}", f"{lat['p99']}", f"{lat['p99.9']}", f"{p.cpu_percent:.0f}", route,
-                  human_size(p.verified_bytes) if p.verified_bytes else "off",
-                  f"{p.ratio:.2f}" if p.ratio is not None else "")
+                  _verified(p, report.config.verify),
+                  f"{p.ratio:.2f}" if p.ratio is not None else "", *(_fio_cells(p) if fio else ()))
     return t
+
+
+def _verified(p, verify_on: bool) -> str:
+    if not verify_on:
+        return "off"
+    return human_size(p.verified_bytes) if p.verified_bytes else "none"
+
+
+def _fio_cells(p) -> tuple:
+    f = p.fio or {}
+    if f.get("error"):
+        return ("n/a", "", "")
+    if not f:
+        return ("", "", "")
+    return (f"{f['gbps']:.3f}", f"{f['iops']:.0f}", f"{f['ratio']:.2f}" if f.get("ratio") is not None else "")
 
 
 def render(console: Console, report) -> None:
     console.print(table(report))
+    for p in report.points:
+        if p.error:
+            console.print(Text(f"ERROR {p.mode} {p.rw} bs={human_size(p.bs)} threads={p.threads}: "
+                               + p.error.replace("gdsdiag: error: ", ""), style="red"))
+    fio_notes = sorted({p.fio["error"] for p in report.points if p.fio and p.fio.get("error")})
+    for n in fio_notes:
+        console.print(Text(f"fio n/a: {n}", style="yellow"))
+    py = {p.loop.get("why") for p in report.points if p.loop.get("kind") == "python"}
+    for why in sorted(w for w in py if w):
+        console.print(Text(f"python loop (Python's per-I/O cost is in these numbers): {why}", style="yellow"))
+    c_loops = sorted({p.loop.get("engine") for p in report.points if p.loop.get("kind") == "c"})
+    bufs = sorted({p.loop.get("buffers") for p in report.points if p.loop.get("buffers")})
+    vsec = sum(p.verify_seconds for p in report.points if not p.error)
+    # worker-seconds: verification runs in every worker, so compare with threads × point time
+    tsec = sum(p.summary.get("seconds", 0) * p.threads for p in report.points if not p.error)
+    line = f"loop: {', '.join(c_loops) or ('python' if py else '-')}" + (f" ({', '.join(bufs)} buffers)" if bufs else "")
+    if report.config.verify and tsec:
+        line += (f"; verification: {vsec:.2f} s generating/checking data (write points: reading back) in "
+                 f"{tsec:.1f} worker-seconds of points ({100 * vsec / tsec:.1f} %, outside each I/O's latency)")
+    if report.prepare_seconds:
+        line += f"; pattern file written once in {report.prepare_seconds:.1f} s"
+    console.print(line, style="dim")
     c = report.ceilings
     if c:
         parts = []

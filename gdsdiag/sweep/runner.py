@@ -7,10 +7,10 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from ..errors import GdsdiagError
+from ..errors import GdsdiagError, UsageError
 from . import files
-from .engines import PointSpec, VerifyError, run_point, verify_written
-from .latency import summarize
+from .engines import PointError, PointSpec, VerifyError, run_point, validate, verify_written, written_ranges
+from .latency import summarize_hist
 
 GPU_MODES = ("bounce", "cufile", "cufile-async", "cufile-batch", "kvikio")
 CUFILE_MODES = ("cufile", "cufile-async", "cufile-batch", "kvikio")
@@ -30,6 +30,8 @@ class SweepConfig:
     seconds: float | None = 10.0
     total_bytes: int | None = None
     verify: bool = True
+    iodepth: int = 1
+    compare_fio: bool = False
 
 
 @dataclass
@@ -47,6 +49,10 @@ class PointRecord:
     ceilings: dict = field(default_factory=dict)
     ratio: float | None = None
     error: str | None = None
+    iodepth: int = 1
+    loop: dict = field(default_factory=dict)      # {"kind": "c"|"python", "engine": ..., "why": ...}
+    verify_seconds: float = 0.0                   # generating/checking data (not in the latencies)
+    fio: dict | None = None                       # --compare-fio: fio's figures and the ratio
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -59,12 +65,15 @@ class SweepReport:
     ceilings: dict
     file_path: str
     machine: dict
+    prepare_seconds: float = 0.0
 
     def to_json(self) -> dict:
         c = self.config
         return {"schema": "gdsdiag.sweep/1", "machine": self.machine,
                 "config": {"dir": c.directory, "size": c.size, "bs": c.block_sizes, "threads": c.threads, "rw": c.rws,
-                           "modes": c.modes, "gpu": c.gpu, "seconds": c.seconds, "bytes": c.total_bytes, "verify": c.verify},
+                           "modes": c.modes, "gpu": c.gpu, "seconds": c.seconds, "bytes": c.total_bytes, "verify": c.verify,
+                           "iodepth": c.iodepth, "compare_fio": c.compare_fio},
+                "prepare_seconds": round(self.prepare_seconds, 3),
                 "ceilings": self.ceilings, "points": [p.to_json() for p in self.points]}
 
 
@@ -162,22 +171,56 @@ def link_ceiling(directory: str, gpu: int) -> dict | None:
         return None
 
 
-def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
+def validate_config(cfg: SweepConfig) -> None:
+    """Every argument checked before any file is written or any library loaded (exit 4)."""
     for m in cfg.modes:
         if m not in ALL_MODES:
-            raise GdsdiagError(f"unknown mode {m!r}", f"use any of {', '.join(ALL_MODES)}")
+            raise UsageError(f"unknown mode {m!r}", f"use any of {', '.join(ALL_MODES)}")
     for rw in cfg.rws:
         if rw not in ALL_RW:
-            raise GdsdiagError(f"unknown --rw {rw!r}", f"use any of {', '.join(ALL_RW)}")
+            raise UsageError(f"unknown --rw {rw!r}", f"use any of {', '.join(ALL_RW)}")
+    if not (cfg.modes and cfg.rws and cfg.block_sizes and cfg.threads):
+        raise UsageError("nothing to run: --mode, --rw, --bs and --threads each need a value", "see gdsdiag sweep --help")
+    if cfg.size <= 0 or cfg.size % 4096:
+        raise UsageError(f"--size {cfg.size} is not a positive multiple of 4 KiB", "use e.g. --size 1G")
+    if cfg.total_bytes is not None and cfg.total_bytes <= 0:
+        raise UsageError(f"--bytes {cfg.total_bytes}: must be more than 0", "use e.g. --bytes 1G")
+    if cfg.iodepth > 1:
+        slow = [m for m in cfg.modes if m not in ("host", "bounce")]
+        if slow:
+            raise UsageError(f"--iodepth {cfg.iodepth} is for host and bounce (io_uring); not for {', '.join(slow)}",
+                             "use --mode cufile-batch for cuFile batches, or --iodepth 1")
+        from .native import have_uring, load
+        lib, why = load()
+        if lib is None or not have_uring():
+            raise UsageError(f"--iodepth {cfg.iodepth} needs the compiled I/O loop with io_uring ({why or 'no linux/io_uring.h at build time'})",
+                             "install gcc and the kernel headers (linux-libc-dev), or use --iodepth 1")
+    if cfg.compare_fio:
+        from .fio import check_available
+        check_available(cfg.modes)
+    for rw, mode, bs, th in itertools.product(cfg.rws, cfg.modes, cfg.block_sizes, cfg.threads):
+        validate(PointSpec(mode, rw, bs, th, cfg.seconds, cfg.total_bytes, cfg.verify, cfg.gpu, cfg.iodepth), cfg.size)
+
+
+def _pool_note(cufile_mod) -> str:
+    try:
+        slabs = cufile_mod.driver.posix_pool_slabs()
+        return " (posix pool now: " + ", ".join(f"{kb} KiB × {n}" for kb, n in slabs) + ")"
+    except Exception:
+        return ""
+
+
+def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
+    validate_config(cfg)
     files.check_dir(cfg.directory)
-    files.install_cleanup()
+    files.check_space(cfg.directory, cfg.size)
     gpu_modes = [m for m in cfg.modes if m in GPU_MODES]
     ceilings: dict = {}
     driver = None
     cufile_mod = None
     if gpu_modes:
-        from .engines import _cupy
-        _cupy()
+        from .engines.gpu import cupy
+        cupy()
         ceilings["pinned_copy"] = pinned_copy_gbps(cfg.gpu)
         if any(m in CUFILE_MODES for m in gpu_modes):
             from .. import cufile as cufile_mod
@@ -193,41 +236,59 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
         ceilings["link"] = link
     sf = files.SweepFile(cfg.directory, cfg.size)
     points: list[PointRecord] = []
+    prepare_seconds = 0.0
+    fio_runner = None
     try:
-        if progress:
-            progress.phase(f"writing the {cfg.size >> 20} MiB pattern file", cfg.size)
-        sf.fill(progress=progress.advance if progress else None)
+        if any(rw in ("read", "randread") for rw in cfg.rws):
+            # reads need the pattern everywhere; a write-only sweep writes it as it goes
+            if progress:
+                progress.phase(f"writing the {cfg.size >> 20} MiB pattern file", cfg.size)
+            prepare_seconds = sf.fill(progress=progress.advance if progress else None)
+        if cfg.compare_fio:
+            from .fio import FioRunner
+            fio_runner = FioRunner(sf, cfg)
         host_results: dict = {}
         order = sorted(cfg.modes, key=lambda m: 0 if m == "host" else 1)   # host first: it is a ceiling of the others
         for rw, mode, bs, th in itertools.product(cfg.rws, order, cfg.block_sizes, cfg.threads):
-            spec = PointSpec(mode, rw, bs, th, cfg.seconds, cfg.total_bytes, cfg.verify, cfg.gpu)
+            spec = PointSpec(mode, rw, bs, th, cfg.seconds, cfg.total_bytes, cfg.verify, cfg.gpu, cfg.iodepth)
             if progress:
                 progress.point(spec)
             before = cufile_mod.path_mix() if (driver and mode in CUFILE_MODES) else None
             l1_before = cufile_mod.stats.level1() if (driver and mode == "cufile-batch") else None
+            if fio_runner is not None:
+                fio_runner.before(spec)
             nv0 = _nvfs_counters()
             try:
                 res = run_point(spec, sf, progress.advance if progress else None)
             except VerifyError:
                 raise
             except GdsdiagError as e:
-                points.append(PointRecord(mode, rw, bs, th, {}, 0.0, 0, "FAILED", error=e.line()))
+                line = e.line()
+                if cufile_mod is not None and mode in CUFILE_MODES and isinstance(e, PointError):
+                    line += _pool_note(cufile_mod)
+                points.append(PointRecord(mode, rw, bs, th, {}, 0.0, 0, "ERROR", error=line, iodepth=cfg.iodepth))
+                if progress:
+                    progress.done_point(None)
                 continue
-            summary = summarize(res.latencies_ns, res.nbytes, res.seconds)
+            summary = summarize_hist(res.hist, res.ops, res.nbytes, res.seconds, res.lat_min_ns, res.lat_max_ns, res.lat_sum_ns)
             if mode == "kvikio" and res.seconds:
                 # kvikio's requests are threads × bs (split over its pool): count IOPS in bs
                 # units like the other modes; latencies stay per request
                 summary["iops"] = round(res.nbytes / bs / res.seconds, 1)
                 summary["request_bytes"] = bs * th
+            summary["max_gap_ms"] = round(res.max_gap_ns / 1e6, 3)
             rec = PointRecord(mode, rw, bs, th, summary,
                               round(100.0 * res.cpu_seconds / res.seconds, 1) if res.seconds else 0.0,
-                              res.verified_bytes, "HOST" if mode == "host" else "DRAM_BOUNCE")
+                              res.verified_bytes, "HOST" if mode == "host" else "DRAM_BOUNCE", iodepth=cfg.iodepth,
+                              loop=res.loop, verify_seconds=round(res.verify_seconds, 4))
             if not spec.is_read and cfg.verify:
-                checked, bad = verify_written(sf, res.written)
+                inner_bs = bs * 8 if mode == "cufile-batch" else bs * th if mode == "kvikio" else bs
+                checked, bad, secs = verify_written(sf, written_ranges(res.written, inner_bs))
                 if bad is not None:
                     raise VerifyError(f"{mode} {rw}: data read back differs at data offset {bad}",
                                       "the storage returned other bytes than were written")
                 rec.verified_bytes = checked
+                rec.verify_seconds = round(rec.verify_seconds + secs, 4)
             if before is not None:
                 delta = cufile_mod.path_mix().minus(before)
                 rec.route_detail = {"cufile_stats": delta.to_json()}
@@ -252,8 +313,14 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
             rec.ceilings = ceil
             if ceil and rec.summary.get("gbps"):
                 rec.ratio = round(rec.summary["gbps"] / min(ceil.values()), 3)
+            if fio_runner is not None:
+                rec.fio = fio_runner.compare(spec, rec)
             points.append(rec)
+            if progress:
+                progress.done_point(rec)
     finally:
+        if fio_runner is not None:
+            fio_runner.close()
         sf.remove()
         if driver is not None:
             # no cuFileStatsStop: it crashed libcufile 1.15 (segfault) after batch and stream I/O in one
@@ -262,4 +329,4 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
     import platform
     machine = {"hostname": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
                "python": platform.python_version(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    return SweepReport(cfg, points, ceilings, sf.path, machine)
+    return SweepReport(cfg, points, ceilings, sf.path, machine, prepare_seconds)

@@ -1,0 +1,67 @@
+"""host: O_DIRECT into page-aligned host memory — pread/pwrite (psync), or io_uring with --iodepth."""
+from __future__ import annotations
+
+import os
+
+from .. import pattern
+from .base import Worker as _Worker
+from ..files import IoBuffer
+
+GPU = False
+
+
+def open_point(point) -> None:
+    pass
+
+
+def close_point(point) -> None:
+    pass
+
+
+class HostBuffers:
+    """iodepth × bs bytes on a huge-page boundary (files.IoBuffer) shared with the C loop."""
+
+    def alloc_host(self, pinned: bool = False) -> None:
+        spec, f, j = self.spec, self.point.ffi, self.job
+        self.iob = IoBuffer(spec.bs * spec.iodepth)
+        j.host_buf = self.iob.cdata(f)
+        self.view = self.iob.view[: spec.bs]
+
+    def free_host(self) -> None:
+        if getattr(self, "iob", None) is None:
+            return
+        self.view.release()
+        self.iob.release(self.point.ffi)
+        self.iob.close()
+        self.iob = None
+
+
+class Worker(HostBuffers, _Worker):
+    def __init__(self, point, idx):
+        super().__init__(point, idx)
+        lib = point.lib
+        self.native = lib is not None
+        uring = self.spec.iodepth > 1
+        self.engine_name = "io_uring" if uring else "psync"
+        if lib is not None:
+            self.job.engine = lib.GD_ENGINE_URING if uring else lib.GD_ENGINE_PSYNC
+
+    def prepare(self):
+        self.alloc_host()
+        if not self.native:
+            self.verifier = pattern.HostVerifier(self.spec.bs, self.sf.seed)
+
+    def io(self, slot, off):
+        from ..files import HEADER_SIZE
+        if self.spec.is_read:
+            return os.preadv(self.sf.fd, [self.view], HEADER_SIZE + off)
+        return os.pwritev(self.sf.fd, [self.view], HEADER_SIZE + off)
+
+    def fill(self, slot, off):
+        self.verifier.fill(self.view, off)
+
+    def check(self, slot, off):
+        return self.verifier.first_mismatch(self.view, off)
+
+    def close(self):
+        self.free_host()

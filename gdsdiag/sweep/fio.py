@@ -1,0 +1,164 @@
+"""``--compare-fio``: fio's equivalent job, run right after each point on the same file, and the ratio.
+
+Like for like, point by point:
+- the same open file: fio is given /proc/<pid>/fd/<fd>, the sweep's own descriptor (read points,
+  with --readonly); write points go to a second file the sweep created and filled once, so fio
+  never overwrites the pattern the sweep verifies and both overwrite allocated blocks;
+- threads, not processes (``--thread``), ``numjobs`` = threads, ``iodepth`` = --iodepth;
+- sequential points: each job its own slice, as the sweep's workers (``offset_increment`` = slice,
+  ``offset`` = the header); random points: each job over the whole data region, with replacement
+  (``norandommap``) as the sweep draws offsets;
+- engines: host ``psync`` (pread/pwrite, as the C loop) or ``io_uring`` at --iodepth > 1; cufile
+  fio's ``libcufile`` engine with ``cuda_io=cufile``; bounce ``libcufile`` with ``cuda_io=posix``
+  (pread to host memory, then a copy to the GPU); other modes have no fio equivalent (said so);
+- duration: the same --time (``time_based``), or --bytes split over the jobs (``io_size``);
+- order: fio runs before and after the point and the ratio is against the mean of the two. On
+  the GPU machine (virtio disk) whichever ran second read 1 MiB blocks up to 1.5x faster (the
+  hypervisor's cache warmed by the first run), so fio-after-only flattered fio.
+fio does not verify data; the sweep does (outside its latencies), so a ratio < 1 with verification
+on includes that cost — run with --no-verify for the pure comparison.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+from ..errors import UsageError
+from . import files
+
+FIO_MODES = ("host", "cufile", "bounce")
+
+
+def fio_binary() -> str | None:
+    path = os.environ.get("GDSDIAG_FIO") or shutil.which("fio")
+    return path if path and os.access(path, os.X_OK) else None
+
+
+def check_available(modes: list[str]) -> None:
+    if fio_binary() is None:
+        raise UsageError("--compare-fio needs fio", "apt-get install fio (or set GDSDIAG_FIO=/path/to/fio)")
+
+
+def has_libcufile(fio: str) -> bool:
+    try:
+        r = subprocess.run([fio, "--enghelp"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "libcufile" in r.stdout
+
+
+def job_args(spec, path: str, size: int, header: int, gpu: int, readonly: bool) -> list[str]:
+    """fio's arguments for one sweep point (see the module text for each choice)."""
+    bs, th = spec.bs, spec.threads
+    args = ["--name=gdsdiag", f"--filename={path}", "--direct=1", f"--bs={bs}", f"--rw={spec.rw}", f"--numjobs={th}",
+            f"--iodepth={spec.iodepth}", "--thread", "--group_reporting", "--output-format=json", f"--offset={header}"]
+    if spec.mode == "host":
+        args.append("--ioengine=" + ("io_uring" if spec.iodepth > 1 else "psync"))
+    else:
+        args += ["--ioengine=libcufile", f"--cuda_io={'cufile' if spec.mode == 'cufile' else 'posix'}", f"--gpu_dev_ids={gpu}"]
+    blocks = size // bs
+    if spec.is_random:
+        args += [f"--size={blocks * bs}", "--norandommap", "--randrepeat=0"]
+    else:
+        per = max(blocks // th, 1) * bs
+        args += [f"--size={per}", f"--offset_increment={per}"]
+    if spec.seconds:
+        args += ["--time_based", f"--runtime={spec.seconds}s"]
+    else:
+        args.append(f"--io_size={max(spec.total_bytes // th // bs, 1) * bs}")
+    if readonly:
+        args.append("--readonly")
+    return args
+
+
+def parse(text: str, is_read: bool) -> dict:
+    start = text.find("{")
+    doc = json.loads(text[start:])
+    job = doc["jobs"][0]
+    side = job["read" if is_read else "write"]
+    err = job.get("error", 0)
+    out = {"iops": round(float(side["iops"]), 1), "gbps": round(float(side["bw_bytes"]) / 1e9, 4),
+           "ios": int(side.get("total_ios", 0)), "version": doc.get("fio version")}
+    if err:
+        out["error"] = f"fio job error {err}"
+    return out
+
+
+class FioRunner:
+    def __init__(self, sf: files.SweepFile, cfg):
+        self.sf, self.cfg = sf, cfg
+        self.fio = fio_binary()
+        self.cufile_ok = None
+        self.wfile: files.SweepFile | None = None
+
+    def _write_target(self) -> files.SweepFile:
+        if self.wfile is None:
+            self.wfile = files.SweepFile(self.cfg.directory, self.sf.size)
+            self.wfile.fill()
+        return self.wfile
+
+    def close(self) -> None:
+        if self.wfile is not None:
+            self.wfile.remove()
+            self.wfile = None
+
+    def _skip(self, spec) -> str | None:
+        if spec.mode not in FIO_MODES:
+            return f"fio has no equivalent of {spec.mode}"
+        if spec.mode == "bounce" and spec.iodepth > 1:
+            return "fio's libcufile engine is synchronous (no iodepth)"
+        if spec.mode != "host":
+            if self.cufile_ok is None:
+                self.cufile_ok = has_libcufile(self.fio)
+            if not self.cufile_ok:
+                return "this fio has no libcufile engine (build fio with --enable-libcufile)"
+        return None
+
+    def _run(self, spec) -> dict:
+        target = self.sf if spec.is_read else self._write_target()
+        args = job_args(spec, target.proc_path, target.size, files.HEADER_SIZE, spec.gpu, spec.is_read)
+        cmd = [self.fio, *args]
+        budget = spec.seconds * 2 + 30 if spec.seconds else 600
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=budget)
+        except subprocess.TimeoutExpired:
+            return {"error": f"fio did not finish in {budget:.0f} s", "command": _show(cmd)}
+        except OSError as e:
+            return {"error": f"fio could not run: {e.strerror}"}
+        if r.returncode != 0 or "{" not in r.stdout:
+            tail = (r.stderr or r.stdout).strip().splitlines()
+            return {"error": f"fio exit {r.returncode}: {tail[-1] if tail else ''}"[:200], "command": _show(cmd)}
+        try:
+            out = parse(r.stdout, spec.is_read)
+        except (ValueError, KeyError, IndexError) as e:
+            return {"error": f"fio output not understood ({type(e).__name__})", "command": _show(cmd)}
+        out["command"] = _show(cmd)
+        return out
+
+    def before(self, spec) -> None:
+        """fio's run before the point (the first of two)."""
+        self._first = None if self._skip(spec) else self._run(spec)
+
+    def compare(self, spec, rec) -> dict:
+        """fio's run after the point, and the ratio against the mean of before and after."""
+        why = self._skip(spec)
+        if why:
+            return {"error": why}
+        runs = [r for r in (getattr(self, "_first", None), self._run(spec)) if r is not None]
+        self._first = None
+        bad = next((r for r in runs if r.get("error")), None)
+        if bad:
+            return bad
+        out = {"gbps": round(sum(r["gbps"] for r in runs) / len(runs), 4),
+               "iops": round(sum(r["iops"] for r in runs) / len(runs), 1),
+               "runs": [{"gbps": r["gbps"], "iops": r["iops"]} for r in runs],
+               "version": runs[-1].get("version"), "command": runs[-1]["command"]}
+        mine = rec.summary.get("gbps")
+        out["ratio"] = round(mine / out["gbps"], 3) if mine and out["gbps"] else None
+        return out
+
+
+def _show(cmd: list[str]) -> str:
+    return " ".join(cmd)
