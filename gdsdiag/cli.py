@@ -10,7 +10,6 @@ import click
 
 from . import __version__
 from .errors import (
-    EXIT_FAIL,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_TOOL_ERROR,
