@@ -48,7 +48,6 @@ def topology(root, snapshot, lspci_files, numa_map, cross_check, smi_file, only_
     from .topology.findings import find
     from .topology.pairs import analyse_all
 
-    tmp = None
     try:
         if lspci_files:
             from .importers.lspci import load_lspci
@@ -56,8 +55,7 @@ def topology(root, snapshot, lspci_files, numa_map, cross_check, smi_file, only_
         else:
             if snapshot:
                 from .snapshot import open_snapshot
-                tmp = open_snapshot(snapshot)
-                root = tmp.name
+                root = open_snapshot(snapshot)      # read in memory, never extracted
             from .topology.load import from_root
             topo = from_root(root)
             if snapshot:
@@ -87,9 +85,6 @@ def topology(root, snapshot, lspci_files, numa_map, cross_check, smi_file, only_
     except GdsdiagError as e:
         click.echo(e.line(), err=True)
         sys.exit(EXIT_TOOL_ERROR)
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
 
 
 @cli.command()
@@ -110,7 +105,6 @@ def check(root, snapshot, paths, gdscheck_file, libcufile_path, verbose, as_json
     from .check.runner import run as run_checks
     from .platform.fsroot import FsRoot
 
-    tmp = None
     try:
         gdscheck_text = None
         if gdscheck_file:
@@ -119,14 +113,14 @@ def check(root, snapshot, paths, gdscheck_file, libcufile_path, verbose, as_json
                     gdscheck_text = f.read()
             except OSError as e:
                 raise GdsdiagError(f"cannot read {gdscheck_file}: {e.strerror}", "check the path") from None
+        fs = FsRoot(root)
         if snapshot:
-            from .snapshot import open_snapshot
-            tmp = open_snapshot(snapshot)
-            root = tmp.name
             if paths:
                 raise GdsdiagError("--path cannot be probed inside a snapshot",
                                    "run 'gdsdiag check --path DIR' on the node itself")
-        ctx = CheckContext(FsRoot(root), env=dict(os.environ) if root == "/" else {}, libcufile_path=libcufile_path)
+            from .snapshot import open_snapshot
+            fs = open_snapshot(snapshot)            # read in memory, never extracted
+        ctx = CheckContext(fs, env=dict(os.environ) if fs.is_live else {}, libcufile_path=libcufile_path)
         report = run_checks(ctx, list(paths), gdscheck_text)
         if snapshot:
             report.source = snapshot
@@ -141,9 +135,6 @@ def check(root, snapshot, paths, gdscheck_file, libcufile_path, verbose, as_json
     except GdsdiagError as e:
         click.echo(e.line(), err=True)
         sys.exit(EXIT_TOOL_ERROR)
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
 
 
 @cli.command("cufile")

@@ -190,32 +190,20 @@ def create(output: str, root: str = "/") -> dict:
     return {"entries": len(w.done), "skipped": w.skipped}
 
 
-def _member_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
-    # Snapshots from gdsdiag 0.1.0 before this fix stored /proc/self as a link to the capturing
-    # pid next to files below it; drop that link so the files land in a plain directory.
-    if member.issym() and member.name.rstrip("/") == "proc/self":
-        return None
-    # ... and kept absolute links such as etc/cufile.json -> /opt/...: their targets are not inside.
-    if member.issym() and member.linkname.startswith("/"):
-        return None
-    return tarfile.data_filter(member, dest)
+MARKER = "/gdsdiag-snapshot.txt"
 
 
-def open_snapshot(path: str) -> tempfile.TemporaryDirectory:
-    """Unpack a snapshot (tar.gz) safely into a temporary root; the caller keeps the object alive."""
+def open_snapshot(path: str, limits=None):
+    """The snapshot as an ``ArchiveRoot``: read in memory, never extracted (docs/security.md).
+
+    An archive without the marker file every gdsdiag snapshot holds is refused: an answer of
+    "no findings" for a tarball of something else would be wrong."""
+    from .platform.archroot import DEFAULT_LIMITS, ArchiveRoot
     if os.path.isdir(path):
         raise GdsdiagError(f"{path} is a directory", "pass it with --root, or give a .tar.gz from gdsdiag snapshot")
-    try:
-        tar = tarfile.open(path, "r:*")
-    except FileNotFoundError:
-        raise GdsdiagError(f"snapshot {path} not found", "check the path") from None
-    except (tarfile.TarError, OSError):
-        raise GdsdiagError(f"{path} is not a readable tar archive", "re-create it with gdsdiag snapshot -o FILE") from None
-    tmp = tempfile.TemporaryDirectory(prefix="gdsdiag-snap-")
-    with tar:
-        try:
-            tar.extractall(tmp.name, filter=_member_filter)
-        except (tarfile.TarError, OSError) as e:
-            tmp.cleanup()
-            raise GdsdiagError(f"cannot unpack {path}: {e}", "re-create the snapshot") from None
-    return tmp
+    fs = ArchiveRoot(path, limits or DEFAULT_LIMITS)
+    marker = fs.files.get(MARKER, b"")
+    if not marker.startswith(b"gdsdiag-snapshot "):
+        raise GdsdiagError(f"{path} is not a gdsdiag snapshot (no {MARKER.lstrip('/')} in it)",
+                           "create one on the node with 'gdsdiag snapshot -o FILE'")
+    return fs

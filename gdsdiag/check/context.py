@@ -75,7 +75,7 @@ class CheckContext:
     @cached_property
     def topology(self):
         from ..topology.load import from_root
-        return from_root(self.fs.root)
+        return from_root(self.fs)
 
     @cached_property
     def pairs(self):

@@ -7,12 +7,12 @@ from .build import build
 from .model import Topology
 
 
-def from_root(root: str = "/") -> Topology:
-    fs = FsRoot(root)
+def from_root(root: "str | FsRoot" = "/") -> Topology:
+    fs = root if isinstance(root, FsRoot) else FsRoot(root)
     functions, host_bridges = pci_sysfs.read_functions(fs)
     topo = build(functions, host_bridges, pci_sysfs.read_iommu(fs), pci_sysfs.read_cpu(fs),
                  names=pci_sysfs.read_names(fs), gpu_minors=pci_sysfs.read_nvidia_minors(fs),
-                 models=pci_sysfs.read_nvidia_models(fs), source=root)
+                 models=pci_sysfs.read_nvidia_models(fs), source=fs.root)
     # numa_node reads -1 on machines without an ACPI proximity domain for the bus (VMs, single
     # socket boards); with one NUMA node there is only one answer, the one nvidia-smi prints too.
     if topo.cpu.numa_nodes == [0]:
