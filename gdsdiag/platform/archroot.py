@@ -250,6 +250,7 @@ class ArchiveRoot(FsRoot):
         parts = [p for p in path.split("/") if p]
         out: list[str] = []
         hops = 0
+        last_link: tuple[str, str] | None = None
         while parts:
             p = parts.pop(0)
             if p == ".":
@@ -266,6 +267,11 @@ class ArchiveRoot(FsRoot):
             if p == "..":
                 if out:
                     out.pop()
+                elif last_link is not None:
+                    # '..' at the top reached through a link (the CVE-2025-4517 chain climbs this
+                    # way): on a host this would leave the tree
+                    self._note(last_link[0], f"link to {last_link[1][:200]!r} leaves the archive; not followed")
+                    return OUTSIDE + last_link[0]
                 continue
             candidate = "/" + "/".join(out + [p])
             target = self.links.get(candidate)
@@ -273,6 +279,7 @@ class ArchiveRoot(FsRoot):
                 out.append(p)
                 continue
             hops += 1
+            last_link = (candidate, target)
             if hops > MAX_HOPS:
                 self._note(candidate, "too many levels of symbolic links inside the archive")
                 raise OSError(errno.ELOOP, "too many levels of symbolic links", candidate)
