@@ -284,13 +284,16 @@ def trace(pid, duration, path_filter, libcufile_path, as_json, record_path, repl
 @cli.command()
 @click.option("-o", "--output", required=True, metavar="FILE", help="Archive to write (.tar.gz); never overwritten.")
 @click.option("--root", default="/", show_default=True, help="Capture from this root (for tests).")
+@click.option("--redact", is_flag=True, help="Remove hostnames, serial numbers, UUIDs and IP addresses.")
 @click.option("--json", "as_json", is_flag=True, help="Report what was captured as JSON.")
-def snapshot(output, root, as_json):
-    """Capture the files gdsdiag reads (PCI sysfs incl. config space, IOMMU, /proc/driver/nvidia*,
-    nvidia-fs procfs, kernel config, cufile.json) for analysis elsewhere with --from."""
+def snapshot(output, root, redact, as_json):
+    """A support bundle: the files gdsdiag reads (PCI sysfs incl. config space, IOMMU,
+    /proc/driver/nvidia*, nvidia-fs procfs, kernel config, cufile.json), plus topology and check
+    results, versions, nvidia-smi -q / topo -m, cufile.log tails and nvidia/nvme kernel log lines,
+    with a manifest. Analyse it elsewhere with --from; 'tar xzf' unpacks it too."""
     from .snapshot import create
     try:
-        info = create(output, root)
+        info = create(output, root, redact=redact)
     except GdsdiagError as e:
         click.echo(e.line(), err=True)
         sys.exit(EXIT_TOOL_ERROR)
@@ -302,6 +305,8 @@ def snapshot(output, root, as_json):
 
 
 def main() -> None:
+    from . import signals
+    signals.install()          # SIGTERM/SIGHUP clean up like Ctrl-C; exit 143/129 (docs/security.md)
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Exit as e:
@@ -309,9 +314,9 @@ def main() -> None:
     except click.ClickException as e:
         e.show()
         sys.exit(EXIT_USAGE)
-    except (click.exceptions.Abort, KeyboardInterrupt):
-        click.echo("gdsdiag: interrupted; files it created were removed", err=True)
-        sys.exit(130)
+    except (click.exceptions.Abort, KeyboardInterrupt) as e:
+        click.echo(f"gdsdiag: interrupted ({signals.signal_name(e)}); files it created were removed", err=True)
+        sys.exit(signals.exit_code(e))
     except BrokenPipeError:
         sys.exit(EXIT_OK)
     except Exception as e:  # a bug in gdsdiag itself: one line, exit 3, details on request
