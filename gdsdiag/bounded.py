@@ -67,10 +67,8 @@ def open_user_file(path: str, what: str, max_bytes: int | None, fix: str = "chec
     the read changes nothing."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise GdsdiagError(f"{what} {path} not found", fix) from None
     except OSError as e:
-        raise GdsdiagError(f"cannot read {what} {path}: {e.strerror}", fix) from None
+        raise GdsdiagError(f"cannot read {path}: {e.strerror}", fix) from None
     try:
         why = check_regular(os.fstat(fd), max_bytes)
     except BaseException:
@@ -78,7 +76,7 @@ def open_user_file(path: str, what: str, max_bytes: int | None, fix: str = "chec
         raise
     if why:
         os.close(fd)
-        raise GdsdiagError(f"{what} {path} {why}", "give a regular file saved from the command")
+        raise GdsdiagError(f"cannot read {path}: {why}", f"give the {what} as a regular file")
     return os.fdopen(fd, "rb")
 
 
@@ -86,7 +84,7 @@ def read_user_file(path: str, what: str, max_bytes: int, fix: str = "check the p
     with open_user_file(path, what, max_bytes, fix) as f:
         data = f.read(max_bytes + 1)     # a file that grew after the fstat still stops here
     if len(data) > max_bytes:
-        raise GdsdiagError(f"{what} {path} is over the {human(max_bytes)} limit", "give the file as the command wrote it")
+        raise GdsdiagError(f"cannot read {path}: over the {human(max_bytes)} limit for {what}", "give the file as the command wrote it")
     return data
 
 
@@ -140,3 +138,15 @@ def loads_json(text: str, max_depth: int = MAX_JSON_DEPTH, **kw):
                           parse_constant=_parse_constant, **kw)
     except RecursionError:
         raise JsonLimitError(f"nested deeper than {max_depth} levels") from None
+
+
+MAX_SHOWN = 300      # characters of one value a text renderer prints (JSON output keeps it whole)
+
+
+def clip(value, n: int = MAX_SHOWN) -> str:
+    """A value cut for a terminal: a 1 MiB string from a hostile cufile.json took rich seconds
+    to wrap and filled the screen."""
+    s = value if isinstance(value, str) else str(value)
+    if len(s) <= n:
+        return s
+    return s[:n] + f"… ({len(s) - n} more characters)"

@@ -108,11 +108,8 @@ def check(root, snapshot, paths, gdscheck_file, libcufile_path, verbose, as_json
     try:
         gdscheck_text = None
         if gdscheck_file:
-            try:
-                with open(gdscheck_file, encoding="utf-8", errors="replace") as f:
-                    gdscheck_text = f.read()
-            except OSError as e:
-                raise GdsdiagError(f"cannot read {gdscheck_file}: {e.strerror}", "check the path") from None
+            from .bounded import read_user_text
+            gdscheck_text = read_user_text(gdscheck_file, "gdscheck output")
         fs = FsRoot(root)
         if snapshot:
             if paths:

@@ -322,6 +322,8 @@ def open_snapshot(path: str, limits=None):
     from .platform.archroot import DEFAULT_LIMITS, ArchiveRoot
     if os.path.isdir(path):
         raise GdsdiagError(f"{path} is a directory", "pass it with --root, or give a .tar.gz from gdsdiag snapshot")
+    if not os.path.lexists(path):
+        raise GdsdiagError(f"snapshot {path} not found", "check the path")
     fs = ArchiveRoot(path, limits or DEFAULT_LIMITS)
     marker = fs.files.get(MARKER, b"")
     if not marker.startswith(b"gdsdiag-snapshot "):

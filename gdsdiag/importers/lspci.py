@@ -240,11 +240,8 @@ def load_lspci(paths, numa_spec: str | None = None) -> Topology:
     details: dict[str, PciFunction] = {}
     problems: list[str] = []
     for p in paths:
-        try:
-            with open(p, encoding="utf-8", errors="replace") as f:
-                text = f.read()
-        except OSError as e:
-            raise GdsdiagError(f"cannot read {p}: {e.strerror}", "check the path") from None
+        from ..bounded import read_user_text       # regular files under a stated size only
+        text = read_user_text(p, "lspci output")
         if TREE_ROOT_RE.search(text) and re.search(r"^[ \-+\\|]*[+\\-]-\[", text, re.M):
             tree_fns += parse_tree(text)
         blocks = parse_vvv(text)

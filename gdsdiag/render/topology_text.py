@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from ..bounded import clip
 from ..topology.findings import Finding
 from ..topology.model import Device, Role, Topology
 from ..topology.pairs import PairAnalysis, P2pVerdict
@@ -37,13 +38,13 @@ def _interesting(d: Device) -> bool:
 def _node_text(topo: Topology, d: Device) -> Text:
     t = Text()
     if d.label:
-        t.append(f"{d.label} ", style="bold")
+        t.append(f"{clip(d.label, 80)} ", style="bold")
     t.append(d.bdf, style="cyan")
     role = {Role.ROOT_PORT: "root port", Role.SWITCH_UPSTREAM: "switch upstream",
             Role.SWITCH_DOWNSTREAM: "switch downstream"}.get(d.role, d.role.value)
     t.append(f" {role}")
     if d.model:
-        t.append(f" {d.model}", style="dim")
+        t.append(f" {clip(d.model, 80)}", style="dim")
     link = d.fn.link
     if link.known:
         below = (link.max_speed_gts and link.speed_gts < link.max_speed_gts) or \
@@ -60,12 +61,12 @@ def _node_text(topo: Topology, d: Device) -> Text:
         t.append(f"  iommu {d.fn.iommu_group}" + (f" ({gtype})" if gtype else ""), style="dim")
     others = [n for n in d.names if n != d.label]
     if others:
-        t.append(f"  [{', '.join(others[:4])}]", style="magenta")
+        t.append(f"  [{clip(', '.join(others[:4]), 120)}]", style="magenta")
     return t
 
 
 def tree(topo: Topology) -> Tree:
-    root = Tree(Text(f"PCIe topology of {topo.source}  (IOMMU: {topo.iommu.mode})", style="bold"))
+    root = Tree(Text(f"PCIe topology of {clip(topo.source)}  (IOMMU: {topo.iommu.mode})", style="bold"))
     for hb in sorted(topo.host_bridges.values(), key=lambda h: h.id):
         tops = [d for d in topo.roots(hb.id) if _interesting(d)]
         if not tops:
@@ -133,7 +134,7 @@ def findings_table(findings: list[Finding]) -> Table:
         t.add_column(col, overflow="fold")
     style = {"fail": "red", "warn": "yellow", "info": "cyan"}
     for f in findings:
-        t.add_row(Text(f.severity, style=style.get(f.severity, "")), f.title, f.evidence, f.fix)
+        t.add_row(Text(f.severity, style=style.get(f.severity, "")), clip(f.title), clip(f.evidence), clip(f.fix))
     return t
 
 
