@@ -265,6 +265,9 @@ def trace(pid, duration, path_filter, libcufile_path, as_json, record_path, repl
             from .trace.live import run_live
             res = run_live(list(cmd) or None, pid, duration, path_filter, libcufile_path, printer, rec, block)
         render_summary(console, res, as_json)
+        if getattr(res, "stopped_by", None):        # Ctrl-C / TERM / HUP mid-trace: summary shown, then 130/143/129
+            from .signals import EXIT_FOR_SIGNAL
+            sys.exit(EXIT_FOR_SIGNAL.get(res.stopped_by, 128 + res.stopped_by))
         sys.exit(EXIT_OK if res.exit_code in (None, 0) else EXIT_WARN)
     except GdsdiagError as e:
         click.echo(e.line(), err=True)
