@@ -159,8 +159,9 @@ def _event(v, n: int):
         raise _NotARecording(n, "timestamp, pid and tid must be integers")
     if not (isinstance(kind, str) and isinstance(name, str) and isinstance(comm, str)):
         raise _NotARecording(n, "kind, name and comm must be strings")
-    if not isinstance(args, list) or not all(_is_int(a) or isinstance(a, (str, float)) or a is None for a in args):
-        raise _NotARecording(n, "args must be a list of numbers and strings")
+    # the probes record integer arguments only (probes/cufile_trace.c)
+    if not isinstance(args, list) or len(args) > 16 or not all(_is_int(a) for a in args):
+        raise _NotARecording(n, "args must be a list of at most 16 integers")
     if path is not None and not isinstance(path, str):
         raise _NotARecording(n, "path must be a string or null")
     return Event(ts, pid, tid, kind, name, args, comm, path)
