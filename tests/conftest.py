@@ -30,5 +30,5 @@ def hwloc_trees():
             name = f[:-len(".tar.bz2")]
             root = ArchiveRoot(os.path.join(d, f))
             (top,) = root.listdir("/")           # each archive holds one top directory
-            dict.__setitem__(out, name, ArchiveRoot(os.path.join(d, f), subdir=top))
+            dict.__setitem__(out, name, root.within(top))
     return out

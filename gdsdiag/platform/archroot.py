@@ -107,6 +107,12 @@ class ArchiveRoot(FsRoot):
     def __repr__(self) -> str:
         return f"ArchiveRoot({self.archive!r})"
 
+    def within(self, subdir: str) -> "ArchiveRoot":
+        """A directory of the already loaded archive served as ``/`` (no second decompression)."""
+        other = self.fresh()
+        other._reroot(subdir)
+        return other
+
     def fresh(self) -> "ArchiveRoot":
         """The same loaded archive with no problems remembered (one load, many independent runs)."""
         import copy
