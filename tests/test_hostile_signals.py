@@ -36,9 +36,13 @@ def run_with_signal_at(phase: str, sig: int, argv: list[str], cwd: str):
         from gdsdiag.cli import main
         main()
     """)
-    env = dict(os.environ, PYTHONPATH=REPO)
+    tmpdir = os.path.join(cwd, ".tmp")           # the child's TMPDIR: must be empty afterwards
+    os.mkdir(tmpdir)
+    env = dict(os.environ, PYTHONPATH=REPO, TMPDIR=tmpdir)
     t = time.monotonic()
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, env=env, timeout=60)
+    assert os.listdir(tmpdir) == [], "temporary files left behind: %s" % os.listdir(tmpdir)
+    os.rmdir(tmpdir)
     return r, time.monotonic() - t
 
 
