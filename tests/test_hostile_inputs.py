@@ -182,3 +182,28 @@ def test_replay_of_the_real_recordings_still_works():
     rc, out, err, secs, _ = cli("trace", "--replay", RECORDING, "--json")
     assert rc == 0, err
     assert json.loads(out.strip().splitlines()[-1])["type"] == "summary"
+
+
+# -- --root trees ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("openat2", [True, False], ids=["openat2", "fallback"])
+def test_root_tree_links_resolve_inside_the_tree(tmp_path, tmp_path_factory, monkeypatch, openat2):
+    """A --root tree whose etc/cufile.json links to a host file (absolute, or by climbing with
+    '..'): read inside the tree (openat2 RESOLVE_IN_ROOT, or gdsdiag's own resolution where the
+    kernel lacks it), so the host file is never read. Before: plain open() read the host file."""
+    from gdsdiag.platform import inroot
+    from gdsdiag.platform.fsroot import FsRoot
+    if not openat2:
+        monkeypatch.setattr(inroot, "_supported", False)
+    secret = tmp_path_factory.mktemp("host") / "shadow"
+    secret.write_text('{"logging": {"dir": "SECRET"}}')
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "proc").mkdir()
+    os.symlink(str(secret), tmp_path / "etc" / "cufile.json")
+    os.symlink("../" * 12 + str(secret).lstrip("/"), tmp_path / "proc" / "cmdline")
+    (tmp_path / "proc" / "version").write_text("Linux version 6.1.0\n")
+    fs = FsRoot(str(tmp_path))
+    assert fs.read_bytes("/etc/cufile.json") is None and fs.read_bytes("/proc/cmdline") is None
+    assert fs.read_text("/proc/version") == "Linux version 6.1.0"
+    cfg = cufile_json.load(fs, {})
+    assert cfg.data is None or "SECRET" not in json.dumps(cfg.data)

@@ -99,7 +99,7 @@ class FsRoot:
         over ``max_bytes``; O_NONBLOCK so that opening a FIFO cannot hang."""
         from ..bounded import check_regular
         try:
-            fd = os.open(self.host(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd = self._open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as e:
             return None, e.strerror or str(e)
         # read() with no size: sysfs attributes are small, and read(n) would allocate n bytes
@@ -112,6 +112,27 @@ class FsRoot:
                 return (f.read() if limit is None else f.read(limit)), None
         except OSError as e:
             return None, e.strerror or str(e)
+
+    def _open(self, path: str, flags: int) -> int:
+        """A descriptor for ``path``. Under a --root tree every link is resolved inside the tree
+        (docs/security.md): a link to /etc/shadow reads the tree's /etc/shadow, or nothing."""
+        if self.is_live:
+            return os.open(self.host(path), flags)
+        from .inroot import Unsupported, open_in_root
+        if getattr(self, "_rootfd", None) is None:
+            self._rootfd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            return open_in_root(self._rootfd, path, flags)
+        except Unsupported:
+            return os.open(self.host(self.resolve(path)), flags | os.O_NOFOLLOW)
+
+    def __del__(self):
+        fd = self.__dict__.get("_rootfd")
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def readlink_name(self, path: str) -> str | None:
         """Last component of a symlink's target (e.g. a driver or iommu group name)."""
