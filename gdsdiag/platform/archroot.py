@@ -189,6 +189,12 @@ class ArchiveRoot(FsRoot):
                 self._note(p, "member sits below a link that leaves the archive; ignored")
                 return
             p = posixpath.join(rparent, posixpath.basename(p))
+        # a hard link's data, taken before anything below can replace its source (a link to itself,
+        # or to a file that the link's own parent directories are about to turn into a directory)
+        linked = None
+        if m.islnk():
+            src = _norm(m.linkname)
+            linked = self.files.get(src) if src is not None else None
         self._forget(p)
         if m.isdir():
             self._mkdirs(p)
@@ -197,10 +203,9 @@ class ArchiveRoot(FsRoot):
             self.links[p] = m.linkname
         elif m.islnk():
             # a hard link names an earlier member; only one already in the archive is served
-            src = _norm(m.linkname)
-            if src is not None and src in self.files:
+            if linked is not None:
                 self._mkdirs(posixpath.dirname(p))
-                self.files[p] = self.files[src]
+                self.files[p] = linked
             else:
                 self._note(p, f"hard link to {m.linkname[:200]!r}, which is not an earlier member; ignored")
                 return
