@@ -53,7 +53,6 @@ def test_cufile_env_path_json_dev_zero_and_fifo(kind, fifo):
 def test_cufile_json_over_the_size_limit_is_refused(tmp_path):
     big = tmp_path / "cufile.json"
     big.write_text('{"properties": {"x": "' + "a" * (5 << 20) + '"}}')
-    t = time.monotonic()
     rc, out, err, secs, _ = cli("check", "--json", env={"CUFILE_ENV_PATH_JSON": str(big)}, timeout=60)
     (cj,) = [c for c in json.loads(out)["checks"] if c["id"] == "cufile.json"]
     assert "over the 1.0 MiB limit" in cj["summary"] and secs < 20, (secs, cj)

@@ -103,8 +103,8 @@ def test_temporary_file_removed_whatever_ends_the_capture(tmp_path, h200_root, m
 
 
 def test_sigterm_during_snapshot_removes_the_temporary_file(tmp_path, h200_root):
-    """A real SIGTERM while the capture runs (a FIFO in the tree holds it still: the capture opens
-    it non-blocking, so the pause is made by a slow --root read instead: we stop it right after it starts)."""
+    """A real SIGTERM from outside as soon as the temporary file exists (skips when the capture wins
+    the race; test_hostile_signals.py delivers the signal at a fixed phase instead)."""
     p = subprocess.Popen([sys.executable, "-m", "gdsdiag", "snapshot", "-o", str(tmp_path / "n.tar.gz"), "--root", h200_root],
                          cwd=REPO, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 20
