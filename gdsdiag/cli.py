@@ -10,7 +10,6 @@ import click
 
 from . import __version__
 from .errors import (
-    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_TOOL_ERROR,
     EXIT_USAGE,
@@ -63,6 +62,9 @@ def trace(pid, duration, path_filter, libcufile_path, as_json, record_path, repl
             from .trace.live import run_live
             res = run_live(list(cmd) or None, pid, duration, path_filter, libcufile_path, printer, rec, block)
         render_summary(console, res, as_json)
+        if getattr(res, "stopped_by", None):        # Ctrl-C / TERM / HUP mid-trace: summary shown, then 130/143/129
+            from .signals import EXIT_FOR_SIGNAL
+            sys.exit(EXIT_FOR_SIGNAL.get(res.stopped_by, 128 + res.stopped_by))
         sys.exit(EXIT_OK if res.exit_code in (None, 0) else EXIT_WARN)
     except GdsdiagError:
         if rec is not None and rec.tell() == 0:     # nothing recorded: do not leave an empty file behind
@@ -78,12 +80,15 @@ def trace(pid, duration, path_filter, libcufile_path, as_json, record_path, repl
 @cli.command()
 @click.option("-o", "--output", required=True, metavar="FILE", help="Archive to write (.tar.gz); never overwritten.")
 @click.option("--root", default="/", show_default=True, help="Capture from this root (for tests).")
+@click.option("--redact", is_flag=True, help="Remove hostnames, serial numbers, UUIDs and IP addresses.")
 @click.option("--json", "as_json", is_flag=True, help="Report what was captured as JSON.")
-def snapshot(output, root, as_json):
-    """Capture the files gdsdiag reads (PCI sysfs incl. config space, IOMMU, /proc/driver/nvidia*,
-    nvidia-fs procfs, kernel config, cufile.json) for analysis elsewhere with --from."""
+def snapshot(output, root, redact, as_json):
+    """A support bundle: the files gdsdiag reads (PCI sysfs incl. config space, IOMMU,
+    /proc/driver/nvidia*, nvidia-fs procfs, kernel config, cufile.json), plus topology and check
+    results, versions, nvidia-smi -q / topo -m, cufile.log tails and nvidia/nvme kernel log lines,
+    with a manifest. Analyse it elsewhere with --from; 'tar xzf' unpacks it too."""
     from .snapshot import create
-    info = create(output, root)
+    info = create(output, root, redact=redact)
     if as_json:
         _emit_json({"schema": "gdsdiag.snapshot/1", "output": output, **info})
     else:
@@ -102,6 +107,8 @@ for _command in (topology.topology, check.check, cufile.cufile_cmd, sweep.sweep,
 def main() -> None:
     """The one exception boundary: every GdsdiagError (cuFile and verification errors included)
     becomes one line on stderr and the exit code it carries."""
+    from . import signals
+    signals.install()          # SIGTERM/SIGHUP clean up like Ctrl-C; exit 143/129 (docs/security.md)
     try:
         cli.main(standalone_mode=False)
     except GdsdiagError as e:
@@ -112,9 +119,9 @@ def main() -> None:
     except click.ClickException as e:
         e.show()
         sys.exit(EXIT_USAGE)
-    except (click.exceptions.Abort, KeyboardInterrupt):
-        click.echo("gdsdiag: interrupted; files it created were removed", err=True)
-        sys.exit(EXIT_INTERRUPTED)
+    except (click.exceptions.Abort, KeyboardInterrupt) as e:
+        click.echo(f"gdsdiag: interrupted ({signals.signal_name(e)}); files it created were removed", err=True)
+        sys.exit(signals.exit_code(e))
     except BrokenPipeError:
         sys.exit(EXIT_OK)
     except Exception as e:  # a bug in gdsdiag itself: one line, exit 3, details on request

@@ -13,6 +13,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
+from .bounded import loads_json
 from .platform.fsroot import FsRoot
 
 BOOL, INT, STR, LIST_INT, LIST_STR, DICT, ANY = "bool", "int", "str", "list[int]", "list[str]", "object", "any"
@@ -164,6 +165,9 @@ def strip_comments(text: str) -> str:
     return "".join(out)
 
 
+MAX_ISSUES = 100      # listed per file; the rest are counted (renderers stay fast on hostile files)
+
+
 def locate(fs: FsRoot, env: dict | None = None) -> tuple[str | None, str | None, list[str]]:
     """(path, how, searched) in libcufile's order: CUFILE_ENV_PATH_JSON, /etc/cufile.json, then
     the CUDA toolkit's gds/cufile.json (not read by libcufile, but the template users copy)."""
@@ -197,9 +201,12 @@ def parse(text: str, path: str = "cufile.json") -> CufileConfig:
             seen[k] = v
         return seen
     try:
-        data = json.loads(stripped, object_pairs_hook=hook)
+        data = loads_json(stripped, object_pairs_hook=hook)
     except json.JSONDecodeError as e:
         cfg.parse_error = f"{path} line {e.lineno} column {e.colno}: {e.msg}"
+        return cfg
+    except ValueError as e:          # gdsdiag's limits: depth, number size, NaN/Infinity
+        cfg.parse_error = f"{path}: {e}"
         return cfg
     if not isinstance(data, dict):
         cfg.parse_error = f"{path}: top level is a {type(data).__name__}, not an object"
@@ -209,6 +216,9 @@ def parse(text: str, path: str = "cufile.json") -> CufileConfig:
         cfg.issues.append(ConfigIssue(d, "warn", f"key '{d}' appears twice; only the last value counts"))
     _validate(data, "", cfg.issues)
     _semantic(cfg)
+    if len(cfg.issues) > MAX_ISSUES:
+        more = len(cfg.issues) - MAX_ISSUES
+        cfg.issues = cfg.issues[:MAX_ISSUES] + [ConfigIssue("", "warn", f"{more} more issues not listed")]
     return cfg
 
 
@@ -216,10 +226,12 @@ def load(fs: FsRoot, env: dict | None = None) -> CufileConfig:
     path, how, searched = locate(fs, env)
     if path is None:
         return CufileConfig(path=None, found_via=None, searched=searched)
-    raw = fs.read_bytes(path) if fs.exists(path) else None
+    # bounded: CUFILE_ENV_PATH_JSON may name /dev/zero, a FIFO or a 50 MB file (docs/security.md)
+    from .bounded import MAX_CUFILE_JSON
+    raw, why = fs.read_checked(path, MAX_CUFILE_JSON)
     if raw is None:
         cfg = CufileConfig(path=path, found_via=how, searched=searched)
-        cfg.parse_error = f"{path}: cannot read (permission?)"
+        cfg.parse_error = f"{path}: cannot read: {why}"
         return cfg
     cfg = parse(raw.decode("utf-8", "replace"), path)
     cfg.found_via, cfg.searched = how, searched
@@ -262,7 +274,9 @@ def _validate(node: dict, prefix: str, issues: list[ConfigIssue]) -> None:
             continue
         spec = SCHEMA.get(key)
         if spec is None:
-            near = difflib.get_close_matches(key, list(SCHEMA) + sorted(SECTIONS), n=1, cutoff=0.75)
+            # spelling hints cost ~2 ms each: a hostile file with 60,000 keys took 36 s
+            near = difflib.get_close_matches(key, list(SCHEMA) + sorted(SECTIONS), n=1, cutoff=0.75) \
+                if len(issues) < MAX_ISSUES else []
             hint = f"; did you mean '{near[0]}'?" if near else ""
             issues.append(ConfigIssue(key, "warn", f"unknown key '{key}' is ignored by libcufile{hint}"))
             continue

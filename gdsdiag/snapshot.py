@@ -14,7 +14,6 @@ import json
 import platform
 import stat
 import tarfile
-import tempfile
 import time
 
 from .errors import GdsdiagError, refuse_existing
@@ -42,9 +41,12 @@ GLOBS = ("/proc/driver/nvidia/version", "/proc/driver/nvidia/params", "/proc/dri
 
 
 class _Writer:
-    def __init__(self, tar: tarfile.TarFile, root: str):
+    def __init__(self, tar: tarfile.TarFile, root: str, redactor=None):
         self.tar, self.root, self.done = tar, root, set()
         self.skipped: list[str] = []
+        self.redactor = redactor
+        self.manifest: list[tuple[str, int]] = []
+        self.generated: list[dict] = []
 
     def host(self, path: str) -> str:
         return os.path.join(self.root, path.lstrip("/"))
@@ -52,6 +54,8 @@ class _Writer:
     def add(self, path: str) -> None:
         """Add ``path`` (absolute, inside root); links are kept and their targets added too."""
         path = os.path.normpath(path)
+        if path.startswith("/sys/"):
+            path = self._canonical_parent(path)
         if path in self.done:
             return
         self.done.add(path)
@@ -80,8 +84,12 @@ class _Writer:
             self._add_bytes(path, b"")
             return
         try:
-            # small reads: procfs sysctl files answer a 4 MiB read() with ENOMEM
-            with open(host, "rb") as f:
+            # small reads: procfs sysctl files answer a 4 MiB read() with ENOMEM; O_NONBLOCK and
+            # the fstat below: a FIFO under --root neither hangs nor gets read
+            with os.fdopen(os.open(host, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    self._add_bytes(path, b"")
+                    return
                 chunks = []
                 while sum(map(len, chunks)) < (1 << 22):
                     c = f.read(65536)
@@ -94,7 +102,28 @@ class _Writer:
             return
         self._add_bytes(path, data)
 
+    def _canonical_parent(self, path: str) -> str:
+        """``path`` with its directory's links resolved: nothing is stored below a link, which
+        'tar x' refuses ("Cannot open: Not a directory") and which is how archives escape."""
+        parent = os.path.dirname(path)
+        real = os.path.realpath(self.host(parent))
+        rootreal = os.path.realpath(self.root)
+        if real == rootreal or real.startswith(rootreal.rstrip("/") + "/"):
+            rel = "/" + os.path.relpath(real, rootreal)
+            return os.path.normpath(os.path.join(rel, os.path.basename(path)))
+        return path
+
+    def add_generated(self, path: str, data: bytes, source: str, error: str | None = None) -> None:
+        """A bundle entry gdsdiag made (command output, results): recorded in the manifest."""
+        if data is not None:
+            self._add_bytes(path, data)
+        self.generated.append({"path": path.lstrip("/"), "source": source, "error": error,
+                               "bytes": None if data is None else len(data)})
+
     def _add_bytes(self, path: str, data: bytes) -> None:
+        if self.redactor is not None:
+            data = self.redactor.bytes_(path, data)
+        self.manifest.append((path.lstrip("/"), len(data)))
         ti = tarfile.TarInfo(path.lstrip("/"))
         ti.size, ti.mtime, ti.mode = len(data), int(time.time()), 0o644
         self.tar.addfile(ti, io.BytesIO(data))
@@ -140,82 +169,165 @@ def _add_kallsyms(w: "_Writer") -> None:
     w._add_bytes("/proc/kallsyms", b"".join(keep))
 
 
-def create(output: str, root: str = "/") -> dict:
-    """Write a snapshot; returns counts. Refuses to overwrite an existing file."""
+def _temp_beside(output: str) -> tuple[int, str]:
+    """A new file next to ``output``: O_CREAT|O_EXCL|O_NOFOLLOW, so neither an existing file nor a
+    planted symlink (``X.partial -> important.txt``) is ever written through."""
+    import secrets
+    d, base = os.path.split(os.path.abspath(output))
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(20):
+        tmp = os.path.join(d, f".{base}.{secrets.token_hex(6)}.partial")
+        try:
+            return os.open(tmp, flags, 0o644), tmp
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise GdsdiagError(f"cannot write to {d}: {e.strerror}", "choose a writable -o path") from None
+    raise GdsdiagError(f"cannot create a temporary file in {d}", "choose another -o directory")
+
+
+def _publish(tmp: str, output: str) -> None:
+    """Put the finished archive at ``output`` without ever replacing a file there: link() fails
+    when the name exists (rename() would overwrite whatever appeared since the first check)."""
+    try:
+        os.link(tmp, output)
+    except FileExistsError:
+        raise GdsdiagError(f"{output} exists", "choose another -o path; gdsdiag never overwrites files") from None
+    except OSError:
+        # filesystems without hard links (vfat, some FUSE): check, then rename
+        refuse_existing(output, "-o")
+        os.rename(tmp, output)
+        return
+    os.unlink(tmp)
+
+
+def create(output: str, root: str = "/", redact: bool = False, bundle: bool = True) -> dict:
+    """Write a snapshot (support bundle); returns counts. Refuses to overwrite an existing file;
+    the temporary file is removed whatever ends the run (error, Ctrl-C, SIGTERM)."""
     refuse_existing(output, "-o")
     outdir = os.path.dirname(os.path.abspath(output))
-    if not os.access(outdir, os.W_OK):
-        raise GdsdiagError(f"cannot write to {outdir}", "choose a writable -o path")
-    tmp = output + ".partial"
-    with tarfile.open(tmp, "w:gz") as tar:
-        w = _Writer(tar, root)
-        for dev in sorted(os.listdir(w.host("/sys/bus/pci/devices")) if os.path.isdir(w.host("/sys/bus/pci/devices")) else []):
-            link = f"/sys/bus/pci/devices/{dev}"
-            w.add(link)
-            real = os.path.realpath(w.host(link))
-            rel = "/" + os.path.relpath(real, w.root)
-            for f in PCI_FILES:
-                if os.path.lexists(os.path.join(real, f)):
-                    w.add(f"{rel}/{f}")
-        for f in PROC_FILES:
-            if os.path.lexists(w.host(f)):
-                w.add(f)
-        for pattern in GLOBS:
-            for hit in sorted(glob.glob(w.host(pattern))):
-                w.add("/" + os.path.relpath(hit, w.root))
-        for name in sorted(os.listdir(w.host("/sys/class/block")) if os.path.isdir(w.host("/sys/class/block")) else []):
-            link = f"/sys/class/block/{name}"
-            w.add(link)
-            real = "/" + os.path.relpath(os.path.realpath(w.host(link)), w.root)
-            w.add(f"/sys/dev/block/{_read(w.host(real + '/dev'))}")
-            for f in BLOCK_FILES:
-                if os.path.lexists(w.host(f"{real}/{f}")):
-                    w.add(f"{real}/{f}")
-            for sl in sorted(os.listdir(w.host(real + "/slaves"))) if os.path.isdir(w.host(real + "/slaves")) else []:
-                w.add(f"{real}/slaves/{sl}")
-        _add_kallsyms(w)
-        if os.path.realpath(w.root) == "/":
-            from .platform.libcufile import locate
-            info = json.dumps(locate().to_json(), indent=1).encode()
-            w._add_bytes("/gdsdiag/libcufile.json", info)
-        release = platform.release()
-        for f in (f"/boot/config-{release}",):
-            if os.path.exists(w.host(f)):
-                w.add(f)
-        meta = f"gdsdiag-snapshot 1\nrelease {release}\ncreated {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
-        ti = tarfile.TarInfo("gdsdiag-snapshot.txt")
-        ti.size = len(meta)
-        tar.addfile(ti, io.BytesIO(meta.encode()))
-    os.rename(tmp, output)
-    return {"entries": len(w.done), "skipped": w.skipped}
+    if not os.path.isdir(outdir):
+        raise GdsdiagError(f"{outdir} is not a directory", "choose a -o path in an existing directory")
+    fd, tmp = _temp_beside(output)
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            with tarfile.open(fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+                w = _capture(tar, root, redact, bundle)
+            raw.flush()
+            os.fsync(raw.fileno())
+        _publish(tmp, output)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return {"entries": len(w.done), "skipped": w.skipped, "redacted": w.redactor.count if w.redactor else None,
+            "bundle": [g["path"] for g in w.generated if g["error"] is None]}
 
 
-def _member_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
-    # Snapshots from gdsdiag 0.1.0 before this fix stored /proc/self as a link to the capturing
-    # pid next to files below it; drop that link so the files land in a plain directory.
-    if member.issym() and member.name.rstrip("/") == "proc/self":
-        return None
-    # ... and kept absolute links such as etc/cufile.json -> /opt/...: their targets are not inside.
-    if member.issym() and member.linkname.startswith("/"):
-        return None
-    return tarfile.data_filter(member, dest)
+def _capture(tar: tarfile.TarFile, root: str, redact: bool, bundle: bool) -> "_Writer":
+    from .bundle import Redactor
+    live = os.path.realpath(root) == "/"
+    w = _Writer(tar, root, Redactor(live) if redact else None)
+    for dev in sorted(os.listdir(w.host("/sys/bus/pci/devices")) if os.path.isdir(w.host("/sys/bus/pci/devices")) else []):
+        link = f"/sys/bus/pci/devices/{dev}"
+        w.add(link)
+        real = os.path.realpath(w.host(link))
+        rel = "/" + os.path.relpath(real, w.root)
+        for f in PCI_FILES:
+            if os.path.lexists(os.path.join(real, f)):
+                w.add(f"{rel}/{f}")
+    for f in PROC_FILES:
+        if os.path.lexists(w.host(f)):
+            w.add(f)
+    for pattern in GLOBS:
+        for hit in sorted(glob.glob(w.host(pattern))):
+            w.add("/" + os.path.relpath(hit, w.root))
+    for name in sorted(os.listdir(w.host("/sys/class/block")) if os.path.isdir(w.host("/sys/class/block")) else []):
+        link = f"/sys/class/block/{name}"
+        w.add(link)
+        real = "/" + os.path.relpath(os.path.realpath(w.host(link)), w.root)
+        w.add(f"/sys/dev/block/{_read(w.host(real + '/dev'))}")
+        for f in BLOCK_FILES:
+            if os.path.lexists(w.host(f"{real}/{f}")):
+                w.add(f"{real}/{f}")
+        for sl in sorted(os.listdir(w.host(real + "/slaves"))) if os.path.isdir(w.host(real + "/slaves")) else []:
+            w.add(f"{real}/slaves/{sl}")
+    _add_kallsyms(w)
+    if live:
+        from .platform.libcufile import locate
+        info = json.dumps(locate().to_json(), indent=1).encode()
+        w._add_bytes("/gdsdiag/libcufile.json", info)
+    release = platform.release()
+    for f in (f"/boot/config-{release}",):
+        if os.path.exists(w.host(f)):
+            w.add(f)
+    if bundle:
+        _add_bundle(w, root, live)
+    meta = f"gdsdiag-snapshot 1\nrelease {release}\ncreated {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
+    w._add_bytes("/gdsdiag-snapshot.txt", meta.encode())
+    _add_manifest(w, redact)
+    return w
 
 
-def open_snapshot(path: str) -> tempfile.TemporaryDirectory:
-    """Unpack a snapshot (tar.gz) safely into a temporary root; the caller keeps the object alive."""
+def _add_bundle(w: "_Writer", root: str, live: bool) -> None:
+    """What a support engineer asks for next (issue 12): results, versions, command output, logs."""
+    from . import bundle
+    from .platform.fsroot import FsRoot
+    fs = FsRoot(root)
+    for name, (data, err) in bundle.results(fs).items():
+        w.add_generated(f"/gdsdiag/{name}", data, f"gdsdiag {name.split('.')[0]} --json", err)
+    w.add_generated("/gdsdiag/versions.json", json.dumps(bundle.versions(fs), indent=1).encode(), "gdsdiag")
+    if not live:
+        return            # commands and logs describe this machine, not the tree under --root
+    env = dict(os.environ)
+    for argv, name in ((["nvidia-smi", "-q"], "nvidia-smi-q.txt"), (["nvidia-smi", "topo", "-m"], "nvidia-smi-topo-m.txt"),
+                       (["nvidia-smi", "nvlink", "-s"], "nvidia-smi-nvlink-s.txt")):   # NVLink for topology --from
+        out, err = bundle.run_command(argv)
+        w.add_generated(f"/gdsdiag/{name}", out, " ".join(argv), err)
+    out, err = bundle.run_command(["dmesg"])
+    if out is not None:
+        out = b"".join(ln for ln in out.splitlines(keepends=True) if bundle.DMESG_RE.search(ln))
+    w.add_generated("/gdsdiag/dmesg.txt", out, "dmesg | grep -iE 'nvidia|nvme|nvfs|NVRM|nv_peer|p2p'", err)
+    cj = env.get("CUFILE_ENV_PATH_JSON")
+    if cj:
+        data, why = fs.read_checked(cj, 1 << 20)
+        w.add_generated("/gdsdiag/cufile-env.json", data, f"CUFILE_ENV_PATH_JSON={cj}", why)
+    for i, path in enumerate(bundle.cufile_logs(fs, env)):
+        data = bundle.tail(path)
+        if data is not None:
+            w.add_generated(f"/gdsdiag/logs/cufile-{i}.log.tail", data, f"last {bundle.LOG_TAIL >> 10} KiB of {path}")
+
+
+def _add_manifest(w: "_Writer", redact: bool) -> None:
+    from . import __version__
+    doc = {"schema": "gdsdiag.snapshot-manifest/1", "gdsdiag": __version__,
+           "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "redacted": redact,
+           "generated": w.generated, "skipped": w.skipped,
+           "entries": [{"path": p, "bytes": n} for p, n in w.manifest]}
+    data = json.dumps(doc, indent=1).encode()
+    r, w.redactor = w.redactor, None          # the manifest lists names and sizes only
+    w._add_bytes("/gdsdiag/manifest.json", data)
+    w.redactor = r
+
+
+MARKER = "/gdsdiag-snapshot.txt"
+
+
+def open_snapshot(path: str, limits=None):
+    """The snapshot as an ``ArchiveRoot``: read in memory, never extracted (docs/security.md).
+
+    An archive without the marker file every gdsdiag snapshot holds is refused: an answer of
+    "no findings" for a tarball of something else would be wrong."""
+    from .platform.archroot import DEFAULT_LIMITS, ArchiveRoot
     if os.path.isdir(path):
         raise GdsdiagError(f"{path} is a directory", "pass it with --root, or give a .tar.gz from gdsdiag snapshot")
-    try:
-        tar = tarfile.open(path, "r:*")
-    except FileNotFoundError:
-        raise GdsdiagError(f"snapshot {path} not found", "check the path") from None
-    except (tarfile.TarError, OSError):
-        raise GdsdiagError(f"{path} is not a readable tar archive", "re-create it with gdsdiag snapshot -o FILE") from None
-    tmp = tempfile.TemporaryDirectory(prefix="gdsdiag-snap-")
-    with tar:
-        try:
-            tar.extractall(tmp.name, filter=_member_filter)
-        except (tarfile.TarError, OSError) as e:
-            tmp.cleanup()
-            raise GdsdiagError(f"cannot unpack {path}: {e}", "re-create the snapshot") from None
-    return tmp
+    if not os.path.lexists(path):
+        raise GdsdiagError(f"snapshot {path} not found", "check the path")
+    fs = ArchiveRoot(path, limits or DEFAULT_LIMITS)
+    marker = fs.files.get(MARKER, b"")
+    if not marker.startswith(b"gdsdiag-snapshot "):
+        raise GdsdiagError(f"{path} is not a gdsdiag snapshot (no {MARKER.lstrip('/')} in it)",
+                           "create one on the node with 'gdsdiag snapshot -o FILE'")
+    return fs

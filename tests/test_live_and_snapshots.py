@@ -39,11 +39,7 @@ def test_this_machine_live_sysfs():
 
 def test_h200_gpu_machine_snapshot():
     """Captured on the GPU machine (1x H200 VM) by 'gdsdiag snapshot' on 2026-11-29."""
-    tmp = open_snapshot(H200)
-    try:
-        topo = from_root(tmp.name)
-    finally:
-        tmp.cleanup()
+    topo = from_root(open_snapshot(H200))
     (gpu,) = topo.by_role(Role.GPU)
     assert gpu.bdf == "0000:00:06.0" and gpu.label == "GPU0" and gpu.model == "NVIDIA H200"
     assert gpu.parent is None and gpu.fn.host_bridge == "0000:00"
@@ -70,11 +66,7 @@ def test_snapshot_roundtrip_of_this_machine(tmp_path):
     assert info["entries"] > 10
     with pytest.raises(Exception, match="exists"):
         create(str(out))                       # never overwrite
-    tmp = open_snapshot(str(out))
-    try:
-        snap = from_root(tmp.name)
-    finally:
-        tmp.cleanup()
+    snap = from_root(open_snapshot(str(out)))
     live = from_root("/")
     assert sorted(snap.devices) == sorted(live.devices)
     for bdf in live.devices:

@@ -15,11 +15,8 @@ def check(root: str = "/", snapshot: str | None = None, paths: tuple[str, ...] =
     from .runner import run as run_checks
     gdscheck_text = None
     if gdscheck_file:
-        try:
-            with open(gdscheck_file, encoding="utf-8", errors="replace") as f:
-                gdscheck_text = f.read()
-        except OSError as e:
-            raise GdsdiagError(f"cannot read {gdscheck_file}: {e.strerror}", "check the path") from None
+        from ..bounded import read_user_text  # regular files under a stated size only
+        gdscheck_text = read_user_text(gdscheck_file, "gdscheck output")
     if snapshot and paths:
         raise GdsdiagError("--path cannot be probed inside a snapshot",
                            "run 'gdsdiag check --path DIR' on the node itself")

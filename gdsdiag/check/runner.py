@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN, GdsdiagError
 from .checks import NODE_CHECKS
 from .context import CheckContext
-from .model import CheckResult, NodeVerdict, PathVerdict, Route, Status
+from .model import CheckResult, Evidence, NodeVerdict, PathVerdict, Route, Status
 from .paths import analyse_path
 
 
@@ -88,6 +88,14 @@ def run(ctx: CheckContext, paths: list[str] = (), gdscheck_text: str | None = No
             if r.route in (Route.NVFS, Route.P2PDMA) and r.route not in direct and r.status == Status.FAIL:
                 r.status = Status.INFO
                 r.summary += f" (not needed: {', '.join(x.value for x in direct)} route available)"
+    # What an archive root refused (links out of it, members over a limit) is named, not dropped.
+    archived = [x for x in ctx.fs.problems if "archive" in x]
+    if not ctx.live and archived:
+        results.append(CheckResult("snapshot.integrity", "Snapshot contents", Status.WARN,
+                                   f"{len(archived)} entries of the snapshot were not followed",
+                                   [Evidence(ctx.fs.root, x) for x in archived[:50]],
+                                   why="gdsdiag reads a snapshot inside the archive only (docs/security.md)",
+                                   fix="re-create the snapshot with 'gdsdiag snapshot -o FILE' on the node"))
     report = CheckReport(results, verdict, source=ctx.fs.root)
     for p in paths:
         if ctx.live and not os.path.isdir(p):

@@ -256,11 +256,8 @@ def load_lspci(paths, numa_spec: str | None = None) -> Topology:
     problems: list[str] = []
     greps: list[tuple[str, list[AcsControl | None]]] = []
     for p in paths:
-        try:
-            with open(p, encoding="utf-8", errors="replace") as f:
-                text = f.read()
-        except OSError as e:
-            raise GdsdiagError(f"cannot read {p}: {e.strerror}", "check the path") from None
+        from ..bounded import read_user_text  # regular files under a stated size only
+        text = read_user_text(p, "lspci output")
         tree = []
         if re.search(r"^[ |+\\-]*\[[0-9a-f]{4,8}:[0-9a-f]{2}\]-", text, re.M):
             tree = parse_tree(text)

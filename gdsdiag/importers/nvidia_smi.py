@@ -106,11 +106,8 @@ def _nodelist(text: str) -> list[int]:
 
 def read_smi_text(path: str | None) -> str:
     if path:
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                return f.read()
-        except OSError as e:
-            raise GdsdiagError(f"cannot read {path}: {e.strerror}", "check the path") from None
+        from ..bounded import read_user_text       # regular files under a stated size only
+        return read_user_text(path, "nvidia-smi output")
     exe = shutil.which("nvidia-smi")
     if exe is None:
         raise GdsdiagError("nvidia-smi not found for --cross-check",

@@ -84,16 +84,55 @@ class FsRoot:
             return None
         return data.decode("utf-8", "replace").strip()
 
+    # Kernel files (sysfs, procfs) report a size of 0 or 4096 whatever they hold and are bounded
+    # by the kernel; a file under --root that states a larger size than this is refused.
+    MAX_FILE = 16 << 20
+
     def read_bytes(self, path: str, note: bool = False, limit: int | None = None) -> bytes | None:
+        data, why = self.read_checked(path, self.MAX_FILE, limit)
+        if data is None and note:
+            self.problems.append(f"{path}: {why}")
+        return data
+
+    def read_checked(self, path: str, max_bytes: int | None, limit: int | None = None) -> tuple[bytes | None, str | None]:
+        """(data, None) or (None, why): refuses FIFOs, devices (``/dev/zero``) and regular files
+        over ``max_bytes``; O_NONBLOCK so that opening a FIFO cannot hang."""
+        from ..bounded import check_regular
+        try:
+            fd = self._open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as e:
+            return None, e.strerror or str(e)
         # read() with no size: sysfs attributes are small, and read(n) would allocate n bytes
         # up front for each of the thousands of files a large node has.
         try:
-            with open(self.host(path), "rb") as f:
-                return f.read() if limit is None else f.read(limit)
+            with open(fd, "rb") as f:
+                why = check_regular(os.fstat(fd), max_bytes)
+                if why:
+                    return None, why
+                return (f.read() if limit is None else f.read(limit)), None
         except OSError as e:
-            if note:
-                self.problems.append(f"{path}: {e.strerror or e}")
-            return None
+            return None, e.strerror or str(e)
+
+    def _open(self, path: str, flags: int) -> int:
+        """A descriptor for ``path``. Under a --root tree every link is resolved inside the tree
+        (docs/security.md): a link to /etc/shadow reads the tree's /etc/shadow, or nothing."""
+        if self.is_live:
+            return os.open(self.host(path), flags)
+        from .inroot import Unsupported, open_in_root
+        if getattr(self, "_rootfd", None) is None:
+            self._rootfd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            return open_in_root(self._rootfd, path, flags)
+        except Unsupported:
+            return os.open(self.host(self.resolve(path)), flags | os.O_NOFOLLOW)
+
+    def __del__(self):
+        fd = self.__dict__.get("_rootfd")
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def readlink_name(self, path: str) -> str | None:
         """Last component of a symlink's target (e.g. a driver or iommu group name)."""

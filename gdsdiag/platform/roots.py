@@ -10,14 +10,10 @@ from .fsroot import FsRoot
 
 @contextmanager
 def node_root(root: str = "/", snapshot: str | None = None) -> Iterator[FsRoot]:
-    """An ``FsRoot`` over ``snapshot`` (a ``gdsdiag snapshot`` archive) when given, else over the
-    directory ``root``; whatever the snapshot needed on disk is gone when the block ends."""
+    """An ``FsRoot`` over ``snapshot`` (a ``gdsdiag snapshot`` archive, read in memory and never
+    extracted: an ``ArchiveRoot``) when given, else over the directory ``root``."""
     if not snapshot:
         yield FsRoot(root)
         return
     from ..snapshot import open_snapshot
-    tmp = open_snapshot(snapshot)
-    try:
-        yield FsRoot(tmp.name)
-    finally:
-        tmp.cleanup()
+    yield open_snapshot(snapshot)

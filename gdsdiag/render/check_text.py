@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..bounded import clip
 from ..check.model import Status
 
 _STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "red", Status.SKIP: "dim", Status.INFO: "cyan"}
@@ -19,20 +20,20 @@ def render(console: Console, report, verbose: bool = False) -> None:
     t.add_column("fix", overflow="fold")
     for r in report.results:
         if r.status == Status.PASS and not verbose and r.path is None:
-            t.add_row(Text(r.status.value, style=_STYLE[r.status]), r.id, r.summary, "")
+            t.add_row(Text(r.status.value, style=_STYLE[r.status]), r.id, clip(r.summary), "")
             continue
-        t.add_row(Text(r.status.value, style=_STYLE[r.status]), r.id, r.summary, r.fix)
+        t.add_row(Text(r.status.value, style=_STYLE[r.status]), r.id, clip(r.summary), clip(r.fix, 2000))  # a fix stays whole enough to copy
     console.print(t)
     if verbose:
         for r in report.results:
-            console.print(Text(f"{r.id}: ", style="bold") + Text(r.why or ""), style="dim")
+            console.print(Text(f"{r.id}: ", style="bold") + Text(clip(r.why or "")), style="dim")
             for e in r.evidence:
-                console.print(f"    {e.source}: {e.value}", style="dim", markup=False)
+                console.print(f"    {clip(e.source)}: {clip(e.value)}", style="dim", markup=False)
     v = report.verdict
     style = "green" if any(x.value in ("NVFS", "P2PDMA") for x in v.routes) else "yellow" if v.routes else "red"
     console.print(Text("GDS routes on this node: ", style="bold") + Text(v.summary, style=f"bold {style}"))
     for reason in v.reasons:
-        console.print(f"  - {reason}", markup=False)
+        console.print(f"  - {clip(reason)}", markup=False)
     for p in report.paths:
         pstyle = {"NVFS": "green", "P2PDMA": "green", "COMPAT": "yellow", "NONE": "red"}[p.route.value]
         where = ", ".join(p.devices) or p.mount_point
@@ -40,7 +41,7 @@ def render(console: Console, report, verbose: bool = False) -> None:
         console.print(Text(f"{p.path}: ", style="bold") + Text(f"cuFile I/O would take {p.route.value}", style=f"bold {pstyle}")
                       + Text(on))
         for reason in p.reasons:
-            console.print(f"  - {reason}", markup=False)
+            console.print(f"  - {clip(reason)}", markup=False)
     if report.problems:
         console.print(f"{len(report.problems)} file(s) could not be read" + ("" if verbose else " (-v lists them)"),
                       style="dim", markup=False)
@@ -53,5 +54,5 @@ def render(console: Console, report, verbose: bool = False) -> None:
         for c in ("item", "gdscheck", "gdsdiag", "note"):
             ct.add_column(c, overflow="fold")
         for d in report.gdscheck:
-            ct.add_row(Text(d["item"], style="red" if not d["agree"] else ""), str(d["gdscheck"]), str(d["gdsdiag"]), d["note"])
+            ct.add_row(Text(clip(d["item"]), style="red" if not d["agree"] else ""), clip(d["gdscheck"]), clip(d["gdsdiag"]), clip(d["note"]))
         console.print(ct)

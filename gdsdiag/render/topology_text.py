@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from ..bounded import clip
 from ..topology.findings import Finding
 from ..topology.model import Device, Role, Topology
 from ..topology.pairs import P2pVerdict, PairAnalysis
@@ -48,13 +49,13 @@ def _interesting(d: Device) -> bool:
 def _node_text(topo: Topology, d: Device) -> Text:
     t = Text()
     if d.label:
-        t.append(f"{d.label} ", style="bold")
+        t.append(f"{clip(d.label, 80)} ", style="bold")
     t.append(d.bdf, style="cyan")
     role = {Role.ROOT_PORT: "root port", Role.SWITCH_UPSTREAM: "switch upstream",
             Role.SWITCH_DOWNSTREAM: "switch downstream"}.get(d.role, d.role.value)
     t.append(f" {role}")
     if d.model:
-        t.append(f" {d.model}", style="dim")
+        t.append(f" {clip(d.model, 80)}", style="dim")
     link = d.fn.link
     if link.known:
         below = (link.max_speed_gts and link.speed_gts < link.max_speed_gts) or \
@@ -77,12 +78,12 @@ def _node_text(topo: Topology, d: Device) -> Text:
                  + (f", {g.links_inactive} down" if g.links_inactive else ""), style="green" if not g.links_inactive else "yellow")
     others = [n for n in d.names if n != d.label]
     if others:
-        t.append(f"  [{', '.join(others[:4])}]", style="magenta")
+        t.append(f"  [{clip(', '.join(others[:4]), 120)}]", style="magenta")
     return t
 
 
 def tree(topo: Topology) -> Tree:
-    root = Tree(Text(f"PCIe topology of {topo.source}  (IOMMU: {topo.iommu.mode})", style="bold"))
+    root = Tree(Text(f"PCIe topology of {clip(topo.source)}  (IOMMU: {topo.iommu.mode})", style="bold"))
     for hb in sorted(topo.host_bridges.values(), key=lambda h: h.id):
         tops = [d for d in topo.roots(hb.id) if _interesting(d)]
         if not tops:
@@ -205,8 +206,8 @@ def findings_list(console: Console, findings: list[Finding]) -> None:
     console.print(Text(f"findings ({len(findings)})", style="bold"))
     for f in findings:
         word, style = _SEVERITY.get(f.severity, (f.severity.upper(), ""))
-        console.print(Text(f"  {word} ", style=f"bold {style}") + Text(f"{f.id}: {f.title}"), soft_wrap=True)
-        console.print(f"       evidence: {f.evidence}", markup=False, highlight=False, soft_wrap=True, style="dim")
+        console.print(Text(f"  {word} ", style=f"bold {style}") + Text(f"{f.id}: {clip(f.title)}"), soft_wrap=True)
+        console.print(f"       evidence: {clip(f.evidence)}", markup=False, highlight=False, soft_wrap=True, style="dim")
         console.print(f"       fix: {f.fix}", markup=False, highlight=False, soft_wrap=True)
 
 

@@ -55,6 +55,7 @@ def build(functions: list[PciFunction], host_bridges: dict[str, HostBridge], iom
         if parent.role not in BRIDGE_ROLES:
             # A function with children is a bridge whatever its class code says.
             parent.role = Role.BRIDGE
+    problems += _break_cycles(devices)
     for hb in {d.fn.host_bridge for d in devices.values()}:
         host_bridges.setdefault(hb, HostBridge(id=hb))
     _assign_bridge_roles(devices)
@@ -62,6 +63,32 @@ def build(functions: list[PciFunction], host_bridges: dict[str, HostBridge], iom
     _assign_labels(devices, names or {}, gpu_minors or {}, models or {})
     return Topology(devices=devices, host_bridges=host_bridges, iommu=iommu, cpu=cpu,
                     source=source, problems=problems)
+
+
+def _break_cycles(devices: dict[str, Device]) -> list[str]:
+    """A parent chain that comes back on itself (crafted or corrupt input: a bridge whose secondary
+    bus is an ancestor's bus, 01 -> 02 -> 01) made every walk up the tree loop forever. Each cycle
+    is reported and cut above its lowest address, which is then treated as attached to the host bridge."""
+    problems: list[str] = []
+    done: set[str] = set()
+    for dev in sorted(devices.values(), key=lambda d: d.bdf):
+        path: list[Device] = []
+        on_path: set[str] = set()
+        d = dev
+        while d is not None and d.bdf not in done:
+            if d.bdf in on_path:
+                cycle = path[[x.bdf for x in path].index(d.bdf):]
+                cut = min(cycle, key=lambda x: x.bdf)
+                problems.append("PCI hierarchy cycle " + " -> ".join(x.bdf for x in cycle + [cycle[0]])
+                                + f": the input is inconsistent; {cut.bdf} treated as attached to the host bridge")
+                cut.parent.children = [c for c in cut.parent.children if c is not cut]
+                cut.parent, cut.fn.parent_bdf = None, None
+                break
+            path.append(d)
+            on_path.add(d.bdf)
+            d = d.parent
+        done.update(on_path)
+    return problems
 
 
 def _assign_bridge_roles(devices: dict[str, Device]) -> None:

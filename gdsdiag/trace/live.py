@@ -22,6 +22,7 @@ class TraceResult:
     events: int
     exit_code: int | None = None
     header: dict = field(default_factory=dict)
+    stopped_by: int | None = None      # the signal (INT/TERM/HUP) that ended a live trace early
 
     def summary_json(self) -> dict:
         return {"type": "summary", "routes": self.summary, "ios": len(self.verdicts), "events": self.events,
@@ -38,8 +39,12 @@ def _gate_child(cmd: list[str]):
     # A shell waits on the pipe and then execs CMD in place: the pid we register is CMD's pid, and
     # nothing of CMD runs before the probes are attached. (A preexec_fn cannot wait: Popen blocks
     # until the child has exec'd.)
-    gate = f'read -r _ <&{r}; exec {r}<&-; exec "$@"'
-    proc = subprocess.Popen(["/bin/sh", "-c", gate, "gdsdiag-trace-gate", *cmd], pass_fds=(r,))
+    # Only the word "go" opens the gate: if gdsdiag is stopped or killed before the probes are live,
+    # the pipe closes, read fails and CMD never runs untraced (exit 125).
+    # The pipe is moved to fd 3 in the child: dash accepts only one-digit descriptors in '<&N'.
+    gate = 'IFS= read -r word <&3 && [ "$word" = go ] || exit 125; exec 3<&-; exec "$@"'
+    proc = subprocess.Popen(["/bin/sh", "-c", gate, "gdsdiag-trace-gate", *cmd], pass_fds=(3,),
+                            preexec_fn=lambda: os.dup2(r, 3))
     os.close(r)
     return proc, w
 
@@ -72,10 +77,11 @@ def run_live(cmd: list[str] | None, pid: int | None, duration: float | None, pat
     clf = Classifier(path_filter)
     verdicts: list[IoVerdict] = []
     nevents = 0
-    stop = {"flag": False}
+    stop = {"flag": False, "signum": None}
 
     def on_sigint(signum, frame):
         stop["flag"] = True
+        stop["signum"] = signum
 
     def take(timeout_ms: int) -> None:
         """Poll once: record the raw events (if asked) and feed them to the classifier."""
@@ -88,6 +94,7 @@ def run_live(cmd: list[str] | None, pid: int | None, duration: float | None, pat
             clf.feed(e)
     old = signal.signal(signal.SIGINT, on_sigint)
     old_term = signal.signal(signal.SIGTERM, on_sigint)
+    old_hup = signal.signal(signal.SIGHUP, on_sigint)
     t_end = time.monotonic() + duration if duration else None
     exit_code = None
     try:
@@ -113,6 +120,7 @@ def run_live(cmd: list[str] | None, pid: int | None, duration: float | None, pat
     finally:
         signal.signal(signal.SIGINT, old)
         signal.signal(signal.SIGTERM, old_term)
+        signal.signal(signal.SIGHUP, old_hup)
         probes.close()                    # detach every probe, whatever happened
         if proc and proc.poll() is None:
             proc.terminate()
@@ -124,13 +132,109 @@ def run_live(cmd: list[str] | None, pid: int | None, duration: float | None, pat
     for v in clf.drain():
         verdicts.append(v)
         on_verdict(v)
-    return TraceResult(verdicts, summarize(verdicts), probes.attached, probes.failed, probes.lost, nevents, exit_code, header)
+    return TraceResult(verdicts, summarize(verdicts), probes.attached, probes.failed, probes.lost, nevents, exit_code, header,
+                       stopped_by=stop["signum"])
+
+
+MAX_REPLAY_EVENTS = 2_000_000     # ~1 GiB of Event objects; a longer run is recorded in parts
+
+
+class _NotARecording(Exception):
+    def __init__(self, line: int, why: str):
+        super().__init__(why)
+        self.line, self.why = line, why
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and -(1 << 64) < v < (1 << 64)
+
+
+def _event(v, n: int):
+    """An Event from one parsed line, or _NotARecording naming what is wrong with it."""
+    from .events import Event
+    if not isinstance(v, list) or len(v) != 8:
+        raise _NotARecording(n, "an event is a list of 8 values")
+    ts, pid, tid, kind, name, args, comm, path = v
+    if not (_is_int(ts) and _is_int(pid) and _is_int(tid)):
+        raise _NotARecording(n, "timestamp, pid and tid must be integers")
+    if not (isinstance(kind, str) and isinstance(name, str) and isinstance(comm, str)):
+        raise _NotARecording(n, "kind, name and comm must be strings")
+    # the probes record integer arguments only (probes/cufile_trace.c)
+    if not isinstance(args, list) or len(args) > 16 or not all(_is_int(a) for a in args):
+        raise _NotARecording(n, "args must be a list of at most 16 integers")
+    if path is not None and not isinstance(path, str):
+        raise _NotARecording(n, "path must be a string or null")
+    return Event(ts, pid, tid, kind, name, args, comm, path)
+
+
+def read_recording(path: str):
+    """(header, events) of a --record file (plain or .gz), read as a bounded stream: refuses FIFOs
+    and devices, lines over 64 KiB, more than MAX_REPLAY_EVENTS events, invalid UTF-8, JSON nested
+    deeper than 64 or numbers out of range, and values of the wrong type — each as "not a gdsdiag
+    recording: line N" instead of an internal error or a MemoryError."""
+    import gzip
+    import zlib
+    from ..bounded import MAX_RECORD_LINE, MAX_RECORDING, loads_json, open_user_file
+    fix = "record one with gdsdiag trace --record FILE"
+    raw = open_user_file(path, "trace recording", MAX_RECORDING, fix)
+    n = 0
+    try:
+        with raw:
+            magic = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
+            f = gzip.GzipFile(fileobj=raw) if magic == b"\x1f\x8b" else raw
+            header = None
+            events = []
+            total = 0
+            while True:
+                line = f.readline(MAX_RECORD_LINE + 1)
+                if not line:
+                    break
+                n += 1
+                total += len(line)
+                if len(line) > MAX_RECORD_LINE:
+                    raise _NotARecording(n, f"line longer than {MAX_RECORD_LINE >> 10} KiB")
+                if total > MAX_RECORDING:
+                    raise _NotARecording(n, f"more than {MAX_RECORDING >> 30} GiB of events")
+                try:
+                    text = line.decode("utf-8").strip()
+                except UnicodeDecodeError:
+                    raise _NotARecording(n, "invalid UTF-8") from None
+                if header is None:
+                    try:
+                        header = loads_json(text)
+                    except ValueError:
+                        header = None
+                    if not isinstance(header, dict) or "gdsdiag_trace_record" not in header:
+                        raise _NotARecording(n, "no gdsdiag_trace_record header")
+                    for key in ("probes_attached", "probes_not_attached"):
+                        if not isinstance(header.get(key, []), list):
+                            raise _NotARecording(n, f"header field {key} must be a list")
+                    if not _is_int(header.get("lost", 0)):
+                        raise _NotARecording(n, "header field lost must be an integer")
+                    continue
+                if not text or text.startswith("#"):
+                    continue
+                try:
+                    v = loads_json(text)
+                except ValueError as e:
+                    raise _NotARecording(n, f"not an event record ({e})") from None
+                events.append(_event(v, n))
+                if len(events) > MAX_REPLAY_EVENTS:
+                    raise _NotARecording(n, f"more than {MAX_REPLAY_EVENTS} events")
+            if header is None:
+                raise _NotARecording(max(n, 1), "empty file")
+    except _NotARecording as e:
+        raise GdsdiagError(f"{path} is not a gdsdiag trace record: line {e.line}: {e.why}", fix) from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+        raise GdsdiagError(f"{path} is not a gdsdiag trace record: line {n + 1}: damaged gzip stream ({e})", fix) from None
+    except OSError as e:
+        raise GdsdiagError(f"cannot read {path}: {e.strerror or e}", "check the path") from None
+    return header, events
 
 
 def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
     from .classify import classify
-    from .events import read_record
-    header, events = read_record(path)
+    header, events = read_recording(path)
     verdicts = classify(events, path_filter)
     for v in verdicts:
         on_verdict(v)

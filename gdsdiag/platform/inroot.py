@@ -1,0 +1,50 @@
+"""Open a file inside a directory tree as if that tree were ``/``: openat2(RESOLVE_IN_ROOT).
+
+A ``--root`` tree may hold links such as ``etc/cufile.json -> /etc/shadow`` or
+``sys/bus/pci/devices/X -> /sys/devices/...``: with plain open() the first reads a host file and
+the second reads the host's own sysfs instead of the tree's. openat2 with RESOLVE_IN_ROOT
+(Linux 5.6) resolves every component, links included, with the tree as its root, in the kernel,
+atomically. Where the kernel or a seccomp profile lacks it, ``FsRoot`` falls back to resolving the
+path itself and opening the result with O_NOFOLLOW.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+
+SYS_OPENAT2 = 437                 # the same number on every Linux architecture (asm-generic)
+RESOLVE_NO_MAGICLINKS = 0x02
+RESOLVE_IN_ROOT = 0x10
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+class Unsupported(Exception):
+    pass
+
+
+_libc = None
+_supported = True
+
+
+def open_in_root(rootfd: int, path: str, flags: int) -> int:
+    """A descriptor for ``path`` (absolute or relative, resolved inside ``rootfd``); OSError as
+    open() raises it; Unsupported when openat2 cannot be used here."""
+    global _libc, _supported
+    if not _supported:
+        raise Unsupported()
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    how = _OpenHow(flags, 0, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
+    fd = _libc.syscall(ctypes.c_long(SYS_OPENAT2), ctypes.c_int(rootfd), ctypes.c_char_p(os.fsencode(path.lstrip("/") or ".")),
+                       ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
+    if fd >= 0:
+        return fd
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EPERM, errno.E2BIG):
+        _supported = False            # old kernel, or a seccomp filter that forbids it
+        raise Unsupported()
+    raise OSError(err, os.strerror(err), path)

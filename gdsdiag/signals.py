@@ -1,0 +1,57 @@
+"""How gdsdiag stops when asked to (docs/security.md, "Signals").
+
+SIGINT raises KeyboardInterrupt as Python always does; SIGTERM and SIGHUP raise ``Stopped``, a
+KeyboardInterrupt too, so every cleanup written for Ctrl-C (temporary files, probes detached,
+the traced program killed) also runs for them. main() turns each into its exit code: the shell's
+convention of 128 + the signal number.
+"""
+from __future__ import annotations
+
+import signal
+
+EXIT_INTERRUPTED = 130           # SIGINT (Ctrl-C)
+EXIT_TERMINATED = 143            # SIGTERM
+EXIT_HANGUP = 129                # SIGHUP
+EXIT_FOR_SIGNAL = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED, signal.SIGHUP: EXIT_HANGUP}
+
+
+class Stopped(KeyboardInterrupt):
+    """Raised in the main thread when SIGTERM or SIGHUP arrives."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+
+def _raise(signum, frame):
+    raise Stopped(signum)
+
+
+def install() -> None:
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise)
+
+
+def exit_code(exc: BaseException | None) -> int:
+    """The exit code for an interruption, looking through click's Abort at its cause."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, Stopped):
+            return EXIT_FOR_SIGNAL.get(exc.signum, 128 + exc.signum)
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return EXIT_INTERRUPTED
+
+
+def signal_name(exc: BaseException | None) -> str:
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, Stopped):
+            return exc.name
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return "SIGINT"
