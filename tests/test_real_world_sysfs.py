@@ -13,7 +13,7 @@ with hwloc's own .test and expected .console output). Each test failed before th
 """
 import re
 
-from conftest import GDSDIAG, corpus
+from conftest import corpus
 
 from gdsdiag.topology.load import from_root
 from gdsdiag.topology.model import Role
@@ -98,9 +98,20 @@ def test_numa_from_local_cpus_and_gpu_memory_nodes(hwloc_trees):
 
 
 def test_matrix_shows_cpu_numa_and_gpu_numa_id_columns(hwloc_trees):
-    import subprocess
-    out = subprocess.run([*GDSDIAG, "topology", "--root", hwloc_trees["nvidiagpunumanodes"], "--matrix"],
-                         capture_output=True, text=True).stdout
+    # hwloc's tree is read straight from its archive (no directory to pass to --root): render the
+    # matrix in-process, as 'gdsdiag topology --matrix' does through a pipe (400 columns)
+    import io
+
+    from rich.console import Console
+
+    from gdsdiag.render.topology_text import render
+    from gdsdiag.topology.findings import find
+    topo = from_root(hwloc_trees["nvidiagpunumanodes"])
+    pairs = analyse_all(topo)
+    buf = io.StringIO()
+    render(Console(file=buf, width=400), topo, pairs, find(topo, pairs), show_tree=False, show_matrix=True,
+           show_findings=False)
+    out = buf.getvalue()
     lines = out.splitlines()
     head = next(ln for ln in lines if "GPU NUMA ID" in ln)
     assert head.split()[-7:] == ["CPU", "Affinity", "NUMA", "Affinity", "GPU", "NUMA", "ID"]
@@ -114,10 +125,9 @@ def test_matrix_shows_cpu_numa_and_gpu_numa_id_columns(hwloc_trees):
 def test_inactive_nvlinks_from_nvlink_status_text_become_a_finding(hwloc_trees):
     # the POWER9 + V100-SXM2 tree, with a V100-SXM2's real 'nvidia-smi nvlink -s' (Azure/azhpc-diagnostics#73:
     # GPU 3 with links 3 and 5 <inactive>); before, nothing read that text at all
-    from gdsdiag.platform.fsroot import FsRoot
     from gdsdiag.topology.findings import find
     from gdsdiag.topology.load import attach_nvlink_status
-    topo = from_root(FsRoot(hwloc_trees["nvidiagpunumanodes"]))
+    topo = from_root(hwloc_trees["nvidiagpunumanodes"])
     text = open(corpus("nvidia-smi-nvlink", "azhpc-v100-sxm2-two-links-inactive.txt")).read()
     attach_nvlink_status(topo, text, "nvidia-smi nvlink -s (azhpc#73)")
     gpu3 = next(d for d in topo.by_role(Role.GPU) if d.label == "GPU3")
