@@ -310,6 +310,10 @@ def snapshot(output, root, as_json):
                    + (" (run as root to include full config space)" if info["skipped"] else ""))
 
 
+from .commands import kv as _kv_cmd  # noqa: E402
+cli.add_command(_kv_cmd.kv)
+
+
 def main() -> None:
     try:
         cli.main(standalone_mode=False)
