@@ -310,8 +310,9 @@ def snapshot(output, root, as_json):
                    + (" (run as root to include full config space)" if info["skipped"] else ""))
 
 
-from .commands import kv as _kv_cmd  # noqa: E402
+from .commands import kv as _kv_cmd, validate as _validate_cmd  # noqa: E402
 cli.add_command(_kv_cmd.kv)
+cli.add_command(_validate_cmd.validate)
 
 
 def main() -> None:
