@@ -220,6 +220,10 @@ def r_cufile_json(inp: Inputs, rule: Rule):
                 "install /etc/cufile.json (the CUDA toolkit's gds/cufile.json is the template)")
     if cfg.parse_error:
         return Status.FAIL, cfg.parse_error, [_ev(cfg.path, "unparsable")], "fix the JSON at the position given"
+    if cfg.found_via and "NOT read" in cfg.found_via:
+        st = Status.FAIL if inp.policy.get("cufile.require_file") else Status.WARN
+        return (st, f"only the toolkit template {cfg.path}: libcufile does not read it", [_ev(cfg.path, cfg.found_via)],
+                f"copy {cfg.path} to /etc/cufile.json (or point CUFILE_ENV_PATH_JSON at it)")
     fails = [i for i in cfg.issues if i.severity == "fail"]
     ev = [_ev(cfg.path, f"{i.key}: {i.message}") for i in fails[:12]] or [_ev(cfg.path, f"parsed ({cfg.found_via})")]
     return (Status.FAIL if fails else Status.PASS, f"{cfg.path}: {len(fails)} invalid value(s)", ev,
@@ -341,7 +345,7 @@ def r_min_gbps(inp: Inputs, rule: Rule):
         label = f"GPU{s['gpu']} {s['path']} {p['mode']} {p['rw']} bs={_bs_key(p['bs'])} ×{p['threads']}"
         if p.get("error"):
             bad.append(label)
-            ev.append(_ev("sweep", f"{label}: failed: {p['error']}"))
+            ev.insert(0, _ev("sweep", f"{label}: failed: {p['error']}"))
             continue
         if p["bs"] not in th:
             continue
