@@ -331,3 +331,18 @@ def test_route_mix_uses_cufile_stats_counts():
     ]}
     mix, _ = route_mix([{"path": "/d", "gpu": 0, "doc": doc}])
     assert mix == {"COMPAT": 2000, "NVFS": 2000, "DRAM_BOUNCE": 500}   # bounce mode = reference, not counted
+
+
+def test_sweep_that_cannot_run_fails_min_gbps(h200, tmp_path, monkeypatch):
+    # a cuFile driver that does not open on the node is a failure, not a skipped measurement
+    from gdsdiag.errors import GdsdiagError as E
+    from gdsdiag.validate import adapters
+
+    def broken(directory, gpu, pts):
+        raise E("cuFile driver does not open: 5009 CU_FILE_CUDA_DRIVER_ERROR", "run gdsdiag check")
+    monkeypatch.setattr(adapters, "sweep", broken)      # stands in for run_sweep on a GPU node (none here)
+    p = pol.load()
+    ctx = CheckContext(FsRoot(h200))
+    rep = run(ctx, p, [str(tmp_path)], "quick")
+    res = {r.rule: r for r in rep.results}
+    assert res["sweep.min_gbps"].status == Status.FAIL and "5009" in res["sweep.min_gbps"].evidence[0].value

@@ -98,7 +98,7 @@ def validate(policy_file, paths, level, keep_going, root, snapshot, sweep_result
             def progress(msg):
                 if status:
                     status.update(msg)
-                elif level:
+                elif level and not msg.startswith("rule "):
                     click.echo(f"gdsdiag validate: {msg}", err=True)
             rep = run(ctx, policy, list(paths), level or "static", keep_going, progress, list(sweep_results), trace_replay)
         finally:

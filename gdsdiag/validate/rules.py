@@ -30,6 +30,7 @@ class Inputs:
     pairs: list = field(default_factory=list)
     sweeps: list[dict] = field(default_factory=list)     # [{"path", "gpu", "doc"}]
     sweep_note: str | None = None         # why there is no sweep
+    sweep_errors: list[str] = field(default_factory=list)   # sweeps that failed on the node
     trace: dict | None = None             # {route: {"count", "bytes"}}
     trace_note: str | None = None
 
@@ -336,6 +337,9 @@ def _no_sweep(inp: Inputs):
 
 
 def r_min_gbps(inp: Inputs, rule: Rule):
+    if inp.sweep_errors:
+        return (Status.FAIL, f"{len(inp.sweep_errors)} sweep(s) could not run", [_ev("gdsdiag sweep", e) for e in inp.sweep_errors],
+                "run 'gdsdiag check --path DIR' and 'gdsdiag cufile' for the cause")
     if not inp.sweeps:
         return _no_sweep(inp)
     by_path = {m["path"]: m for m in inp.mounts}

@@ -126,9 +126,12 @@ def run(ctx, policy: Policy, paths: list[str], level: str = "static", keep_going
                         else:
                             doc = adapters.sweep(m["path"], gpu, pts)
                     except GdsdiagError as e:
-                        inp.sweep_note = f"sweep of {m['path']} on GPU{gpu} failed: {e.cause}"
-                        results_note = inp.sweep_note
-                        say(results_note)
+                        msg = f"sweep of {m['path']} on GPU{gpu} failed: {e.cause}"
+                        say(msg)
+                        if "needs cupy" in e.cause:
+                            inp.sweep_note = msg      # this gdsdiag install cannot measure: not the node's fault
+                        else:
+                            inp.sweep_errors.append(msg)   # the node could not do GPU I/O: a failure
                         continue
                     inp.sweeps.append({"path": m["path"], "gpu": gpu, "doc": doc})
     else:
