@@ -310,10 +310,11 @@ def snapshot(output, root, as_json):
                    + (" (run as root to include full config space)" if info["skipped"] else ""))
 
 
-from .commands import kv as _kv_cmd, report as _report_cmd, validate as _validate_cmd  # noqa: E402
+from .commands import exporter as _exporter_cmd, kv as _kv_cmd, report as _report_cmd, validate as _validate_cmd  # noqa: E402
 cli.add_command(_kv_cmd.kv)
 cli.add_command(_validate_cmd.validate)
 cli.add_command(_report_cmd.report)
+cli.add_command(_exporter_cmd.exporter)
 
 
 def main() -> None:

@@ -118,3 +118,9 @@ def trace_replay(path: str, path_filter: str | None = None) -> dict:
     """A recorded trace (gdsdiag trace --record) re-analysed (trace.live.replay)."""
     from ..trace.live import replay
     return trace_summary_of(replay(path, path_filter, lambda v: None))
+
+
+def trace_window(seconds: float, path_filter: str | None, on_verdict) -> None:
+    """Trace every process for ``seconds`` (trace.live.run_live), feeding each verdict to on_verdict."""
+    from ..trace.live import run_live
+    run_live(None, None, seconds, path_filter, None, on_verdict)
