@@ -49,7 +49,7 @@ def nvfs_families(fs: FsRoot) -> list:
     gauge_keys = {"Bandwidth(MiB/s)", "Avg-Latency(usec)", "active"}
     c = CounterMetricFamily("gdsdiag_nvfs_events", "nvidia-fs cumulative counters (section and key as in the stats file).",
                             labels=["section", "key"])
-    g = GaugeMetricFamily("gdsdiag_nvfs_gauge", "nvidia-fs instantaneous values (bandwidth MiB/s, latency µs, active).",
+    g = GaugeMetricFamily("gdsdiag_nvfs_value", "nvidia-fs instantaneous values (bandwidth MiB/s, latency µs, active).",
                           labels=["section", "key"])
     for section, kv in sorted(s.counters.items()):
         for k, v in sorted(kv.items()):
