@@ -2,8 +2,8 @@
 (PASS / WARN / FAIL / SKIP) with its evidence and the fix. Pure: no I/O beyond what the inputs hold.
 
 Rules are listed in cost order: static rules read files, measured rules need the sweep (and trace).
-A fatal rule that fails makes the measurement pointless (no driver, no libcufile, no udev, an
-unparsable cufile.json): the runner stops after the static stage unless --keep-going.
+A fatal rule that fails makes the measurement pointless (no driver, no libcufile, no udev: every
+cuFile registration would fail): the runner stops after the static stage unless --keep-going.
 """
 from __future__ import annotations
 
