@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("prometheus_client")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from check_fixtures import add_nvidia_fs, copy_tree, unpack_h200  # noqa: E402
+from check_fixtures import add_nvidia_fs, unpack_h200  # noqa: E402
 from gdsdiag.check.context import CheckContext  # noqa: E402
 from gdsdiag.exporter.collect import TraceCounters, bound  # noqa: E402
 from gdsdiag.exporter.server import State, refresh, start  # noqa: E402
@@ -166,3 +166,12 @@ def test_cli_serves_and_refuses_a_busy_port(tree):
     finally:
         p.terminate()
         p.wait(10)
+
+
+def test_fleet_doc_lists_every_exported_metric(served):
+    port, _ = served
+    with open(os.path.join(os.path.dirname(HERE), "docs", "fleet.md")) as f:
+        doc = f.read()
+    for fam in text_string_to_metric_families(scrape(port)):
+        name = fam.name + ("_total" if fam.type == "counter" else "")
+        assert f"`{name}`" in doc, name

@@ -346,3 +346,13 @@ def test_sweep_that_cannot_run_fails_min_gbps(h200, tmp_path, monkeypatch):
     rep = run(ctx, p, [str(tmp_path)], "quick")
     res = {r.rule: r for r in rep.results}
     assert res["sweep.min_gbps"].status == Status.FAIL and "5009" in res["sweep.min_gbps"].evidence[0].value
+
+
+def test_docs_name_every_rule_and_policy_key():
+    with open(os.path.join(os.path.dirname(HERE), "docs", "validate.md")) as f:
+        doc = f.read()
+    for r in RULES:
+        assert f"`{r.id}`" in doc or r.id.startswith("inventory."), r.id
+    assert "`inventory.gpus` / `.nics` / `.nvme`" in doc
+    for key in pol.SCHEMA:
+        assert f"`{key}`" in doc or key.split(".")[-1] in doc, key

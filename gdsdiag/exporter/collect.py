@@ -7,8 +7,6 @@ nvidia-fs keys by the kernel file, rules by the policy, processes and trace 'com
 """
 from __future__ import annotations
 
-import os
-import re
 import threading
 from collections import Counter
 
@@ -19,7 +17,6 @@ from ..platform.nvfs_proc import parse_stats
 
 MAX_COMMS = 16            # distinct process names kept as label values; the rest are "other"
 STATUSES = ("PASS", "WARN", "FAIL", "SKIP")
-_LABEL_SAFE = re.compile(r"[^A-Za-z0-9_]")
 
 
 def nvfs_families(fs: FsRoot) -> list:

@@ -1,7 +1,6 @@
 """Serve the collector on one port; refresh the verdicts on an interval; optionally trace."""
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
