@@ -356,3 +356,29 @@ def test_docs_name_every_rule_and_policy_key():
     assert "`inventory.gpus` / `.nics` / `.nvme`" in doc
     for key in pol.SCHEMA:
         assert f"`{key}`" in doc or key.split(".")[-1] in doc, key
+
+
+def test_full_traced_sweep_on_this_machine(tmp_path):
+    """--full end to end where it can run here: root + bcc, a host-mode sweep (no GPU here) run as
+    'gdsdiag sweep --json' under gdsdiag trace, through the CLI (--keep-going: this machine has no
+    NVIDIA driver). The host I/O is seen by the tracer; it must not count as the node's DRAM bounce.
+    (In a subprocess: trace's command gate uses 'read <&N', which dash refuses for N > 9, and a
+    pytest process holds many descriptors — noted for the trace module.)"""
+    import subprocess
+    import sys
+    from gdsdiag.validate import adapters
+    why = adapters.trace_available()
+    if why:
+        pytest.skip(f"gdsdiag trace unavailable here: {why}")
+    d = tmp_path / "data"
+    d.mkdir()
+    pf = policy_file(tmp_path, "sweep: {full: {size: 32m, bs: [1m], threads: [1], rw: [read], modes: [host], seconds: 1}}\n"
+                     "container: {require_udev: false}\n")
+    p = subprocess.run([sys.executable, "-m", "gdsdiag", "validate", "--full", "--keep-going", "--path", str(d), "--policy", pf,
+                        "--json", "-"], capture_output=True, text=True, timeout=300, close_fds=True)
+    doc = json.loads(p.stdout)
+    assert doc["level"] == "full" and doc["sweeps"][0]["points"][0]["mode"] == "host", p.stderr[-2000:]
+    assert doc["trace"] and sum(v["count"] for v in doc["trace"].values()) > 0
+    b = next(r for r in doc["rules"] if r["rule"] == "io.bounce_share")
+    assert any("not counted here" in e["value"] for e in b["evidence"])
+    assert list(os.listdir(d)) == []          # the sweep removed its file

@@ -118,6 +118,7 @@ def run(ctx, policy: Policy, paths: list[str], level: str = "static", keep_going
                         if level == "full" and not why_no_trace:
                             doc, tr = adapters.traced_sweep(m["path"], gpu, pts)
                             inp.trace = inp.trace or {}
+                            inp.trace_of_own_sweep = True
                             for k, v in tr.items():
                                 cur = inp.trace.setdefault(k, {"count": 0, "bytes": 0})
                                 cur["count"] += v["count"]
