@@ -29,5 +29,14 @@ echo "exit=${PIPESTATUS[0]}" | tee -a $OUT/validate-compat.txt
 kill $SAMPLER 2>/dev/null
 timeout 60 python3 benchmarks/cufile_stats_shm_probe.py $D $OUT/shm 2>&1 | tail -30 | tee $OUT/shm-probe.txt
 python3 -m gdsdiag report $OUT/validate-default.json $OUT/validate-compat.json 2>&1 | tee $OUT/report.txt
+# If time is left: a one-point --full (the sweep run under gdsdiag trace, bcc from the kit).
+if [ "$SECONDS" -lt 140 ]; then
+  printf 'sweep: {full: {size: 256m, bs: [1m], threads: [4], rw: [read], modes: [cufile], seconds: 3}}\n' > /tmp/t14-full.yaml
+  timeout 75 python3 -m gdsdiag validate --full --path $D --policy /tmp/t14-full.yaml --json $OUT/validate-full.json \
+    2>&1 | tee $OUT/validate-full.txt
+  echo "exit=${PIPESTATUS[0]} elapsed=$SECONDS" | tee -a $OUT/validate-full.txt
+else
+  echo "skipped --full: $SECONDS s used" | tee $OUT/validate-full.txt
+fi
 rmdir $D 2>/dev/null
 true
