@@ -55,6 +55,7 @@ def main(data_dir, out):
     open(os.path.join(out, "l3-struct.bin"), "wb").write(l3)
     report["l3_struct_size"] = len(l3)
     report["path_mix"] = stats.path_mix().to_json()
+    report["level1"] = stats.level1()
     libc = ctypes.CDLL(None, use_errno=True)
     libc.shmat.restype = ctypes.c_void_p
     libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
