@@ -175,3 +175,23 @@ def test_fleet_doc_lists_every_exported_metric(served):
     for fam in text_string_to_metric_families(scrape(port)):
         name = fam.name + ("_total" if fam.type == "counter" else "")
         assert f"`{name}`" in doc, name
+
+
+def test_stats_segments_from_the_gpu_machine_capture(tmp_path):
+    """/proc/sysvipc/shm as sampled on the GPU machine while validate ran (two runs, pids 476 and 1046);
+    the processes' maps name the libcufile of the wheel they loaded (the GPU machine's path)."""
+    from gdsdiag.exporter.collect import process_families, stats_segments
+    with open(os.path.join(HERE, "fixtures", "gpu-machine", "sysvipc-shm-during-validate.txt")) as f:
+        text = "".join(line for line in f if not line.startswith("#"))
+    root = tmp_path / "root"
+    (root / "proc" / "sysvipc").mkdir(parents=True)
+    (root / "proc" / "sysvipc" / "shm").write_text(text)
+    lib = "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcufile.so.0"
+    for pid in (476, 1046):
+        (root / "proc" / str(pid)).mkdir()
+        (root / "proc" / str(pid) / "maps").write_text(f"7f0000000000-7f0000100000 r-xp 00000000 fe:01 1234 {lib}\n")
+        (root / "proc" / str(pid) / "comm").write_text("python3\n")
+    assert stats_segments(FsRoot(str(root))) == {476: 31888, 1046: 31888}
+    fams = {f.name: f for f in process_families(FsRoot(str(root)))}
+    assert [(s.labels["comm"], s.value) for s in fams["gdsdiag_cufile_stats_published"].samples] == [("python3", 2)]
+    assert [(s.labels["comm"], s.value) for s in fams["gdsdiag_cufile_processes"].samples] == [("python3", 2)]

@@ -90,12 +90,43 @@ def bound(counter: Counter, limit: int = MAX_COMMS) -> Counter:
     return out
 
 
+def stats_segments(fs: FsRoot) -> dict[int, int]:
+    """pid -> bytes of the System V segment libcufile publishes its statistics in for gds_stats -p PID.
+    Seen on the GPU machine (libcufile 1.15.1.6, compat mode, stats level 3): key == the process id,
+    31888 bytes, created at cuFileDriverOpen (tests/fixtures/gpu-machine/sysvipc-shm-during-validate.txt)."""
+    text = fs.read_text("/proc/sysvipc/shm") or ""
+    out = {}
+    lines = text.splitlines()
+    if not lines:
+        return out
+    head = lines[0].split()
+    for line in lines[1:]:
+        row = dict(zip(head, line.split()))
+        try:
+            key, cpid, size = int(row["key"]), int(row["cpid"]), int(row["size"])
+        except (KeyError, ValueError):
+            continue
+        if key == cpid and key > 0:
+            out[cpid] = size
+    return out
+
+
 def process_families(fs: FsRoot) -> list:
     g = GaugeMetricFamily("gdsdiag_cufile_processes", "Processes with libcufile loaded, by process name (top 16, rest 'other').",
                           labels=["comm"])
     for comm, v in sorted(bound(cufile_processes(fs)).items()):
         g.add_metric([comm], v)
-    return [g]
+    seg = Counter()
+    for pid in stats_segments(fs):
+        maps = fs.read_text(f"/proc/{pid}/maps")
+        if maps and "libcufile" in maps:
+            seg[(fs.read_text(f"/proc/{pid}/comm") or "?").strip() or "?"] += 1
+    p = GaugeMetricFamily("gdsdiag_cufile_stats_published", "Processes whose libcufile publishes statistics in a System V "
+                          "segment keyed by their pid (what gds_stats -p reads; counters not decoded, see docs/fleet.md).",
+                          labels=["comm"])
+    for comm, v in sorted(bound(seg).items()):
+        p.add_metric([comm], v)
+    return [g, p]
 
 
 class TraceCounters:
