@@ -132,3 +132,24 @@ def test_bad_policy_and_usage_errors(tmp_path):
     assert p.returncode == 3 and "need the node itself" in p.stderr
     p = gdsdiag("validate", "--show-policy")
     assert p.returncode == 0 and "max_compat_share" in p.stdout
+
+
+GPU = os.path.join(HERE, "fixtures", "gpu-machine")
+
+
+@pytest.mark.parametrize("name,verdict,failed", [("validate-default", "FAIL", {"routes.per_mount", "io.compat_share"}),
+                                                  ("validate-compat", "PASS", set())])
+def test_gpu_machine_outputs(name, verdict, failed):
+    """The outputs 'gdsdiag validate --quick' wrote on the H200 VM (compat mode): JSON, JUnit, textfile."""
+    junitparser = pytest.importorskip("junitparser")
+    doc = json.load(open(os.path.join(GPU, name + ".json")))
+    assert doc["verdict"] == verdict and {r["rule"] for r in doc["rules"] if r["status"] == "FAIL"} == failed
+    cs = next(r for r in doc["rules"] if r["rule"] == "io.compat_share")
+    assert "100.0% COMPAT" in cs["summary"] and any("'COMPAT':" in e["value"] for e in cs["evidence"])
+    suite = list(junitparser.JUnitXml.fromfile(os.path.join(GPU, name + ".xml")))[0]
+    assert suite.tests == len(doc["rules"]) and suite.failures == len(failed)
+    text = open(os.path.join(GPU, name + ".prom")).read()
+    if shutil.which("promtool"):
+        p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+    assert 'gdsdiag_io_route_ratio{route="COMPAT"} 1.0' in text
