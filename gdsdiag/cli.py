@@ -98,9 +98,10 @@ def snapshot(output, root, redact, as_json):
 
 # The CLI layer: one module per command under gdsdiag/commands (parse, render, exit); the work
 # is done by the report functions of the packages they call.
-from .commands import check, cufile, diff, explain, sweep, topology  # noqa: E402
+from .commands import check, cufile, diff, explain, exporter, kv, report, sweep, topology, validate  # noqa: E402
 
-for _command in (topology.topology, check.check, cufile.cufile_cmd, sweep.sweep, explain.explain, diff.diff):
+for _command in (topology.topology, check.check, cufile.cufile_cmd, sweep.sweep, explain.explain, diff.diff,
+                 validate.validate, report.report, exporter.exporter, kv.kv):
     cli.add_command(_command)
 
 

@@ -1,0 +1,87 @@
+"""gdsdiag report: one fleet table (and a PNG of GB/s per node) from many 'gdsdiag validate --json' reports."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from ..errors import EXIT_FAIL, EXIT_OK, EXIT_TOOL_ERROR, EXIT_WARN, GdsdiagError, refuse_existing
+
+
+def write_png(rs, path: str) -> None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise GdsdiagError("--png needs matplotlib", "pip install 'gdsdiag[plot]'") from None
+    from ..validate.fleet import gbps_keys
+    keys = gbps_keys(rs)
+    if not keys:
+        raise GdsdiagError("no report carries sweep figures", "run 'gdsdiag validate --quick' (or --full) on the nodes")
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(rs) * max(1, len(keys)) / 2), 4.5))
+    width = 0.8 / len(keys)
+    for i, k in enumerate(keys):
+        xs = [j + i * width for j in range(len(rs))]
+        ax.bar(xs, [r.gbps.get(k, 0.0) for r in rs], width, label=k)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(rs))])
+    ax.set_xticklabels([f"{r.node}\n{r.verdict}" for r in rs], fontsize=8)
+    ax.set_ylabel("GB/s (best cuFile point)")
+    ax.set_title("gdsdiag validate: GB/s per node")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    with open(path, "xb") as f:          # never overwrite
+        fig.savefig(f, format="png", dpi=110)
+    plt.close(fig)
+
+
+@click.command("report")
+@click.argument("reports", nargs=-1, required=True, metavar="REPORT.json...")
+@click.option("--png", "png_path", metavar="FILE.png", help="Also write a bar chart of GB/s per node (needs matplotlib).")
+@click.option("--json", "as_json", is_flag=True, help="Write JSON (schema gdsdiag.report/1).")
+def report(reports, png_path, as_json):
+    """Merge 'gdsdiag validate --json' reports of many nodes: which nodes fail which rules, and their
+    sweep figures side by side. Exit code = worst node verdict."""
+    from ..validate.fleet import load_reports, rule_matrix, rows, worst
+    try:
+        if png_path:
+            refuse_existing(png_path, "--png")
+        docs = load_reports(list(reports))
+        rs = rows(docs)
+        matrix = rule_matrix(docs)
+        if png_path:
+            write_png(rs, png_path)
+    except GdsdiagError as e:
+        click.echo(e.line(), err=True)
+        sys.exit(EXIT_TOOL_ERROR)
+    w = worst(rs)
+    if as_json:
+        sys.stdout.write(json.dumps({"schema": "gdsdiag.report/1", "nodes": [r.to_json() for r in rs], "rules": matrix,
+                                     "verdict": w}, indent=2) + "\n")
+    else:
+        from rich.console import Console
+        from rich.table import Table
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=160)
+        from ..validate.fleet import gbps_keys
+        keys = gbps_keys(rs)
+        t = Table(title=f"gdsdiag fleet report — {len(rs)} node(s), worst {w}")
+        for c in ["node", "verdict", "failed rules", "warnings"] + [f"{k} GB/s" for k in keys] + ["snapshot"]:
+            t.add_column(c, overflow="fold")
+        style = {"FAIL": "bold red", "WARN": "yellow", "PASS": "green"}
+        for r in rs:
+            t.add_row(r.node, f"[{style.get(r.verdict, '')}]{r.verdict}[/]", ", ".join(r.failed) or "-", ", ".join(r.warned) or "-",
+                      *[f"{r.gbps[k]:.2f}" if k in r.gbps else "-" for k in keys], r.snapshot_id)
+        console.print(t)
+        if matrix:
+            m = Table(title="rules not passing everywhere")
+            for c in ("rule", "FAIL", "WARN", "PASS"):
+                m.add_column(c, overflow="fold")
+            for rule, v in sorted(matrix.items()):
+                m.add_row(rule, ", ".join(v.get("FAIL", [])) or "-", ", ".join(v.get("WARN", [])) or "-", str(len(v.get("PASS", []))))
+            console.print(m)
+        if png_path:
+            console.print(f"wrote {png_path}")
+    sys.exit(EXIT_FAIL if w == "FAIL" else EXIT_WARN if w == "WARN" else EXIT_OK)

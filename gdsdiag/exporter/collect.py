@@ -1,0 +1,196 @@
+"""What the exporter publishes, as Prometheus metric families built from plain data.
+
+Readers take a root (FsRoot) so the same code serves a live node and a test tree; the families are
+rebuilt on every scrape from the latest data (nvidia-fs stats and the process scan are read at scrape
+time; verdicts and trace counters come from the refresh loop). Every label set is bounded: GPUs and
+nvidia-fs keys by the kernel file, rules by the policy, processes and trace 'comm' by MAX_COMMS.
+"""
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from ..platform.fsroot import FsRoot
+from ..platform.nvfs_proc import parse_stats
+
+MAX_COMMS = 16            # distinct process names kept as label values; the rest are "other"
+STATUSES = ("PASS", "WARN", "FAIL", "SKIP")
+
+
+def nvfs_families(fs: FsRoot) -> list:
+    """/proc/driver/nvidia-fs/stats (format: gds-nvidia-fs src/nvfs-stat.c) as metrics."""
+    text = fs.read_text("/proc/driver/nvidia-fs/stats")
+    up = GaugeMetricFamily("gdsdiag_nvfs_up", "1 if /proc/driver/nvidia-fs/stats was readable (nvidia-fs loaded).")
+    up.add_metric([], 1 if text is not None else 0)
+    out = [up]
+    if text is None:
+        return out
+    s = parse_stats(text)
+    info = GaugeMetricFamily("gdsdiag_nvfs_info", "nvidia-fs versions (always 1).",
+                             labels=["driver_version", "gds_version", "stats_version", "io_stats"])
+    info.add_metric([s.driver_version or "", s.gds_version or "", s.stats_version or "",
+                     {True: "enabled", False: "disabled"}.get(s.io_stats, "unknown")], 1)
+    out.append(info)
+    if s.active_process is not None:
+        g = GaugeMetricFamily("gdsdiag_nvfs_active_processes", "Processes with nvidia-fs state (Active Process).")
+        g.add_metric([], s.active_process)
+        out.append(g)
+    if s.active_shadow_mib is not None:
+        g = GaugeMetricFamily("gdsdiag_nvfs_active_shadow_buffer_bytes", "Active Shadow-Buffer (MiB × 2^20).")
+        g.add_metric([], s.active_shadow_mib << 20)
+        out.append(g)
+    # Counter lines ("Reads : n=… ok=… err=…", "Ops : Read=… Write=…"): cumulative since module load,
+    # except bandwidth/latency/active fields which are gauges in the kernel file.
+    gauge_keys = {"Bandwidth(MiB/s)", "Avg-Latency(usec)", "active"}
+    c = CounterMetricFamily("gdsdiag_nvfs_events", "nvidia-fs cumulative counters (section and key as in the stats file).",
+                            labels=["section", "key"])
+    g = GaugeMetricFamily("gdsdiag_nvfs_value", "nvidia-fs instantaneous values (bandwidth MiB/s, latency µs, active).",
+                          labels=["section", "key"])
+    for section, kv in sorted(s.counters.items()):
+        for k, v in sorted(kv.items()):
+            (g if k in gauge_keys else c).add_metric([section, k], v)
+    out += [c, g]
+    per_gpu = GaugeMetricFamily("gdsdiag_nvfs_gpu", "nvidia-fs per-GPU values (Registered_MiB, Cache_MiB, max_pinned_MiB, "
+                                "cross_root_port(%) and, in newer drivers, per-GPU ops/bytes).", labels=["gpu", "uuid", "key"])
+    for gpu in s.gpus:
+        for k, v in sorted(gpu.items()):
+            if k not in ("bdf", "uuid"):
+                per_gpu.add_metric([gpu["bdf"], gpu["uuid"], k], v)
+    out.append(per_gpu)
+    xr = GaugeMetricFamily("gdsdiag_nvfs_cross_root_port_ratio", "Share of a GPU's nvidia-fs I/O that crossed a root port (0..1).",
+                           labels=["gpu"])
+    for gpu in s.gpus:
+        if "cross_root_port(%)" in gpu:
+            xr.add_metric([gpu["bdf"]], gpu["cross_root_port(%)"] / 100.0)
+    out.append(xr)
+    return out
+
+
+def cufile_processes(fs: FsRoot) -> Counter:
+    """comm -> number of processes that have libcufile mapped (/proc/PID/maps). Their cuFile
+    statistics live in each process; see docs/fleet.md for why they are not read from outside."""
+    n: Counter = Counter()
+    for pid in fs.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        maps = fs.read_text(f"/proc/{pid}/maps")
+        if maps and "libcufile" in maps:
+            comm = (fs.read_text(f"/proc/{pid}/comm") or "?").strip() or "?"
+            n[comm] += 1
+    return n
+
+
+def bound(counter: Counter, limit: int = MAX_COMMS) -> Counter:
+    keep = {k for k, _ in counter.most_common(limit)}
+    out: Counter = Counter()
+    for k, v in counter.items():
+        out[k if k in keep else "other"] += v
+    return out
+
+
+def stats_segments(fs: FsRoot) -> dict[int, int]:
+    """pid -> bytes of the System V segment libcufile publishes its statistics in for gds_stats -p PID.
+    Seen on the GPU machine (libcufile 1.15.1.6, compat mode, stats level 3): key == the process id,
+    31888 bytes, created at cuFileDriverOpen (tests/fixtures/gpu-machine/sysvipc-shm-during-validate.txt)."""
+    text = fs.read_text("/proc/sysvipc/shm") or ""
+    out = {}
+    lines = text.splitlines()
+    if not lines:
+        return out
+    head = lines[0].split()
+    for line in lines[1:]:
+        row = dict(zip(head, line.split()))
+        try:
+            key, cpid, size = int(row["key"]), int(row["cpid"]), int(row["size"])
+        except (KeyError, ValueError):
+            continue
+        if key == cpid and key > 0:
+            out[cpid] = size
+    return out
+
+
+def process_families(fs: FsRoot) -> list:
+    g = GaugeMetricFamily("gdsdiag_cufile_processes", "Processes with libcufile loaded, by process name (top 16, rest 'other').",
+                          labels=["comm"])
+    for comm, v in sorted(bound(cufile_processes(fs)).items()):
+        g.add_metric([comm], v)
+    seg = Counter()
+    for pid in stats_segments(fs):
+        maps = fs.read_text(f"/proc/{pid}/maps")
+        if maps and "libcufile" in maps:
+            seg[(fs.read_text(f"/proc/{pid}/comm") or "?").strip() or "?"] += 1
+    p = GaugeMetricFamily("gdsdiag_cufile_stats_published", "Processes whose libcufile publishes statistics in a System V "
+                          "segment keyed by their pid (what gds_stats -p reads; counters not decoded, see docs/fleet.md).",
+                          labels=["comm"])
+    for comm, v in sorted(bound(seg).items()):
+        p.add_metric([comm], v)
+    return [g, p]
+
+
+class TraceCounters:
+    """Route counters fed by gdsdiag trace verdicts: (route, comm) → I/Os and bytes. The first
+    MAX_COMMS process names keep their label; later ones count under 'other'."""
+
+    def __init__(self, limit: int = MAX_COMMS):
+        self.lock = threading.Lock()
+        self.ios: Counter = Counter()
+        self.bytes: Counter = Counter()
+        self.comms: set[str] = set()
+        self.limit = limit
+
+    def __call__(self, v) -> None:
+        with self.lock:
+            comm = v.comm if v.comm in self.comms or len(self.comms) < self.limit else "other"
+            self.comms.add(comm) if comm != "other" else None
+            key = (v.route, comm, v.op)
+            self.ios[key] += 1
+            self.bytes[key] += max(v.size, 0)
+
+    def families(self) -> list:
+        ios = CounterMetricFamily("gdsdiag_trace_ios", "I/Os seen by gdsdiag trace, by route, process name and op.",
+                                  labels=["route", "comm", "op"])
+        by = CounterMetricFamily("gdsdiag_trace_bytes", "Bytes of the I/Os seen by gdsdiag trace.", labels=["route", "comm", "op"])
+        with self.lock:
+            for k in sorted(self.ios):
+                ios.add_metric(list(k), self.ios[k])
+                by.add_metric(list(k), self.bytes[k])
+        return [ios, by]
+
+
+def verdict_families(report, when: float | None, errors: int, last_error: str | None) -> list:
+    """The last validate report (static rules, which run gdsdiag check underneath)."""
+    out = []
+    ts = GaugeMetricFamily("gdsdiag_verdicts_timestamp_seconds", "When the verdicts were last refreshed (0: not yet).")
+    ts.add_metric([], when or 0)
+    err = CounterMetricFamily("gdsdiag_verdicts_refresh_errors", "Refreshes that failed (the last error is in the log).")
+    err.add_metric([], errors)
+    out += [ts, err]
+    if report is None:
+        return out
+    rp = GaugeMetricFamily("gdsdiag_rule_pass", "1 if the rule passed, 0 if it failed or warned (skipped rules are absent).", labels=["rule"])
+    rs = GaugeMetricFamily("gdsdiag_rule_status", "One series per rule and verdict; 1 marks the rule's verdict.", labels=["rule", "status"])
+    for r in report.results:
+        if r.status.value != "SKIP":
+            rp.add_metric([r.rule], 1 if r.status.value == "PASS" else 0)
+        for st in STATUSES:
+            rs.add_metric([r.rule, st], 1 if r.status.value == st else 0)
+    ex = GaugeMetricFamily("gdsdiag_validate_exit_code", "Exit code of the last refresh: 0 pass, 1 warn, 2 fail.")
+    ex.add_metric([], report.exit_code())
+    return out + [rp, rs, ex]
+
+
+class Collector:
+    """The prometheus_client collector: everything is read or copied at scrape time."""
+
+    def __init__(self, fs: FsRoot, state):
+        self.fs, self.state = fs, state
+
+    def collect(self):
+        yield from nvfs_families(self.fs)
+        yield from process_families(self.fs)
+        st = self.state
+        yield from verdict_families(st.report, st.when, st.errors, st.last_error)
+        if st.trace is not None:
+            yield from st.trace.families()

@@ -1,0 +1,94 @@
+"""Merge many nodes' validate reports (gdsdiag.validate/1) into one fleet view: which node fails
+which rule, and the sweep figures side by side. Pure: documents in, tables out."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from ..errors import GdsdiagError
+
+RANK = {"FAIL": 3, "WARN": 2, "PASS": 1, "SKIP": 0}
+
+
+@dataclass
+class NodeRow:
+    node: str
+    source: str
+    snapshot_id: str
+    verdict: str
+    level: str
+    failed: list[str]
+    warned: list[str]
+    gbps: dict = field(default_factory=dict)     # "read 1m" -> best GB/s over GPUs/mounts/threads of cuFile modes
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _bs(bs: int) -> str:
+    for unit, shift in (("g", 30), ("m", 20), ("k", 10)):
+        if bs >= 1 << shift and bs % (1 << shift) == 0:
+            return f"{bs >> shift}{unit}"
+    return str(bs)
+
+
+CUFILE_MODES = ("cufile", "cufile-async", "cufile-batch", "kvikio")   # as gdsdiag.validate.adapters.cufile_modes()
+
+
+def load_reports(paths: list[str]) -> list[tuple[str, dict]]:
+    out = []
+    for p in paths:
+        try:
+            with open(p, encoding="utf-8") as f:
+                doc = json.load(f)
+        except OSError as e:
+            raise GdsdiagError(f"cannot read {p}: {e.strerror}", "give the JSON files written by 'gdsdiag validate --json'") from None
+        except ValueError as e:
+            raise GdsdiagError(f"{p} is not JSON ({e})", "give the JSON files written by 'gdsdiag validate --json'") from None
+        if not isinstance(doc, dict) or doc.get("schema") != "gdsdiag.validate/1":
+            raise GdsdiagError(f"{p} is not a gdsdiag.validate/1 report", "give the JSON files written by 'gdsdiag validate --json'")
+        out.append((p, doc))
+    if not out:
+        raise GdsdiagError("no report given", "gdsdiag report DIR/*.json")
+    return out
+
+
+def rows(reports: list[tuple[str, dict]]) -> list[NodeRow]:
+    out = []
+    for path, d in reports:
+        n = d.get("node") or {}
+        rules = d.get("rules") or []
+        gb: dict = {}
+        for s in d.get("sweeps") or []:
+            for p in s.get("points") or []:
+                if p.get("mode") not in CUFILE_MODES or p.get("error") or p.get("gbps") is None:
+                    continue
+                key = f"{p['rw']} {_bs(p['bs'])}"
+                gb[key] = max(gb.get(key, 0.0), p["gbps"])
+        import os
+        out.append(NodeRow(n.get("hostname") or os.path.basename(str(n.get("root") or "")) or path, path, n.get("snapshot_id", "?"), d.get("verdict", "?"),
+                           d.get("level", "?"), [r["rule"] for r in rules if r.get("status") == "FAIL"],
+                           [r["rule"] for r in rules if r.get("status") == "WARN"], gb))
+    return sorted(out, key=lambda r: (-RANK.get(r.verdict, 0), r.node))
+
+
+def gbps_keys(rs: list[NodeRow]) -> list[str]:
+    """'read 64k' < 'read 1m' < 'write 64k': by pattern, then block size in bytes."""
+    from ..sweep.latency import parse_size
+    keys = {k for r in rs for k in r.gbps}
+    return sorted(keys, key=lambda k: (k.split()[0], parse_size(k.split()[1])))
+
+
+def rule_matrix(reports: list[tuple[str, dict]]) -> dict:
+    """rule -> {verdict: [nodes]} for every rule that is not PASS/SKIP everywhere."""
+    m: dict = {}
+    for path, d in reports:
+        import os
+        node = (d.get("node") or {}).get("hostname") or os.path.basename(str((d.get("node") or {}).get("root") or "")) or path
+        for r in d.get("rules") or []:
+            m.setdefault(r["rule"], {}).setdefault(r["status"], []).append(node)
+    return {k: v for k, v in m.items() if set(v) - {"PASS", "SKIP"}}
+
+
+def worst(rs: list[NodeRow]) -> str:
+    return max((r.verdict for r in rs), key=lambda v: RANK.get(v, 0), default="PASS")
