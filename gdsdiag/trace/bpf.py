@@ -10,7 +10,7 @@ import sys
 import time
 
 from ..errors import GdsdiagError
-from .events import API_NAMES, KINDS, KPROBE_NAMES, SYS_NAMES, Event
+from .events import API_NAMES, FD_NAMES, KINDS, KPROBE_NAMES, PROC_NAMES, SYS_NAMES, Event
 
 # USDT probes that name the route, with the argument count seen in libcufile 1.15 (x86-64).
 ROUTE_USDT = ("cufio_core:cufio_px_read", "cufio_core:cufio_px_write", "cufio_core:cufio_px_io_retry",
@@ -33,9 +33,6 @@ API_UPROBES = [  # symbol, entry handler, return handler
     ("cuFileDriverOpen", "api_driver_open_enter", "api_driver_open_exit"),
     ("cuFileGetVersion", "api_get_version_enter", "api_get_version_exit"),
 ]
-CUDA_COPIES = [("cuMemcpyHtoD_v2", "memcpy_htod"), ("cuMemcpyHtoDAsync_v2", "memcpy_htod"),
-               ("cuMemcpyDtoH_v2", "memcpy_dtoh"), ("cuMemcpyDtoHAsync_v2", "memcpy_dtoh"),
-               ("cuMemcpy", "memcpy_any"), ("cuMemcpyAsync", "memcpy_any")]
 KPROBES = [  # (symbols tried in order, handler, is_return)
     (("nvfs_nvme_blk_rq_map_sg", "nvfs_blk_rq_map_sg"), "kret_nvfs_blk_rq_map_sg", True),
     (("nvfs_dma_map_sg_attrs_nvme", "nvfs_dma_map_sg_attrs"), "kret_nvfs_dma_map_sg_attrs", True),
@@ -121,11 +118,46 @@ def _batch_blocks() -> str:
     return "\n".join(out)
 
 
-def program_text(trace_all: bool, block: bool = False) -> str:
+AIO_MAX = 8
+
+
+def _aio_blocks() -> str:
+    """One block per iocb of io_submit (struct iocb, uapi aio_abi.h: aio_lio_opcode@16, aio_fildes@20,
+    aio_buf@24, aio_nbytes@32, aio_offset@40), written out like the batch blocks."""
+    out = []
+    for i in range(AIO_MAX):
+        out.append(f"""    if (nr > {i}) {{
+        cb = 0; op = 0; fd = 0;
+        bpf_probe_read_user(&cb, 8, pp + {i});
+        bpf_probe_read_user(&op, 2, cb + 16);
+        bpf_probe_read_user(&fd, 4, cb + 20);
+        e.a[0] = fd;
+        bpf_probe_read_user(&e.a[1], 8, cb + 24);
+        bpf_probe_read_user(&e.a[2], 8, cb + 32);
+        bpf_probe_read_user(&e.a[3], 8, cb + 40);
+        e.a[4] = op; e.a[5] = e.a[2]; e.a[6] = {i};
+        events.ringbuf_output(&e, sizeof(e), 0);
+    }}""")
+    return "\n".join(out)
+
+
+def _comm_match(comm: str | None) -> tuple[int, str]:
+    if not comm:
+        return 0, "0"
+    b = comm.encode()[:15]
+    conds = [f"comm[{i}] == {c}" for i, c in enumerate(b)] + [f"comm[{len(b)}] == 0"]
+    return len(b), "(" + " && ".join(conds) + ")"
+
+
+def program_text(trace_all: bool, block: bool = False, cgroup: tuple[int, int] | None = None,
+                 comm: str | None = None) -> str:
     src = probe_source("cufile_trace.c")
-    src = src.replace("#define EV_API_ENTER", f"#define TRACE_ALL {1 if trace_all else 0}\n#define TRACE_BLOCK {1 if block else 0}\n"
-                      "#define EV_API_ENTER", 1)
-    return src.replace("/*BATCH_BLOCKS*/", _batch_blocks())
+    cg_id, cg_level = cgroup or (0, 0)
+    n, match = _comm_match(comm)
+    defs = (f"#define TRACE_ALL {1 if trace_all else 0}\n#define TRACE_BLOCK {1 if block else 0}\n"
+            f"#define CGROUP_ID {cg_id}ULL\n#define CGROUP_LEVEL {cg_level}\n#define COMM_LEN {n}\n#define COMM_MATCH {match}\n")
+    src = src.replace("#define EV_API_ENTER", defs + "#define EV_API_ENTER", 1)
+    return src.replace("/*BATCH_BLOCKS*/", _batch_blocks()).replace("/*AIO_BLOCKS*/", _aio_blocks())
 
 
 def _kernel_headers_hint(msg: str) -> GdsdiagError:
@@ -139,7 +171,7 @@ class Probes:
     """The attached programs; ``poll()`` returns the Events that arrived."""
 
     def __init__(self, libcufile: str | None, pids: list[int], trace_all: bool, want_kprobes: bool = True,
-                 block: bool = False):
+                 block: bool = False, cgroup: tuple[int, int] | None = None, comm: str | None = None):
         bcc = import_bcc()
         self.bcc = bcc
         self.attached: list[str] = []
@@ -147,9 +179,10 @@ class Probes:
         self.lost = 0
         self._perf_lost = 0
         self._events: list[Event] = []
-        self._fdcache: dict[tuple[int, int], tuple[float, str | None]] = {}
         self.usdt_names: dict[int, str] = {}
-        src = program_text(trace_all, block)
+        self.timing: dict[str, float] = {}
+        t = time.monotonic()
+        src = program_text(trace_all, block, cgroup, comm)
         usdt_ctx = []
         self.libcufile = libcufile
         if libcufile:
@@ -181,15 +214,24 @@ class Probes:
                 usdt_ctx = [u]
         else:
             self.failed.append("libcufile not found: no cuFile probes (syscall and block tracepoints only)")
+        self.timing["usdt_s"] = round(time.monotonic() - t, 2)
+        t = time.monotonic()
         try:
             self.b = bcc.BPF(text=src, usdt_contexts=usdt_ctx, cflags=["-Wno-macro-redefined"])
         except Exception as e:
             raise _kernel_headers_hint(str(e)) from None
-        self.attached += ["tracepoint syscalls:openat/pread64/pwrite64/preadv(2)/pwritev(2)/ioctl(nvidia-fs)/io_submit/io_uring_enter"]
+        self.timing["compile_load_s"] = round(time.monotonic() - t, 2)
+        t = time.monotonic()
+        self.attached += ["tracepoint syscalls: open/openat/openat2/creat/close/dup*/fcntl(F_DUPFD)/lseek/mmap, "
+                          "read/write/readv/writev/pread64/pwrite64/preadv(2)/pwritev(2), copy_file_range/sendfile/splice, "
+                          "ioctl(nvidia-fs), io_submit (per iocb), io_uring_enter",
+                          "tracepoint io_uring: submit_req/file_get/complete (joined per request)",
+                          "tracepoint filemap: mm_filemap_add_to_page_cache (mmap page-cache fills)",
+                          "tracepoint sched: process_fork/exec/exit (process trees, in the kernel)"]
         if block:
             self.attached.append("tracepoint block:block_rq_issue/complete")
         for p in pids:
-            self.b["traced"][ctypes.c_uint32(p)] = ctypes.c_uint8(1)
+            self.add_pid(p)
         if libcufile:
             for sym, enter, ret in API_UPROBES:
                 try:
@@ -201,21 +243,38 @@ class Probes:
                     self.failed.append(f"uprobe {sym}: {e}")
         libcuda = _find_libcuda()
         if libcuda:
-            for sym, fn in CUDA_COPIES:
-                try:
-                    self.b.attach_uprobe(name=libcuda, sym=sym, fn_name=fn)
-                    self.attached.append(f"uprobe libcuda {sym}")
-                except Exception:
-                    pass
+            self.attach_cuda_copies(libcuda)
         else:
-            self.failed.append("libcuda.so.1 not found: application CUDA copies are not seen (DRAM-bounce verdicts get low confidence)")
+            self.failed.append("libcuda.so.1 not found: application CUDA copies are not seen (host I/O cannot be tied to a GPU)")
         self.kb = None
         if want_kprobes:
             self._kprobes()
+        self.timing["attach_s"] = round(time.monotonic() - t, 2)
         self.b["events"].open_ring_buffer(self._on_event)
         self.b["opens"].open_ring_buffer(self._on_open)
         if self.kb is not None:
             self.kb["kevents"].open_perf_buffer(self._on_kevent, page_cnt=64, lost_cb=self._on_lost)
+
+    def attach_cuda_copies(self, libcuda: str) -> None:
+        """Every exported cuMemcpy* door with a host side we can read from registers: the plain and
+        _v2 forms, Async, and the per-thread default stream _ptds/_ptsz variants libcudart calls."""
+        from .elfsyms import dynamic_symbols
+        try:
+            names = dynamic_symbols(libcuda)
+        except (OSError, ValueError) as e:
+            self.failed.append(f"libcuda {libcuda}: cannot read its symbols: {e}")
+            return
+        n = 0
+        for sym in sorted(names):
+            fn = cuda_copy_handler(sym)
+            if fn is None:
+                continue
+            try:
+                self.b.attach_uprobe(name=libcuda, sym=sym, fn_name=fn)
+                n += 1
+            except Exception as e:
+                self.failed.append(f"uprobe libcuda {sym}: {e}")
+        self.attached.append(f"uprobe libcuda {libcuda}: {n} cuMemcpy* entry points")
 
     def _kprobes(self) -> None:
         from ..platform.fsroot import FsRoot
@@ -242,50 +301,56 @@ class Probes:
     def add_pid(self, pid: int) -> None:
         self.b["traced"][ctypes.c_uint32(pid)] = ctypes.c_uint8(1)
 
-    def _path(self, pid: int, fd: int) -> str | None:
-        if fd < 0:
-            return None
-        now = time.monotonic()
-        hit = self._fdcache.get((pid, fd))
-        if hit and now - hit[0] < 1.0:
-            return hit[1]
-        try:
-            p = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            p = None
-        self._fdcache[(pid, fd)] = (now, p)
-        return p
+    def adopt(self, pids: list[int]) -> None:
+        """Processes that existed before the probes: their open descriptors (path, position, flags)
+        become synthetic open events stamped before the /proc walk, so any open or close the kernel
+        reports after it wins."""
+        from .procs import describe, open_files
+        ts = time.monotonic_ns()
+        for pid in pids:
+            info = describe(pid)
+            if info is None:
+                continue
+            self._events.append(Event(ts, pid, pid, "proc", "adopt", [info.ppid], info.comm, info.exe))
+            for fd, path, pos, flags, dev, ino in open_files(pid):
+                self._events.append(Event(ts, pid, pid, "open", "adopted", [fd, flags, pos, dev, ino], info.comm, path))
 
     def _on_event(self, ctx, data, size) -> None:
         r = self.b["events"].event(data)
         kind = KINDS.get(r.type, str(r.type))
-        args = [int(x) for x in r.a]
-        path = None
+        args = list(r.a)
         if kind == "usdt":
             name = self.usdt_names.get(r.id, f"usdt#{r.id}")
             args = args[:min(args[6], 6)] if args[6] else []
         elif kind == "sys_exit":
             name = SYS_NAMES.get(r.id, str(r.id))
-            path = self._path(r.pid, args[0])
-        elif kind == "handle":
-            name = API_NAMES.get(r.id, str(r.id))
-            if r.id == 7:
-                path = self._path(r.pid, args[1])
+        elif kind in ("fd", "proc"):
+            name = (FD_NAMES if kind == "fd" else PROC_NAMES).get(r.id, str(r.id))
+        elif kind == "pages":
+            name = "page_cache_fill"
         elif kind in ("blk_issue", "blk_done"):
             name = "block_rq_issue" if kind == "blk_issue" else "block_rq_complete"
         else:
             name = API_NAMES.get(r.id, str(r.id))
-        self._events.append(Event(int(r.ts), int(r.pid), int(r.tid), kind, name, args, r.comm.decode(errors="replace"), path))
+        self._events.append(Event(r.ts, r.pid, r.tid, kind, name, args, r.comm.decode(errors="replace")))
 
     def _on_open(self, ctx, data, size) -> None:
         r = self.b["opens"].event(data)
         path = r.path.decode(errors="replace")
+        if r.fd == -2:
+            self._events.append(Event(r.ts, r.pid, r.tid, "proc", "exec", [], r.comm.decode(errors="replace"), path))
+            return
         if path and not path.startswith("/"):
             try:      # relative to the process's cwd at the time we see it
                 path = os.path.join(os.readlink(f"/proc/{r.pid}/cwd"), path)
             except OSError:
                 pass
-        self._events.append(Event(int(r.ts), int(r.pid), int(r.tid), "open", "openat", [int(r.fd)], "", path))
+        try:     # the inode names the file in page-cache fill events (mmap reads)
+            st = os.stat(path)
+            dev, ino = (os.major(st.st_dev) << 20) | os.minor(st.st_dev), st.st_ino
+        except OSError:
+            dev = ino = 0
+        self._events.append(Event(r.ts, r.pid, r.tid, "open", "openat", [r.fd, r.flags, 0, dev, ino], "", path))
 
     def _on_kevent(self, cpu, data, size) -> None:
         r = self.kb["kevents"].event(data)
@@ -297,7 +362,6 @@ class Probes:
 
     def poll(self, timeout_ms: int = 100) -> list[Event]:
         self.b.ring_buffer_poll(timeout=timeout_ms)
-        self.b.perf_buffer_poll(timeout=0)
         try:
             self.lost = int(self.b["drops"][0].value) + self._perf_lost
         except Exception:
@@ -315,6 +379,16 @@ class Probes:
                     b.cleanup()
                 except Exception:
                     pass
+
+
+def cuda_copy_handler(sym: str) -> str | None:
+    """Which handler reads a cuMemcpy* entry point's host side: HtoD (src = arg 2), DtoH (dst =
+    arg 1), or unified cuMemcpy/cuMemcpyAsync (dst, src: the host side is found by address)."""
+    import re
+    m = re.fullmatch(r"cuMemcpy(HtoD|DtoH|)(Async)?(_v2)?(_ptds|_ptsz)?", sym)
+    if not m:
+        return None
+    return {"HtoD": "memcpy_htod", "DtoH": "memcpy_dtoh", "": "memcpy_any"}[m.group(1)]
 
 
 def _find_libcuda() -> str | None:

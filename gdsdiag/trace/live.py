@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from ..errors import GdsdiagError
 from .classify import Classifier, IoVerdict, summarize
+from .events import RECORD_VERSION
 
 
 @dataclass
@@ -22,11 +23,17 @@ class TraceResult:
     events: int
     exit_code: int | None = None
     header: dict = field(default_factory=dict)
+    processes: list[dict] = field(default_factory=list)
+    timing: dict = field(default_factory=dict)
 
     def summary_json(self) -> dict:
         return {"type": "summary", "routes": self.summary, "ios": len(self.verdicts), "events": self.events,
                 "lost_events": self.lost, "probes_attached": self.attached, "probes_not_attached": self.failed,
-                "traced_exit_code": self.exit_code}
+                "traced_exit_code": self.exit_code, "processes": self.processes, "startup_s": self.timing}
+
+
+def _processes(clf) -> list[dict]:
+    return [{k: p.get(k) for k in ("pid", "ppid", "comm", "exe", "ios")} for p in sorted(clf.procs.values(), key=lambda p: p["pid"])]
 
 
 def _gate_child(cmd: list[str]):
@@ -44,31 +51,57 @@ def _gate_child(cmd: list[str]):
     return proc, w
 
 
-def run_live(cmd: list[str] | None, pid: int | None, duration: float | None, path_filter: str | None,
-             libcufile: str | None, on_verdict, record_file=None, block: bool = False) -> TraceResult:
+def run_live(cmd: list[str] | None, pids: list[int] | None, duration: float | None, path_filter: str | None,
+             libcufile: str | None, on_verdict, record_file=None, block: bool = False, cgroup: str | None = None,
+             comm: str | None = None, on_status=None) -> TraceResult:
+    """Trace CMD (held at a gate until the probes are live), the processes PIDS and all their
+    descendants, a cgroup, processes named COMM, or (none given) everything."""
     from .bpf import Probes, preflight
+    from .procs import by_comm, cgroup_pids, cgroup_target, descendants
+    say = on_status or (lambda msg: None)
+    t0 = time.monotonic()
     preflight()
     if libcufile is None:
         from ..platform.libcufile import locate
         libcufile = locate().path
-    if pid is not None and not os.path.exists(f"/proc/{pid}"):
-        raise GdsdiagError(f"no process {pid}", "give the pid of a running process")
+    pids = list(pids or [])
+    for p in pids:
+        if not os.path.exists(f"/proc/{p}"):
+            raise GdsdiagError(f"no process {p}", "give the pid of a running process")
+    cg = cgroup_target(cgroup) if cgroup else None
+    say("attaching…")
     proc, gate = (None, None)
     if cmd:
         proc, gate = _gate_child(cmd)
-    pids = [p for p in (pid, proc.pid if proc else None) if p]
+    roots = pids + ([proc.pid] if proc else [])
+    if comm:
+        roots += by_comm(comm)
+    if cg:
+        roots += cgroup_pids(cg[2])
+    # processes that exist now: every descendant of the given ones (those started later join in the kernel)
+    existing = descendants(roots) if roots else []
+    selective = bool(cmd or pids or comm or cg)
     try:
-        probes = Probes(libcufile, pids, trace_all=not pids, block=block)
+        probes = Probes(libcufile, existing, trace_all=not selective, block=block,
+                        cgroup=(cg[0], cg[1]) if cg else None, comm=comm)
     except BaseException:
         if proc:
             os.close(gate)
             proc.kill()
         raise
+    t_attached = time.monotonic()
+    # a fork between the /proc walk and the attach is caught by walking again now that the kernel follows
+    if selective and roots:
+        late = [p for p in descendants(roots) if p not in existing]
+        for p in late:
+            probes.add_pid(p)
+        existing += late
+    probes.adopt([p for p in existing if not proc or p != proc.pid])
     header = {"libcufile": libcufile, "kernel": os.uname().release, "probes_attached": probes.attached,
               "probes_not_attached": probes.failed, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "cmd": cmd, "pid": pid}
+              "cmd": cmd, "pids": pids, "cgroup": cgroup, "comm": comm}
     if record_file is not None:
-        record_file.write(json.dumps({"gdsdiag_trace_record": 1, **header}) + "\n")
+        record_file.write(json.dumps({"gdsdiag_trace_record": RECORD_VERSION, **header}) + "\n")
     clf = Classifier(path_filter)
     verdicts: list[IoVerdict] = []
     nevents = 0
@@ -82,14 +115,16 @@ def run_live(cmd: list[str] | None, pid: int | None, duration: float | None, pat
         nonlocal nevents
         evs = probes.poll(timeout_ms)
         nevents += len(evs)
+        if record_file is not None:
+            record_file.write("".join(json.dumps(e.to_list()) + "\n" for e in evs))
         for e in evs:
-            if record_file is not None:
-                record_file.write(json.dumps(e.to_list()) + "\n")
             clf.feed(e)
     old = signal.signal(signal.SIGINT, on_sigint)
     old_term = signal.signal(signal.SIGTERM, on_sigint)
     t_end = time.monotonic() + duration if duration else None
     exit_code = None
+    timing = {"attach_s": round(t_attached - t0, 2), **probes.timing}
+    say(f"tracing, Ctrl-C to end (live after {t_attached - t0:.1f} s)")
     try:
         if proc:
             os.write(gate, b"go\n")
@@ -106,7 +141,8 @@ def run_live(cmd: list[str] | None, pid: int | None, duration: float | None, pat
                 for _ in range(3):
                     take(50)
                 break
-            if pid and not os.path.exists(f"/proc/{pid}"):
+            if pids and not any(os.path.exists(f"/proc/{p}") for p in existing) and not cmd:
+                take(50)
                 break
             if t_end and time.monotonic() >= t_end:
                 break
@@ -124,15 +160,19 @@ def run_live(cmd: list[str] | None, pid: int | None, duration: float | None, pat
     for v in clf.drain():
         verdicts.append(v)
         on_verdict(v)
-    return TraceResult(verdicts, summarize(verdicts), probes.attached, probes.failed, probes.lost, nevents, exit_code, header)
+    return TraceResult(verdicts, summarize(verdicts), probes.attached, probes.failed, probes.lost, nevents, exit_code, header,
+                       _processes(clf), timing)
 
 
 def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
-    from .classify import classify
     from .events import read_record
     header, events = read_record(path)
-    verdicts = classify(events, path_filter)
+    clf = Classifier(path_filter, int(header.get("gdsdiag_trace_record", 1)))
+    for e in sorted(events, key=lambda e: e.ts):
+        clf.feed(e)
+    clf.flush()
+    verdicts = [v for v in clf.drain() if v.path is None or clf._path_ok(v.path)]
     for v in verdicts:
         on_verdict(v)
     return TraceResult(verdicts, summarize(verdicts), header.get("probes_attached", []), header.get("probes_not_attached", []),
-                       header.get("lost", 0), len(events), None, header)
+                       header.get("lost", 0), len(events), None, header, _processes(clf))
