@@ -196,3 +196,45 @@ def test_comm_and_cgroup_select_processes_started_later(datadir, tmp_path):
     ios, summ = _parse(open(tmp_path / "trace.out").read())
     got = sorted((x[3], x[4], x[5]) for x in _shape(ios, datadir))
     assert got == [("cg.dat", 0, 4096), ("named.dat", 8192, 8192)]
+
+
+COPY_USER = r"""
+import ctypes, sys, time
+lib = ctypes.CDLL(sys.argv[1])
+time.sleep(float(sys.argv[2]))   # a copy first seen while tracing is probed within a poll (~0.1 s) of being mapped
+v = ctypes.c_int(0)
+lib.cuFileGetVersion.restype = ctypes.c_uint64
+lib.cuFileDriverOpen.restype = ctypes.c_uint64
+print("version", lib.cuFileGetVersion(ctypes.byref(v)) & 0xffffffff, v.value, flush=True)
+print("open", lib.cuFileDriverOpen() & 0xffffffff, flush=True)
+"""
+
+
+def test_two_processes_with_two_libcufile_copies_are_both_probed(tmp_path):
+    from gdsdiag.platform.libcufile import locate
+    wheel = locate().path
+    if wheel is None:
+        pytest.skip("no libcufile here (the nvidia-cufile wheel)")
+    other = tmp_path / "vendored" / "libcufile.so.0"      # a framework's or container's own copy
+    other.parent.mkdir()
+    shutil.copy(wheel, other)
+    user = tmp_path / "user.py"
+    user.write_text(COPY_USER)
+    rec = tmp_path / "rec.jsonl"
+    sh = f"{PY} {user} {wheel} 0 && {PY} {user} {other} 0.5"
+    r = subprocess.run([sys.executable, "-m", "gdsdiag", "trace", "--json", "--record", str(rec), "--", "/bin/sh", "-c", sh],
+                       capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, r.stderr
+    ios, summ = _parse(r.stdout)
+    libs = {os.path.realpath(x["path"]): x for x in summ["libraries"] if x["kind"] == "libcufile"}
+    assert os.path.realpath(wheel) in libs and os.path.realpath(str(other)) in libs
+    assert libs[os.path.realpath(wheel)]["usdt"] and not libs[os.path.realpath(str(other))]["usdt"]
+    header, events = read_record(str(rec))
+    users = sorted({e.pid for e in events if e.kind == "api_enter" and e.name == "cuFileGetVersion"})
+    assert len(users) == 2                               # one call through each copy, each seen
+    assert libs[os.path.realpath(str(other))]["pids"] == [users[1]]
+    opened = [e for e in events if e.kind == "api_exit" and e.name == "cuFileDriverOpen"]
+    assert sorted(e.pid for e in opened) == users
+    if not os.path.exists("/dev/nvidiactl"):
+        # USDT (compiled in for the copy known at start) fires on its failing-open path
+        assert any(e.kind == "usdt" and e.name == "cufio_core:cufio_core-1106" and e.pid == users[0] for e in events)

@@ -86,11 +86,11 @@ def kprobes_available() -> bool:
     return os.path.exists("/sys/kernel/tracing/kprobe_events") or os.path.exists("/sys/kernel/debug/tracing/kprobe_events")
 
 
-def _usdt_handlers(probes: list[tuple[int, str, int]]) -> str:
+def _usdt_handlers(probes: list[tuple[int, str, int]], copy: int = 0) -> str:
     out = []
     for i, key, nargs in probes:
         reads = "".join(f"    bpf_usdt_readarg({k + 1}, ctx, &v[{k}]);\n" for k in range(min(nargs, 6)))
-        out.append(f"int usdt_{i}(struct pt_regs *ctx) {{\n    s64 v[6] = {{}};\n{reads}"
+        out.append(f"int usdt_{copy}_{i}(struct pt_regs *ctx) {{\n    s64 v[6] = {{}};\n{reads}"
                    f"    return emit(ctx, EV_USDT, {i}, v[0], v[1], v[2], v[3], v[4], v[5], {nargs});\n}}\n")
     return "\n".join(out)
 
@@ -185,35 +185,18 @@ class Probes:
         src = program_text(trace_all, block, cgroup, comm)
         usdt_ctx = []
         self.libcufile = libcufile
-        if libcufile:
-            from ..platform.libcufile import read_usdt_notes
-            try:
-                notes = read_usdt_notes(libcufile)
-            except (OSError, ValueError) as e:
-                notes = []
-                self.failed.append(f"USDT: cannot read notes of {libcufile}: {e}")
-            nargs = {}
-            for n in notes:
-                nargs.setdefault(n.key, len(n.args.split()) if n.args else 0)
-            table = [(i, k, nargs[k]) for i, k in enumerate(ROUTE_USDT) if k in nargs]
-            missing = [k for k in ROUTE_USDT if k not in nargs]
-            if not notes:
-                self.failed.append(f"USDT: {libcufile} carries no USDT probes; using uprobes + syscall/block tracepoints")
-            elif missing:
-                self.failed.append("USDT probes absent in this build: " + ", ".join(missing))
-            if table:
-                u = bcc.USDT(path=libcufile)
-                for i, key, n in table:
-                    try:
-                        u.enable_probe(probe=key.split(":", 1)[1], fn_name=f"usdt_{i}")
-                        self.usdt_names[i] = key
-                        self.attached.append(f"usdt {key}")
-                    except Exception as e:     # bcc raises plain Exception here
-                        self.failed.append(f"usdt {key}: {e}")
-                src += "\n" + _usdt_handlers([(i, k, n) for i, k, n in table if i in self.usdt_names])
-                usdt_ctx = [u]
-        else:
-            self.failed.append("libcufile not found: no cuFile probes (syscall and block tracepoints only)")
+        self.libraries: list[dict] = []          # every libcufile / libcuda copy probed: path, kind, probes, pids
+        self._lib_keys: dict[tuple[int, int], dict] = {}
+        self._usdt_copies = []
+        libcufiles = [libcufile] if isinstance(libcufile, str) else list(libcufile or [])
+        for copy, lib in enumerate(libcufiles):
+            ctx = self._usdt_context(lib, copy)
+            if ctx is not None:
+                u, handlers = ctx
+                usdt_ctx.append(u)
+                src += "\n" + handlers
+        if not libcufiles:
+            self.failed.append("libcufile not found: no cuFile probes until a traced process maps one (syscall tracepoints meanwhile)")
         self.timing["usdt_s"] = round(time.monotonic() - t, 2)
         t = time.monotonic()
         try:
@@ -232,20 +215,13 @@ class Probes:
             self.attached.append("tracepoint block:block_rq_issue/complete")
         for p in pids:
             self.add_pid(p)
-        if libcufile:
-            for sym, enter, ret in API_UPROBES:
-                try:
-                    self.b.attach_uprobe(name=libcufile, sym=sym, fn_name=enter)
-                    if ret:
-                        self.b.attach_uretprobe(name=libcufile, sym=sym, fn_name=ret)
-                    self.attached.append(f"uprobe {sym}")
-                except Exception as e:
-                    self.failed.append(f"uprobe {sym}: {e}")
+        for lib in libcufiles:
+            self.attach_library(lib, usdt=lib in self._usdt_copies)
         libcuda = _find_libcuda()
         if libcuda:
-            self.attach_cuda_copies(libcuda)
+            self.attach_library(libcuda)
         else:
-            self.failed.append("libcuda.so.1 not found: application CUDA copies are not seen (host I/O cannot be tied to a GPU)")
+            self.failed.append("libcuda.so.1 not found here: CUDA copies are seen only in a libcuda a traced process maps")
         self.kb = None
         if want_kprobes:
             self._kprobes()
@@ -255,7 +231,86 @@ class Probes:
         if self.kb is not None:
             self.kb["kevents"].open_perf_buffer(self._on_kevent, page_cnt=64, lost_cb=self._on_lost)
 
-    def attach_cuda_copies(self, libcuda: str) -> None:
+    def _usdt_context(self, lib: str, copy: int):
+        """bcc's USDT context for one libcufile copy and the C handlers of its route probes (their
+        argument counts come from the copy's own notes)."""
+        from ..platform.libcufile import read_usdt_notes
+        try:
+            notes = read_usdt_notes(lib)
+        except (OSError, ValueError) as e:
+            self.failed.append(f"USDT: cannot read notes of {lib}: {e}")
+            return None
+        nargs = {}
+        for n in notes:
+            nargs.setdefault(n.key, len(n.args.split()) if n.args else 0)
+        table = [(i, k, nargs[k]) for i, k in enumerate(ROUTE_USDT) if k in nargs]
+        missing = [k for k in ROUTE_USDT if k not in nargs]
+        if not notes:
+            self.failed.append(f"USDT: {lib} carries no USDT probes; using uprobes + syscall tracepoints")
+        elif missing:
+            self.failed.append(f"USDT probes absent in {lib}: " + ", ".join(missing))
+        if not table:
+            return None
+        u = self.bcc.USDT(path=lib)
+        ok = []
+        for i, key, n in table:
+            try:
+                u.enable_probe(probe=key.split(":", 1)[1], fn_name=f"usdt_{copy}_{i}")
+                self.usdt_names[i] = key
+                self.attached.append(f"usdt {key}" + (f" ({lib})" if copy else ""))
+                ok.append((i, key, n))
+            except Exception as e:     # bcc raises plain Exception here
+                self.failed.append(f"usdt {key} in {lib}: {e}")
+        self._usdt_copies.append(lib)
+        return u, _usdt_handlers(ok, copy)
+
+    def attach_library(self, path: str, pid: int | None = None, usdt: bool = False) -> dict | None:
+        """Probe one libcufile or libcuda file, once per (device, inode) however many paths or
+        processes lead to it: uprobes on its API (libcufile) or on every cuMemcpy* door (libcuda).
+        Uprobes are per file, so every process mapping it is covered."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        key = (st.st_dev, st.st_ino)
+        lib = self._lib_keys.get(key)
+        if lib is None:
+            base = os.path.basename(path)
+            kind = "libcufile" if base.startswith("libcufile.so") else "libcuda" if base.startswith("libcuda.so") else None
+            if kind is None:
+                return None
+            lib = {"path": path, "kind": kind, "usdt": usdt, "uprobes": 0, "pids": []}
+            self._lib_keys[key] = lib
+            self.libraries.append(lib)
+            if kind == "libcufile":
+                for sym, enter, ret in API_UPROBES:
+                    try:
+                        self.b.attach_uprobe(name=path, sym=sym, fn_name=enter)
+                        if ret:
+                            self.b.attach_uretprobe(name=path, sym=sym, fn_name=ret)
+                        lib["uprobes"] += 1
+                    except Exception as e:
+                        self.failed.append(f"uprobe {sym} in {path}: {e}")
+                self.attached.append(f"uprobes {lib['uprobes']} cuFile API functions in {path}" + ("" if usdt else " (no USDT: found while tracing)"))
+            else:
+                lib["uprobes"] = self.attach_cuda_copies(path)
+        if pid is not None and pid not in lib["pids"]:
+            lib["pids"].append(pid)
+        return lib
+
+    def scan_maps(self, pid: int) -> None:
+        """Every libcufile / libcuda the process has mapped now (/proc/PID/maps)."""
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                paths = {line.split(None, 5)[5].strip() for line in f if line.count(" ") >= 5 and "/libcu" in line}
+        except (OSError, IndexError):
+            return
+        for p in paths:
+            base = os.path.basename(p)
+            if base.startswith(("libcufile.so", "libcuda.so")) and not p.endswith(" (deleted)"):
+                self.attach_library(p, pid)
+
+    def attach_cuda_copies(self, libcuda: str) -> int:
         """Every exported cuMemcpy* door with a host side we can read from registers: the plain and
         _v2 forms, Async, and the per-thread default stream _ptds/_ptsz variants libcudart calls."""
         from .elfsyms import dynamic_symbols
@@ -263,7 +318,7 @@ class Probes:
             names = dynamic_symbols(libcuda)
         except (OSError, ValueError) as e:
             self.failed.append(f"libcuda {libcuda}: cannot read its symbols: {e}")
-            return
+            return 0
         n = 0
         for sym in sorted(names):
             fn = cuda_copy_handler(sym)
@@ -274,7 +329,8 @@ class Probes:
                 n += 1
             except Exception as e:
                 self.failed.append(f"uprobe libcuda {sym}: {e}")
-        self.attached.append(f"uprobe libcuda {libcuda}: {n} cuMemcpy* entry points")
+        self.attached.append(f"uprobes {n} cuMemcpy* entry points in {libcuda}")
+        return n
 
     def _kprobes(self) -> None:
         from ..platform.fsroot import FsRoot

@@ -25,15 +25,33 @@ class TraceResult:
     header: dict = field(default_factory=dict)
     processes: list[dict] = field(default_factory=list)
     timing: dict = field(default_factory=dict)
+    libraries: list[dict] = field(default_factory=list)
 
     def summary_json(self) -> dict:
         return {"type": "summary", "routes": self.summary, "ios": len(self.verdicts), "events": self.events,
                 "lost_events": self.lost, "probes_attached": self.attached, "probes_not_attached": self.failed,
-                "traced_exit_code": self.exit_code, "processes": self.processes, "startup_s": self.timing}
+                "traced_exit_code": self.exit_code, "processes": self.processes, "libraries": self.libraries,
+                "startup_s": self.timing}
 
 
 def _processes(clf) -> list[dict]:
     return [{k: p.get(k) for k in ("pid", "ppid", "comm", "exe", "ios")} for p in sorted(clf.procs.values(), key=lambda p: p["pid"])]
+
+
+def mapped_libraries(pid: int, prefix: str) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            paths = {line.split(None, 5)[5].strip() for line in f if line.count(" ") >= 5 and prefix in line}
+    except (OSError, IndexError):
+        return []
+    return sorted(p for p in paths if os.path.basename(p).startswith(prefix) and not p.endswith(" (deleted)"))
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _gate_child(cmd: list[str]):
@@ -61,9 +79,6 @@ def run_live(cmd: list[str] | None, pids: list[int] | None, duration: float | No
     say = on_status or (lambda msg: None)
     t0 = time.monotonic()
     preflight()
-    if libcufile is None:
-        from ..platform.libcufile import locate
-        libcufile = locate().path
     pids = list(pids or [])
     for p in pids:
         if not os.path.exists(f"/proc/{p}"):
@@ -81,8 +96,19 @@ def run_live(cmd: list[str] | None, pids: list[int] | None, duration: float | No
     # processes that exist now: every descendant of the given ones (those started later join in the kernel)
     existing = descendants(roots) if roots else []
     selective = bool(cmd or pids or comm or cg)
+    # USDT contexts are compiled in: the --libcufile override, else the copy the bindings would load
+    # and every other copy the processes already running have mapped
+    if libcufile:
+        libcufiles = [libcufile]
+    else:
+        from ..platform.libcufile import locate
+        libcufiles = [p for p in [locate().path] if p]
+        for p in existing:
+            for lib in mapped_libraries(p, "libcufile.so"):
+                if not any(_same_file(lib, x) for x in libcufiles):
+                    libcufiles.append(lib)
     try:
-        probes = Probes(libcufile, existing, trace_all=not selective, block=block,
+        probes = Probes(libcufiles, existing, trace_all=not selective, block=block,
                         cgroup=(cg[0], cg[1]) if cg else None, comm=comm)
     except BaseException:
         if proc:
@@ -97,7 +123,9 @@ def run_live(cmd: list[str] | None, pids: list[int] | None, duration: float | No
             probes.add_pid(p)
         existing += late
     probes.adopt([p for p in existing if not proc or p != proc.pid])
-    header = {"libcufile": libcufile, "kernel": os.uname().release, "probes_attached": probes.attached,
+    for p in existing:
+        probes.scan_maps(p)
+    header = {"libcufile": libcufiles[0] if libcufiles else None, "kernel": os.uname().release, "probes_attached": probes.attached,
               "probes_not_attached": probes.failed, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "cmd": cmd, "pids": pids, "cgroup": cgroup, "comm": comm}
     if record_file is not None:
@@ -115,6 +143,16 @@ def run_live(cmd: list[str] | None, pids: list[int] | None, duration: float | No
         nonlocal nevents
         evs = probes.poll(timeout_ms)
         nevents += len(evs)
+        # a process that exec'd or mapped a file we do not know as data may have loaded a library:
+        # probe any new libcufile / libcuda copy it maps (once per file)
+        rescan = set()
+        for e in evs:
+            if e.kind == "open" and e.path and os.path.basename(e.path).startswith(("libcufile.so", "libcuda.so")):
+                probes.attach_library(e.path, e.pid)          # as it is opened, before it is mapped
+            elif (e.kind == "proc" and e.name == "exec") or (e.kind == "fd" and e.name == "mmap"):
+                rescan.add(e.pid)
+        for p in rescan:
+            probes.scan_maps(p)
         if record_file is not None:
             record_file.write("".join(json.dumps(e.to_list()) + "\n" for e in evs))
         for e in evs:
@@ -160,8 +198,10 @@ def run_live(cmd: list[str] | None, pids: list[int] | None, duration: float | No
     for v in clf.drain():
         verdicts.append(v)
         on_verdict(v)
-    return TraceResult(verdicts, summarize(verdicts), probes.attached, probes.failed, probes.lost, nevents, exit_code, header,
-                       _processes(clf), timing)
+    res = TraceResult(verdicts, summarize(verdicts), probes.attached, probes.failed, probes.lost, nevents, exit_code, header,
+                      _processes(clf), timing)
+    res.libraries = probes.libraries
+    return res
 
 
 def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
