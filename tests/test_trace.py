@@ -239,7 +239,7 @@ def test_live_uprobes_and_usdt_fire_on_the_real_libcufile(tmp_path):
         assert opened[0].args[0] == 5033                      # CU_FILE_NVFS_SETUP_ERROR without a GPU
         assert ("usdt", "cufio_core:cufio_core-1106") in names   # the USDT probe on the failing-open path
     assert any(a.startswith("usdt cufio_core:cufio_px_read") for a in header["probes_attached"])
-    assert any(a.startswith("uprobes 11 cuFile API functions in") for a in header["probes_attached"])
+    assert any(a.startswith("uprobes 11 cuFile API functions and ") for a in header["probes_attached"])
 
 
 @live
@@ -305,3 +305,23 @@ def test_replay_gpu_machine_application_staging_is_dram_bounce_with_cuda_copies(
     prep = [v for v in vs if v.size == 8 * MiB]
     assert len(prep) == 9 and all(v.route == HOST for v in prep)
     assert not [v for v in classify(events, record_version=1) if v.route in (COMPAT, Route.NVFS, Route.P2PDMA, Route.RDMA)]
+
+
+def test_usdt_argument_specs_become_register_and_memory_reads():
+    """The operand forms libcufile 1.15's route probes use (readelf -n of the wheel's library,
+    e.g. cufio_px_read: '-4@72(%rbx) -8@48(%rbx) 8@40(%rbx) -8@56(%rbx) -8@%rax -4@96(%rbp)')."""
+    from gdsdiag.trace.usdt import UnsupportedSpec, Site, arg_reader, handler, layout
+    assert arg_reader("-8@%rax", 0) == "    v[0] = (s64)ctx->ax;\n"
+    assert arg_reader("-4@%r13d", 1) == "    v[1] = (s32)ctx->r13;\n"
+    assert arg_reader("1@%al", 2) == "    v[2] = (u8)ctx->ax;\n"
+    assert arg_reader("8@40(%rbx)", 3) == \
+        "    { u64 t = 0; bpf_probe_read_user(&t, sizeof(t), (void *)(ctx->bx + (40))); v[3] = t; }\n"
+    assert "ctx->sp + (-16)" in arg_reader("-4@-16(%rsp)", 0)
+    assert arg_reader("4@$5", 0) == "    v[0] = (u32)(5);\n"
+    with pytest.raises(UnsupportedSpec):
+        arg_reader("8@(%rax,%rbx,8)", 0)
+    s = Site("cufio_core:cufio_px_read", 0x81a6d, "-4@72(%rbx) -8@48(%rbx) 8@40(%rbx) -8@56(%rbx) -8@%rax -4@96(%rbp)")
+    assert layout(s, 3) == ("cufio_core:cufio_px_read", ("-4@72(%rbx)", "-8@48(%rbx)", "8@40(%rbx)"))
+    assert layout(s, 0) == ("cufio_core:cufio_px_read", ())
+    c = handler("usdt_0", 0, layout(s, 3)[1])
+    assert c.startswith("int usdt_0(struct pt_regs *ctx)") and "emit(ctx, EV_USDT, 0, v[0], v[1], v[2], v[3], v[4], v[5], 3)" in c

@@ -95,7 +95,7 @@ def render_summary(console: Console, res, as_json: bool) -> None:
             console.print(f"  {p['pid']:>7} {p.get('comm') or '?':16} {p.get('ios', 0):>6} I/Os{parent}"
                           + (f"  {p['exe']}" if p.get("exe") else ""), markup=False, style="dim")
     for lib in getattr(res, "libraries", []):
-        how = ("USDT + " if lib.get("usdt") else "") + f"{lib.get('uprobes', 0)} uprobes"
+        how = (f"{lib['usdt']} USDT sites + " if lib.get("usdt") else "") + f"{lib.get('uprobes', 0)} uprobes"
         who = f", mapped by {', '.join(map(str, lib['pids']))}" if lib.get("pids") else ""
         console.print(f"probed {lib['kind']} {lib['path']} ({how}{who})", markup=False, style="dim")
     console.print(f"events {res.events}, lost {res.lost}" + (f", traced program exit code {res.exit_code}" if res.exit_code is not None else ""),
