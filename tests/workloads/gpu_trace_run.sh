@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# gdsdiag trace on real applications, on the GPU machine (one device call). From the repository root
+# there: source .device/env.sh; bash tests/workloads/gpu_trace_run.sh $OUT
+# Each workload: the trace's JSON lines, its record (.gz), stderr, and a one-line summary in summary.txt.
+set -u
+OUT=${1:-/tmp/out}; mkdir -p "$OUT"
+D=/var/tmp/t9trace; rm -rf "$D"; mkdir -p "$D"
+gds_udev_entry /var/tmp
+T0=$(date +%s)
+( gds_build_fio ) > "$OUT/fio-build.txt" 2>&1
+cuf=$(python3 -c 'import nvidia.cu13, os; print(os.path.join(list(nvidia.cu13.__path__)[0], "lib"))' 2>/dev/null)
+export LD_LIBRARY_PATH=${cuf:+$cuf:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+echo "fio built in $(( $(date +%s) - T0 )) s" >> "$OUT/fio-build.txt"
+FIO="/tmp/fio/fio --name=r --directory=$D --size=8M --bs=128k --numjobs=2 --rw=read --direct=1 --gpu_dev_ids=0"
+# lay the files out once, untraced (fio writes them on first use)
+$FIO --ioengine=psync > "$OUT/fio-layout.txt" 2>&1
+summ() {   # name
+  python3 - "$OUT/$1.jsonl" "$1" >> "$OUT/summary.txt" <<'PY'
+import json, sys, collections
+ios, summ = [], None
+for l in open(sys.argv[1]):
+    if not l.startswith("{"): continue
+    v = json.loads(l)
+    if v["type"] == "io": ios.append(v)
+    else: summ = v
+mine = [v for v in ios if v["path"] and v["path"].startswith("/var/tmp/t9trace/")]
+c = collections.Counter((v["api"], v["op"], v["route"], v["confidence"]) for v in mine)
+print(f"== {sys.argv[2]}: {len(mine)} I/Os on the data files ({len(ios)} in all); " + "; ".join(f"{n} x {k}" for k, n in c.most_common()))
+if summ:
+    print(f"   lost {summ['lost_events']}, events {summ['events']}, exit {summ['traced_exit_code']}, startup {summ.get('startup_s')}")
+    print("   processes: " + ", ".join(f"{p['pid']}:{p['comm']}({p['ios']})" for p in summ["processes"] if p["ios"]))
+    print("   libraries: " + "; ".join(f"{l['kind']} {l['path']} usdt={l['usdt']} uprobes={l['uprobes']} pids={l['pids']}" for l in summ.get("libraries", [])))
+ex = [v for v in mine if v["route"] in ("DRAM_BOUNCE", "COMPAT")][:2] + [v for v in mine if v["route"] not in ("DRAM_BOUNCE", "COMPAT")][:1]
+for v in ex:
+    print("   e.g.", v["comm"], v["pid"], v["api"], v["op"], v["path"].split("/")[-1], v["offset"], v["size"], v["route"], v["confidence"], v["evidence"][:3])
+PY
+}
+tr() {     # name, command...
+  local name=$1; shift
+  local t=$(date +%s.%N)
+  timeout 120 python3 -m gdsdiag trace --json --record "$OUT/$name.rec.jsonl" -- "$@" > "$OUT/$name.jsonl" 2> "$OUT/$name.err"
+  echo "rc=$? wall=$(python3 -c "import time;print(round(time.time()-$t,1))")" >> "$OUT/$name.err"
+  gzip -f "$OUT/$name.rec.jsonl"
+  summ "$name"
+}
+tr fio-cufile-forked $FIO --ioengine=libcufile --cuda_io=cufile
+tr fio-posix-forked $FIO --ioengine=libcufile --cuda_io=posix
+tr fio-psync $FIO --ioengine=psync
+KVIKIO_COMPAT_MODE=ON tr kvikio-compat-on python3 tests/workloads/kvikio_load.py "$D"
+KVIKIO_COMPAT_MODE=OFF tr kvikio-compat-off python3 tests/workloads/kvikio_load.py "$D"
+tr cupy-load python3 tests/workloads/cupy_load.py "$D"
+# one text-mode trace for the docs
+timeout 120 python3 -m gdsdiag trace -- $FIO --ioengine=libcufile --cuda_io=posix > "$OUT/fio-posix-text.txt" 2>&1
+echo "workloads done at $(( $(date +%s) - T0 )) s" >> "$OUT/summary.txt"
+timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_trace_live.py tests/test_trace.py -k "live or two or pid or tree or comm" > "$OUT/tests.txt" 2>&1
+echo "tests done at $(( $(date +%s) - T0 )) s" >> "$OUT/summary.txt"
+python3 benchmarks/trace_startup.py --rounds 1 > "$OUT/startup.json" 2>&1
+echo "startup bench done at $(( $(date +%s) - T0 )) s" >> "$OUT/summary.txt"
+BS=4096 timeout 90 python3 benchmarks/trace_overhead.py posix --ops 200000 --rounds 2 > "$OUT/overhead-posix-4k.json" 2>&1
+echo "overhead bench done at $(( $(date +%s) - T0 )) s" >> "$OUT/summary.txt"
+rm -rf "$D"
