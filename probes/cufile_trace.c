@@ -96,6 +96,22 @@ BPF_HASH(handle_fd, u64, s64, 1024);                    /* tid -> fd being regis
 BPF_HASH(blk_inflight, u64, u32, 10240);                /* (dev<<40 ^ sector) -> pid that issued */
 BPF_HASH(in_api, u64, u8, 10240);                       /* tid inside cuFileRead/Write: skip libcufile's own copies */
 
+/* (tgid << 32 | fd) of descriptors that are not file data (libraries, /proc, /sys, /dev, pipes,
+ * sockets, eventfds, epoll): their reads, writes and mmaps are dropped here, not in Python */
+BPF_HASH(nodata, u64, u8, 65536);
+BPF_HASH(mmap_data, u32, u8, 10240);                   /* tgids that mapped a data file: their page-cache fills count */
+static __always_inline u64 fd_key(u64 pt, s64 fd) { return (pt & 0xffffffff00000000ULL) | (u32)fd; }
+static __always_inline void mark_nodata(u64 pt, s64 fd) {
+    u64 k = fd_key(pt, fd);
+    u8 one = 1;
+    if (fd >= 0)
+        nodata.update(&k, &one);
+}
+static __always_inline int is_nodata(u64 pt, s64 fd) {
+    u64 k = fd_key(pt, fd);
+    return nodata.lookup(&k) != NULL;
+}
+
 BPF_ARRAY(drops, u64, 1);
 static __always_inline void count_drop(void) {
     int k = 0;
@@ -264,6 +280,9 @@ static __always_inline int sys_enter(void *ctx, u32 id, s64 fd, s64 buf, s64 cou
     u64 pt = bpf_get_current_pid_tgid();
     if (!is_traced(pt >> 32))
         return 0;
+    /* reads and writes of what is not file data stop here (ioctl on nvidia-fs's /dev node does not) */
+    if (id != SYS_IOCTL && id != SYS_IO_URING_ENTER && id != SYS_IO_SUBMIT && id != SYS_DUP && is_nodata(pt, fd))
+        return 0;
     struct sys_enter_t s = {bpf_ktime_get_ns(), fd, buf, count, pos, extra, id};
     sys_args.update(&pt, &s);
     return 0;
@@ -293,6 +312,20 @@ static __always_inline int sys_exit(void *ctx, s64 ret) {
             return 0;
         }
         type = EV_FD;
+        if (id == SYS_DUP) {
+            u64 nk = fd_key(pt, ret);
+            if (is_nodata(pt, s->fd)) {
+                u8 one = 1;
+                nodata.update(&nk, &one);
+            } else {
+                nodata.delete(&nk);
+            }
+        }
+        if (id == SYS_MMAP) {
+            u32 tgid = pt >> 32;
+            u8 one = 1;
+            mmap_data.update(&tgid, &one);
+        }
         id = id == SYS_DUP ? 2 : id == SYS_LSEEK ? 3 : 6;
     }
     struct event_t *e = events.ringbuf_reserve(sizeof(struct event_t));
@@ -484,7 +517,48 @@ static __always_inline int small_event(u32 type, u32 id, s64 a0, s64 a1) {
     return 0;
 }
 static __always_inline int fd_event(u32 id, s64 a0, s64 a1) { return small_event(EV_FD, id, a0, a1); }
-TRACEPOINT_PROBE(syscalls, sys_enter_close) { return fd_event(1, args->fd, 0); }
+TRACEPOINT_PROBE(syscalls, sys_enter_close) {
+    u64 pt = bpf_get_current_pid_tgid();
+    u64 k = fd_key(pt, args->fd);
+    if (nodata.lookup(&k)) {
+        nodata.delete(&k);       /* the reader never knew it as data: nothing to forget */
+        return 0;
+    }
+    return fd_event(1, args->fd, 0);
+}
+/* descriptors that are never file data: pipes, sockets, eventfds, epoll */
+static __always_inline int nodata_ret(s64 ret) {
+    u64 pt = bpf_get_current_pid_tgid();
+    if (ret >= 0 && is_traced(pt >> 32))
+        mark_nodata(pt, ret);
+    return 0;
+}
+TRACEPOINT_PROBE(syscalls, sys_exit_socket) { return nodata_ret(args->ret); }
+TRACEPOINT_PROBE(syscalls, sys_exit_accept) { return nodata_ret(args->ret); }
+TRACEPOINT_PROBE(syscalls, sys_exit_accept4) { return nodata_ret(args->ret); }
+TRACEPOINT_PROBE(syscalls, sys_exit_eventfd2) { return nodata_ret(args->ret); }
+TRACEPOINT_PROBE(syscalls, sys_exit_epoll_create1) { return nodata_ret(args->ret); }
+BPF_HASH(pipe_args, u64, u64, 1024);
+TRACEPOINT_PROBE(syscalls, sys_enter_pipe2) {
+    u64 pt = bpf_get_current_pid_tgid();
+    u64 p = (u64)args->fildes;
+    if (is_traced(pt >> 32))
+        pipe_args.update(&pt, &p);
+    return 0;
+}
+TRACEPOINT_PROBE(syscalls, sys_exit_pipe2) {
+    u64 pt = bpf_get_current_pid_tgid();
+    u64 *p = pipe_args.lookup(&pt);
+    if (!p)
+        return 0;
+    int fds[2] = {-1, -1};
+    if (args->ret == 0)
+        bpf_probe_read_user(&fds, sizeof(fds), (void *)*p);
+    pipe_args.delete(&pt);
+    mark_nodata(pt, fds[0]);
+    mark_nodata(pt, fds[1]);
+    return 0;
+}
 TRACEPOINT_PROBE(syscalls, sys_enter_dup) { return sys_enter(args, SYS_DUP, args->fildes, 0, 0, 0, 0); }
 TRACEPOINT_PROBE(syscalls, sys_exit_dup) { return sys_exit(args, args->ret); }
 TRACEPOINT_PROBE(syscalls, sys_enter_dup2) { return sys_enter(args, SYS_DUP, args->oldfd, 0, 0, 0, 0); }
@@ -504,6 +578,8 @@ TRACEPOINT_PROBE(syscalls, sys_exit_lseek) { return sys_exit(args, args->ret); }
 TRACEPOINT_PROBE(syscalls, sys_enter_mmap) {
     if ((int)args->fd < 0)           /* anonymous: the fd is -1 as an int */
         return 0;
+    if (is_nodata(bpf_get_current_pid_tgid(), (int)args->fd))
+        return 0;                    /* a library's segments */
     return sys_enter(args, SYS_MMAP, (s64)args->fd, 0, args->len, args->off, 0);
 }
 TRACEPOINT_PROBE(syscalls, sys_exit_mmap) { return sys_exit(args, args->ret); }
@@ -511,7 +587,8 @@ TRACEPOINT_PROBE(syscalls, sys_exit_mmap) { return sys_exit(args, args->ret); }
 /* page-cache fills of a traced process outside its read syscalls: mmap'd files faulting in */
 TRACEPOINT_PROBE(filemap, mm_filemap_add_to_page_cache) {
     u64 pt = bpf_get_current_pid_tgid();
-    if (!is_traced(pt >> 32) || sys_args.lookup(&pt))
+    u32 tgid = pt >> 32;
+    if (!is_traced(tgid) || sys_args.lookup(&pt) || !mmap_data.lookup(&tgid))
         return 0;
     struct event_t *e = events.ringbuf_reserve(sizeof(struct event_t));
     if (!e) {
@@ -610,6 +687,7 @@ static __always_inline int open_exit(void *ctx, s64 ret) {
         return 0;
     u64 fname = a->fname;
     s64 flags = a->flags;
+    u8 one = 1;
     open_args.delete(&pt);
     if (ret < 0)
         return 0;
@@ -625,14 +703,24 @@ static __always_inline int open_exit(void *ctx, s64 ret) {
     o->flags = flags;
     o->comm[0] = 0;
     int n = bpf_probe_read_user_str(&o->path, sizeof(o->path), (void *)fname);
-    int skip = 0;
-    /* shared objects and Python sources are code, not data: ".so", ".py", ".pyc" endings */
+    int skip = 0, gpulib = 0;
+    /* shared objects (".so" then "." or the end) are code, not data; "/libcu…" (libcufile, libcuda)
+     * is still named so the reader can probe that copy */
+    for (int i = 0; i < 250; i++) {
+        char c = o->path[i];
+        if (c == 0)
+            break;
+        if (c == '.' && o->path[i + 1] == 's' && o->path[i + 2] == 'o' && (o->path[i + 3] == 0 || o->path[i + 3] == '.'))
+            skip = 1;
+        if (c == '/' && o->path[i + 1] == 'l' && o->path[i + 2] == 'i' && o->path[i + 3] == 'b' && o->path[i + 4] == 'c' && o->path[i + 5] == 'u')
+            gpulib = 1;
+    }
+    /* Python sources are code, not data: ".py", ".pyc" endings */
     if (n > 4 && n < (int)sizeof(o->path)) {
         /* u8 indexes: the verifier sees each one bounded by the 256-byte path */
         u8 i0 = n - 2, i1 = n - 3, i2 = n - 4, i3 = n - 5;
         char c0 = o->path[i0], c1 = o->path[i1], c2 = o->path[i2], c3 = o->path[i3];
-        if ((c3 == '.' && c2 == 'p' && c1 == 'y' && c0 == 'c') || (c2 == '.' && c1 == 's' && c0 == 'o') ||
-            (c2 == '.' && c1 == 'p' && c0 == 'y'))
+        if ((c3 == '.' && c2 == 'p' && c1 == 'y' && c0 == 'c') || (c2 == '.' && c1 == 'p' && c0 == 'y'))
             skip = 1;
     }
     /* CUDA and Python start-up open thousands of /proc, /sys, /dev and library files */
@@ -640,10 +728,16 @@ static __always_inline int open_exit(void *ctx, s64 ret) {
                               (o->path[1] == 's' && o->path[2] == 'y' && o->path[3] == 's' && o->path[4] == '/') ||
                               (o->path[1] == 'd' && o->path[2] == 'e' && o->path[3] == 'v' && o->path[4] == '/')))
         skip = 1;
+    u64 k = fd_key(pt, ret);
     if (skip) {
-        /* not data, but the fd number now means something else: say so in a small record */
-        opens.ringbuf_discard(o, 0);
-        return fd_event(5, ret, 0);
+        nodata.update(&k, &one);
+        if (!(skip && gpulib)) {
+            /* not data, but the fd number now means something else: say so in a small record */
+            opens.ringbuf_discard(o, 0);
+            return fd_event(5, ret, 0);
+        }
+    } else {
+        nodata.delete(&k);
     }
     opens.ringbuf_submit(o, 0);
     return 0;

@@ -116,11 +116,16 @@ def test_constructed_from_docs_sys_mem_staging_by_the_application():
     # without the copy it is host I/O, not on the GPU data path
     (v,) = classify(s[:2])
     assert (v.route, v.confidence) == (HOST, "medium") and "the process made no CUDA copy" in v.evidence[-1]
-    # a copy of another buffer, or in the wrong direction, is no evidence
-    other = ev(2100, "api_enter", "cuMemcpy", [0x7F2000000000, 0x7F3000000000, 4 * MiB, 1])
+    # a copy of another buffer of another size, or in the wrong direction, is no evidence
+    other = ev(2100, "api_enter", "cuMemcpy", [0x7F2000000000, 0x7F3000000000, 2 * MiB, 1])
     wrong = ev(2100, "api_enter", "cuMemcpy", [0x7F1000000000, 0x7F2000000000, 4 * MiB, 2])
     assert [v.route for v in classify(s[:2] + [other])] == [HOST]
     assert [v.route for v in classify(s[:2] + [wrong])] == [HOST]
+    # staged through another host buffer of the same size (CuPy's asarray copies a NumPy array into
+    # pinned memory first; seen on the GPU machine): medium, and the evidence says so
+    staged = ev(2100, "api_enter", "cuMemcpy", [0x7F2000000000, 0x7F3000000000, 4 * MiB, 1])
+    (v,) = classify(s[:2] + [staged])
+    assert (v.route, v.confidence) == (DRAM_BOUNCE, "medium") and "staged" in v.evidence[-1]
     # a copy of part of the buffer (the application copies a slice) still ties the read to the GPU
     part = ev(2100, "api_enter", "cuMemcpy", [0x7F2000000000, 0x7F1000100000, MiB, 0])
     assert [v.route for v in classify(s[:2] + [part])] == [DRAM_BOUNCE]

@@ -322,25 +322,47 @@ class Probes:
 
     def attach_cuda_copies(self, libcuda: str) -> int:
         """Every exported cuMemcpy* door with a host side we can read from registers: the plain and
-        _v2 forms, Async, and the per-thread default stream _ptds/_ptsz variants libcudart calls."""
-        from .elfsyms import dynamic_symbols
+        _v2 forms, Async, and the per-thread default stream _ptds/_ptsz variants libcudart calls;
+        and the addresses cuGetProcAddress hands out for them where no exported symbol lies there
+        (what libcudart and kvikio call)."""
+        from .cudadoors import proc_address_sites
+        from .elfsyms import dynamic_symbol_addresses
         try:
-            names = dynamic_symbols(libcuda)
+            syms = dynamic_symbol_addresses(libcuda)
         except (OSError, ValueError) as e:
             self.failed.append(f"libcuda {libcuda}: cannot read its symbols: {e}")
             return 0
         n = 0
-        for sym in sorted(names):
+        at: set[int] = set()
+        for sym in sorted(syms):
             fn = cuda_copy_handler(sym)
-            if fn is None:
+            if fn is None or syms[sym] in at:
                 continue
             try:
                 self.b.attach_uprobe(name=libcuda, sym=sym, fn_name=fn)
+                at.add(syms[sym])
                 n += 1
             except Exception as e:
                 self.failed.append(f"uprobe libcuda {sym}: {e}")
-        self.attached.append(f"uprobes {n} cuMemcpy* entry points in {libcuda}")
-        return n
+        extra = 0
+        try:
+            sites, why = proc_address_sites(libcuda)
+        except Exception as e:          # a driver that misbehaves here must not stop the trace
+            sites, why = {}, f"{type(e).__name__}: {e}"
+        for addr, fn in sorted(sites.items()):
+            if addr in at:
+                continue
+            try:
+                self.b.attach_uprobe(name=libcuda, addr=addr, fn_name=fn)
+                at.add(addr)
+                extra += 1
+            except Exception as e:
+                self.failed.append(f"uprobe libcuda {addr:#x} (cuGetProcAddress): {e}")
+        if why:
+            self.failed.append(f"libcuda {libcuda}: cuGetProcAddress entry points not probed: {why}")
+        self.attached.append(f"uprobes {n} cuMemcpy* entry points in {libcuda}"
+                             + (f" + {extra} more that cuGetProcAddress hands out" if extra else ""))
+        return n + extra
 
     def _kprobes(self) -> None:
         from ..platform.fsroot import FsRoot

@@ -612,9 +612,17 @@ class Classifier:
                         best = c
             elif d == want and n == io.size and best is None:
                 best = c
+        if best is not None:
+            return best, "high" if io.buf is not None else "medium"
+        # staged: the bytes went through another host buffer first (CuPy copies a pageable NumPy
+        # array into pinned memory, then host-to-device): the same size, the right direction, next
+        for c in copies:
+            dst, src, n, d = (c.args + [0, 0, 0, 0])[:4]
+            if lo <= c.ts <= hi and d == want and n == io.size and (best is None or abs(c.ts - t) < abs(best.ts - t)):
+                best = c
         if best is None:
             return None, None
-        return best, "high" if io.buf is not None else "medium"
+        return best, "staged"
 
     def _host_verdict(self, io: _HostIo) -> IoVerdict:
         e = io.e
@@ -627,12 +635,14 @@ class Classifier:
         if c is not None:
             dst, src, n, d = (c.args + [0, 0, 0, 0])[:4]
             dt = (c.ts - e.ts) / 1e6
+            how = {"high": "", "medium": " (buffer address not traced: matched by direction and size)",
+                   "staged": " from another host buffer of the same size (staged, e.g. through pinned memory)"}[conf]
             if io.op == "read":
-                ev.append(f"CUDA copy host {src:#x} -> GPU {dst:#x}, {n} bytes, {dt:+.3f} ms after it"
-                          + ("" if conf == "high" else " (buffer address not traced: matched by direction and size)"))
+                ev.append(f"CUDA copy host {src:#x} -> GPU {dst:#x}, {n} bytes, {dt:+.3f} ms after it{how}")
             else:
-                ev.append(f"CUDA copy GPU {src:#x} -> host {dst:#x}, {n} bytes, {-dt:.3f} ms before it"
-                          + ("" if conf == "high" else " (buffer address not traced: matched by direction and size)"))
+                ev.append(f"CUDA copy GPU {src:#x} -> host {dst:#x}, {n} bytes, {-dt:.3f} ms before it{how}")
+            if conf == "staged":
+                conf = "medium"
             route = Route.DRAM_BOUNCE
         else:
             route, conf = Route.HOST, "medium"

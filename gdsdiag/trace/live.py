@@ -184,6 +184,8 @@ def run_live(cmd: list[str] | None, pids: list[int] | None, duration: float | No
                 break
             if t_end and time.monotonic() >= t_end:
                 break
+        # Ctrl-C, --duration or the processes' end: what is still in the ring buffers counts too
+        take(0)
     finally:
         signal.signal(signal.SIGINT, old)
         signal.signal(signal.SIGTERM, old_term)

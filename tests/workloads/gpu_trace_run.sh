@@ -3,11 +3,13 @@
 # there: source .device/env.sh; bash tests/workloads/gpu_trace_run.sh $OUT
 # Each workload: the trace's JSON lines, its record (.gz), stderr, and a one-line summary in summary.txt.
 set -u
-OUT=${1:-/tmp/out}; mkdir -p "$OUT"
+source .device/env.sh 2>/dev/null || source ../.device/env.sh    # its shell functions (gds_udev_entry, gds_build_fio)
+FINAL=${1:-/tmp/out}; OUT=/tmp/t9out; rm -rf "$OUT"; mkdir -p "$OUT" "$FINAL"
+trap 'tar -C /tmp -czf "$FINAL/t9out.tar.gz" t9out; cp "$OUT/summary.txt" "$FINAL/" 2>/dev/null' EXIT
 D=/var/tmp/t9trace; rm -rf "$D"; mkdir -p "$D"
 gds_udev_entry /var/tmp
 T0=$(date +%s)
-( gds_build_fio ) > "$OUT/fio-build.txt" 2>&1
+( gds_build_fio ../.device || gds_build_fio .device ) > "$OUT/fio-build.txt" 2>&1
 cuf=$(python3 -c 'import nvidia.cu13, os; print(os.path.join(list(nvidia.cu13.__path__)[0], "lib"))' 2>/dev/null)
 export LD_LIBRARY_PATH=${cuf:+$cuf:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 echo "fio built in $(( $(date +%s) - T0 )) s" >> "$OUT/fio-build.txt"
@@ -51,6 +53,7 @@ KVIKIO_COMPAT_MODE=OFF tr kvikio-compat-off python3 tests/workloads/kvikio_load.
 tr cupy-load python3 tests/workloads/cupy_load.py "$D"
 # one text-mode trace for the docs
 timeout 120 python3 -m gdsdiag trace -- $FIO --ioengine=libcufile --cuda_io=posix > "$OUT/fio-posix-text.txt" 2>&1
+python3 tests/workloads/cuda_doors.py > "$OUT/cuda-doors.txt" 2>&1
 echo "workloads done at $(( $(date +%s) - T0 )) s" >> "$OUT/summary.txt"
 timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_trace_live.py tests/test_trace.py -k "live or two or pid or tree or comm" > "$OUT/tests.txt" 2>&1
 echo "tests done at $(( $(date +%s) - T0 )) s" >> "$OUT/summary.txt"
