@@ -40,7 +40,7 @@ PY
 tr() {     # name, command...
   local name=$1; shift
   local t=$(date +%s.%N)
-  timeout 120 python3 -m gdsdiag trace --json --record "$OUT/$name.rec.jsonl" -- "$@" > "$OUT/$name.jsonl" 2> "$OUT/$name.err"
+  timeout 45 python3 -m gdsdiag trace --json --record "$OUT/$name.rec.jsonl" -- "$@" > "$OUT/$name.jsonl" 2> "$OUT/$name.err"
   echo "rc=$? wall=$(python3 -c "import time;print(round(time.time()-$t,1))")" >> "$OUT/$name.err"
   gzip -f "$OUT/$name.rec.jsonl"
   summ "$name"
@@ -52,7 +52,7 @@ KVIKIO_COMPAT_MODE=ON tr kvikio-compat-on python3 tests/workloads/kvikio_load.py
 KVIKIO_COMPAT_MODE=OFF tr kvikio-compat-off python3 tests/workloads/kvikio_load.py "$D"
 tr cupy-load python3 tests/workloads/cupy_load.py "$D"
 # one text-mode trace for the docs
-timeout 120 python3 -m gdsdiag trace -- $FIO --ioengine=libcufile --cuda_io=posix > "$OUT/fio-posix-text.txt" 2>&1
+timeout 45 python3 -m gdsdiag trace -- $FIO --ioengine=libcufile --cuda_io=posix > "$OUT/fio-posix-text.txt" 2>&1
 python3 tests/workloads/cuda_doors.py > "$OUT/cuda-doors.txt" 2>&1
 echo "workloads done at $(( $(date +%s) - T0 )) s" >> "$OUT/summary.txt"
 BS=4096 timeout 40 python3 benchmarks/trace_overhead.py posix --ops 200000 --rounds 1 > "$OUT/overhead-posix-4k.json" 2>&1
