@@ -84,6 +84,7 @@ struct open_t {
     u32 tid;
     s64 fd;
     s64 flags;
+    s64 dfd;                                            /* openat's directory fd (-100: the cwd) */
     char comm[16];
     char path[256];
 };
@@ -99,7 +100,9 @@ BPF_HASH(in_api, u64, u8, 10240);                       /* tid inside cuFileRead
 /* (tgid << 32 | fd) of descriptors that are not file data (libraries, /proc, /sys, /dev, pipes,
  * sockets, eventfds, epoll): their reads, writes and mmaps are dropped here, not in Python */
 BPF_HASH(nodata, u64, u8, 65536);
-BPF_HASH(mmap_data, u32, u8, 10240);                   /* tgids that mapped a data file: their page-cache fills count */
+BPF_HASH(mmap_data, u32, u64, 10240);                  /* tgid -> time of its last data-file mmap */
+struct inode_key_t { u64 dev; u64 ino; };
+BPF_HASH(data_inodes, struct inode_key_t, u8, 65536);  /* files opened as data (filled in by the reader) */
 static __always_inline u64 fd_key(u64 pt, s64 fd) { return (pt & 0xffffffff00000000ULL) | (u32)fd; }
 static __always_inline void mark_nodata(u64 pt, s64 fd) {
     u64 k = fd_key(pt, fd);
@@ -323,8 +326,8 @@ static __always_inline int sys_exit(void *ctx, s64 ret) {
         }
         if (id == SYS_MMAP) {
             u32 tgid = pt >> 32;
-            u8 one = 1;
-            mmap_data.update(&tgid, &one);
+            u64 now = bpf_ktime_get_ns();
+            mmap_data.update(&tgid, &now);
         }
         id = id == SYS_DUP ? 2 : id == SYS_LSEEK ? 3 : 6;
     }
@@ -588,7 +591,15 @@ TRACEPOINT_PROBE(syscalls, sys_exit_mmap) { return sys_exit(args, args->ret); }
 TRACEPOINT_PROBE(filemap, mm_filemap_add_to_page_cache) {
     u64 pt = bpf_get_current_pid_tgid();
     u32 tgid = pt >> 32;
-    if (!is_traced(tgid) || sys_args.lookup(&pt) || !mmap_data.lookup(&tgid))
+    if (!is_traced(tgid) || sys_args.lookup(&pt))
+        return 0;
+    u64 *mt = mmap_data.lookup(&tgid);
+    if (!mt)
+        return 0;
+    /* a file the reader knows as data, or any file in the first 200 ms after a data mmap (before
+     * the reader has registered that file's inode): library pages of big GPU programs stay out */
+    struct inode_key_t ik = {args->s_dev, args->i_ino};
+    if (!data_inodes.lookup(&ik) && bpf_ktime_get_ns() - *mt > 200000000ULL)
         return 0;
     struct event_t *e = events.ringbuf_reserve(sizeof(struct event_t));
     if (!e) {
@@ -662,23 +673,23 @@ TRACEPOINT_PROBE(sched, sched_process_exit) {
 
 /* open/openat/openat2/creat: fd -> path from the stream itself, so short-lived programs and
  * --replay keep file names */
-struct open_arg_t { u64 fname; s64 flags; };
+struct open_arg_t { u64 fname; s64 flags; s64 dfd; };
 BPF_HASH(open_args, u64, struct open_arg_t, 10240);
-static __always_inline int open_enter(const char *fname, s64 flags) {
+static __always_inline int open_enter(const char *fname, s64 flags, s64 dfd) {
     u64 pt = bpf_get_current_pid_tgid();
     if (!is_traced(pt >> 32))
         return 0;
-    struct open_arg_t a = {(u64)fname, flags};
+    struct open_arg_t a = {(u64)fname, flags, dfd};
     open_args.update(&pt, &a);
     return 0;
 }
-TRACEPOINT_PROBE(syscalls, sys_enter_openat) { return open_enter(args->filename, args->flags); }
-TRACEPOINT_PROBE(syscalls, sys_enter_open) { return open_enter(args->filename, args->flags); }
-TRACEPOINT_PROBE(syscalls, sys_enter_creat) { return open_enter(args->pathname, 01101); }
+TRACEPOINT_PROBE(syscalls, sys_enter_openat) { return open_enter(args->filename, args->flags, (int)args->dfd); }
+TRACEPOINT_PROBE(syscalls, sys_enter_open) { return open_enter(args->filename, args->flags, -100); }
+TRACEPOINT_PROBE(syscalls, sys_enter_creat) { return open_enter(args->pathname, 01101, -100); }
 TRACEPOINT_PROBE(syscalls, sys_enter_openat2) {
     s64 flags = 0;
     bpf_probe_read_user(&flags, sizeof(flags), (void *)args->how);     /* struct open_how: flags first */
-    return open_enter(args->filename, flags);
+    return open_enter(args->filename, flags, (int)args->dfd);
 }
 static __always_inline int open_exit(void *ctx, s64 ret) {
     u64 pt = bpf_get_current_pid_tgid();
@@ -687,6 +698,7 @@ static __always_inline int open_exit(void *ctx, s64 ret) {
         return 0;
     u64 fname = a->fname;
     s64 flags = a->flags;
+    s64 dfd = a->dfd;
     u8 one = 1;
     open_args.delete(&pt);
     if (ret < 0)
@@ -701,6 +713,7 @@ static __always_inline int open_exit(void *ctx, s64 ret) {
     o->tid = (u32)pt;
     o->fd = ret;
     o->flags = flags;
+    o->dfd = dfd;
     o->comm[0] = 0;
     int n = bpf_probe_read_user_str(&o->path, sizeof(o->path), (void *)fname);
     int skip = 0, gpulib = 0;
@@ -727,6 +740,10 @@ static __always_inline int open_exit(void *ctx, s64 ret) {
     if (o->path[0] == '/' && ((o->path[1] == 'p' && o->path[2] == 'r' && o->path[3] == 'o' && o->path[4] == 'c') ||
                               (o->path[1] == 's' && o->path[2] == 'y' && o->path[3] == 's' && o->path[4] == '/') ||
                               (o->path[1] == 'd' && o->path[2] == 'e' && o->path[3] == 'v' && o->path[4] == '/')))
+        skip = 1;
+    /* directories and O_PATH descriptors carry no file data (libcufile walks sysfs with tens of
+     * thousands of openat(dirfd, "..") / O_PATH opens on start-up) */
+    if (flags & (0200000 | 010000000))
         skip = 1;
     u64 k = fd_key(pt, ret);
     if (skip) {

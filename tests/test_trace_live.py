@@ -85,6 +85,7 @@ def test_process_tree_every_syscall_exact_offsets_and_the_reused_descriptor(data
              (gchild, "pread64", "read", "gc.dat", 12 * KiB, 64 * KiB, H),          # through the dup'd fd
              (gchild, "copy_file_range", "read", "gc.dat", 0, 64 * KiB, H),
              (gchild, "copy_file_range", "write", "cfr.dat", 0, 64 * KiB, H),
+             (gchild, "pwrite64", "write", "rel.dat", 4 * KiB, 8 * KiB, H),           # openat(dirfd, "rel.dat")
              (gchild, "mmap", "read", "mm.dat", 0, MiB, H)]
     if uring:      # the grandchild exec'd the io_uring program: same pid, new name
         want += [(gchild, "io_uring", "write", "ur.dat", 0, 64 * KiB, H), (gchild, "io_uring", "write", "ur.dat", 64 * KiB, 64 * KiB, H),

@@ -401,6 +401,7 @@ class Probes:
                 continue
             self._events.append(Event(ts, pid, pid, "proc", "adopt", [info.ppid], info.comm, info.exe))
             for fd, path, pos, flags, dev, ino in open_files(pid):
+                self.add_data_inode(dev, ino)
                 self._events.append(Event(ts, pid, pid, "open", "adopted", [fd, flags, pos, dev, ino], info.comm, path))
 
     def _on_event(self, ctx, data, size) -> None:
@@ -429,16 +430,28 @@ class Probes:
             self._events.append(Event(r.ts, r.pid, r.tid, "proc", "exec", [], r.comm.decode(errors="replace"), path))
             return
         if path and not path.startswith("/"):
-            try:      # relative to the process's cwd at the time we see it
-                path = os.path.join(os.readlink(f"/proc/{r.pid}/cwd"), path)
+            # relative to the cwd or to a directory fd (directory fds are not traced: they carry no
+            # data), as the process has them when we see the open
+            where = "cwd" if r.dfd == -100 else f"fd/{r.dfd}"
+            try:
+                path = os.path.join(os.readlink(f"/proc/{r.pid}/{where}"), path)
             except OSError:
                 pass
-        try:     # the inode names the file in page-cache fill events (mmap reads)
-            st = os.stat(path)
-            dev, ino = (os.major(st.st_dev) << 20) | os.minor(st.st_dev), st.st_ino
-        except OSError:
-            dev = ino = 0
-        self._events.append(Event(r.ts, r.pid, r.tid, "open", "openat", [r.fd, r.flags, 0, dev, ino], "", path))
+        dev = ino = 0
+        if path.startswith("/"):     # (relative to a directory fd: the classifier joins it)
+            try:     # the inode names the file in page-cache fill events (mmap reads)
+                st = os.stat(path)
+                dev, ino = (os.major(st.st_dev) << 20) | os.minor(st.st_dev), st.st_ino
+                self.add_data_inode(dev, ino)
+            except OSError:
+                pass
+        self._events.append(Event(r.ts, r.pid, r.tid, "open", "openat", [r.fd, r.flags, 0, dev, ino, r.dfd], "", path))
+
+    def add_data_inode(self, dev: int, ino: int) -> None:
+        """Page-cache fills of this file count (the kernel drops those of other files)."""
+        if ino:
+            k = self.b["data_inodes"].Key(dev, ino)
+            self.b["data_inodes"][k] = ctypes.c_uint8(1)
 
     def _on_kevent(self, cpu, data, size) -> None:
         r = self.kb["kevents"].event(data)

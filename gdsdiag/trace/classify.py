@@ -248,6 +248,9 @@ class Classifier:
             return
         flags = e.args[1] if len(e.args) > 1 else 0
         pos = e.args[2] if len(e.args) > 2 else 0
+        if not e.path.startswith("/") and len(e.args) > 5 and e.args[5] >= 0:
+            base = self.fds.get((e.pid, e.args[5]))     # openat relative to a directory fd
+            e.path = (base.path.rstrip("/") + "/" + e.path) if base else e.path
         self.fds[key] = _Desc(e.path, pos, bool(flags & O_APPEND))
         if flags & O_CLOEXEC:
             self.cloexec.add(key)

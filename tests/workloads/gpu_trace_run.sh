@@ -13,7 +13,8 @@ T0=$(date +%s)
 cuf=$(python3 -c 'import nvidia.cu13, os; print(os.path.join(list(nvidia.cu13.__path__)[0], "lib"))' 2>/dev/null)
 export LD_LIBRARY_PATH=${cuf:+$cuf:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 echo "fio built in $(( $(date +%s) - T0 )) s" >> "$OUT/fio-build.txt"
-FIO="/tmp/fio/fio --name=r --directory=$D --size=8M --bs=128k --numjobs=2 --rw=read --direct=1 --gpu_dev_ids=0"
+FIO="/tmp/fio/fio --name=r --directory=$D --size=8M --bs=128k --numjobs=2 --rw=read --direct=1"
+# (--gpu_dev_ids=0 is a libcufile engine option: it must come after --ioengine, see below)
 # lay the files out once, untraced (fio writes them on first use)
 $FIO --ioengine=psync > "$OUT/fio-layout.txt" 2>&1
 summ() {   # name
@@ -45,14 +46,14 @@ tr() {     # name, command...
   gzip -f "$OUT/$name.rec.jsonl"
   summ "$name"
 }
-tr fio-cufile-forked $FIO --ioengine=libcufile --cuda_io=cufile
-tr fio-posix-forked $FIO --ioengine=libcufile --cuda_io=posix
+tr fio-cufile-forked $FIO --ioengine=libcufile --gpu_dev_ids=0 --cuda_io=cufile
+tr fio-posix-forked $FIO --ioengine=libcufile --gpu_dev_ids=0 --cuda_io=posix
 tr fio-psync $FIO --ioengine=psync
 KVIKIO_COMPAT_MODE=ON tr kvikio-compat-on python3 tests/workloads/kvikio_load.py "$D"
 KVIKIO_COMPAT_MODE=OFF tr kvikio-compat-off python3 tests/workloads/kvikio_load.py "$D"
 tr cupy-load python3 tests/workloads/cupy_load.py "$D"
 # one text-mode trace for the docs
-timeout 45 python3 -m gdsdiag trace -- $FIO --ioengine=libcufile --cuda_io=posix > "$OUT/fio-posix-text.txt" 2>&1
+timeout 45 python3 -m gdsdiag trace -- $FIO --ioengine=libcufile --gpu_dev_ids=0 --cuda_io=posix > "$OUT/fio-posix-text.txt" 2>&1
 python3 tests/workloads/cuda_doors.py > "$OUT/cuda-doors.txt" 2>&1
 echo "workloads done at $(( $(date +%s) - T0 )) s" >> "$OUT/summary.txt"
 BS=4096 timeout 40 python3 benchmarks/trace_overhead.py posix --ops 200000 --rounds 1 > "$OUT/overhead-posix-4k.json" 2>&1

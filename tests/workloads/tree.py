@@ -7,7 +7,8 @@ parent      write() first.dat 2 x 64 KiB, close; open second.dat (the same fd nu
 child       O_DIRECT child.dat: pwritev 4 x 1 MiB, preadv 4 x 1 MiB (offsets i MiB); forks grandchild
 grandchild  buffered gc.dat: write() 256 KiB x 2 (0, 256 KiB), lseek 0, read() 128 KiB (@0),
             readv 2 x 64 KiB (@128 KiB), writev 2 x 64 KiB (@256 KiB), dup -> pread 64 KiB @12 KiB
-            through the dup; copy_file_range 64 KiB gc.dat@0 -> cfr.dat@0; mmap mm.dat (1 MiB, evicted
+            through the dup; copy_file_range 64 KiB gc.dat@0 -> cfr.dat@0; pwrite 8 KiB @4 KiB to rel.dat
+            opened relative to a directory fd; mmap mm.dat (1 MiB, evicted
             from the page cache first) and touch every page; then execs URING_PROGRAM ur.dat
 Each process prints "op ..." lines so a trace can be checked against them.
 """
@@ -84,6 +85,11 @@ def grandchild():
     os.close(out)
     os.close(fd2)
     os.close(fd)
+    dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)        # openat relative to a directory fd
+    rel = os.open("rel.dat", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600, dir_fd=dfd)
+    os.pwrite(rel, b"r" * 8 * KiB, 4 * KiB)
+    os.close(rel)
+    os.close(dfd)
     say("buffered gc.dat")
     fd = os.open(os.path.join(d, "mm.dat"), os.O_RDONLY)
     m = mmap.mmap(fd, MiB, prot=mmap.PROT_READ)
