@@ -276,6 +276,22 @@ static __always_inline int inside_api(void) {
 }
 int memcpy_htod(struct pt_regs *ctx) { if (inside_api()) return 0; return emit(ctx, EV_API_ENTER, API_MEMCPY, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx), 1, 0, 0, 0); }
 int memcpy_dtoh(struct pt_regs *ctx) { if (inside_api()) return 0; return emit(ctx, EV_API_ENTER, API_MEMCPY, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx), 2, 0, 0, 0); }
+/* cuMemcpy2D*_v2(const CUDA_MEMCPY2D *): srcMemoryType@16 srcHost@24 srcDevice@32, dstMemoryType@72
+ * dstHost@80 dstDevice@88, WidthInBytes@112 Height@120 (cuda.h CUDA_MEMCPY2D_st, size_t fields;
+ * CU_MEMORYTYPE_HOST 1, DEVICE 2, UNIFIED 4): the host side and the bytes moved */
+struct memcpy2d_t { u64 sx, sy; u32 stype, pad0; u64 shost, sdev, sarr, spitch; u64 dx, dy; u32 dtype, pad1; u64 dhost, ddev, darr, dpitch, width, height; };
+int memcpy_2d(struct pt_regs *ctx) {
+    if (inside_api())
+        return 0;
+    struct memcpy2d_t m = {};
+    bpf_probe_read_user(&m, sizeof(m), (void *)PT_REGS_PARM1(ctx));
+    s64 n = m.width * m.height;
+    if (m.stype == 1 && m.dtype != 1)
+        return emit(ctx, EV_API_ENTER, API_MEMCPY, m.ddev, m.shost, n, 1, 0, 0, 0);
+    if (m.dtype == 1 && m.stype != 1)
+        return emit(ctx, EV_API_ENTER, API_MEMCPY, m.dhost, m.sdev, n, 2, 0, 0, 0);
+    return emit(ctx, EV_API_ENTER, API_MEMCPY, m.dtype == 1 ? m.dhost : m.ddev, m.stype == 1 ? m.shost : m.sdev, n, 0, 0, 0, 0);
+}
 int memcpy_any(struct pt_regs *ctx) { if (inside_api()) return 0; return emit(ctx, EV_API_ENTER, API_MEMCPY, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx), 0, 0, 0, 0); }
 
 /* ---- syscalls: compat I/O is plain POSIX on the registered file; applications read and write --- */

@@ -257,7 +257,8 @@ def test_kernel_probe_programs_load_through_the_verifier():
         assert b.load_func(fn, bcc.BPF.KPROBE).fd >= 0
     b.cleanup()
     b = bcc.BPF(text=program_text(False))
-    assert b.load_func("api_batch_submit_enter", bcc.BPF.KPROBE).fd >= 0
+    for fn in ("api_batch_submit_enter", "memcpy_2d", "memcpy_htod", "memcpy_dtoh", "memcpy_any", "api_read_enter"):
+        assert b.load_func(fn, bcc.BPF.KPROBE).fd >= 0
     b.cleanup()
 
 
@@ -363,3 +364,12 @@ def test_replay_gpu_machine_kvikio_through_cufile_and_its_own_posix_path():
     assert [g[:5] for g in got] == [("write", "write", "kvikio.dat", 0, 16 * MiB)] + \
         [("pread64", "read", "kvikio.dat", i * 4 * MiB, 4 * MiB) for i in range(4)]
     assert {v.comm for v in vs[1:]} == {"kvikio-0"}
+
+
+def test_cuda_copy_doors_by_name():
+    """Which libcuda exports get which handler (names from libcuda.so.1's .dynsym on the GPU machine,
+    tests/fixtures/gpu-machine/trace-real-apps-t9.txt)."""
+    from gdsdiag.trace.bpf import cuda_copy_handler as h
+    assert [h(s) for s in ("cuMemcpyHtoD_v2", "cuMemcpyHtoDAsync_v2_ptsz", "cuMemcpyDtoH_v2_ptds", "cuMemcpyAsync_ptsz",
+                           "cuMemcpy", "cuMemcpy2DAsync_v2", "cuMemcpy2D_v2_ptds", "cuMemcpy2D", "cuMemcpyPeer", "cuMemcpy3D_v2")] == \
+        ["memcpy_htod", "memcpy_htod", "memcpy_dtoh", "memcpy_any", "memcpy_any", "memcpy_2d", "memcpy_2d", None, None, None]

@@ -486,6 +486,8 @@ def cuda_copy_handler(sym: str) -> str | None:
     """Which handler reads a cuMemcpy* entry point's host side: HtoD (src = arg 2), DtoH (dst =
     arg 1), or unified cuMemcpy/cuMemcpyAsync (dst, src: the host side is found by address)."""
     import re
+    if re.fullmatch(r"cuMemcpy2D(Async|Unaligned)?_v2(_ptds|_ptsz)?", sym):
+        return "memcpy_2d"          # (the unsuffixed cuMemcpy2D is the legacy 32-bit-field layout)
     m = re.fullmatch(r"cuMemcpy(HtoD|DtoH|)(Async)?(_v2)?(_ptds|_ptsz)?", sym)
     if not m:
         return None
