@@ -210,6 +210,8 @@ class Probes:
             self._kprobes()
         self.timing["attach_s"] = round(time.monotonic() - t, 2)
         self.b["events"].open_ring_buffer(self._on_event)
+        self._ev_ptr = None
+        self._comms: dict[bytes, str] = {}
         self.b["opens"].open_ring_buffer(self._on_open)
         if self.kb is not None:
             self.kb["kevents"].open_perf_buffer(self._on_kevent, page_cnt=64, lost_cb=self._on_lost)
@@ -405,7 +407,13 @@ class Probes:
                 self._events.append(Event(ts, pid, pid, "open", "adopted", [fd, flags, pos, dev, ino], info.comm, path))
 
     def _on_event(self, ctx, data, size) -> None:
-        r = self.b["events"].event(data)
+        # the hot path: one cast (the record type bcc derived, looked up once), no per-event table lookup
+        if self._ev_ptr is None:
+            t = self.b["events"]
+            r = t.event(data)
+            self._ev_ptr = ctypes.POINTER(t._event_class)
+        else:
+            r = ctypes.cast(data, self._ev_ptr).contents
         kind = KINDS.get(r.type, str(r.type))
         args = list(r.a)
         if kind == "usdt":
@@ -421,7 +429,10 @@ class Probes:
             name = "block_rq_issue" if kind == "blk_issue" else "block_rq_complete"
         else:
             name = API_NAMES.get(r.id, str(r.id))
-        self._events.append(Event(r.ts, r.pid, r.tid, kind, name, args, r.comm.decode(errors="replace")))
+        comm = self._comms.get(r.comm)
+        if comm is None:
+            comm = self._comms[r.comm] = r.comm.decode(errors="replace")
+        self._events.append(Event(r.ts, r.pid, r.tid, kind, name, args, comm))
 
     def _on_open(self, ctx, data, size) -> None:
         r = self.b["opens"].event(data)

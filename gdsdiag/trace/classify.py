@@ -504,7 +504,7 @@ class Classifier:
 
     def _match_syscall(self, io: _HostIo) -> bool:
         """Is this pread/pwrite (or AIO request) libcufile's own, inside a cuFile call on its file?"""
-        if io.api not in POSITIONED and io.api != "aio":
+        if not self.pending or (io.api not in POSITIONED and io.api != "aio"):
             return False
         cands = self._candidates(io.e, io.op, io.offset)
         if not cands:
