@@ -539,9 +539,12 @@ static __always_inline int fd_event(u32 id, s64 a0, s64 a1) { return small_event
 TRACEPOINT_PROBE(syscalls, sys_enter_close) {
     u64 pt = bpf_get_current_pid_tgid();
     u64 k = fd_key(pt, args->fd);
-    if (nodata.lookup(&k)) {
-        nodata.delete(&k);       /* the reader never knew it as data: nothing to forget */
-        return 0;
+    u8 *nd = nodata.lookup(&k);
+    if (nd) {
+        u8 named = *nd == 2;
+        nodata.delete(&k);
+        if (!named)
+            return 0;            /* the reader never knew it: nothing to forget */
     }
     return fd_event(1, args->fd, 0);
 }
@@ -757,11 +760,19 @@ static __always_inline int open_exit(void *ctx, s64 ret) {
                               (o->path[1] == 's' && o->path[2] == 'y' && o->path[3] == 's' && o->path[4] == '/') ||
                               (o->path[1] == 'd' && o->path[2] == 'e' && o->path[3] == 'v' && o->path[4] == '/')))
         skip = 1;
-    /* directories and O_PATH descriptors carry no file data (libcufile walks sysfs with tens of
-     * thousands of openat(dirfd, "..") / O_PATH opens on start-up) */
-    if (flags & (0200000 | 010000000))
-        skip = 1;
     u64 k = fd_key(pt, ret);
+    /* directories and O_PATH descriptors carry no file data (libcufile walks sysfs with tens of
+     * thousands of openat(dirfd, "..") / O_PATH opens on start-up); one opened by an absolute path
+     * is still named (nodata value 2: its close is reported), so files opened relative to it can be */
+    if (!skip && (flags & (0200000 | 010000000))) {
+        if (o->path[0] == '/') {
+            u8 two = 2;
+            nodata.update(&k, &two);
+            opens.ringbuf_submit(o, 0);
+            return 0;
+        }
+        skip = 1;
+    }
     if (skip) {
         nodata.update(&k, &one);
         if (!(skip && gpulib)) {

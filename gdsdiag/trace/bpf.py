@@ -166,6 +166,7 @@ class Probes:
         self.lost = 0
         self._perf_lost = 0
         self._events: list[Event] = []
+        self._held: list[Event] = []
         self.usdt_names: dict[int, str] = {}
         self.timing: dict[str, float] = {}
         t = time.monotonic()
@@ -472,17 +473,33 @@ class Probes:
     def _on_lost(self, n) -> None:
         self._perf_lost += n
 
-    def poll(self, timeout_ms: int = 100) -> list[Event]:
+    REORDER_NS = 50_000_000
+
+    def poll(self, timeout_ms: int = 100, final: bool = False) -> list[Event]:
+        """Events in time order. Two rings (events, opens) are read separately and the kernel wakes
+        a reader only now and then: an open can reach us after the write that follows it. So every
+        ring is drained, and events younger than REORDER_NS stay back until the next poll (all of
+        them with final=True)."""
         self.b.ring_buffer_poll(timeout=timeout_ms)
+        self.b.ring_buffer_consume()
         try:
             self.lost = int(self.b["drops"][0].value) + self._perf_lost
         except Exception:
             pass
         if self.kb is not None:
             self.kb.perf_buffer_poll(timeout=0)
-        out, self._events = self._events, []
-        out.sort(key=lambda e: e.ts)
-        return out
+        evs = self._held + self._events
+        self._events = []
+        evs.sort(key=lambda e: e.ts)
+        if final:
+            self._held = []
+            return evs
+        cut = time.monotonic_ns() - self.REORDER_NS
+        i = len(evs)
+        while i > 0 and evs[i - 1].ts > cut:
+            i -= 1
+        self._held = evs[i:]
+        return evs[:i]
 
     def close(self) -> None:
         for b in (self.b, self.kb):

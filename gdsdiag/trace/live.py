@@ -138,10 +138,10 @@ def run_live(cmd: list[str] | None, pids: list[int] | None, duration: float | No
     def on_sigint(signum, frame):
         stop["flag"] = True
 
-    def take(timeout_ms: int) -> None:
+    def take(timeout_ms: int, final: bool = False) -> None:
         """Poll once: record the raw events (if asked) and feed them to the classifier."""
         nonlocal nevents
-        evs = probes.poll(timeout_ms)
+        evs = probes.poll(timeout_ms, final)
         nevents += len(evs)
         # a process that exec'd or mapped a file we do not know as data may have loaded a library:
         # probe any new libcufile / libcuda copy it maps (once per file)
@@ -185,7 +185,7 @@ def run_live(cmd: list[str] | None, pids: list[int] | None, duration: float | No
             if t_end and time.monotonic() >= t_end:
                 break
         # Ctrl-C, --duration or the processes' end: what is still in the ring buffers counts too
-        take(0)
+        take(0, final=True)
     finally:
         signal.signal(signal.SIGINT, old)
         signal.signal(signal.SIGTERM, old_term)
