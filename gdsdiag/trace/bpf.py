@@ -3,8 +3,10 @@ tools do): USDT probes of this libcufile, uprobes on its API, CUDA copies in lib
 block tracepoints, and the nvidia-fs / P2PDMA kernel probes where kprobes and the symbols exist."""
 from __future__ import annotations
 
+import bisect
 import ctypes.util
 import glob
+import operator
 import os
 import sys
 import time
@@ -152,6 +154,9 @@ def _kernel_headers_hint(msg: str) -> GdsdiagError:
     return GdsdiagError(f"bcc could not compile the probes: {msg.strip().splitlines()[-1][:200] if msg.strip() else 'no kernel headers'}",
                         f"install headers for {rel}, or link a close tree: ln -s /usr/src/linux-headers-X /lib/modules/{rel}/build "
                         f"(and .../source); tracepoint and uprobe programs need no exact match")
+
+
+_TS = operator.attrgetter("ts")
 
 
 class Probes:
@@ -488,16 +493,13 @@ class Probes:
             pass
         if self.kb is not None:
             self.kb.perf_buffer_poll(timeout=0)
-        evs = self._held + self._events
+        evs = self._held + self._events if self._held else self._events
         self._events = []
-        evs.sort(key=lambda e: e.ts)
+        evs.sort(key=_TS)
         if final:
             self._held = []
             return evs
-        cut = time.monotonic_ns() - self.REORDER_NS
-        i = len(evs)
-        while i > 0 and evs[i - 1].ts > cut:
-            i -= 1
+        i = bisect.bisect_right(list(map(_TS, evs)), time.monotonic_ns() - self.REORDER_NS)
         self._held = evs[i:]
         return evs[:i]
 
