@@ -251,16 +251,17 @@ def sweep(directory, size, bs, threads, rw, modes, gpu, duration, total, no_veri
 @click.option("--comm", metavar="NAME", help="Trace processes with this name (and their descendants), also those started later.")
 @click.option("--duration", type=float, help="Stop after this many seconds.")
 @click.option("--path", "path_filter", metavar="DIR", help="Only report I/O to files under DIR.")
-@click.option("--libcufile", "libcufile_path", metavar="PATH", help="The libcufile the traced program uses (default: as the bindings find it).")
+@click.option("--libcufile", "libcufile_path", metavar="PATH", help="Compile USDT probes for this libcufile (default: the bindings' copy and those running processes map; every copy a traced process maps gets uprobes).")
 @click.option("--json", "as_json", is_flag=True, help="JSON lines: one per I/O, then a summary.")
 @click.option("--record", "record_path", metavar="FILE", help="Keep the raw events (JSON lines) for --replay.")
 @click.option("--replay", "replay_path", metavar="FILE", help="Re-analyse a recording (no root or bcc needed).")
 @click.option("--block", is_flag=True, help="Also record block-layer requests (device, sector, latency): two more events per I/O.")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
 def trace(pids, cgroup, comm, duration, path_filter, libcufile_path, as_json, record_path, replay_path, block, cmd):
-    """Per-I/O route verdicts, live: P2P (nvidia-fs, P2PDMA, RDMA), PEER_GPU, COMPAT or DRAM_BOUNCE,
-    with the evidence each came from. Trace a command (gdsdiag trace -- python3 app.py), a --pid,
-    or everything. Needs root and bcc; --replay works anywhere."""
+    """Per-I/O route verdicts, live: NVFS / P2PDMA / RDMA (P2P), PEER_GPU, COMPAT, DRAM_BOUNCE or
+    HOST (off the GPU data path), with the evidence each came from. Trace a command and all it starts
+    (gdsdiag trace -- python3 app.py), --pid trees, a --cgroup, a --comm, or everything. Needs root
+    and bcc; --replay works anywhere."""
     from rich.console import Console
     from .render.trace_out import LinePrinter, render_summary
     console = Console(stderr=as_json)

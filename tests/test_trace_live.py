@@ -240,3 +240,11 @@ def test_two_processes_with_two_libcufile_copies_are_both_probed(tmp_path):
     if not os.path.exists("/dev/nvidiactl"):
         # USDT fires on the failing-open path of both copies
         assert sorted(e.pid for e in events if e.kind == "usdt" and e.name == "cufio_core:cufio_core-1106") == users
+
+
+def test_bad_selectors_are_one_clear_line():
+    for args, msg in ((["--pid", "999999999"], "no process 999999999"),
+                      (["--cgroup", "/nonexistent/gdsdiag-x"], "cgroup v2")):
+        r = subprocess.run([sys.executable, "-m", "gdsdiag", "trace", *args], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 3 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert len([ln for ln in r.stderr.splitlines() if ln.startswith("gdsdiag: error")]) == 1
