@@ -200,8 +200,10 @@ live = pytest.mark.skipif(_bcc_ok() is not None, reason=str(_bcc_ok()))
 
 def _trace(tmp_path, *cmd):
     rec = tmp_path / "rec.jsonl"
+    # in tmp_path: libcufile writes its cufile.log into the working directory
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(HERE) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     r = subprocess.run([sys.executable, "-m", "gdsdiag", "trace", "--json", "--record", str(rec), "--", *cmd],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=300, cwd=str(tmp_path), env=env)
     lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
     return r, [x for x in lines if x["type"] == "io"], next(x for x in lines if x["type"] == "summary"), rec
 

@@ -36,6 +36,12 @@ def _bcc_ok():
 pytestmark = pytest.mark.skipif(_bcc_ok() is not None, reason=str(_bcc_ok()))
 
 
+def _env():
+    """gdsdiag importable from any working directory (an uninstalled checkout too)."""
+    root = os.path.dirname(HERE)
+    return {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
 def _parse(stdout):
     lines = [json.loads(x) for x in stdout.splitlines() if x.startswith("{")]
     return [x for x in lines if x["type"] == "io"], next(x for x in lines if x["type"] == "summary")
@@ -223,8 +229,9 @@ def test_two_processes_with_two_libcufile_copies_are_both_probed(tmp_path):
     user.write_text(COPY_USER)
     rec = tmp_path / "rec.jsonl"
     sh = f"{PY} {user} {wheel} 0 && {PY} {user} {other} 0.5"
+    # (in tmp_path: libcufile writes its cufile.log into the working directory)
     r = subprocess.run([sys.executable, "-m", "gdsdiag", "trace", "--json", "--record", str(rec), "--", "/bin/sh", "-c", sh],
-                       capture_output=True, text=True, timeout=400)
+                       capture_output=True, text=True, timeout=400, cwd=str(tmp_path), env=_env())
     assert r.returncode == 0, r.stderr
     ios, summ = _parse(r.stdout)
     libs = {os.path.realpath(x["path"]): x for x in summ["libraries"] if x["kind"] == "libcufile"}
