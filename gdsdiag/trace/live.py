@@ -179,9 +179,9 @@ def run_live(cmd: list[str] | None, pids: list[int] | None, duration: float | No
                 for _ in range(3):
                     take(50)
                 break
-            if pids and not any(os.path.exists(f"/proc/{p}") for p in existing) and not cmd:
-                take(50)
-                break
+            if pids and not cmd and not any(os.path.exists(f"/proc/{p}") for p in existing) and \
+                    not any(os.path.exists(f"/proc/{p}") for p, info in clf.procs.items() if not info.get("exited")):
+                break                     # every followed process has gone, children started later too
             if t_end and time.monotonic() >= t_end:
                 break
         # Ctrl-C, --duration or the processes' end: what is still in the ring buffers counts too
