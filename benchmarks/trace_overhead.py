@@ -40,9 +40,18 @@ print(ops / dt)
 """
 
 
+def _child_cpu():
+    import resource
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def run(cmd):
+    """(result, stdout lines); run.cpu holds the CPU seconds the command and its descendants used."""
     env = {**os.environ, "PYTHONPATH": HERE + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    c = _child_cpu()
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    run.cpu = _child_cpu() - c
     lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
     if not lines:
         raise SystemExit(f"workload failed: {r.stderr.strip()[-400:]}")
@@ -64,20 +73,28 @@ def main():
         wl = os.path.join(d, "wl.py")
         with open(wl, "w") as f:
             f.write(WORKLOAD)
-        base, traced, lost = [], [], []
+        base, traced, lost, per_event = [], [], [], []
+        # the tracer's fixed cost (compile, attach, a trivial program)
+        run([sys.executable, "-m", "gdsdiag", "trace", "--json", "--", "/bin/true"])
+        fixed = run.cpu
         for _ in range(a.rounds):
             r, out = run([sys.executable, wl, a.mode, path, str(ops)])
             base.append(float(out[-1]))
+            base_cpu = run.cpu
             r, out = run([sys.executable, "-m", "gdsdiag", "trace", "--json", "--", sys.executable, wl, a.mode, path, str(ops)])
+            traced_cpu = run.cpu
             rate = next(float(x) for x in out if not x.startswith("{"))
             summ = json.loads(next(x for x in reversed(out) if x.startswith('{"type": "summary"')))
             traced.append(rate)
             lost.append(summ["lost_events"])
             events = summ["events"]
+            # CPU of the tracer per event: traced run minus the workload alone minus the fixed cost
+            per_event.append(round((traced_cpu - base_cpu - fixed) / max(events, 1) * 1e6, 1))
         b, t = sorted(base)[len(base) // 2], sorted(traced)[len(traced) // 2]
         print(json.dumps({"mode": a.mode, "ops": ops, "baseline_ops_s": [round(x) for x in base],
                           "traced_ops_s": [round(x) for x in traced], "median_loss_pct": round(100 * (1 - t / b), 2),
-                          "lost_events": lost, "events_last_round": events}, indent=1))
+                          "lost_events": lost, "events_last_round": events, "tracer_fixed_cpu_s": round(fixed, 2),
+                          "tracer_cpu_us_per_event": per_event}, indent=1))
 
 
 if __name__ == "__main__":

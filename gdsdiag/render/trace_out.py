@@ -10,7 +10,8 @@ from rich.text import Text
 
 from ..sweep.latency import human_size
 
-_STYLE = {"P2P": "green", "PEER_GPU": "cyan", "COMPAT": "yellow", "DRAM_BOUNCE": "magenta", "UNKNOWN": "red"}
+_STYLE = {"NVFS": "green", "P2PDMA": "green", "RDMA": "green", "PEER_GPU": "cyan", "COMPAT": "yellow",
+          "DRAM_BOUNCE": "magenta", "HOST": "dim", "UNKNOWN": "red"}
 
 
 def _size(n) -> str:
@@ -87,7 +88,20 @@ def render_summary(console: Console, res, as_json: bool) -> None:
             for lo, hi, c in hist:
                 bar = "*" * int(40 * c / top)
                 console.print(f"{lo:>10} -> {hi:<10} : {c:<8} |{bar:<40}|", markup=False)
+    if res.processes:
+        console.print("processes:", style="bold")
+        for p in res.processes:
+            parent = f" child of {p['ppid']}" if p.get("ppid") else ""
+            console.print(f"  {p['pid']:>7} {p.get('comm') or '?':16} {p.get('ios', 0):>6} I/Os{parent}"
+                          + (f"  {p['exe']}" if p.get("exe") else ""), markup=False, style="dim")
+    for lib in getattr(res, "libraries", []):
+        how = (f"{lib['usdt']} USDT sites + " if lib.get("usdt") else "") + f"{lib.get('uprobes', 0)} uprobes"
+        who = f", mapped by {', '.join(map(str, lib['pids']))}" if lib.get("pids") else ""
+        console.print(f"probed {lib['kind']} {lib['path']} ({how}{who})", markup=False, style="dim")
     console.print(f"events {res.events}, lost {res.lost}" + (f", traced program exit code {res.exit_code}" if res.exit_code is not None else ""),
-                  style="red" if res.lost else "dim")
+                  style="dim")
+    if res.lost:
+        console.print(f"warning: {res.lost} events were lost (the ring buffer was full): some I/Os may be missing or "
+                      f"lack evidence; trace fewer processes or use --path", style="bold red", markup=False)
     for f in res.failed:
         console.print(f"not attached: {f}", style="dim", markup=False)

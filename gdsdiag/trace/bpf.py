@@ -3,14 +3,16 @@ tools do): USDT probes of this libcufile, uprobes on its API, CUDA copies in lib
 block tracepoints, and the nvidia-fs / P2PDMA kernel probes where kprobes and the symbols exist."""
 from __future__ import annotations
 
+import bisect
 import ctypes.util
 import glob
+import operator
 import os
 import sys
 import time
 
 from ..errors import GdsdiagError
-from .events import API_NAMES, KINDS, KPROBE_NAMES, SYS_NAMES, Event
+from .events import API_NAMES, FD_NAMES, KINDS, KPROBE_NAMES, PROC_NAMES, SYS_NAMES, Event
 
 # USDT probes that name the route, with the argument count seen in libcufile 1.15 (x86-64).
 ROUTE_USDT = ("cufio_core:cufio_px_read", "cufio_core:cufio_px_write", "cufio_core:cufio_px_io_retry",
@@ -33,9 +35,6 @@ API_UPROBES = [  # symbol, entry handler, return handler
     ("cuFileDriverOpen", "api_driver_open_enter", "api_driver_open_exit"),
     ("cuFileGetVersion", "api_get_version_enter", "api_get_version_exit"),
 ]
-CUDA_COPIES = [("cuMemcpyHtoD_v2", "memcpy_htod"), ("cuMemcpyHtoDAsync_v2", "memcpy_htod"),
-               ("cuMemcpyDtoH_v2", "memcpy_dtoh"), ("cuMemcpyDtoHAsync_v2", "memcpy_dtoh"),
-               ("cuMemcpy", "memcpy_any"), ("cuMemcpyAsync", "memcpy_any")]
 KPROBES = [  # (symbols tried in order, handler, is_return)
     (("nvfs_nvme_blk_rq_map_sg", "nvfs_blk_rq_map_sg"), "kret_nvfs_blk_rq_map_sg", True),
     (("nvfs_dma_map_sg_attrs_nvme", "nvfs_dma_map_sg_attrs"), "kret_nvfs_dma_map_sg_attrs", True),
@@ -89,43 +88,65 @@ def kprobes_available() -> bool:
     return os.path.exists("/sys/kernel/tracing/kprobe_events") or os.path.exists("/sys/kernel/debug/tracing/kprobe_events")
 
 
-def _usdt_handlers(probes: list[tuple[int, str, int]]) -> str:
-    out = []
-    for i, key, nargs in probes:
-        reads = "".join(f"    bpf_usdt_readarg({k + 1}, ctx, &v[{k}]);\n" for k in range(min(nargs, 6)))
-        out.append(f"int usdt_{i}(struct pt_regs *ctx) {{\n    s64 v[6] = {{}};\n{reads}"
-                   f"    return emit(ctx, EV_USDT, {i}, v[0], v[1], v[2], v[3], v[4], v[5], {nargs});\n}}\n")
-    return "\n".join(out)
+# Only these probes' arguments are used (file offset, size); every other route probe counts by
+# firing. bcc generates an argument reader per argument and probe location: reading all arguments
+# of all probes cost 11 s of compile CPU on the 2-vCPU dev VM, reading only these a fraction.
+USDT_ARGS_USED = {"cufio_core:cufio_px_read": 3, "cufio_core:cufio_px_write": 3}
 
 
 BATCH_MAX = 8
 
 
 def _batch_blocks() -> str:
-    """One explicit block per batch request (CUfileIOParams_t is 64 bytes: fh@40, devPtr_base@8,
-    size@32, file_offset@16, cookie@56, opcode@48)."""
+    """One explicit block per batch request, each one read of the 64-byte CUfileIOParams_t (fh@40,
+    devPtr_base@8, size@32, file_offset@16, cookie@56, opcode@48): one read per request instead of
+    six keeps bcc's compile time down (six reads per block cost ~15 s of clang time here)."""
     out = []
     for i in range(BATCH_MAX):
         out.append(f"""    if (nr > {i}) {{
-        bpf_probe_read_user(&e.a[0], 8, p + {i * 64 + 40});
-        bpf_probe_read_user(&e.a[1], 8, p + {i * 64 + 8});
-        bpf_probe_read_user(&e.a[2], 8, p + {i * 64 + 32});
-        bpf_probe_read_user(&e.a[3], 8, p + {i * 64 + 16});
-        bpf_probe_read_user(&e.a[4], 8, p + {i * 64 + 56});
-        op = 0;
-        bpf_probe_read_user(&op, 4, p + {i * 64 + 48});
-        e.id = API_READ + (u32)(op & 1);
+        bpf_probe_read_user(&io, sizeof(io), p + {i * 64});
+        e.a[0] = io.fh; e.a[1] = io.devptr; e.a[2] = io.size; e.a[3] = io.file_offset; e.a[4] = io.cookie;
+        e.id = API_READ + (io.opcode & 1);
         e.a[6] = {i};
         events.ringbuf_output(&e, sizeof(e), 0);
     }}""")
     return "\n".join(out)
 
 
-def program_text(trace_all: bool, block: bool = False) -> str:
+AIO_MAX = 8
+
+
+def _aio_blocks() -> str:
+    """One block per iocb of io_submit (struct iocb, uapi aio_abi.h: aio_lio_opcode@16, aio_fildes@20,
+    aio_buf@24, aio_nbytes@32, aio_offset@40), one read each, like the batch blocks."""
+    out = []
+    for i in range(AIO_MAX):
+        out.append(f"""    if (nr > {i}) {{
+        bpf_probe_read_user(&cbv, sizeof(cbv), (void *)cbs[{i}]);
+        e.a[0] = cbv.fildes; e.a[1] = cbv.buf; e.a[2] = cbv.nbytes; e.a[3] = cbv.offset;
+        e.a[4] = cbv.opcode; e.a[5] = cbv.nbytes; e.a[6] = {i};
+        events.ringbuf_output(&e, sizeof(e), 0);
+    }}""")
+    return "\n".join(out)
+
+
+def _comm_match(comm: str | None) -> tuple[int, str]:
+    if not comm:
+        return 0, "0"
+    b = comm.encode()[:15]
+    conds = [f"comm[{i}] == {c}" for i, c in enumerate(b)] + [f"comm[{len(b)}] == 0"]
+    return len(b), "(" + " && ".join(conds) + ")"
+
+
+def program_text(trace_all: bool, block: bool = False, cgroup: tuple[int, int] | None = None,
+                 comm: str | None = None) -> str:
     src = probe_source("cufile_trace.c")
-    src = src.replace("#define EV_API_ENTER", f"#define TRACE_ALL {1 if trace_all else 0}\n#define TRACE_BLOCK {1 if block else 0}\n"
-                      "#define EV_API_ENTER", 1)
-    return src.replace("/*BATCH_BLOCKS*/", _batch_blocks())
+    cg_id, cg_level = cgroup or (0, 0)
+    n, match = _comm_match(comm)
+    defs = (f"#define TRACE_ALL {1 if trace_all else 0}\n#define TRACE_BLOCK {1 if block else 0}\n"
+            f"#define CGROUP_ID {cg_id}ULL\n#define CGROUP_LEVEL {cg_level}\n#define COMM_LEN {n}\n#define COMM_MATCH {match}\n")
+    src = src.replace("#define EV_API_ENTER", defs + "#define EV_API_ENTER", 1)
+    return src.replace("/*BATCH_BLOCKS*/", _batch_blocks()).replace("/*AIO_BLOCKS*/", _aio_blocks())
 
 
 def _kernel_headers_hint(msg: str) -> GdsdiagError:
@@ -135,11 +156,14 @@ def _kernel_headers_hint(msg: str) -> GdsdiagError:
                         f"(and .../source); tracepoint and uprobe programs need no exact match")
 
 
+_TS = operator.attrgetter("ts")
+
+
 class Probes:
     """The attached programs; ``poll()`` returns the Events that arrived."""
 
     def __init__(self, libcufile: str | None, pids: list[int], trace_all: bool, want_kprobes: bool = True,
-                 block: bool = False):
+                 block: bool = False, cgroup: tuple[int, int] | None = None, comm: str | None = None):
         bcc = import_bcc()
         self.bcc = bcc
         self.attached: list[str] = []
@@ -147,75 +171,206 @@ class Probes:
         self.lost = 0
         self._perf_lost = 0
         self._events: list[Event] = []
-        self._fdcache: dict[tuple[int, int], tuple[float, str | None]] = {}
+        self._held: list[Event] = []
         self.usdt_names: dict[int, str] = {}
-        src = program_text(trace_all, block)
-        usdt_ctx = []
+        self.timing: dict[str, float] = {}
+        t = time.monotonic()
+        src = program_text(trace_all, block, cgroup, comm)
         self.libcufile = libcufile
-        if libcufile:
-            from ..platform.libcufile import read_usdt_notes
-            try:
-                notes = read_usdt_notes(libcufile)
-            except (OSError, ValueError) as e:
-                notes = []
-                self.failed.append(f"USDT: cannot read notes of {libcufile}: {e}")
-            nargs = {}
-            for n in notes:
-                nargs.setdefault(n.key, len(n.args.split()) if n.args else 0)
-            table = [(i, k, nargs[k]) for i, k in enumerate(ROUTE_USDT) if k in nargs]
-            missing = [k for k in ROUTE_USDT if k not in nargs]
-            if not notes:
-                self.failed.append(f"USDT: {libcufile} carries no USDT probes; using uprobes + syscall/block tracepoints")
-            elif missing:
-                self.failed.append("USDT probes absent in this build: " + ", ".join(missing))
-            if table:
-                u = bcc.USDT(path=libcufile)
-                for i, key, n in table:
-                    try:
-                        u.enable_probe(probe=key.split(":", 1)[1], fn_name=f"usdt_{i}")
-                        self.usdt_names[i] = key
-                        self.attached.append(f"usdt {key}")
-                    except Exception as e:     # bcc raises plain Exception here
-                        self.failed.append(f"usdt {key}: {e}")
-                src += "\n" + _usdt_handlers([(i, k, n) for i, k, n in table if i in self.usdt_names])
-                usdt_ctx = [u]
-        else:
-            self.failed.append("libcufile not found: no cuFile probes (syscall and block tracepoints only)")
+        self.libraries: list[dict] = []          # every libcufile / libcuda copy probed: path, kind, probes, pids
+        self._lib_keys: dict[tuple[int, int], dict] = {}
+        self._layouts: dict[tuple, str] = {}     # (probe, argument specs) -> handler compiled in
+        self._sites: dict[str, list] = {}        # libcufile path -> its route-probe sites
+        libcufiles = [libcufile] if isinstance(libcufile, str) else list(libcufile or [])
+        for lib in libcufiles:
+            src += self._usdt_handlers_for(lib)
+        if not libcufiles:
+            self.failed.append("libcufile not found: no cuFile probes until a traced process maps one (syscall tracepoints meanwhile)")
+        self.timing["usdt_s"] = round(time.monotonic() - t, 2)
+        t = time.monotonic()
         try:
-            self.b = bcc.BPF(text=src, usdt_contexts=usdt_ctx, cflags=["-Wno-macro-redefined"])
+            self.b = bcc.BPF(text=src, cflags=["-Wno-macro-redefined"])
         except Exception as e:
             raise _kernel_headers_hint(str(e)) from None
-        self.attached += ["tracepoint syscalls:openat/pread64/pwrite64/preadv(2)/pwritev(2)/ioctl(nvidia-fs)/io_submit/io_uring_enter"]
+        self.timing["compile_load_s"] = round(time.monotonic() - t, 2)
+        t = time.monotonic()
+        self.attached += ["tracepoint syscalls: open/openat/openat2/creat/close/dup*/fcntl(F_DUPFD)/lseek/mmap, "
+                          "read/write/readv/writev/pread64/pwrite64/preadv(2)/pwritev(2), copy_file_range/sendfile/splice, "
+                          "ioctl(nvidia-fs), io_submit (per iocb), io_uring_enter",
+                          "tracepoint io_uring: submit_req/file_get/complete (joined per request)",
+                          "tracepoint filemap: mm_filemap_add_to_page_cache (mmap page-cache fills)",
+                          "tracepoint sched: process_fork/exec/exit (process trees, in the kernel)"]
         if block:
             self.attached.append("tracepoint block:block_rq_issue/complete")
         for p in pids:
-            self.b["traced"][ctypes.c_uint32(p)] = ctypes.c_uint8(1)
-        if libcufile:
-            for sym, enter, ret in API_UPROBES:
-                try:
-                    self.b.attach_uprobe(name=libcufile, sym=sym, fn_name=enter)
-                    if ret:
-                        self.b.attach_uretprobe(name=libcufile, sym=sym, fn_name=ret)
-                    self.attached.append(f"uprobe {sym}")
-                except Exception as e:
-                    self.failed.append(f"uprobe {sym}: {e}")
+            self.add_pid(p)
+        for lib in libcufiles:
+            self.attach_library(lib)
         libcuda = _find_libcuda()
         if libcuda:
-            for sym, fn in CUDA_COPIES:
-                try:
-                    self.b.attach_uprobe(name=libcuda, sym=sym, fn_name=fn)
-                    self.attached.append(f"uprobe libcuda {sym}")
-                except Exception:
-                    pass
+            self.attach_library(libcuda)
         else:
-            self.failed.append("libcuda.so.1 not found: application CUDA copies are not seen (DRAM-bounce verdicts get low confidence)")
+            self.failed.append("libcuda.so.1 not found here: CUDA copies are seen only in a libcuda a traced process maps")
         self.kb = None
         if want_kprobes:
             self._kprobes()
+        self.timing["attach_s"] = round(time.monotonic() - t, 2)
         self.b["events"].open_ring_buffer(self._on_event)
+        self._ev_ptr = None
+        self._comms: dict[bytes, str] = {}
         self.b["opens"].open_ring_buffer(self._on_open)
         if self.kb is not None:
             self.kb["kevents"].open_perf_buffer(self._on_kevent, page_cnt=64, lost_cb=self._on_lost)
+
+    def _usdt_notes(self, lib: str) -> list:
+        from ..platform.libcufile import read_usdt_notes
+        from .usdt import Site
+        if lib in self._sites:
+            return self._sites[lib]
+        try:
+            notes = read_usdt_notes(lib)
+        except (OSError, ValueError) as e:
+            self.failed.append(f"USDT: cannot read notes of {lib}: {e}")
+            notes = []
+        sites = [Site(n.key, n.pc, n.args) for n in notes if n.key in ROUTE_USDT and not n.semaphore]
+        present = {x.key for x in sites}
+        if not notes:
+            self.failed.append(f"USDT: {lib} carries no USDT probes; using uprobes + syscall tracepoints")
+        elif len(present) < len(ROUTE_USDT):
+            self.failed.append(f"USDT probes absent in {lib}: " + ", ".join(k for k in ROUTE_USDT if k not in present))
+        self._sites[lib] = sites
+        return sites
+
+    def _usdt_handlers_for(self, lib: str) -> str:
+        """C handlers for the route probes of one libcufile copy: one per distinct (probe, layout of
+        the arguments read), shared with any copy of the same build."""
+        from .usdt import UnsupportedSpec, handler, layout
+        out = []
+        for site in self._usdt_notes(lib):
+            lay = layout(site, USDT_ARGS_USED.get(site.key, 0))
+            if lay in self._layouts:
+                continue
+            name = f"usdt_{len(self._layouts)}"
+            try:
+                out.append(handler(name, ROUTE_USDT.index(site.key), lay[1]))
+            except UnsupportedSpec as e:
+                self.failed.append(f"usdt {site.key} in {lib}: argument spec {e} not supported")
+                continue
+            self._layouts[lay] = name
+            self.usdt_names[ROUTE_USDT.index(site.key)] = site.key
+        return "\n".join(out)
+
+    def _attach_usdt(self, path: str) -> tuple[int, int]:
+        """Attach the compiled handlers at this copy's probe addresses: (attached, without a handler)."""
+        from .usdt import layout
+        ok = missing = 0
+        for site in self._usdt_notes(path):
+            name = self._layouts.get(layout(site, USDT_ARGS_USED.get(site.key, 0)))
+            if name is None:
+                missing += 1
+                continue
+            try:
+                self.b.attach_uprobe(name=path, addr=site.pc, fn_name=name)
+                ok += 1
+            except Exception as e:
+                self.failed.append(f"usdt {site.key} at {site.pc:#x} in {path}: {e}")
+        return ok, missing
+
+    def attach_library(self, path: str, pid: int | None = None) -> dict | None:
+        """Probe one libcufile or libcuda file, once per (device, inode) however many paths or
+        processes lead to it: uprobes on its API (libcufile) or on every cuMemcpy* door (libcuda).
+        Uprobes are per file, so every process mapping it is covered."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        key = (st.st_dev, st.st_ino)
+        lib = self._lib_keys.get(key)
+        if lib is None:
+            base = os.path.basename(path)
+            kind = "libcufile" if base.startswith("libcufile.so") else "libcuda" if base.startswith("libcuda.so") else None
+            if kind is None:
+                return None
+            lib = {"path": path, "kind": kind, "usdt": 0, "uprobes": 0, "pids": []}
+            self._lib_keys[key] = lib
+            self.libraries.append(lib)
+            if kind == "libcufile":
+                lib["usdt"], missing = self._attach_usdt(path)
+                if missing:
+                    self.failed.append(f"usdt: {missing} probe sites of {path} have an argument layout not compiled in "
+                                       f"(a different build found while tracing): uprobes and syscalls only for them")
+                for sym, enter, ret in API_UPROBES:
+                    try:
+                        self.b.attach_uprobe(name=path, sym=sym, fn_name=enter)
+                        if ret:
+                            self.b.attach_uretprobe(name=path, sym=sym, fn_name=ret)
+                        lib["uprobes"] += 1
+                    except Exception as e:
+                        self.failed.append(f"uprobe {sym} in {path}: {e}")
+                self.attached.append(f"uprobes {lib['uprobes']} cuFile API functions and {lib['usdt']} USDT sites in {path}")
+                if lib["usdt"]:
+                    self.attached += sorted({f"usdt {x.key}" for x in self._usdt_notes(path)})
+            else:
+                lib["uprobes"] = self.attach_cuda_copies(path)
+        if pid is not None and pid not in lib["pids"]:
+            lib["pids"].append(pid)
+        return lib
+
+    def scan_maps(self, pid: int) -> None:
+        """Every libcufile / libcuda the process has mapped now (/proc/PID/maps)."""
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                paths = {line.split(None, 5)[5].strip() for line in f if line.count(" ") >= 5 and "/libcu" in line}
+        except (OSError, IndexError):
+            return
+        for p in paths:
+            base = os.path.basename(p)
+            if base.startswith(("libcufile.so", "libcuda.so")) and not p.endswith(" (deleted)"):
+                self.attach_library(p, pid)
+
+    def attach_cuda_copies(self, libcuda: str) -> int:
+        """Every exported cuMemcpy* door with a host side we can read from registers: the plain and
+        _v2 forms, Async, and the per-thread default stream _ptds/_ptsz variants libcudart calls;
+        and the addresses cuGetProcAddress hands out for them where no exported symbol lies there
+        (what libcudart and kvikio call)."""
+        from .cudadoors import proc_address_sites
+        from .elfsyms import dynamic_symbol_addresses
+        try:
+            syms = dynamic_symbol_addresses(libcuda)
+        except (OSError, ValueError) as e:
+            self.failed.append(f"libcuda {libcuda}: cannot read its symbols: {e}")
+            return 0
+        n = 0
+        at: set[int] = set()
+        for sym in sorted(syms):
+            fn = cuda_copy_handler(sym)
+            if fn is None or syms[sym] in at:
+                continue
+            try:
+                self.b.attach_uprobe(name=libcuda, sym=sym, fn_name=fn)
+                at.add(syms[sym])
+                n += 1
+            except Exception as e:
+                self.failed.append(f"uprobe libcuda {sym}: {e}")
+        extra = 0
+        try:
+            sites, why = proc_address_sites(libcuda)
+        except Exception as e:          # a driver that misbehaves here must not stop the trace
+            sites, why = {}, f"{type(e).__name__}: {e}"
+        for addr, fn in sorted(sites.items()):
+            if addr in at:
+                continue
+            try:
+                self.b.attach_uprobe(name=libcuda, addr=addr, fn_name=fn)
+                at.add(addr)
+                extra += 1
+            except Exception as e:
+                self.failed.append(f"uprobe libcuda {addr:#x} (cuGetProcAddress): {e}")
+        if why:
+            self.failed.append(f"libcuda {libcuda}: cuGetProcAddress entry points not probed: {why}")
+        self.attached.append(f"uprobes {n} cuMemcpy* entry points in {libcuda}"
+                             + (f" + {extra} more that cuGetProcAddress hands out" if extra else ""))
+        return n + extra
 
     def _kprobes(self) -> None:
         from ..platform.fsroot import FsRoot
@@ -242,50 +397,78 @@ class Probes:
     def add_pid(self, pid: int) -> None:
         self.b["traced"][ctypes.c_uint32(pid)] = ctypes.c_uint8(1)
 
-    def _path(self, pid: int, fd: int) -> str | None:
-        if fd < 0:
-            return None
-        now = time.monotonic()
-        hit = self._fdcache.get((pid, fd))
-        if hit and now - hit[0] < 1.0:
-            return hit[1]
-        try:
-            p = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            p = None
-        self._fdcache[(pid, fd)] = (now, p)
-        return p
+    def adopt(self, pids: list[int]) -> None:
+        """Processes that existed before the probes: their open descriptors (path, position, flags)
+        become synthetic open events stamped before the /proc walk, so any open or close the kernel
+        reports after it wins."""
+        from .procs import describe, open_files
+        ts = time.monotonic_ns()
+        for pid in pids:
+            info = describe(pid)
+            if info is None:
+                continue
+            self._events.append(Event(ts, pid, pid, "proc", "adopt", [info.ppid], info.comm, info.exe))
+            for fd, path, pos, flags, dev, ino in open_files(pid):
+                self.add_data_inode(dev, ino)
+                self._events.append(Event(ts, pid, pid, "open", "adopted", [fd, flags, pos, dev, ino], info.comm, path))
 
     def _on_event(self, ctx, data, size) -> None:
-        r = self.b["events"].event(data)
+        # the hot path: one cast (the record type bcc derived, looked up once), no per-event table lookup
+        if self._ev_ptr is None:
+            t = self.b["events"]
+            r = t.event(data)
+            self._ev_ptr = ctypes.POINTER(t._event_class)
+        else:
+            r = ctypes.cast(data, self._ev_ptr).contents
         kind = KINDS.get(r.type, str(r.type))
-        args = [int(x) for x in r.a]
-        path = None
+        args = list(r.a)
         if kind == "usdt":
             name = self.usdt_names.get(r.id, f"usdt#{r.id}")
             args = args[:min(args[6], 6)] if args[6] else []
         elif kind == "sys_exit":
             name = SYS_NAMES.get(r.id, str(r.id))
-            path = self._path(r.pid, args[0])
-        elif kind == "handle":
-            name = API_NAMES.get(r.id, str(r.id))
-            if r.id == 7:
-                path = self._path(r.pid, args[1])
+        elif kind in ("fd", "proc"):
+            name = (FD_NAMES if kind == "fd" else PROC_NAMES).get(r.id, str(r.id))
+        elif kind == "pages":
+            name = "page_cache_fill"
         elif kind in ("blk_issue", "blk_done"):
             name = "block_rq_issue" if kind == "blk_issue" else "block_rq_complete"
         else:
             name = API_NAMES.get(r.id, str(r.id))
-        self._events.append(Event(int(r.ts), int(r.pid), int(r.tid), kind, name, args, r.comm.decode(errors="replace"), path))
+        comm = self._comms.get(r.comm)
+        if comm is None:
+            comm = self._comms[r.comm] = r.comm.decode(errors="replace")
+        self._events.append(Event(r.ts, r.pid, r.tid, kind, name, args, comm))
 
     def _on_open(self, ctx, data, size) -> None:
         r = self.b["opens"].event(data)
         path = r.path.decode(errors="replace")
+        if r.fd == -2:
+            self._events.append(Event(r.ts, r.pid, r.tid, "proc", "exec", [], r.comm.decode(errors="replace"), path))
+            return
         if path and not path.startswith("/"):
-            try:      # relative to the process's cwd at the time we see it
-                path = os.path.join(os.readlink(f"/proc/{r.pid}/cwd"), path)
+            # relative to the cwd or to a directory fd (directory fds are not traced: they carry no
+            # data), as the process has them when we see the open
+            where = "cwd" if r.dfd == -100 else f"fd/{r.dfd}"
+            try:
+                path = os.path.join(os.readlink(f"/proc/{r.pid}/{where}"), path)
             except OSError:
                 pass
-        self._events.append(Event(int(r.ts), int(r.pid), int(r.tid), "open", "openat", [int(r.fd)], "", path))
+        dev = ino = 0
+        if path.startswith("/"):     # (relative to a directory fd: the classifier joins it)
+            try:     # the inode names the file in page-cache fill events (mmap reads)
+                st = os.stat(path)
+                dev, ino = (os.major(st.st_dev) << 20) | os.minor(st.st_dev), st.st_ino
+                self.add_data_inode(dev, ino)
+            except OSError:
+                pass
+        self._events.append(Event(r.ts, r.pid, r.tid, "open", "openat", [r.fd, r.flags, 0, dev, ino, r.dfd], "", path))
+
+    def add_data_inode(self, dev: int, ino: int) -> None:
+        """Page-cache fills of this file count (the kernel drops those of other files)."""
+        if ino:
+            k = self.b["data_inodes"].Key(dev, ino)
+            self.b["data_inodes"][k] = ctypes.c_uint8(1)
 
     def _on_kevent(self, cpu, data, size) -> None:
         r = self.kb["kevents"].event(data)
@@ -295,18 +478,30 @@ class Probes:
     def _on_lost(self, n) -> None:
         self._perf_lost += n
 
-    def poll(self, timeout_ms: int = 100) -> list[Event]:
+    REORDER_NS = 50_000_000
+
+    def poll(self, timeout_ms: int = 100, final: bool = False) -> list[Event]:
+        """Events in time order. Two rings (events, opens) are read separately and the kernel wakes
+        a reader only now and then: an open can reach us after the write that follows it. So every
+        ring is drained, and events younger than REORDER_NS stay back until the next poll (all of
+        them with final=True)."""
         self.b.ring_buffer_poll(timeout=timeout_ms)
-        self.b.perf_buffer_poll(timeout=0)
+        self.b.ring_buffer_consume()
         try:
             self.lost = int(self.b["drops"][0].value) + self._perf_lost
         except Exception:
             pass
         if self.kb is not None:
             self.kb.perf_buffer_poll(timeout=0)
-        out, self._events = self._events, []
-        out.sort(key=lambda e: e.ts)
-        return out
+        evs = self._held + self._events if self._held else self._events
+        self._events = []
+        evs.sort(key=_TS)
+        if final:
+            self._held = []
+            return evs
+        i = bisect.bisect_right(list(map(_TS, evs)), time.monotonic_ns() - self.REORDER_NS)
+        self._held = evs[i:]
+        return evs[:i]
 
     def close(self) -> None:
         for b in (self.b, self.kb):
@@ -315,6 +510,18 @@ class Probes:
                     b.cleanup()
                 except Exception:
                     pass
+
+
+def cuda_copy_handler(sym: str) -> str | None:
+    """Which handler reads a cuMemcpy* entry point's host side: HtoD (src = arg 2), DtoH (dst =
+    arg 1), or unified cuMemcpy/cuMemcpyAsync (dst, src: the host side is found by address)."""
+    import re
+    if re.fullmatch(r"cuMemcpy2D(Async|Unaligned)?_v2(_ptds|_ptsz)?", sym):
+        return "memcpy_2d"          # (the unsuffixed cuMemcpy2D is the legacy 32-bit-field layout)
+    m = re.fullmatch(r"cuMemcpy(HtoD|DtoH|)(Async)?(_v2)?(_ptds|_ptsz)?", sym)
+    if not m:
+        return None
+    return {"HtoD": "memcpy_htod", "DtoH": "memcpy_dtoh", "": "memcpy_any"}[m.group(1)]
 
 
 def _find_libcuda() -> str | None:

@@ -2,15 +2,25 @@
 
 For every cuFile I/O (cuFileRead/Write, the async and batch forms) it collects the evidence that
 fired for that I/O — on the calling thread or on libcufile's worker threads, matched by process,
-time window, direction and file offset — and decides the route:
+time window, direction and file offset — and decides the route (``gdsdiag.routes.Route``):
 
-  P2P        nvidia-fs (USDT cufio_gds_*, NVFS read/write ioctls, nvidia-fs kernel returns),
-             pci-p2pdma (P2PDMA mapping returns) or rdma (cufio_rdma_*)
+  NVFS / P2PDMA / RDMA  P2P DMA: nvidia-fs (USDT cufio_gds_*, NVFS read/write ioctls, nvidia-fs
+             kernel returns), PCI P2PDMA (mapping returns) or userspace RDMA (cufio_rdma_*)
   PEER_GPU   dynamic routing through a GPU nearer the storage (cufio-dr probes)
   COMPAT     libcufile's POSIX path: USDT cufio_px_* and/or pread/pwrite on the file
-  DRAM_BOUNCE host staging outside cuFile: the application's own pread/pwrite into host memory
-             (with a CUDA copy seen next to it when libcuda could be probed)
   UNKNOWN    nothing conclusive fired
+
+Every other file I/O of a traced process (read/write/pread/…/io_uring/aio/copy_file_range, page-cache
+fills of mmap'd files) is one of:
+
+  DRAM_BOUNCE  host-memory I/O whose bytes a CUDA copy then moved to the GPU (read: a host-to-device
+             copy from the I/O's buffer after it) or from it (write: a device-to-host copy into its
+             buffer before it) — the copy is the evidence: direction, size and host address
+  HOST       host I/O that no CUDA copy touched: not on the GPU data path (counted, not alarming)
+
+Paths come from the stream itself: opens, closes, dups and execs are traced, so a reused descriptor
+number is never reported under its old file; read/write offsets are the file position, kept from
+open, lseek and the byte counts.
 
 Argument meanings used (worked out on the GPU machine, captures in ../shared/research/captures/
 and tests/fixtures/trace/): USDT cufio_core:cufio_px_read/write (6 args): arg1 = 0, arg2 = file
@@ -24,20 +34,49 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
+from ..routes import Route
 from .events import NVFS_IOCTLS, Event
 
-P2P, PEER_GPU, COMPAT, DRAM_BOUNCE, UNKNOWN = "P2P", "PEER_GPU", "COMPAT", "DRAM_BOUNCE", "UNKNOWN"
-ROUTES = (P2P, PEER_GPU, COMPAT, DRAM_BOUNCE, UNKNOWN)
+ROUTES = (Route.NVFS, Route.P2PDMA, Route.RDMA, Route.PEER_GPU, Route.COMPAT, Route.DRAM_BOUNCE, Route.HOST, Route.UNKNOWN)
 
-READ_SYS = {"pread64", "preadv", "preadv2"}
-WRITE_SYS = {"pwrite64", "pwritev", "pwritev2"}
-HOLD_NS = 100_000_000          # wait this long (event time) before calling an unmatched syscall app I/O
+READ_SYS = {"pread64", "preadv", "preadv2", "read", "readv"}
+WRITE_SYS = {"pwrite64", "pwritev", "pwritev2", "write", "writev"}
+POSITIONED = {"pread64", "pwrite64", "preadv", "pwritev", "preadv2", "pwritev2"}
+HOLD_NS = 100_000_000          # wait this long (event time) before taking a syscall as not libcufile's
+COPY_WINDOW_NS = 3_000_000_000  # a CUDA copy this close to a host I/O, of its buffer, makes it DRAM_BOUNCE
 FINALIZE_NS = 50_000_000       # evidence from other CPUs can arrive after the API exit
 ASYNC_TIMEOUT_NS = 5_000_000_000
+PAGE_RUN_GAP_NS = 100_000_000  # page-cache fills of one file closer than this are one mmap read
 SKIP_PREFIXES = ("/proc/", "/sys/", "/dev/", "/run/", "pipe:", "socket:", "anon_inode:")
 # the dynamic loader and interpreters read ELF headers and sources with pread: not data I/O
 SKIP_SUFFIX_RE = __import__("re").compile(r"(\.so(\.\d+)*|\.py|\.pyc)$")
 MIN_APP_IO = 4096
+O_APPEND, O_CLOEXEC = 0o2000, 0o2000000
+URING_READ_OPS, URING_WRITE_OPS = {1, 4, 22}, {2, 5, 23}   # IORING_OP_READV, READ_FIXED, READ / WRITEV, WRITE_FIXED, WRITE
+AIO_READ_OPS, AIO_WRITE_OPS = {0, 7}, {1, 8}                # IOCB_CMD_PREAD, PREADV / PWRITE, PWRITEV
+
+
+@dataclass
+class _Desc:
+    """An open file description (shared by dup'd and inherited descriptors, as in the kernel)."""
+    path: str
+    pos: int = 0
+    append: bool = False
+
+
+@dataclass
+class _HostIo:
+    """A file I/O outside cuFile, waiting for a CUDA copy of its buffer (or for its window to pass)."""
+    e: Event
+    api: str
+    op: str
+    path: str
+    offset: int
+    size: int
+    ret: int | None
+    buf: int | None             # host address of the data (None: not traced for this call)
+    latency: int | None
+    note: str
 
 
 @dataclass
@@ -105,33 +144,44 @@ class Classifier:
     """Feed events in (roughly) time order with ``feed``; collect ``IoVerdict``s from ``drain`` and at
     the end from ``flush``. Keeps per-process state only for I/O still open."""
 
-    def __init__(self, path_filter: str | None = None):
+    def __init__(self, path_filter: str | None = None, record_version: int = 2):
         self.path_filter = path_filter.rstrip("/") + "/" if path_filter else None
+        self.v1 = record_version < 2                # v-form syscalls carry the iovec array, not the buffer
         self.handles: dict[tuple[int, int], tuple[int, str | None]] = {}   # (pid, handle) -> (fd, path)
-        self.fds: dict[tuple[int, int], str] = {}                           # (pid, fd) -> path, from openat
+        self.fds: dict[tuple[int, int], _Desc] = {}                        # (pid, fd) -> open file description
+        self.cloexec: set[tuple[int, int]] = set()
+        self.inodes: dict[tuple[int, int], str] = {}                       # (kernel dev, ino) -> path
+        self.mmaps: dict[int, list[tuple[int, int, str, int]]] = {}        # pid -> (address, length, path, file offset)
+        self.procs: dict[int, dict] = {}                                   # pid -> ppid, comm, exe, ios
         self.pending: list[_Pending] = []
-        self.held: deque = deque()                 # unmatched syscalls waiting for HOLD_NS (time order)
+        self.held: deque = deque()                 # host I/O waiting for libcufile's call or a CUDA copy (time order)
         self.memcpy: dict[int, deque] = {}         # pid -> recent cuMemcpy events
+        self.page_runs: dict[tuple[int, int, int], list] = {}   # (pid, dev, ino) -> [first ts, last ts, first index, next index, event]
         self.api_stack: dict[tuple[int, int], list[_Pending]] = {}
         self.out: list[IoVerdict] = []
         self.now = 0
         self.notes: list[str] = []
-        self.counts = {"events": 0, "api_calls": 0, "unmatched_exits": 0}
+        self.counts = {"events": 0, "api_calls": 0, "unmatched_exits": 0, "small_io": 0}
 
     # -- input ---------------------------------------------------------------------------------
     def feed(self, e: Event) -> None:
         self.counts["events"] += 1
         self.now = max(self.now, e.ts)
         k = e.kind
-        if k == "open":
-            if e.path and e.args:
-                self.fds[(e.pid, e.args[0])] = e.path
-            return
-        if k == "sys_exit" and e.path is None and e.args:
-            e.path = self.fds.get((e.pid, e.args[0]))
-        if k == "handle" and e.name == "cuFileHandleRegister" and e.path is None and len(e.args) > 1:
-            e.path = self.fds.get((e.pid, e.args[1]))
-        if k == "handle":
+        if k == "sys_exit":
+            self._on_syscall(e)
+        elif k == "open":
+            self._on_open(e)
+        elif k == "fd":
+            self._on_fd(e)
+        elif k == "proc":
+            self._on_proc(e)
+        elif k == "pages":
+            self._on_pages(e)
+        elif k == "handle":
+            if e.name == "cuFileHandleRegister" and e.path is None and len(e.args) > 1:
+                d = self.fds.get((e.pid, e.args[1]))
+                e.path = d.path if d else None
             self._on_handle(e)
         elif k == "api_enter":
             self._on_api_enter(e)
@@ -139,7 +189,7 @@ class Classifier:
             self._on_api_exit(e)
         elif k == "batch_req":
             self._on_batch_req(e)
-        elif k in ("usdt", "sys_exit", "kprobe"):
+        elif k in ("usdt", "kprobe"):
             self._on_evidence(e)
         if self.counts["events"] % 512 == 0:
             self._advance()
@@ -147,6 +197,205 @@ class Classifier:
     def advance(self) -> None:
         """Finalise what is old enough; the live loop calls it after each batch of events."""
         self._advance()
+
+    # -- processes and descriptors -----------------------------------------------------------------
+    def _proc(self, pid: int, comm: str = "") -> dict:
+        p = self.procs.get(pid)
+        if p is None:
+            p = self.procs[pid] = {"pid": pid, "ppid": None, "comm": comm, "exe": None, "ios": 0}
+        elif comm and not p["comm"]:
+            p["comm"] = comm
+        return p
+
+    def _on_proc(self, e: Event) -> None:
+        a = e.args
+        if e.name == "fork" and len(a) > 1:
+            parent, child = a[0], a[1]
+            # the child starts with the parent's descriptors, sharing their file descriptions
+            for (pid, fd), d in list(self.fds.items()):
+                if pid == parent:
+                    self.fds[(child, fd)] = d
+                    if (pid, fd) in self.cloexec:
+                        self.cloexec.add((child, fd))
+            for m in self.mmaps.get(parent, []):
+                self.mmaps.setdefault(child, []).append(m)
+            p = self._proc(child, e.comm)
+            p["ppid"] = parent
+        elif e.name == "exec":
+            for key, run in [(k, r) for k, r in self.page_runs.items() if k[0] == e.pid]:
+                self._close_page_run(key, run)       # while the old image's mappings are still known
+            p = self._proc(e.pid)
+            p["comm"], p["exe"] = e.comm or p["comm"], e.path
+            for key in [k for k in self.cloexec if k[0] == e.pid]:
+                self.fds.pop(key, None)
+                self.cloexec.discard(key)
+            self.mmaps.pop(e.pid, None)
+        elif e.name == "adopt":
+            p = self._proc(e.pid, e.comm)
+            p["ppid"] = a[0] if a else None
+            p["exe"] = e.path
+        elif e.name == "exit":
+            self._proc(a[0] if a else e.pid)["exited"] = True
+
+    def _on_open(self, e: Event) -> None:
+        if not e.args:
+            return
+        fd = e.args[0]
+        key = (e.pid, fd)
+        self.cloexec.discard(key)
+        if not e.path:
+            self.fds.pop(key, None)
+            return
+        flags = e.args[1] if len(e.args) > 1 else 0
+        pos = e.args[2] if len(e.args) > 2 else 0
+        if not e.path.startswith("/") and len(e.args) > 5 and e.args[5] >= 0:
+            base = self.fds.get((e.pid, e.args[5]))     # openat relative to a directory fd
+            e.path = (base.path.rstrip("/") + "/" + e.path) if base else e.path
+        self.fds[key] = _Desc(e.path, pos, bool(flags & O_APPEND))
+        if flags & O_CLOEXEC:
+            self.cloexec.add(key)
+        if len(e.args) > 4 and e.args[4]:
+            self.inodes[(e.args[3], e.args[4])] = e.path
+
+    def _on_fd(self, e: Event) -> None:
+        a = e.args + [0] * 4
+        key = (e.pid, a[0])
+        if e.name in ("close", "unnamed_open"):
+            self.fds.pop(key, None)
+            self.cloexec.discard(key)
+        elif e.name == "dup":
+            new = (e.pid, a[1])
+            d = self.fds.get(key)
+            self.cloexec.discard(new)
+            if d is None:
+                self.fds.pop(new, None)
+            else:
+                self.fds[new] = d
+                if a[2]:
+                    self.cloexec.add(new)
+        elif e.name == "lseek":
+            d = self.fds.get(key)
+            if d is not None:
+                d.pos = a[1]
+        elif e.name == "mmap":
+            d = self.fds.get(key)
+            if d is not None:
+                self.mmaps.setdefault(e.pid, []).append((a[1], a[2], d.path, a[3]))
+
+    def _on_pages(self, e: Event) -> None:
+        """Page-cache fills outside read syscalls (mmap faults and their readahead): consecutive
+        pages of one file become one read."""
+        if e.comm.startswith(("iou-wrk", "iou-sqp")):
+            return      # io_uring's workers filling pages for requests already reported as io_uring I/O
+        dev, ino, index, n = (e.args + [0, 0, 0, 1])[:4]
+        key = (e.pid, dev, ino)
+        run = self.page_runs.get(key)
+        if run is not None and index == run[3] and e.ts - run[1] <= PAGE_RUN_GAP_NS:
+            run[1], run[3] = e.ts, index + n
+            return
+        if run is not None:
+            self._close_page_run(key, run)
+        self.page_runs[key] = [e.ts, e.ts, index, index + n, e]
+
+    def _close_page_run(self, key, run) -> None:
+        self.page_runs.pop(key, None)
+        pid, dev, ino = key
+        path = self.inodes.get((dev, ino))
+        if path is None:
+            return                      # a library or a file opened before the trace: not named, not data
+        e = run[4]
+        off, size = run[2] * 4096, (run[3] - run[2]) * 4096
+        # the mapping that holds these file pages gives their host address (for a CUDA copy from it)
+        buf = None
+        for addr, length, mpath, moff in self.mmaps.get(pid, []):
+            if mpath == path and moff <= off < moff + length:
+                buf = addr + off - moff
+                break
+        if path.startswith(SKIP_PREFIXES) or SKIP_SUFFIX_RE.search(path) or not self._path_ok(path):
+            return
+        self.held.append(_HostIo(e, "mmap", "read", path, off, size, size, buf, run[1] - run[0],
+                                 "page-cache fill of a mmap'd file" + ("" if buf is not None else " (mapping address not seen)")))
+
+    # -- host I/O: the syscalls ------------------------------------------------------------------------
+    def _desc(self, e: Event, fd: int) -> _Desc | None:
+        d = self.fds.get((e.pid, fd))
+        if d is None and e.path and fd >= 0:          # a version-1 record: the path came with the event
+            d = self.fds[(e.pid, fd)] = _Desc(e.path)
+        return d
+
+    def _on_syscall(self, e: Event) -> None:
+        name = e.name
+        a = e.args + [0] * 7
+        if name == "ioctl" or name in ("io_submit", "io_uring_enter"):
+            self._on_evidence(e)
+            return
+        ret = a[5] if a[5] < 1 << 63 else a[5] - (1 << 64)
+        if name in READ_SYS or name in WRITE_SYS:
+            op = "read" if name in READ_SYS else "write"
+            d = self._desc(e, a[0])
+            if d is None:
+                if name in POSITIONED and self.pending:
+                    # libcufile's own descriptors may predate the trace: still evidence for its calls
+                    self._host_io(e, name, op, None, a[3], ret, ret, a[1], a[6], "")
+                return                   # a pipe, socket, library or anything else not named as a data file
+            if name in POSITIONED:
+                off = a[3]
+            else:
+                off = -1 if (d.append and op == "write") else d.pos
+                if ret > 0:
+                    d.pos = (d.pos + ret) if off >= 0 else d.pos
+            buf = None if (self.v1 and name.endswith(("v", "v2"))) else a[1]
+            size = ret if ret >= 0 else (a[2] if name in ("pread64", "pwrite64", "read", "write") else 0)
+            self._host_io(e, name, op, d.path, off, size, ret, buf, a[6], "")
+        elif name == "aio":
+            op = "read" if a[4] in AIO_READ_OPS else "write" if a[4] in AIO_WRITE_OPS else None
+            d = self._desc(e, a[0])
+            if op is None or d is None:
+                return
+            self._host_io(e, "aio", op, d.path, a[3], a[2], None, a[1] if a[4] in (0, 1) else None, None,
+                          "Linux AIO request (completion not traced: size is the request's)")
+        elif name == "io_uring":
+            op = "read" if a[2] in URING_READ_OPS else "write" if a[2] in URING_WRITE_OPS else None
+            if op is None:
+                return
+            if a[4] & 1:                 # IOSQE_FIXED_FILE: a registered-file index, not an fd
+                path = None
+                note = f"io_uring request on registered file #{a[0]} (its path is not known)"
+            else:
+                d = self._desc(e, a[0])
+                path = d.path if d else None
+                note = "io_uring request (buffer address not traced)"
+                if d is not None and a[3] == -1:
+                    a[3] = d.pos
+                    if ret > 0:
+                        d.pos += ret
+            if path is None and not (a[4] & 1):
+                return
+            self._host_io(e, "io_uring", op, path or f"<io_uring fixed file {a[0]}>", a[3], max(ret, 0), ret, None, a[6], note)
+        elif name in ("copy_file_range", "sendfile", "splice"):
+            # both sides stay in the kernel: a file read and/or written, never a GPU
+            for fd, offi, op in ((a[0], 3, "read"), (a[1], 4, "write")):
+                d = self._desc(e, fd)
+                if d is None:
+                    continue
+                off = a[offi]
+                if off == -1 or (name == "sendfile" and op == "write"):
+                    off = d.pos
+                    if ret > 0:
+                        d.pos += ret
+                self._host_io(e, name, op, d.path, off, max(ret, 0), ret, None, a[6],
+                              f"{name} fd {a[0]} -> fd {a[1]}: an in-kernel copy, no user buffer")
+
+    def _host_io(self, e, api, op, path, off, size, ret, buf, lat, note) -> None:
+        io = _HostIo(e, api, op, path, off, size, ret, buf, lat, note)
+        if self.pending and self._match_syscall(io):
+            return
+        if path is not None and (path.startswith(SKIP_PREFIXES) or SKIP_SUFFIX_RE.search(path) or not self._path_ok(path)):
+            return
+        if 0 <= size < MIN_APP_IO:         # small reads/writes (headers, configs) are not a data path
+            self.counts["small_io"] += 1
+            return
+        self.held.append(io)
 
     def _on_handle(self, e: Event) -> None:
         if e.name == "cuFileHandleRegister" and len(e.args) >= 3 and e.args[2] == 0:
@@ -247,62 +496,56 @@ class Classifier:
                 for p in self._candidates(e, op, None)[:1]:
                     p.add(f"ioctl {label}", "nvfs_ioctl", e.ts)
             return
-        if name in READ_SYS or name in WRITE_SYS:
-            if not self._match_syscall(e):
-                self.held.append(e)
-            return
         if name in ("io_submit", "io_uring_enter"):
             # one submission carries many requests (libcufile's compat batch path uses io_submit)
             for p in self._candidates(e, None, None):
                 if p.api == "cuFileBatchIO" or p.is_async:
                     p.add(f"{name}", "aio", e.ts)
 
-    def _match_syscall(self, e: Event) -> bool:
-        a = e.args + [0] * 7
-        op = "read" if e.name in READ_SYS else "write"
-        pos = a[3]
-        cands = self._candidates(e, op, pos)
+    def _match_syscall(self, io: _HostIo) -> bool:
+        """Is this pread/pwrite (or AIO request) libcufile's own, inside a cuFile call on its file?"""
+        if not self.pending or (io.api not in POSITIONED and io.api != "aio"):
+            return False
+        cands = self._candidates(io.e, io.op, io.offset)
         if not cands:
             return False
-        cands[0].add(f"{e.name} fd {a[0]}", "posix", e.ts, 0)
+        cands[0].add(f"{io.api} fd {io.e.args[0]}", "posix", io.e.ts, 0)
         return True
 
     # -- finalisation ----------------------------------------------------------------------------
-    def _advance(self) -> None:
+    def _advance(self, final: bool = False) -> None:
         now = self.now
         keep = []
         for p in self.pending:
-            done = False
+            done = final
             if p.is_async:
-                done = (p.bytes_seen >= p.size > 0) or now > p.t_start + ASYNC_TIMEOUT_NS
+                done = done or (p.bytes_seen >= p.size > 0) or now > p.t_start + ASYNC_TIMEOUT_NS
                 if done and p.t_end is None:
                     p.t_end = p.last_ts or now
             elif p.t_end is not None and now > p.t_end + FINALIZE_NS:
                 done = True
+            if final and p.t_end is None:
+                p.t_end = p.last_ts or p.t_start
             if done:
                 self.out.append(self._verdict(p))
             else:
                 keep.append(p)
         self.pending = keep
-        while self.held and self.held[0].ts + HOLD_NS < now:
-            e = self.held.popleft()
-            if not self._match_syscall(e):
-                v = self._app_verdict(e)
-                if v is not None:
-                    self.out.append(v)
+        for key, run in list(self.page_runs.items()):
+            if final or now - run[1] > PAGE_RUN_GAP_NS:
+                self._close_page_run(key, run)
+        held = self.held
+        while held:
+            io = held[0]
+            wait = COPY_WINDOW_NS if io.op == "read" else HOLD_NS
+            if not final and io.e.ts + wait >= now:
+                break
+            held.popleft()
+            if not self._match_syscall(io) and io.path is not None:
+                self.out.append(self._host_verdict(io))
 
     def flush(self) -> None:
-        for p in self.pending:
-            if p.t_end is None:
-                p.t_end = p.last_ts or p.t_start
-            self.out.append(self._verdict(p))
-        self.pending = []
-        for e in self.held:
-            if not self._match_syscall(e):
-                v = self._app_verdict(e)
-                if v is not None:
-                    self.out.append(v)
-        self.held = deque()
+        self._advance(final=True)
         self.out.sort(key=lambda v: v.ts)
 
     def drain(self) -> list[IoVerdict]:
@@ -320,66 +563,102 @@ class Classifier:
         kinds = p.kinds
         sub = None
         if "gds" in kinds or "nvfs_k" in kinds:
-            route, sub, conf = P2P, "nvidia-fs", "high"
+            route, sub, conf = Route.NVFS, "nvidia-fs", "high"
         elif "nvfs_ioctl" in kinds:
-            route, sub, conf = P2P, "nvidia-fs", "medium"
+            route, sub, conf = Route.NVFS, "nvidia-fs", "medium"
         elif "p2pdma" in kinds:
-            route, sub, conf = P2P, "pci-p2pdma", "high"
+            route, sub, conf = Route.P2PDMA, "pci-p2pdma", "high"
         elif "rdma" in kinds:
-            route, sub, conf = P2P, "rdma", "high"
+            route, sub, conf = Route.RDMA, "rdma", "high"
         elif "dr" in kinds:
-            route, sub, conf = PEER_GPU, "dynamic-routing", "medium"
+            route, sub, conf = Route.PEER_GPU, "dynamic-routing", "medium"
         elif "px" in kinds or "posix" in kinds or "aio" in kinds:
-            route = COMPAT
+            route = Route.COMPAT
             conf = "high" if ("px" in kinds and "posix" in kinds) else "medium"
             if "bb" in kinds:
                 ev.append("through libcufile's bounce buffers")
         elif "bb" in kinds:
-            route, conf = UNKNOWN, "low"
+            route, conf = Route.UNKNOWN, "low"
             ev.append("bounce-buffer probes only")
         else:
-            route, conf = UNKNOWN, "low"
+            route, conf = Route.UNKNOWN, "low"
             ev.append("no route evidence fired inside this call")
-        if "cpu_k" in kinds and route == P2P:
+        if "cpu_k" in kinds and route.is_p2p:
             ev.append("some requests mapped CPU pages")
         lat = (p.t_end - p.t_start) if p.t_end is not None else None
-        size = p.size
-        return IoVerdict(p.t_start, p.pid, p.tid, p.comm, p.api, p.op, path, p.offset, size, p.ret, lat, route, sub, conf, ev)
+        self._proc(p.pid, p.comm)["ios"] += 1
+        return IoVerdict(p.t_start, p.pid, p.tid, p.comm, p.api, p.op, path, p.offset, p.size, p.ret, lat, route, sub, conf, ev)
 
-    def _app_verdict(self, e: Event) -> IoVerdict | None:
-        path = e.path
-        if path is None or path.startswith(SKIP_PREFIXES) or SKIP_SUFFIX_RE.search(path) or not self._path_ok(path):
-            return None
-        a = e.args + [0] * 7
-        if 0 <= a[5] < MIN_APP_IO:        # small reads/writes (headers, configs) are not a data path
-            return None
-        op = "read" if e.name in READ_SYS else "write"
-        ret, lat = a[5], a[6]
-        if ret is not None and ret >= 1 << 63:
-            ret -= 1 << 64
-        ev = [f"{e.name} fd {a[0]} into host memory {a[1]:#x} (no cuFile call around it)"]
-        conf = "low"
-        copies = self.memcpy.get(e.pid)
-        if copies:
-            near = [c for c in copies if abs(c.ts - e.ts) <= HOLD_NS]
-            if op == "read":
-                near = [c for c in near if c.ts >= e.ts]
+    def _copy_of(self, io: _HostIo):
+        """The CUDA copy that moved this I/O's bytes: after a read, host-to-device from its buffer;
+        before a write, device-to-host into it. With the buffer address unknown (io_uring, version-1
+        records of the v-forms) only direction, size and time can match: medium confidence."""
+        copies = self.memcpy.get(io.e.pid)
+        if not copies:
+            return None, None
+        t = io.e.ts
+        lo, hi = (t, t + COPY_WINDOW_NS) if io.op == "read" else (t - COPY_WINDOW_NS, t)
+        want = 1 if io.op == "read" else 2
+        end = io.buf + max(io.size, 1) if io.buf is not None else None
+        best = None
+        for c in copies:
+            if not lo <= c.ts <= hi:
+                continue
+            dst, src, n, d = (c.args + [0, 0, 0, 0])[:4]
+            if d not in (want, 0) or n <= 0:
+                continue
+            if io.buf is not None:
+                host = src if io.op == "read" else dst
+                if host < end and io.buf < host + n:
+                    # the nearest in time wins (a buffer reused for the next I/O is copied again)
+                    if best is None or abs(c.ts - t) < abs(best.ts - t):
+                        best = c
+            elif d == want and n == io.size and best is None:
+                best = c
+        if best is not None:
+            return best, "high" if io.buf is not None else "medium"
+        # staged: the bytes went through another host buffer first (CuPy copies a pageable NumPy
+        # array into pinned memory, then host-to-device): the same size, the right direction, next
+        for c in copies:
+            dst, src, n, d = (c.args + [0, 0, 0, 0])[:4]
+            if lo <= c.ts <= hi and d == want and n == io.size and (best is None or abs(c.ts - t) < abs(best.ts - t)):
+                best = c
+        if best is None:
+            return None, None
+        return best, "staged"
+
+    def _host_verdict(self, io: _HostIo) -> IoVerdict:
+        e = io.e
+        ev = [(f"{io.api} fd {e.args[0]}" if io.api != "mmap" else "mmap'd pages")
+              + (f" into host memory {io.buf:#x}" if io.buf and io.op == "read"
+                                             else f" from host memory {io.buf:#x}" if io.buf else "")]
+        if io.note:
+            ev.append(io.note)
+        c, conf = self._copy_of(io)
+        if c is not None:
+            dst, src, n, d = (c.args + [0, 0, 0, 0])[:4]
+            dt = (c.ts - e.ts) / 1e6
+            how = {"high": "", "medium": " (buffer address not traced: matched by direction and size)",
+                   "staged": " from another host buffer of the same size (staged, e.g. through pinned memory)"}[conf]
+            if io.op == "read":
+                ev.append(f"CUDA copy host {src:#x} -> GPU {dst:#x}, {n} bytes, {dt:+.3f} ms after it{how}")
             else:
-                near = [c for c in near if c.ts <= e.ts]
-            if near:
-                conf = "high"
-                ev.append(f"CUDA copy of {near[0].args[2] if len(near[0].args) > 2 else '?'} bytes "
-                          f"{'after' if op == 'read' else 'before'} it")
-        if conf == "low":
-            ev.append("no CUDA copy seen next to it (libcuda not probed or no GPU): host-memory staging")
-        # pread64/pwrite64 carry a byte count; the v-forms an iovec count: the return says the bytes
-        size = ret if ret is not None and ret >= 0 else (a[2] if e.name in ("pread64", "pwrite64") else 0)
-        return IoVerdict(e.ts, e.pid, e.tid, e.comm, e.name, op, path, a[3], size, ret, lat, DRAM_BOUNCE, None, conf, ev)
+                ev.append(f"CUDA copy GPU {src:#x} -> host {dst:#x}, {n} bytes, {-dt:.3f} ms before it{how}")
+            if conf == "staged":
+                conf = "medium"
+            route = Route.DRAM_BOUNCE
+        else:
+            route, conf = Route.HOST, "medium"
+            ev.append("host I/O, not on the GPU data path: " + ("no CUDA copy of its buffer" if self.memcpy.get(e.pid)
+                                                                 else "the process made no CUDA copy"))
+        self._proc(e.pid, e.comm)["ios"] += 1
+        return IoVerdict(e.ts, e.pid, e.tid, e.comm, io.api, io.op, io.path, io.offset, io.size, io.ret, io.latency,
+                         route, None, conf, ev)
 
 
-def classify(events: list[Event], path_filter: str | None = None) -> list[IoVerdict]:
+def classify(events: list[Event], path_filter: str | None = None, record_version: int = 2) -> list[IoVerdict]:
     """The whole stream at once (replay): events are ordered by time first."""
-    c = Classifier(path_filter)
+    c = Classifier(path_filter, record_version)
     for e in sorted(events, key=lambda e: e.ts):
         c.feed(e)
     c.flush()

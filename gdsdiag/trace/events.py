@@ -4,16 +4,25 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from ..errors import GdsdiagError
+
 # ids used by probes/cufile_trace.c
 EV_API_ENTER, EV_API_EXIT, EV_USDT, EV_SYS_ENTER, EV_SYS_EXIT, EV_BLK_ISSUE, EV_BLK_DONE, EV_HANDLE, EV_BATCH_REQ, EV_KPROBE = range(1, 11)
+EV_PROC, EV_FD, EV_PAGES = 11, 12, 13
 KINDS = {EV_API_ENTER: "api_enter", EV_API_EXIT: "api_exit", EV_USDT: "usdt", EV_SYS_EXIT: "sys_exit",
          EV_BLK_ISSUE: "blk_issue", EV_BLK_DONE: "blk_done", EV_HANDLE: "handle", EV_BATCH_REQ: "batch_req",
-         EV_KPROBE: "kprobe"}
+         EV_KPROBE: "kprobe", EV_PROC: "proc", EV_FD: "fd", EV_PAGES: "pages"}
 API_NAMES = {1: "cuFileRead", 2: "cuFileWrite", 3: "cuFileReadAsync", 4: "cuFileWriteAsync", 5: "cuFileBatchIOSubmit",
              6: "cuFileBatchIOGetStatus", 7: "cuFileHandleRegister", 8: "cuFileHandleDeregister", 9: "cuFileBufRegister",
              10: "cuFileDriverOpen", 11: "cuFileGetVersion", 12: "cuMemcpy"}
 SYS_NAMES = {1: "pread64", 2: "pwrite64", 3: "preadv", 4: "pwritev", 5: "preadv2", 6: "pwritev2", 7: "ioctl",
-             8: "io_submit", 9: "io_uring_enter"}
+             8: "io_submit", 9: "io_uring_enter", 10: "read", 11: "write", 12: "readv", 13: "writev",
+             14: "copy_file_range", 15: "sendfile", 16: "splice", 17: "io_uring", 18: "aio"}
+# descriptor-table events: close (a0 fd), dup (a0 old, a1 new, a2 cloexec), lseek (a0 fd, a1 new position),
+# unnamed_open (a0 fd: a library, /proc … file whose path is not sent), mmap (a0 fd, a1 address, a2 length, a3 offset)
+FD_NAMES = {1: "close", 2: "dup", 3: "lseek", 5: "unnamed_open", 6: "mmap"}
+# process events: fork (a0 parent, a1 child), exit (a0 pid); exec and adopt come with a path (the program)
+PROC_NAMES = {1: "fork", 2: "exec", 3: "exit"}
 KPROBE_NAMES = {1: "nvfs_blk_rq_map_sg", 2: "nvfs_dma_map_sg_attrs", 3: "nvfs_blk_rq_dma_map_iter_start",
                 4: "nvfs_get_dma", 5: "pci_p2pdma_map_segment", 6: "nvfs_io_start_op"}
 NVFS_IOCTLS = {0x40047401: "NVFS_IOCTL_REMOVE", 0x40047402: "NVFS_IOCTL_READ", 0x40047403: "NVFS_IOCTL_MAP",
@@ -21,7 +30,9 @@ NVFS_IOCTLS = {0x40047401: "NVFS_IOCTL_REMOVE", 0x40047402: "NVFS_IOCTL_READ", 0
                0x40047406: "NVFS_IOCTL_GET_RDMA_REG_INFO", 0x40047407: "NVFS_IOCTL_CLEAR_RDMA_REG_INFO",
                0x40047408: "NVFS_IOCTL_BATCH_IO"}
 
-RECORD_VERSION = 1
+# 2: v-form syscalls carry the first iovec's base address (a1), not the iovec array's; opens carry
+# [fd, flags, position]; fd/proc/pages events and read/write/io_uring/aio exist
+RECORD_VERSION = 2
 
 
 @dataclass
@@ -29,7 +40,7 @@ class Event:
     ts: int                 # ns, CLOCK_MONOTONIC (bpf_ktime_get_ns)
     pid: int
     tid: int
-    kind: str               # api_enter | api_exit | usdt | sys_exit | blk_issue | blk_done | handle | batch_req | kprobe | open
+    kind: str               # api_enter | api_exit | usdt | sys_exit | blk_issue | blk_done | handle | batch_req | kprobe | open | fd | proc | pages
     name: str               # cuFileRead, cufio_core:cufio_px_read, pread64, nvfs_get_dma …
     args: list = field(default_factory=list)
     comm: str = ""
@@ -39,7 +50,7 @@ class Event:
         return [self.ts, self.pid, self.tid, self.kind, self.name, self.args, self.comm, self.path]
 
     @classmethod
-    def from_list(cls, v: list) -> "Event":
+    def from_list(cls, v: list) -> Event:
         return cls(int(v[0]), int(v[1]), int(v[2]), str(v[3]), str(v[4]), list(v[5]), str(v[6]), v[7])
 
 
@@ -49,28 +60,97 @@ def write_record(f, header: dict, events) -> None:
         f.write(json.dumps(e.to_list()) + "\n")
 
 
+MAX_REPLAY_EVENTS = 2_000_000     # ~1 GiB of Event objects; a longer run is recorded in parts
+
+
+class _NotARecording(Exception):
+    def __init__(self, line: int, why: str):
+        super().__init__(why)
+        self.line, self.why = line, why
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and -(1 << 64) < v < (1 << 64)
+
+
+def _event(v, n: int):
+    """An Event from one parsed line, or _NotARecording naming what is wrong with it."""
+    if not isinstance(v, list) or len(v) != 8:
+        raise _NotARecording(n, "an event is a list of 8 values")
+    ts, pid, tid, kind, name, args, comm, path = v
+    if not (_is_int(ts) and _is_int(pid) and _is_int(tid)):
+        raise _NotARecording(n, "timestamp, pid and tid must be integers")
+    if not (isinstance(kind, str) and isinstance(name, str) and isinstance(comm, str)):
+        raise _NotARecording(n, "kind, name and comm must be strings")
+    # the probes record integer arguments only (probes/cufile_trace.c)
+    if not isinstance(args, list) or len(args) > 16 or not all(_is_int(a) for a in args):
+        raise _NotARecording(n, "args must be a list of at most 16 integers")
+    if path is not None and not isinstance(path, str):
+        raise _NotARecording(n, "path must be a string or null")
+    return Event(ts, pid, tid, kind, name, args, comm, path)
+
+
 def read_record(path: str) -> tuple[dict, list[Event]]:
-    from ..errors import GdsdiagError
+    """(header, events) of a --record file (plain or .gz), read as a bounded stream: refuses FIFOs
+    and devices, lines over 64 KiB, more than MAX_REPLAY_EVENTS events, invalid UTF-8, JSON nested
+    deeper than 64 or numbers out of range, and values of the wrong type — each as "not a gdsdiag
+    recording: line N" instead of an internal error or a MemoryError."""
     import gzip
-    opener = gzip.open if path.endswith(".gz") else open
+    import zlib
+
+    from ..bounded import MAX_RECORD_LINE, MAX_RECORDING, loads_json, open_user_file
+    fix = "record one with gdsdiag trace --record FILE"
+    raw = open_user_file(path, "trace recording", MAX_RECORDING, fix)
+    n = 0
     try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            first = f.readline()
-            try:
-                header = json.loads(first)
-            except ValueError:
-                header = None
-            if not isinstance(header, dict) or "gdsdiag_trace_record" not in header:
-                raise GdsdiagError(f"{path} is not a gdsdiag trace record", "record one with gdsdiag trace --record FILE")
+        with raw:
+            magic = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
+            f = gzip.GzipFile(fileobj=raw) if magic == b"\x1f\x8b" else raw
+            header = None
             events = []
-            for n, line in enumerate(f, 2):
-                line = line.strip()
-                if not line or line.startswith("#"):
+            total = 0
+            while True:
+                line = f.readline(MAX_RECORD_LINE + 1)
+                if not line:
+                    break
+                n += 1
+                total += len(line)
+                if len(line) > MAX_RECORD_LINE:
+                    raise _NotARecording(n, f"line longer than {MAX_RECORD_LINE >> 10} KiB")
+                if total > MAX_RECORDING:
+                    raise _NotARecording(n, f"more than {MAX_RECORDING >> 30} GiB of events")
+                try:
+                    text = line.decode("utf-8").strip()
+                except UnicodeDecodeError:
+                    raise _NotARecording(n, "invalid UTF-8") from None
+                if header is None:
+                    try:
+                        header = loads_json(text)
+                    except ValueError:
+                        header = None
+                    if not isinstance(header, dict) or "gdsdiag_trace_record" not in header:
+                        raise _NotARecording(n, "no gdsdiag_trace_record header")
+                    for key in ("probes_attached", "probes_not_attached"):
+                        if not isinstance(header.get(key, []), list):
+                            raise _NotARecording(n, f"header field {key} must be a list")
+                    if not _is_int(header.get("lost", 0)):
+                        raise _NotARecording(n, "header field lost must be an integer")
+                    continue
+                if not text or text.startswith("#"):
                     continue
                 try:
-                    events.append(Event.from_list(json.loads(line)))
-                except (ValueError, IndexError, TypeError):
-                    raise GdsdiagError(f"{path} line {n}: not an event record", "the file is damaged; record it again") from None
-    except (OSError, EOFError) as e:
-        raise GdsdiagError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}", "check the path") from None
+                    v = loads_json(text)
+                except ValueError as e:
+                    raise _NotARecording(n, f"not an event record ({e})") from None
+                events.append(_event(v, n))
+                if len(events) > MAX_REPLAY_EVENTS:
+                    raise _NotARecording(n, f"more than {MAX_REPLAY_EVENTS} events")
+            if header is None:
+                raise _NotARecording(max(n, 1), "empty file")
+    except _NotARecording as e:
+        raise GdsdiagError(f"{path} is not a gdsdiag trace record: line {e.line}: {e.why}", fix) from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+        raise GdsdiagError(f"{path} is not a gdsdiag trace record: line {n + 1}: damaged gzip stream ({e})", fix) from None
+    except OSError as e:
+        raise GdsdiagError(f"cannot read {path}: {e.strerror or e}", "check the path") from None
     return header, events

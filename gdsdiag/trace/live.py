@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from ..errors import GdsdiagError
 from .classify import Classifier, IoVerdict, summarize
+from .events import RECORD_VERSION
 
 
 @dataclass
@@ -22,12 +23,36 @@ class TraceResult:
     events: int
     exit_code: int | None = None
     header: dict = field(default_factory=dict)
+    processes: list[dict] = field(default_factory=list)
+    timing: dict = field(default_factory=dict)
+    libraries: list[dict] = field(default_factory=list)
     stopped_by: int | None = None      # the signal (INT/TERM/HUP) that ended a live trace early
 
     def summary_json(self) -> dict:
         return {"type": "summary", "routes": self.summary, "ios": len(self.verdicts), "events": self.events,
                 "lost_events": self.lost, "probes_attached": self.attached, "probes_not_attached": self.failed,
-                "traced_exit_code": self.exit_code}
+                "traced_exit_code": self.exit_code, "processes": self.processes, "libraries": self.libraries,
+                "startup_s": self.timing}
+
+
+def _processes(clf) -> list[dict]:
+    return [{k: p.get(k) for k in ("pid", "ppid", "comm", "exe", "ios")} for p in sorted(clf.procs.values(), key=lambda p: p["pid"])]
+
+
+def mapped_libraries(pid: int, prefix: str) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            paths = {line.split(None, 5)[5].strip() for line in f if line.count(" ") >= 5 and prefix in line}
+    except (OSError, IndexError):
+        return []
+    return sorted(p for p in paths if os.path.basename(p).startswith(prefix) and not p.endswith(" (deleted)"))
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _gate_child(cmd: list[str]):
@@ -49,31 +74,67 @@ def _gate_child(cmd: list[str]):
     return proc, w
 
 
-def run_live(cmd: list[str] | None, pid: int | None, duration: float | None, path_filter: str | None,
-             libcufile: str | None, on_verdict, record_file=None, block: bool = False) -> TraceResult:
+def run_live(cmd: list[str] | None, pids: list[int] | None, duration: float | None, path_filter: str | None,
+             libcufile: str | None, on_verdict, record_file=None, block: bool = False, cgroup: str | None = None,
+             comm: str | None = None, on_status=None) -> TraceResult:
+    """Trace CMD (held at a gate until the probes are live), the processes PIDS and all their
+    descendants, a cgroup, processes named COMM, or (none given) everything."""
     from .bpf import Probes, preflight
+    from .procs import by_comm, cgroup_pids, cgroup_target, descendants
+    say = on_status or (lambda msg: None)
+    t0 = time.monotonic()
     preflight()
-    if libcufile is None:
-        from ..platform.libcufile import locate
-        libcufile = locate().path
-    if pid is not None and not os.path.exists(f"/proc/{pid}"):
-        raise GdsdiagError(f"no process {pid}", "give the pid of a running process")
+    pids = list(pids or [])
+    for p in pids:
+        if not os.path.exists(f"/proc/{p}"):
+            raise GdsdiagError(f"no process {p}", "give the pid of a running process")
+    cg = cgroup_target(cgroup) if cgroup else None
+    say("attaching…")
     proc, gate = (None, None)
     if cmd:
         proc, gate = _gate_child(cmd)
-    pids = [p for p in (pid, proc.pid if proc else None) if p]
+    roots = pids + ([proc.pid] if proc else [])
+    if comm:
+        roots += by_comm(comm)
+    if cg:
+        roots += cgroup_pids(cg[2])
+    # processes that exist now: every descendant of the given ones (those started later join in the kernel)
+    existing = descendants(roots) if roots else []
+    selective = bool(cmd or pids or comm or cg)
+    # USDT contexts are compiled in: the --libcufile override, else the copy the bindings would load
+    # and every other copy the processes already running have mapped
+    if libcufile:
+        libcufiles = [libcufile]
+    else:
+        from ..platform.libcufile import locate
+        libcufiles = [p for p in [locate().path] if p]
+        for p in existing:
+            for lib in mapped_libraries(p, "libcufile.so"):
+                if not any(_same_file(lib, x) for x in libcufiles):
+                    libcufiles.append(lib)
     try:
-        probes = Probes(libcufile, pids, trace_all=not pids, block=block)
+        probes = Probes(libcufiles, existing, trace_all=not selective, block=block,
+                        cgroup=(cg[0], cg[1]) if cg else None, comm=comm)
     except BaseException:
         if proc:
             os.close(gate)
             proc.kill()
         raise
-    header = {"libcufile": libcufile, "kernel": os.uname().release, "probes_attached": probes.attached,
+    t_attached = time.monotonic()
+    # a fork between the /proc walk and the attach is caught by walking again now that the kernel follows
+    if selective and roots:
+        late = [p for p in descendants(roots) if p not in existing]
+        for p in late:
+            probes.add_pid(p)
+        existing += late
+    probes.adopt([p for p in existing if not proc or p != proc.pid])
+    for p in existing:
+        probes.scan_maps(p)
+    header = {"libcufile": libcufiles[0] if libcufiles else None, "kernel": os.uname().release, "probes_attached": probes.attached,
               "probes_not_attached": probes.failed, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "cmd": cmd, "pid": pid}
+              "cmd": cmd, "pids": pids, "cgroup": cgroup, "comm": comm}
     if record_file is not None:
-        record_file.write(json.dumps({"gdsdiag_trace_record": 1, **header}) + "\n")
+        record_file.write(json.dumps({"gdsdiag_trace_record": RECORD_VERSION, **header}) + "\n")
     clf = Classifier(path_filter)
     verdicts: list[IoVerdict] = []
     nevents = 0
@@ -83,20 +144,32 @@ def run_live(cmd: list[str] | None, pid: int | None, duration: float | None, pat
         stop["flag"] = True
         stop["signum"] = signum
 
-    def take(timeout_ms: int) -> None:
+    def take(timeout_ms: int, final: bool = False) -> None:
         """Poll once: record the raw events (if asked) and feed them to the classifier."""
         nonlocal nevents
-        evs = probes.poll(timeout_ms)
+        evs = probes.poll(timeout_ms, final)
         nevents += len(evs)
+        # a process that exec'd or mapped a file we do not know as data may have loaded a library:
+        # probe any new libcufile / libcuda copy it maps (once per file)
+        rescan = set()
         for e in evs:
-            if record_file is not None:
-                record_file.write(json.dumps(e.to_list()) + "\n")
+            if e.kind == "open" and e.path and os.path.basename(e.path).startswith(("libcufile.so", "libcuda.so")):
+                probes.attach_library(e.path, e.pid)          # as it is opened, before it is mapped
+            elif (e.kind == "proc" and e.name == "exec") or (e.kind == "fd" and e.name == "mmap"):
+                rescan.add(e.pid)
+        for p in rescan:
+            probes.scan_maps(p)
+        if record_file is not None:
+            record_file.write("".join(json.dumps(e.to_list()) + "\n" for e in evs))
+        for e in evs:
             clf.feed(e)
     old = signal.signal(signal.SIGINT, on_sigint)
     old_term = signal.signal(signal.SIGTERM, on_sigint)
     old_hup = signal.signal(signal.SIGHUP, on_sigint)
     t_end = time.monotonic() + duration if duration else None
     exit_code = None
+    timing = {"attach_s": round(t_attached - t0, 2), **probes.timing}
+    say(f"tracing, Ctrl-C to end (live after {t_attached - t0:.1f} s)")
     try:
         if proc:
             os.write(gate, b"go\n")
@@ -113,10 +186,13 @@ def run_live(cmd: list[str] | None, pid: int | None, duration: float | None, pat
                 for _ in range(3):
                     take(50)
                 break
-            if pid and not os.path.exists(f"/proc/{pid}"):
-                break
+            if pids and not cmd and not any(os.path.exists(f"/proc/{p}") for p in existing) and \
+                    not any(os.path.exists(f"/proc/{p}") for p, info in clf.procs.items() if not info.get("exited")):
+                break                     # every followed process has gone, children started later too
             if t_end and time.monotonic() >= t_end:
                 break
+        # Ctrl-C, --duration or the processes' end: what is still in the ring buffers counts too
+        take(0, final=True)
     finally:
         signal.signal(signal.SIGINT, old)
         signal.signal(signal.SIGTERM, old_term)
@@ -132,111 +208,22 @@ def run_live(cmd: list[str] | None, pid: int | None, duration: float | None, pat
     for v in clf.drain():
         verdicts.append(v)
         on_verdict(v)
-    return TraceResult(verdicts, summarize(verdicts), probes.attached, probes.failed, probes.lost, nevents, exit_code, header,
-                       stopped_by=stop["signum"])
+    res = TraceResult(verdicts, summarize(verdicts), probes.attached, probes.failed, probes.lost, nevents, exit_code, header,
+                      _processes(clf), timing, stopped_by=stop["signum"])
+    res.libraries = probes.libraries
+    return res
 
-
-MAX_REPLAY_EVENTS = 2_000_000     # ~1 GiB of Event objects; a longer run is recorded in parts
-
-
-class _NotARecording(Exception):
-    def __init__(self, line: int, why: str):
-        super().__init__(why)
-        self.line, self.why = line, why
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and -(1 << 64) < v < (1 << 64)
-
-
-def _event(v, n: int):
-    """An Event from one parsed line, or _NotARecording naming what is wrong with it."""
-    from .events import Event
-    if not isinstance(v, list) or len(v) != 8:
-        raise _NotARecording(n, "an event is a list of 8 values")
-    ts, pid, tid, kind, name, args, comm, path = v
-    if not (_is_int(ts) and _is_int(pid) and _is_int(tid)):
-        raise _NotARecording(n, "timestamp, pid and tid must be integers")
-    if not (isinstance(kind, str) and isinstance(name, str) and isinstance(comm, str)):
-        raise _NotARecording(n, "kind, name and comm must be strings")
-    # the probes record integer arguments only (probes/cufile_trace.c)
-    if not isinstance(args, list) or len(args) > 16 or not all(_is_int(a) for a in args):
-        raise _NotARecording(n, "args must be a list of at most 16 integers")
-    if path is not None and not isinstance(path, str):
-        raise _NotARecording(n, "path must be a string or null")
-    return Event(ts, pid, tid, kind, name, args, comm, path)
-
-
-def read_recording(path: str):
-    """(header, events) of a --record file (plain or .gz), read as a bounded stream: refuses FIFOs
-    and devices, lines over 64 KiB, more than MAX_REPLAY_EVENTS events, invalid UTF-8, JSON nested
-    deeper than 64 or numbers out of range, and values of the wrong type — each as "not a gdsdiag
-    recording: line N" instead of an internal error or a MemoryError."""
-    import gzip
-    import zlib
-    from ..bounded import MAX_RECORD_LINE, MAX_RECORDING, loads_json, open_user_file
-    fix = "record one with gdsdiag trace --record FILE"
-    raw = open_user_file(path, "trace recording", MAX_RECORDING, fix)
-    n = 0
-    try:
-        with raw:
-            magic = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
-            f = gzip.GzipFile(fileobj=raw) if magic == b"\x1f\x8b" else raw
-            header = None
-            events = []
-            total = 0
-            while True:
-                line = f.readline(MAX_RECORD_LINE + 1)
-                if not line:
-                    break
-                n += 1
-                total += len(line)
-                if len(line) > MAX_RECORD_LINE:
-                    raise _NotARecording(n, f"line longer than {MAX_RECORD_LINE >> 10} KiB")
-                if total > MAX_RECORDING:
-                    raise _NotARecording(n, f"more than {MAX_RECORDING >> 30} GiB of events")
-                try:
-                    text = line.decode("utf-8").strip()
-                except UnicodeDecodeError:
-                    raise _NotARecording(n, "invalid UTF-8") from None
-                if header is None:
-                    try:
-                        header = loads_json(text)
-                    except ValueError:
-                        header = None
-                    if not isinstance(header, dict) or "gdsdiag_trace_record" not in header:
-                        raise _NotARecording(n, "no gdsdiag_trace_record header")
-                    for key in ("probes_attached", "probes_not_attached"):
-                        if not isinstance(header.get(key, []), list):
-                            raise _NotARecording(n, f"header field {key} must be a list")
-                    if not _is_int(header.get("lost", 0)):
-                        raise _NotARecording(n, "header field lost must be an integer")
-                    continue
-                if not text or text.startswith("#"):
-                    continue
-                try:
-                    v = loads_json(text)
-                except ValueError as e:
-                    raise _NotARecording(n, f"not an event record ({e})") from None
-                events.append(_event(v, n))
-                if len(events) > MAX_REPLAY_EVENTS:
-                    raise _NotARecording(n, f"more than {MAX_REPLAY_EVENTS} events")
-            if header is None:
-                raise _NotARecording(max(n, 1), "empty file")
-    except _NotARecording as e:
-        raise GdsdiagError(f"{path} is not a gdsdiag trace record: line {e.line}: {e.why}", fix) from None
-    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
-        raise GdsdiagError(f"{path} is not a gdsdiag trace record: line {n + 1}: damaged gzip stream ({e})", fix) from None
-    except OSError as e:
-        raise GdsdiagError(f"cannot read {path}: {e.strerror or e}", "check the path") from None
-    return header, events
 
 
 def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
-    from .classify import classify
-    header, events = read_recording(path)
-    verdicts = classify(events, path_filter)
+    from .events import read_record
+    header, events = read_record(path)
+    clf = Classifier(path_filter, int(header.get("gdsdiag_trace_record", 1)))
+    for e in sorted(events, key=lambda e: e.ts):
+        clf.feed(e)
+    clf.flush()
+    verdicts = [v for v in clf.drain() if v.path is None or clf._path_ok(v.path)]
     for v in verdicts:
         on_verdict(v)
     return TraceResult(verdicts, summarize(verdicts), header.get("probes_attached", []), header.get("probes_not_attached", []),
-                       header.get("lost", 0), len(events), None, header)
+                       header.get("lost", 0), len(events), None, header, _processes(clf))

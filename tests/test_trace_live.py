@@ -1,0 +1,257 @@
+"""gdsdiag trace live on this kernel, on real programs: a process tree doing every kind of file I/O
+(tests/workloads/tree.py and the io_uring program uring_rw.c built here), a process already running
+before --pid, --comm and --cgroup. Needs root, bcc and a kernel headers tree (.ci/run links Debian's
+6.1 headers); each test skips with the reason otherwise."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gdsdiag.trace.events import read_record
+
+KiB, MiB = 1024, 1 << 20
+HERE = os.path.dirname(os.path.abspath(__file__))
+TREE = os.path.join(HERE, "workloads", "tree.py")
+URING_C = os.path.join(HERE, "workloads", "uring_rw.c")
+PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable   # not a pyenv shell shim
+
+
+def _bcc_ok():
+    if os.geteuid() != 0:
+        return "needs root"
+    try:
+        from gdsdiag.trace.bpf import import_bcc
+        import_bcc()
+    except Exception as e:
+        return f"bcc unavailable: {e}"
+    if not os.path.exists(f"/lib/modules/{os.uname().release}/build"):
+        return "no kernel headers tree at /lib/modules/$(uname -r)/build (.ci/run links Debian's 6.1 headers)"
+    return None
+
+
+pytestmark = pytest.mark.skipif(_bcc_ok() is not None, reason=str(_bcc_ok()))
+
+
+def _env():
+    """gdsdiag importable from any working directory (an uninstalled checkout too)."""
+    root = os.path.dirname(HERE)
+    return {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def _parse(stdout):
+    lines = [json.loads(x) for x in stdout.splitlines() if x.startswith("{")]
+    return [x for x in lines if x["type"] == "io"], next(x for x in lines if x["type"] == "summary")
+
+
+def _shape(ios, d):
+    """(process role, api, op, file, offset, size, route) of the I/O on files under d."""
+    return [(v["pid"], v["api"], v["op"], os.path.basename(v["path"]), v["offset"], v["size"], v["route"])
+            for v in ios if v["path"] and v["path"].startswith(d + "/")]
+
+
+@pytest.fixture
+def datadir():
+    # /var/tmp: a real disk (O_DIRECT works there; tmpfs refuses it)
+    d = os.path.realpath(__import__("tempfile").mkdtemp(prefix="gdsdiag-trace-", dir="/var/tmp"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_process_tree_every_syscall_exact_offsets_and_the_reused_descriptor(datadir, tmp_path):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    uring = None
+    if cc:
+        uring = str(tmp_path / "uring_rw")
+        subprocess.run([cc, "-O2", "-o", uring, URING_C], check=True)
+    rec = tmp_path / "rec.jsonl"
+    r = subprocess.run([sys.executable, "-m", "gdsdiag", "trace", "--json", "--record", str(rec), "--", PY, TREE, datadir]
+                       + ([uring] if uring else []), capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.startswith("attaching…") and "tracing, Ctrl-C to end" in r.stderr
+    ios, summ = _parse(r.stdout)
+    pids = {}
+    for line in r.stdout.splitlines():            # "op PID what": which process did what
+        if line.startswith("op ") and line.split()[1].isdigit():
+            pids.setdefault(" ".join(line.split()[2:4]), int(line.split()[1]))
+    parent, child, gchild = pids["write first.dat"], pids["direct child.dat"], pids["buffered gc.dat"]
+    H = "HOST"
+    want = [(parent, "write", "write", "first.dat", 0, 64 * KiB, H), (parent, "write", "write", "first.dat", 64 * KiB, 64 * KiB, H),
+            # the same fd number, now another file: never reported under the old name
+            (parent, "write", "write", "second.dat", 0, 64 * KiB, H),
+            (parent, "write", "write", "mm.dat", 0, MiB, H)]
+    want += [(child, "pwritev2", "write", "child.dat", i * MiB, MiB, H) for i in range(4)]
+    want += [(child, "preadv2", "read", "child.dat", i * MiB, MiB, H) for i in range(4)]
+    want += [(gchild, "write", "write", "gc.dat", 0, 256 * KiB, H), (gchild, "write", "write", "gc.dat", 256 * KiB, 256 * KiB, H),
+             (gchild, "read", "read", "gc.dat", 0, 128 * KiB, H), (gchild, "readv", "read", "gc.dat", 128 * KiB, 128 * KiB, H),
+             (gchild, "writev", "write", "gc.dat", 256 * KiB, 128 * KiB, H),
+             (gchild, "pread64", "read", "gc.dat", 12 * KiB, 64 * KiB, H),          # through the dup'd fd
+             (gchild, "copy_file_range", "read", "gc.dat", 0, 64 * KiB, H),
+             (gchild, "copy_file_range", "write", "cfr.dat", 0, 64 * KiB, H),
+             (gchild, "pwrite64", "write", "rel.dat", 4 * KiB, 8 * KiB, H),           # openat(dirfd, "rel.dat")
+             (gchild, "mmap", "read", "mm.dat", 0, MiB, H)]
+    if uring:      # the grandchild exec'd the io_uring program: same pid, new name
+        want += [(gchild, "io_uring", "write", "ur.dat", 0, 64 * KiB, H), (gchild, "io_uring", "write", "ur.dat", 64 * KiB, 64 * KiB, H),
+                 (gchild, "io_uring", "read", "ur.dat", 64 * KiB, 64 * KiB, H)]
+    got = _shape(ios, datadir)
+    assert sorted(got, key=lambda x: (x[0], x[1] == "mmap")) == sorted(want, key=lambda x: (x[0], x[1] == "mmap")) or got == want, \
+        "\n".join(map(str, got))
+    assert all("not on the GPU data path" in v["evidence"][-1] for v in ios if v["route"] == "HOST")
+    assert summ["lost_events"] == 0 and summ["traced_exit_code"] == 0
+    procs = {p["pid"]: p for p in summ["processes"]}
+    assert procs[child]["ppid"] == parent and procs[gchild]["ppid"] == child
+    if uring:
+        assert procs[gchild]["comm"] == "uring_rw" and procs[gchild]["exe"] == uring
+    # the recording re-analyses to the same verdicts anywhere
+    r2 = subprocess.run([sys.executable, "-m", "gdsdiag", "trace", "--replay", str(rec), "--json"], capture_output=True, text=True)
+    assert _shape(_parse(r2.stdout)[0], datadir) == got
+    header, events = read_record(str(rec))
+    assert header["gdsdiag_trace_record"] == 2
+
+
+PRE = r"""
+import os, sys, time
+d = sys.argv[1]
+fd = os.open(os.path.join(d, "pre.dat"), os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o600)
+os.write(fd, b"p" * 65536)                 # before the trace: position 64 KiB
+r, w = os.pipe()
+kid = os.fork()                            # a child that also exists before the trace
+if kid == 0:
+    os.close(w)
+    os.read(r, 1)
+    os.pwrite(fd, b"k" * 8192, 3 * 65536)  # the inherited descriptor
+    os._exit(0)
+os.close(r)
+print("ready", kid, flush=True)
+sys.stdin.readline()
+os.write(fd, b"q" * 65536)                 # offset 64 KiB: the position read from /proc at adoption
+os.write(w, b"x")
+os.waitpid(kid, 0)
+late = os.fork()                           # born during the trace
+if late == 0:
+    f2 = os.open(os.path.join(d, "late.dat"), os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+    os.pwrite(f2, b"l" * 16384, 4096)
+    os._exit(0)
+os.waitpid(late, 0)
+print("late", late, flush=True)
+"""
+
+
+def _start_trace(args, out_path):
+    out = open(out_path, "w")
+    err_path = out_path + ".err"
+    t = subprocess.Popen([sys.executable, "-m", "gdsdiag", "trace", "--json", *args], stdout=out,
+                         stderr=open(err_path, "w"), text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if "tracing, Ctrl-C to end" in open(err_path).read():
+            return t, out
+        if t.poll() is not None:
+            raise AssertionError(open(err_path).read())
+        time.sleep(0.2)
+    t.kill()
+    raise AssertionError("the trace did not go live in 300 s")
+
+
+def test_pid_follows_a_running_process_its_existing_child_and_new_children(datadir, tmp_path):
+    script = tmp_path / "pre.py"
+    script.write_text(PRE)
+    app = subprocess.Popen([PY, str(script), datadir], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    ready = app.stdout.readline().split()
+    kid = int(ready[1])
+    t, out = _start_trace(["--pid", str(app.pid)], str(tmp_path / "trace.out"))
+    app.stdin.write("go\n")
+    app.stdin.flush()
+    late = int(app.stdout.readline().split()[1])
+    app.wait(30)
+    t.wait(60)              # the trace ends when every followed process has gone
+    out.close()
+    ios, summ = _parse(open(tmp_path / "trace.out").read())
+    assert _shape(ios, datadir) == [(app.pid, "write", "write", "pre.dat", 65536, 65536, "HOST"),
+                                    (kid, "pwrite64", "write", "pre.dat", 3 * 65536, 8192, "HOST"),
+                                    (late, "pwrite64", "write", "late.dat", 4096, 16384, "HOST")]
+    procs = {p["pid"]: p for p in summ["processes"]}
+    assert procs[kid]["ppid"] == app.pid and procs[late]["ppid"] == app.pid
+
+
+def test_comm_and_cgroup_select_processes_started_later(datadir, tmp_path):
+    root = next((ln.split()[1] for ln in open("/proc/self/mounts") if ln.split()[2] == "cgroup2"), None)
+    if root is None:
+        pytest.skip("no cgroup v2 hierarchy mounted")
+    cg = os.path.join(root, f"gdsdiag-test-{os.getpid()}")
+    os.mkdir(cg)
+    try:
+        t, out = _start_trace(["--comm", "gdsdiag-named", "--cgroup", cg, "--duration", "20"], str(tmp_path / "trace.out"))
+        # one process by name (exec'd under that name), one moved into the cgroup before it writes
+        named = tmp_path / "gdsdiag-named"
+        os.symlink(PY, named)
+        code = "import os,sys; fd=os.open(sys.argv[1], os.O_CREAT|os.O_WRONLY, 0o600); os.pwrite(fd, b'n'*8192, 8192)"
+        subprocess.run([str(named), "-c", code, os.path.join(datadir, "named.dat")], check=True)
+        incg = ("import os,sys; open(os.path.join(sys.argv[2], 'cgroup.procs'), 'w').write(str(os.getpid()));"
+                "fd=os.open(sys.argv[1], os.O_CREAT|os.O_WRONLY, 0o600); os.pwrite(fd, b'c'*4096, 0)")
+        subprocess.run([PY, "-c", incg, os.path.join(datadir, "cg.dat"), cg], check=True)
+        other = "import os,sys; fd=os.open(sys.argv[1], os.O_CREAT|os.O_WRONLY, 0o600); os.pwrite(fd, b'o'*8192, 0)"
+        subprocess.run([PY, "-c", other, os.path.join(datadir, "other.dat")], check=True)
+        t.send_signal(2)
+        t.wait(60)
+        out.close()
+    finally:
+        os.rmdir(cg)
+    ios, summ = _parse(open(tmp_path / "trace.out").read())
+    got = sorted((x[3], x[4], x[5]) for x in _shape(ios, datadir))
+    assert got == [("cg.dat", 0, 4096), ("named.dat", 8192, 8192)]
+
+
+COPY_USER = r"""
+import ctypes, sys, time
+lib = ctypes.CDLL(sys.argv[1])
+time.sleep(float(sys.argv[2]))   # a copy first seen while tracing is probed within a poll (~0.1 s) of being mapped
+v = ctypes.c_int(0)
+lib.cuFileGetVersion.restype = ctypes.c_uint64
+lib.cuFileDriverOpen.restype = ctypes.c_uint64
+print("version", lib.cuFileGetVersion(ctypes.byref(v)) & 0xffffffff, v.value, flush=True)
+print("open", lib.cuFileDriverOpen() & 0xffffffff, flush=True)
+"""
+
+
+def test_two_processes_with_two_libcufile_copies_are_both_probed(tmp_path):
+    from gdsdiag.platform.libcufile import locate
+    wheel = locate().path
+    if wheel is None:
+        pytest.skip("no libcufile here (the nvidia-cufile wheel)")
+    other = tmp_path / "vendored" / "libcufile.so.0"      # a framework's or container's own copy
+    other.parent.mkdir()
+    shutil.copy(wheel, other)
+    user = tmp_path / "user.py"
+    user.write_text(COPY_USER)
+    rec = tmp_path / "rec.jsonl"
+    sh = f"{PY} {user} {wheel} 0 && {PY} {user} {other} 0.5"
+    # (in tmp_path: libcufile writes its cufile.log into the working directory)
+    r = subprocess.run([sys.executable, "-m", "gdsdiag", "trace", "--json", "--record", str(rec), "--", "/bin/sh", "-c", sh],
+                       capture_output=True, text=True, timeout=400, cwd=str(tmp_path), env=_env())
+    assert r.returncode == 0, r.stderr
+    ios, summ = _parse(r.stdout)
+    libs = {os.path.realpath(x["path"]): x for x in summ["libraries"] if x["kind"] == "libcufile"}
+    assert os.path.realpath(wheel) in libs and os.path.realpath(str(other)) in libs
+    # the copy is the same build: its USDT sites get the handlers compiled for the first
+    assert libs[os.path.realpath(wheel)]["usdt"] > 0 and libs[os.path.realpath(str(other))]["usdt"] == libs[os.path.realpath(wheel)]["usdt"]
+    header, events = read_record(str(rec))
+    users = sorted({e.pid for e in events if e.kind == "api_enter" and e.name == "cuFileGetVersion"})
+    assert len(users) == 2                               # one call through each copy, each seen
+    assert libs[os.path.realpath(str(other))]["pids"] == [users[1]]
+    opened = [e for e in events if e.kind == "api_exit" and e.name == "cuFileDriverOpen"]
+    assert sorted(e.pid for e in opened) == users
+    if not os.path.exists("/dev/nvidiactl"):
+        # USDT fires on the failing-open path of both copies
+        assert sorted(e.pid for e in events if e.kind == "usdt" and e.name == "cufio_core:cufio_core-1106") == users
+
+
+def test_bad_selectors_are_one_clear_line():
+    for args, msg in ((["--pid", "999999999"], "no process 999999999"),
+                      (["--cgroup", "/nonexistent/gdsdiag-x"], "cgroup v2")):
+        r = subprocess.run([sys.executable, "-m", "gdsdiag", "trace", *args], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 3 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert len([ln for ln in r.stderr.splitlines() if ln.startswith("gdsdiag: error")]) == 1
