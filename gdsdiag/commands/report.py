@@ -43,7 +43,7 @@ def write_png(rs, path: str) -> None:
 def report(reports, png_path, as_json):
     """Merge 'gdsdiag validate --json' reports of many nodes: which nodes fail which rules, and their
     sweep figures side by side. Exit code = worst node verdict."""
-    from ..validate.fleet import load_reports, rule_matrix, rows, worst
+    from ..validate.fleet import load_reports, rows, rule_matrix, worst
     try:
         if png_path:
             refuse_existing(png_path, "--png")
