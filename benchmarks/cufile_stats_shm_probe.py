@@ -9,6 +9,7 @@ compared offline. Writes only under OUTDIR and one scratch file it removes.
 
     python3 benchmarks/cufile_stats_shm_probe.py DATA_DIR OUTDIR
 """
+
 import ctypes
 import json
 import os
@@ -28,8 +29,10 @@ def main(data_dir, out):
     os.makedirs(out, exist_ok=True)
     report = {"pid": os.getpid(), "before": segments()}
     import cupy as cp
+
     from gdsdiag.cufile import Driver, FileHandle, stats
     from gdsdiag.cufile._lib import load
+
     stats.set_level(3)
     drv = Driver().open()
     report["after_open"] = segments()
@@ -62,7 +65,7 @@ def main(data_dir, out):
     mine = [r for r in report["after_io"] if r.get("cpid") == str(os.getpid())]
     report["mine"] = mine
     for r in mine:
-        addr = libc.shmat(int(r["shmid"]), None, 0o10000)          # SHM_RDONLY
+        addr = libc.shmat(int(r["shmid"]), None, 0o10000)  # SHM_RDONLY
         if addr in (None, ctypes.c_void_p(-1).value):
             report.setdefault("attach_errors", []).append(ctypes.get_errno())
             continue

@@ -11,6 +11,7 @@ any exception other than GdsdiagError (or the parser's documented result); a han
 that takes more than --hang seconds (SIGALRM); an escape is an archive input after which the
 watched directory holds anything new. Prints one line per parser.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,7 +59,7 @@ def mutate(rnd: random.Random, text: str, max_bytes: int = 8192) -> str:
     lines = text.splitlines(keepends=True)
     if lines:
         start = rnd.randrange(len(lines))
-        lines = lines[start:start + rnd.randint(1, 200)]
+        lines = lines[start : start + rnd.randint(1, 200)]
     for _ in range(rnd.randint(0, 10)):
         if not lines:
             break
@@ -71,8 +72,33 @@ def mutate(rnd: random.Random, text: str, max_bytes: int = 8192) -> str:
         elif op == 2:
             s = lines[i]
             j = rnd.randrange(len(s) + 1)
-            lines[i] = s[:j] + rnd.choice(["", "0", "ff", "\t", " ", ":", "[", "]", "-", "+", "\\", "\ufffd", "9" * 40,
-                                           "0000:01:00.0", "secondary=01", "X", "PHB", "NV12", "\x00"]) + s[j:]
+            lines[i] = (
+                s[:j]
+                + rnd.choice(
+                    [
+                        "",
+                        "0",
+                        "ff",
+                        "\t",
+                        " ",
+                        ":",
+                        "[",
+                        "]",
+                        "-",
+                        "+",
+                        "\\",
+                        "\ufffd",
+                        "9" * 40,
+                        "0000:01:00.0",
+                        "secondary=01",
+                        "X",
+                        "PHB",
+                        "NV12",
+                        "\x00",
+                    ]
+                )
+                + s[j:]
+            )
         elif op == 3:
             lines[i] = lines[i][: rnd.randrange(len(lines[i]) + 1)]
         elif op == 4:
@@ -108,6 +134,7 @@ def json_text(rnd: random.Random) -> str:
 
 
 # -- targets: each takes (rnd, workdir) and returns normally or raises GdsdiagError ----------------
+
 
 def t_json(rnd, work):
     try:
@@ -145,15 +172,43 @@ def t_gdscheck(rnd, work):
 def t_recording(rnd, work):
     from gdsdiag.trace.classify import classify
     from gdsdiag.trace.live import read_recording
+
     lines = [json.dumps({"gdsdiag_trace_record": 1})] if rnd.random() < 0.9 else []
-    kinds = ["api_enter", "api_exit", "usdt", "sys_exit", "blk_issue", "blk_done", "handle", "batch_req", "kprobe", "open"]
-    names = ["cuFileRead", "cuFileWrite", "cuFileHandleRegister", "pread64", "pwrite64", "ioctl", "cufio_core:cufio_gds_read", "x"]
+    kinds = [
+        "api_enter",
+        "api_exit",
+        "usdt",
+        "sys_exit",
+        "blk_issue",
+        "blk_done",
+        "handle",
+        "batch_req",
+        "kprobe",
+        "open",
+    ]
+    names = [
+        "cuFileRead",
+        "cuFileWrite",
+        "cuFileHandleRegister",
+        "pread64",
+        "pwrite64",
+        "ioctl",
+        "cufio_core:cufio_gds_read",
+        "x",
+    ]
     for _ in range(rnd.randint(0, 30)):
         r = rnd.random() if rnd.random() < 0.3 else 0.0
         if r < 0.97:
-            ev = [rnd.randint(0, 10**12), rnd.choice([1, 2]), rnd.choice([1, 2]), rnd.choice(kinds), rnd.choice(names),
-                  [rnd.choice([0, 1, 3, -1, -5, 4096, 1 << 20, 2**40, 2**63 - 1]) for _ in range(rnd.randint(0, 5))],
-                  "app", rnd.choice([None, "/data/f", ""])]
+            ev = [
+                rnd.randint(0, 10**12),
+                rnd.choice([1, 2]),
+                rnd.choice([1, 2]),
+                rnd.choice(kinds),
+                rnd.choice(names),
+                [rnd.choice([0, 1, 3, -1, -5, 4096, 1 << 20, 2**40, 2**63 - 1]) for _ in range(rnd.randint(0, 5))],
+                "app",
+                rnd.choice([None, "/data/f", ""]),
+            ]
             if rnd.random() < 0.01:
                 ev[rnd.randrange(8)] = gen_json(rnd)
             lines.append(json.dumps(ev))
@@ -175,6 +230,7 @@ def gen_archive(rnd: random.Random) -> bytes:
     def name():
         s = "/".join(rnd.choice(comps) for _ in range(rnd.randint(1, 6)))
         return ("/" + s) if rnd.random() < 0.2 else s
+
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for _ in range(rnd.randint(0, 30)):
@@ -185,10 +241,25 @@ def gen_archive(rnd: random.Random) -> bytes:
                 ti.size = len(data)
                 tar.addfile(ti, io.BytesIO(data))
                 continue
-            ti.type = tarfile.SYMTYPE if k < 0.75 else tarfile.DIRTYPE if k < 0.85 else tarfile.LNKTYPE if k < 0.95 else tarfile.FIFOTYPE
+            ti.type = (
+                tarfile.SYMTYPE
+                if k < 0.75
+                else tarfile.DIRTYPE
+                if k < 0.85
+                else tarfile.LNKTYPE
+                if k < 0.95
+                else tarfile.FIFOTYPE
+            )
             if ti.type in (tarfile.SYMTYPE, tarfile.LNKTYPE):
-                ti.linkname = rnd.choice([name(), "../" * rnd.randint(1, 20) + "etc/passwd", "/etc/shadow", work_marker(),
-                                          "/".join(["l"] * rnd.randint(1, 50))])
+                ti.linkname = rnd.choice(
+                    [
+                        name(),
+                        "../" * rnd.randint(1, 20) + "etc/passwd",
+                        "/etc/shadow",
+                        work_marker(),
+                        "/".join(["l"] * rnd.randint(1, 50)),
+                    ]
+                )
             tar.addfile(ti)
     raw = buf.getvalue()
     r = rnd.random()
@@ -202,6 +273,7 @@ def gen_archive(rnd: random.Random) -> bytes:
         raw = bytes(b)
     if rnd.random() < 0.5:
         import gzip
+
         raw = gzip.compress(raw, compresslevel=1)
         if rnd.random() < 0.1:
             raw = raw[: rnd.randrange(len(raw) + 1)]
@@ -228,8 +300,15 @@ def t_archive(rnd, work):
         fs.readlink_name(q)
 
 
-TARGETS = {"json": t_json, "cufile.json": t_cufile_json, "lspci": t_lspci, "nvidia-smi": t_nvidia_smi,
-           "gdscheck": t_gdscheck, "recording": t_recording, "archive": t_archive}
+TARGETS = {
+    "json": t_json,
+    "cufile.json": t_cufile_json,
+    "lspci": t_lspci,
+    "nvidia-smi": t_nvidia_smi,
+    "gdscheck": t_gdscheck,
+    "recording": t_recording,
+    "archive": t_archive,
+}
 
 
 def main() -> int:
@@ -265,7 +344,7 @@ def main() -> int:
                     refused += 1
                 except Hang:
                     hangs += 1
-                except Exception as e:        # a crash: record the first few
+                except Exception as e:  # a crash: record the first few
                     if len(crashes) < 5:
                         crashes.append(f"#{i}: {type(e).__name__}: {str(e)[:200]}")
                     else:
@@ -273,11 +352,13 @@ def main() -> int:
                 finally:
                     signal.setitimer(signal.ITIMER_REAL, 0)
                 worst = max(worst, time.monotonic() - t)
-            escaped = sorted(set(os.listdir(watch)) - workdirs) + \
-                sorted(set(os.listdir(work)) - {"a.tar", "rec.jsonl"})
+            escaped = sorted(set(os.listdir(watch)) - workdirs) + sorted(set(os.listdir(work)) - {"a.tar", "rec.jsonl"})
             secs = time.monotonic() - t0
-            print(f"{name:12s} inputs {args.n:7d}  crashes {len(crashes):3d}  hangs {hangs}  escapes {len(escaped)}  "
-                  f"refused {refused:6d}  {secs:7.1f} s  worst {worst * 1000:6.1f} ms", flush=True)
+            print(
+                f"{name:12s} inputs {args.n:7d}  crashes {len(crashes):3d}  hangs {hangs}  escapes {len(escaped)}  "
+                f"refused {refused:6d}  {secs:7.1f} s  worst {worst * 1000:6.1f} ms",
+                flush=True,
+            )
             for c in [c for c in crashes if c]:
                 print("   ", c, flush=True)
             failed += len(crashes) + hangs + len(escaped)

@@ -1,4 +1,5 @@
 """Print the gdsdiag-vs-fio rows of `gdsdiag sweep --compare-fio --json` documents (files or stdin)."""
+
 import json
 import sys
 
@@ -11,8 +12,10 @@ def rows(doc, label):
             yield f"{head}: {p['error'] or f['error']}"
             continue
         s = p["summary"]
-        yield (f"{head}: gdsdiag {s['iops']:>9.0f} IOPS {s['gbps']:6.3f} GB/s | fio {f['iops']:>9.0f} IOPS {f['gbps']:6.3f} GB/s "
-               f"(before/after {[r['gbps'] for r in f.get('runs', [])]}) | x{f['ratio']:.3f}")
+        yield (
+            f"{head}: gdsdiag {s['iops']:>9.0f} IOPS {s['gbps']:6.3f} GB/s | fio {f['iops']:>9.0f} IOPS {f['gbps']:6.3f} GB/s "
+            f"(before/after {[r['gbps'] for r in f.get('runs', [])]}) | x{f['ratio']:.3f}"
+        )
 
 
 if __name__ == "__main__":

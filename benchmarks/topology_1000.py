@@ -9,10 +9,11 @@ pairs + findings + JSON) and the whole process (python start included), best of 
 
     python3 benchmarks/topology_1000.py [--runs 5]
 """
+
 import argparse
 import json
-import re
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -25,9 +26,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 def write_fn(base, bdf, cls, ven, dev, port_type, sec=0):
     d = os.path.join(base, bdf)
     os.makedirs(d)
-    for k, v in (("class", f"0x{cls:06x}"), ("vendor", f"0x{ven:04x}"), ("device", f"0x{dev:04x}"),
-                 ("numa_node", "0"), ("current_link_speed", "32.0 GT/s PCIe"), ("current_link_width", "16"),
-                 ("max_link_speed", "32.0 GT/s PCIe"), ("max_link_width", "16")):
+    for k, v in (
+        ("class", f"0x{cls:06x}"),
+        ("vendor", f"0x{ven:04x}"),
+        ("device", f"0x{dev:04x}"),
+        ("numa_node", "0"),
+        ("current_link_speed", "32.0 GT/s PCIe"),
+        ("current_link_width", "16"),
+        ("max_link_speed", "32.0 GT/s PCIe"),
+        ("max_link_width", "16"),
+    ):
         with open(os.path.join(d, k), "w") as f:
             f.write(v + "\n")
     b = bytearray(4096)
@@ -53,7 +61,7 @@ def generate(root):
     gpus = 0
     roles = [(0x030200, 0x10DE, 0x2335), (0x010802, 0x144D, 0xA824), (0x020700, 0x15B3, 0x1021)]
     for hb in range(8):
-        dom = f"{hb:04x}"            # one PCI domain per host bridge keeps bus numbers < 256
+        dom = f"{hb:04x}"  # one PCI domain per host bridge keeps bus numbers < 256
         bus = 0
         base = os.path.join(root, f"sys/devices/pci{dom}:00")
         for rp in range(5):
@@ -69,8 +77,15 @@ def generate(root):
                 n += 1
                 for fnum in range(3):
                     k = n % 17
-                    cls, ven, dev = (roles[0] if k == 0 and gpus < 16 else roles[1] if k in (1, 2, 3, 4)
-                                     else roles[2] if k in (5, 6) else (0x088000, 0x8086, 0x0B00))
+                    cls, ven, dev = (
+                        roles[0]
+                        if k == 0 and gpus < 16
+                        else roles[1]
+                        if k in (1, 2, 3, 4)
+                        else roles[2]
+                        if k in (5, 6)
+                        else (0x088000, 0x8086, 0x0B00)
+                    )
                     gpus += cls == roles[0][0]
                     write_fn(dsp, f"{dom}:{bus:02x}:00.{fnum}", cls, ven, dev, 0)
                     n += 1
@@ -91,6 +106,7 @@ def main():
         from gdsdiag.topology.findings import find
         from gdsdiag.topology.load import from_root
         from gdsdiag.topology.pairs import analyse_all
+
         best = float("inf")
         for _ in range(args.runs):
             t0 = time.perf_counter()
@@ -102,13 +118,28 @@ def main():
         whole = float("inf")
         for _ in range(args.runs):
             t0 = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "gdsdiag", "topology", "--root", root, "--json"],
-                           stdout=subprocess.DEVNULL, check=False)
+            subprocess.run(
+                [sys.executable, "-m", "gdsdiag", "topology", "--root", root, "--json"],
+                stdout=subprocess.DEVNULL,
+                check=False,
+            )
             whole = min(whole, time.perf_counter() - t0)
         gpus = len([d for d in topo.devices.values() if d.role.value == "gpu"])
-        print(json.dumps({"functions": n, "devices_read": len(topo.devices), "gpus": gpus, "pairs": len(pairs),
-                          "analysis_s": round(best, 4), "whole_process_s": round(whole, 4),
-                          "goal_analysis_s": 0.3, "goal_whole_s": 0.5}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "functions": n,
+                    "devices_read": len(topo.devices),
+                    "gpus": gpus,
+                    "pairs": len(pairs),
+                    "analysis_s": round(best, 4),
+                    "whole_process_s": round(whole, 4),
+                    "goal_analysis_s": 0.3,
+                    "goal_whole_s": 0.5,
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ writes 4 KiB at its own offset of a file it opens and exits; gdsdiag trace must 
 N distinct processes, and lose nothing.
 
   sudo python3 benchmarks/trace_forks.py [--n 2000] [--rate 1000]"""
+
 import argparse
 import json
 import os
@@ -43,18 +44,45 @@ def main():
         with open(wl, "w") as f:
             f.write(WORKLOAD)
         env = {**os.environ, "PYTHONPATH": HERE + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        r = subprocess.run([sys.executable, "-m", "gdsdiag", "trace", "--json", "--path", d, "--",
-                            "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable, wl, path, str(a.n), str(a.rate)],
-                           capture_output=True, text=True, env=env)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "gdsdiag",
+                "trace",
+                "--json",
+                "--path",
+                d,
+                "--",
+                "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable,
+                wl,
+                path,
+                str(a.n),
+                str(a.rate),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         lines = r.stdout.splitlines()
         ios = [json.loads(x) for x in lines if x.startswith('{"type": "io"')]
         summ = json.loads(next(x for x in reversed(lines) if x.startswith('{"type": "summary"')))
         rate = next(float(x) for x in lines if not x.startswith("{"))
         mine = [v for v in ios if v["path"] == path]
-        print(json.dumps({"children": a.n, "achieved_starts_per_s": round(rate), "writes_reported": len(mine),
-                          "distinct_pids": len({v["pid"] for v in mine}),
-                          "offsets_exact": sorted(v["offset"] for v in mine) == [i * 4096 for i in range(a.n)],
-                          "lost_events": summ["lost_events"], "events": summ["events"]}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "children": a.n,
+                    "achieved_starts_per_s": round(rate),
+                    "writes_reported": len(mine),
+                    "distinct_pids": len({v["pid"] for v in mine}),
+                    "offsets_exact": sorted(v["offset"] for v in mine) == [i * 4096 for i in range(a.n)],
+                    "lost_events": summ["lost_events"],
+                    "events": summ["events"],
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

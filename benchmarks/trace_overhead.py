@@ -8,6 +8,7 @@ The posix workload (pread64 of 64 KiB from a cached file in one thread, ~10 µs 
 storage read) runs above 50k ops/s so that the per-event cost of the probes shows; the traced run
 reports lost events. Goal (issue 5):
 <= 3 % throughput loss, 0 lost events at 100k events/s."""
+
 import argparse
 import json
 import os
@@ -42,6 +43,7 @@ print(ops / dt)
 
 def _child_cpu():
     import resource
+
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
 
@@ -81,7 +83,9 @@ def main():
             r, out = run([sys.executable, wl, a.mode, path, str(ops)])
             base.append(float(out[-1]))
             base_cpu = run.cpu
-            r, out = run([sys.executable, "-m", "gdsdiag", "trace", "--json", "--", sys.executable, wl, a.mode, path, str(ops)])
+            r, out = run(
+                [sys.executable, "-m", "gdsdiag", "trace", "--json", "--", sys.executable, wl, a.mode, path, str(ops)]
+            )
             traced_cpu = run.cpu
             rate = next(float(x) for x in out if not x.startswith("{"))
             summ = json.loads(next(x for x in reversed(out) if x.startswith('{"type": "summary"')))
@@ -91,10 +95,22 @@ def main():
             # CPU of the tracer per event: traced run minus the workload alone minus the fixed cost
             per_event.append(round((traced_cpu - base_cpu - fixed) / max(events, 1) * 1e6, 1))
         b, t = sorted(base)[len(base) // 2], sorted(traced)[len(traced) // 2]
-        print(json.dumps({"mode": a.mode, "ops": ops, "baseline_ops_s": [round(x) for x in base],
-                          "traced_ops_s": [round(x) for x in traced], "median_loss_pct": round(100 * (1 - t / b), 2),
-                          "lost_events": lost, "events_last_round": events, "tracer_fixed_cpu_s": round(fixed, 2),
-                          "tracer_cpu_us_per_event": per_event}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "mode": a.mode,
+                    "ops": ops,
+                    "baseline_ops_s": [round(x) for x in base],
+                    "traced_ops_s": [round(x) for x in traced],
+                    "median_loss_pct": round(100 * (1 - t / b), 2),
+                    "lost_events": lost,
+                    "events_last_round": events,
+                    "tracer_fixed_cpu_s": round(fixed, 2),
+                    "tracer_cpu_us_per_event": per_event,
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

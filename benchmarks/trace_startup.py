@@ -5,6 +5,7 @@ with and without the USDT handlers of the libcufile the bindings find, and the U
   sudo python3 benchmarks/trace_startup.py [--rounds 2] [--libcufile PATH]
 
 CPU seconds are the stable figure on a shared machine (wall time there is load-dependent)."""
+
 import argparse
 import json
 import os
@@ -27,9 +28,16 @@ def main():
     a = ap.parse_args()
     from gdsdiag.platform.libcufile import locate, read_usdt_notes
     from gdsdiag.trace.bpf import Probes, import_bcc
+
     bcc = import_bcc()
     lib = a.libcufile or locate().path
-    out = {"machine": os.uname().nodename, "kernel": os.uname().release, "nproc": os.cpu_count(), "libcufile": lib, "rounds": []}
+    out = {
+        "machine": os.uname().nodename,
+        "kernel": os.uname().release,
+        "nproc": os.cpu_count(),
+        "libcufile": lib,
+        "rounds": [],
+    }
     for _ in range(a.rounds):
         r = {}
         t, c = time.monotonic(), cpu()

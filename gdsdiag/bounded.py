@@ -6,6 +6,7 @@ refuse non-regular files and files over a stated size with one clear line, and p
 limits on depth and number size, so that no input can hang gdsdiag or exhaust its memory.
 The limits are documented in docs/security.md.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -22,11 +23,11 @@ KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 # Stated limits (docs/security.md). Real files are far below them: a cufile.json is ~15 KiB,
 # 'lspci -vvvxxxx' of a 1,000-function node ~8 MiB, a gdsdiag snapshot a few MiB unpacked.
 MAX_CUFILE_JSON = 1 * MiB
-MAX_COMMAND_TEXT = 64 * MiB       # lspci / nvidia-smi / gdscheck output saved to a file
-MAX_RECORDING = 4 * GiB           # a trace recording (read as a stream, line by line)
-MAX_RECORD_LINE = 64 * KiB        # one event line of a recording
+MAX_COMMAND_TEXT = 64 * MiB  # lspci / nvidia-smi / gdscheck output saved to a file
+MAX_RECORDING = 4 * GiB  # a trace recording (read as a stream, line by line)
+MAX_RECORD_LINE = 64 * KiB  # one event line of a recording
 MAX_JSON_DEPTH = 64
-MAX_JSON_NUMBER_CHARS = 40        # enough for any 64-bit integer or double written by json.dumps
+MAX_JSON_NUMBER_CHARS = 40  # enough for any 64-bit integer or double written by json.dumps
 
 
 def human(n: int) -> str:
@@ -82,9 +83,11 @@ def open_user_file(path: str, what: str, max_bytes: int | None, fix: str = "chec
 
 def read_user_file(path: str, what: str, max_bytes: int, fix: str = "check the path") -> bytes:
     with open_user_file(path, what, max_bytes, fix) as f:
-        data = f.read(max_bytes + 1)     # a file that grew after the fstat still stops here
+        data = f.read(max_bytes + 1)  # a file that grew after the fstat still stops here
     if len(data) > max_bytes:
-        raise GdsdiagError(f"cannot read {path}: over the {human(max_bytes)} limit for {what}", "give the file as the command wrote it")
+        raise GdsdiagError(
+            f"cannot read {path}: over the {human(max_bytes)} limit for {what}", "give the file as the command wrote it"
+        )
     return data
 
 
@@ -134,13 +137,12 @@ def loads_json(text: str, max_depth: int = MAX_JSON_DEPTH, **kw):
     if json_depth(text) > max_depth:
         raise JsonLimitError(f"nested deeper than {max_depth} levels")
     try:
-        return json.loads(text, parse_int=_parse_int, parse_float=_parse_float,
-                          parse_constant=_parse_constant, **kw)
+        return json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant, **kw)
     except RecursionError:
         raise JsonLimitError(f"nested deeper than {max_depth} levels") from None
 
 
-MAX_SHOWN = 300      # characters of one value a text renderer prints (JSON output keeps it whole)
+MAX_SHOWN = 300  # characters of one value a text renderer prints (JSON output keeps it whole)
 
 
 def clip(value, n: int = MAX_SHOWN) -> str:

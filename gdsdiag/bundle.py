@@ -5,6 +5,7 @@ support engineer asks for next — gdsdiag's own topology and check results, too
 versions, ``nvidia-smi -q`` / ``nvidia-smi topo -m``, cufile.json, the end of cufile.log, and the
 kernel log lines of nvidia/nvme/nvidia-fs — under ``gdsdiag/`` with a manifest of every entry.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,9 +16,9 @@ import socket
 import subprocess
 import sys
 
-COMMAND_TIMEOUT = 30          # seconds for each nvidia-smi / dmesg call
-COMMAND_MAX = 4 << 20         # bytes kept of a command's output
-LOG_TAIL = 256 << 10          # bytes kept of the end of each cufile.log
+COMMAND_TIMEOUT = 30  # seconds for each nvidia-smi / dmesg call
+COMMAND_MAX = 4 << 20  # bytes kept of a command's output
+LOG_TAIL = 256 << 10  # bytes kept of the end of each cufile.log
 DMESG_RE = re.compile(rb"nvidia|nvme|nvfs|NVRM|nv_peer|p2p", re.I)
 
 
@@ -26,8 +27,9 @@ def run_command(argv: list[str]) -> tuple[bytes | None, str | None]:
     if shutil.which(argv[0]) is None:
         return None, f"{argv[0]} not found"
     try:
-        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=COMMAND_TIMEOUT,
-                           stdin=subprocess.DEVNULL)
+        p = subprocess.run(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=COMMAND_TIMEOUT, stdin=subprocess.DEVNULL
+        )
     except subprocess.TimeoutExpired:
         return None, f"timed out after {COMMAND_TIMEOUT} s"
     except OSError as e:
@@ -40,6 +42,7 @@ def run_command(argv: list[str]) -> tuple[bytes | None, str | None]:
 
 def tail(path: str, n: int = LOG_TAIL) -> bytes | None:
     from .bounded import check_regular
+
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:
@@ -57,6 +60,7 @@ def cufile_logs(fs, env: dict) -> list[str]:
     working directory (libcufile's default) and gdsdiag's own log directory."""
     from . import cufile_json
     from .cufile._lib import default_log_path
+
     out = []
     if env.get("CUFILE_LOGFILE_PATH"):
         out.append(env["CUFILE_LOGFILE_PATH"])
@@ -65,7 +69,7 @@ def cufile_logs(fs, env: dict) -> list[str]:
         d = ((cfg.data or {}).get("logging") or {}).get("dir")
         if isinstance(d, str) and d:
             out.append(os.path.join(d, "cufile.log"))
-    except Exception:       # a broken cufile.json is reported by check, not here
+    except Exception:  # a broken cufile.json is reported by check, not here
         pass
     out += [os.path.join(os.getcwd(), "cufile.log"), default_log_path()]
     seen, uniq = set(), []
@@ -79,10 +83,16 @@ def cufile_logs(fs, env: dict) -> list[str]:
 def versions(fs) -> dict:
     from . import __version__
     from .platform import kernel, nvidia_proc
+
     d = nvidia_proc.read_driver(fs)
-    nvfs = (fs.read_text("/sys/module/nvidia_fs/version") or fs.read_text("/proc/driver/nvidia-fs/version"))
-    return {"gdsdiag": __version__, "python": sys.version.split()[0], "kernel": kernel.kernel_release(fs),
-            "nvidia_driver": d.version, "nvidia_fs": nvfs}
+    nvfs = fs.read_text("/sys/module/nvidia_fs/version") or fs.read_text("/proc/driver/nvidia-fs/version")
+    return {
+        "gdsdiag": __version__,
+        "python": sys.version.split()[0],
+        "kernel": kernel.kernel_release(fs),
+        "nvidia_driver": d.version,
+        "nvidia_fs": nvfs,
+    }
 
 
 def results(fs) -> dict[str, tuple[bytes | None, str | None]]:
@@ -93,15 +103,17 @@ def results(fs) -> dict[str, tuple[bytes | None, str | None]]:
         from .topology.findings import find
         from .topology.load import from_root
         from .topology.pairs import analyse_all
+
         topo = from_root(fs)
         pairs = analyse_all(topo)
         out["topology.json"] = (json.dumps(document(topo, pairs, find(topo, pairs)), indent=1).encode(), None)
-    except Exception as e:        # a bug must not cost the customer the rest of the bundle
+    except Exception as e:  # a bug must not cost the customer the rest of the bundle
         out["topology.json"] = (None, f"{type(e).__name__}: {e}")
     try:
         from .check.context import CheckContext
         from .check.runner import run
         from .render.check_json import document as check_document
+
         rep = run(CheckContext(fs, env=dict(os.environ) if fs.is_live else {}))
         out["check.json"] = (json.dumps(check_document(rep), indent=1).encode(), None)
     except Exception as e:
@@ -117,9 +129,12 @@ _IPV6 = rb"(?<![\w:.])(?=[0-9a-fA-F:]*(?:::|[a-fA-F]))(?:[0-9a-fA-F]{0,4}:){2,7}
 _UUID = rb"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
 # Where addresses are written as addresses (mount sources, RDMA address lists, logs, command output).
 # Elsewhere a dotted quad is more often a version ("1.14.0.31"), so only this node's own addresses go.
-_ADDRESS_FILES = re.compile(r"^/proc/(self/mountinfo|mounts|cmdline)$|/cufile(-env)?\.json$|^/gdsdiag/(dmesg|nvidia-smi|logs/)")
-_SERIAL_LINE = re.compile(rb"^(\s*(?:Serial Number|Board Serial|GPU UUID|Module Serial|Chassis Serial)\s*:).*$",
-                          re.M | re.I)
+_ADDRESS_FILES = re.compile(
+    r"^/proc/(self/mountinfo|mounts|cmdline)$|/cufile(-env)?\.json$|^/gdsdiag/(dmesg|nvidia-smi|logs/)"
+)
+_SERIAL_LINE = re.compile(
+    rb"^(\s*(?:Serial Number|Board Serial|GPU UUID|Module Serial|Chassis Serial)\s*:).*$", re.M | re.I
+)
 _UDEV_SERIAL = re.compile(rb"^(E:ID_(?:SERIAL|SERIAL_SHORT|WWN|WWN_WITH_EXTENSION|SCSI_SERIAL)=).*$", re.M)
 
 
@@ -137,6 +152,7 @@ class Redactor:
                     self.hosts.add(h.split(".")[0].encode())
             try:
                 import psutil
+
                 for addrs in psutil.net_if_addrs().values():
                     for a in addrs:
                         if a.family in (socket.AF_INET, socket.AF_INET6) and a.address not in ("127.0.0.1", "::1"):
@@ -153,7 +169,7 @@ class Redactor:
         if path.startswith("/sys/devices/") and path.endswith("/config"):
             return self.config_space(data)
         if b"\0" in data[:4096] or data[:2] == b"\x1f\x8b":
-            return data      # binary (config.gz): substituting bytes would corrupt it, and holds no names
+            return data  # binary (config.gz): substituting bytes would corrupt it, and holds no names
         for h in sorted(self.hosts, key=len, reverse=True):
             data = self._sub(rb"(?<![\w-])" + re.escape(h) + rb"(?![\w-])", b"REDACTED-HOST", data)
         for a in sorted(self.addrs, key=len, reverse=True):
@@ -175,11 +191,11 @@ class Redactor:
         off, seen = 0x100, set()
         while 0x100 <= off <= len(buf) - 12 and off not in seen:
             seen.add(off)
-            hdr = int.from_bytes(buf[off:off + 4], "little")
+            hdr = int.from_bytes(buf[off : off + 4], "little")
             if hdr in (0, 0xFFFFFFFF):
                 break
             if hdr & 0xFFFF == 0x0003:
-                buf[off + 4:off + 12] = bytes(8)
+                buf[off + 4 : off + 12] = bytes(8)
                 self.count += 1
             off = (hdr >> 20) & 0xFFC
         return bytes(buf)

@@ -1,5 +1,6 @@
 """Command line: the click group, command registration and the one exception boundary. Heavy modules (cupy, kvikio, bcc, cffi) are imported inside commands only, so
 ``gdsdiag --help`` and ``gdsdiag topology`` answer at once on a bare node."""
+
 from __future__ import annotations
 
 import sys
@@ -25,8 +26,20 @@ def cli() -> None:
 # is done by the report functions of the packages they call.
 from .commands import check, cufile, diff, explain, exporter, kv, report, snapshot, sweep, topology, trace, validate  # noqa: E402
 
-for _command in (topology.topology, check.check, cufile.cufile_cmd, sweep.sweep, trace.trace, snapshot.snapshot,
-                 explain.explain, diff.diff, validate.validate, report.report, exporter.exporter, kv.kv):
+for _command in (
+    topology.topology,
+    check.check,
+    cufile.cufile_cmd,
+    sweep.sweep,
+    trace.trace,
+    snapshot.snapshot,
+    explain.explain,
+    diff.diff,
+    validate.validate,
+    report.report,
+    exporter.exporter,
+    kv.kv,
+):
     cli.add_command(_command)
 
 
@@ -34,7 +47,8 @@ def main() -> None:
     """The one exception boundary: every GdsdiagError (cuFile and verification errors included)
     becomes one line on stderr and the exit code it carries."""
     from . import signals
-    signals.install()          # SIGTERM/SIGHUP clean up like Ctrl-C; exit 143/129 (docs/security.md)
+
+    signals.install()  # SIGTERM/SIGHUP clean up like Ctrl-C; exit 143/129 (docs/security.md)
     try:
         cli.main(standalone_mode=False)
     except GdsdiagError as e:
@@ -52,7 +66,10 @@ def main() -> None:
         sys.exit(EXIT_OK)
     except Exception as e:  # a bug in gdsdiag itself: one line, exit 3, details on request
         import os
+
         if os.environ.get("GDSDIAG_DEBUG"):
             raise
-        click.echo(f"gdsdiag: internal error: {type(e).__name__}: {e} (set GDSDIAG_DEBUG=1 for the traceback)", err=True)
+        click.echo(
+            f"gdsdiag: internal error: {type(e).__name__}: {e} (set GDSDIAG_DEBUG=1 for the traceback)", err=True
+        )
         sys.exit(EXIT_TOOL_ERROR)

@@ -5,6 +5,7 @@ Key list and defaults: NVIDIA GDS configuration guide §4.2.2 template and the k
 libcufile 1.15/1.20 (../shared/research/cufile-kvikio.md §2.2). Unknown keys are reported with the
 nearest known name, because libcufile ignores a misspelt key silently and runs on its default.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -53,7 +54,10 @@ SCHEMA: dict[str, tuple] = {
     "properties.max_batch_io_size": (INT, (1, None, None)),
     "properties.max_batch_io_timeout_msecs": (INT, (0, None, None)),
     "properties.rdma_dev_addr_list": (LIST_STR, None),
-    "properties.rdma_load_balancing_policy": (STR, ("FirstFit", "MaxMinFit", "RoundRobin", "RoundRobinMaxMin", "Randomized")),
+    "properties.rdma_load_balancing_policy": (
+        STR,
+        ("FirstFit", "MaxMinFit", "RoundRobin", "RoundRobinMaxMin", "Randomized"),
+    ),
     "properties.rdma_dynamic_routing": (BOOL, None),
     "properties.rdma_dynamic_routing_order": (LIST_STR, None),
     "properties.rdma_dc_key": (STR, None),
@@ -95,11 +99,23 @@ for _fs in _FS_RDMA:
 for _fs in _FS_P2PDMA:
     SCHEMA[f"fs.{_fs}.use_pci_p2pdma"] = (BOOL, None)
 # 1.19/1.20 RDMA keys: known, types not audited (libcufile 1.20 strings only).
-for _k in ("rdma_transport_type", "allow_rdma_token_reset", "rdma_multipath_enabled", "rdma_max_backup_devices",
-           "rdma_io_retry_count", "rdma_io_retry_delay_ms", "rdma_failback_enabled", "rdma_failback_delay_ms",
-           "rdma_health_check_interval_ms", "rdma_async_event_monitoring", "rdma_unhealthy_threshold"):
+for _k in (
+    "rdma_transport_type",
+    "allow_rdma_token_reset",
+    "rdma_multipath_enabled",
+    "rdma_max_backup_devices",
+    "rdma_io_retry_count",
+    "rdma_io_retry_delay_ms",
+    "rdma_failback_enabled",
+    "rdma_failback_delay_ms",
+    "rdma_health_check_interval_ms",
+    "rdma_async_event_monitoring",
+    "rdma_unhealthy_threshold",
+):
     SCHEMA[f"properties.{_k}"] = (ANY, None)
-SECTIONS = {k.split(".")[0] for k in SCHEMA} | {".".join(k.split(".")[:2]) for k in SCHEMA if k.startswith(("fs.", "block."))}
+SECTIONS = {k.split(".")[0] for k in SCHEMA} | {
+    ".".join(k.split(".")[:2]) for k in SCHEMA if k.startswith(("fs.", "block."))
+}
 CONTAINERS = {"properties.gpu_bounce_buffer_slab_config"} | {f"fs.{f}.mount_table" for f in _FS_RDMA}
 ROUTING_ORDER = ("GPU_MEM_NVLINKS", "GPU_MEM", "SYS_MEM", "P2P")
 
@@ -107,7 +123,7 @@ ROUTING_ORDER = ("GPU_MEM_NVLINKS", "GPU_MEM", "SYS_MEM", "P2P")
 @dataclass
 class ConfigIssue:
     key: str
-    severity: str       # fail | warn | info
+    severity: str  # fail | warn | info
     message: str
 
     def to_json(self) -> dict:
@@ -156,7 +172,7 @@ def strip_comments(text: str) -> str:
             i = n if j < 0 else j
         elif text.startswith("/*", i):
             j = text.find("*/", i + 2)
-            chunk = text[i:n if j < 0 else j + 2]
+            chunk = text[i : n if j < 0 else j + 2]
             out.append("\n" * chunk.count("\n"))
             i = n if j < 0 else j + 2
         else:
@@ -165,7 +181,7 @@ def strip_comments(text: str) -> str:
     return "".join(out)
 
 
-MAX_ISSUES = 100      # listed per file; the rest are counted (renderers stay fast on hostile files)
+MAX_ISSUES = 100  # listed per file; the rest are counted (renderers stay fast on hostile files)
 
 
 def locate(fs: FsRoot, env: dict | None = None) -> tuple[str | None, str | None, list[str]]:
@@ -200,12 +216,13 @@ def parse(text: str, path: str = "cufile.json") -> CufileConfig:
                 dups.append(k)
             seen[k] = v
         return seen
+
     try:
         data = loads_json(stripped, object_pairs_hook=hook)
     except json.JSONDecodeError as e:
         cfg.parse_error = f"{path} line {e.lineno} column {e.colno}: {e.msg}"
         return cfg
-    except ValueError as e:          # gdsdiag's limits: depth, number size, NaN/Infinity
+    except ValueError as e:  # gdsdiag's limits: depth, number size, NaN/Infinity
         cfg.parse_error = f"{path}: {e}"
         return cfg
     if not isinstance(data, dict):
@@ -228,6 +245,7 @@ def load(fs: FsRoot, env: dict | None = None) -> CufileConfig:
         return CufileConfig(path=None, found_via=None, searched=searched)
     # bounded: CUFILE_ENV_PATH_JSON may name /dev/zero, a FIFO or a 50 MB file (docs/security.md)
     from .bounded import MAX_CUFILE_JSON
+
     raw, why = fs.read_checked(path, MAX_CUFILE_JSON)
     if raw is None:
         cfg = CufileConfig(path=path, found_via=how, searched=searched)
@@ -269,20 +287,25 @@ def _validate(node: dict, prefix: str, issues: list[ConfigIssue]) -> None:
             _validate(v, key + ".", issues)
             continue
         if key == "blacklist" or key.startswith("blacklist."):
-            new = "denylist" + key[len("blacklist"):]
+            new = "denylist" + key[len("blacklist") :]
             issues.append(ConfigIssue(key, "warn", f"'{key}' is the old name: libcufile reads '{new}'"))
             continue
         spec = SCHEMA.get(key)
         if spec is None:
             # spelling hints cost ~2 ms each: a hostile file with 60,000 keys took 36 s
-            near = difflib.get_close_matches(key, list(SCHEMA) + sorted(SECTIONS), n=1, cutoff=0.75) \
-                if len(issues) < MAX_ISSUES else []
+            near = (
+                difflib.get_close_matches(key, list(SCHEMA) + sorted(SECTIONS), n=1, cutoff=0.75)
+                if len(issues) < MAX_ISSUES
+                else []
+            )
             hint = f"; did you mean '{near[0]}'?" if near else ""
             issues.append(ConfigIssue(key, "warn", f"unknown key '{key}' is ignored by libcufile{hint}"))
             continue
         kind, cons = spec
         if not _type_ok(kind, v):
-            issues.append(ConfigIssue(key, "fail", f"{key} must be {kind}, got {json.dumps(v)[:40]} ({type(v).__name__})"))
+            issues.append(
+                ConfigIssue(key, "fail", f"{key} must be {kind}, got {json.dumps(v)[:40]} ({type(v).__name__})")
+            )
             continue
         if kind == INT and cons:
             lo, hi, mult = cons
@@ -297,8 +320,13 @@ def _validate(node: dict, prefix: str, issues: list[ConfigIssue]) -> None:
 
 def _semantic(cfg: CufileConfig) -> None:
     g, issues = cfg.get, cfg.issues
-    for a, b in (("properties.posix_pool_slab_size_kb", "properties.posix_pool_slab_count"),
-                 ("properties.gpu_bounce_buffer_slab_config.slab_size_kb", "properties.gpu_bounce_buffer_slab_config.slab_count")):
+    for a, b in (
+        ("properties.posix_pool_slab_size_kb", "properties.posix_pool_slab_count"),
+        (
+            "properties.gpu_bounce_buffer_slab_config.slab_size_kb",
+            "properties.gpu_bounce_buffer_slab_config.slab_count",
+        ),
+    ):
         la, lb = g(a), g(b)
         if isinstance(la, list) and isinstance(lb, list) and len(la) != len(lb):
             issues.append(ConfigIssue(a, "fail", f"{a} has {len(la)} entries but {b} has {len(lb)}"))
@@ -308,8 +336,13 @@ def _semantic(cfg: CufileConfig) -> None:
     if isinstance(order, list):
         bad = [x for x in order if x not in ROUTING_ORDER]
         if bad:
-            issues.append(ConfigIssue("properties.rdma_dynamic_routing_order", "fail",
-                                      f"unknown routing mode(s) {bad}; valid: {', '.join(ROUTING_ORDER)}"))
+            issues.append(
+                ConfigIssue(
+                    "properties.rdma_dynamic_routing_order",
+                    "fail",
+                    f"unknown routing mode(s) {bad}; valid: {', '.join(ROUTING_ORDER)}",
+                )
+            )
     for key in ["properties.rdma_dev_addr_list"] + [f"fs.{f}.rdma_dev_addr_list" for f in _FS_RDMA]:
         lst = g(key)
         if isinstance(lst, list):
@@ -318,8 +351,21 @@ def _semantic(cfg: CufileConfig) -> None:
                     ipaddress.ip_address(a)
                 except ValueError:
                     issues.append(ConfigIssue(key, "fail", f"{key}: {a!r} is not an IP address"))
-    cache, per, batch = g("properties.max_device_cache_size_kb"), g("properties.per_buffer_cache_size_kb"), g("properties.io_batchsize")
-    if all(isinstance(x, int) and not isinstance(x, bool) for x in (cache, per, batch)) and per > 0 and cache // per < batch:
-        issues.append(ConfigIssue("properties.max_device_cache_size_kb", "warn",
-                                  f"max_device_cache_size_kb / per_buffer_cache_size_kb = {cache // per} < io_batchsize {batch} "
-                                  "(NVIDIA's template notes it must be >=)"))
+    cache, per, batch = (
+        g("properties.max_device_cache_size_kb"),
+        g("properties.per_buffer_cache_size_kb"),
+        g("properties.io_batchsize"),
+    )
+    if (
+        all(isinstance(x, int) and not isinstance(x, bool) for x in (cache, per, batch))
+        and per > 0
+        and cache // per < batch
+    ):
+        issues.append(
+            ConfigIssue(
+                "properties.max_device_cache_size_kb",
+                "warn",
+                f"max_device_cache_size_kb / per_buffer_cache_size_kb = {cache // per} < io_batchsize {batch} "
+                "(NVIDIA's template notes it must be >=)",
+            )
+        )

@@ -5,6 +5,7 @@ the same code as ``topology --json`` and ``check --json`` (their JSON documents 
 diff stays in sync with those commands; only volatile fields (where the input came from, the
 temporary directory a snapshot was unpacked to) are left out, and cufile.json is compared key by key.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,16 +23,16 @@ DEVICE_VOLATILE = {"config_bytes"}
 @dataclass
 class Side:
     input: str
-    form: str                   # "snapshot" | "root"
+    form: str  # "snapshot" | "root"
     topology: dict
     check: dict
-    cufile: dict | None         # parsed cufile.json, None when absent
+    cufile: dict | None  # parsed cufile.json, None when absent
     cufile_path: str | None
 
 
 @dataclass
 class Difference:
-    section: str                # verdict | checks | topology | pairs | findings | cufile.json
+    section: str  # verdict | checks | topology | pairs | findings | cufile.json
     key: str
     a: object
     b: object
@@ -57,6 +58,7 @@ def open_root(spec: str):
     that opens live roots and snapshots). Yields (fs, form). '-' is a snapshot on stdin
     (ssh node7 cat snap.tar.gz | gdsdiag diff node3.tar.gz -)."""
     from .platform.roots import node_root
+
     if spec == "-":
         with _stdin_file() as path:
             with open_root(path) as (fs, _):
@@ -72,13 +74,14 @@ def open_root(spec: str):
         yield fs, "snapshot"
 
 
-MAX_STDIN = 256 << 20      # a snapshot is kilobytes to a few megabytes
+MAX_STDIN = 256 << 20  # a snapshot is kilobytes to a few megabytes
 
 
 @contextmanager
 def _stdin_file():
     import sys
     import tempfile
+
     data = sys.stdin.buffer.read(MAX_STDIN + 1)
     if not data:
         raise GdsdiagError("nothing on stdin for '-'", "pipe a snapshot archive into gdsdiag diff, or give a path")
@@ -112,15 +115,16 @@ def load_side(spec: str) -> Side:
     from .topology.pairs import analyse_all
 
     with open_root(spec) as (fs, form):
-        root = fs.root           # one FsRoot for all three readers (their problems land in one list)
+        root = fs.root  # one FsRoot for all three readers (their problems land in one list)
         topo = from_root(fs)
         pairs = analyse_all(topo)
         tdoc = topology_document(topo, pairs, find(topo, pairs))
         env = dict(os.environ) if fs.is_live else {}
         cdoc = check_document(run_checks(CheckContext(fs, env=env), [], None))
         cfg = load_cufile(fs, env)
-        return Side(spec, form, _scrub(tdoc, root), _scrub(cdoc, root),
-                    cfg.data if cfg.data is not None else None, cfg.path)
+        return Side(
+            spec, form, _scrub(tdoc, root), _scrub(cdoc, root), cfg.data if cfg.data is not None else None, cfg.path
+        )
 
 
 def _flat(value, prefix: str, out: dict) -> dict:
@@ -159,26 +163,38 @@ def compare(a: Side, b: Side) -> DiffResult:
     d = res.differences
     # the verdict first: the answer to "why does it work there and not here"
     _compare("verdict", _flat(a.check.get("verdict", {}), "", {}), _flat(b.check.get("verdict", {}), "", {}), d)
+
     # checks by id: drivers, versions, modules, cufile.json validation, IOMMU ...
     def checks(doc):
         return {c["id"]: {"status": c["status"], "summary": c["summary"]} for c in doc.get("checks", [])}
+
     _compare_objects("checks", checks(a.check), checks(b.check), lambda c: f"{c['status']} {c['summary']}", d)
     ta, tb = a.topology, b.topology
     for part in ("cpu", "iommu"):
         _compare("topology", _flat(ta.get(part, {}), part, {}), _flat(tb.get(part, {}), part, {}), d)
 
     def devs(t):
-        return {f"devices.{x['bdf']}": {k: v for k, v in x.items() if k not in DEVICE_VOLATILE}
-                for x in t.get("devices", [])}
-    _compare_objects("topology", devs(ta), devs(tb),
-                     lambda x: f"{x['role']} {x.get('label') or ''} {x['vendor']}:{x['device']}".replace("  ", " "), d)
+        return {
+            f"devices.{x['bdf']}": {k: v for k, v in x.items() if k not in DEVICE_VOLATILE}
+            for x in t.get("devices", [])
+        }
+
+    _compare_objects(
+        "topology",
+        devs(ta),
+        devs(tb),
+        lambda x: f"{x['role']} {x.get('label') or ''} {x['vendor']}:{x['device']}".replace("  ", " "),
+        d,
+    )
 
     def pairs(t):
         return _by(t.get("pairs", []), lambda p: f"pairs.{p['a']}~{p['b']}")
+
     _compare_objects("pairs", pairs(ta), pairs(tb), lambda p: f"{p['a_label']}~{p['b_label']} {p['p2p']}", d)
 
     def findings(t):
         return {f"findings.{f.get('id', '?')}": f for f in t.get("findings", [])}
+
     _compare_objects("findings", findings(ta), findings(tb), lambda f: f"{f['severity']}: {f['title']}", d)
     _compare("cufile.json", {"path": a.cufile_path}, {"path": b.cufile_path}, d)
     _compare("cufile.json", _flat(a.cufile or {}, "", {}), _flat(b.cufile or {}, "", {}), d)

@@ -2,6 +2,7 @@
 exit code it ends the command with; ``gdsdiag.cli.main`` is the one place that turns it into a line
 on stderr and that code (never a traceback). cuFile failures (``gdsdiag.cufile.errors.CuFileError``)
 and data-verification failures are subclasses, so they end the same way."""
+
 from __future__ import annotations
 
 # Exit codes, documented in docs/json.md and README: stable across releases.
@@ -10,7 +11,7 @@ EXIT_WARN = 1
 EXIT_FAIL = 2
 EXIT_TOOL_ERROR = 3
 EXIT_USAGE = 4
-EXIT_INTERRUPTED = 130   # SIGINT, as shells report it (128 + 2)
+EXIT_INTERRUPTED = 130  # SIGINT, as shells report it (128 + 2)
 
 
 class GdsdiagError(Exception):
@@ -38,5 +39,6 @@ class UsageError(GdsdiagError):
 def refuse_existing(path: str, option: str) -> None:
     """gdsdiag never overwrites a file: every output path (given with ``option``) must be new."""
     import os
+
     if os.path.lexists(path):
         raise GdsdiagError(f"{path} exists", f"choose another {option} path; gdsdiag never overwrites files")

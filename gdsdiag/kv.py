@@ -15,6 +15,7 @@ Pure functions over a Hugging Face ``config.json`` (already parsed) and a few nu
   costs a store. Offload pays when p·(T_recompute − T_load) > (1 − p)·T_store, i.e.
   p > T_store / (T_recompute − T_load + T_store) when T_recompute > T_load (otherwise never).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,18 +23,30 @@ from dataclasses import dataclass
 from .errors import GdsdiagError
 
 # torch dtype names as they appear in config.json "torch_dtype" (and the newer "dtype").
-DTYPE_BYTES = {"float32": 4, "float": 4, "fp32": 4, "float16": 2, "half": 2, "fp16": 2, "bfloat16": 2, "bf16": 2,
-               "float8_e4m3fn": 1, "float8_e5m2": 1, "fp8": 1, "int8": 1}
+DTYPE_BYTES = {
+    "float32": 4,
+    "float": 4,
+    "fp32": 4,
+    "float16": 2,
+    "half": 2,
+    "fp16": 2,
+    "bfloat16": 2,
+    "bf16": 2,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "fp8": 1,
+    "int8": 1,
+}
 
 
 @dataclass
 class KvShape:
     model: str
-    attention: str            # "MHA", "GQA", "MQA" or "MLA"
+    attention: str  # "MHA", "GQA", "MQA" or "MLA"
     layers: int
-    kv_heads: int | None      # None for MLA (one latent shared by all heads)
+    kv_heads: int | None  # None for MLA (one latent shared by all heads)
     head_dim: int | None
-    latent_dim: int | None    # MLA: kv_lora_rank + qk_rope_head_dim
+    latent_dim: int | None  # MLA: kv_lora_rank + qk_rope_head_dim
     dtype: str
     dtype_bytes: int
     bytes_per_token: int
@@ -46,8 +59,10 @@ class KvShape:
 def _int(cfg: dict, key: str, where: str) -> int:
     v = cfg.get(key)
     if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-        raise GdsdiagError(f"{where}: '{key}' is {v!r}, not a positive integer",
-                           "give the model's Hugging Face config.json (it names the layer and head counts)")
+        raise GdsdiagError(
+            f"{where}: '{key}' is {v!r}, not a positive integer",
+            "give the model's Hugging Face config.json (it names the layer and head counts)",
+        )
     return v
 
 
@@ -74,8 +89,18 @@ def kv_shape(cfg: dict, dtype: str | None = None, where: str = "config.json") ->
     if c.get("kv_lora_rank"):
         rank = _int(c, "kv_lora_rank", where)
         rope = _int(c, "qk_rope_head_dim", where)
-        return KvShape(model, "MLA", layers, None, None, rank + rope, dt, nb, layers * (rank + rope) * nb,
-                       f"{layers} layers × (kv_lora_rank {rank} + qk_rope_head_dim {rope}) × {nb} B")
+        return KvShape(
+            model,
+            "MLA",
+            layers,
+            None,
+            None,
+            rank + rope,
+            dt,
+            nb,
+            layers * (rank + rope) * nb,
+            f"{layers} layers × (kv_lora_rank {rank} + qk_rope_head_dim {rope}) × {nb} B",
+        )
     heads = _int(c, "num_attention_heads", where)
     kv_heads = c.get("num_key_value_heads")
     kv_heads = heads if kv_heads is None else _int(c, "num_key_value_heads", where)
@@ -84,12 +109,24 @@ def kv_shape(cfg: dict, dtype: str | None = None, where: str = "config.json") ->
     else:
         hidden = _int(c, "hidden_size", where)
         if hidden % heads:
-            raise GdsdiagError(f"{where}: hidden_size {hidden} is not a multiple of num_attention_heads {heads}",
-                               "the config needs an explicit head_dim")
+            raise GdsdiagError(
+                f"{where}: hidden_size {hidden} is not a multiple of num_attention_heads {heads}",
+                "the config needs an explicit head_dim",
+            )
         head_dim = hidden // heads
     att = "MHA" if kv_heads == heads else "MQA" if kv_heads == 1 else "GQA"
-    return KvShape(model, att, layers, kv_heads, head_dim, None, dt, nb, 2 * layers * kv_heads * head_dim * nb,
-                   f"2 × {layers} layers × {kv_heads} KV heads × head_dim {head_dim} × {nb} B")
+    return KvShape(
+        model,
+        att,
+        layers,
+        kv_heads,
+        head_dim,
+        None,
+        dt,
+        nb,
+        2 * layers * kv_heads * head_dim * nb,
+        f"2 × {layers} layers × {kv_heads} KV heads × head_dim {head_dim} × {nb} B",
+    )
 
 
 @dataclass
@@ -101,7 +138,7 @@ class KvEstimate:
     t_load_s: float
     t_store_s: float
     t_recompute_s: float | None
-    break_even_hit_rate: float | None     # None: no prefill rate given
+    break_even_hit_rate: float | None  # None: no prefill rate given
     note: str
 
     def to_json(self) -> dict:
@@ -117,23 +154,31 @@ def break_even(t_recompute: float, t_load: float, t_store: float) -> float | Non
     return t_store / (gain + t_store)
 
 
-def estimate(shape: KvShape, tokens: int, read_gbps: float, write_gbps: float,
-             prefill_tps: float | None = None) -> KvEstimate:
+def estimate(
+    shape: KvShape, tokens: int, read_gbps: float, write_gbps: float, prefill_tps: float | None = None
+) -> KvEstimate:
     if tokens <= 0:
         raise GdsdiagError(f"--tokens {tokens} must be positive", "give the prefix length in tokens")
     if read_gbps <= 0 or write_gbps <= 0:
-        raise GdsdiagError("bandwidth must be positive", "give --gbps N (GB/s, 1e9 bytes) or a sweep with read and write points")
+        raise GdsdiagError(
+            "bandwidth must be positive", "give --gbps N (GB/s, 1e9 bytes) or a sweep with read and write points"
+        )
     nbytes = shape.bytes_per_token * tokens
     t_load, t_store = nbytes / (read_gbps * 1e9), nbytes / (write_gbps * 1e9)
     t_rc = p = None
     note = "give --prefill-tps to compare with recomputation"
     if prefill_tps is not None:
         if prefill_tps <= 0:
-            raise GdsdiagError(f"--prefill-tps {prefill_tps} must be positive", "give the measured prefill rate in tokens/s")
+            raise GdsdiagError(
+                f"--prefill-tps {prefill_tps} must be positive", "give the measured prefill rate in tokens/s"
+            )
         t_rc = tokens / prefill_tps
         p = break_even(t_rc, t_load, t_store)
-        note = (f"offload pays above a {p:.1%} prefix hit rate" if p is not None else
-                "loading is slower than recomputing: offload to this storage never pays")
+        note = (
+            f"offload pays above a {p:.1%} prefix hit rate"
+            if p is not None
+            else "loading is slower than recomputing: offload to this storage never pays"
+        )
     return KvEstimate(tokens, nbytes, read_gbps, write_gbps, t_load, t_store, t_rc, p, note)
 
 
@@ -145,7 +190,7 @@ def gbps_from_sweep(doc: dict, where: str = "sweep") -> tuple[float, float, str]
     best: dict = {}
     for p in doc.get("points", []):
         if p.get("error") or p.get("mode") == "host":
-            continue            # host mode never reaches GPU memory: not a KV load
+            continue  # host mode never reaches GPU memory: not a KV load
         g = (p.get("summary") or {}).get("gbps")
         if not g:
             continue
@@ -155,4 +200,8 @@ def gbps_from_sweep(doc: dict, where: str = "sweep") -> tuple[float, float, str]
     if "read" not in best:
         raise GdsdiagError(f"{where} has no GPU read point", "run 'gdsdiag sweep --rw read,write --mode cufile --json'")
     w = best.get("write", best["read"])
-    return best["read"][0], w[0], f"read: {best['read'][1]}; write: {w[1]}" + ("" if "write" in best else " (no write point: read figure used)")
+    return (
+        best["read"][0],
+        w[0],
+        f"read: {best['read'][1]}; write: {w[1]}" + ("" if "write" in best else " (no write point: read figure used)"),
+    )

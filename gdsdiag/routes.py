@@ -4,21 +4,22 @@
 take, ``sweep`` reports the one each point measured, and cuFile's statistics are mapped onto it.
 A ``str`` enum, so JSON documents and comparisons with the plain names keep working.
 """
+
 from __future__ import annotations
 
 from enum import Enum
 
 
 class Route(str, Enum):
-    NVFS = "NVFS"                # P2P DMA set up by nvidia-fs with a GDS-aware storage driver
-    P2PDMA = "P2PDMA"            # P2P DMA through the kernel's PCI P2PDMA (cufile.json use_pci_p2pdma)
-    RDMA = "RDMA"                # P2P DMA by an RDMA NIC into GPU memory (NFS/RDMA, distributed filesystems)
-    PEER_GPU = "PEER_GPU"        # cuFile dynamic routing: bounced through a GPU nearer the storage
-    COMPAT = "COMPAT"            # cuFile compatibility mode: POSIX I/O through libcufile's host bounce buffers
+    NVFS = "NVFS"  # P2P DMA set up by nvidia-fs with a GDS-aware storage driver
+    P2PDMA = "P2PDMA"  # P2P DMA through the kernel's PCI P2PDMA (cufile.json use_pci_p2pdma)
+    RDMA = "RDMA"  # P2P DMA by an RDMA NIC into GPU memory (NFS/RDMA, distributed filesystems)
+    PEER_GPU = "PEER_GPU"  # cuFile dynamic routing: bounced through a GPU nearer the storage
+    COMPAT = "COMPAT"  # cuFile compatibility mode: POSIX I/O through libcufile's host bounce buffers
     DRAM_BOUNCE = "DRAM_BOUNCE"  # the application's own host-memory I/O whose bytes are copied to/from a GPU
-    HOST = "HOST"                # file I/O of host memory that never reaches a GPU: not on the GPU data path
-    UNKNOWN = "UNKNOWN"          # nothing conclusive was seen
-    NONE = "NONE"                # no route works (cuFile I/O cannot run)
+    HOST = "HOST"  # file I/O of host memory that never reaches a GPU: not on the GPU data path
+    UNKNOWN = "UNKNOWN"  # nothing conclusive was seen
+    NONE = "NONE"  # no route works (cuFile I/O cannot run)
 
     def __str__(self) -> str:
         return self.value

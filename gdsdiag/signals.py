@@ -5,13 +5,14 @@ KeyboardInterrupt too, so every cleanup written for Ctrl-C (temporary files, pro
 the traced program killed) also runs for them. main() turns each into its exit code: the shell's
 convention of 128 + the signal number.
 """
+
 from __future__ import annotations
 
 import signal
 
-EXIT_INTERRUPTED = 130           # SIGINT (Ctrl-C)
-EXIT_TERMINATED = 143            # SIGTERM
-EXIT_HANGUP = 129                # SIGHUP
+EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C)
+EXIT_TERMINATED = 143  # SIGTERM
+EXIT_HANGUP = 129  # SIGHUP
 EXIT_FOR_SIGNAL = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED, signal.SIGHUP: EXIT_HANGUP}
 
 

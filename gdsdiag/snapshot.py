@@ -5,12 +5,13 @@ root any reader accepts. sysfs files report a size of 4096 whatever they hold, s
 read and stored with its real length; symbolic links are stored as links so the hierarchy
 (``/sys/bus/pci/devices/X -> ../../../devices/pci0000:00/...``) survives.
 """
+
 from __future__ import annotations
 
 import glob
 import io
-import os
 import json
+import os
 import platform
 import stat
 import tarfile
@@ -19,25 +20,75 @@ import time
 from .errors import GdsdiagError, refuse_existing
 
 # Per PCI function: the files the readers use.
-PCI_FILES = ("class", "vendor", "device", "subsystem_vendor", "subsystem_device", "revision",
-             "numa_node", "local_cpulist", "current_link_speed", "current_link_width",
-             "max_link_speed", "max_link_width", "config", "driver", "iommu_group", "uevent")
-PROC_FILES = ("/proc/cmdline", "/proc/cpuinfo", "/proc/modules", "/proc/mounts", "/proc/self/mountinfo",
-              "/proc/version", "/proc/config.gz", "/proc/sys/kernel/osrelease", "/proc/1/cgroup")
+PCI_FILES = (
+    "class",
+    "vendor",
+    "device",
+    "subsystem_vendor",
+    "subsystem_device",
+    "revision",
+    "numa_node",
+    "local_cpulist",
+    "current_link_speed",
+    "current_link_width",
+    "max_link_speed",
+    "max_link_width",
+    "config",
+    "driver",
+    "iommu_group",
+    "uevent",
+)
+PROC_FILES = (
+    "/proc/cmdline",
+    "/proc/cpuinfo",
+    "/proc/modules",
+    "/proc/mounts",
+    "/proc/self/mountinfo",
+    "/proc/version",
+    "/proc/config.gz",
+    "/proc/sys/kernel/osrelease",
+    "/proc/1/cgroup",
+)
 BLOCK_FILES = ("dev", "partition", "dm/name", "md/level", "loop/backing_file", "device")
-GLOBS = ("/proc/driver/nvidia/version", "/proc/driver/nvidia/params", "/proc/driver/nvidia/gpus/*/information",
-         "/proc/driver/nvidia-fs/*", "/sys/module/nvidia_fs/version", "/sys/module/nvidia_fs/parameters/*",
-         "/sys/module/nvme_core/parameters/multipath", "/sys/module/nvidia/version",
-         "/sys/kernel/iommu_groups/*/type", "/sys/kernel/iommu_groups/*/devices/*",
-         "/sys/class/iommu/*", "/sys/devices/system/node/node*/cpulist", "/sys/devices/system/node/possible",
-         "/sys/class/nvme/*", "/sys/class/nvme/*/device", "/sys/class/nvme/*/model", "/sys/class/nvme/*/nvme*n*",
-         "/sys/class/net/*", "/sys/class/net/*/device", "/sys/class/infiniband/*", "/sys/class/infiniband/*/device",
-         "/sys/class/infiniband/*/ports/*/link_layer", "/sys/class/infiniband/*/ports/*/state",
-         "/sys/block/*", "/sys/block/*/device", "/sys/block/*/slaves/*", "/sys/block/*/holders/*",
-         "/sys/class/nvme-subsystem/*", "/sys/class/nvme-subsystem/*/nvme*",
-         "/sys/kernel/mm/memory_peers/nv_mem/version",
-         "/etc/cufile.json", "/usr/local/cuda/gds/cufile.json", "/dev/nvidia*", "/run/udev/control",
-         "/run/udev/data/b*", "/.dockerenv", "/run/.containerenv")
+GLOBS = (
+    "/proc/driver/nvidia/version",
+    "/proc/driver/nvidia/params",
+    "/proc/driver/nvidia/gpus/*/information",
+    "/proc/driver/nvidia-fs/*",
+    "/sys/module/nvidia_fs/version",
+    "/sys/module/nvidia_fs/parameters/*",
+    "/sys/module/nvme_core/parameters/multipath",
+    "/sys/module/nvidia/version",
+    "/sys/kernel/iommu_groups/*/type",
+    "/sys/kernel/iommu_groups/*/devices/*",
+    "/sys/class/iommu/*",
+    "/sys/devices/system/node/node*/cpulist",
+    "/sys/devices/system/node/possible",
+    "/sys/class/nvme/*",
+    "/sys/class/nvme/*/device",
+    "/sys/class/nvme/*/model",
+    "/sys/class/nvme/*/nvme*n*",
+    "/sys/class/net/*",
+    "/sys/class/net/*/device",
+    "/sys/class/infiniband/*",
+    "/sys/class/infiniband/*/device",
+    "/sys/class/infiniband/*/ports/*/link_layer",
+    "/sys/class/infiniband/*/ports/*/state",
+    "/sys/block/*",
+    "/sys/block/*/device",
+    "/sys/block/*/slaves/*",
+    "/sys/block/*/holders/*",
+    "/sys/class/nvme-subsystem/*",
+    "/sys/class/nvme-subsystem/*/nvme*",
+    "/sys/kernel/mm/memory_peers/nv_mem/version",
+    "/etc/cufile.json",
+    "/usr/local/cuda/gds/cufile.json",
+    "/dev/nvidia*",
+    "/run/udev/control",
+    "/run/udev/data/b*",
+    "/.dockerenv",
+    "/run/.containerenv",
+)
 
 
 class _Writer:
@@ -72,8 +123,10 @@ class _Writer:
             self.tar.addfile(ti)
             resolved = target if target.startswith("/") else os.path.normpath(os.path.join(parent, target))
             # Follow links to devices (the hierarchy) but not into whole driver/module trees.
-            if resolved.startswith(("/sys/devices/", "/sys/kernel/iommu_groups/")) and not \
-                    os.path.basename(path) in ("driver", "subsystem"):
+            if resolved.startswith(("/sys/devices/", "/sys/kernel/iommu_groups/")) and os.path.basename(path) not in (
+                "driver",
+                "subsystem",
+            ):
                 self._add_dir_chain(resolved)
             return
         if os.path.isdir(host):
@@ -117,8 +170,9 @@ class _Writer:
         """A bundle entry gdsdiag made (command output, results): recorded in the manifest."""
         if data is not None:
             self._add_bytes(path, data)
-        self.generated.append({"path": path.lstrip("/"), "source": source, "error": error,
-                               "bytes": None if data is None else len(data)})
+        self.generated.append(
+            {"path": path.lstrip("/"), "source": source, "error": error, "bytes": None if data is None else len(data)}
+        )
 
     def _add_bytes(self, path: str, data: bytes) -> None:
         if self.redactor is not None:
@@ -154,13 +208,16 @@ def _read(path: str) -> str:
         return ""
 
 
-def _add_kallsyms(w: "_Writer") -> None:
+def _add_kallsyms(w: _Writer) -> None:
     """Only the symbols the checks look for: the whole table is megabytes and, read without
     root, all zero addresses anyway."""
     from .platform.kernel import INTERESTING_SYMBOLS
+
     try:
         with open(w.host("/proc/kallsyms"), "rb") as f:
-            keep = [ln for ln in f if len(ln.split()) >= 3 and ln.split()[2].decode(errors="replace") in INTERESTING_SYMBOLS]
+            keep = [
+                ln for ln in f if len(ln.split()) >= 3 and ln.split()[2].decode(errors="replace") in INTERESTING_SYMBOLS
+            ]
     except OSError as e:
         w.skipped.append(f"/proc/kallsyms: {e.strerror}")
         return
@@ -173,6 +230,7 @@ def _temp_beside(output: str) -> tuple[int, str]:
     """A new file next to ``output``: O_CREAT|O_EXCL|O_NOFOLLOW, so neither an existing file nor a
     planted symlink (``X.partial -> important.txt``) is ever written through."""
     import secrets
+
     d, base = os.path.split(os.path.abspath(output))
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     for _ in range(20):
@@ -222,15 +280,22 @@ def create(output: str, root: str = "/", redact: bool = False, bundle: bool = Tr
         except OSError:
             pass
         raise
-    return {"entries": len(w.done), "skipped": w.skipped, "redacted": w.redactor.count if w.redactor else None,
-            "bundle": [g["path"] for g in w.generated if g["error"] is None]}
+    return {
+        "entries": len(w.done),
+        "skipped": w.skipped,
+        "redacted": w.redactor.count if w.redactor else None,
+        "bundle": [g["path"] for g in w.generated if g["error"] is None],
+    }
 
 
-def _capture(tar: tarfile.TarFile, root: str, redact: bool, bundle: bool) -> "_Writer":
+def _capture(tar: tarfile.TarFile, root: str, redact: bool, bundle: bool) -> _Writer:
     from .bundle import Redactor
+
     live = os.path.realpath(root) == "/"
     w = _Writer(tar, root, Redactor(live) if redact else None)
-    for dev in sorted(os.listdir(w.host("/sys/bus/pci/devices")) if os.path.isdir(w.host("/sys/bus/pci/devices")) else []):
+    for dev in sorted(
+        os.listdir(w.host("/sys/bus/pci/devices")) if os.path.isdir(w.host("/sys/bus/pci/devices")) else []
+    ):
         link = f"/sys/bus/pci/devices/{dev}"
         w.add(link)
         real = os.path.realpath(w.host(link))
@@ -257,6 +322,7 @@ def _capture(tar: tarfile.TarFile, root: str, redact: bool, bundle: bool) -> "_W
     _add_kallsyms(w)
     if live:
         from .platform.libcufile import locate
+
         info = json.dumps(locate().to_json(), indent=1).encode()
         w._add_bytes("/gdsdiag/libcufile.json", info)
     release = platform.release()
@@ -271,19 +337,23 @@ def _capture(tar: tarfile.TarFile, root: str, redact: bool, bundle: bool) -> "_W
     return w
 
 
-def _add_bundle(w: "_Writer", root: str, live: bool) -> None:
+def _add_bundle(w: _Writer, root: str, live: bool) -> None:
     """What a support engineer asks for next (issue 12): results, versions, command output, logs."""
     from . import bundle
     from .platform.fsroot import FsRoot
+
     fs = FsRoot(root)
     for name, (data, err) in bundle.results(fs).items():
         w.add_generated(f"/gdsdiag/{name}", data, f"gdsdiag {name.split('.')[0]} --json", err)
     w.add_generated("/gdsdiag/versions.json", json.dumps(bundle.versions(fs), indent=1).encode(), "gdsdiag")
     if not live:
-        return            # commands and logs describe this machine, not the tree under --root
+        return  # commands and logs describe this machine, not the tree under --root
     env = dict(os.environ)
-    for argv, name in ((["nvidia-smi", "-q"], "nvidia-smi-q.txt"), (["nvidia-smi", "topo", "-m"], "nvidia-smi-topo-m.txt"),
-                       (["nvidia-smi", "nvlink", "-s"], "nvidia-smi-nvlink-s.txt")):   # NVLink for topology --from
+    for argv, name in (
+        (["nvidia-smi", "-q"], "nvidia-smi-q.txt"),
+        (["nvidia-smi", "topo", "-m"], "nvidia-smi-topo-m.txt"),
+        (["nvidia-smi", "nvlink", "-s"], "nvidia-smi-nvlink-s.txt"),
+    ):  # NVLink for topology --from
         out, err = bundle.run_command(argv)
         w.add_generated(f"/gdsdiag/{name}", out, " ".join(argv), err)
     out, err = bundle.run_command(["dmesg"])
@@ -300,14 +370,20 @@ def _add_bundle(w: "_Writer", root: str, live: bool) -> None:
             w.add_generated(f"/gdsdiag/logs/cufile-{i}.log.tail", data, f"last {bundle.LOG_TAIL >> 10} KiB of {path}")
 
 
-def _add_manifest(w: "_Writer", redact: bool) -> None:
+def _add_manifest(w: _Writer, redact: bool) -> None:
     from . import __version__
-    doc = {"schema": "gdsdiag.snapshot-manifest/1", "gdsdiag": __version__,
-           "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "redacted": redact,
-           "generated": w.generated, "skipped": w.skipped,
-           "entries": [{"path": p, "bytes": n} for p, n in w.manifest]}
+
+    doc = {
+        "schema": "gdsdiag.snapshot-manifest/1",
+        "gdsdiag": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "redacted": redact,
+        "generated": w.generated,
+        "skipped": w.skipped,
+        "entries": [{"path": p, "bytes": n} for p, n in w.manifest],
+    }
     data = json.dumps(doc, indent=1).encode()
-    r, w.redactor = w.redactor, None          # the manifest lists names and sizes only
+    r, w.redactor = w.redactor, None  # the manifest lists names and sizes only
     w._add_bytes("/gdsdiag/manifest.json", data)
     w.redactor = r
 
@@ -321,6 +397,7 @@ def open_snapshot(path: str, limits=None):
     An archive without the marker file every gdsdiag snapshot holds is refused: an answer of
     "no findings" for a tarball of something else would be wrong."""
     from .platform.archroot import DEFAULT_LIMITS, ArchiveRoot
+
     if os.path.isdir(path):
         raise GdsdiagError(f"{path} is a directory", "pass it with --root, or give a .tar.gz from gdsdiag snapshot")
     if not os.path.lexists(path):
@@ -328,6 +405,8 @@ def open_snapshot(path: str, limits=None):
     fs = ArchiveRoot(path, limits or DEFAULT_LIMITS)
     marker = fs.files.get(MARKER, b"")
     if not marker.startswith(b"gdsdiag-snapshot "):
-        raise GdsdiagError(f"{path} is not a gdsdiag snapshot (no {MARKER.lstrip('/')} in it)",
-                           "create one on the node with 'gdsdiag snapshot -o FILE'")
+        raise GdsdiagError(
+            f"{path} is not a gdsdiag snapshot (no {MARKER.lstrip('/')} in it)",
+            "create one on the node with 'gdsdiag snapshot -o FILE'",
+        )
     return fs

@@ -1,9 +1,10 @@
 """Line parsers for tool and procfs text where most lines set one field: a table of
 (pattern, attribute, convert) tried in order, so each format reads as data, not as a chain of ifs."""
+
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 Field = tuple[re.Pattern, str, Callable[[str], object]]
 

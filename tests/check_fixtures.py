@@ -14,6 +14,7 @@ the files that would differ replaced. Each value below names its source.
   params line format of the real file (§14.3), nvme_core multipath=N.
 - IOMMU translating: iommu group type "DMA-FQ" (kernel Documentation/ABI/testing/sysfs-kernel-iommu_groups).
 """
+
 import gzip
 import os
 import shutil
@@ -26,8 +27,14 @@ NVFS_STATS = os.path.join(HERE, "fixtures", "corpus", "nvfs-stats", "stelline-gd
 
 def unpack_h200(dest: str) -> str:
     with tarfile.open(H200) as t:
-        t.extractall(dest, filter=lambda m, p: None if (m.issym() and (m.linkname.startswith("/") or m.name == "proc/self"))
-                     else tarfile.data_filter(m, p))
+        t.extractall(
+            dest,
+            filter=lambda m, p: (
+                None
+                if (m.issym() and (m.linkname.startswith("/") or m.name == "proc/self"))
+                else tarfile.data_filter(m, p)
+            ),
+        )
     return dest
 
 
@@ -47,7 +54,7 @@ def _append(root, path, text):
 
 def _corpus_body(path):
     with open(path) as f:
-        return "".join(f.readlines()[3:])   # drop the three provenance lines
+        return "".join(f.readlines()[3:])  # drop the three provenance lines
 
 
 def add_device_nodes(root):
@@ -87,7 +94,11 @@ def set_p2pdma_ready(root):
     with open(cfg, "wb") as f:
         f.write(gzip.compress(text.encode()))
     params = os.path.join(root, "proc/driver/nvidia/params")
-    text = open(params).read().replace('RegistryDwords: ""', 'RegistryDwords: "RMForceStaticBar1=1;RmForceDisableIomapWC=1;"')
+    text = (
+        open(params)
+        .read()
+        .replace('RegistryDwords: ""', 'RegistryDwords: "RMForceStaticBar1=1;RmForceDisableIomapWC=1;"')
+    )
     with open(params, "w") as f:
         f.write(text)
     _write(root, "/sys/module/nvme_core/parameters/multipath", "N\n")

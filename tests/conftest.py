@@ -11,7 +11,7 @@ INSTALLED = os.environ.get("GDSDIAG_TEST_INSTALLED") == "1"
 
 
 def _gdsdiag_argv() -> list[str]:
-    if not INSTALLED:     # a developer's run from the checkout: the checkout's code
+    if not INSTALLED:  # a developer's run from the checkout: the checkout's code
         return [sys.executable, "-m", "gdsdiag"]
     script = os.path.join(os.path.dirname(sys.executable), "gdsdiag")
     if not os.access(script, os.X_OK):
@@ -19,9 +19,9 @@ def _gdsdiag_argv() -> list[str]:
     return [script]
 
 
-GDSDIAG = _gdsdiag_argv()   # how every test runs the command line: the console script users run
+GDSDIAG = _gdsdiag_argv()  # how every test runs the command line: the console script users run
 FIXTURES = os.path.join(HERE, "fixtures")
-CORPUS = os.path.join(FIXTURES, "corpus")   # verbatim copy of ../shared/corpus (see its README)
+CORPUS = os.path.join(FIXTURES, "corpus")  # verbatim copy of ../shared/corpus (see its README)
 
 
 def corpus(*parts: str) -> str:
@@ -40,12 +40,13 @@ def hwloc_trees():
     """hwloc's real Linux sysfs snapshots, read straight from their archives (nothing unpacked:
     36k entries written to disk used to take 70-266 s here): name -> root."""
     from gdsdiag.platform.archroot import ArchiveRoot
+
     out = _Trees()
     d = corpus("hwloc-sysfs")
     for f in sorted(os.listdir(d)):
         if f.endswith(".tar.bz2"):
-            name = f[:-len(".tar.bz2")]
+            name = f[: -len(".tar.bz2")]
             root = ArchiveRoot(os.path.join(d, f))
-            (top,) = root.listdir("/")           # each archive holds one top directory
+            (top,) = root.listdir("/")  # each archive holds one top directory
             dict.__setitem__(out, name, root.within(top))
     return out

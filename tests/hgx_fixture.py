@@ -16,13 +16,15 @@ What the XML does not carry, and where it comes from here:
   (corpus/lspci-vvv/arm-n1sdp-...) shows; then iommu groups are of type DMA.
 - /proc/cpuinfo: vendor GenuineIntel, family 6, model 85 from the XML's CPU info.
 """
+
 import os
 import re
 import struct
 import xml.etree.ElementTree as ET
 
-XML = os.path.join(os.path.dirname(__file__), "fixtures", "corpus", "lstopo",
-                   "nvidia-dgx2h-16xv100-pex9781-hwloc-xml.txt")
+XML = os.path.join(
+    os.path.dirname(__file__), "fixtures", "corpus", "lstopo", "nvidia-dgx2h-16xv100-pex9781-hwloc-xml.txt"
+)
 
 _SPEED = {15.753846: (3, 16), 3.938462: (3, 4), 1.0: (1, 4)}
 
@@ -50,15 +52,18 @@ def _config(vendor, device, svendor, sdevice, rev, cls, prog, is_bridge, sec_bus
 
 def build_dgx2h(dest: str, acs_redirect: bool = False) -> dict:
     with open(XML) as f:
-        text = "".join(f.readlines()[3:])      # the corpus adds three '#' provenance lines
-    root = ET.fromstring(text[text.index("<topology"):] if "<!DOCTYPE" in text else text)
+        text = "".join(f.readlines()[3:])  # the corpus adds three '#' provenance lines
+    root = ET.fromstring(text[text.index("<topology") :] if "<!DOCTYPE" in text else text)
     devs_dir = os.path.join(dest, "sys/bus/pci/devices")
     os.makedirs(devs_dir)
     made = {}
 
     def emit(obj, path, parent_busid, numa, parent_type):
         busid = obj.get("pci_busid")
-        m = re.match(r"^([0-9a-f]{4}) \[([0-9a-f]{4}):([0-9a-f]{4})\] \[([0-9a-f]{4}):([0-9a-f]{4})\] ([0-9a-f]{2}) ([0-9a-f]{2})", obj.get("pci_type"))
+        m = re.match(
+            r"^([0-9a-f]{4}) \[([0-9a-f]{4}):([0-9a-f]{4})\] \[([0-9a-f]{4}):([0-9a-f]{4})\] ([0-9a-f]{2}) ([0-9a-f]{2})",
+            obj.get("pci_type"),
+        )
         cls, ven, dev, sven, sdev, rev, prog = (int(x, 16) for x in m.groups())
         is_bridge = obj.get("type") == "Bridge"
         speed = round(float(obj.get("pci_link_speed")), 6)
@@ -73,11 +78,17 @@ def build_dgx2h(dest: str, acs_redirect: bool = False) -> dict:
             acs = 0b0011101 if acs_redirect else 0
         d = os.path.join(path, busid)
         os.makedirs(d)
-        files = {"class": f"0x{cls:04x}{prog:02x}", "vendor": f"0x{ven:04x}", "device": f"0x{dev:04x}",
-                 "subsystem_vendor": f"0x{sven:04x}", "subsystem_device": f"0x{sdev:04x}",
-                 "revision": f"0x{rev:02x}", "numa_node": str(numa),
-                 "current_link_speed": f"{[2.5, 5.0, 8.0][link[0] - 1]} GT/s PCIe",
-                 "current_link_width": str(link[1])}
+        files = {
+            "class": f"0x{cls:04x}{prog:02x}",
+            "vendor": f"0x{ven:04x}",
+            "device": f"0x{dev:04x}",
+            "subsystem_vendor": f"0x{sven:04x}",
+            "subsystem_device": f"0x{sdev:04x}",
+            "revision": f"0x{rev:02x}",
+            "numa_node": str(numa),
+            "current_link_speed": f"{[2.5, 5.0, 8.0][link[0] - 1]} GT/s PCIe",
+            "current_link_width": str(link[1]),
+        }
         for k, v in files.items():
             with open(os.path.join(d, k), "w") as f:
                 f.write(v + "\n")
@@ -103,8 +114,10 @@ def build_dgx2h(dest: str, acs_redirect: bool = False) -> dict:
                     emit(child, base, None, numa, None)
     os.makedirs(os.path.join(dest, "proc"))
     with open(os.path.join(dest, "proc/cpuinfo"), "w") as f:
-        f.write("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 85\n"
-                "model name\t: Intel(R) Xeon(R) Platinum 8174 CPU @ 3.10GHz\n")
+        f.write(
+            "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 85\n"
+            "model name\t: Intel(R) Xeon(R) Platinum 8174 CPU @ 3.10GHz\n"
+        )
     for n in (0, 1):
         os.makedirs(os.path.join(dest, f"sys/devices/system/node/node{n}"))
     if acs_redirect:

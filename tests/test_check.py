@@ -1,5 +1,6 @@
 """gdsdiag check: real runs on this machine and on the GPU machine's snapshot, fixture trees for
 what neither machine has (tests/check_fixtures.py), and the CLI contract."""
+
 import json
 import os
 import subprocess
@@ -37,7 +38,7 @@ def test_this_machine_every_check_answers():
     assert rep.verdict.routes == [] and rep.verdict.summary == "none"
     assert rep.exit_code() == 2
     for r in rep.results:
-        assert r.summary and r.evidence, r.id            # every answer carries its evidence
+        assert r.summary and r.evidence, r.id  # every answer carries its evidence
 
 
 def test_this_machine_paths_real_odirect(tmp_path):
@@ -45,9 +46,9 @@ def test_this_machine_paths_real_odirect(tmp_path):
     (pv,) = rep.paths
     odirect = next(r for r in rep.results if r.id == "path.odirect")
     assert odirect.status == Status.PASS, odirect.summary
-    assert os.listdir(tmp_path) == []                      # the probe removed its own file
+    assert os.listdir(tmp_path) == []  # the probe removed its own file
     assert pv.fstype in ("ext4", "xfs", "tmpfs", "overlay", "btrfs")
-    assert pv.route == Route.NONE                          # no driver here: no route at all
+    assert pv.route == Route.NONE  # no driver here: no route at all
 
 
 def _mount(fstype, where):
@@ -92,16 +93,18 @@ def test_gpu_machine_snapshot_is_compat_only(h200):
     """The real GPU machine: open driver 580, no nvidia-fs, P2PDMA off in the kernel, cufile.json."""
     rep = _run(h200)
     ids = _by_id(rep)
-    assert ids["nvidia.driver"].status == Status.PASS and ids["nvidia.driver"].summary == "580.159.04 (open kernel module)"
+    assert (
+        ids["nvidia.driver"].status == Status.PASS and ids["nvidia.driver"].summary == "580.159.04 (open kernel module)"
+    )
     assert ids["nvidia.gpus"].summary == "NVIDIA H200 (0000:00:06.0)"
     assert ids["nvfs.loaded"].status == Status.FAIL
     assert ids["p2pdma.config"].status == Status.FAIL and ids["p2pdma.config"].evidence[0].source == "/proc/config.gz"
     assert ids["p2pdma.registry"].status == Status.FAIL
-    assert ids["p2pdma.driver"].status == Status.PASS          # 580 open ≥ 565.47
+    assert ids["p2pdma.driver"].status == Status.PASS  # 580 open ≥ 565.47
     assert ids["p2pdma.gpu"].status == Status.PASS
-    assert ids["cufile.json"].status == Status.PASS            # NVIDIA's own file, comments and all
+    assert ids["cufile.json"].status == Status.PASS  # NVIDIA's own file, comments and all
     assert ids["platform.devnodes"].status == Status.PASS and ids["libcufile"].summary.startswith("1.15.1.6")
-    assert ids["platform.container"].summary == "inside a container"          # /.dockerenv there
+    assert ids["platform.container"].summary == "inside a container"  # /.dockerenv there
     assert rep.verdict.summary == "COMPAT only" and rep.verdict.routes == [Route.COMPAT]
     assert any("nvidia-fs is not loaded" in r for r in rep.verdict.reasons)
     assert any("CONFIG_PCI_P2PDMA is not set" in r for r in rep.verdict.reasons)
@@ -109,6 +112,7 @@ def test_gpu_machine_snapshot_is_compat_only(h200):
     # machine boots, see fixtures/gpu-machine/check-before.json) the check explains the 5027.
     assert ids["platform.udev"].status == Status.PASS
     import shutil
+
     shutil.rmtree(os.path.join(h200, "run", "udev"))
     ids = _by_id(_run(h200))
     assert ids["platform.udev"].status == Status.FAIL and "5027" in ids["platform.udev"].why
@@ -116,6 +120,7 @@ def test_gpu_machine_snapshot_is_compat_only(h200):
 
 def test_gpu_machine_live_run_recorded():
     from conftest import FIXTURES
+
     doc = json.loads("".join(open(os.path.join(FIXTURES, "gpu-machine", "check-before.json")).readlines()[3:]))
     st = {c["id"]: c["status"] for c in doc["checks"]}
     assert doc["verdict"]["summary"] == "COMPAT only" and doc["exit_code"] == 2
@@ -135,7 +140,10 @@ def test_nvidia_fs_with_gds_nvme_gives_nvfs_route(h200):
     assert ids["nvfs.devices"].summary == "16 nodes"
     assert ids["nvfs.stats"].status == Status.INFO and "rw_stats_enabled" in ids["nvfs.stats"].summary
     assert "GDS 1.14.0.31, driver 2.25.7" in ids["nvfs.stats"].evidence[-1].value
-    assert ids["nvfs.modules"].status == Status.INFO and "only while a /dev/nvidia-fs* is open" in ids["nvfs.modules"].summary
+    assert (
+        ids["nvfs.modules"].status == Status.INFO
+        and "only while a /dev/nvidia-fs* is open" in ids["nvfs.modules"].summary
+    )
     assert ids["storage.symbols"].status == Status.PASS and ids["storage.symbols"].summary == "NVMe"
     # kernel 6.18 wants the v2 nvme ops; a v1-only nvme is the mismatch of gds-nvidia-fs#87
     assert ids["storage.nvme_abi"].status == Status.WARN
@@ -150,7 +158,14 @@ def test_p2pdma_ready_node(h200):
     cf.add_device_nodes(h200)
     rep = _run(h200)
     ids = _by_id(rep)
-    for i in ("p2pdma.config", "p2pdma.kernel", "p2pdma.symbols", "p2pdma.driver", "p2pdma.registry", "p2pdma.multipath"):
+    for i in (
+        "p2pdma.config",
+        "p2pdma.kernel",
+        "p2pdma.symbols",
+        "p2pdma.driver",
+        "p2pdma.registry",
+        "p2pdma.multipath",
+    ):
         assert ids[i].status == Status.PASS, (i, ids[i].summary)
     assert rep.verdict.routes[0] == Route.P2PDMA
     assert ids["nvfs.loaded"].status == Status.INFO
@@ -164,17 +179,20 @@ def test_iommu_translating_blocks_nvfs(h200):
     ids = _by_id(rep)
     assert ids["platform.iommu"].status == Status.FAIL and ids["platform.iommu"].summary == "translated"
     assert Route.NVFS not in rep.verdict.routes
-    assert "storage.nvme_abi" not in ids                  # v2 on 6.18: the ABI matches
+    assert "storage.nvme_abi" not in ids  # v2 on 6.18: the ABI matches
 
 
 def test_cufile_json_settings_that_force_routes(h200):
-    cf.set_cufile(h200, """{ // comment
+    cf.set_cufile(
+        h200,
+        """{ // comment
       "properties": {"force_compat_mode": true, "use_pci_p2pdma": true, "allow_compat_mode": false,
                      "rdma_dynamic_routing": true, "rdma_dynamic_routing_order": ["SYS_MEM", "GPU_MEM"],
                      "max_direct_io_size_kb": "16384", "max_io_thread": 4},
       /* block comment */
       "logging": {"level": "VERBOSE", "dir": "/var/log/cufile"}
-    }""")
+    }""",
+    )
     rep = _run(h200)
     ids = _by_id(rep)
     cfg = ids["cufile.json"]
@@ -184,7 +202,7 @@ def test_cufile_json_settings_that_force_routes(h200):
     assert "did you mean 'execution.max_io_threads'?" in msgs or "unknown key 'properties.max_io_thread'" in msgs
     assert "logging.level = 'VERBOSE' is not one of" in msgs
     assert ids["cufile.force_compat"].status == Status.WARN
-    assert ids["cufile.p2pdma"].status == Status.FAIL          # use_pci_p2pdma without the registry keys
+    assert ids["cufile.p2pdma"].status == Status.FAIL  # use_pci_p2pdma without the registry keys
     assert ids["cufile.dynamic_routing"].status == Status.WARN
     assert rep.verdict.routes == [Route.COMPAT] and any("force_compat_mode" in r for r in rep.verdict.reasons)
 
@@ -200,9 +218,9 @@ def test_gdscheck_comparison_flags_the_misleading_verdict(h200):
     text = open(corpus("gdscheck", "asus-esc8000a-e12-gds1.14-iommu-off.txt")).read()
     rep = run(CheckContext(FsRoot(h200), env={}), [], text)
     items = {d["item"]: d for d in rep.gdscheck}
-    assert items["platform verdict"]["agree"] is False          # "succeeded" while only compat is possible here
+    assert items["platform verdict"]["agree"] is False  # "succeeded" while only compat is possible here
     assert items["NVMe via nvidia-fs"]["agree"] is False
-    assert items["NVMe P2PDMA"]["agree"] is True                # Unsupported vs no P2PDMA route
+    assert items["NVMe P2PDMA"]["agree"] is True  # Unsupported vs no P2PDMA route
     assert rep.exit_code() == 2
 
 
@@ -226,11 +244,14 @@ def test_cli_check_path_json_here(tmp_path):
     assert any(c["id"] == "path.odirect" and c["status"] == "PASS" for c in doc["checks"])
 
 
-@pytest.mark.parametrize("args,needle", [
-    (("check", "--from", "/nope.tar.gz"), "snapshot /nope.tar.gz not found"),
-    (("check", "--gdscheck", "/nope.txt"), "cannot read /nope.txt"),
-    (("check", "--from", cf.H200, "--path", "/tmp"), "--path cannot be probed inside a snapshot"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (("check", "--from", "/nope.tar.gz"), "snapshot /nope.tar.gz not found"),
+        (("check", "--gdscheck", "/nope.txt"), "cannot read /nope.txt"),
+        (("check", "--from", cf.H200, "--path", "/tmp"), "--path cannot be probed inside a snapshot"),
+    ],
+)
 def test_cli_check_errors(args, needle):
     r = _cli(*args)
     assert r.returncode == 3 and needle in r.stderr and "Traceback" not in r.stderr

@@ -1,19 +1,20 @@
 """Parsers behind gdsdiag check, on real captures: nvidia-fs stats, gdscheck -p in every format of
 the corpus, NVIDIA's cufile.json from the GPU machine, libcufile's USDT notes, driver procfs."""
+
 import gzip
 import os
 import re
 import tarfile
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from conftest import FIXTURES, corpus
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gdsdiag import cufile_json
 from gdsdiag.importers import gdscheck
 from gdsdiag.platform import nvfs_proc, nvidia_proc
 from gdsdiag.platform.libcufile import locate, read_usdt_notes
-
-from conftest import FIXTURES, corpus
 
 H200 = os.path.join(FIXTURES, "snapshots", "h200-vm-2026-11-29.tar.gz")
 
@@ -41,47 +42,104 @@ def test_nvfs_stats_corpus_field_by_field():
         "Error": {"cpu-gpu-pages": 0, "sg-ext": 0, "dma-map": 0, "dma-ref": 0},
         "Ops": {"Read": 0, "Write": 0, "BatchIO": 0},
     }
-    assert s.gpus == [{"bdf": "0000:01:00.0", "uuid": "fb1e6550-2a78-d767-1f0d-7512eb8c552d",
-                       "Registered_MiB": 0, "Cache_MiB": 0, "max_pinned_MiB": 1}]
+    assert s.gpus == [
+        {
+            "bdf": "0000:01:00.0",
+            "uuid": "fb1e6550-2a78-d767-1f0d-7512eb8c552d",
+            "Registered_MiB": 0,
+            "Cache_MiB": 0,
+            "max_pinned_MiB": 1,
+        }
+    ]
     assert s.unparsed == []
 
 
 def test_nvfs_stats_rw_enabled_format_from_source():
     # the [rw] lines of gds-nvidia-fs src/nvfs-stat.c, values from issue #46's sample shape
-    text = ("Reads\t\t\t\t: n=10 ok=9 err=1 readMiB=640 io_state_err=0\n"
-            "Reads\t\t\t\t: Bandwidth(MiB/s)=1200 Avg-Latency(usec)=850\n"
-            "GPU 0000:8b:00.0  uuid:4964db7b-bd9e-ca3a-1111-222233334444 : Registered_MiB=64 Cache_MiB=0 max_pinned_MiB=64 cross_root_port(%)=25\n")
+    text = (
+        "Reads\t\t\t\t: n=10 ok=9 err=1 readMiB=640 io_state_err=0\n"
+        "Reads\t\t\t\t: Bandwidth(MiB/s)=1200 Avg-Latency(usec)=850\n"
+        "GPU 0000:8b:00.0  uuid:4964db7b-bd9e-ca3a-1111-222233334444 : Registered_MiB=64 Cache_MiB=0 max_pinned_MiB=64 cross_root_port(%)=25\n"
+    )
     s = nvfs_proc.parse_stats(text)
-    assert s.counters["Reads"] == {"n": 10, "ok": 9, "err": 1, "readMiB": 640, "io_state_err": 0,
-                                   "Bandwidth(MiB/s)": 1200, "Avg-Latency(usec)": 850}
+    assert s.counters["Reads"] == {
+        "n": 10,
+        "ok": 9,
+        "err": 1,
+        "readMiB": 640,
+        "io_state_err": 0,
+        "Bandwidth(MiB/s)": 1200,
+        "Avg-Latency(usec)": 850,
+    }
     assert s.gpus[0]["cross_root_port(%)"] == 25
 
 
 def test_nvfs_peer_files_formats_from_source():
     # nvfs-pci.c nvfs_peer_distance_show / nvfs_peer_affinity_show format strings
-    pd = ("gpu\t\tpeer\t\tpeerrank\tp2pdist\tlink\tgen\tnuma\tnp2p\tclass\n"
-          "0000:ca:00.0 \t0000:cb:00.0 \t0x00000001\t0x0002\t0x10\t0x04\t0x01\t12\tnvme\n")
-    assert nvfs_proc.parse_peer_distance(pd) == [{"gpu": "0000:ca:00.0", "peer": "0000:cb:00.0", "peerrank": 1, "p2pdist": 2,
-                                                   "link": 16, "gen": 4, "numa": 1, "np2p": 12, "class": "nvme"}]
-    pa = "GPU P2P DMA distribution based on pci-distance\n\n(last column indicates p2p via root complex)\nGPU :0000:ca:00.0 :" + " 0" * 32 + " 5\n"
+    pd = (
+        "gpu\t\tpeer\t\tpeerrank\tp2pdist\tlink\tgen\tnuma\tnp2p\tclass\n"
+        "0000:ca:00.0 \t0000:cb:00.0 \t0x00000001\t0x0002\t0x10\t0x04\t0x01\t12\tnvme\n"
+    )
+    assert nvfs_proc.parse_peer_distance(pd) == [
+        {
+            "gpu": "0000:ca:00.0",
+            "peer": "0000:cb:00.0",
+            "peerrank": 1,
+            "p2pdist": 2,
+            "link": 16,
+            "gen": 4,
+            "numa": 1,
+            "np2p": 12,
+            "class": "nvme",
+        }
+    ]
+    pa = (
+        "GPU P2P DMA distribution based on pci-distance\n\n(last column indicates p2p via root complex)\nGPU :0000:ca:00.0 :"
+        + " 0" * 32
+        + " 5\n"
+    )
     assert nvfs_proc.parse_peer_affinity(pa) == {"0000:ca:00.0": [0] * 32 + [5]}
     assert nvfs_proc.parse_modules("nvme: (null)\nwekafsio: 1\n") == {"nvme": "(null)", "wekafsio": "1"}
     assert nvfs_proc.parse_version("version: 2.28\n") == "2.28"
 
 
 GDSCHECK = {
-    "asus-esc8000a-e12-gds1.14-iommu-off.txt": dict(release="1.14.0.30", nvfs="2.24", lib="2.12", gpus=4, verification="succeeded",
-                                                   iommu="disabled", nvme=["supported"], p2pdma=["unsupported"], compat="false"),
-    "puget-wrx90-gds1.14-iommu-off.txt": dict(release="1.14.0.30", verification="succeeded", iommu="disabled", nvme=["supported"]),
-    "kvm-guest-quadro-p400-nvme-passthrough-gds1.1.0.37.txt": dict(release="1.1.0.37", nvfs="2.8", lib="2.4", gpus=1,
-                                                                   verification="succeeded", iommu="disabled", nvme=["supported"], p2pdma=None),
-    "optiplex3050-quadro-k1200-gds-beta-verification-failed.txt": dict(release="0.9.1.5", beta=True, gpus=1, verification="failed",
-                                                                       nvme=["supported"], compat="0"),
-    "optiplex3050-quadro-p1000-gds1.0.0.82.txt": dict(release="1.0.0.82", nvfs="2.7", gpus=1, verification="succeeded", iommu="disabled"),
-    "optiplex3050-quadro-p400-gds-beta0.9.1.5.txt": dict(release="0.9.1.5", beta=True, nvfs="2.4", gpus=1, verification="succeeded",
-                                                         iommu="disabled", nvme=["supported"]),
-    "stelline-docs-gds1.14-partial-no-indent.txt": dict(release="1.14.0.30", nvfs="2.25", verification=None, gpus=0,
-                                                        nvme=["supported"], p2pdma=["unsupported"]),
+    "asus-esc8000a-e12-gds1.14-iommu-off.txt": dict(
+        release="1.14.0.30",
+        nvfs="2.24",
+        lib="2.12",
+        gpus=4,
+        verification="succeeded",
+        iommu="disabled",
+        nvme=["supported"],
+        p2pdma=["unsupported"],
+        compat="false",
+    ),
+    "puget-wrx90-gds1.14-iommu-off.txt": dict(
+        release="1.14.0.30", verification="succeeded", iommu="disabled", nvme=["supported"]
+    ),
+    "kvm-guest-quadro-p400-nvme-passthrough-gds1.1.0.37.txt": dict(
+        release="1.1.0.37",
+        nvfs="2.8",
+        lib="2.4",
+        gpus=1,
+        verification="succeeded",
+        iommu="disabled",
+        nvme=["supported"],
+        p2pdma=None,
+    ),
+    "optiplex3050-quadro-k1200-gds-beta-verification-failed.txt": dict(
+        release="0.9.1.5", beta=True, gpus=1, verification="failed", nvme=["supported"], compat="0"
+    ),
+    "optiplex3050-quadro-p1000-gds1.0.0.82.txt": dict(
+        release="1.0.0.82", nvfs="2.7", gpus=1, verification="succeeded", iommu="disabled"
+    ),
+    "optiplex3050-quadro-p400-gds-beta0.9.1.5.txt": dict(
+        release="0.9.1.5", beta=True, nvfs="2.4", gpus=1, verification="succeeded", iommu="disabled", nvme=["supported"]
+    ),
+    "stelline-docs-gds1.14-partial-no-indent.txt": dict(
+        release="1.14.0.30", nvfs="2.25", verification=None, gpus=0, nvme=["supported"], p2pdma=["unsupported"]
+    ),
 }
 
 
@@ -111,7 +169,13 @@ def test_gdscheck_corpus(name):
 
 def test_gdscheck_details():
     g = gdscheck.parse(_body(corpus("gdscheck", "asus-esc8000a-e12-gds1.14-iommu-off.txt")))
-    assert g.gpus[0] == {"index": 0, "name": "NVIDIA RTX 6000 Ada Generation", "bar_mib": 65536, "supports_gds": True, "iommu_state": "Disabled"}
+    assert g.gpus[0] == {
+        "index": 0,
+        "name": "NVIDIA RTX 6000 Ada Generation",
+        "bar_mib": 65536,
+        "supports_gds": True,
+        "iommu_state": "Disabled",
+    }
     assert g.rdma["Mellanox PeerDirect"] == "Enabled" and g.cuda_driver == "12090"
     assert g.platform.startswith("ESC8000A-E12, Arch: x86_64")
     assert g.config["fs.lustre.posix_gds_min_kb"] == "0"
@@ -124,7 +188,7 @@ def test_gdscheck_details():
 
 def test_nvidia_cufile_json_from_gpu_machine_is_clean():
     text = _from_h200("etc/cufile.json")
-    assert "//" in text                                   # NVIDIA's file carries comments
+    assert "//" in text  # NVIDIA's file carries comments
     cfg = cufile_json.parse(text, "/etc/cufile.json")
     assert cfg.parse_error is None and cfg.issues == []
     assert cfg.get("properties.allow_compat_mode") is True and cfg.get("execution.max_io_threads") == 4
@@ -132,12 +196,14 @@ def test_nvidia_cufile_json_from_gpu_machine_is_clean():
 
 
 def test_cufile_json_problems():
-    cfg = cufile_json.parse('{"properties": {"use_poll_mode": "no", "posix_pool_slab_size_kb": [4, 1024], '
-                            '"posix_pool_slab_count": [1], "per_buffer_cache_size_kb": 100000, "rdma_dev_addr_list": ["10.0.0.300"]},'
-                            ' "profile": {"cufile_stats": 5}, "propertes": {}, "blacklist": {"drivers": []},'
-                            ' "logging": {"level": "INFO"}, "logging": {"level": "TRACE"}}')
+    cfg = cufile_json.parse(
+        '{"properties": {"use_poll_mode": "no", "posix_pool_slab_size_kb": [4, 1024], '
+        '"posix_pool_slab_count": [1], "per_buffer_cache_size_kb": 100000, "rdma_dev_addr_list": ["10.0.0.300"]},'
+        ' "profile": {"cufile_stats": 5}, "propertes": {}, "blacklist": {"drivers": []},'
+        ' "logging": {"level": "INFO"}, "logging": {"level": "TRACE"}}'
+    )
     msgs = {i.message for i in cfg.issues}
-    assert "properties.use_poll_mode must be bool, got \"no\" (str)" in msgs
+    assert 'properties.use_poll_mode must be bool, got "no" (str)' in msgs
     assert any("posix_pool_slab_size_kb has 2 entries but" in m for m in msgs)
     assert any("per_buffer_cache_size_kb = 100000 is out of range" in m for m in msgs)
     assert any("'10.0.0.300' is not an IP address" in m for m in msgs)
@@ -149,13 +215,37 @@ def test_cufile_json_problems():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-                    lambda ch: st.lists(ch, max_size=3) | st.dictionaries(
-                        st.sampled_from(["properties", "use_poll_mode", "fs", "nfs", "logging", "level", "x", "slab_count",
-                                         "rdma_dev_addr_list", "rdma_dynamic_routing_order", "posix_pool_slab_size_kb"]), ch, max_size=4),
-                    max_leaves=12))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+        lambda ch: (
+            st.lists(ch, max_size=3)
+            | st.dictionaries(
+                st.sampled_from(
+                    [
+                        "properties",
+                        "use_poll_mode",
+                        "fs",
+                        "nfs",
+                        "logging",
+                        "level",
+                        "x",
+                        "slab_count",
+                        "rdma_dev_addr_list",
+                        "rdma_dynamic_routing_order",
+                        "posix_pool_slab_size_kb",
+                    ]
+                ),
+                ch,
+                max_size=4,
+            )
+        ),
+        max_leaves=12,
+    )
+)
 def test_fuzz_cufile_json_never_raises(value):
     import json
+
     cufile_json.parse(json.dumps(value))
     cufile_json.parse(json.dumps(value)[:-1] + "/*")
 
@@ -176,8 +266,10 @@ def test_driver_procfs_from_gpu_machine():
     assert (version, is_open) == ("580.159.04", True)
     params = nvidia_proc.parse_params(_from_h200("proc/driver/nvidia/params"))
     assert params["RegistryDwords"] == "" and params["EnableResizableBar"] == "0"
-    assert nvidia_proc.parse_registry_dwords("RMForceStaticBar1=1;RmForceDisableIomapWC=1;") == \
-        {"RMForceStaticBar1": "1", "RmForceDisableIomapWC": "1"}
+    assert nvidia_proc.parse_registry_dwords("RMForceStaticBar1=1;RmForceDisableIomapWC=1;") == {
+        "RMForceStaticBar1": "1",
+        "RmForceDisableIomapWC": "1",
+    }
 
 
 def test_usdt_notes_of_the_real_libcufile_match_readelf_on_the_gpu_machine():
@@ -193,9 +285,13 @@ def test_usdt_notes_of_the_real_libcufile_match_readelf_on_the_gpu_machine():
     assert {(p.provider, p.name) for p in probes} == readelf
     assert len(probes) == len(re.findall(r"Name: ", text)) == 1297
     px = [p for p in probes if p.key == "cufio_core:cufio_px_read"]
-    assert px and len(px[0].args.split()) == 6      # six arguments, as observed under bcc on the GPU machine
-    assert info.trace_probes_present[:4] == ["cufio_core:cufio_gds_read", "cufio_core:cufio_gds_write",
-                                             "cufio_core:cufio_px_read", "cufio_core:cufio_px_write"]
+    assert px and len(px[0].args.split()) == 6  # six arguments, as observed under bcc on the GPU machine
+    assert info.trace_probes_present[:4] == [
+        "cufio_core:cufio_gds_read",
+        "cufio_core:cufio_gds_write",
+        "cufio_core:cufio_px_read",
+        "cufio_core:cufio_px_write",
+    ]
 
 
 def test_usdt_reader_rejects_non_elf(tmp_path):

@@ -1,4 +1,5 @@
 """The command line as users run it: exit codes, one-line errors, JSON schema, lazy imports."""
+
 import json
 import os
 import subprocess
@@ -15,10 +16,12 @@ def run(*args, **kw):
 
 
 def test_help_and_topology_do_not_import_heavy_modules():
-    code = ("import sys, runpy; sys.argv=['gdsdiag','topology','--json'];\n"
-            "try:\n runpy.run_module('gdsdiag', run_name='__main__')\nexcept SystemExit: pass\n"
-            "bad=[m for m in ('cupy','kvikio','bcc','cffi','numpy') if m in sys.modules]\n"
-            "sys.stderr.write('HEAVY=%s' % bad)")
+    code = (
+        "import sys, runpy; sys.argv=['gdsdiag','topology','--json'];\n"
+        "try:\n runpy.run_module('gdsdiag', run_name='__main__')\nexcept SystemExit: pass\n"
+        "bad=[m for m in ('cupy','kvikio','bcc','cffi','numpy') if m in sys.modules]\n"
+        "sys.stderr.write('HEAVY=%s' % bad)"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert "HEAVY=[]" in r.stderr
     assert run("--help").returncode == 0
@@ -32,7 +35,7 @@ def test_topology_json_from_gpu_machine_snapshot():
     (pair,) = doc["pairs"]
     assert pair["a_label"] == "GPU0" and pair["b_label"] == "eth0"
     assert pair["nvidia_smi"] == "PHB" and pair["p2pdma_map"] == "NOT_SUPPORTED" and pair["p2p"] == "NO_P2P"
-    assert r.returncode == 1          # the P2PDMA warning finding
+    assert r.returncode == 1  # the P2PDMA warning finding
     assert {f["id"] for f in doc["findings"]} >= {"p2pdma-not-supported"}
 
 
@@ -43,19 +46,29 @@ def test_topology_text_tree_and_matrix():
 
 
 def test_cross_check_with_saved_nvidia_smi():
-    r = run("topology", "--lspci", corpus("lspci-tree", "asus-esc8000a-e12-highpoint-nvme-switch.txt"),
-            "--numa", "0000:00-7f=0,0000:80-ff=1",
-            "--nvidia-smi", corpus("nvidia-smi-topo", "asus-esc8000a-e12-4xrtx6000ada-cx7.txt"), "--json")
+    r = run(
+        "topology",
+        "--lspci",
+        corpus("lspci-tree", "asus-esc8000a-e12-highpoint-nvme-switch.txt"),
+        "--numa",
+        "0000:00-7f=0,0000:80-ff=1",
+        "--nvidia-smi",
+        corpus("nvidia-smi-topo", "asus-esc8000a-e12-4xrtx6000ada-cx7.txt"),
+        "--json",
+    )
     doc = json.loads(r.stdout)
     assert len(doc["cross_check"]) == 28 and all(c["agree"] for c in doc["cross_check"])
 
 
-@pytest.mark.parametrize("args,needle", [
-    (("topology", "--from", "/nonexistent.tar.gz"), "snapshot /nonexistent.tar.gz not found"),
-    (("topology", "--lspci", "/nonexistent.txt"), "cannot read /nonexistent.txt"),
-    (("topology", "--from", __file__), "is not a readable tar archive"),
-    (("topology", "--nvidia-smi", __file__, "--from", H200), "no 'nvidia-smi topo -m' matrix found"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (("topology", "--from", "/nonexistent.tar.gz"), "snapshot /nonexistent.tar.gz not found"),
+        (("topology", "--lspci", "/nonexistent.txt"), "cannot read /nonexistent.txt"),
+        (("topology", "--from", __file__), "is not a readable tar archive"),
+        (("topology", "--nvidia-smi", __file__, "--from", H200), "no 'nvidia-smi topo -m' matrix found"),
+    ],
+)
 def test_bad_input_one_line_exit_3(args, needle):
     r = run(*args)
     assert r.returncode == 3

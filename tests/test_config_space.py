@@ -1,8 +1,10 @@
 """Config-space decoding against bytes laid out as the PCIe spec / pci_regs.h define them, and
 against real hex dumps from the corpus (lspci -vvxxx)."""
+
 import struct
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gdsdiag.pci.config_space import PortType, decode, lane_gbytes_per_s
 
@@ -10,15 +12,15 @@ from gdsdiag.pci.config_space import PortType, decode, lane_gbytes_per_s
 def make_config(port_type=4, lnkcap=(4, 16), lnksta=(3, 8), devctl=0x2830, acs_ctl=None, size=4096):
     b = bytearray(size)
     struct.pack_into("<HH", b, 0, 0x10B5, 0x8749)
-    struct.pack_into("<H", b, 6, 0x10)            # status: capabilities list
-    b[0x09:0x0C] = bytes([0x00, 0x04, 0x06])      # class 0x060400
-    b[0x0E] = 0x01                                 # type 1 header
-    b[0x19] = 0x05                                 # secondary bus
+    struct.pack_into("<H", b, 6, 0x10)  # status: capabilities list
+    b[0x09:0x0C] = bytes([0x00, 0x04, 0x06])  # class 0x060400
+    b[0x0E] = 0x01  # type 1 header
+    b[0x19] = 0x05  # secondary bus
     b[0x34] = 0x40
-    b[0x40], b[0x41] = 0x01, 0x68                  # PM cap -> next 0x68
-    b[0x68], b[0x69] = 0x10, 0x00                  # PCIe cap, end of list
+    b[0x40], b[0x41] = 0x01, 0x68  # PM cap -> next 0x68
+    b[0x68], b[0x69] = 0x10, 0x00  # PCIe cap, end of list
     struct.pack_into("<H", b, 0x6A, (port_type << 4) | 2)
-    struct.pack_into("<I", b, 0x6C, 0x2)           # devcap: MPS supported 512
+    struct.pack_into("<I", b, 0x6C, 0x2)  # devcap: MPS supported 512
     struct.pack_into("<H", b, 0x70, devctl)
     struct.pack_into("<I", b, 0x74, lnkcap[0] | lnkcap[1] << 4)
     struct.pack_into("<H", b, 0x7A, lnksta[0] | lnksta[1] << 4)
@@ -46,14 +48,14 @@ def test_pcie_capability_decoded():
 
 
 def test_acs_redirect_bits():
-    cs = decode(make_config(acs_ctl=0b0011101))     # SV RR CR UF
+    cs = decode(make_config(acs_ctl=0b0011101))  # SV RR CR UF
     assert cs.has_acs is True
     a = cs.acs_control
     assert a.source_validation and a.request_redirect and a.completion_redirect and a.upstream_forwarding
     assert not a.translation_blocking and not a.egress_control and not a.direct_translated
     assert a.redirects
-    assert decode(make_config(acs_ctl=0b0000001)).acs_control.redirects is False   # SV only
-    assert decode(make_config(acs_ctl=0b0100000)).acs_control.redirects is True    # EC alone redirects
+    assert decode(make_config(acs_ctl=0b0000001)).acs_control.redirects is False  # SV only
+    assert decode(make_config(acs_ctl=0b0100000)).acs_control.redirects is True  # EC alone redirects
     assert cs.ext_capabilities == [0x0001, 0x000D]
 
 
@@ -77,7 +79,7 @@ def test_256_bytes_reports_acs_needs_root():
 
 def test_capability_loop_detected():
     b = bytearray(make_config())
-    b[0x69] = 0x40                                  # PCIe cap points back to PM
+    b[0x69] = 0x40  # PCIe cap points back to PM
     cs = decode(bytes(b))
     assert any("loops" in p for p in cs.problems)
 

@@ -1,5 +1,6 @@
 """The cuFile bindings on a machine without a GPU: the real libcufile from the nvidia-cufile wheel
 loads, answers version/parameter calls, and fails driver open with a named, readable error."""
+
 import json
 import os
 import subprocess
@@ -12,7 +13,9 @@ import gdsdiag.cufile as cf  # noqa: E402
 from gdsdiag.cufile import errors  # noqa: E402
 from gdsdiag.platform.libcufile import candidates  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not candidates(), reason="no libcufile found: pip install '.[test]' installs the nvidia-cufile wheel")
+pytestmark = pytest.mark.skipif(
+    not candidates(), reason="no libcufile found: pip install '.[test]' installs the nvidia-cufile wheel"
+)
 
 HAS_GPU = os.path.exists("/dev/nvidiactl")
 
@@ -39,24 +42,29 @@ def test_driver_open_fails_by_name_in_a_child_and_never_litters_cwd(tmp_path):
     assert res["ok"] is False and res["hung"] is False
     assert res["name"] == "CU_FILE_NVFS_SETUP_ERROR" and res["code"] == 5033
     assert "NVFS driver initialization error" in res["error"]
-    assert "libcuda.so.1" in res["log_tail"]                      # cufile.log says why
+    assert "libcuda.so.1" in res["log_tail"]  # cufile.log says why
     # libcufile's default is cufile.log in the cwd: the bindings redirect it
-    out = _child("import json, gdsdiag.cufile as cf\n"
-                 "try:\n    cf.Driver().open()\nexcept cf.CuFileError as e:\n"
-                 "    print(json.dumps({'cls': type(e).__name__, 'log': cf.load().log_path}))",
-                 cwd=str(tmp_path), env={"GDSDIAG_LOG_DIR": str(tmp_path / 'logs')})
+    out = _child(
+        "import json, gdsdiag.cufile as cf\n"
+        "try:\n    cf.Driver().open()\nexcept cf.CuFileError as e:\n"
+        "    print(json.dumps({'cls': type(e).__name__, 'log': cf.load().log_path}))",
+        cwd=str(tmp_path),
+        env={"GDSDIAG_LOG_DIR": str(tmp_path / "logs")},
+    )
     assert out["cls"] == "NvfsSetupError"
     assert os.listdir(tmp_path) == ["logs"] and os.path.exists(out["log"])
 
 
 def test_parameters_by_name_round_trip_before_open(tmp_path):
-    out = _child("import json, gdsdiag.cufile as cf\n"
-                 "cf.set_parameter('PROPERTIES_MAX_DIRECT_IO_SIZE_KB', 8192)\n"
-                 "cf.set_parameter('CUFILE_PARAM_FORCE_COMPAT_MODE', True)\n"
-                 "p = cf.all_parameters()\n"
-                 "print(json.dumps({'dio': cf.get_parameter('PROPERTIES_MAX_DIRECT_IO_SIZE_KB'),"
-                 " 'force': cf.get_parameter('FORCE_COMPAT_MODE'), 'n': len(p), 'range': cf.parameter_range('PROPERTIES_IO_BATCHSIZE')}))",
-                 cwd=str(tmp_path))
+    out = _child(
+        "import json, gdsdiag.cufile as cf\n"
+        "cf.set_parameter('PROPERTIES_MAX_DIRECT_IO_SIZE_KB', 8192)\n"
+        "cf.set_parameter('CUFILE_PARAM_FORCE_COMPAT_MODE', True)\n"
+        "p = cf.all_parameters()\n"
+        "print(json.dumps({'dio': cf.get_parameter('PROPERTIES_MAX_DIRECT_IO_SIZE_KB'),"
+        " 'force': cf.get_parameter('FORCE_COMPAT_MODE'), 'n': len(p), 'range': cf.parameter_range('PROPERTIES_IO_BATCHSIZE')}))",
+        cwd=str(tmp_path),
+    )
     assert out == {"dio": 8192, "force": True, "n": 27, "range": [1, 256]}
     with pytest.raises(ValueError, match="unknown parameter"):
         cf.get_parameter("NO_SUCH_PARAM")
@@ -74,7 +82,7 @@ def test_named_errors_and_ssize_decoding():
     assert errors.check_ssize("cuFileRead", 4096) == 4096
     e = errors.error_for("cuFileBufRegister", 5011, 100)
     assert "CU_FILE_CUDA_DRIVER_ERROR" in str(e) and "CUDA_ERROR_NO_DEVICE (100)" in str(e)
-    assert len(errors.ERRORS) == 48          # 5001..5050 without 5021 and 5032
+    assert len(errors.ERRORS) == 48  # 5001..5050 without 5021 and 5032
 
 
 def test_stats_start_without_driver_is_a_named_error():
@@ -87,9 +95,15 @@ def test_stats_start_without_driver_is_a_named_error():
 class _FakeGpuArray:
     """Stands in for a GPU array on a machine without one: only the __cuda_array_interface__
     protocol is exercised (no memory is touched)."""
+
     def __init__(self, shape, typestr, strides=None, ptr=0x7F0000000000):
-        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False),
-                                         "strides": strides, "version": 3}
+        self.__cuda_array_interface__ = {
+            "shape": shape,
+            "typestr": typestr,
+            "data": (ptr, False),
+            "strides": strides,
+            "version": 3,
+        }
 
 
 def test_device_pointer_protocol():
@@ -110,6 +124,6 @@ def test_file_handle_registration_without_driver_fails_cleanly(tmp_path):
     assert fh.direct is True
     with pytest.raises(cf.CuFileError):
         fh.register()
-    assert fh.fd == -1                      # the fd it opened was closed on failure
+    assert fh.fd == -1  # the fd it opened was closed on failure
     with pytest.raises(errors.ERRORS["CU_FILE_HANDLE_NOT_REGISTERED"]):
         fh.read(0x1000, 4096)

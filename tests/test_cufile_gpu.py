@@ -3,6 +3,7 @@ mode, no nvidia-fs). Skips with the reason where there is no GPU, no cupy, or no
 
 Run there:  source .device/env.sh; gds_udev_entry /tmp; python3 -m pytest -q tests/test_cufile_gpu.py
 """
+
 import os
 import zlib
 
@@ -17,7 +18,7 @@ from gdsdiag.platform.fsroot import FsRoot  # noqa: E402
 
 try:
     HAS_GPU = cp.cuda.runtime.getDeviceCount() > 0
-except Exception:   # cupy without a driver raises CUDARuntimeError
+except Exception:  # cupy without a driver raises CUDARuntimeError
     HAS_GPU = False
 pytestmark = pytest.mark.skipif(not HAS_GPU, reason="no CUDA GPU")
 
@@ -34,7 +35,7 @@ def drv():
     probe = cf.probe_driver_open(timeout_s=60)
     if not probe["ok"]:
         pytest.skip(f"cuFileDriverOpen fails here: {probe.get('error')}")
-    cf.stats.set_level(3)              # before open: the level-3 per-GPU counters tell the route
+    cf.stats.set_level(3)  # before open: the level-3 per-GPU counters tell the route
     d = cf.Driver().open()
     cf.stats.start()
     yield d
@@ -44,8 +45,10 @@ def drv():
 @pytest.fixture
 def workdir(tmp_path):
     if not _udev_ok(tmp_path):
-        pytest.skip("no udev ID_FS_USAGE entry for this filesystem: cuFileHandleRegister would fail with 5027 "
-                    "(run gds_udev_entry, see tests/test_cufile_gpu.py::test_register_without_udev_entry_is_5027)")
+        pytest.skip(
+            "no udev ID_FS_USAGE entry for this filesystem: cuFileHandleRegister would fail with 5027 "
+            "(run gds_udev_entry, see tests/test_cufile_gpu.py::test_register_without_udev_entry_is_5027)"
+        )
     return tmp_path
 
 
@@ -92,7 +95,7 @@ def test_64mib_roundtrip(drv, workdir, registered, direct):
             assert fh.read(dst, n, 0) == n
     cp.cuda.Device().synchronize()
     assert bool((src == dst).all())
-    with open(path, "rb") as f:                      # the file holds exactly what the GPU held
+    with open(path, "rb") as f:  # the file holds exactly what the GPU held
         assert zlib.crc32(f.read()) == zlib.crc32(cp.asnumpy(src).tobytes())
 
 
@@ -104,10 +107,10 @@ def test_unaligned_sizes_and_offsets(drv, workdir):
     with cf.FileHandle(path, "w+") as fh:
         assert fh.write(src, n, file_offset=0x3007, buf_offset=0x1000) == n
         assert fh.read(dst, n, file_offset=0x3007, buf_offset=0x1000) == n
-    assert bool((src[0x1000:0x1000 + n] == dst[0x1000:0x1000 + n]).all())
+    assert bool((src[0x1000 : 0x1000 + n] == dst[0x1000 : 0x1000 + n]).all())
     with open(path, "rb") as f:
         f.seek(0x3007)
-        assert f.read(n) == cp.asnumpy(src[0x1000:0x1000 + n]).tobytes()
+        assert f.read(n) == cp.asnumpy(src[0x1000 : 0x1000 + n]).tobytes()
 
 
 def test_batch_of_64(drv, workdir):
@@ -161,7 +164,7 @@ def test_error_paths(drv, workdir):
     path = str(workdir / "e.dat")
     with open(path, "wb") as f:
         f.write(b"\0" * MiB)
-    with pytest.raises(cf.CuFileError) as ei:            # a closed/bad descriptor
+    with pytest.raises(cf.CuFileError) as ei:  # a closed/bad descriptor
         cf.FileHandle(fd=99999).register()
     assert ei.value.name.startswith("CU_FILE_") or ei.value.name == "ERRNO"
     fh = cf.FileHandle(path, "r").register()
@@ -171,10 +174,10 @@ def test_error_paths(drv, workdir):
         fh.read(buf, MiB)
     small = cp.zeros(4096, dtype=cp.uint8)
     with cf.FileHandle(path, "r") as fh2, cf.BufferRegistration(small):
-        with pytest.raises(cf.CuFileError) as ei:         # 1 MiB into a 4 KiB registered buffer
+        with pytest.raises(cf.CuFileError) as ei:  # 1 MiB into a 4 KiB registered buffer
             fh2.read(small, MiB, 0)
     assert ei.value.code != 0
-    L = cf.load()                                         # deregistering memory never registered
+    L = cf.load()  # deregistering memory never registered
     with pytest.raises(errors.ERRORS["CU_FILE_MEMORY_NOT_REGISTERED"]):
         errors.check("cuFileBufDeregister", L.lib.cuFileBufDeregister(L.ffi.cast("void *", small.data.ptr)))
 

@@ -1,6 +1,7 @@
 """Our cdef (csrc/cufile_cdef.h) and error table against NVIDIA's cufile.h from the installed
 nvidia-cufile wheel: every function, enum value, struct size and field offset, checked by compiling
 the real header with the C compiler."""
+
 import glob
 import os
 import re
@@ -9,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import FIXTURES
 
 pytest.importorskip("cffi")
@@ -27,7 +27,9 @@ def _header():
 
 
 HEADER = _header()
-pytestmark = pytest.mark.skipif(HEADER is None, reason="nvidia-cufile wheel (with cufile.h) not installed: pip install '.[test]'")
+pytestmark = pytest.mark.skipif(
+    HEADER is None, reason="nvidia-cufile wheel (with cufile.h) not installed: pip install '.[test]'"
+)
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +40,7 @@ def L():
 @pytest.fixture(scope="module")
 def ffi():
     import cffi
+
     f = cffi.FFI()
     f.cdef(_lib.cdef_text())
     return f
@@ -57,8 +60,24 @@ def _prototypes(text):
         for p in [x.strip() for x in params.split(",") if x.strip() and x.strip() != "void"]:
             p = re.sub(r"\s*\*\s*", " * ", p).split()
             # drop the parameter name (last identifier not part of the type)
-            if len(p) > 1 and re.match(r"^\w+$", p[-1]) and p[-1] not in ("int", "long", "unsigned", "char", "size_t", "off_t",
-                                                                         "loff_t", "ssize_t", "bool", "void", "CUstream"):
+            if (
+                len(p) > 1
+                and re.match(r"^\w+$", p[-1])
+                and p[-1]
+                not in (
+                    "int",
+                    "long",
+                    "unsigned",
+                    "char",
+                    "size_t",
+                    "off_t",
+                    "loff_t",
+                    "ssize_t",
+                    "bool",
+                    "void",
+                    "CUstream",
+                )
+            ):
                 p = p[:-1]
             types.append(" ".join(p).replace("unsigned int", "unsigned"))
         out[name] = (ret, types)
@@ -67,8 +86,11 @@ def _prototypes(text):
 
 # Deliberate, ABI-neutral differences (explained in csrc/cufile_cdef.h).
 RENAMED = {"cuFileDriverClose_v2": "cuFileDriverClose"}
-VOID_STATS = {"cuFileGetStatsL1": "CUfileStatsLevel1_t *", "cuFileGetStatsL2": "CUfileStatsLevel2_t *",
-              "cuFileGetStatsL3": "CUfileStatsLevel3_t *"}
+VOID_STATS = {
+    "cuFileGetStatsL1": "CUfileStatsLevel1_t *",
+    "cuFileGetStatsL2": "CUfileStatsLevel2_t *",
+    "cuFileGetStatsL3": "CUfileStatsLevel3_t *",
+}
 
 
 def test_every_declared_function_matches_the_header():
@@ -96,7 +118,9 @@ def _compile_and_run(tmp_path, body):
     real = glob.glob("/usr/local/cuda*/include/cuda.h")
     inc.append(f"-I{os.path.dirname(real[0])}" if real else f"-I{os.path.join(FIXTURES, 'cuda_stub')}")
     src = tmp_path / "probe.c"
-    src.write_text("#include <stdio.h>\n#include <stddef.h>\n#include <cufile.h>\nint main(void){\n" + body + "\nreturn 0;}\n")
+    src.write_text(
+        "#include <stdio.h>\n#include <stddef.h>\n#include <cufile.h>\nint main(void){\n" + body + "\nreturn 0;}\n"
+    )
     exe = tmp_path / "probe"
     r = subprocess.run([cc, "-std=gnu11", *inc, str(src), "-o", str(exe)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
@@ -106,14 +130,25 @@ def _compile_and_run(tmp_path, body):
 def _fields(ffi, tname, prefix=""):
     t = ffi.typeof(tname)
     out = []
-    for name, f in t.fields:
+    for name, _field in t.fields:
         out.append(prefix + name)
     return out
 
 
-HEADER_STRUCTS = ["CUfileError_t", "CUfileDrvProps_t", "cufileRDMAInfo_t", "CUfileFSOps_t", "CUfileDescr_t",
-                  "CUfileIOParams_t", "CUfileIOEvents_t", "CUfileOpCounter_t", "CUfileStatsLevel1_t",
-                  "CUfileStatsLevel2_t", "CUfilePerGpuStats_t", "CUfileStatsLevel3_t"]
+HEADER_STRUCTS = [
+    "CUfileError_t",
+    "CUfileDrvProps_t",
+    "cufileRDMAInfo_t",
+    "CUfileFSOps_t",
+    "CUfileDescr_t",
+    "CUfileIOParams_t",
+    "CUfileIOEvents_t",
+    "CUfileOpCounter_t",
+    "CUfileStatsLevel1_t",
+    "CUfileStatsLevel2_t",
+    "CUfilePerGpuStats_t",
+    "CUfileStatsLevel3_t",
+]
 
 
 def test_struct_sizes_and_offsets_equal_the_compiled_header(tmp_path, ffi):
@@ -122,8 +157,14 @@ def test_struct_sizes_and_offsets_equal_the_compiled_header(tmp_path, ffi):
         lines.append(f'printf("size {t} %zu\\n", sizeof({t}));')
         for f in _fields(ffi, t):
             lines.append(f'printf("off {t} {f} %zu\\n", offsetof({t}, {f}));')
-    for nested in ("nvfs.major_version", "nvfs.minor_version", "nvfs.poll_thresh_size", "nvfs.max_direct_io_size",
-                   "nvfs.dstatusflags", "nvfs.dcontrolflags"):
+    for nested in (
+        "nvfs.major_version",
+        "nvfs.minor_version",
+        "nvfs.poll_thresh_size",
+        "nvfs.max_direct_io_size",
+        "nvfs.dstatusflags",
+        "nvfs.dcontrolflags",
+    ):
         lines.append(f'printf("off CUfileDrvProps_t {nested} %zu\\n", offsetof(CUfileDrvProps_t, {nested}));')
     for nested in ("u.batch.devPtr_base", "u.batch.file_offset", "u.batch.devPtr_offset", "u.batch.size"):
         lines.append(f'printf("off CUfileIOParams_t {nested} %zu\\n", offsetof(CUfileIOParams_t, {nested}));')
@@ -136,10 +177,13 @@ def test_struct_sizes_and_offsets_equal_the_compiled_header(tmp_path, ffi):
         else:
             assert ffi.offsetof(t, *rest[0].split(".")) == int(rest[1]), line
         checked += 1
-    assert checked == 131          # 12 sizes + every field offset, nested ones included
+    assert checked == 131  # 12 sizes + every field offset, nested ones included
     # the 1.19 layouts: level 1 grows by 112 bytes of readv/writev counters (research §1.7, 624/1136/5112)
-    assert (ffi.sizeof("CUfileStatsLevel1_v1190_t"), ffi.sizeof("CUfileStatsLevel2_v1190_t"),
-            ffi.sizeof("CUfileStatsLevel3_v1190_t")) == (624, 1136, 5112)
+    assert (
+        ffi.sizeof("CUfileStatsLevel1_v1190_t"),
+        ffi.sizeof("CUfileStatsLevel2_v1190_t"),
+        ffi.sizeof("CUfileStatsLevel3_v1190_t"),
+    ) == (624, 1136, 5112)
     assert ffi.offsetof("CUfileStatsLevel3_v1190_t", "per_gpu_stats") == 1144
 
 
@@ -153,8 +197,10 @@ def test_enum_values_equal_the_header(tmp_path, ffi, L):
 
 
 def test_error_table_equals_the_header_macro(tmp_path):
-    body = ('#define CUFILE_OP(code, name, string) printf("%d|%s|%s\\n", code, #name, #string);\n'
-            "CUFILEOP_STATUS_ENTRIES\n#undef CUFILE_OP")
+    body = (
+        '#define CUFILE_OP(code, name, string) printf("%d|%s|%s\\n", code, #name, #string);\n'
+        "CUFILEOP_STATUS_ENTRIES\n#undef CUFILE_OP"
+    )
     out = _compile_and_run(tmp_path, body)
     theirs = {int(c): (n, s) for c, n, s in (ln.split("|", 2) for ln in out.splitlines())}
     assert theirs == OP_ERRORS
@@ -168,6 +214,7 @@ def test_typed_function_table_matches_the_cdef():
 
     from gdsdiag.cufile._lib import cdef_text
     from gdsdiag.cufile._types import CuFileLib
+
     decls = re.findall(r"^\s*((?:const\s+)?[A-Za-z_]\w*\s*\**)\s*(cuFile\w+)\s*\(([^)]*)\);", cdef_text(), re.M)
     assert len(decls) >= 40
     ret_map = {"CUfileError_t": "CuFileStatus", "void": "None", "ssize_t": "int", "long": "int"}

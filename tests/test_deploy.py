@@ -1,6 +1,7 @@
 """deploy/: the Kubernetes manifests validate against the Kubernetes schema (kubernetes-validate ships
 the JSON schemas: no network), the policy they carry parses, the commands they run exist, the
 Prometheus alert rules pass promtool, and the Dockerfile copies only what exists."""
+
 import os
 import re
 import shutil
@@ -15,7 +16,7 @@ from gdsdiag.validate import policy as pol
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEPLOY = os.path.join(ROOT, "deploy")
 MANIFESTS = sorted(f for f in os.listdir(DEPLOY) if f.endswith(".yaml"))
-K8S_VERSIONS = ("1.30.0", "1.37.0")      # a common production version and the newest schema shipped
+K8S_VERSIONS = ("1.30.0", "1.37.0")  # a common production version and the newest schema shipped
 
 
 def docs(name):
@@ -28,8 +29,15 @@ def pod_spec(d):
 
 
 def test_manifest_set():
-    assert {"namespace.yaml", "policy-configmap.yaml", "reports-pvc.yaml", "validate-job.yaml", "exporter-daemonset.yaml",
-            "exporter-daemonset-trace.yaml", "report-job.yaml"} <= set(MANIFESTS)
+    assert {
+        "namespace.yaml",
+        "policy-configmap.yaml",
+        "reports-pvc.yaml",
+        "validate-job.yaml",
+        "exporter-daemonset.yaml",
+        "exporter-daemonset-trace.yaml",
+        "report-job.yaml",
+    } <= set(MANIFESTS)
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
@@ -37,13 +45,13 @@ def test_manifest_set():
 def test_manifest_validates_against_kubernetes_schema(name, version):
     kv = pytest.importorskip("kubernetes_validate")
     for d in docs(name):
-        kv.validate(d, version, strict=True)      # raises ValidationError with the field path
+        kv.validate(d, version, strict=True)  # raises ValidationError with the field path
 
 
 def test_schema_validation_catches_errors():
     kv = pytest.importorskip("kubernetes_validate")
     d = docs("validate-job.yaml")[0]
-    pod_spec(d)["hostPIDD"] = True                 # a misspelt field must not pass silently
+    pod_spec(d)["hostPIDD"] = True  # a misspelt field must not pass silently
     with pytest.raises(kv.ValidationError):
         kv.validate(d, K8S_VERSIONS[0], strict=True)
 
@@ -57,7 +65,7 @@ def test_validate_job_mounts_and_privileges():
     assert {"/sys", "/run/udev", "/dev", "/lib/modules", "/usr/src", "/data"} <= mounts
     sc = c["securityContext"]
     assert sc["capabilities"]["drop"] == ["ALL"] and "privileged" not in sc
-    assert "SYS_ADMIN" in sc["capabilities"]["add"]          # extended config space (ACS)
+    assert "SYS_ADMIN" in sc["capabilities"]["add"]  # extended config space (ACS)
 
 
 def test_hostpid_and_bpf_only_where_needed():
@@ -72,7 +80,9 @@ def test_hostpid_and_bpf_only_where_needed():
             assert not spec["containers"][0]["securityContext"].get("privileged"), name
             if traces:
                 assert spec["hostPID"] is True
-                assert {"/lib/modules", "/usr/src", "/sys/kernel/tracing"} <= {m["mountPath"] for m in spec["containers"][0]["volumeMounts"]}
+                assert {"/lib/modules", "/usr/src", "/sys/kernel/tracing"} <= {
+                    m["mountPath"] for m in spec["containers"][0]["volumeMounts"]
+                }
 
 
 def test_configmap_policy_is_the_shipped_default_and_parses():
@@ -99,8 +109,9 @@ def test_manifest_commands_use_real_options():
                 continue
             for argv in _gdsdiag_invocations(d):
                 sub = argv[1]
-                helptext = subprocess.run([sys.executable, "-m", "gdsdiag", sub, "--help"], capture_output=True, text=True,
-                                          timeout=60).stdout
+                helptext = subprocess.run(
+                    [sys.executable, "-m", "gdsdiag", sub, "--help"], capture_output=True, text=True, timeout=60
+                ).stdout
                 for opt in (a for a in argv[2:] if a.startswith("--")):
                     assert opt in helptext, f"{name}: gdsdiag {sub} has no option {opt}"
                 seen += 1
@@ -111,8 +122,12 @@ def test_alert_rules_pass_promtool():
     promtool = shutil.which("promtool")
     if promtool is None:
         pytest.skip("promtool not installed (Debian package 'prometheus')")
-    p = subprocess.run([promtool, "check", "rules", os.path.join(DEPLOY, "prometheus", "gdsdiag-alerts.yml")],
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [promtool, "check", "rules", os.path.join(DEPLOY, "prometheus", "gdsdiag-alerts.yml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
 
 

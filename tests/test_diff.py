@@ -1,6 +1,7 @@
 """gdsdiag diff on the GPU machine's real snapshots (one-GPU h200 committed in tests/fixtures,
 two-GPU h200x2 in the shared research captures where present) and on variants of the unpacked
 h200 tree with one real-format file changed (tests/check_fixtures.py builds them)."""
+
 import json
 import os
 import subprocess
@@ -18,8 +19,7 @@ H200X2 = "/work/shared/research/captures/h200x2-vm-snapshot-2026-11-30.tar.gz"
 
 
 def _run(*args):
-    return subprocess.run([*GDSDIAG, "diff", *args], capture_output=True, text=True,
-                          cwd=os.path.dirname(HERE))
+    return subprocess.run([*GDSDIAG, "diff", *args], capture_output=True, text=True, cwd=os.path.dirname(HERE))
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def test_one_gpu_node_vs_two_gpu_node():
     assert gpu1.a == "(absent)" and gpu1.b.startswith("gpu GPU1 10de:")
     assert "pairs.0000:00:06.0~0000:00:07.0" in _keys(res, "pairs")
     udev = next(x for x in res.differences if x.key == "platform.udev.status")
-    assert (udev.a, udev.b) == ("PASS", "FAIL")          # the 2-GPU VM had no /run/udev
+    assert (udev.a, udev.b) == ("PASS", "FAIL")  # the 2-GPU VM had no /run/udev
     r = _run(H200, H200X2)
     assert r.returncode == 1 and "devices.0000:00:07.0: (absent) -> gpu GPU1" in r.stdout
 
@@ -109,11 +109,14 @@ def test_bad_inputs_give_one_line_and_exit_3(tmp_path):
 
 
 def test_snapshot_on_stdin(tree):
-    r = subprocess.run([*GDSDIAG, "diff", "--json", tree, "-"], input=open(H200, "rb").read(),
-                       capture_output=True, cwd=os.path.dirname(HERE))
+    r = subprocess.run(
+        [*GDSDIAG, "diff", "--json", tree, "-"],
+        input=open(H200, "rb").read(),
+        capture_output=True,
+        cwd=os.path.dirname(HERE),
+    )
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["same"] and doc["b"]["input"] == "-" and doc["b"]["form"] == "snapshot"
-    r = subprocess.run([*GDSDIAG, "diff", tree, "-"], input=b"", capture_output=True,
-                       cwd=os.path.dirname(HERE))
+    r = subprocess.run([*GDSDIAG, "diff", tree, "-"], input=b"", capture_output=True, cwd=os.path.dirname(HERE))
     assert r.returncode == 3 and b"nothing on stdin" in r.stderr

@@ -1,6 +1,7 @@
 """gdsdiag explain on real text only: the corpus captures (tests/fixtures/corpus, and
 /work/shared/corpus + research captures where this machine has them) and cufile.log/gdsio/dmesg
 excerpts copied verbatim from public issue threads (tests/fixtures/explain, each names its source)."""
+
 import glob
 import json
 import os
@@ -25,7 +26,7 @@ def _corpus_files():
     for base in CORPORA:
         for d in KIND_DIRS:
             out += sorted(glob.glob(os.path.join(base, d, "*.txt")))
-        if base.endswith("captures"):     # loose captures: take those whose text is one of our kinds
+        if base.endswith("captures"):  # loose captures: take those whose text is one of our kinds
             out += [p for p in sorted(glob.glob(os.path.join(base, "*.txt")))]
     return out + sorted(glob.glob(os.path.join(FIX, "*")))
 
@@ -36,16 +37,18 @@ def _run(*args):
 
 # --- the done criterion: every error/warning line of every capture is explained, with a source -------------
 
+
 def test_every_capture_error_or_warning_line_is_explained_with_a_source():
     files = _corpus_files()
-    assert len(files) >= 20, files            # the repo's own corpus alone has 2 + 5 + 7 + 1 + 11
+    assert len(files) >= 20, files  # the repo's own corpus alone has 2 + 5 + 7 + 1 + 11
     unexplained, uncited, seen_matter = [], [], 0
     from gdsdiag.explain.readers import detect
+
     for path in files:
         text = read_input(path)
         kind = detect(text)
         if kind is None:
-            continue                          # e.g. a bcc trace capture: not an input explain reads
+            continue  # e.g. a bcc trace capture: not an input explain reads
         rep = explain_texts([(path, text)])
         unexplained += [f"{ln.file}:{ln.lineno}: {ln.text}" for ln in rep.unknown_that_matter]
         for g in rep.groups:
@@ -55,7 +58,7 @@ def test_every_capture_error_or_warning_line_is_explained_with_a_source():
                 uncited.append(g.explanation.id)
     assert not unexplained, "\n".join(unexplained)
     assert not uncited, uncited
-    assert seen_matter > 150                 # the walk really met the error lines (hongsunjang alone has 137)
+    assert seen_matter > 150  # the walk really met the error lines (hongsunjang alone has 137)
 
 
 def test_corpus_cufile_logs_every_line_explained():
@@ -67,6 +70,7 @@ def test_corpus_cufile_logs_every_line_explained():
 
 # --- specific real messages -------------------------------------------------------------------------------
 
+
 def _ids(rep):
     return {g.explanation.id: g for g in rep.groups}
 
@@ -74,7 +78,7 @@ def _ids(rep):
 def test_container_udev_missing_explained_with_run_udev_fix_and_tids_folded():
     rep = explain_paths([os.path.join(FIX, "lmcache-795-container-dm0-udev.cufile.log")])
     g = _ids(rep)["udev-property-missing"]
-    assert g.count == 2 and g.pids == {276}                      # two threads (tid 454, 455), one pid
+    assert g.count == 2 and g.pids == {276}  # two threads (tid 454, 455), one pid
     assert "/run/udev:/run/udev:ro" in g.explanation.fix
     assert g.explanation.fields == {"prop": "ID_FS_USAGE", "dev": "dm-0"}
     assert "https://github.com/LMCache/LMCache/issues/795" in g.explanation.sources
@@ -134,17 +138,32 @@ def test_grouping_counts_pids_and_time_span_on_the_interleaved_corpus_log():
 
 
 def test_gdscheck_failed_platform_and_success_lines():
-    rep = explain_paths([os.path.join(HERE, "fixtures", "corpus", "gdscheck", "optiplex3050-quadro-k1200-gds-beta-verification-failed.txt")])
+    rep = explain_paths(
+        [
+            os.path.join(
+                HERE, "fixtures", "corpus", "gdscheck", "optiplex3050-quadro-k1200-gds-beta-verification-failed.txt"
+            )
+        ]
+    )
     ids = _ids(rep)
     assert {"gdscheck-gpu-arch", "gdscheck-no-gpu", "gdscheck-verification-failed"} <= set(ids)
-    rep = explain_paths([os.path.join(HERE, "fixtures", "corpus", "gdscheck", "asus-esc8000a-e12-gds1.14-iommu-off.txt")])
+    rep = explain_paths(
+        [os.path.join(HERE, "fixtures", "corpus", "gdscheck", "asus-esc8000a-e12-gds1.14-iommu-off.txt")]
+    )
     assert rep.worst() == "info" and rep.unknown == []
     assert "DRIVER CONFIGURATION" in _ids(rep)["gdscheck-verification-ok"].explanation.meaning
 
 
 def test_nvme_unsupported_row_is_a_warning_from_real_gdscheck_text():
     # the row as gdscheck 1.14 prints it in gds-nvidia-fs#75 (and #70)
-    rep = explain_texts([("x", " GDS release version: 1.14.0.30\n DRIVER CONFIGURATION:\n NVMe P2PDMA        : Unsupported\n NVMe               : Unsupported\n")])
+    rep = explain_texts(
+        [
+            (
+                "x",
+                " GDS release version: 1.14.0.30\n DRIVER CONFIGURATION:\n NVMe P2PDMA        : Unsupported\n NVMe               : Unsupported\n",
+            )
+        ]
+    )
     ids = _ids(rep)
     assert ids["gdscheck-nvme-unsupported"].explanation.severity == "warn"
     assert "gdscheck-p2pdma-row" in ids
@@ -163,7 +182,7 @@ def test_nvfs_stats_nonzero_error_counter_is_an_error():
 def test_unknown_lines_are_counted_and_listed_with_verbose():
     path = os.path.join(HERE, "fixtures", "corpus", "gdsio", "optiplex3050-quadro-p1000-cpuonly-cpugpu-gpud-matrix.txt")
     rep = explain_paths([path])
-    assert rep.files[0].unknown == 16 and not rep.unknown_that_matter      # the author's section labels
+    assert rep.files[0].unknown == 16 and not rep.unknown_that_matter  # the author's section labels
     r = _run(path)
     assert "16 line(s) not in the known-messages table (--verbose lists them)" in r.stdout
     r = _run("--verbose", path)
@@ -179,6 +198,7 @@ def test_an_unknown_cufile_error_line_matters():
 
 # --- the table itself -------------------------------------------------------------------------------------
 
+
 def test_table_entries_are_complete_and_cited():
     cat = catalog.load()
     ids = [e.id for e in cat.entries]
@@ -188,18 +208,20 @@ def test_table_entries_are_complete_and_cited():
         assert e.meaning and e.title and e.sources, e.id
         assert all(s.startswith("https://") for s in e.sources), (e.id, e.sources)
     from gdsdiag.cufile.errors import OP_ERRORS
-    assert all(int(c) in OP_ERRORS for c in cat.codes)     # additions only for codes errors.py knows
+
+    assert all(int(c) in OP_ERRORS for c in cat.codes)  # additions only for codes errors.py knows
 
 
 def test_find_code_number_and_text_forms():
     assert catalog.find_code("cuFileBufRegister checks failed: -5014") == 5014
     assert catalog.find_code("cuFileHandleRegister failed (cuFile err=5030, cuda_err=0)") == 5030
     assert catalog.find_code("cuFileHandleRegister error: GPUDirect Storage not supported on current file") == 5008
-    assert catalog.find_code("GPUDirect Storage not supported on current file") is None     # no 'error' before it
+    assert catalog.find_code("GPUDirect Storage not supported on current file") is None  # no 'error' before it
     assert catalog.find_code("ops: 5020 total_time 2.1 secs") is None
 
 
 # --- bounded input ----------------------------------------------------------------------------------------
+
 
 def test_refuses_directories_devices_fifos_and_oversize(tmp_path):
     for p in (str(tmp_path), "/dev/null"):
@@ -208,7 +230,7 @@ def test_refuses_directories_devices_fifos_and_oversize(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     with pytest.raises(GdsdiagError, match="not a regular file"):
-        read_input(str(fifo))                 # must not block reading a FIFO
+        read_input(str(fifo))  # must not block reading a FIFO
     big = tmp_path / "big.log"
     with open(big, "wb") as f:
         f.truncate(MAX_BYTES + 1)
@@ -220,7 +242,9 @@ def test_refuses_directories_devices_fifos_and_oversize(tmp_path):
 
 def test_invalid_utf8_is_replaced(tmp_path):
     p = tmp_path / "cufile.log"
-    p.write_bytes(b" 09-06-2025 07:01:23:837 [pid=276 tid=454] ERROR  cufio-udev:67 udev property not found: ID_FS_USAGE dm\xff-0\n")
+    p.write_bytes(
+        b" 09-06-2025 07:01:23:837 [pid=276 tid=454] ERROR  cufio-udev:67 udev property not found: ID_FS_USAGE dm\xff-0\n"
+    )
     rep = explain_paths([str(p)])
     assert rep.groups[0].explanation.id == "udev-property-missing"
     assert "\ufffd" in rep.groups[0].message
@@ -228,16 +252,42 @@ def test_invalid_utf8_is_replaced(tmp_path):
 
 # --- CLI --------------------------------------------------------------------------------------------------
 
+
 def test_cli_json_schema_and_exit_codes():
     path = os.path.join(FIX, "lmcache-795-container-dm0-udev.cufile.log")
     r = _run("--json", path)
     assert r.returncode == 2, r.stderr
     doc = json.loads(r.stdout)
     assert doc["schema"] == "gdsdiag.explain/1" and doc["exit_code"] == 2
-    assert set(doc) == {"schema", "files", "messages", "unknown", "unknown_truncated", "gdsio_runs", "counts", "exit_code"}
+    assert set(doc) == {
+        "schema",
+        "files",
+        "messages",
+        "unknown",
+        "unknown_truncated",
+        "gdsio_runs",
+        "counts",
+        "exit_code",
+    }
     m = next(m for m in doc["messages"] if m["id"] == "udev-property-missing")
-    assert set(m) >= {"severity", "title", "kind", "level", "component", "message", "count", "pids", "first", "last",
-                      "meaning", "cause", "fix", "sources", "code", "fields"}
+    assert set(m) >= {
+        "severity",
+        "title",
+        "kind",
+        "level",
+        "component",
+        "message",
+        "count",
+        "pids",
+        "first",
+        "last",
+        "meaning",
+        "cause",
+        "fix",
+        "sources",
+        "code",
+        "fields",
+    }
     assert m["first"]["time"] == "09-06-2025 07:01:23:837" and m["pids"] == [276]
     ok = os.path.join(HERE, "fixtures", "corpus", "cufile-log", "abci3-hnode-cufile-head-gds1.11-lustre.txt")
     assert _run(ok).returncode == 0
@@ -246,8 +296,13 @@ def test_cli_json_schema_and_exit_codes():
 
 def test_cli_stdin_and_forced_kind():
     path = os.path.join(FIX, "gds-nvidia-fs-72-h20-dmesg.txt")
-    r = subprocess.run([*GDSDIAG, "explain", "--kind", "dmesg", "-"], input=open(path).read(),
-                       capture_output=True, text=True, cwd=os.path.dirname(HERE))
+    r = subprocess.run(
+        [*GDSDIAG, "explain", "--kind", "dmesg", "-"],
+        input=open(path).read(),
+        capture_output=True,
+        text=True,
+        cwd=os.path.dirname(HERE),
+    )
     assert r.returncode == 1 and "nvidia-fs was built without symbol versions" in r.stdout
 
 
@@ -257,8 +312,16 @@ def test_gdsio_runs_are_parsed_one_per_result_line():
     n = sum(open(p).read().count("IoType:") for p in paths)
     assert len(rep.gdsio_runs) == n == 36
     kvm = [r for r in rep.gdsio_runs if "kvm-guest" in r["file"]]
-    assert kvm[0] == {**kvm[0], "io": "READ", "xfer": "GPUD", "io_size_kib": 256, "gib_per_s": 1.564272,
-                      "dataset_kib": 16117760, "file_kib": 10485760, "wrapped": True}
+    assert kvm[0] == {
+        **kvm[0],
+        "io": "READ",
+        "xfer": "GPUD",
+        "io_size_kib": 256,
+        "gib_per_s": 1.564272,
+        "dataset_kib": 16117760,
+        "file_kib": 10485760,
+        "wrapped": True,
+    }
     doc = json.loads(_run("--json", *paths).stdout)
     assert len(doc["gdsio_runs"]) == 36
 
@@ -266,8 +329,8 @@ def test_gdsio_runs_are_parsed_one_per_result_line():
 def test_trace_log_gds_path_lines_are_explained_and_other_trace_lines_do_not_matter():
     rep = explain_paths([os.path.join(FIX, "gds-nvidia-fs-78-trace-gds-path.cufile.log")])
     g = _ids(rep)["io-path-trace"]
-    assert g.count == 3                       # 'gds path taken', 'nvfs_io_submit', 'nvfs_io_submit_aligned'
-    assert rep.unknown and not rep.unknown_that_matter      # TRACE internals: counted, not alarming
+    assert g.count == 3  # 'gds path taken', 'nvfs_io_submit', 'nvfs_io_submit_aligned'
+    assert rep.unknown and not rep.unknown_that_matter  # TRACE internals: counted, not alarming
     assert rep.worst() == "info"
 
 
@@ -276,4 +339,6 @@ def test_text_of_no_known_kind_still_gets_cufile_error_codes():
     assert rep.files[0].kind is None
     [g] = rep.groups
     assert g.explanation.id == "cufile-error-5030" and g.message.startswith("RuntimeError: cuFileHandleRegister failed")
-    assert [ln.text for ln in rep.unknown] == ['raise RuntimeError(f"{name} failed (cuFile err={status.err}, cuda_err={status.cu_err})")']
+    assert [ln.text for ln in rep.unknown] == [
+        'raise RuntimeError(f"{name} failed (cuFile err={status.err}, cuda_err={status.cu_err})")'
+    ]

@@ -2,6 +2,7 @@
 parser. nvidia-fs statistics come from the real capture in the H200-based tree (check_fixtures.add_nvidia_fs),
 verdicts from the real H200 snapshot, trace counters from the real trace recordings, and the cuFile
 process scan from a real process that has loaded this machine's libcufile."""
+
 import os
 import shutil
 import socket
@@ -13,9 +14,9 @@ import urllib.request
 import pytest
 
 pytest.importorskip("prometheus_client")
+from check_fixtures import add_nvidia_fs, unpack_h200  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from check_fixtures import add_nvidia_fs, unpack_h200  # noqa: E402
 from gdsdiag.check.context import CheckContext  # noqa: E402
 from gdsdiag.exporter.collect import TraceCounters, bound  # noqa: E402
 from gdsdiag.exporter.server import State, refresh, start  # noqa: E402
@@ -58,6 +59,7 @@ def served(tree):
     state = State(trace=TraceCounters())
     refresh(state, lambda: run(CheckContext(FsRoot(tree)), load(), [], "static"))
     from gdsdiag.trace.live import replay
+
     for name in ("trace-h200-cufile.jsonl.gz", "trace-h200-bounce.jsonl.gz"):
         replay(os.path.join(TRACE, name), None, state.trace)
     server, _ = start(FsRoot(tree), 0, "127.0.0.1", state)
@@ -70,7 +72,7 @@ def test_scrape_nvidia_fs(served):
     f = families(scrape(port))
     assert [s.value for s in f["gdsdiag_nvfs_up"].samples] == [1]
     info = f["gdsdiag_nvfs_info"].samples[0].labels
-    assert info["driver_version"] == "2.25.7" and info["gds_version"] == "1.14.0.31"   # the real stats capture
+    assert info["driver_version"] == "2.25.7" and info["gds_version"] == "1.14.0.31"  # the real stats capture
     ev = {(s.labels["section"], s.labels["key"]): s.value for s in f["gdsdiag_nvfs_events"].samples}
     assert ev[("Mmap", "n")] == 1 and ev[("Bar1-map", "ok")] == 1 and ev[("Ops", "Read")] == 0
     gpu = {s.labels["key"]: s.value for s in f["gdsdiag_nvfs_gpu"].samples if s.labels["gpu"] == "0000:01:00.0"}
@@ -86,7 +88,9 @@ def test_scrape_verdicts_and_trace(served):
     ios = [s for s in f["gdsdiag_trace_ios"].samples if s.name.endswith("_total")]
     assert sum(s.value for s in ios if s.labels["route"] == "COMPAT") == 18
     assert sum(s.value for s in ios if s.labels["route"] == "DRAM_BOUNCE") == 25
-    byt = sum(s.value for s in f["gdsdiag_trace_bytes"].samples if s.name.endswith("_total") and s.labels["route"] == "COMPAT")
+    byt = sum(
+        s.value for s in f["gdsdiag_trace_bytes"].samples if s.name.endswith("_total") and s.labels["route"] == "COMPAT"
+    )
     assert byt == 106430564
 
 
@@ -99,6 +103,7 @@ def test_promtool_on_scrape(served):
 def test_comm_labels_are_bounded():
     from collections import Counter
     from types import SimpleNamespace
+
     c = Counter({f"p{i}": i + 1 for i in range(40)})
     b = bound(c, 16)
     assert len(b) == 17 and b["other"] == sum(range(1, 25)) and sum(b.values()) == sum(c.values())
@@ -114,6 +119,7 @@ def test_refresh_error_is_counted_not_fatal():
 
     def broken():
         raise RuntimeError("boom")
+
     refresh(state, broken)
     assert state.errors == 1 and "boom" in state.last_error and state.report is None
 
@@ -121,10 +127,13 @@ def test_refresh_error_is_counted_not_fatal():
 def test_cufile_process_scan_finds_a_real_process():
     from gdsdiag.exporter.collect import cufile_processes
     from gdsdiag.platform.libcufile import locate
+
     lib = locate().path
     if not lib:
         pytest.skip("no libcufile on this machine")
-    code = f"import ctypes, sys, time; ctypes.CDLL({lib!r}); sys.stdout.write('ok\\n'); sys.stdout.flush(); time.sleep(30)"
+    code = (
+        f"import ctypes, sys, time; ctypes.CDLL({lib!r}); sys.stdout.write('ok\\n'); sys.stdout.flush(); time.sleep(30)"
+    )
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "ok"
@@ -146,8 +155,25 @@ def free_port():
 
 def test_cli_serves_and_refuses_a_busy_port(tree):
     port = free_port()
-    p = subprocess.Popen([sys.executable, "-m", "gdsdiag", "exporter", "--root", tree, "--port", str(port), "--addr", "127.0.0.1",
-                          "--interval", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gdsdiag",
+            "exporter",
+            "--root",
+            tree,
+            "--port",
+            str(port),
+            "--addr",
+            "127.0.0.1",
+            "--interval",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         text = None
         for _ in range(100):
@@ -160,8 +186,12 @@ def test_cli_serves_and_refuses_a_busy_port(tree):
             time.sleep(0.2)
         assert text and "gdsdiag_rule_pass{" in text and "gdsdiag_nvfs_up 1.0" in text
         promtool_ok(text)
-        busy = subprocess.run([sys.executable, "-m", "gdsdiag", "exporter", "--root", tree, "--port", str(port),
-                               "--addr", "127.0.0.1"], capture_output=True, text=True, timeout=60)
+        busy = subprocess.run(
+            [sys.executable, "-m", "gdsdiag", "exporter", "--root", tree, "--port", str(port), "--addr", "127.0.0.1"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert busy.returncode == 3 and "cannot listen" in busy.stderr and busy.stderr.count("\n") == 1
     finally:
         p.terminate()
@@ -181,6 +211,7 @@ def test_stats_segments_from_the_gpu_machine_capture(tmp_path):
     """/proc/sysvipc/shm as sampled on the GPU machine while validate ran (two runs, pids 476 and 1046);
     the processes' maps name the libcufile of the wheel they loaded (the GPU machine's path)."""
     from gdsdiag.exporter.collect import process_families, stats_segments
+
     with open(os.path.join(HERE, "fixtures", "gpu-machine", "sysvipc-shm-during-validate.txt")) as f:
         text = "".join(line for line in f if not line.startswith("#"))
     root = tmp_path / "root"

@@ -1,5 +1,6 @@
 """HGX-class fixture: the DGX-2H PCIe tree from hwloc's real XML export, written as a sysfs tree with
 binary config space (tests/hgx_fixture.py says where each value comes from)."""
+
 import collections
 
 import pytest
@@ -44,14 +45,14 @@ def test_tree_is_the_capture(dgx2h):
 
 def test_levels(dgx2h):
     acs, _, topo, pairs = dgx2h
-    same_inner = _pair(pairs, "0000:34:00.0", "0000:36:00.0")       # both below PEX9781 32:00.0
+    same_inner = _pair(pairs, "0000:34:00.0", "0000:36:00.0")  # both below PEX9781 32:00.0
     assert (same_inner.smi, same_inner.nccl) == (SmiLevel.PIX, NcclLevel.PIX)
     assert same_inner.path == ["0000:34:00.0", "0000:33:00.0", "0000:32:00.0", "0000:33:10.0", "0000:36:00.0"]
     outer = [p for p in pairs if p.a.bdf == "0000:34:00.0" and p.smi == SmiLevel.PXB]
-    assert outer and all(p.nccl == NcclLevel.PXB for p in outer)   # via the outer switch 2c:00.0
+    assert outer and all(p.nccl == NcclLevel.PXB for p in outer)  # via the outer switch 2c:00.0
     counts = collections.Counter(p.smi for p in pairs)
     assert counts == {SmiLevel.SYS: 128, SmiLevel.NODE: 64, SmiLevel.PXB: 32, SmiLevel.PIX: 16}
-    assert all(p.nccl == NcclLevel.PHB for p in pairs if p.smi == SmiLevel.NODE)   # NCCL has no NODE
+    assert all(p.nccl == NcclLevel.PHB for p in pairs if p.smi == SmiLevel.NODE)  # NCCL has no NODE
     assert all(abs(p.narrowest.link.gbytes_per_s - 15.753846) < 1e-5 for p in pairs)
 
 
@@ -75,22 +76,32 @@ def test_p2p_verdicts(dgx2h):
 
 
 def _fn(bdf, parent, cls, ven, dev, sv=0, sd=0):
-    return PciFunction(bdf=bdf, host_bridge="0000:00", parent_bdf=parent, class_code=cls,
-                       vendor=ven, device=dev, subsystem_vendor=sv, subsystem_device=sd)
+    return PciFunction(
+        bdf=bdf,
+        host_bridge="0000:00",
+        parent_bdf=parent,
+        class_code=cls,
+        vendor=ven,
+        device=dev,
+        subsystem_vendor=sv,
+        subsystem_device=sd,
+    )
 
 
 def test_broadcom_two_level_switch_is_flattened_like_nccl():
     # IDs as NCCL's getBcmGen (src/graph/topo.cc) matches them: PEX Gen4 1000:c010 sub 1000:a0xx
-    fns = [_fn("0000:00:01.0", None, 0x060400, 0x8086, 0x2030),
-           _fn("0000:01:00.0", "0000:00:01.0", 0x060400, 0x1000, 0xC010, 0x1000, 0xA064),
-           _fn("0000:02:00.0", "0000:01:00.0", 0x060400, 0x1000, 0xC010, 0x1000, 0xA064),
-           _fn("0000:03:00.0", "0000:02:00.0", 0x060400, 0x1000, 0xC010, 0x1000, 0xA064),
-           _fn("0000:04:00.0", "0000:03:00.0", 0x060400, 0x1000, 0xC010, 0x1000, 0xA064),
-           _fn("0000:04:01.0", "0000:03:00.0", 0x060400, 0x1000, 0xC010, 0x1000, 0xA064),
-           _fn("0000:05:00.0", "0000:04:00.0", 0x030200, 0x10DE, 0x20B0),
-           _fn("0000:06:00.0", "0000:04:01.0", 0x020700, 0x15B3, 0x101B),
-           _fn("0000:02:01.0", "0000:01:00.0", 0x060400, 0x1000, 0xC010, 0x1000, 0xA064),
-           _fn("0000:07:00.0", "0000:02:01.0", 0x010802, 0x144D, 0xA824)]
+    fns = [
+        _fn("0000:00:01.0", None, 0x060400, 0x8086, 0x2030),
+        _fn("0000:01:00.0", "0000:00:01.0", 0x060400, 0x1000, 0xC010, 0x1000, 0xA064),
+        _fn("0000:02:00.0", "0000:01:00.0", 0x060400, 0x1000, 0xC010, 0x1000, 0xA064),
+        _fn("0000:03:00.0", "0000:02:00.0", 0x060400, 0x1000, 0xC010, 0x1000, 0xA064),
+        _fn("0000:04:00.0", "0000:03:00.0", 0x060400, 0x1000, 0xC010, 0x1000, 0xA064),
+        _fn("0000:04:01.0", "0000:03:00.0", 0x060400, 0x1000, 0xC010, 0x1000, 0xA064),
+        _fn("0000:05:00.0", "0000:04:00.0", 0x030200, 0x10DE, 0x20B0),
+        _fn("0000:06:00.0", "0000:04:01.0", 0x020700, 0x15B3, 0x101B),
+        _fn("0000:02:01.0", "0000:01:00.0", 0x060400, 0x1000, 0xC010, 0x1000, 0xA064),
+        _fn("0000:07:00.0", "0000:02:01.0", 0x010802, 0x144D, 0xA824),
+    ]
     assert bcm_switch_gen(fns[1], 0) == 4
     topo = build(fns, {"0000:00": HostBridge("0000:00", 0)}, IommuInfo(mode="off"), CpuInfo())
     assert topo.devices["0000:03:00.0"].switch_id == "0000:01:00.0"

@@ -2,6 +2,7 @@
 memory or answered "no findings" when gdsdiag extracted them. Each is built here with tarfile or
 GNU tar; each test asserts nothing is written outside the tool's files, the run ends in bounded
 time and memory, and the documented exit code (3) with one line naming the cause."""
+
 import gzip
 import io
 import json
@@ -13,8 +14,8 @@ import tarfile
 import time
 
 import pytest
-
 from conftest import FIXTURES
+
 from gdsdiag.errors import GdsdiagError
 from gdsdiag.platform.archroot import ArchiveRoot, Limits
 from gdsdiag.snapshot import open_snapshot
@@ -28,16 +29,23 @@ def run(*args, env_extra=None, timeout=60):
     """The CLI in a child, with its peak RSS (KiB) from wait4."""
     env = dict(os.environ, **(env_extra or {}))
     t = time.monotonic()
-    p = subprocess.Popen([sys.executable, "-m", "gdsdiag", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, cwd=REPO, env=env)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "gdsdiag", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=env,
+    )
     out, err = p.communicate(timeout=timeout)
     return p.returncode, out, err, time.monotonic() - t
 
 
 def peak_rss_kib(*args):
     """Run the CLI and return (rc, stderr, peak RSS in KiB) measured by the kernel (wait4)."""
-    p = subprocess.Popen([sys.executable, "-m", "gdsdiag", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         cwd=REPO)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "gdsdiag", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO
+    )
     err = p.stderr.read().decode()
     _, status, ru = os.wait4(p.pid, 0)
     return os.waitstatus_to_exitcode(status), err, ru.ru_maxrss
@@ -102,6 +110,7 @@ def archives(tmp_path):
 
 # -- escapes ---------------------------------------------------------------------------------------
 
+
 def cve_2025_4517_shape(tar, victim_dir):
     """The published shape of CVE-2025-4517: a chain of directories with names near NAME_MAX and
     links stepping through them, so that the target of the last link exceeds PATH_MAX once
@@ -139,10 +148,11 @@ def test_member_names_with_dotdot_and_absolute_names_stay_inside(watched):
 
     def build(tar):
         add_bytes(tar, "../../../../" + str(victim).lstrip("/") + "/important.txt", b"OVERWRITTEN\n")
-        add_bytes(tar, str(victim) + "/abs.txt", b"ABS\n")           # absolute name: re-rooted inside
+        add_bytes(tar, str(victim) + "/abs.txt", b"ABS\n")  # absolute name: re-rooted inside
+
     snap = snapshot_with(archives(tmp_path) / "dotdot.tar.gz", build)
     fs = open_snapshot(snap)
-    assert fs.read_text(str(victim) + "/abs.txt") == "ABS"          # inside the archive only
+    assert fs.read_text(str(victim) + "/abs.txt") == "ABS"  # inside the archive only
     assert any("climbs out of the archive" in p for p in fs.problems)
     rc, out, err, _ = run("check", "--from", snap, "--json", env_extra={"TMPDIR": str(tmpdir)})
     assert rc in (0, 1, 2), err
@@ -152,9 +162,13 @@ def test_member_names_with_dotdot_and_absolute_names_stay_inside(watched):
 def test_proc_cmdline_link_to_a_host_file_is_not_read(watched):
     tmp_path, victim, tmpdir = watched
     secret = tmp_path / "victim" / "important.txt"
-    snap = snapshot_with(archives(tmp_path) / "cmdline.tar.gz",
-                         lambda t: (add_link(t, "proc/cmdline", str(secret)),
-                                    add_link(t, "proc/cpuinfo", "../../../../../../../../" + str(secret))))
+    snap = snapshot_with(
+        archives(tmp_path) / "cmdline.tar.gz",
+        lambda t: (
+            add_link(t, "proc/cmdline", str(secret)),
+            add_link(t, "proc/cpuinfo", "../../../../../../../../" + str(secret)),
+        ),
+    )
     rc, out, err, _ = run("topology", "--from", snap, "--json", env_extra={"TMPDIR": str(tmpdir)})
     assert "keep me" not in out and "keep me" not in err
     probs = [f["title"] for f in json.loads(out)["findings"] if f["id"] == "read-problem"]
@@ -164,7 +178,7 @@ def test_proc_cmdline_link_to_a_host_file_is_not_read(watched):
 
 def test_cufile_json_link_to_shadow_is_not_parsed(watched, tmp_path_factory):
     tmp_path, victim, tmpdir = watched
-    secret = tmp_path_factory.mktemp("host-etc") / "shadow"      # stands for /etc/shadow
+    secret = tmp_path_factory.mktemp("host-etc") / "shadow"  # stands for /etc/shadow
     secret.write_text('{"logging": {"dir": "SECRET-HASH"}}\n')
     snap = snapshot_with(archives(tmp_path) / "shadow.tar.gz", lambda t: add_link(t, "etc/cufile.json", str(secret)))
     rc, out, err, _ = run("check", "--from", snap, "--json", "-v", env_extra={"TMPDIR": str(tmpdir)})
@@ -178,7 +192,9 @@ def test_cufile_json_link_to_shadow_is_not_parsed(watched, tmp_path_factory):
 
 
 def test_hard_link_to_a_host_path_is_ignored(tmp_path):
-    snap = snapshot_with(tmp_path / "hl.tar.gz", lambda t: add_link(t, "etc/cufile.json", "/etc/passwd", tarfile.LNKTYPE))
+    snap = snapshot_with(
+        tmp_path / "hl.tar.gz", lambda t: add_link(t, "etc/cufile.json", "/etc/passwd", tarfile.LNKTYPE)
+    )
     fs = open_snapshot(snap)
     assert fs.read_bytes("/etc/cufile.json") is None
     assert any("hard link" in p for p in fs.problems)
@@ -191,6 +207,7 @@ def test_link_loops_and_fifo_members_are_named(tmp_path):
         ti = tarfile.TarInfo("etc/cufile.json")
         ti.type = tarfile.FIFOTYPE
         tar.addfile(ti)
+
     fs = open_snapshot(snapshot_with(tmp_path / "loop.tar.gz", build))
     with pytest.raises(OSError):
         fs.resolve("/sys/a/x")
@@ -199,6 +216,7 @@ def test_link_loops_and_fifo_members_are_named(tmp_path):
 
 
 # -- not snapshots, damaged snapshots --------------------------------------------------------------
+
 
 def test_tar_of_only_etc_hostname_is_not_a_snapshot(tmp_path):
     p = tmp_path / "host.tar.gz"
@@ -235,7 +253,7 @@ def test_tar_with_garbage_after_a_member_is_damaged(tmp_path):
     raw = bytearray(gzip.decompress(open(H200, "rb").read()))
     with tarfile.open(H200) as t:
         off = t.getmembers()[40].offset
-    raw[off: off + 512] = b"\x07" * 512     # the 41st member's header overwritten
+    raw[off : off + 512] = b"\x07" * 512  # the 41st member's header overwritten
     p = tmp_path / "garbage.tar.gz"
     p.write_bytes(gzip.compress(bytes(raw)))
     with pytest.raises(GdsdiagError, match="damaged|not a readable"):
@@ -245,14 +263,18 @@ def test_tar_with_garbage_after_a_member_is_damaged(tmp_path):
 def test_not_an_archive_and_directories_and_fifos(tmp_path):
     (tmp_path / "x.tar.gz").write_bytes(b"hello")
     os.mkfifo(tmp_path / "fifo")
-    for arg, words in ((str(tmp_path / "x.tar.gz"), "not a readable tar archive"),
-                       (str(tmp_path / "fifo"), "is a FIFO"), ("/dev/zero", "character device"),
-                       (str(tmp_path), "is a directory")):
+    for arg, words in (
+        (str(tmp_path / "x.tar.gz"), "not a readable tar archive"),
+        (str(tmp_path / "fifo"), "is a FIFO"),
+        ("/dev/zero", "character device"),
+        (str(tmp_path), "is a directory"),
+    ):
         rc, out, err, secs = run("topology", "--from", arg, timeout=30)
         assert rc == 3 and words in err and secs < 20, (arg, err)
 
 
 # -- bombs -----------------------------------------------------------------------------------------
+
 
 def test_sparse_2gb_member_is_refused_at_once(tmp_path):
     """As reported: a ~220-byte snapshot holding a 2 GB sparse member (GNU tar --sparse)."""
@@ -275,7 +297,7 @@ def test_sparse_2gb_member_is_refused_at_once(tmp_path):
 def test_gzip_bomb_is_stopped_at_the_stream_limit(tmp_path):
     """Well under 1 MB of gzip that unpacks to 512 MiB of tar (members of 8 MiB each)."""
     p = tmp_path / "bomb.tar.gz"
-    zeros = gzip.compress(bytes(8 << 20), compresslevel=9)    # one gzip member, reused (concatenation is valid gzip)
+    zeros = gzip.compress(bytes(8 << 20), compresslevel=9)  # one gzip member, reused (concatenation is valid gzip)
     with open(p, "wb") as raw:
         for i in range(64):
             ti = tarfile.TarInfo(f"sys/f{i}")
@@ -293,6 +315,7 @@ def test_limits_on_members_and_total_bytes(tmp_path):
     def many(tar):
         for i in range(50):
             add_bytes(tar, f"sys/f{i}", b"x" * 1000)
+
     snap = snapshot_with(tmp_path / "many.tar.gz", many)
     with pytest.raises(GdsdiagError, match="more than 20 members"):
         ArchiveRoot(snap, Limits(members=20))
@@ -304,6 +327,7 @@ def test_limits_on_members_and_total_bytes(tmp_path):
 
 
 # -- the real snapshot through the archive root ----------------------------------------------------
+
 
 def test_h200_snapshot_reads_the_same_as_extracted(tmp_path):
     """Every regular file of the real snapshot reads the same through ArchiveRoot as through
@@ -320,10 +344,12 @@ def test_h200_snapshot_reads_the_same_as_extracted(tmp_path):
 def test_hard_link_whose_source_its_own_placement_replaces(tmp_path):
     """Found by benchmarks/fuzz_parsers.py: a hard link 'a/x' naming 'a' (a file that placing
     a/x turns into a directory) raised KeyError; a link to itself likewise."""
+
     def build(tar):
         add_bytes(tar, "a", b"data")
         add_link(tar, "a/x", "a", tarfile.LNKTYPE)
         add_bytes(tar, "b", b"bee")
         add_link(tar, "b", "b", tarfile.LNKTYPE)
+
     fs = open_snapshot(snapshot_with(tmp_path / "hl.tar.gz", build))
     assert fs.read_bytes("/a/x") == b"data" and fs.read_bytes("/b") == b"bee"

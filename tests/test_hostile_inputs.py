@@ -1,6 +1,7 @@
 """Files a user points gdsdiag at (issue 13): cufile.json via CUFILE_ENV_PATH_JSON, saved
 lspci/nvidia-smi/gdscheck text, trace recordings. FIFOs, /dev/zero, huge, deep and malformed
 inputs end in bounded time and memory with one clear line and the documented exit code."""
+
 import gzip
 import json
 import os
@@ -9,8 +10,8 @@ import sys
 import time
 
 import pytest
-
 from conftest import FIXTURES, corpus
+
 from gdsdiag import cufile_json
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -21,8 +22,13 @@ ARM_LSPCI = corpus("lspci-vvv", "arm-n1sdp-plx-pex8749-acs-redir-on-dsp-lspci-vv
 def cli(*args, env=None, timeout=60):
     """(rc, stdout, stderr, seconds, peak RSS KiB) of the CLI in a child."""
     t = time.monotonic()
-    p = subprocess.Popen([sys.executable, "-m", "gdsdiag", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         cwd=REPO, env=dict(os.environ, **(env or {})))
+    p = subprocess.Popen(
+        [sys.executable, "-m", "gdsdiag", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env=dict(os.environ, **(env or {})),
+    )
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -39,6 +45,7 @@ def fifo(tmp_path):
 
 
 # -- cufile.json -------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("kind", ["/dev/zero", "fifo"])
 def test_cufile_env_path_json_dev_zero_and_fifo(kind, fifo):
@@ -67,13 +74,17 @@ def test_cufile_json_with_many_unknown_keys_is_fast():
     assert len(cfg.issues) == 101 and cfg.issues[-1].message.endswith("more issues not listed")
 
 
-@pytest.mark.parametrize("text,words", [
-    ("[" * 100_000, "nested deeper than 64 levels"),                       # RecursionError before
-    ('{"properties": {"max_direct_io_size_kb": ' + "9" * 5000 + "}}", "number of 5000 digits"),  # ValueError before
-    ('{"properties": {"max_direct_io_size_kb": 1e999}}', "out of range"),
-    ('{"properties": {"max_direct_io_size_kb": NaN}}', "NaN is not JSON"),
-    ('{"a": "\\ud800"} garbage', "line 1"),
-], ids=["deep", "bigint", "1e999", "nan", "garbage"])
+@pytest.mark.parametrize(
+    "text,words",
+    [
+        ("[" * 100_000, "nested deeper than 64 levels"),  # RecursionError before
+        ('{"properties": {"max_direct_io_size_kb": ' + "9" * 5000 + "}}", "number of 5000 digits"),  # ValueError before
+        ('{"properties": {"max_direct_io_size_kb": 1e999}}', "out of range"),
+        ('{"properties": {"max_direct_io_size_kb": NaN}}', "NaN is not JSON"),
+        ('{"a": "\\ud800"} garbage', "line 1"),
+    ],
+    ids=["deep", "bigint", "1e999", "nan", "garbage"],
+)
 def test_cufile_json_deep_and_huge_numbers_are_parse_errors(text, words):
     cfg = cufile_json.parse(text, "cufile.json")
     assert cfg.parse_error and words in cfg.parse_error, cfg.parse_error
@@ -90,6 +101,7 @@ def test_long_values_are_clipped_in_the_text_renderer(tmp_path):
 
 # -- saved command output ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("option", [("topology", "--lspci"), ("topology", "--nvidia-smi"), ("check", "--gdscheck")])
 @pytest.mark.parametrize("kind", ["/dev/zero", "fifo"])
 def test_saved_outputs_must_be_regular_files(option, kind, fifo):
@@ -104,7 +116,7 @@ def test_saved_outputs_must_be_regular_files(option, kind, fifo):
 def test_saved_output_over_the_limit_is_refused(tmp_path):
     big = tmp_path / "lspci.txt"
     with open(big, "wb") as f:
-        f.truncate(65 << 20)            # sparse: no disk used
+        f.truncate(65 << 20)  # sparse: no disk used
     rc, out, err, secs, _ = cli("topology", "--lspci", str(big), timeout=30)
     assert rc == 3 and "over the 64.0 MiB limit" in err and secs < 20, err
 
@@ -113,7 +125,9 @@ def test_lspci_bus_cycle_is_a_finding_not_a_hang(tmp_path):
     """The real N1SDP 'lspci -vvv' capture (hex dump dropped, as plain -vvv prints it) with one
     downstream port's secondary bus changed to 01: bus 01 -> 02 -> 01. Before: endless loop."""
     text = "".join(ln for ln in open(ARM_LSPCI).readlines() if not _hexline(ln))
-    text = text.replace("Bus: primary=02, secondary=03, subordinate=03", "Bus: primary=02, secondary=01, subordinate=03", 1)
+    text = text.replace(
+        "Bus: primary=02, secondary=03, subordinate=03", "Bus: primary=02, secondary=01, subordinate=03", 1
+    )
     p = tmp_path / "cycle.txt"
     p.write_text(text)
     rc, out, err, secs, _ = cli("topology", "--lspci", str(p), "--json", timeout=30)
@@ -124,7 +138,7 @@ def test_lspci_bus_cycle_is_a_finding_not_a_hang(tmp_path):
 
 def _hexline(ln):
     head = ln.split(":")[0]
-    return len(head) in (2, 3) and all(c in "0123456789abcdef" for c in head) and ln[len(head):len(head) + 2] == ": "
+    return len(head) in (2, 3) and all(c in "0123456789abcdef" for c in head) and ln[len(head) : len(head) + 2] == ": "
 
 
 # -- trace recordings ----------------------------------------------------------------------------------
@@ -133,22 +147,39 @@ HEADER = json.dumps({"gdsdiag_trace_record": 1, "probes_attached": [], "probes_n
 EVENT = json.dumps([1000, 42, 42, "api_enter", "cuFileRead", [1, 2, 3], "app", None]) + "\n"
 
 
-@pytest.mark.parametrize("body,line,words", [
-    (HEADER + EVENT + "\xff\xfe\n", 3, "invalid UTF-8"),
-    (HEADER + "[" * 60_000 + "\n", 2, "nested deeper"),                     # under the 64 KiB line limit
-    (HEADER + "[1e999, 1, 1, \"a\", \"b\", [], \"c\", null]\n", 2, "out of range"),
-    (HEADER + "[" + "9" * 5000 + ", 1, 1, \"a\", \"b\", [], \"c\", null]\n", 2, "5000 digits"),
-    (HEADER + EVENT + "[\"x\", 1, 1, \"a\", \"b\", [], \"c\", null]\n", 3, "must be integers"),
-    (HEADER + "[1, 1, 1, 5, \"b\", [], \"c\", null]\n", 2, "must be strings"),
-    (HEADER + "[1, 1, 1, \"a\", \"b\", {\"x\": 1}, \"c\", null]\n", 2, "args must be a list of at most 16 integers"),
-    (HEADER + "[1, 1, 1, \"a\", \"b\", [[1]], \"c\", null]\n", 2, "args must be a list of at most 16 integers"),
-    (HEADER + "{\"not\": \"a list\"}\n", 2, "list of 8 values"),
-    (HEADER + "[true, 1, 1, \"a\", \"b\", [], \"c\", null]\n", 2, "must be integers"),
-    (json.dumps({"gdsdiag_trace_record": 1, "probes_attached": "x"}) + "\n", 1, "must be a list"),
-    ("\xff\n", 1, "invalid UTF-8"),
-    ("", 1, "empty file"),
-], ids=["utf8", "deep", "1e999", "bigint", "str-ts", "int-kind", "dict-args", "nested-args", "dict-event",
-        "bool-ts", "header-type", "utf8-header", "empty"])
+@pytest.mark.parametrize(
+    "body,line,words",
+    [
+        (HEADER + EVENT + "\xff\xfe\n", 3, "invalid UTF-8"),
+        (HEADER + "[" * 60_000 + "\n", 2, "nested deeper"),  # under the 64 KiB line limit
+        (HEADER + '[1e999, 1, 1, "a", "b", [], "c", null]\n', 2, "out of range"),
+        (HEADER + "[" + "9" * 5000 + ', 1, 1, "a", "b", [], "c", null]\n', 2, "5000 digits"),
+        (HEADER + EVENT + '["x", 1, 1, "a", "b", [], "c", null]\n', 3, "must be integers"),
+        (HEADER + '[1, 1, 1, 5, "b", [], "c", null]\n', 2, "must be strings"),
+        (HEADER + '[1, 1, 1, "a", "b", {"x": 1}, "c", null]\n', 2, "args must be a list of at most 16 integers"),
+        (HEADER + '[1, 1, 1, "a", "b", [[1]], "c", null]\n', 2, "args must be a list of at most 16 integers"),
+        (HEADER + '{"not": "a list"}\n', 2, "list of 8 values"),
+        (HEADER + '[true, 1, 1, "a", "b", [], "c", null]\n', 2, "must be integers"),
+        (json.dumps({"gdsdiag_trace_record": 1, "probes_attached": "x"}) + "\n", 1, "must be a list"),
+        ("\xff\n", 1, "invalid UTF-8"),
+        ("", 1, "empty file"),
+    ],
+    ids=[
+        "utf8",
+        "deep",
+        "1e999",
+        "bigint",
+        "str-ts",
+        "int-kind",
+        "dict-args",
+        "nested-args",
+        "dict-event",
+        "bool-ts",
+        "header-type",
+        "utf8-header",
+        "empty",
+    ],
+)
 def test_replay_malformed_recordings_name_the_line(tmp_path, body, line, words):
     """Before: UnicodeDecodeError, RecursionError, OverflowError, TypeError as internal errors."""
     p = tmp_path / "rec.jsonl"
@@ -161,17 +192,24 @@ def test_replay_malformed_recordings_name_the_line(tmp_path, body, line, words):
 def test_replay_gzip_bomb_and_devices_are_bounded(tmp_path, fifo):
     """A 2 MB gzip that unpacks to 2 GiB of zeros (no newline): MemoryError before."""
     bomb = tmp_path / "bomb.jsonl.gz"
-    zeros = gzip.compress(bytes(1 << 20), compresslevel=9)    # one member, reused: gzip allows concatenation
+    zeros = gzip.compress(bytes(1 << 20), compresslevel=9)  # one member, reused: gzip allows concatenation
     bomb.write_bytes(gzip.compress(HEADER.encode()) + zeros * 2048)
     assert bomb.stat().st_size < 3 << 20
-    for path, words in ((str(bomb), "line 2: line longer than 64 KiB"), ("/dev/zero", "not a regular file"),
-                        (fifo, "not a regular file")):
-        p = subprocess.Popen([sys.executable, "-m", "gdsdiag", "trace", "--replay", path], cwd=REPO,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    for path, words in (
+        (str(bomb), "line 2: line longer than 64 KiB"),
+        ("/dev/zero", "not a regular file"),
+        (fifo, "not a regular file"),
+    ):
+        p = subprocess.Popen(
+            [sys.executable, "-m", "gdsdiag", "trace", "--replay", path],
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         err = p.stderr.read().decode()
         _, status, ru = os.wait4(p.pid, 0)
         assert os.waitstatus_to_exitcode(status) == 3 and words in err, err
-        assert ru.ru_maxrss < 300_000, ru.ru_maxrss        # KiB
+        assert ru.ru_maxrss < 300_000, ru.ru_maxrss  # KiB
 
 
 def test_replay_of_the_real_recordings_still_works():
@@ -182,6 +220,7 @@ def test_replay_of_the_real_recordings_still_works():
 
 # -- --root trees ----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("openat2", [True, False], ids=["openat2", "fallback"])
 def test_root_tree_links_resolve_inside_the_tree(tmp_path, tmp_path_factory, monkeypatch, openat2):
     """A --root tree whose etc/cufile.json links to a host file (absolute, or by climbing with
@@ -189,6 +228,7 @@ def test_root_tree_links_resolve_inside_the_tree(tmp_path, tmp_path_factory, mon
     kernel lacks it), so the host file is never read. Before: plain open() read the host file."""
     from gdsdiag.platform import inroot
     from gdsdiag.platform.fsroot import FsRoot
+
     if not openat2:
         monkeypatch.setattr(inroot, "_supported", False)
     secret = tmp_path_factory.mktemp("host") / "shadow"

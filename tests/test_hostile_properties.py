@@ -3,16 +3,17 @@ and command output. The properties: every parser ends in bounded time with a res
 GdsdiagError (never another exception), and an archive root only ever serves bytes that are in
 the archive and only paths inside it. benchmarks/fuzz_parsers.py runs the same targets for
 >=100k inputs each; the default run here keeps to a few hundred."""
+
 import io
 import json
 import os
 import random
 import tarfile
 
+from conftest import corpus
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import corpus
 from gdsdiag import cufile_json
 from gdsdiag.bounded import loads_json
 from gdsdiag.errors import GdsdiagError
@@ -21,12 +22,18 @@ from gdsdiag.platform.archroot import OUTSIDE, ArchiveRoot, Limits
 from gdsdiag.topology.build import build
 from gdsdiag.topology.model import CpuInfo, IommuInfo, PciFunction
 
-FAST = settings(max_examples=int(os.environ.get("GDSDIAG_FUZZ_EXAMPLES", "150")), deadline=5000, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FAST = settings(
+    max_examples=int(os.environ.get("GDSDIAG_FUZZ_EXAMPLES", "150")),
+    deadline=5000,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 # -- archives --------------------------------------------------------------------------------------
 
 component = st.sampled_from(["sys", "proc", "etc", "a", "b", "..", ".", "", "cufile.json", "d" * 200, "x y", "\\"])
-name = st.lists(component, min_size=1, max_size=8).map("/".join) | st.lists(component, min_size=1, max_size=6).map(lambda c: "/" + "/".join(c))
+name = st.lists(component, min_size=1, max_size=8).map("/".join) | st.lists(component, min_size=1, max_size=6).map(
+    lambda c: "/" + "/".join(c)
+)
 member = st.one_of(
     st.tuples(st.just("file"), name, st.binary(max_size=64)),
     st.tuples(st.just("dir"), name, st.just(b"")),
@@ -45,7 +52,12 @@ def make_tar(members) -> bytes:
                 ti.size = len(extra)
                 tar.addfile(ti, io.BytesIO(extra))
                 continue
-            ti.type = {"dir": tarfile.DIRTYPE, "sym": tarfile.SYMTYPE, "hard": tarfile.LNKTYPE, "fifo": tarfile.FIFOTYPE}[kind]
+            ti.type = {
+                "dir": tarfile.DIRTYPE,
+                "sym": tarfile.SYMTYPE,
+                "hard": tarfile.LNKTYPE,
+                "fifo": tarfile.FIFOTYPE,
+            }[kind]
             if kind in ("sym", "hard"):
                 ti.linkname = extra
             tar.addfile(ti)
@@ -73,11 +85,11 @@ def test_archive_root_serves_only_archive_bytes_and_inside_paths(tmp_path_factor
         if not r.startswith(OUTSIDE):
             assert ".." not in r.split("/") and "//" not in r
         data = fs.read_bytes(q)
-        assert data is None or data in payloads            # never a host file's bytes
+        assert data is None or data in payloads  # never a host file's bytes
         fs.listdir(q)
         fs.exists(q)
         fs.readlink_name(q)
-    assert sorted(os.listdir(d)) == before                  # nothing written next to it either
+    assert sorted(os.listdir(d)) == before  # nothing written next to it either
 
 
 @FAST
@@ -91,6 +103,7 @@ def test_symlink_chains_end_within_the_hop_limit(n, kind):
     members.append(("file", f"l{n}", b"end"))
     buf = make_tar(members)
     import tempfile
+
     with tempfile.NamedTemporaryFile(suffix=".tar") as f:
         f.write(buf)
         f.flush()
@@ -107,7 +120,8 @@ def test_symlink_chains_end_within_the_hop_limit(n, kind):
 json_text = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=20),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
-    max_leaves=30).map(lambda v: json.dumps(v))
+    max_leaves=30,
+).map(lambda v: json.dumps(v))
 noise = st.text(alphabet='[]{}",:0123456789eE.-+ \\/*\nnultrfa', max_size=400)
 
 
@@ -121,8 +135,14 @@ def test_loads_json_only_raises_value_error(text):
 
 
 @FAST
-@given(json_text | noise | st.dictionaries(st.sampled_from(sorted(cufile_json.SCHEMA)), st.integers() | st.text(max_size=5)
-                                           | st.lists(st.integers(), max_size=3)).map(json.dumps))
+@given(
+    json_text
+    | noise
+    | st.dictionaries(
+        st.sampled_from(sorted(cufile_json.SCHEMA)),
+        st.integers() | st.text(max_size=5) | st.lists(st.integers(), max_size=3),
+    ).map(json.dumps)
+)
 def test_cufile_json_parse_never_raises(text):
     cfg = cufile_json.parse(text, "cufile.json")
     assert cfg.parse_error is None or isinstance(cfg.parse_error, str)
@@ -131,8 +151,14 @@ def test_cufile_json_parse_never_raises(text):
 # -- recordings ---------------------------------------------------------------------------------------
 
 HEADER = json.dumps({"gdsdiag_trace_record": 1}) + "\n"
-event_value = st.one_of(st.integers(-2**70, 2**70), st.text(max_size=8), st.none(), st.floats(), st.booleans(),
-                        st.lists(st.integers() | st.text(max_size=3), max_size=3))
+event_value = st.one_of(
+    st.integers(-(2**70), 2**70),
+    st.text(max_size=8),
+    st.none(),
+    st.floats(),
+    st.booleans(),
+    st.lists(st.integers() | st.text(max_size=3), max_size=3),
+)
 
 
 @FAST
@@ -140,6 +166,7 @@ event_value = st.one_of(st.integers(-2**70, 2**70), st.text(max_size=8), st.none
 def test_replay_reader_returns_events_or_names_the_line(tmp_path_factory, lines):
     from gdsdiag.trace.classify import classify
     from gdsdiag.trace.live import read_recording
+
     p = tmp_path_factory.mktemp("rec") / "r.jsonl"
     p.write_text(HEADER + "\n".join(lines) + "\n")
     try:
@@ -147,13 +174,14 @@ def test_replay_reader_returns_events_or_names_the_line(tmp_path_factory, lines)
     except GdsdiagError as e:
         assert "line" in e.cause
         return
-    classify(events)                          # typed events never crash the classifier
+    classify(events)  # typed events never crash the classifier
 
 
 # -- command output -----------------------------------------------------------------------------------
 
-CAPTURES = [corpus("lspci-vvv", f) for f in sorted(os.listdir(corpus("lspci-vvv")))] + \
-           [corpus("lspci-tree", f) for f in sorted(os.listdir(corpus("lspci-tree")))]
+CAPTURES = [corpus("lspci-vvv", f) for f in sorted(os.listdir(corpus("lspci-vvv")))] + [
+    corpus("lspci-tree", f) for f in sorted(os.listdir(corpus("lspci-tree")))
+]
 SMI = [corpus("nvidia-smi-topo", f) for f in sorted(os.listdir(corpus("nvidia-smi-topo")))]
 GDSCHECK = [corpus("gdscheck", f) for f in sorted(os.listdir(corpus("gdscheck")))]
 
@@ -174,7 +202,11 @@ def mutate(text: str, seed: int) -> str:
         elif op == 2:
             s = lines[i]
             j = rnd.randrange(len(s) + 1)
-            lines[i] = s[:j] + rnd.choice(["", "0", "ff", "\t", " ", ":", "[", "-", "+", "\\", "x", "\ufffd", "99999999999"]) + s[j:]
+            lines[i] = (
+                s[:j]
+                + rnd.choice(["", "0", "ff", "\t", " ", ":", "[", "-", "+", "\\", "x", "\ufffd", "99999999999"])
+                + s[j:]
+            )
         elif op == 3:
             lines = lines[:i]
         else:
@@ -217,14 +249,18 @@ def test_gdscheck_parser_on_mutated_real_captures(path, seed):
 
 # -- graph walks ----------------------------------------------------------------------------------------
 
+
 @FAST
 @given(st.lists(st.integers(0, 11), min_size=1, max_size=12))
 def test_any_parent_graph_builds_without_looping(parents):
     """Random parent pointers (cycles included): build() ends and every ancestor chain is finite."""
     fns = []
     for i, p in enumerate(parents):
-        f = PciFunction(bdf=f"0000:{i:02x}:00.0", host_bridge="0000:00",
-                        parent_bdf=f"0000:{p:02x}:00.0" if p < len(parents) and p != i else None)
+        f = PciFunction(
+            bdf=f"0000:{i:02x}:00.0",
+            host_bridge="0000:00",
+            parent_bdf=f"0000:{p:02x}:00.0" if p < len(parents) and p != i else None,
+        )
         f.class_code = 0x060400
         fns.append(f)
     topo = build(fns, {}, IommuInfo(mode="unknown"), CpuInfo())

@@ -1,6 +1,7 @@
 """Signals at every phase (issue 13): documented exit codes for INT/TERM/HUP in every command
 (130/143/129, docs/security.md), temporary files removed on TERM as on INT, and a traced program
 that never runs untraced when gdsdiag is stopped or killed before its probes are live."""
+
 import os
 import signal
 import subprocess
@@ -9,7 +10,6 @@ import textwrap
 import time
 
 import pytest
-
 from conftest import FIXTURES
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -36,7 +36,7 @@ def run_with_signal_at(phase: str, sig: int, argv: list[str], cwd: str):
         from gdsdiag.cli import main
         main()
     """)
-    tmpdir = os.path.join(cwd, ".tmp")           # the child's TMPDIR: must be empty afterwards
+    tmpdir = os.path.join(cwd, ".tmp")  # the child's TMPDIR: must be empty afterwards
     os.mkdir(tmpdir)
     env = dict(os.environ, PYTHONPATH=REPO, TMPDIR=tmpdir)
     t = time.monotonic()
@@ -48,8 +48,15 @@ def run_with_signal_at(phase: str, sig: int, argv: list[str], cwd: str):
 
 PHASES = [
     ("topology --from", "gdsdiag.topology.load:build", ["topology", "--from", H200]),
-    ("topology --lspci", "gdsdiag.importers.lspci:parse_vvv",
-     ["topology", "--lspci", os.path.join(FIXTURES, "corpus", "lspci-vvv", "asus-esc8000a-e12-gpu0-rtx6000ada-endpoint.txt")]),
+    (
+        "topology --lspci",
+        "gdsdiag.importers.lspci:parse_vvv",
+        [
+            "topology",
+            "--lspci",
+            os.path.join(FIXTURES, "corpus", "lspci-vvv", "asus-esc8000a-e12-gpu0-rtx6000ada-endpoint.txt"),
+        ],
+    ),
     ("check --from", "gdsdiag.check.runner:decide", ["check", "--from", H200]),
     ("trace --replay", "gdsdiag.trace.classify:classify", ["trace", "--replay", RECORDING]),
     ("snapshot", "gdsdiag.snapshot:_add_kallsyms", ["snapshot", "-o", "out.tar.gz"]),
@@ -61,18 +68,22 @@ PHASES = [
 def test_exit_code_for_each_signal_in_each_command(tmp_path, name, phase, argv, sig):
     r, secs = run_with_signal_at(phase, sig, argv, str(tmp_path))
     assert r.returncode == CODES[sig], (r.returncode, r.stderr)
-    assert r.stderr.strip().splitlines()[-1] == \
-        f"gdsdiag: interrupted ({signal.Signals(sig).name}); files it created were removed"
+    assert (
+        r.stderr.strip().splitlines()[-1]
+        == f"gdsdiag: interrupted ({signal.Signals(sig).name}); files it created were removed"
+    )
     assert "Traceback" not in r.stderr and secs < 5
-    assert os.listdir(tmp_path) == []          # snapshot: no .partial left, no output either
+    assert os.listdir(tmp_path) == []  # snapshot: no .partial left, no output either
 
 
 # -- trace -- CMD: never untraced -----------------------------------------------------------------
+
 
 def test_closed_gate_never_runs_the_command(tmp_path):
     """The gate's pipe closing without "go" (gdsdiag stopped or SIGKILLed while probes compile)
     used to fall through to exec CMD: it now exits 125 and CMD never runs."""
     from gdsdiag.trace.live import _gate_child
+
     marker = tmp_path / "ran"
     proc, gate = _gate_child(["sh", "-c", f"touch {marker}"])
     os.close(gate)
@@ -102,19 +113,25 @@ SLOW_PROBES = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL],
-                         ids=["TERM", "INT", "HUP", "KILL"])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL], ids=["TERM", "INT", "HUP", "KILL"]
+)
 def test_trace_stopped_before_probes_are_live_never_runs_cmd(tmp_path, sig):
     marker = tmp_path / "cmd-ran"
-    p = subprocess.Popen([sys.executable, "-c", SLOW_PROBES, str(marker)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=REPO))
+    p = subprocess.Popen(
+        [sys.executable, "-c", SLOW_PROBES, str(marker)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=REPO),
+    )
     deadline = time.monotonic() + 30
     while not os.path.exists(str(marker) + ".compiling") and time.monotonic() < deadline:
         time.sleep(0.02)
     p.send_signal(sig)
     out, err = p.communicate(timeout=30)
     assert os.path.exists(str(marker) + ".compiling"), err
-    time.sleep(1.0)                      # time for an escaped gate child to have run CMD
+    time.sleep(1.0)  # time for an escaped gate child to have run CMD
     assert not marker.exists(), "the traced command ran untraced"
     assert p.returncode == (-9 if sig == signal.SIGKILL else CODES[sig]), err
     # no gate shell left waiting either
@@ -130,14 +147,21 @@ def _cmdline(pid: str) -> str:
         return ""
 
 
-@pytest.mark.skipif(os.environ.get("GDSDIAG_SLOW_TESTS") != "1",
-                    reason="compiles real BPF probes (30+ s here): set GDSDIAG_SLOW_TESTS=1")
+@pytest.mark.skipif(
+    os.environ.get("GDSDIAG_SLOW_TESTS") != "1",
+    reason="compiles real BPF probes (30+ s here): set GDSDIAG_SLOW_TESTS=1",
+)
 def test_ctrl_c_mid_trace_exits_130_with_summary(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("gdsdiag trace needs root")
     started = tmp_path / "started"
-    p = subprocess.Popen([sys.executable, "-m", "gdsdiag", "trace", "--", "sh", "-c", f"touch {started}; sleep 60"],
-                         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "gdsdiag", "trace", "--", "sh", "-c", f"touch {started}; sleep 60"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not started.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -146,4 +170,4 @@ def test_ctrl_c_mid_trace_exits_130_with_summary(tmp_path):
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
-    assert "events" in out + err          # the summary is still printed
+    assert "events" in out + err  # the summary is still printed

@@ -1,6 +1,7 @@
 """`gdsdiag snapshot -o`: never writes through a planted link or over a file, leaves no temporary
 file whatever ends it, unpacks with plain `tar xzf`, and carries the support bundle (issue 12)
 that round-trips through `topology --from` and `check --from`; `--redact` scrubs names."""
+
 import json
 import os
 import shutil
@@ -11,15 +12,14 @@ import tarfile
 import time
 
 import pytest
+from check_fixtures import unpack_h200
+from conftest import FIXTURES
 
 from gdsdiag import snapshot as snap
 from gdsdiag.bundle import Redactor
 from gdsdiag.errors import GdsdiagError
 from gdsdiag.snapshot import create, open_snapshot
 from gdsdiag.topology.load import from_root
-
-from conftest import FIXTURES
-from check_fixtures import unpack_h200
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HAVE_SYS = os.path.isdir("/sys/bus/pci/devices")
@@ -55,14 +55,19 @@ def test_planted_partial_symlink_and_file_are_never_written_through(tmp_path, h2
     victim = tmp_path / "important.txt"
     victim.write_text("keep me\n")
     out = tmp_path / "node.tar.gz"
-    os.symlink(victim, str(out) + ".partial")              # the reported attack
+    os.symlink(victim, str(out) + ".partial")  # the reported attack
     (tmp_path / ".node.tar.gz.partial").write_text("someone else's\n")
     r = cli("snapshot", "-o", str(out), "--root", h200_root)
     assert r.returncode == 0, r.stderr
     assert victim.read_text() == "keep me\n"
     assert os.path.islink(str(out) + ".partial")
     assert (tmp_path / ".node.tar.gz.partial").read_text() == "someone else's\n"
-    assert sorted(os.listdir(tmp_path)) == [".node.tar.gz.partial", "important.txt", "node.tar.gz", "node.tar.gz.partial"]
+    assert sorted(os.listdir(tmp_path)) == [
+        ".node.tar.gz.partial",
+        "important.txt",
+        "node.tar.gz",
+        "node.tar.gz.partial",
+    ]
 
 
 def test_existing_output_or_symlink_output_is_refused(tmp_path, h200_root):
@@ -84,6 +89,7 @@ def test_output_that_appears_during_capture_is_not_replaced(tmp_path, h200_root,
         w = real_capture(*a, **kw)
         out.write_text("appeared meanwhile\n")
         return w
+
     monkeypatch.setattr(snap, "_capture", racing)
     with pytest.raises(GdsdiagError, match="exists"):
         create(str(out), h200_root)
@@ -94,8 +100,9 @@ def test_output_that_appears_during_capture_is_not_replaced(tmp_path, h200_root,
 @pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit, OSError])
 def test_temporary_file_removed_whatever_ends_the_capture(tmp_path, h200_root, monkeypatch, exc):
     def boom(*a, **kw):
-        assert [n for n in os.listdir(tmp_path) if n.endswith(".partial")]   # it existed
+        assert [n for n in os.listdir(tmp_path) if n.endswith(".partial")]  # it existed
         raise exc()
+
     monkeypatch.setattr(snap, "_capture", boom)
     with pytest.raises(exc):
         create(str(tmp_path / "node.tar.gz"), h200_root)
@@ -105,8 +112,12 @@ def test_temporary_file_removed_whatever_ends_the_capture(tmp_path, h200_root, m
 def test_sigterm_during_snapshot_removes_the_temporary_file(tmp_path, h200_root):
     """A real SIGTERM from outside as soon as the temporary file exists (skips when the capture wins
     the race; test_hostile_signals.py delivers the signal at a fixed phase instead)."""
-    p = subprocess.Popen([sys.executable, "-m", "gdsdiag", "snapshot", "-o", str(tmp_path / "n.tar.gz"), "--root", h200_root],
-                         cwd=REPO, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "gdsdiag", "snapshot", "-o", str(tmp_path / "n.tar.gz"), "--root", h200_root],
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and not [n for n in os.listdir(tmp_path) if n.endswith(".partial")]:
         time.sleep(0.01)
@@ -165,6 +176,7 @@ def test_live_bundle_has_command_outputs_or_says_why(tmp_path):
     if not shutil.which("nvidia-smi"):
         assert gen["gdsdiag/nvidia-smi-q.txt"]["error"] == "nvidia-smi not found"
     import socket
+
     host = socket.gethostname().encode()
     for p, data in fs.files.items():
         if b"\0" not in data[:4096] and len(host) > 3:
@@ -178,22 +190,26 @@ def test_redaction_of_addresses_serials_and_names(tmp_path, h200_root):
     PEX8749's from the corpus lspci capture arm-n1sdp-plx-pex8749-...)."""
     red = Redactor(live=False)
     red.hosts.add(b"gpu-node-07")
-    mi = (b"36 25 0:45 / /mnt/nfs rw,relatime - nfs 192.168.10.5:/export rw,vers=3,proto=rdma,port=20049,"
-          b"addr=192.168.10.5\n")
+    mi = (
+        b"36 25 0:45 / /mnt/nfs rw,relatime - nfs 192.168.10.5:/export rw,vers=3,proto=rdma,port=20049,"
+        b"addr=192.168.10.5\n"
+    )
     assert b"192.168" not in red.bytes_("/proc/self/mountinfo", mi)
     assert b"REDACTED-IP:/export" in red.bytes_("/proc/self/mountinfo", mi)
     udev = b"E:ID_SERIAL=SAMSUNG_MZ1L2960HCJR-00A07_S665NE0T123456\nE:ID_FS_TYPE=ext4\n"
     out = red.bytes_("/run/udev/data/b259:0", udev)
     assert b"S665NE0T123456" not in out and b"E:ID_FS_TYPE=ext4" in out
-    smi = (b"    Serial Number                         : 1654922004471\n"
-           b"    GPU UUID                              : GPU-8a4c5e1f-3f4c-1f3d-9b7e-2c1d5e6f7a8b\n"
-           b"    Product Name                          : NVIDIA H200\n")
+    smi = (
+        b"    Serial Number                         : 1654922004471\n"
+        b"    GPU UUID                              : GPU-8a4c5e1f-3f4c-1f3d-9b7e-2c1d5e6f7a8b\n"
+        b"    Product Name                          : NVIDIA H200\n"
+    )
     out = red.bytes_("/gdsdiag/nvidia-smi-q.txt", smi)
     assert b"1654922004471" not in out and b"8a4c5e1f" not in out and b"NVIDIA H200" in out
     cj = b'{"rdma_dev_addr_list": ["172.16.8.1", "fe80::1:2"], "logging": {"dir": "/home/gpu-node-07/x"}}'
     out = red.bytes_("/etc/cufile.json", cj)
     assert b"172.16" not in out and b"fe80" not in out and b"gpu-node-07" not in out
-    json.loads(out)                                          # still a cufile.json
+    json.loads(out)  # still a cufile.json
     # versions keep their dots outside address files
     assert red.bytes_("/gdsdiag/libcufile.json", b'{"version": "1.14.0.31"}') == b'{"version": "1.14.0.31"}'
     cfg = bytearray(4096)

@@ -1,14 +1,14 @@
 """hwloc's own real /sys snapshots: every PCI function, class, id, parent bridge, link speed and
 (where hwloc was not told to override locality) NUMA placement must agree with hwloc's expected
 output (.xml for --whole-io runs, .console for the default-filtered run)."""
+
 import re
 import xml.etree.ElementTree as ET
 
 import pytest
+from conftest import corpus
 
 from gdsdiag.topology.load import from_root
-
-from conftest import corpus
 
 XML_CASES = {
     "32em64t-2n8c+dax+nvme+mic+dimms": "32em64t-2n8c+dax+nvme+mic+dimms.xml",
@@ -37,6 +37,7 @@ def hwloc_pci(xml_path):
                 walk(child, busid, n)
             else:
                 walk(child, parent_busid, n)
+
     walk(root.find("object"), None, None)
     return out
 
@@ -51,11 +52,13 @@ def test_pci_tree_matches_hwloc_xml(name, hwloc_trees):
         # unconfigured range). hwloc leaves such a bridge out; we keep every function sysfs lists.
         odd = ours.pop("0000:00:11.0")
         assert odd.fn.secondary_bus == 0 and odd.is_bridge
-    assert set(ours) == set(expected), (set(ours) ^ set(expected))
+    assert set(ours) == set(expected), set(ours) ^ set(expected)
     numa_checked = 0
     for bdf, (pci_type, parent, speed, numa) in expected.items():
         d = ours[bdf]
-        m = re.match(r"^([0-9a-f]{4}) \[([0-9a-f]{4}):([0-9a-f]{4})\] \[([0-9a-f]{4}):([0-9a-f]{4})\] ([0-9a-f]{2})", pci_type)
+        m = re.match(
+            r"^([0-9a-f]{4}) \[([0-9a-f]{4}):([0-9a-f]{4})\] \[([0-9a-f]{4}):([0-9a-f]{4})\] ([0-9a-f]{2})", pci_type
+        )
         cls, ven, dev, sven, sdev, rev = (int(x, 16) for x in m.groups())
         fn = d.fn
         assert fn.class_code >> 8 == cls, bdf
@@ -68,7 +71,7 @@ def test_pci_tree_matches_hwloc_xml(name, hwloc_trees):
             assert topo.numa_of(d) == numa, bdf
             numa_checked += 1
     if name not in LOCALITY_OVERRIDDEN:
-        assert numa_checked == 44   # every device hwloc placed under a package
+        assert numa_checked == 44  # every device hwloc placed under a package
 
 
 def test_console_case_matches(hwloc_trees):

@@ -1,6 +1,7 @@
 """What users install is what is tested: the wheel holds every module and data file of the source
 tree, the suite imports the installed package (under tests/run.sh), and every command of the
 installed console script answers --help and one real invocation."""
+
 import json
 import os
 import subprocess
@@ -8,7 +9,6 @@ import sys
 import zipfile
 
 import pytest
-
 from conftest import FIXTURES, GDSDIAG, INSTALLED, REPO
 
 H200 = os.path.join(FIXTURES, "snapshots", "h200-vm-2026-11-29.tar.gz")
@@ -35,8 +35,12 @@ def wheel(tmp_path_factory):
     if w:
         return w
     out = tmp_path_factory.mktemp("wheel")
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), REPO],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), REPO],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if r.returncode != 0:
         pytest.skip(f"cannot build a wheel here: {r.stderr.strip()[-200:]}")
     (name,) = [f for f in os.listdir(out) if f.endswith(".whl")]
@@ -68,16 +72,19 @@ def test_wheel_declares_an_entry_point_and_python_requirement(wheel):
 @pytest.mark.skipif(not INSTALLED, reason="runs under tests/run.sh, against the installed wheel")
 def test_suite_imports_the_installed_package_not_the_checkout():
     import gdsdiag
+
     here = os.path.realpath(gdsdiag.__file__)
     assert not here.startswith(os.path.realpath(REPO) + os.sep), f"gdsdiag imported from the checkout: {here}"
     assert GDSDIAG == [os.path.join(os.path.dirname(sys.executable), "gdsdiag")]
     from gdsdiag.cufile._lib import cdef_text
     from gdsdiag.trace.bpf import probe_source
+
     assert "cuFileDriverOpen" in cdef_text() and "TRACEPOINT_PROBE" in probe_source("cufile_trace.c")
 
 
 def _commands() -> list[str]:
     from gdsdiag.cli import cli
+
     return sorted(cli.commands)
 
 

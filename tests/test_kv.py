@@ -1,15 +1,16 @@
 """gdsdiag kv: KV bytes/token from real model configs (fixtures/models/README.md cites each) and the
 offload arithmetic."""
+
 import json
 import os
 import subprocess
 import sys
 
 import pytest
+from sweep_fixture import h200_sweep_doc
 
 from gdsdiag.errors import GdsdiagError
 from gdsdiag.kv import break_even, estimate, gbps_from_sweep, kv_shape
-from sweep_fixture import h200_sweep_doc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, "fixtures", "models")
@@ -34,19 +35,19 @@ def test_llama31_70b_gqa():
 
 def test_deepseek_v3_mla_uses_latent_not_kv_heads():
     c = cfg("deepseek-v3.config.json")
-    assert c["num_key_value_heads"] == 128          # present in the real config: must be ignored for MLA
+    assert c["num_key_value_heads"] == 128  # present in the real config: must be ignored for MLA
     s = kv_shape(c)
     assert s.attention == "MLA" and s.latent_dim == 576 and s.kv_heads is None
-    assert s.bytes_per_token == 70_272             # arXiv:2505.09343 Table 1: 70.272 KB
+    assert s.bytes_per_token == 70_272  # arXiv:2505.09343 Table 1: 70.272 KB
 
 
 def test_explicit_head_dim_and_mha_and_dtype_override():
     c = cfg("llama-3.1-70b.config.json")
-    c["head_dim"] = 256                             # an explicit head_dim wins over hidden/heads
+    c["head_dim"] = 256  # an explicit head_dim wins over hidden/heads
     assert kv_shape(c).bytes_per_token == 2 * 80 * 8 * 256 * 2
     del c["num_key_value_heads"]
     del c["head_dim"]
-    s = kv_shape(c, dtype="float8_e4m3fn")          # no num_key_value_heads: plain MHA
+    s = kv_shape(c, dtype="float8_e4m3fn")  # no num_key_value_heads: plain MHA
     assert s.attention == "MHA" and s.bytes_per_token == 2 * 80 * 64 * 128 * 1
 
 
@@ -64,7 +65,7 @@ def test_break_even_formula():
     p = break_even(1.0, 0.2, 0.2)
     assert p == pytest.approx(0.2 / 1.0)
     assert p * (1.0 - 0.2) == pytest.approx((1 - p) * 0.2)
-    assert break_even(0.1, 0.2, 0.2) is None        # loading slower than recomputing
+    assert break_even(0.1, 0.2, 0.2) is None  # loading slower than recomputing
 
 
 def test_estimate_llama_at_2gbps():
@@ -91,8 +92,17 @@ def _cli(*args):
 
 
 def test_cli_json_and_text(tmp_path):
-    p = _cli("--model-config", os.path.join(MODELS, "qwen2.5-1.5b.config.json"), "--gbps", "2", "--tokens", "1000",
-             "--prefill-tps", "10000", "--json")
+    p = _cli(
+        "--model-config",
+        os.path.join(MODELS, "qwen2.5-1.5b.config.json"),
+        "--gbps",
+        "2",
+        "--tokens",
+        "1000",
+        "--prefill-tps",
+        "10000",
+        "--json",
+    )
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
     assert d["schema"] == "gdsdiag.kv/1" and d["shape"]["bytes_per_token"] == 28_672

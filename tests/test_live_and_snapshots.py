@@ -1,16 +1,16 @@
 """Real sysfs: this machine's, and the GPU machine's snapshot taken there with 'gdsdiag snapshot'."""
+
 import os
 
 import pytest
+from conftest import FIXTURES
 
-from gdsdiag.platform.fsroot import FsRoot
 from gdsdiag.platform import pci_sysfs
+from gdsdiag.platform.fsroot import FsRoot
 from gdsdiag.snapshot import create, open_snapshot
 from gdsdiag.topology.load import from_root
 from gdsdiag.topology.model import Role
 from gdsdiag.topology.pairs import NcclLevel, P2pDmaMap, P2pVerdict, SmiLevel, analyse_all
-
-from conftest import FIXTURES
 
 H200 = os.path.join(FIXTURES, "snapshots", "h200-vm-2026-11-29.tar.gz")
 
@@ -33,8 +33,9 @@ def test_this_machine_live_sysfs():
         if bdfs:
             assert n in topo.devices[bdfs[-1]].names
     pairs = analyse_all(topo)
-    assert len(pairs) == len(topo.by_role(Role.GPU)) * (len(topo.by_role(Role.GPU)) - 1 +
-                                                       len(topo.by_role(Role.NVME, Role.NIC)))
+    assert len(pairs) == len(topo.by_role(Role.GPU)) * (
+        len(topo.by_role(Role.GPU)) - 1 + len(topo.by_role(Role.NVME, Role.NIC))
+    )
 
 
 def test_h200_gpu_machine_snapshot():
@@ -47,7 +48,7 @@ def test_h200_gpu_machine_snapshot():
     assert gpu.fn.driver == "nvidia"
     assert topo.iommu.mode == "off"
     assert topo.cpu.vendor == "GenuineIntel" and topo.cpu.numa_nodes == [0]
-    assert topo.host_bridges["0000:00"].numa_node == 0          # nvidia-smi: NUMA Affinity 0
+    assert topo.host_bridges["0000:00"].numa_node == 0  # nvidia-smi: NUMA Affinity 0
     (nic,) = topo.by_role(Role.NIC)
     assert nic.label == "eth0" and nic.fn.vendor == 0x1AF4
     (p,) = analyse_all(topo)
@@ -65,14 +66,20 @@ def test_snapshot_roundtrip_of_this_machine(tmp_path):
     info = create(str(out))
     assert info["entries"] > 10
     with pytest.raises(Exception, match="exists"):
-        create(str(out))                       # never overwrite
+        create(str(out))  # never overwrite
     snap = from_root(open_snapshot(str(out)))
     live = from_root("/")
     assert sorted(snap.devices) == sorted(live.devices)
     for bdf in live.devices:
         a, b = live.devices[bdf], snap.devices[bdf]
-        assert (a.role, a.fn.class_code, a.fn.vendor, a.fn.device, a.names, a.fn.parent_bdf) == \
-               (b.role, b.fn.class_code, b.fn.vendor, b.fn.device, b.names, b.fn.parent_bdf)
+        assert (a.role, a.fn.class_code, a.fn.vendor, a.fn.device, a.names, a.fn.parent_bdf) == (
+            b.role,
+            b.fn.class_code,
+            b.fn.vendor,
+            b.fn.device,
+            b.names,
+            b.fn.parent_bdf,
+        )
     assert snap.iommu.mode == live.iommu.mode
 
 
@@ -107,9 +114,10 @@ def test_malformed_sysfs_values_do_not_crash(tmp_path):
 def test_udev_enrichment_agrees_with_sysfs():
     pytest.importorskip("pyudev")
     from gdsdiag.topology.udev_names import enrich
+
     topo = from_root("/")
     notes = enrich(topo)
-    assert not [n for n in notes if "differs" in n]      # udev's PCI_ID equals what sysfs says
+    assert not [n for n in notes if "differs" in n]  # udev's PCI_ID equals what sysfs says
     # a corrupted sysfs reading is caught by the comparison
     if topo.devices:
         d = next(iter(topo.devices.values()))

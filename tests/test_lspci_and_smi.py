@@ -1,14 +1,15 @@
 """lspci and nvidia-smi imports from the real captures in the corpus, and the cell-by-cell
 cross-check on the two machines for which the corpus has both the lspci tree and nvidia-smi."""
+
 import pytest
-from hypothesis import given, settings, strategies as st
+from conftest import corpus
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gdsdiag.errors import GdsdiagError
 from gdsdiag.importers import lspci, nvidia_smi
 from gdsdiag.topology.model import Role
 from gdsdiag.topology.pairs import NcclLevel, P2pDmaMap, P2pVerdict, SmiLevel, analyse_all
-
-from conftest import corpus
 
 ASUS_TREE = corpus("lspci-tree", "asus-esc8000a-e12-highpoint-nvme-switch.txt")
 ASUS_SMI = corpus("nvidia-smi-topo", "asus-esc8000a-e12-4xrtx6000ada-cx7.txt")
@@ -30,8 +31,9 @@ def cells(tree, smi, numa):
     return topo, pairs, nvidia_smi.cross_check(topo, pairs, open(smi).read())
 
 
-@pytest.mark.parametrize("tree,smi,numa,n", [(ASUS_TREE, ASUS_SMI, ASUS_NUMA, 28),
-                                              (PUGET_TREE, PUGET_SMI, "0000:00-ff=0", 6)])
+@pytest.mark.parametrize(
+    "tree,smi,numa,n", [(ASUS_TREE, ASUS_SMI, ASUS_NUMA, 28), (PUGET_TREE, PUGET_SMI, "0000:00-ff=0", 6)]
+)
 def test_cross_check_agrees_on_every_cell(tree, smi, numa, n):
     topo, pairs, res = cells(tree, smi, numa)
     assert len(res) == n
@@ -48,9 +50,13 @@ def test_cross_check_reports_disagreement_without_numa():
 def test_asus_tree_structure():
     topo = lspci.load_lspci([ASUS_TREE], ASUS_NUMA)
     gpus = {g.label: g for g in topo.by_role(Role.GPU)}
-    assert {g: d.bdf for g, d in gpus.items()} == {"GPU0": "0000:01:00.0", "GPU1": "0000:41:00.0",
-                                                    "GPU2": "0000:c1:00.0", "GPU3": "0000:e1:00.0"}
-    assert len(topo.by_role(Role.NVME)) == 17          # 2 carriers x 8 Samsung + 1 boot drive
+    assert {g: d.bdf for g, d in gpus.items()} == {
+        "GPU0": "0000:01:00.0",
+        "GPU1": "0000:41:00.0",
+        "GPU2": "0000:c1:00.0",
+        "GPU3": "0000:e1:00.0",
+    }
+    assert len(topo.by_role(Role.NVME)) == 17  # 2 carriers x 8 Samsung + 1 boot drive
     assert len([n for n in topo.by_role(Role.NIC) if n.fn.vendor == 0x15B3]) == 4
     nvme = topo.devices["0000:02:00.0"]
     assert nvme.parent.bdf == "0000:00:05.1" and nvme.parent.role == Role.ROOT_PORT
@@ -90,8 +96,10 @@ def test_n1sdp_pex8749_downstream_ports_redirect():
     assert [d.bdf for d in nic.ancestors()] == ["0000:02:13.0", "0000:01:00.0", "0000:00:00.0"]
 
 
-@pytest.mark.parametrize("name,count", [("asus-esc8000a-e12-acsctl-grep-all-disabled.txt", 46),
-                                        ("puget-wrx90-acsctl-grep-all-disabled.txt", 26)])
+@pytest.mark.parametrize(
+    "name,count",
+    [("asus-esc8000a-e12-acsctl-grep-all-disabled.txt", 46), ("puget-wrx90-acsctl-grep-all-disabled.txt", 26)],
+)
 def test_acsctl_greps_all_off(name, count):
     acs = lspci.acsctl_lines(open(corpus("lspci-vvv", name)).read())
     assert len(acs) == count
@@ -107,12 +115,32 @@ def test_gpu_endpoint_block():
 
 
 SMI_EXPECT = {
-    "asus-esc8000a-e12-4xrtx6000ada-cx7.txt": (8, {("GPU0", "GPU1"): "NODE", ("GPU0", "NIC2"): "SYS"}, {"GPU2": 1}, {"NIC3": "mlx5_3"}),
-    "dgxa100-8xa100-epyc7742-10nic.txt": (18, {("GPU0", "GPU1"): "NV12", ("GPU0", "NIC0"): "PXB", ("NIC8", "NIC9"): "PIX"}, {"GPU0": 3}, {}),
-    "gooxi-as4110g-8x4090-after-recabling-nic-netdev-names.txt": (10, {("GPU0", "GPU4"): "NODE", ("GPU0", "GPU1"): "PIX"}, {"GPU0": 1}, {"NIC0": "ibp177s0f0"}),
+    "asus-esc8000a-e12-4xrtx6000ada-cx7.txt": (
+        8,
+        {("GPU0", "GPU1"): "NODE", ("GPU0", "NIC2"): "SYS"},
+        {"GPU2": 1},
+        {"NIC3": "mlx5_3"},
+    ),
+    "dgxa100-8xa100-epyc7742-10nic.txt": (
+        18,
+        {("GPU0", "GPU1"): "NV12", ("GPU0", "NIC0"): "PXB", ("NIC8", "NIC9"): "PIX"},
+        {"GPU0": 3},
+        {},
+    ),
+    "gooxi-as4110g-8x4090-after-recabling-nic-netdev-names.txt": (
+        10,
+        {("GPU0", "GPU4"): "NODE", ("GPU0", "GPU1"): "PIX"},
+        {"GPU0": 1},
+        {"NIC0": "ibp177s0f0"},
+    ),
     "gooxi-as4110g-8x4090-before-recabling-5plus3-split.txt": (10, {}, {}, {}),
     "puget-wrx90-2xrtx6000ada-phb-cx7.txt": (4, {("GPU0", "GPU1"): "PHB"}, {"GPU0": 0}, {}),
-    "savio4-8xa5000-pxb-pix-mlx5-oldheader.txt": (10, {("GPU2", "GPU3"): "PIX", ("GPU0", "GPU2"): "PXB", ("GPU4", "mlx5_0"): "SYS"}, {"GPU4": 1}, {}),
+    "savio4-8xa5000-pxb-pix-mlx5-oldheader.txt": (
+        10,
+        {("GPU2", "GPU3"): "PIX", ("GPU0", "GPU2"): "PXB", ("GPU4", "mlx5_0"): "SYS"},
+        {"GPU4": 1},
+        {},
+    ),
 }
 
 
@@ -132,8 +160,10 @@ def test_nvidia_smi_corpus_parses(name):
 
 
 def test_nvidia_smi_gpu_machine_capture_with_ansi():
-    from conftest import FIXTURES
     import os
+
+    from conftest import FIXTURES
+
     m = nvidia_smi.parse(open(os.path.join(FIXTURES, "nvidia-smi", "h200-vm-topo-m.txt")).read())
     assert m.columns == ["GPU0"] and m.cells == {("GPU0", "GPU0"): "X"} and m.numa == {"GPU0": 0}
 
@@ -150,10 +180,24 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(list("0123456789abcdef:.-+[]|\\ \n\tACSCtlLnkSta+xBusprimay=,") +
-                                ["ReqRedir+", "00.0", "-[01]--", "Express (v2) Root Port", "\n00: ff",
-                                 "\n0000:01:00.0 PCI bridge: X\n", "-+-[0000:00]-+-", "\tBus: primary=00, secondary=01"]),
-                max_size=200).map("".join))
+@given(
+    st.lists(
+        st.sampled_from(
+            list("0123456789abcdef:.-+[]|\\ \n\tACSCtlLnkSta+xBusprimay=,")
+            + [
+                "ReqRedir+",
+                "00.0",
+                "-[01]--",
+                "Express (v2) Root Port",
+                "\n00: ff",
+                "\n0000:01:00.0 PCI bridge: X\n",
+                "-+-[0000:00]-+-",
+                "\tBus: primary=00, secondary=01",
+            ]
+        ),
+        max_size=200,
+    ).map("".join)
+)
 def test_fuzz_lspci_parsers(text):
     try:
         lspci.parse_vvv(text)

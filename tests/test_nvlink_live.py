@@ -1,5 +1,6 @@
 """NVLink on a live node, against nvidia-smi on the same node. Needs NVIDIA GPUs, nvidia-ml-py and
 nvidia-smi (the GPU machine: two H200 joined by NV18); skipped elsewhere with the reason."""
+
 import shutil
 import subprocess
 
@@ -16,7 +17,7 @@ if shutil.which("nvidia-smi") is None:
 try:
     pynvml.nvmlInit()
     pynvml.nvmlShutdown()
-except Exception as e:   # no driver / no GPU
+except Exception as e:  # no driver / no GPU
     pytest.skip(f"NVML unavailable: {e}", allow_module_level=True)
 
 

@@ -2,6 +2,7 @@
 (tests/fixtures/snapshots/h200-vm-2026-11-29.tar.gz) with the nvidia-fs files of check_fixtures
 (stats = the real capture corpus/nvfs-stats/stelline-gds1.14-nvfs2.25.7-after-gdsio-write.txt, which
 carries 'NVFS Driver(version: 2.25.7)' and 'IO stats: Disabled'). Each test failed before its fix."""
+
 import json
 import os
 import re
@@ -85,11 +86,14 @@ def test_cli_path_that_does_not_exist_is_one_clear_line(tmp_path):
     missing = str(tmp_path / "nonexistent")
     r = _cli("check", "--path", missing)
     assert r.returncode == 3
-    assert r.stderr.strip() == (f"gdsdiag: error: --path {missing} does not exist — "
-                                "pass an existing directory on the storage to test")
+    assert r.stderr.strip() == (
+        f"gdsdiag: error: --path {missing} does not exist — pass an existing directory on the storage to test"
+    )
     assert "None" not in r.stdout + r.stderr
 
 
 def test_cli_gdscheck_on_other_text_is_an_error():
-    r = _cli("check", "--from", cf.H200, "--gdscheck", corpus("nvidia-smi-topo", "puget-wrx90-2xrtx6000ada-phb-cx7.txt"))
+    r = _cli(
+        "check", "--from", cf.H200, "--gdscheck", corpus("nvidia-smi-topo", "puget-wrx90-2xrtx6000ada-phb-cx7.txt")
+    )
     assert r.returncode == 3 and "0 of 0" not in r.stdout and len(r.stderr.strip().splitlines()) == 1

@@ -8,6 +8,7 @@ file's header). Each test failed before its fix:
 - a Sky Lake-E server's plain 'lspci' (corpus/lspci-plain/): the host bridge with a vendor name but no
   device id was judged 'not on the P2PDMA whitelist' (a definite NOT_SUPPORTED) instead of unknown.
 """
+
 from conftest import corpus
 
 from gdsdiag.importers import lspci
@@ -22,8 +23,14 @@ SKYLAKE = corpus("lspci-plain", "skylake-e-server-lspci-bus00-excerpt.txt")
 
 
 def _switch_pairs(topo):
-    return [p for p in analyse_all(topo) if p.b.role == Role.NVME and p.p2pdma != P2pDmaMap.THRU_HOST_BRIDGE
-            and p.path and not any(x.startswith("host-bridge") for x in p.path)]
+    return [
+        p
+        for p in analyse_all(topo)
+        if p.b.role == Role.NVME
+        and p.p2pdma != P2pDmaMap.THRU_HOST_BRIDGE
+        and p.path
+        and not any(x.startswith("host-bridge") for x in p.path)
+    ]
 
 
 def test_acsctl_grep_next_to_a_tree_is_used_not_dropped():
@@ -72,6 +79,6 @@ def test_old_lspci_tree_nvidia_lowercase_and_domain_in_bus_ranges():
     (gpu,) = topo.by_role(Role.GPU)
     assert gpu.bdf == "0000:04:00.0" and gpu.parent.bdf == "0000:00:0d.0" and gpu.fn.vendor == 0x10DE
     nics = {d.bdf for d in topo.by_role(Role.NIC)}
-    assert nics == {"0000:00:0a.0", "0000:01:0a.0"}       # CK804 Ethernet, Marvell 88E8001
+    assert nics == {"0000:00:0a.0", "0000:01:0a.0"}  # CK804 Ethernet, Marvell 88E8001
     assert topo.devices["0000:01:07.0"].parent.bdf == "0000:00:09.0"
     assert len(analyse_all(topo)) == 2

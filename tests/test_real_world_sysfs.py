@@ -11,6 +11,7 @@ with hwloc's own .test and expected .console output). Each test failed before th
   no numa_node files, only local_cpus. Before: NUMA None for every GPU, the GPUs were role 'other'
   (no vendor file) and the 6 memory-only nodes counted as CPU nodes.
 """
+
 import re
 
 from conftest import corpus
@@ -23,7 +24,7 @@ from gdsdiag.topology.pairs import SmiLevel, analyse_all
 def console_tree(name):
     """hwloc .console -> {busid: (parent busid or None, host bridge line, Package NUMA P#)}."""
     out = {}
-    stack = []          # (indent, busid)
+    stack = []  # (indent, busid)
     numa = None
     for line in open(corpus("hwloc-sysfs", name + ".console")):
         indent = len(line) - len(line.lstrip())
@@ -106,17 +107,25 @@ def test_matrix_shows_cpu_numa_and_gpu_numa_id_columns(hwloc_trees):
 
     from gdsdiag.render.topology_text import render
     from gdsdiag.topology.findings import find
+
     topo = from_root(hwloc_trees["nvidiagpunumanodes"])
     pairs = analyse_all(topo)
     buf = io.StringIO()
-    render(Console(file=buf, width=400), topo, pairs, find(topo, pairs), show_tree=False, show_matrix=True,
-           show_findings=False)
+    render(
+        Console(file=buf, width=400),
+        topo,
+        pairs,
+        find(topo, pairs),
+        show_tree=False,
+        show_matrix=True,
+        show_findings=False,
+    )
     out = buf.getvalue()
     lines = out.splitlines()
     head = next(ln for ln in lines if "GPU NUMA ID" in ln)
     assert head.split()[-7:] == ["CPU", "Affinity", "NUMA", "Affinity", "GPU", "NUMA", "ID"]
     row0 = next(ln for ln in lines if ln.split()[:2] == ["GPU0", "X"]).split()
-    assert row0[-3:] == ["0-87", "0", "255"]          # node0's cpulist, node 0, memory node 255 (0004:05:00.0)
+    assert row0[-3:] == ["0-87", "0", "255"]  # node0's cpulist, node 0, memory node 255 (0004:05:00.0)
     row5 = next(ln for ln in lines if ln.split()[:1] == ["GPU5"]).split()
     assert row5[-3:] == ["88-175", "8", "250"]
     assert "no NVLink source" in out
@@ -127,6 +136,7 @@ def test_inactive_nvlinks_from_nvlink_status_text_become_a_finding(hwloc_trees):
     # GPU 3 with links 3 and 5 <inactive>); before, nothing read that text at all
     from gdsdiag.topology.findings import find
     from gdsdiag.topology.load import attach_nvlink_status
+
     topo = from_root(hwloc_trees["nvidiagpunumanodes"])
     text = open(corpus("nvidia-smi-nvlink", "azhpc-v100-sxm2-two-links-inactive.txt")).read()
     attach_nvlink_status(topo, text, "nvidia-smi nvlink -s (azhpc#73)")

@@ -9,6 +9,7 @@
 - corpus/nvidia-smi-topo/puget-wrx90-2xrtx6000ada-phb-cx7.txt (NIC0/NIC1 = mlx5_0/mlx5_1) against the
   H200 machine whose only NIC is a virtio eth0: nothing may be matched by position.
 """
+
 import json
 import os
 import subprocess
@@ -48,6 +49,7 @@ def test_gb200_numa_affinity_lists_and_gpu_numa_id():
 def _h200x2(tmp_path, with_smi=True):
     # opened the way every command opens a snapshot (no tarfile filter needed: Python 3.11.2 lacks it)
     from gdsdiag.platform.roots import node_root
+
     with node_root(snapshot=H200X2) as fs:
         topo = from_root(fs)
     if with_smi:
@@ -61,7 +63,7 @@ def test_nvlink_pair_is_p2p_over_nvlink_not_phb(tmp_path):
     (gg,) = [p for p in pairs if p.a.label == "GPU0" and p.b.label == "GPU1"]
     assert gg.label == "NV18" and gg.nvlink.links == 18
     assert gg.verdict == P2pVerdict.NVLINK
-    assert gg.smi == SmiLevel.PHB           # the PCIe level is still known and reported
+    assert gg.smi == SmiLevel.PHB  # the PCIe level is still known and reported
     assert gg.reasons[0].startswith("NV18: 18 NVLink(s)")
     doc = gg.to_json()
     assert doc["nvidia_smi"] == "NV18" and doc["pcie"] == "PHB" and doc["p2p"] == "P2P_NVLINK"
@@ -99,7 +101,7 @@ def test_cli_cross_check_json_and_exit(tmp_path):
     assert doc["nvlink"]["pairs"][0]["links"] == 18
     # the NVLink came from the same text: not an independent comparison
     assert [c["agree"] for c in doc["cross_check"]] == [None, None]
-    assert r.returncode == 1      # GPU↔virtio-NIC P2PDMA warning remains; no disagreement added
+    assert r.returncode == 1  # GPU↔virtio-NIC P2PDMA warning remains; no disagreement added
 
 
 def test_cli_presentation_parts_and_pipe(tmp_path):
@@ -110,7 +112,10 @@ def test_cli_presentation_parts_and_pipe(tmp_path):
     row = next(ln for ln in lines if ln.split()[:2] == ["GPU0", "X"])
     assert row.split() == ["GPU0", "X", "NV18", "PHB!", "0-31", "0"]
     assert "  NIC0: eth0 (0000:00:03.0)" in lines
-    assert "Legend:" in lines and "  NV#  = Connection traversing a bonded set of # NVLinks (GPU peer traffic goes over NVLink)" in lines
+    assert (
+        "Legend:" in lines
+        and "  NV#  = Connection traversing a bonded set of # NVLinks (GPU peer traffic goes over NVLink)" in lines
+    )
     # every fix is one line in a pipe
     fixes = [ln for ln in lines if ln.strip().startswith("fix: ")]
     assert fixes and all(ln.rstrip().endswith(("still", "complex")) for ln in fixes)
@@ -119,9 +124,13 @@ def test_cli_presentation_parts_and_pipe(tmp_path):
     assert "host bridge 0000:00" in tree_only and "pair matrix" not in tree_only and "findings" not in tree_only
     matrix_only = cli("topology", "--from", H200X2, "--matrix").stdout
     assert "pair matrix" in matrix_only and "host bridge" not in matrix_only and "findings" not in matrix_only
-    assert "NVLink:" in matrix_only      # no NVLink source in a bare snapshot: said, not silent
+    assert "NVLink:" in matrix_only  # no NVLink source in a bare snapshot: said, not silent
     findings_only = cli("topology", "--from", H200X2, "--findings").stdout
-    assert findings_only.startswith("findings (") and "GPU0   X" not in findings_only and "host bridge" not in findings_only
+    assert (
+        findings_only.startswith("findings (")
+        and "GPU0   X" not in findings_only
+        and "host bridge" not in findings_only
+    )
     both = cli("topology", "--from", H200X2, "--tree", "--findings").stdout
     assert "host bridge" in both and "findings (" in both and "CPU Affinity" not in both
 
@@ -129,6 +138,7 @@ def test_cli_presentation_parts_and_pipe(tmp_path):
 def test_gpu_machine_nvlink_status_text_all_links_active(tmp_path):
     # the same machine's 'nvidia-smi nvlink -s' (18 links x 26.562 GB/s per GPU): no inactive-link finding
     from gdsdiag.topology.load import attach_nvlink_status
+
     topo = _h200x2(tmp_path)
     attach_nvlink_status(topo, open(os.path.join(FIXTURES, "nvidia-smi", "h200x2-vm-nvlink-s.txt")).read(), "nvlink -s")
     assert sorted((g.links_active, g.links_inactive) for g in topo.nvlink.gpus.values()) == [(18, 0), (18, 0)]
@@ -140,9 +150,11 @@ def test_dynamic_routing_on_a_real_dgx_a100_matrix():
     # only. Any other GPU reaching mlx5_0 crosses the root complex, and GPU0 (near mlx5_0, NV12 to it)
     # is the GPU_MEM_NVLINKS bounce cufile.json's dynamic routing would use.
     from gdsdiag.topology.routing import describe, plan
+
     m = nvidia_smi.parse(open(corpus("nvidia-smi-topo", "dgxa100-8xa100-epyc7742-10nic.txt")).read())
     gpus = [c for c in m.columns if c.startswith("GPU")]
     nics = [c for c in m.columns if c.startswith("NIC")]
+
     def cell(a, b):
         return m.cells.get((a, b))
 
@@ -156,7 +168,9 @@ def test_dynamic_routing_on_a_real_dgx_a100_matrix():
     assert ("GPU0", "NIC0") not in by and ("GPU1", "NIC1") not in by
     # NIC8/NIC9 share a switch with no GPU: host memory is all cuFile has
     assert {by[(g, "NIC8")]["policy"] for g in gpus} == {"SYS_MEM"}
-    assert describe(e).startswith("GPU5 ↔ NIC0 is SYS (crosses the root complex): GPU_MEM_NVLINKS can bounce through GPU0")
+    assert describe(e).startswith(
+        "GPU5 ↔ NIC0 is SYS (crosses the root complex): GPU_MEM_NVLINKS can bounce through GPU0"
+    )
 
 
 def test_dynamic_routing_on_the_asus_tree_is_sys_mem_only():
@@ -164,6 +178,9 @@ def test_dynamic_routing_on_the_asus_tree_is_sys_mem_only():
     # host bridges -> no GPU shares a switch with a NIC
     from gdsdiag.importers import lspci
     from gdsdiag.topology.routing import dynamic_routing
-    topo = lspci.load_lspci([corpus("lspci-tree", "asus-esc8000a-e12-highpoint-nvme-switch.txt")], "0000:00-7f=0,0000:80-ff=1")
+
+    topo = lspci.load_lspci(
+        [corpus("lspci-tree", "asus-esc8000a-e12-highpoint-nvme-switch.txt")], "0000:00-7f=0,0000:80-ff=1"
+    )
     r = dynamic_routing(topo, analyse_all(topo))
     assert len(r) == 4 * 4 and {e["policy"] for e in r} == {"SYS_MEM"}

@@ -1,5 +1,6 @@
 """gdsdiag sweep on this machine (--mode host on a real filesystem), its data safety, verification
 and cleanup, and the latency math."""
+
 import json
 import os
 import signal
@@ -12,7 +13,7 @@ import pytest
 from gdsdiag.errors import GdsdiagError
 from gdsdiag.sweep import files, pattern
 from gdsdiag.sweep.engines import PointSpec, VerifyError, run_point
-from gdsdiag.sweep.latency import hist_percentile, parse_duration, parse_size, percentile, summarize
+from gdsdiag.sweep.latency import parse_duration, parse_size, percentile, summarize
 from gdsdiag.sweep.runner import SweepConfig, run_sweep
 
 
@@ -21,7 +22,7 @@ def _cli(*args, **kw):
 
 
 def test_percentiles_on_known_latencies():
-    v = list(range(1, 101))                       # 1..100
+    v = list(range(1, 101))  # 1..100
     assert percentile(v, 50) == 50 and percentile(v, 90) == 90 and percentile(v, 99) == 99
     assert percentile(v, 99.9) == 100 and percentile(v, 100) == 100 and percentile(v, 0) == 1
     assert percentile([7], 99.9) == 7 and percentile([], 50) is None
@@ -39,8 +40,16 @@ def test_size_and_duration_parsing():
 
 
 def test_host_mode_end_to_end(tmp_path):
-    cfg = SweepConfig(str(tmp_path), 8 << 20, [4096, 65536], [1, 2], ["read", "write", "randread", "randwrite"], ["host"],
-                      seconds=None, total_bytes=1 << 20)
+    cfg = SweepConfig(
+        str(tmp_path),
+        8 << 20,
+        [4096, 65536],
+        [1, 2],
+        ["read", "write", "randread", "randwrite"],
+        ["host"],
+        seconds=None,
+        total_bytes=1 << 20,
+    )
     rep = run_sweep(cfg)
     assert len(rep.points) == 16 and not any(p.error for p in rep.points)
     for p in rep.points:
@@ -48,21 +57,53 @@ def test_host_mode_end_to_end(tmp_path):
         assert p.summary["ops"] == (1 << 20) // p.bs
         assert p.verified_bytes > 0
         if p.rw in ("read", "randread"):
-            assert p.verified_bytes == 1 << 20          # every byte read was checked
+            assert p.verified_bytes == 1 << 20  # every byte read was checked
         assert p.summary["lat_us"]["p50"] > 0 and p.summary["gbps"] > 0
-    assert os.listdir(tmp_path) == []                 # the sweep file is gone
+    assert os.listdir(tmp_path) == []  # the sweep file is gone
 
 
 def test_cli_json_csv_and_refusals(tmp_path):
     out = tmp_path / "res.csv"
-    r = _cli("sweep", "--dir", str(tmp_path), "--size", "4M", "--bs", "4k", "--threads", "1", "--rw", "randread",
-             "--mode", "host", "--bytes", "256k", "--json", "--csv", str(out))
+    r = _cli(
+        "sweep",
+        "--dir",
+        str(tmp_path),
+        "--size",
+        "4M",
+        "--bs",
+        "4k",
+        "--threads",
+        "1",
+        "--rw",
+        "randread",
+        "--mode",
+        "host",
+        "--bytes",
+        "256k",
+        "--json",
+        "--csv",
+        str(out),
+    )
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["schema"] == "gdsdiag.sweep/1" and doc["points"][0]["verified_bytes"] == 262144
     assert out.read_text().startswith("mode,rw,bs,threads,gbps")
     before = out.read_bytes()
-    r = _cli("sweep", "--dir", str(tmp_path), "--size", "4M", "--bs", "4k", "--threads", "1", "--mode", "host", "--csv", str(out))
+    r = _cli(
+        "sweep",
+        "--dir",
+        str(tmp_path),
+        "--size",
+        "4M",
+        "--bs",
+        "4k",
+        "--threads",
+        "1",
+        "--mode",
+        "host",
+        "--csv",
+        str(out),
+    )
     assert r.returncode == 3 and "exists" in r.stderr and out.read_bytes() == before
     r = _cli("sweep", "--dir", str(tmp_path / "nope"), "--mode", "host")
     assert r.returncode == 4 and "is not a directory" in r.stderr and "Traceback" not in r.stderr
@@ -76,7 +117,11 @@ def test_never_touches_existing_files(tmp_path):
     victim.write_bytes(b"user data")
     other = tmp_path / "model.safetensors"
     other.write_bytes(b"weights")
-    run_sweep(SweepConfig(str(tmp_path), 4 << 20, [4096], [1], ["write", "read"], ["host"], seconds=None, total_bytes=64 << 10))
+    run_sweep(
+        SweepConfig(
+            str(tmp_path), 4 << 20, [4096], [1], ["write", "read"], ["host"], seconds=None, total_bytes=64 << 10
+        )
+    )
     assert victim.read_bytes() == b"user data" and other.read_bytes() == b"weights"
     assert sorted(os.listdir(tmp_path)) == sorted([victim.name, other.name])
     assert not files.is_sweep_file(str(victim))
@@ -104,7 +149,7 @@ def test_a_corrupted_byte_fails_the_read_with_its_offset(tmp_path):
         sf.fill()
         assert files.is_sweep_file(sf.path)
         bad = files.HEADER_SIZE + 300_001
-        with open(sf.path, "r+b") as f:              # the sweep's own file, between write and read
+        with open(sf.path, "r+b") as f:  # the sweep's own file, between write and read
             f.seek(bad)
             b = f.read(1)
             f.seek(bad)
@@ -118,13 +163,35 @@ def test_a_corrupted_byte_fails_the_read_with_its_offset(tmp_path):
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_removes_the_sweep_file(tmp_path, sig):
-    p = subprocess.Popen([sys.executable, "-m", "gdsdiag", "sweep", "--dir", str(tmp_path), "--size", "32M", "--bs", "4k",
-                          "--threads", "2", "--rw", "randread", "--mode", "host", "--time", "60s"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gdsdiag",
+            "sweep",
+            "--dir",
+            str(tmp_path),
+            "--size",
+            "32M",
+            "--bs",
+            "4k",
+            "--threads",
+            "2",
+            "--rw",
+            "randread",
+            "--mode",
+            "host",
+            "--time",
+            "60s",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 30
     while time.time() < deadline and not any(n.startswith("gdsdiag-sweep-") for n in os.listdir(tmp_path)):
         time.sleep(0.05)
-    time.sleep(1.0)                                   # into the timed point
+    time.sleep(1.0)  # into the timed point
     assert any(n.startswith("gdsdiag-sweep-") for n in os.listdir(tmp_path))
     p.send_signal(sig)
     out, err = p.communicate(timeout=30)
@@ -140,7 +207,21 @@ def test_filesystem_without_odirect_gets_a_clear_message(tmp_path):
     if subprocess.run(["mount", "-t", "ramfs", "none", str(where)]).returncode != 0:
         pytest.skip("cannot mount ramfs here")
     try:
-        r = _cli("sweep", "--dir", str(where), "--size", "4M", "--bs", "4k", "--threads", "1", "--mode", "host", "--bytes", "64k")
+        r = _cli(
+            "sweep",
+            "--dir",
+            str(where),
+            "--size",
+            "4M",
+            "--bs",
+            "4k",
+            "--threads",
+            "1",
+            "--mode",
+            "host",
+            "--bytes",
+            "64k",
+        )
         assert r.returncode == 3
         assert "refuses O_DIRECT" in r.stderr and "page-cache numbers would be a mirage" in r.stderr
         assert os.listdir(where) == []
@@ -151,33 +232,80 @@ def test_filesystem_without_odirect_gets_a_clear_message(tmp_path):
 def test_gpu_modes_without_a_gpu_say_so(tmp_path):
     try:
         import cupy  # noqa: F401
+
         pytest.skip("cupy is installed: the GPU path is tested on the GPU machine")
     except ImportError:
         pass
-    r = _cli("sweep", "--dir", str(tmp_path), "--size", "4M", "--bs", "4k", "--threads", "1", "--mode", "bounce", "--bytes", "64k")
+    r = _cli(
+        "sweep",
+        "--dir",
+        str(tmp_path),
+        "--size",
+        "4M",
+        "--bs",
+        "4k",
+        "--threads",
+        "1",
+        "--mode",
+        "bounce",
+        "--bytes",
+        "64k",
+    )
     assert r.returncode == 3 and "needs cupy and a CUDA GPU" in r.stderr
     assert os.listdir(tmp_path) == []
 
 
 def test_pattern_gpu_and_host_agree_on_host():
     import mmap
+
     b = mmap.mmap(-1, 4096)
     with memoryview(b) as v:
         pattern.host_fill(v, 8192, 5)
         assert pattern.host_first_mismatch(v, 8192, 5) is None
-        bad = pattern.host_first_mismatch(v, 4096, 5)             # read as if from another offset
-        assert 4096 <= bad < 4104                                    # the very first word differs
+        bad = pattern.host_first_mismatch(v, 4096, 5)  # read as if from another offset
+        assert 4096 <= bad < 4104  # the very first word differs
     b.close()
 
 
 def test_plot_writes_a_png_and_never_overwrites(tmp_path):
     pytest.importorskip("matplotlib", reason="--plot needs matplotlib (installed by the [test] extra)")
     png = tmp_path / "sweep.png"
-    r = _cli("sweep", "--dir", str(tmp_path), "--size", "4M", "--bs", "4k,64k", "--threads", "1", "--rw", "read,write",
-             "--mode", "host", "--bytes", "1m", "--plot", str(png))
+    r = _cli(
+        "sweep",
+        "--dir",
+        str(tmp_path),
+        "--size",
+        "4M",
+        "--bs",
+        "4k,64k",
+        "--threads",
+        "1",
+        "--rw",
+        "read,write",
+        "--mode",
+        "host",
+        "--bytes",
+        "1m",
+        "--plot",
+        str(png),
+    )
     assert r.returncode == 0, r.stderr
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
-    r = _cli("sweep", "--dir", str(tmp_path), "--size", "4M", "--bs", "4k", "--threads", "1", "--mode", "host", "--plot", str(png))
+    r = _cli(
+        "sweep",
+        "--dir",
+        str(tmp_path),
+        "--size",
+        "4M",
+        "--bs",
+        "4k",
+        "--threads",
+        "1",
+        "--mode",
+        "host",
+        "--plot",
+        str(png),
+    )
     assert r.returncode == 3 and "exists" in r.stderr and png.read_bytes() == data
     assert sorted(os.listdir(tmp_path)) == ["sweep.png"]

@@ -1,5 +1,6 @@
 """gdsdiag sweep's GPU modes on a real GPU (the H200 machine: cuFile in compatibility mode).
 Skips without cupy, a GPU, or the udev entry cuFile needs."""
+
 import os
 
 import pytest
@@ -28,8 +29,16 @@ def workdir(tmp_path):
 
 def test_all_modes_verified_with_routes(workdir):
     pytest.importorskip("kvikio")
-    cfg = SweepConfig(str(workdir), 64 << 20, [1 << 20], [1, 2], ["read", "write"], ["cufile", "kvikio", "bounce", "host"],
-                      seconds=None, total_bytes=16 << 20)
+    cfg = SweepConfig(
+        str(workdir),
+        64 << 20,
+        [1 << 20],
+        [1, 2],
+        ["read", "write"],
+        ["cufile", "kvikio", "bounce", "host"],
+        seconds=None,
+        total_bytes=16 << 20,
+    )
     rep = run_sweep(cfg)
     assert len(rep.points) == 16 and not any(p.error for p in rep.points), [p.error for p in rep.points if p.error]
     by = {(p.mode, p.rw, p.threads): p for p in rep.points}
@@ -38,14 +47,17 @@ def test_all_modes_verified_with_routes(workdir):
         assert by[("bounce", "read", th)].route == "DRAM_BOUNCE"
         c = by[("cufile", "read", th)]
         assert c.route == "COMPAT" and "compatibility mode" in c.route_warning
-        assert c.route_detail["cufile_stats"]["reads"]["posix"] > 0 and c.route_detail["cufile_stats"]["reads"]["nvfs"] == 0
+        assert (
+            c.route_detail["cufile_stats"]["reads"]["posix"] > 0
+            and c.route_detail["cufile_stats"]["reads"]["nvfs"] == 0
+        )
         assert by[("kvikio", "read", th)].route in ("COMPAT", "KVIKIO_POSIX")
         for mode in ("cufile", "kvikio", "bounce", "host"):
             for rw in ("read", "write"):
                 p = by[(mode, rw, th)]
                 assert p.verified_bytes >= 16 << 20, (mode, rw, th)
                 if mode in ("cufile", "bounce", "host"):
-                    assert p.loop["kind"] == "c", p.loop           # the per-I/O loop is C, not Python
+                    assert p.loop["kind"] == "c", p.loop  # the per-I/O loop is C, not Python
                 if mode != "host":
                     assert p.ratio is not None and 0 < p.ratio and "pinned_copy" in p.ceilings
     assert rep.ceilings["pinned_copy"]["h2d"] > 1.0
@@ -55,6 +67,7 @@ def test_all_modes_verified_with_routes(workdir):
 @pytest.mark.parametrize("mode", ["cufile", "bounce"])
 def test_gpu_side_verification_catches_a_flipped_byte(workdir, mode):
     from gdsdiag import cufile
+
     if mode == "cufile":
         cufile.stats.set_level(3)
         drv = cufile.Driver().open()
@@ -76,8 +89,9 @@ def test_gpu_side_verification_catches_a_flipped_byte(workdir, mode):
 
 
 def test_batch_variant(workdir):
-    cfg = SweepConfig(str(workdir), 256 << 20, [1 << 20], [2], ["read", "write"], ["cufile-batch"],
-                      seconds=None, total_bytes=32 << 20)
+    cfg = SweepConfig(
+        str(workdir), 256 << 20, [1 << 20], [2], ["read", "write"], ["cufile-batch"], seconds=None, total_bytes=32 << 20
+    )
     rep = run_sweep(cfg)
     assert len(rep.points) == 2 and not any(p.error for p in rep.points)
     for p in rep.points:
@@ -85,8 +99,9 @@ def test_batch_variant(workdir):
 
 
 def test_async_variant(workdir):
-    cfg = SweepConfig(str(workdir), 64 << 20, [1 << 20], [1], ["read", "write"], ["cufile-async"],
-                      seconds=None, total_bytes=16 << 20)
+    cfg = SweepConfig(
+        str(workdir), 64 << 20, [1 << 20], [1], ["read", "write"], ["cufile-async"], seconds=None, total_bytes=16 << 20
+    )
     rep = run_sweep(cfg)
     assert not any(p.error for p in rep.points)
     assert all(p.route == "COMPAT" and p.verified_bytes >= 16 << 20 for p in rep.points)
@@ -106,10 +121,20 @@ def test_time_based_points_on_the_c_loop(workdir, mode):
 
 def test_bounce_iodepth_io_uring(workdir):
     from gdsdiag.sweep import native
+
     if not native.have_uring():
         pytest.skip("no compiled io_uring loop")
-    cfg = SweepConfig(str(workdir), 64 << 20, [65536], [2], ["read", "write"], ["bounce"], seconds=None,
-                      total_bytes=16 << 20, iodepth=8)
+    cfg = SweepConfig(
+        str(workdir),
+        64 << 20,
+        [65536],
+        [2],
+        ["read", "write"],
+        ["bounce"],
+        seconds=None,
+        total_bytes=16 << 20,
+        iodepth=8,
+    )
     rep = run_sweep(cfg)
     for p in rep.points:
         assert p.error is None, p.error
@@ -118,6 +143,7 @@ def test_bounce_iodepth_io_uring(workdir):
 
 def test_cufile_c_loop_catches_a_flipped_byte(workdir):
     from gdsdiag import cufile
+
     cufile.stats.set_level(3)
     drv = cufile.Driver().open()
     sf = files.SweepFile(str(workdir), 4 << 20)

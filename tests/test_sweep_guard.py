@@ -2,6 +2,7 @@
 it writes: argument checks (exit 4, nothing created), points judged as errors (too few I/Os, a
 worker that did not run, a stall), the C loop and the Python loop agreeing, io_uring depth, the
 sweep's descriptor kept across a symlink swap, ENOSPC named, Ctrl-C without BufferError."""
+
 import errno
 import json
 import os
@@ -26,20 +27,23 @@ def _cli(*args, env=None, **kw):
     return subprocess.run([sys.executable, "-m", "gdsdiag", *args], capture_output=True, text=True, env=e, **kw)
 
 
-@pytest.mark.parametrize("args,words", [
-    (["--threads", "0"], "at least one thread"),
-    (["--threads", "-3"], "at least one thread"),
-    (["--threads", "x"], "not a list of whole numbers"),
-    (["--time", "-5s"], "more than 0 s"),
-    (["--time", "soon"], "not a duration"),
-    (["--bs", "0"], "multiple of 4 KiB"),
-    (["--bs", "6k"], "multiple of 4 KiB"),
-    (["--bs", "1m", "--threads", "8", "--size", "4M"], "smaller than threads × iodepth × bs"),
-    (["--bytes", "8k"], "fewer than max(16, threads) blocks"),
-    (["--iodepth", "0"], "needs at least 1"),
-    (["--mode", "nope"], "unknown mode"),
-    (["--rw", "sideways"], "unknown --rw"),
-])
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["--threads", "0"], "at least one thread"),
+        (["--threads", "-3"], "at least one thread"),
+        (["--threads", "x"], "not a list of whole numbers"),
+        (["--time", "-5s"], "more than 0 s"),
+        (["--time", "soon"], "not a duration"),
+        (["--bs", "0"], "multiple of 4 KiB"),
+        (["--bs", "6k"], "multiple of 4 KiB"),
+        (["--bs", "1m", "--threads", "8", "--size", "4M"], "smaller than threads × iodepth × bs"),
+        (["--bytes", "8k"], "fewer than max(16, threads) blocks"),
+        (["--iodepth", "0"], "needs at least 1"),
+        (["--mode", "nope"], "unknown mode"),
+        (["--rw", "sideways"], "unknown --rw"),
+    ],
+)
 def test_bad_arguments_exit_4_before_any_work(tmp_path, args, words):
     base = {"--size": "16M", "--bs": "4k", "--threads": "1", "--mode": "host", "--rw": "read", "--time": "1s"}
     for i in range(0, len(args), 2):
@@ -51,8 +55,23 @@ def test_bad_arguments_exit_4_before_any_work(tmp_path, args, words):
 
 
 def test_iodepth_is_refused_for_cufile_modes(tmp_path):
-    r = _cli("sweep", "--dir", str(tmp_path), "--size", "16M", "--bs", "4k", "--threads", "1", "--mode", "cufile",
-             "--iodepth", "8", "--time", "1s")
+    r = _cli(
+        "sweep",
+        "--dir",
+        str(tmp_path),
+        "--size",
+        "16M",
+        "--bs",
+        "4k",
+        "--threads",
+        "1",
+        "--mode",
+        "cufile",
+        "--iodepth",
+        "8",
+        "--time",
+        "1s",
+    )
     assert r.returncode == EXIT_USAGE and "is for host and bounce" in r.stderr
 
 
@@ -63,7 +82,21 @@ def test_full_disk_refused_before_writing_and_enospc_named(tmp_path):
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(where)]).returncode != 0:
         pytest.skip("cannot mount tmpfs here")
     try:
-        r = _cli("sweep", "--dir", str(where), "--size", "64M", "--bs", "4k", "--threads", "1", "--mode", "host", "--time", "1s")
+        r = _cli(
+            "sweep",
+            "--dir",
+            str(where),
+            "--size",
+            "64M",
+            "--bs",
+            "4k",
+            "--threads",
+            "1",
+            "--mode",
+            "host",
+            "--time",
+            "1s",
+        )
         assert r.returncode == EXIT_USAGE and "GiB free; the sweep file needs" in r.stderr
         assert os.listdir(where) == []
         # a real ENOSPC from this filesystem, as the sweep names it
@@ -83,8 +116,24 @@ def test_full_disk_refused_before_writing_and_enospc_named(tmp_path):
 
 def test_too_few_ios_is_an_error_not_a_number(tmp_path):
     # 1 ms per point at 1 MiB: a handful of I/Os at most — reported as ERROR with the reason, exit 2
-    r = _cli("sweep", "--dir", str(tmp_path), "--size", "64M", "--bs", "1m", "--threads", "1", "--rw", "read",
-             "--mode", "host", "--time", "1ms", "--json")
+    r = _cli(
+        "sweep",
+        "--dir",
+        str(tmp_path),
+        "--size",
+        "64M",
+        "--bs",
+        "1m",
+        "--threads",
+        "1",
+        "--rw",
+        "read",
+        "--mode",
+        "host",
+        "--time",
+        "1ms",
+        "--json",
+    )
     assert r.returncode == 2, r.stderr
     p = json.loads(r.stdout)["points"][0]
     assert p["route"] == "ERROR" and "fewer than 16" in p["error"] and "not a measurement" in p["error"]
@@ -105,6 +154,7 @@ def test_stall_and_idle_worker_are_errors(tmp_path):
     try:
         spec = PointSpec("host", "read", 4096, 2, total_bytes=256 << 10)
         from gdsdiag.sweep.engines import base, host
+
         res = base.run_workers(host, spec, sf)
         assert res.ops == 64 and res.workers[0]["ops"] == 32 and res.workers[1]["ops"] == 32
         point = base.Point(spec, sf)
@@ -131,9 +181,11 @@ def test_stall_and_idle_worker_are_errors(tmp_path):
 
 def test_histogram_percentiles_within_a_bucket():
     import numpy as np
+
     from gdsdiag.sweep.engines.base import bucket
+
     rng = np.random.default_rng(1)
-    lat = sorted(int(x) for x in rng.lognormal(11, 1, 5000))        # ~60 µs, wide spread
+    lat = sorted(int(x) for x in rng.lognormal(11, 1, 5000))  # ~60 µs, wide spread
     hist = np.zeros(4096, dtype=np.uint64)
     for v in lat:
         hist[bucket(v)] += 1
@@ -149,19 +201,59 @@ def test_c_loop_and_python_loop_agree(tmp_path):
         pytest.skip(f"the C loop cannot be built here: {why}")
     docs = {}
     for name, env in (("c", {}), ("python", {"GDSDIAG_PYTHON_LOOP": "1"})):
-        r = _cli("sweep", "--dir", str(tmp_path), "--size", "8M", "--bs", "4k,64k", "--threads", "1,2", "--rw", "read,randwrite",
-                 "--mode", "host", "--bytes", "1m", "--json", env=env)
+        r = _cli(
+            "sweep",
+            "--dir",
+            str(tmp_path),
+            "--size",
+            "8M",
+            "--bs",
+            "4k,64k",
+            "--threads",
+            "1,2",
+            "--rw",
+            "read,randwrite",
+            "--mode",
+            "host",
+            "--bytes",
+            "1m",
+            "--json",
+            env=env,
+        )
         assert r.returncode == 0, r.stderr
         docs[name] = json.loads(r.stdout)
-    assert "python loop" in _cli("sweep", "--dir", str(tmp_path), "--size", "8M", "--bs", "4k", "--threads", "1", "--rw", "read",
-                                 "--mode", "host", "--bytes", "64k", env={"GDSDIAG_PYTHON_LOOP": "1"}).stdout
+    assert (
+        "python loop"
+        in _cli(
+            "sweep",
+            "--dir",
+            str(tmp_path),
+            "--size",
+            "8M",
+            "--bs",
+            "4k",
+            "--threads",
+            "1",
+            "--rw",
+            "read",
+            "--mode",
+            "host",
+            "--bytes",
+            "64k",
+            env={"GDSDIAG_PYTHON_LOOP": "1"},
+        ).stdout
+    )
     for pc, pp in zip(docs["c"]["points"], docs["python"]["points"]):
-        assert pc["loop"]["kind"] == "c" and pp["loop"] == {"kind": "python", "engine": "python", "why": "GDSDIAG_PYTHON_LOOP is set",
-                                                            "buffers": "2 MiB-aligned, MADV_HUGEPAGE"}
+        assert pc["loop"]["kind"] == "c" and pp["loop"] == {
+            "kind": "python",
+            "engine": "python",
+            "why": "GDSDIAG_PYTHON_LOOP is set",
+            "buffers": "2 MiB-aligned, MADV_HUGEPAGE",
+        }
         assert pc["summary"]["ops"] == pp["summary"]["ops"] == (1 << 20) // pc["bs"]
         if pc["rw"] == "read":
             assert pc["verified_bytes"] == pp["verified_bytes"] == 1 << 20
-        else:       # random writes revisit blocks: the distinct blocks written are read back
+        else:  # random writes revisit blocks: the distinct blocks written are read back
             assert 0 < pc["verified_bytes"] <= 1 << 20 and pc["verified_bytes"] % pc["bs"] == 0
         assert pc["verify_seconds"] > 0 and pc["summary"]["lat_us"]["p50"] > 0
     assert os.listdir(tmp_path) == []
@@ -170,8 +262,17 @@ def test_c_loop_and_python_loop_agree(tmp_path):
 def test_iodepth_uses_io_uring_and_verifies(tmp_path):
     if not native.have_uring():
         pytest.skip("no compiled io_uring loop here")
-    cfg = SweepConfig(str(tmp_path), 16 << 20, [4096, 1 << 20], [2], ["read", "randread", "write", "randwrite"], ["host"],
-                      seconds=None, total_bytes=16 << 20, iodepth=8)
+    cfg = SweepConfig(
+        str(tmp_path),
+        16 << 20,
+        [4096, 1 << 20],
+        [2],
+        ["read", "randread", "write", "randwrite"],
+        ["host"],
+        seconds=None,
+        total_bytes=16 << 20,
+        iodepth=8,
+    )
     rep = run_sweep(cfg)
     for p in rep.points:
         assert p.error is None, p.error
@@ -184,6 +285,7 @@ def test_io_uring_catches_a_flipped_byte(tmp_path):
     if not native.have_uring():
         pytest.skip("no compiled io_uring loop here")
     from gdsdiag.sweep.engines import VerifyError
+
     sf = files.SweepFile(str(tmp_path), 1 << 20)
     try:
         sf.fill()
@@ -206,15 +308,17 @@ def test_a_file_swapped_for_a_symlink_is_never_written_through(tmp_path):
     try:
         sf.fill()
         ident = sf.ident
-        os.rename(sf.path, tmp_path / "moved.dat")            # an attacker swaps the name for a link
+        os.rename(sf.path, tmp_path / "moved.dat")  # an attacker swaps the name for a link
         os.symlink(victim, sf.path)
         run_point(PointSpec("host", "write", 4096, 2, total_bytes=1 << 20), sf)
         assert victim.read_bytes() == b"precious" * 1000
         st = os.stat(tmp_path / "moved.dat")
-        assert (st.st_dev, st.st_ino) == ident                   # the writes went to the sweep's own inode
+        assert (st.st_dev, st.st_ino) == ident  # the writes went to the sweep's own inode
     finally:
         sf.remove()
-    assert os.path.islink(sf.path) and victim.read_bytes() == b"precious" * 1000   # cleanup never follows or removes the link
+    assert (
+        os.path.islink(sf.path) and victim.read_bytes() == b"precious" * 1000
+    )  # cleanup never follows or removes the link
     os.unlink(sf.path)
     os.unlink(tmp_path / "moved.dat")
 
@@ -223,6 +327,7 @@ def test_creating_never_follows_a_planted_link(tmp_path, monkeypatch):
     victim = tmp_path / "victim"
     victim.write_bytes(b"x")
     import secrets
+
     monkeypatch.setattr(secrets, "token_hex", lambda n: "00000000")
     os.symlink(victim, tmp_path / f"gdsdiag-sweep-{os.getpid()}-00000000.dat")
     with pytest.raises(GdsdiagError, match="free sweep file name"):
@@ -232,6 +337,7 @@ def test_creating_never_follows_a_planted_link(tmp_path, monkeypatch):
 
 def test_written_ranges_merge():
     import numpy as np
+
     bm = np.zeros(2, dtype=np.uint8)
     for b in (0, 1, 2, 5, 9):
         bm[b >> 3] |= 1 << (b & 7)
@@ -239,9 +345,31 @@ def test_written_ranges_merge():
 
 
 def test_interrupt_leaves_no_file_and_no_buffer_error(tmp_path):
-    p = subprocess.Popen([sys.executable, "-m", "gdsdiag", "sweep", "--dir", str(tmp_path), "--size", "64M", "--bs", "4k",
-                          "--threads", "2", "--rw", "randwrite", "--mode", "host", "--time", "60s"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gdsdiag",
+            "sweep",
+            "--dir",
+            str(tmp_path),
+            "--size",
+            "64M",
+            "--bs",
+            "4k",
+            "--threads",
+            "2",
+            "--rw",
+            "randwrite",
+            "--mode",
+            "host",
+            "--time",
+            "60s",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 30
     while time.time() < deadline and not any(n.startswith("gdsdiag-sweep-") for n in os.listdir(tmp_path)):
         time.sleep(0.05)
@@ -257,9 +385,27 @@ def test_signal_handlers_are_restored_after_a_sweep(tmp_path):
     from click.testing import CliRunner
 
     from gdsdiag.commands.sweep import sweep
+
     before = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
-    r = CliRunner().invoke(sweep, ["--dir", str(tmp_path), "--size", "4M", "--bs", "4k", "--threads", "1", "--rw", "read",
-                                   "--mode", "host", "--bytes", "64k"])
+    r = CliRunner().invoke(
+        sweep,
+        [
+            "--dir",
+            str(tmp_path),
+            "--size",
+            "4M",
+            "--bs",
+            "4k",
+            "--threads",
+            "1",
+            "--rw",
+            "read",
+            "--mode",
+            "host",
+            "--bytes",
+            "64k",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
 
@@ -270,20 +416,22 @@ def test_progress_shows_rate_and_eta():
     from rich.console import Console
 
     from gdsdiag.render.sweep_out import SweepProgress, _eta_text
+
     con = Console(file=io.StringIO(), force_terminal=True, width=200)
     prog = SweepProgress(con, 4, 2.0, None)
-    assert prog.eta(0.0) is None                                  # nothing started: unknown, not 0
+    assert prog.eta(0.0) is None  # nothing started: unknown, not 0
     prog.point(PointSpec("host", "read", 4096, 1))
     now = prog.point_t0
-    assert prog.eta(now + 0.5) == pytest.approx(2.5 + 3 * 3.0)    # before any point ends: --time + 1 s each
+    assert prog.eta(now + 0.5) == pytest.approx(2.5 + 3 * 3.0)  # before any point ends: --time + 1 s each
     prog.walls = [4.0]
     prog.point_t0 = now
-    assert prog.eta(now + 1.0) == pytest.approx(3.0 + 2 * 4.0)    # measured: 4 s per point
+    assert prog.eta(now + 1.0) == pytest.approx(3.0 + 2 * 4.0)  # measured: 4 s per point
     assert _eta_text(3725) == "1:02:05" and _eta_text(65) == "1:05"
 
 
 def test_io_buffers_are_huge_page_aligned_unless_asked(monkeypatch):
     import ctypes
+
     b = files.IoBuffer(1 << 20)
     addr = ctypes.addressof(ctypes.c_char.from_buffer(b.mem)) + b.offset
     assert addr % (2 << 20) == 0 and len(b.view) == 1 << 20
@@ -296,11 +444,30 @@ def test_io_buffers_are_huge_page_aligned_unless_asked(monkeypatch):
 
 def test_compare_fio_runs_fio_around_each_point(tmp_path):
     import shutil
+
     if not shutil.which("fio"):
         pytest.skip("fio is not installed (apt-get install fio)")
-    r = _cli("sweep", "--dir", str(tmp_path), "--size", "16M", "--bs", "4k", "--threads", "2", "--rw", "read,randwrite",
-             "--mode", "host", "--time", "1s", "--no-verify", "--compare-fio", "--json")
-    assert r.returncode in (0, 2), r.stderr             # 2 only if this shared disk stalled a point (said why)
+    r = _cli(
+        "sweep",
+        "--dir",
+        str(tmp_path),
+        "--size",
+        "16M",
+        "--bs",
+        "4k",
+        "--threads",
+        "2",
+        "--rw",
+        "read,randwrite",
+        "--mode",
+        "host",
+        "--time",
+        "1s",
+        "--no-verify",
+        "--compare-fio",
+        "--json",
+    )
+    assert r.returncode in (0, 2), r.stderr  # 2 only if this shared disk stalled a point (said why)
     for p in json.loads(r.stdout)["points"]:
         if p["error"]:
             assert "stall" in p["error"] or "fewer than" in p["error"]
@@ -309,16 +476,33 @@ def test_compare_fio_runs_fio_around_each_point(tmp_path):
         assert "error" not in f, f
         assert len(f["runs"]) == 2 and f["ratio"] == pytest.approx(p["summary"]["gbps"] / f["gbps"], rel=0.01)
         assert "--numjobs=2" in f["command"] and "--thread" in f["command"] and "--ioengine=psync" in f["command"]
-        assert "/proc/" in f["command"] and "/fd/" in f["command"]       # the sweep's own open file
+        assert "/proc/" in f["command"] and "/fd/" in f["command"]  # the sweep's own open file
         if p["rw"] == "read":
             assert "--offset_increment=" in f["command"] and "--readonly" in f["command"]
         else:
             assert "--norandommap" in f["command"] and "--readonly" not in f["command"]
-    assert os.listdir(tmp_path) == []                  # fio's write target was the sweep's second file, removed
+    assert os.listdir(tmp_path) == []  # fio's write target was the sweep's second file, removed
 
 
 def test_compare_fio_without_fio_is_a_usage_error(tmp_path):
-    r = _cli("sweep", "--dir", str(tmp_path), "--size", "16M", "--bs", "4k", "--threads", "1", "--rw", "read",
-             "--mode", "host", "--time", "1s", "--compare-fio", env={"GDSDIAG_FIO": str(tmp_path / "no-fio"), "PATH": "/nonexistent"})
+    r = _cli(
+        "sweep",
+        "--dir",
+        str(tmp_path),
+        "--size",
+        "16M",
+        "--bs",
+        "4k",
+        "--threads",
+        "1",
+        "--rw",
+        "read",
+        "--mode",
+        "host",
+        "--time",
+        "1s",
+        "--compare-fio",
+        env={"GDSDIAG_FIO": str(tmp_path / "no-fio"), "PATH": "/nonexistent"},
+    )
     assert r.returncode == EXIT_USAGE and "--compare-fio needs fio" in r.stderr
     assert os.listdir(tmp_path) == []

@@ -2,6 +2,7 @@
 (tests/workloads/tree.py and the io_uring program uring_rw.c built here), a process already running
 before --pid, --comm and --cgroup. Needs root, bcc and a kernel headers tree (.ci/run links Debian's
 6.1 headers); each test skips with the reason otherwise."""
+
 import json
 import os
 import shutil
@@ -17,7 +18,7 @@ KiB, MiB = 1024, 1 << 20
 HERE = os.path.dirname(os.path.abspath(__file__))
 TREE = os.path.join(HERE, "workloads", "tree.py")
 URING_C = os.path.join(HERE, "workloads", "uring_rw.c")
-PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable   # not a pyenv shell shim
+PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable  # not a pyenv shell shim
 
 
 def _bcc_ok():
@@ -25,6 +26,7 @@ def _bcc_ok():
         return "needs root"
     try:
         from gdsdiag.trace.bpf import import_bcc
+
         import_bcc()
     except Exception as e:
         return f"bcc unavailable: {e}"
@@ -49,8 +51,11 @@ def _parse(stdout):
 
 def _shape(ios, d):
     """(process role, api, op, file, offset, size, route) of the I/O on files under d."""
-    return [(v["pid"], v["api"], v["op"], os.path.basename(v["path"]), v["offset"], v["size"], v["route"])
-            for v in ios if v["path"] and v["path"].startswith(d + "/")]
+    return [
+        (v["pid"], v["api"], v["op"], os.path.basename(v["path"]), v["offset"], v["size"], v["route"])
+        for v in ios
+        if v["path"] and v["path"].startswith(d + "/")
+    ]
 
 
 @pytest.fixture
@@ -68,37 +73,54 @@ def test_process_tree_every_syscall_exact_offsets_and_the_reused_descriptor(data
         uring = str(tmp_path / "uring_rw")
         subprocess.run([cc, "-O2", "-o", uring, URING_C], check=True)
     rec = tmp_path / "rec.jsonl"
-    r = subprocess.run([sys.executable, "-m", "gdsdiag", "trace", "--json", "--record", str(rec), "--", PY, TREE, datadir]
-                       + ([uring] if uring else []), capture_output=True, text=True, timeout=400)
+    r = subprocess.run(
+        [sys.executable, "-m", "gdsdiag", "trace", "--json", "--record", str(rec), "--", PY, TREE, datadir]
+        + ([uring] if uring else []),
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stderr.startswith("attaching…") and "tracing, Ctrl-C to end" in r.stderr
     ios, summ = _parse(r.stdout)
     pids = {}
-    for line in r.stdout.splitlines():            # "op PID what": which process did what
+    for line in r.stdout.splitlines():  # "op PID what": which process did what
         if line.startswith("op ") and line.split()[1].isdigit():
             pids.setdefault(" ".join(line.split()[2:4]), int(line.split()[1]))
     parent, child, gchild = pids["write first.dat"], pids["direct child.dat"], pids["buffered gc.dat"]
     H = "HOST"
-    want = [(parent, "write", "write", "first.dat", 0, 64 * KiB, H), (parent, "write", "write", "first.dat", 64 * KiB, 64 * KiB, H),
-            # the same fd number, now another file: never reported under the old name
-            (parent, "write", "write", "second.dat", 0, 64 * KiB, H),
-            (parent, "write", "write", "mm.dat", 0, MiB, H)]
+    want = [
+        (parent, "write", "write", "first.dat", 0, 64 * KiB, H),
+        (parent, "write", "write", "first.dat", 64 * KiB, 64 * KiB, H),
+        # the same fd number, now another file: never reported under the old name
+        (parent, "write", "write", "second.dat", 0, 64 * KiB, H),
+        (parent, "write", "write", "mm.dat", 0, MiB, H),
+    ]
     want += [(child, "pwritev2", "write", "child.dat", i * MiB, MiB, H) for i in range(4)]
     want += [(child, "preadv2", "read", "child.dat", i * MiB, MiB, H) for i in range(4)]
-    want += [(gchild, "write", "write", "gc.dat", 0, 256 * KiB, H), (gchild, "write", "write", "gc.dat", 256 * KiB, 256 * KiB, H),
-             (gchild, "read", "read", "gc.dat", 0, 128 * KiB, H), (gchild, "readv", "read", "gc.dat", 128 * KiB, 128 * KiB, H),
-             (gchild, "writev", "write", "gc.dat", 256 * KiB, 128 * KiB, H),
-             (gchild, "pread64", "read", "gc.dat", 12 * KiB, 64 * KiB, H),          # through the dup'd fd
-             (gchild, "copy_file_range", "read", "gc.dat", 0, 64 * KiB, H),
-             (gchild, "copy_file_range", "write", "cfr.dat", 0, 64 * KiB, H),
-             (gchild, "pwrite64", "write", "rel.dat", 4 * KiB, 8 * KiB, H),           # openat(dirfd, "rel.dat")
-             (gchild, "mmap", "read", "mm.dat", 0, MiB, H)]
-    if uring:      # the grandchild exec'd the io_uring program: same pid, new name
-        want += [(gchild, "io_uring", "write", "ur.dat", 0, 64 * KiB, H), (gchild, "io_uring", "write", "ur.dat", 64 * KiB, 64 * KiB, H),
-                 (gchild, "io_uring", "read", "ur.dat", 64 * KiB, 64 * KiB, H)]
+    want += [
+        (gchild, "write", "write", "gc.dat", 0, 256 * KiB, H),
+        (gchild, "write", "write", "gc.dat", 256 * KiB, 256 * KiB, H),
+        (gchild, "read", "read", "gc.dat", 0, 128 * KiB, H),
+        (gchild, "readv", "read", "gc.dat", 128 * KiB, 128 * KiB, H),
+        (gchild, "writev", "write", "gc.dat", 256 * KiB, 128 * KiB, H),
+        (gchild, "pread64", "read", "gc.dat", 12 * KiB, 64 * KiB, H),  # through the dup'd fd
+        (gchild, "copy_file_range", "read", "gc.dat", 0, 64 * KiB, H),
+        (gchild, "copy_file_range", "write", "cfr.dat", 0, 64 * KiB, H),
+        (gchild, "pwrite64", "write", "rel.dat", 4 * KiB, 8 * KiB, H),  # openat(dirfd, "rel.dat")
+        (gchild, "mmap", "read", "mm.dat", 0, MiB, H),
+    ]
+    if uring:  # the grandchild exec'd the io_uring program: same pid, new name
+        want += [
+            (gchild, "io_uring", "write", "ur.dat", 0, 64 * KiB, H),
+            (gchild, "io_uring", "write", "ur.dat", 64 * KiB, 64 * KiB, H),
+            (gchild, "io_uring", "read", "ur.dat", 64 * KiB, 64 * KiB, H),
+        ]
     got = _shape(ios, datadir)
-    assert sorted(got, key=lambda x: (x[0], x[1] == "mmap")) == sorted(want, key=lambda x: (x[0], x[1] == "mmap")) or got == want, \
-        "\n".join(map(str, got))
+    assert (
+        sorted(got, key=lambda x: (x[0], x[1] == "mmap")) == sorted(want, key=lambda x: (x[0], x[1] == "mmap"))
+        or got == want
+    ), "\n".join(map(str, got))
     assert all("not on the GPU data path" in v["evidence"][-1] for v in ios if v["route"] == "HOST")
     assert summ["lost_events"] == 0 and summ["traced_exit_code"] == 0
     procs = {p["pid"]: p for p in summ["processes"]}
@@ -106,7 +128,9 @@ def test_process_tree_every_syscall_exact_offsets_and_the_reused_descriptor(data
     if uring:
         assert procs[gchild]["comm"] == "uring_rw" and procs[gchild]["exe"] == uring
     # the recording re-analyses to the same verdicts anywhere
-    r2 = subprocess.run([sys.executable, "-m", "gdsdiag", "trace", "--replay", str(rec), "--json"], capture_output=True, text=True)
+    r2 = subprocess.run(
+        [sys.executable, "-m", "gdsdiag", "trace", "--replay", str(rec), "--json"], capture_output=True, text=True
+    )
     assert _shape(_parse(r2.stdout)[0], datadir) == got
     header, events = read_record(str(rec))
     assert header["gdsdiag_trace_record"] == 2
@@ -143,8 +167,9 @@ print("late", late, flush=True)
 def _start_trace(args, out_path):
     out = open(out_path, "w")
     err_path = out_path + ".err"
-    t = subprocess.Popen([sys.executable, "-m", "gdsdiag", "trace", "--json", *args], stdout=out,
-                         stderr=open(err_path, "w"), text=True)
+    t = subprocess.Popen(
+        [sys.executable, "-m", "gdsdiag", "trace", "--json", *args], stdout=out, stderr=open(err_path, "w"), text=True
+    )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if "tracing, Ctrl-C to end" in open(err_path).read():
@@ -167,12 +192,14 @@ def test_pid_follows_a_running_process_its_existing_child_and_new_children(datad
     app.stdin.flush()
     late = int(app.stdout.readline().split()[1])
     app.wait(30)
-    t.wait(60)              # the trace ends when every followed process has gone
+    t.wait(60)  # the trace ends when every followed process has gone
     out.close()
     ios, summ = _parse(open(tmp_path / "trace.out").read())
-    assert _shape(ios, datadir) == [(app.pid, "write", "write", "pre.dat", 65536, 65536, "HOST"),
-                                    (kid, "pwrite64", "write", "pre.dat", 3 * 65536, 8192, "HOST"),
-                                    (late, "pwrite64", "write", "late.dat", 4096, 16384, "HOST")]
+    assert _shape(ios, datadir) == [
+        (app.pid, "write", "write", "pre.dat", 65536, 65536, "HOST"),
+        (kid, "pwrite64", "write", "pre.dat", 3 * 65536, 8192, "HOST"),
+        (late, "pwrite64", "write", "late.dat", 4096, 16384, "HOST"),
+    ]
     procs = {p["pid"]: p for p in summ["processes"]}
     assert procs[kid]["ppid"] == app.pid and procs[late]["ppid"] == app.pid
 
@@ -184,14 +211,18 @@ def test_comm_and_cgroup_select_processes_started_later(datadir, tmp_path):
     cg = os.path.join(root, f"gdsdiag-test-{os.getpid()}")
     os.mkdir(cg)
     try:
-        t, out = _start_trace(["--comm", "gdsdiag-named", "--cgroup", cg, "--duration", "20"], str(tmp_path / "trace.out"))
+        t, out = _start_trace(
+            ["--comm", "gdsdiag-named", "--cgroup", cg, "--duration", "20"], str(tmp_path / "trace.out")
+        )
         # one process by name (exec'd under that name), one moved into the cgroup before it writes
         named = tmp_path / "gdsdiag-named"
         os.symlink(PY, named)
         code = "import os,sys; fd=os.open(sys.argv[1], os.O_CREAT|os.O_WRONLY, 0o600); os.pwrite(fd, b'n'*8192, 8192)"
         subprocess.run([str(named), "-c", code, os.path.join(datadir, "named.dat")], check=True)
-        incg = ("import os,sys; open(os.path.join(sys.argv[2], 'cgroup.procs'), 'w').write(str(os.getpid()));"
-                "fd=os.open(sys.argv[1], os.O_CREAT|os.O_WRONLY, 0o600); os.pwrite(fd, b'c'*4096, 0)")
+        incg = (
+            "import os,sys; open(os.path.join(sys.argv[2], 'cgroup.procs'), 'w').write(str(os.getpid()));"
+            "fd=os.open(sys.argv[1], os.O_CREAT|os.O_WRONLY, 0o600); os.pwrite(fd, b'c'*4096, 0)"
+        )
         subprocess.run([PY, "-c", incg, os.path.join(datadir, "cg.dat"), cg], check=True)
         other = "import os,sys; fd=os.open(sys.argv[1], os.O_CREAT|os.O_WRONLY, 0o600); os.pwrite(fd, b'o'*8192, 0)"
         subprocess.run([PY, "-c", other, os.path.join(datadir, "other.dat")], check=True)
@@ -219,10 +250,11 @@ print("open", lib.cuFileDriverOpen() & 0xffffffff, flush=True)
 
 def test_two_processes_with_two_libcufile_copies_are_both_probed(tmp_path):
     from gdsdiag.platform.libcufile import locate
+
     wheel = locate().path
     if wheel is None:
         pytest.skip("no libcufile here (the nvidia-cufile wheel)")
-    other = tmp_path / "vendored" / "libcufile.so.0"      # a framework's or container's own copy
+    other = tmp_path / "vendored" / "libcufile.so.0"  # a framework's or container's own copy
     other.parent.mkdir()
     shutil.copy(wheel, other)
     user = tmp_path / "user.py"
@@ -230,17 +262,26 @@ def test_two_processes_with_two_libcufile_copies_are_both_probed(tmp_path):
     rec = tmp_path / "rec.jsonl"
     sh = f"{PY} {user} {wheel} 0 && {PY} {user} {other} 0.5"
     # (in tmp_path: libcufile writes its cufile.log into the working directory)
-    r = subprocess.run([sys.executable, "-m", "gdsdiag", "trace", "--json", "--record", str(rec), "--", "/bin/sh", "-c", sh],
-                       capture_output=True, text=True, timeout=400, cwd=str(tmp_path), env=_env())
+    r = subprocess.run(
+        [sys.executable, "-m", "gdsdiag", "trace", "--json", "--record", str(rec), "--", "/bin/sh", "-c", sh],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        cwd=str(tmp_path),
+        env=_env(),
+    )
     assert r.returncode == 0, r.stderr
     ios, summ = _parse(r.stdout)
     libs = {os.path.realpath(x["path"]): x for x in summ["libraries"] if x["kind"] == "libcufile"}
     assert os.path.realpath(wheel) in libs and os.path.realpath(str(other)) in libs
     # the copy is the same build: its USDT sites get the handlers compiled for the first
-    assert libs[os.path.realpath(wheel)]["usdt"] > 0 and libs[os.path.realpath(str(other))]["usdt"] == libs[os.path.realpath(wheel)]["usdt"]
+    assert (
+        libs[os.path.realpath(wheel)]["usdt"] > 0
+        and libs[os.path.realpath(str(other))]["usdt"] == libs[os.path.realpath(wheel)]["usdt"]
+    )
     header, events = read_record(str(rec))
     users = sorted({e.pid for e in events if e.kind == "api_enter" and e.name == "cuFileGetVersion"})
-    assert len(users) == 2                               # one call through each copy, each seen
+    assert len(users) == 2  # one call through each copy, each seen
     assert libs[os.path.realpath(str(other))]["pids"] == [users[1]]
     opened = [e for e in events if e.kind == "api_exit" and e.name == "cuFileDriverOpen"]
     assert sorted(e.pid for e in opened) == users
@@ -250,8 +291,12 @@ def test_two_processes_with_two_libcufile_copies_are_both_probed(tmp_path):
 
 
 def test_bad_selectors_are_one_clear_line():
-    for args, msg in ((["--pid", "999999999"], "no process 999999999"),
-                      (["--cgroup", "/nonexistent/gdsdiag-x"], "cgroup v2")):
-        r = subprocess.run([sys.executable, "-m", "gdsdiag", "trace", *args], capture_output=True, text=True, timeout=60)
+    for args, msg in (
+        (["--pid", "999999999"], "no process 999999999"),
+        (["--cgroup", "/nonexistent/gdsdiag-x"], "cgroup v2"),
+    ):
+        r = subprocess.run(
+            [sys.executable, "-m", "gdsdiag", "trace", *args], capture_output=True, text=True, timeout=60
+        )
         assert r.returncode == 3 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
         assert len([ln for ln in r.stderr.splitlines() if ln.startswith("gdsdiag: error")]) == 1

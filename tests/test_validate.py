@@ -2,13 +2,15 @@
 the GPU machine's real snapshot (check_fixtures.py names the source of every replaced file), the
 HGX-class tree from hwloc's DGX-2H capture, the real H200 sweep (sweep_fixture.py) and the real
 trace recordings (fixtures/trace/)."""
+
 import json
 import os
 import shutil
 
 import pytest
-
 from check_fixtures import add_nvidia_fs, copy_tree, set_cufile, set_iommu_translating, unpack_h200
+from sweep_fixture import h200_sweep_doc
+
 from gdsdiag.check.context import CheckContext
 from gdsdiag.check.model import Status
 from gdsdiag.errors import GdsdiagError
@@ -16,7 +18,6 @@ from gdsdiag.platform.fsroot import FsRoot
 from gdsdiag.validate import policy as pol
 from gdsdiag.validate.rules import RULES, route_mix
 from gdsdiag.validate.runner import run
-from sweep_fixture import h200_sweep_doc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRACE = os.path.join(HERE, "fixtures", "trace")
@@ -53,10 +54,11 @@ def sweep_file(tmp_path, doc=None, name="sweep.json"):
 
 # ---- policy ----------------------------------------------------------------------------------------
 
+
 def test_default_policy_loads_and_every_key_is_in_the_schema():
     p = pol.load()
     assert p.source == "default" and p.get("io.max_compat_share") == 0.0
-    assert p.get("iommu.allowed") == ["off", "passthrough"]      # YAML 'off' is not read as false
+    assert p.get("iommu.allowed") == ["off", "passthrough"]  # YAML 'off' is not read as false
     flat = pol._flatten(p.data)
     assert set(flat) == set(pol.SCHEMA)
 
@@ -67,18 +69,24 @@ def test_user_policy_merges_over_default(tmp_path):
     assert p.get("expect.gpus") == 8 and p.get("expect.nics") is None
 
 
-@pytest.mark.parametrize("text,match", [
-    ("io: {max_compat_shar: 0.1}\n", "unknown policy key 'io.max_compat_shar' .*did you mean 'io.max_compat_share'"),
-    ("io: {max_compat_share: 5}\n", "not a share between 0 and 1"),
-    ("routes: {allowed: [NVFS, TELEPORT]}\n", "unknown route"),
-    ("pcie: {acs_redirect: maybe}\n", "not one of fail, warn, ignore"),
-    ("version: 2\n", "version 2 is not supported"),
-    ("sweep: {min_gbps: {huge: 1}}\n", "not a size"),
-    ("sweep: {quick: {bs: [1m], turbo: true}}\n", "not a sweep setting"),
-    ("mounts: [{allowed: [NVFS]}]\n", "needs a 'path'"),
-    ("expect: [1, 2\n", "not valid YAML"),
-    ("- a\n- b\n", "must be a mapping"),
-])
+@pytest.mark.parametrize(
+    "text,match",
+    [
+        (
+            "io: {max_compat_shar: 0.1}\n",
+            "unknown policy key 'io.max_compat_shar' .*did you mean 'io.max_compat_share'",
+        ),
+        ("io: {max_compat_share: 5}\n", "not a share between 0 and 1"),
+        ("routes: {allowed: [NVFS, TELEPORT]}\n", "unknown route"),
+        ("pcie: {acs_redirect: maybe}\n", "not one of fail, warn, ignore"),
+        ("version: 2\n", "version 2 is not supported"),
+        ("sweep: {min_gbps: {huge: 1}}\n", "not a size"),
+        ("sweep: {quick: {bs: [1m], turbo: true}}\n", "not a sweep setting"),
+        ("mounts: [{allowed: [NVFS]}]\n", "needs a 'path'"),
+        ("expect: [1, 2\n", "not valid YAML"),
+        ("- a\n- b\n", "must be a mapping"),
+    ],
+)
 def test_bad_policies_are_one_clear_error(tmp_path, text, match):
     with pytest.raises(GdsdiagError, match=match):
         pol.load(policy_file(tmp_path, text))
@@ -91,21 +99,32 @@ def test_missing_policy_file(tmp_path):
 
 # ---- static rules on the real H200 snapshot ---------------------------------------------------------
 
+
 def test_every_rule_once_in_cost_order(h200, tmp_path):
     res, rep = validate(h200, tmp_path=tmp_path)
     assert [r.rule for r in rep.results] == [r.id for r in RULES]
     stages = [r.stage for r in rep.results]
-    assert stages == sorted(stages, key=lambda s: s != "static")     # static before measured
+    assert stages == sorted(stages, key=lambda s: s != "static")  # static before measured
     assert rep.node["snapshot_id"].startswith("sha256:") and rep.node["tool_version"]
 
 
 def test_h200_baseline(h200, tmp_path):
     res, rep = validate(h200, tmp_path=tmp_path)
-    want = {"drivers.nvidia": Status.PASS, "drivers.libcufile": Status.PASS, "container.udev": Status.PASS,
-            "cufile.json": Status.PASS, "platform.iommu": Status.PASS, "pcie.acs": Status.PASS,
-            "pcie.downtrained": Status.PASS, "cufile.ignored_keys": Status.PASS, "cufile.compat_pool": Status.PASS,
-            "drivers.nvidia_fs": Status.SKIP, "inventory.gpus": Status.SKIP, "routes.per_mount": Status.SKIP,
-            "io.compat_share": Status.SKIP}
+    want = {
+        "drivers.nvidia": Status.PASS,
+        "drivers.libcufile": Status.PASS,
+        "container.udev": Status.PASS,
+        "cufile.json": Status.PASS,
+        "platform.iommu": Status.PASS,
+        "pcie.acs": Status.PASS,
+        "pcie.downtrained": Status.PASS,
+        "cufile.ignored_keys": Status.PASS,
+        "cufile.compat_pool": Status.PASS,
+        "drivers.nvidia_fs": Status.SKIP,
+        "inventory.gpus": Status.SKIP,
+        "routes.per_mount": Status.SKIP,
+        "io.compat_share": Status.SKIP,
+    }
     assert {k: res[k].status for k in want} == want
     assert "580.159.04" in res["drivers.nvidia"].summary
 
@@ -191,6 +210,7 @@ GIGABYTE = os.path.join(CORPUS, "lspci-tree", "gigabyte-e251-u70-pex8747-cx6dx-v
 
 def _first_acsctl(name):
     from gdsdiag.importers.lspci import parse_acsctl
+
     with open(os.path.join(CORPUS, "lspci-vvv", name)) as f:
         return parse_acsctl(next(line for line in f if "ACSCtl:" in line))
 
@@ -204,6 +224,7 @@ def _gigabyte_inputs(acs):
     from gdsdiag.topology.model import Role
     from gdsdiag.topology.pairs import analyse_all
     from gdsdiag.validate.rules import Inputs
+
     topo = load_lspci([GIGABYTE])
     for d in topo.devices.values():
         if d.role not in (Role.GPU, Role.NIC, Role.NVME):
@@ -215,6 +236,7 @@ def _gigabyte_inputs(acs):
 
 def test_acs_redirect_on_gpu_nic_path():
     from gdsdiag.validate.rules import RULES as R
+
     rule = next(r for r in R if r.id == "pcie.acs")
     redirect = _first_acsctl("arm-n1sdp-plx-pex8749-acs-redir-on-dsp-lspci-vvxxx.txt")
     disabled = _first_acsctl("asus-esc8000a-e12-acsctl-grep-all-disabled.txt")
@@ -223,7 +245,7 @@ def test_acs_redirect_on_gpu_nic_path():
     assert "ACSCtl" in r.evidence[0].source and "GPU" in r.evidence[0].value
     assert r.status == Status.FAIL and "setpci" in r.fix
     assert rule.evaluate(_gigabyte_inputs(disabled)).status == Status.PASS
-    assert rule.evaluate(_gigabyte_inputs(None)).status == Status.SKIP          # lspci -tv alone: ACS unknown
+    assert rule.evaluate(_gigabyte_inputs(None)).status == Status.SKIP  # lspci -tv alone: ACS unknown
     inp = _gigabyte_inputs(redirect)
     inp.policy = pol.Policy(pol._merge(inp.policy.data, {"pcie": {"acs_redirect": "warn"}}), "t")
     assert rule.evaluate(inp).status == Status.WARN
@@ -256,7 +278,9 @@ def test_compat_pool(tree, tmp_path):
     res, _ = validate(tree, "cufile: {compat_pool: {concurrent_ios: 128}}\n", tmp_path)
     r = res["cufile.compat_pool"]
     assert r.status == Status.FAIL and "64 × 1024 KiB" in r.summary and "posix_pool_slab_count" in r.fix
-    set_cufile(tree, '{"properties": {"posix_pool_slab_size_kb": [4, 1024, 16384], "posix_pool_slab_count": [128, 256, 64]}}')
+    set_cufile(
+        tree, '{"properties": {"posix_pool_slab_size_kb": [4, 1024, 16384], "posix_pool_slab_count": [128, 256, 64]}}'
+    )
     res, _ = validate(tree, "cufile: {compat_pool: {concurrent_ios: 128}}\n", tmp_path)
     assert res["cufile.compat_pool"].status == Status.PASS
     res, _ = validate(tree, "cufile: {compat_pool: {concurrent_ios: 8, io_size: 64m}}\n", tmp_path)
@@ -277,6 +301,7 @@ def test_routes_per_mount(h200, tmp_path):
 
 # ---- measured rules on the real H200 sweep and trace recordings ----------------------------------
 
+
 def test_sweep_thresholds(h200, tmp_path):
     sw = [sweep_file(tmp_path)]
     res, _ = validate(h200, tmp_path=tmp_path, sweep_results=sw)
@@ -292,10 +317,21 @@ def test_sweep_thresholds(h200, tmp_path):
 
 def test_failed_point_fails_min_gbps(h200, tmp_path):
     doc = h200_sweep_doc()
-    doc["points"].append({"mode": "cufile", "rw": "read", "bs": 1 << 20, "threads": 16, "summary": {}, "route": "FAILED",
-                          "error": "gdsdiag: error: cuFileRead failed"})
+    doc["points"].append(
+        {
+            "mode": "cufile",
+            "rw": "read",
+            "bs": 1 << 20,
+            "threads": 16,
+            "summary": {},
+            "route": "FAILED",
+            "error": "gdsdiag: error: cuFileRead failed",
+        }
+    )
     res, _ = validate(h200, tmp_path=tmp_path, sweep_results=[sweep_file(tmp_path, doc)])
-    assert res["sweep.min_gbps"].status == Status.FAIL and "cuFileRead failed" in res["sweep.min_gbps"].evidence[0].value
+    assert (
+        res["sweep.min_gbps"].status == Status.FAIL and "cuFileRead failed" in res["sweep.min_gbps"].evidence[0].value
+    )
 
 
 def test_compat_share_fails_by_default_and_passes_when_allowed(h200, tmp_path):
@@ -311,7 +347,10 @@ def test_compat_share_fails_by_default_and_passes_when_allowed(h200, tmp_path):
 
 def test_trace_shares_from_recordings(h200, tmp_path):
     res, _ = validate(h200, tmp_path=tmp_path, trace_replay=os.path.join(TRACE, "trace-h200-bounce.jsonl.gz"))
-    assert res["io.bounce_share"].status == Status.FAIL and "trace 100.0% DRAM_BOUNCE (25 I/Os)" in res["io.bounce_share"].summary
+    assert (
+        res["io.bounce_share"].status == Status.FAIL
+        and "trace 100.0% DRAM_BOUNCE (25 I/Os)" in res["io.bounce_share"].summary
+    )
     assert res["io.compat_share"].status == Status.PASS
     res, _ = validate(h200, tmp_path=tmp_path, trace_replay=os.path.join(TRACE, "trace-h200-cufile.jsonl.gz"))
     assert res["io.compat_share"].status == Status.FAIL and "(18 I/Os)" in res["io.compat_share"].summary
@@ -320,17 +359,46 @@ def test_trace_shares_from_recordings(h200, tmp_path):
 def test_route_mix_uses_cufile_stats_counts():
     with open(PATHMIX) as f:
         mixdoc = json.loads("".join(line for line in f if not line.startswith("#")))
-    stats = mixdoc["path_mix"]["routes"]            # real level-3 counters: 12 posix ops
-    doc = {"points": [
-        {"mode": "cufile", "rw": "read", "bs": 1 << 20, "threads": 1, "summary": {"bytes": 1000}, "route": "COMPAT",
-         "route_detail": {"cufile_stats": {"routes": stats}}},
-        {"mode": "cufile", "rw": "read", "bs": 1 << 20, "threads": 1, "summary": {"bytes": 3000},
-         "route": "MIXED(COMPAT=1,NVFS=2)"},
-        {"mode": "kvikio", "rw": "read", "bs": 1 << 20, "threads": 1, "summary": {"bytes": 500}, "route": "KVIKIO_POSIX"},
-        {"mode": "bounce", "rw": "read", "bs": 1 << 20, "threads": 1, "summary": {"bytes": 9999}, "route": "DRAM_BOUNCE"},
-    ]}
+    stats = mixdoc["path_mix"]["routes"]  # real level-3 counters: 12 posix ops
+    doc = {
+        "points": [
+            {
+                "mode": "cufile",
+                "rw": "read",
+                "bs": 1 << 20,
+                "threads": 1,
+                "summary": {"bytes": 1000},
+                "route": "COMPAT",
+                "route_detail": {"cufile_stats": {"routes": stats}},
+            },
+            {
+                "mode": "cufile",
+                "rw": "read",
+                "bs": 1 << 20,
+                "threads": 1,
+                "summary": {"bytes": 3000},
+                "route": "MIXED(COMPAT=1,NVFS=2)",
+            },
+            {
+                "mode": "kvikio",
+                "rw": "read",
+                "bs": 1 << 20,
+                "threads": 1,
+                "summary": {"bytes": 500},
+                "route": "KVIKIO_POSIX",
+            },
+            {
+                "mode": "bounce",
+                "rw": "read",
+                "bs": 1 << 20,
+                "threads": 1,
+                "summary": {"bytes": 9999},
+                "route": "DRAM_BOUNCE",
+            },
+        ]
+    }
     mix, _ = route_mix([{"path": "/d", "gpu": 0, "doc": doc}])
-    assert mix == {"COMPAT": 2000, "NVFS": 2000, "DRAM_BOUNCE": 500}   # bounce mode = reference, not counted
+    assert mix == {"COMPAT": 2000, "NVFS": 2000, "DRAM_BOUNCE": 500}  # bounce mode = reference, not counted
 
 
 def test_sweep_that_cannot_run_fails_min_gbps(h200, tmp_path, monkeypatch):
@@ -340,7 +408,8 @@ def test_sweep_that_cannot_run_fails_min_gbps(h200, tmp_path, monkeypatch):
 
     def broken(directory, gpu, pts):
         raise E("cuFile driver does not open: 5009 CU_FILE_CUDA_DRIVER_ERROR", "run gdsdiag check")
-    monkeypatch.setattr(adapters, "sweep", broken)      # stands in for run_sweep on a GPU node (none here)
+
+    monkeypatch.setattr(adapters, "sweep", broken)  # stands in for run_sweep on a GPU node (none here)
     p = pol.load()
     ctx = CheckContext(FsRoot(h200))
     rep = run(ctx, p, [str(tmp_path)], "quick")
@@ -366,19 +435,42 @@ def test_full_traced_sweep_on_this_machine(tmp_path):
     pytest process holds many descriptors — noted for the trace module.)"""
     import subprocess
     import sys
+
     from gdsdiag.validate import adapters
+
     why = adapters.trace_available()
     if why:
         pytest.skip(f"gdsdiag trace unavailable here: {why}")
     d = tmp_path / "data"
     d.mkdir()
-    pf = policy_file(tmp_path, "sweep: {full: {size: 32m, bs: [1m], threads: [1], rw: [read], modes: [host], seconds: 1}}\n"
-                     "container: {require_udev: false}\n")
-    p = subprocess.run([sys.executable, "-m", "gdsdiag", "validate", "--full", "--keep-going", "--path", str(d), "--policy", pf,
-                        "--json", "-"], capture_output=True, text=True, timeout=300, close_fds=True)
+    pf = policy_file(
+        tmp_path,
+        "sweep: {full: {size: 32m, bs: [1m], threads: [1], rw: [read], modes: [host], seconds: 1}}\n"
+        "container: {require_udev: false}\n",
+    )
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gdsdiag",
+            "validate",
+            "--full",
+            "--keep-going",
+            "--path",
+            str(d),
+            "--policy",
+            pf,
+            "--json",
+            "-",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        close_fds=True,
+    )
     doc = json.loads(p.stdout)
     assert doc["level"] == "full" and doc["sweeps"][0]["points"][0]["mode"] == "host", p.stderr[-2000:]
     assert doc["trace"] and sum(v["count"] for v in doc["trace"].values()) > 0
     b = next(r for r in doc["rules"] if r["rule"] == "io.bounce_share")
     assert any("not counted here" in e["value"] for e in b["evidence"])
-    assert list(os.listdir(d)) == []          # the sweep removed its file
+    assert list(os.listdir(d)) == []  # the sweep removed its file

@@ -1,5 +1,6 @@
 """validate outputs: JSON (gdsdiag.validate/1), JUnit parsed back with junitparser, the Prometheus
 textfile checked by promtool and by prometheus_client's parser; CLI exit codes and file safety."""
+
 import json
 import os
 import shutil
@@ -7,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from check_fixtures import H200
 from sweep_fixture import h200_sweep_doc
 
@@ -16,7 +16,9 @@ TRACE = os.path.join(HERE, "fixtures", "trace", "trace-h200-cufile.jsonl.gz")
 
 
 def gdsdiag(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "gdsdiag", *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "gdsdiag", *args], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +26,21 @@ def outputs(tmp_path_factory):
     d = tmp_path_factory.mktemp("out")
     sw = d / "sweep.json"
     sw.write_text(json.dumps(h200_sweep_doc()))
-    p = gdsdiag("validate", "--from", H200, "--sweep-results", str(sw), "--trace-replay", TRACE,
-                "--json", str(d / "v.json"), "--junit", str(d / "v.xml"), "--prom", str(d / "v.prom"))
+    p = gdsdiag(
+        "validate",
+        "--from",
+        H200,
+        "--sweep-results",
+        str(sw),
+        "--trace-replay",
+        TRACE,
+        "--json",
+        str(d / "v.json"),
+        "--junit",
+        str(d / "v.xml"),
+        "--prom",
+        str(d / "v.prom"),
+    )
     return d, p
 
 
@@ -42,6 +57,7 @@ def test_json_document(outputs):
     assert doc["schema"] == "gdsdiag.validate/1"
     assert doc["node"]["snapshot_id"].startswith("sha256:") and doc["tool_version"] == doc["node"]["tool_version"]
     from gdsdiag.validate.rules import RULES
+
     assert [r["rule"] for r in doc["rules"]] == [r.id for r in RULES]
     for r in doc["rules"]:
         assert set(r) == {"rule", "title", "status", "summary", "evidence", "fix", "source", "stage"}
@@ -76,12 +92,24 @@ def test_prometheus_textfile(outputs):
     d, _ = outputs
     text = (d / "v.prom").read_text()
     from prometheus_client.parser import text_string_to_metric_families
+
     fams = {f.name: f for f in text_string_to_metric_families(text)}
     rp = {s.labels["rule"]: s.value for s in fams["gdsdiag_rule_pass"].samples}
     assert rp["io.compat_share"] == 0 and rp["drivers.nvidia"] == 1 and "routes.per_mount" not in rp  # SKIP absent
-    g = [s for s in fams["gdsdiag_sweep_gbps"].samples if s.labels["mode"] == "cufile" and s.labels["rw"] == "read"
-         and s.labels["bs"] == str(1 << 20) and s.labels["threads"] == "4"]
-    assert len(g) == 1 and g[0].value == pytest.approx(2.1943) and g[0].labels["gpu"] == "0" and g[0].labels["mount"] == "/var/tmp/sw"
+    g = [
+        s
+        for s in fams["gdsdiag_sweep_gbps"].samples
+        if s.labels["mode"] == "cufile"
+        and s.labels["rw"] == "read"
+        and s.labels["bs"] == str(1 << 20)
+        and s.labels["threads"] == "4"
+    ]
+    assert (
+        len(g) == 1
+        and g[0].value == pytest.approx(2.1943)
+        and g[0].labels["gpu"] == "0"
+        and g[0].labels["mount"] == "/var/tmp/sw"
+    )
     assert {s.labels["route"]: s.value for s in fams["gdsdiag_io_route_ratio"].samples} == {"COMPAT": 1.0}
     status = [s for s in fams["gdsdiag_rule_status"].samples if s.labels["rule"] == "io.compat_share" and s.value == 1]
     assert [s.labels["status"] for s in status] == ["FAIL"]
@@ -92,7 +120,9 @@ def test_promtool_check_metrics(outputs):
     if promtool is None:
         pytest.skip("promtool not installed (Debian package 'prometheus')")
     d, _ = outputs
-    p = subprocess.run([promtool, "check", "metrics"], input=(d / "v.prom").read_text(), capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [promtool, "check", "metrics"], input=(d / "v.prom").read_text(), capture_output=True, text=True, timeout=60
+    )
     assert p.returncode == 0, p.stdout + p.stderr
 
 
@@ -103,7 +133,7 @@ def test_never_overwrites_json_or_junit_and_replaces_only_own_prom(outputs, tmp_
     own = tmp_path / "own.prom"
     shutil.copy(d / "v.prom", own)
     p = gdsdiag("validate", "--from", H200, "--prom", str(own))
-    assert p.returncode == 0, p.stderr                  # static run on the snapshot: all pass/skip
+    assert p.returncode == 0, p.stderr  # static run on the snapshot: all pass/skip
     assert "gdsdiag_rule_pass" in own.read_text() and "gdsdiag_sweep_gbps{" not in own.read_text()
     foreign = tmp_path / "node.prom"
     foreign.write_text("# HELP node_something x\n")
@@ -116,7 +146,9 @@ def test_policy_allowing_compat_passes_the_share(tmp_path):
     sw = tmp_path / "sweep.json"
     sw.write_text(json.dumps(h200_sweep_doc()))
     pol = tmp_path / "compat.yaml"
-    pol.write_text("routes: {allowed: [NVFS, P2PDMA, RDMA, COMPAT]}\nio: {max_compat_share: 1.0}\nsweep: {min_gbps: {1m: 0.5}}\n")
+    pol.write_text(
+        "routes: {allowed: [NVFS, P2PDMA, RDMA, COMPAT]}\nio: {max_compat_share: 1.0}\nsweep: {min_gbps: {1m: 0.5}}\n"
+    )
     p = gdsdiag("validate", "--from", H200, "--policy", str(pol), "--sweep-results", str(sw), "--json", "-")
     doc = json.loads(p.stdout)
     st = {r["rule"]: r["status"] for r in doc["rules"]}
@@ -137,8 +169,10 @@ def test_bad_policy_and_usage_errors(tmp_path):
 GPU = os.path.join(HERE, "fixtures", "gpu-machine")
 
 
-@pytest.mark.parametrize("name,verdict,failed", [("validate-default", "FAIL", {"routes.per_mount", "io.compat_share"}),
-                                                  ("validate-compat", "PASS", set())])
+@pytest.mark.parametrize(
+    "name,verdict,failed",
+    [("validate-default", "FAIL", {"routes.per_mount", "io.compat_share"}), ("validate-compat", "PASS", set())],
+)
 def test_gpu_machine_outputs(name, verdict, failed):
     """The outputs 'gdsdiag validate --quick' wrote on the H200 VM (compat mode): JSON, JUnit, textfile."""
     junitparser = pytest.importorskip("junitparser")

@@ -1,11 +1,11 @@
 """gdsdiag report: the fleet view over validate reports of the real H200 snapshot (one with the real
 H200 sweep, one static)."""
+
 import json
 import subprocess
 import sys
 
 import pytest
-
 from check_fixtures import H200
 from sweep_fixture import h200_sweep_doc
 
@@ -27,14 +27,19 @@ def reports(tmp_path_factory):
 
 def test_fleet_json(reports):
     p = gdsdiag("report", str(reports / "measured.json"), str(reports / "static.json"), "--json")
-    assert p.returncode == 2, p.stderr           # worst node verdict
+    assert p.returncode == 2, p.stderr  # worst node verdict
     doc = json.loads(p.stdout)
     assert doc["schema"] == "gdsdiag.report/1" and doc["verdict"] == "FAIL"
     first, second = doc["nodes"]
     assert first["verdict"] == "FAIL" and "io.compat_share" in first["failed"] and second["verdict"] == "PASS"
-    assert first["gbps"]["read 1m"] == pytest.approx(2.1943)     # best cuFile point; host/bounce excluded
-    assert first["gbps"]["read 16m"] == pytest.approx(max(p["summary"]["gbps"] for p in h200_sweep_doc()["points"]
-                                                          if p["mode"] in ("cufile", "kvikio") and p["rw"] == "read" and p["bs"] == 16 << 20))
+    assert first["gbps"]["read 1m"] == pytest.approx(2.1943)  # best cuFile point; host/bounce excluded
+    assert first["gbps"]["read 16m"] == pytest.approx(
+        max(
+            p["summary"]["gbps"]
+            for p in h200_sweep_doc()["points"]
+            if p["mode"] in ("cufile", "kvikio") and p["rw"] == "read" and p["bs"] == 16 << 20
+        )
+    )
     assert doc["rules"]["io.compat_share"]["FAIL"] == [first["node"]]
 
 

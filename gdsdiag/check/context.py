@@ -1,4 +1,5 @@
 """Everything the checks read, gathered once per run from one root (live or snapshot)."""
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ from ..platform import kernel, mounts, nvfs_proc, nvidia_proc
 from ..platform.fsroot import FsRoot
 from ..platform.libcufile import LibcufileInfo
 
-SNAPSHOT_LIBCUFILE = "/gdsdiag/libcufile.json"   # written by 'gdsdiag snapshot' (not a kernel file)
+SNAPSHOT_LIBCUFILE = "/gdsdiag/libcufile.json"  # written by 'gdsdiag snapshot' (not a kernel file)
 
 
 @dataclass
@@ -57,6 +58,7 @@ class CheckContext:
     def libcufile(self) -> LibcufileInfo | None:
         if self.live:
             from ..platform.libcufile import locate
+
             return locate(self.libcufile_path)
         raw = self.fs.read_text(SNAPSHOT_LIBCUFILE)
         if raw is None:
@@ -65,8 +67,12 @@ class CheckContext:
             d = json.loads(raw)
         except ValueError:
             return None
-        info = LibcufileInfo(path=d.get("path"), found_via=d.get("found_via"), version=d.get("version"),
-                             candidates=[(c["via"], c["path"]) for c in d.get("candidates", [])])
+        info = LibcufileInfo(
+            path=d.get("path"),
+            found_via=d.get("found_via"),
+            version=d.get("version"),
+            candidates=[(c["via"], c["path"]) for c in d.get("candidates", [])],
+        )
         info.trace_probes_present = d.get("trace_probes_present", [])
         info.probes = ["?"] * d.get("usdt_probe_count", 0)
         info.probe_error = d.get("probe_error")
@@ -75,11 +81,13 @@ class CheckContext:
     @cached_property
     def topology(self):
         from ..topology.load import from_root
+
         return from_root(self.fs)
 
     @cached_property
     def pairs(self):
         from ..topology.pairs import analyse_all
+
         return analyse_all(self.topology)
 
     @cached_property

@@ -1,4 +1,5 @@
 """Check results and verdicts: what every check returns and renderers consume."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -37,8 +38,8 @@ def _inner(value) -> str:
 
 @dataclass
 class Evidence:
-    source: str          # file (or command) read
-    value: str           # what it said (anything else given is turned into text by plain())
+    source: str  # file (or command) read
+    value: str  # what it said (anything else given is turned into text by plain())
 
     def __post_init__(self):
         self.value = plain(self.value)
@@ -56,13 +57,21 @@ class CheckResult:
     evidence: list[Evidence] = field(default_factory=list)
     why: str = ""
     fix: str = ""
-    route: Route | None = None     # the route this check is a prerequisite of, if any
-    path: str | None = None        # for per-path checks
+    route: Route | None = None  # the route this check is a prerequisite of, if any
+    path: str | None = None  # for per-path checks
 
     def to_json(self) -> dict:
-        return {"id": self.id, "title": self.title, "status": self.status.value, "summary": self.summary,
-                "evidence": [e.to_json() for e in self.evidence], "why": self.why, "fix": self.fix,
-                "route": self.route.value if self.route else None, "path": self.path}
+        return {
+            "id": self.id,
+            "title": self.title,
+            "status": self.status.value,
+            "summary": self.summary,
+            "evidence": [e.to_json() for e in self.evidence],
+            "why": self.why,
+            "fix": self.fix,
+            "route": self.route.value if self.route else None,
+            "path": self.path,
+        }
 
 
 @dataclass
@@ -76,14 +85,21 @@ class PathVerdict:
     topology: list[dict] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return {"path": self.path, "route": self.route.value, "reasons": self.reasons, "fstype": self.fstype,
-                "mount_point": self.mount_point, "devices": self.devices, "topology": self.topology}
+        return {
+            "path": self.path,
+            "route": self.route.value,
+            "reasons": self.reasons,
+            "fstype": self.fstype,
+            "mount_point": self.mount_point,
+            "devices": self.devices,
+            "topology": self.topology,
+        }
 
 
 @dataclass
 class NodeVerdict:
-    routes: list[Route]                   # direct routes possible, plus COMPAT when allowed
-    summary: str                          # "NVFS + P2PDMA", "COMPAT only", "none"
+    routes: list[Route]  # direct routes possible, plus COMPAT when allowed
+    summary: str  # "NVFS + P2PDMA", "COMPAT only", "none"
     reasons: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:

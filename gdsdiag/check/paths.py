@@ -1,5 +1,6 @@
 """Per-path analysis: which filesystem and devices a directory lives on, a real O_DIRECT probe,
 and the route a cuFile I/O there would take given the node's routes."""
+
 from __future__ import annotations
 
 import os
@@ -10,8 +11,11 @@ from .model import CheckResult, Evidence, PathVerdict, Route, Status, plain
 
 # Filesystems cuFile runs through nvidia-fs when their storage driver is GDS-aware (nvidia-fs
 # documentation "Key Features"; GDS release notes), keyed to the registration symbol needed.
-_DFS_SYMBOL = {"lustre": "lustre_v1_register_nvfs_dma_ops", "beegfs": "beegfs_v1_register_nvfs_dma_ops",
-               "gpfs": "ibm_scale_v1_register_nvfs_dma_ops"}
+_DFS_SYMBOL = {
+    "lustre": "lustre_v1_register_nvfs_dma_ops",
+    "beegfs": "beegfs_v1_register_nvfs_dma_ops",
+    "gpfs": "ibm_scale_v1_register_nvfs_dma_ops",
+}
 _USERSPACE_RDMA_FS = ("wekafs",)
 
 
@@ -20,56 +24,117 @@ def analyse_path(ctx: CheckContext, path: str, routes: list[Route]) -> tuple[Pat
     reasons: list[str] = []
     real = os.path.realpath(path) if ctx.live else path
     if ctx.live and not os.path.isdir(real):
-        r = CheckResult("path.exists", f"path {path}", Status.FAIL, f"{path} is not a directory",
-                        [Evidence(path, "missing")], "", "pass an existing directory on the storage to test", path=path)
+        r = CheckResult(
+            "path.exists",
+            f"path {path}",
+            Status.FAIL,
+            f"{path} is not a directory",
+            [Evidence(path, "missing")],
+            "",
+            "pass an existing directory on the storage to test",
+            path=path,
+        )
         return PathVerdict(path, Route.NONE, [r.summary]), [r]
     m = mnt.mount_for(real, ctx.mounts)
     if m is None:
-        r = CheckResult("path.mount", f"mount of {path}", Status.FAIL, "no mount found", [Evidence("/proc/self/mountinfo", "no match")],
-                        path=path)
+        r = CheckResult(
+            "path.mount",
+            f"mount of {path}",
+            Status.FAIL,
+            "no mount found",
+            [Evidence("/proc/self/mountinfo", "no match")],
+            path=path,
+        )
         return PathVerdict(path, Route.NONE, [r.summary]), [r]
     opts = ",".join(m.options + m.super_options)
-    results.append(CheckResult("path.mount", f"mount of {path}", Status.INFO, f"{m.fstype} {m.source} on {m.mount_point}",
-                               [Evidence("/proc/self/mountinfo", f"{m.dev} {m.mount_point} {m.fstype} {m.source} {opts}")], path=path))
+    results.append(
+        CheckResult(
+            "path.mount",
+            f"mount of {path}",
+            Status.INFO,
+            f"{m.fstype} {m.source} on {m.mount_point}",
+            [Evidence("/proc/self/mountinfo", f"{m.dev} {m.mount_point} {m.fstype} {m.source} {opts}")],
+            path=path,
+        )
+    )
     chain = mnt.block_chain(ctx.fs, m.dev) if not m.dev.startswith("0:") else None
     devices, pcis = [], []
     if chain is not None:
         kinds = chain.kinds()
         leaves = chain.leaves()
-        devices = [f"{n.name} ({n.kind}{', ' + n.controller if n.controller else ''}{', ' + n.pci if n.pci else ''})" for n in leaves]
+        devices = [
+            f"{n.name} ({n.kind}{', ' + n.controller if n.controller else ''}{', ' + n.pci if n.pci else ''})"
+            for n in leaves
+        ]
         pcis = [n.pci for n in leaves if n.pci]
-        results.append(CheckResult("path.devices", f"block devices under {path}", Status.INFO,
-                                   f"{chain.name} → " + ", ".join(devices), [Evidence(f"/sys/dev/block/{m.dev}", plain(chain.to_json()))], path=path))
+        results.append(
+            CheckResult(
+                "path.devices",
+                f"block devices under {path}",
+                Status.INFO,
+                f"{chain.name} → " + ", ".join(devices),
+                [Evidence(f"/sys/dev/block/{m.dev}", plain(chain.to_json()))],
+                path=path,
+            )
+        )
     else:
         kinds = set()
     # The O_DIRECT probe writes only a file it creates itself (O_EXCL) and removes it.
     if ctx.live:
         probe = mnt.odirect_probe(real)
-        results.append(CheckResult("path.odirect", f"O_DIRECT on {path}", Status.PASS if probe.ok else Status.FAIL, probe.detail,
-                                   [Evidence(f"{real}/gdsdiag-check-*.tmp", "created, written, read back, removed")],
-                                   "cuFile registers O_DIRECT file descriptors; without O_DIRECT every I/O is buffered POSIX",
-                                   "" if probe.ok else ("use a filesystem with O_DIRECT (ext4, xfs, NFS…)" if probe.errno_name == "EINVAL"
-                                                       else "run as a user who may write there, or choose a writable directory"),
-                                   path=path))
+        results.append(
+            CheckResult(
+                "path.odirect",
+                f"O_DIRECT on {path}",
+                Status.PASS if probe.ok else Status.FAIL,
+                probe.detail,
+                [Evidence(f"{real}/gdsdiag-check-*.tmp", "created, written, read back, removed")],
+                "cuFile registers O_DIRECT file descriptors; without O_DIRECT every I/O is buffered POSIX",
+                ""
+                if probe.ok
+                else (
+                    "use a filesystem with O_DIRECT (ext4, xfs, NFS…)"
+                    if probe.errno_name == "EINVAL"
+                    else "run as a user who may write there, or choose a writable directory"
+                ),
+                path=path,
+            )
+        )
         odirect_ok = probe.ok
     else:
         odirect_ok = True
-        results.append(CheckResult("path.odirect", f"O_DIRECT on {path}", Status.SKIP, "not probed on a snapshot",
-                                   [Evidence(path, "snapshot")], path=path))
+        results.append(
+            CheckResult(
+                "path.odirect",
+                f"O_DIRECT on {path}",
+                Status.SKIP,
+                "not probed on a snapshot",
+                [Evidence(path, "snapshot")],
+                path=path,
+            )
+        )
     if chain is not None and m.fstype not in ("nfs", "nfs4"):
         usage = mnt.udev_fs_usage(ctx.fs, m.dev)
         ok = bool(usage)
-        results.append(CheckResult("path.udev", f"udev entry for {chain.name}", Status.PASS if ok else Status.FAIL,
-                                   f"ID_FS_USAGE={usage}" if ok else f"no ID_FS_USAGE in /run/udev/data/b{m.dev}",
-                                   [Evidence(f"/run/udev/data/b{m.dev}", "present" if usage is not None else "absent")],
-                                   "libcufile looks up ID_FS_USAGE for the block device; without it cuFileHandleRegister fails with "
-                                   "5027 CU_FILE_HANDLE_NOT_REGISTERED ('udev property not found: ID_FS_USAGE')",
-                                   "" if ok else "run udevd (udevadm trigger) or bind-mount the host's /run/udev", path=path))
+        results.append(
+            CheckResult(
+                "path.udev",
+                f"udev entry for {chain.name}",
+                Status.PASS if ok else Status.FAIL,
+                f"ID_FS_USAGE={usage}" if ok else f"no ID_FS_USAGE in /run/udev/data/b{m.dev}",
+                [Evidence(f"/run/udev/data/b{m.dev}", "present" if usage is not None else "absent")],
+                "libcufile looks up ID_FS_USAGE for the block device; without it cuFileHandleRegister fails with "
+                "5027 CU_FILE_HANDLE_NOT_REGISTERED ('udev property not found: ID_FS_USAGE')",
+                "" if ok else "run udevd (udevadm trigger) or bind-mount the host's /run/udev",
+                path=path,
+            )
+        )
     route, why = _route(ctx, m, kinds, routes, odirect_ok)
     reasons += why
     topo_rows = []
     if pcis:
         from ..topology.model import Role
+
         gpus = ctx.topology.by_role(Role.GPU)
         by = {(p.a.bdf, p.b.bdf): p for p in ctx.pairs}
         for g in gpus:
@@ -77,14 +142,29 @@ def analyse_path(ctx: CheckContext, path: str, routes: list[Route]) -> tuple[Pat
                 p = by.get((g.bdf, bdf))
                 if p is None and bdf in ctx.topology.devices:
                     from ..topology.pairs import analyse_pair
+
                     p = analyse_pair(ctx.topology, g, ctx.topology.devices[bdf])
                 if p is not None:
-                    topo_rows.append({"gpu": g.label, "device": bdf, "nvidia_smi": p.smi.value, "p2p": p.verdict.value,
-                                      "p2pdma_map": p.p2pdma.value})
+                    topo_rows.append(
+                        {
+                            "gpu": g.label,
+                            "device": bdf,
+                            "nvidia_smi": p.smi.value,
+                            "p2p": p.verdict.value,
+                            "p2pdma_map": p.p2pdma.value,
+                        }
+                    )
         if topo_rows:
-            results.append(CheckResult("path.topology", f"GPU ↔ storage placement for {path}", Status.INFO,
-                                       "; ".join(f"{r['gpu']}↔{r['device']} {r['nvidia_smi']} {r['p2p']}" for r in topo_rows),
-                                       [Evidence("gdsdiag topology", plain(topo_rows[:4]))], path=path))
+            results.append(
+                CheckResult(
+                    "path.topology",
+                    f"GPU ↔ storage placement for {path}",
+                    Status.INFO,
+                    "; ".join(f"{r['gpu']}↔{r['device']} {r['nvidia_smi']} {r['p2p']}" for r in topo_rows),
+                    [Evidence("gdsdiag topology", plain(topo_rows[:4]))],
+                    path=path,
+                )
+            )
     pv = PathVerdict(path, route, reasons, m.fstype, m.mount_point, devices, topo_rows)
     return pv, results
 
@@ -130,8 +210,9 @@ def _route(ctx, m, kinds: set[str], routes: list[Route], odirect_ok: bool) -> tu
             return Route.NVFS, [f"{fs_type} client registered with nvidia-fs ({sym})"]
         return fallback, [f"{fs_type}: its client does not export {sym} (or nvidia-fs is missing)"]
     if fs_type in _USERSPACE_RDMA_FS:
-        return fallback if Route.COMPAT in routes else Route.NONE, \
-            ["WekaFS: cuFile's userspace RDMA route; gdsdiag cannot confirm it from the kernel — use gdsdiag trace"]
+        return fallback if Route.COMPAT in routes else Route.NONE, [
+            "WekaFS: cuFile's userspace RDMA route; gdsdiag cannot confirm it from the kernel — use gdsdiag trace"
+        ]
     why.append(f"{fs_type}: not a filesystem cuFile can drive by P2P (overlay, tmpfs, fuse… run in compat)")
     if allow is False:
         why.append("allow_compat_mode is false: cuFile I/O here fails")

@@ -1,5 +1,6 @@
 """``gdsdiag check``: which GDS routes the node can take, with the evidence of every check, and
 per directory the route a cuFile I/O would take."""
+
 from __future__ import annotations
 
 import os
@@ -9,17 +10,25 @@ from ..platform.roots import node_root
 from .runner import CheckReport
 
 
-def check(root: str = "/", snapshot: str | None = None, paths: tuple[str, ...] = (),
-          gdscheck_file: str | None = None, libcufile_path: str | None = None) -> CheckReport:
+def check(
+    root: str = "/",
+    snapshot: str | None = None,
+    paths: tuple[str, ...] = (),
+    gdscheck_file: str | None = None,
+    libcufile_path: str | None = None,
+) -> CheckReport:
     from .context import CheckContext
     from .runner import run as run_checks
+
     gdscheck_text = None
     if gdscheck_file:
         from ..bounded import read_user_text  # regular files under a stated size only
+
         gdscheck_text = read_user_text(gdscheck_file, "gdscheck output")
     if snapshot and paths:
-        raise GdsdiagError("--path cannot be probed inside a snapshot",
-                           "run 'gdsdiag check --path DIR' on the node itself")
+        raise GdsdiagError(
+            "--path cannot be probed inside a snapshot", "run 'gdsdiag check --path DIR' on the node itself"
+        )
     with node_root(root, snapshot) as fs:
         ctx = CheckContext(fs, env=dict(os.environ) if fs.is_live else {}, libcufile_path=libcufile_path)
         report = run_checks(ctx, list(paths), gdscheck_text)

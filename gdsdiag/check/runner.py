@@ -1,4 +1,5 @@
 """Run the checks, decide which routes the node can take, and reduce everything to an exit code."""
+
 from __future__ import annotations
 
 import os
@@ -18,7 +19,7 @@ class CheckReport:
     paths: list[PathVerdict] = field(default_factory=list)
     gdscheck: list[dict] | None = None
     source: str = "/"
-    problems: list[str] = field(default_factory=list)   # files the readers could not read, and why
+    problems: list[str] = field(default_factory=list)  # files the readers could not read, and why
 
     def exit_code(self) -> int:
         st = {r.status for r in self.results}
@@ -91,11 +92,17 @@ def run(ctx: CheckContext, paths: list[str] = (), gdscheck_text: str | None = No
     # What an archive root refused (links out of it, members over a limit) is named, not dropped.
     archived = [x for x in ctx.fs.problems if "archive" in x]
     if not ctx.live and archived:
-        results.append(CheckResult("snapshot.integrity", "Snapshot contents", Status.WARN,
-                                   f"{len(archived)} entries of the snapshot were not followed",
-                                   [Evidence(ctx.fs.root, x) for x in archived[:50]],
-                                   why="gdsdiag reads a snapshot inside the archive only (docs/security.md)",
-                                   fix="re-create the snapshot with 'gdsdiag snapshot -o FILE' on the node"))
+        results.append(
+            CheckResult(
+                "snapshot.integrity",
+                "Snapshot contents",
+                Status.WARN,
+                f"{len(archived)} entries of the snapshot were not followed",
+                [Evidence(ctx.fs.root, x) for x in archived[:50]],
+                why="gdsdiag reads a snapshot inside the archive only (docs/security.md)",
+                fix="re-create the snapshot with 'gdsdiag snapshot -o FILE' on the node",
+            )
+        )
     report = CheckReport(results, verdict, source=ctx.fs.root)
     for p in paths:
         if ctx.live and not os.path.isdir(p):
@@ -108,10 +115,13 @@ def run(ctx: CheckContext, paths: list[str] = (), gdscheck_text: str | None = No
         report.results += pres
     if gdscheck_text is not None:
         from ..importers.gdscheck import compare, parse
+
         g = parse(gdscheck_text)
         if not g.recognised:
-            raise GdsdiagError("the --gdscheck file is not 'gdscheck -p' output (no GDS release, driver, GPU or "
-                               "platform line found)", "pass the unchanged output of '/usr/local/cuda/gds/tools/gdscheck -p'")
+            raise GdsdiagError(
+                "the --gdscheck file is not 'gdscheck -p' output (no GDS release, driver, GPU or platform line found)",
+                "pass the unchanged output of '/usr/local/cuda/gds/tools/gdscheck -p'",
+            )
         report.gdscheck = compare(g, report)
-    report.problems = list(dict.fromkeys(ctx.fs.problems))   # every reader used this one root
+    report.problems = list(dict.fromkeys(ctx.fs.problems))  # every reader used this one root
     return report

@@ -1,4 +1,5 @@
 """What every command's rendering shares."""
+
 from __future__ import annotations
 
 import json

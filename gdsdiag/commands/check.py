@@ -1,4 +1,5 @@
 """``gdsdiag check``: parse options, render the report of gdsdiag.check.report, exit with its code."""
+
 from __future__ import annotations
 
 import sys
@@ -11,8 +12,13 @@ from ._common import emit_json
 @click.command()
 @click.option("--root", default="/", show_default=True, help="Read sysfs/procfs under this directory.")
 @click.option("--from", "snapshot", metavar="FILE", help="Check a snapshot made by 'gdsdiag snapshot'.")
-@click.option("--path", "paths", multiple=True, metavar="DIR",
-              help="Also analyse this directory: filesystem, devices, a real O_DIRECT probe, the route cuFile would take (repeatable).")
+@click.option(
+    "--path",
+    "paths",
+    multiple=True,
+    metavar="DIR",
+    help="Also analyse this directory: filesystem, devices, a real O_DIRECT probe, the route cuFile would take (repeatable).",
+)
 @click.option("--gdscheck", "gdscheck_file", metavar="FILE", help="Compare with a saved 'gdscheck -p' output.")
 @click.option("--libcufile", "libcufile_path", metavar="PATH", help="Use this libcufile instead of searching.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the evidence and the reason of every check.")
@@ -22,13 +28,16 @@ def check(root, snapshot, paths, gdscheck_file, libcufile_path, verbose, as_json
 
     Exit code: 0 all pass, 1 warnings, 2 failures, 3 gdsdiag could not run."""
     from ..check.report import check as run_check
+
     report = run_check(root, snapshot, paths, gdscheck_file, libcufile_path)
     if as_json:
         from ..render.check_json import document
+
         emit_json(document(report))
     else:
         from rich.console import Console
 
         from ..render.check_text import render
+
         render(Console(), report, verbose)
     sys.exit(report.exit_code())

@@ -1,4 +1,5 @@
 """``gdsdiag cufile``: parse options, render the report of gdsdiag.cufile.report, exit with its code."""
+
 from __future__ import annotations
 
 import sys
@@ -10,13 +11,16 @@ from ._common import emit_json
 
 @click.command("cufile")
 @click.option("--libcufile", "libcufile_path", metavar="PATH", help="Use this libcufile instead of searching.")
-@click.option("--no-open", is_flag=True, help="Do not try cuFileDriverOpen (it runs in a child process with a timeout).")
+@click.option(
+    "--no-open", is_flag=True, help="Do not try cuFileDriverOpen (it runs in a child process with a timeout)."
+)
 @click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for cuFileDriverOpen.")
 @click.option("--json", "as_json", is_flag=True, help="Write JSON (schema gdsdiag.cufile/1).")
 def cufile_cmd(libcufile_path, no_open, timeout, as_json):
     """libcufile as the bindings see it: where it was found, version, parameters, and whether the
     driver opens (decoded properties) or fails (named error and the cufile.log tail)."""
     from ..cufile.report import cufile_info
+
     report = cufile_info(libcufile_path, not no_open, timeout)
     doc = report.doc
     if as_json:
@@ -28,9 +32,11 @@ def cufile_cmd(libcufile_path, no_open, timeout, as_json):
             click.echo("driver open: not tried (--no-open)")
         elif d["ok"]:
             p = d["properties"]
-            click.echo(f"driver open: OK — nvidia-fs {'%d.%d' % (p['nvfs_major'], p['nvfs_minor']) if p['nvfs_loaded'] else 'not loaded (compatibility mode)'}, "
-                       f"control {', '.join(p['control_flags']) or '-'}, storage {', '.join(p['status_flags']) or '-'}, "
-                       f"max direct I/O {p['max_direct_io_size_kb']} KiB")
+            click.echo(
+                f"driver open: OK — nvidia-fs {'%d.%d' % (p['nvfs_major'], p['nvfs_minor']) if p['nvfs_loaded'] else 'not loaded (compatibility mode)'}, "
+                f"control {', '.join(p['control_flags']) or '-'}, storage {', '.join(p['status_flags']) or '-'}, "
+                f"max direct I/O {p['max_direct_io_size_kb']} KiB"
+            )
         else:
             click.echo(f"driver open: FAILED — {d['error']}")
             if d.get("log_tail"):

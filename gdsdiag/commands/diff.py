@@ -1,4 +1,5 @@
 """``gdsdiag diff A B``: the click command; the comparison lives in gdsdiag.diff."""
+
 from __future__ import annotations
 
 import json
@@ -20,12 +21,15 @@ def diff(a, b, as_json):
 
     Exit code: 0 same, 1 different, 3 an input could not be read."""
     from ..diff import diff as run_diff
+
     res = run_diff(a, b)
     if as_json:
         from ..render.diff_json import document
+
         sys.stdout.write(json.dumps(document(res), indent=2) + "\n")
     else:
         from ..render.diff_text import lines
+
         for ln in lines(res):
             click.echo(ln)
     sys.exit(EXIT_OK if res.same else EXIT_WARN)

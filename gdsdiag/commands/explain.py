@@ -1,4 +1,5 @@
 """``gdsdiag explain FILE...``: the click command; reading and matching live in gdsdiag.explain."""
+
 from __future__ import annotations
 
 import json
@@ -22,11 +23,13 @@ def explain(files, kind, verbose, as_json):
     Exit code: 0 nothing wrong, 1 warnings (or error lines it does not know), 2 errors, 3 unreadable input."""
     from ..explain import explain_paths
     from ..render.explain_json import document, exit_code
+
     report = explain_paths(list(files), kind)
     if as_json:
         sys.stdout.write(json.dumps(document(report), indent=2) + "\n")
     else:
         from ..render.explain_text import lines
+
         for ln in lines(report, verbose):
             click.echo(ln)
     sys.exit(exit_code(report))

@@ -1,4 +1,5 @@
 """gdsdiag exporter: a Prometheus exporter on one port (/metrics)."""
+
 from __future__ import annotations
 
 import os
@@ -13,12 +14,22 @@ from ..errors import EXIT_OK, EXIT_TOOL_ERROR, GdsdiagError
 @click.command("exporter")
 @click.option("--port", default=9835, show_default=True, help="TCP port for /metrics.")
 @click.option("--addr", default="0.0.0.0", show_default=True, help="Address to listen on (127.0.0.1 for local only).")
-@click.option("--interval", default=300.0, show_default=True, help="Seconds between verdict refreshes (validate's static rules).")
+@click.option(
+    "--interval", default=300.0, show_default=True, help="Seconds between verdict refreshes (validate's static rules)."
+)
 @click.option("--policy", "policy_file", metavar="FILE", help="Policy for the verdicts (default: the shipped policy).")
-@click.option("--path", "paths", multiple=True, metavar="DIR", help="Mounts whose cuFile route is judged on each refresh (repeatable).")
+@click.option(
+    "--path",
+    "paths",
+    multiple=True,
+    metavar="DIR",
+    help="Mounts whose cuFile route is judged on each refresh (repeatable).",
+)
 @click.option("--root", default="/", show_default=True, help="Read sysfs/procfs under this directory.")
 @click.option("--trace", "trace", is_flag=True, help="Also count I/O routes live with gdsdiag trace (root, bcc).")
-@click.option("--trace-window", default=60.0, show_default=True, help="Seconds per trace session (probes re-attach between).")
+@click.option(
+    "--trace-window", default=60.0, show_default=True, help="Seconds per trace session (probes re-attach between)."
+)
 @click.option("--trace-path", metavar="DIR", help="Only count traced I/O to files under DIR.")
 def exporter(port, addr, interval, policy_file, paths, root, trace, trace_window, trace_path):
     """Export nvidia-fs statistics, the validate/check verdicts (refreshed every --interval), the
@@ -26,7 +37,9 @@ def exporter(port, addr, interval, policy_file, paths, root, trace, trace_window
     try:
         import prometheus_client  # noqa: F401
     except ImportError:
-        click.echo(GdsdiagError("the exporter needs prometheus-client", "pip install 'gdsdiag[exporter]'").line(), err=True)
+        click.echo(
+            GdsdiagError("the exporter needs prometheus-client", "pip install 'gdsdiag[exporter]'").line(), err=True
+        )
         sys.exit(EXIT_TOOL_ERROR)
     from ..check.context import CheckContext
     from ..exporter.collect import TraceCounters
@@ -34,12 +47,14 @@ def exporter(port, addr, interval, policy_file, paths, root, trace, trace_window
     from ..platform.fsroot import FsRoot
     from ..validate.policy import load
     from ..validate.runner import run
+
     try:
         if interval <= 0 or trace_window <= 0:
             raise GdsdiagError("--interval and --trace-window must be positive", "give seconds, e.g. --interval 300")
         policy = load(policy_file)
         if trace:
             from ..validate.adapters import trace_available
+
             why = trace_available()
             if why:
                 raise GdsdiagError(f"--trace unavailable: {why}", "run as root with bcc installed, or drop --trace")
@@ -47,19 +62,25 @@ def exporter(port, addr, interval, policy_file, paths, root, trace, trace_window
         state = State(trace=TraceCounters() if trace else None)
 
         def make_report():
-            ctx = CheckContext(FsRoot(root), env=dict(os.environ) if root == "/" else {})   # fresh: re-read every file
+            ctx = CheckContext(FsRoot(root), env=dict(os.environ) if root == "/" else {})  # fresh: re-read every file
             return run(ctx, policy, list(paths), "static")
+
         try:
             server, _ = start(fs, port, addr, state)
         except OSError as e:
-            raise GdsdiagError(f"cannot listen on {addr}:{port}: {e.strerror}", "choose another --port/--addr") from None
+            raise GdsdiagError(
+                f"cannot listen on {addr}:{port}: {e.strerror}", "choose another --port/--addr"
+            ) from None
     except GdsdiagError as e:
         click.echo(e.line(), err=True)
         sys.exit(EXIT_TOOL_ERROR)
     stop = threading.Event()
     refresher(state, make_report, interval, stop)
-    click.echo(f"gdsdiag exporter: serving http://{addr}:{server.server_port}/metrics "
-               f"(verdicts every {interval:g} s{', tracing' if trace else ''})", err=True)
+    click.echo(
+        f"gdsdiag exporter: serving http://{addr}:{server.server_port}/metrics "
+        f"(verdicts every {interval:g} s{', tracing' if trace else ''})",
+        err=True,
+    )
     try:
         if trace:
             trace_windows(state, trace_path, trace_window, stop)

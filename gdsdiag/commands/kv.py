@@ -1,4 +1,5 @@
 """gdsdiag kv: what the measured storage bandwidth means for a model's KV cache."""
+
 from __future__ import annotations
 
 import json
@@ -31,18 +32,28 @@ def _ms(s: float | None) -> str:
 
 
 @click.command("kv")
-@click.option("--model-config", "model_config", required=True, metavar="config.json",
-              help="The model's Hugging Face config.json (a local file).")
-@click.option("--sweep", "sweep_file", metavar="FILE", help="A 'gdsdiag sweep --json' document: its best GPU read/write GB/s.")
+@click.option(
+    "--model-config",
+    "model_config",
+    required=True,
+    metavar="config.json",
+    help="The model's Hugging Face config.json (a local file).",
+)
+@click.option(
+    "--sweep", "sweep_file", metavar="FILE", help="A 'gdsdiag sweep --json' document: its best GPU read/write GB/s."
+)
 @click.option("--gbps", type=float, help="Storage bandwidth in GB/s (1e9 B/s) for both directions, instead of --sweep.")
 @click.option("--tokens", default=4096, show_default=True, help="Prefix length in tokens.")
-@click.option("--prefill-tps", type=float, help="Measured prefill rate (tokens/s) for the recompute time and break-even hit rate.")
+@click.option(
+    "--prefill-tps", type=float, help="Measured prefill rate (tokens/s) for the recompute time and break-even hit rate."
+)
 @click.option("--kv-dtype", help="KV cache dtype when it differs from torch_dtype (e.g. float8_e4m3fn).")
 @click.option("--json", "as_json", is_flag=True, help="Write JSON (schema gdsdiag.kv/1).")
 def kv(model_config, sweep_file, gbps, tokens, prefill_tps, kv_dtype, as_json):
     """KV bytes per token of a model, the time to load/store a prefix at the measured bandwidth, the
     time to recompute it, and the prefix hit rate above which offloading pays."""
     from ..kv import estimate, gbps_from_sweep, kv_shape
+
     try:
         if (sweep_file is None) == (gbps is None):
             raise GdsdiagError("give exactly one of --sweep FILE and --gbps N", "see gdsdiag kv --help")
@@ -57,12 +68,18 @@ def kv(model_config, sweep_file, gbps, tokens, prefill_tps, kv_dtype, as_json):
         click.echo(e.line(), err=True)
         sys.exit(EXIT_TOOL_ERROR)
     if as_json:
-        doc = {"schema": "gdsdiag.kv/1", "model_config": model_config, "shape": shape.to_json(),
-               "bandwidth_source": source, "estimate": est.to_json()}
+        doc = {
+            "schema": "gdsdiag.kv/1",
+            "model_config": model_config,
+            "shape": shape.to_json(),
+            "bandwidth_source": source,
+            "estimate": est.to_json(),
+        }
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        click.echo(f"{shape.model}: {shape.attention}, {shape.bytes_per_token:,} B/token "
-                   f"({shape.formula}; {shape.dtype})")
+        click.echo(
+            f"{shape.model}: {shape.attention}, {shape.bytes_per_token:,} B/token ({shape.formula}; {shape.dtype})"
+        )
         click.echo(f"prefix of {tokens:,} tokens = {_human_bytes(est.bytes)}")
         click.echo(f"bandwidth: read {rd:.3f} GB/s, write {wr:.3f} GB/s ({source})")
         click.echo(f"load {_ms(est.t_load_s)}, store {_ms(est.t_store_s)}, recompute {_ms(est.t_recompute_s)}")

@@ -1,4 +1,5 @@
 """gdsdiag report: one fleet table (and a PNG of GB/s per node) from many 'gdsdiag validate --json' reports."""
+
 from __future__ import annotations
 
 import json
@@ -12,11 +13,13 @@ from ..errors import EXIT_FAIL, EXIT_OK, EXIT_TOOL_ERROR, EXIT_WARN, GdsdiagErro
 def write_png(rs, path: str) -> None:
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         raise GdsdiagError("--png needs matplotlib", "pip install 'gdsdiag[plot]'") from None
     from ..validate.fleet import gbps_keys
+
     keys = gbps_keys(rs)
     if not keys:
         raise GdsdiagError("no report carries sweep figures", "run 'gdsdiag validate --quick' (or --full) on the nodes")
@@ -31,19 +34,22 @@ def write_png(rs, path: str) -> None:
     ax.set_title("gdsdiag validate: GB/s per node")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    with open(path, "xb") as f:          # never overwrite
+    with open(path, "xb") as f:  # never overwrite
         fig.savefig(f, format="png", dpi=110)
     plt.close(fig)
 
 
 @click.command("report")
 @click.argument("reports", nargs=-1, required=True, metavar="REPORT.json...")
-@click.option("--png", "png_path", metavar="FILE.png", help="Also write a bar chart of GB/s per node (needs matplotlib).")
+@click.option(
+    "--png", "png_path", metavar="FILE.png", help="Also write a bar chart of GB/s per node (needs matplotlib)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Write JSON (schema gdsdiag.report/1).")
 def report(reports, png_path, as_json):
     """Merge 'gdsdiag validate --json' reports of many nodes: which nodes fail which rules, and their
     sweep figures side by side. Exit code = worst node verdict."""
     from ..validate.fleet import load_reports, rows, rule_matrix, worst
+
     try:
         if png_path:
             refuse_existing(png_path, "--png")
@@ -57,30 +63,48 @@ def report(reports, png_path, as_json):
         sys.exit(EXIT_TOOL_ERROR)
     w = worst(rs)
     if as_json:
-        sys.stdout.write(json.dumps({"schema": "gdsdiag.report/1", "nodes": [r.to_json() for r in rs], "rules": matrix,
-                                     "verdict": w}, indent=2) + "\n")
+        sys.stdout.write(
+            json.dumps(
+                {"schema": "gdsdiag.report/1", "nodes": [r.to_json() for r in rs], "rules": matrix, "verdict": w},
+                indent=2,
+            )
+            + "\n"
+        )
     else:
         from rich.console import Console
         from rich.table import Table
+
         console = Console()
         if not console.is_terminal:
             console = Console(width=160)
         from ..validate.fleet import gbps_keys
+
         keys = gbps_keys(rs)
         t = Table(title=f"gdsdiag fleet report — {len(rs)} node(s), worst {w}")
         for c in ["node", "verdict", "failed rules", "warnings"] + [f"{k} GB/s" for k in keys] + ["snapshot"]:
             t.add_column(c, overflow="fold")
         style = {"FAIL": "bold red", "WARN": "yellow", "PASS": "green"}
         for r in rs:
-            t.add_row(r.node, f"[{style.get(r.verdict, '')}]{r.verdict}[/]", ", ".join(r.failed) or "-", ", ".join(r.warned) or "-",
-                      *[f"{r.gbps[k]:.2f}" if k in r.gbps else "-" for k in keys], r.snapshot_id)
+            t.add_row(
+                r.node,
+                f"[{style.get(r.verdict, '')}]{r.verdict}[/]",
+                ", ".join(r.failed) or "-",
+                ", ".join(r.warned) or "-",
+                *[f"{r.gbps[k]:.2f}" if k in r.gbps else "-" for k in keys],
+                r.snapshot_id,
+            )
         console.print(t)
         if matrix:
             m = Table(title="rules not passing everywhere")
             for c in ("rule", "FAIL", "WARN", "PASS"):
                 m.add_column(c, overflow="fold")
             for rule, v in sorted(matrix.items()):
-                m.add_row(rule, ", ".join(v.get("FAIL", [])) or "-", ", ".join(v.get("WARN", [])) or "-", str(len(v.get("PASS", []))))
+                m.add_row(
+                    rule,
+                    ", ".join(v.get("FAIL", [])) or "-",
+                    ", ".join(v.get("WARN", [])) or "-",
+                    str(len(v.get("PASS", []))),
+                )
             console.print(m)
         if png_path:
             console.print(f"wrote {png_path}")

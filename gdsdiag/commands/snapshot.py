@@ -1,4 +1,5 @@
 """``gdsdiag snapshot``: parse options, write the support bundle (gdsdiag.snapshot.create), report what it holds."""
+
 from __future__ import annotations
 
 import click
@@ -17,9 +18,12 @@ def snapshot(output, root, redact, as_json):
     results, versions, nvidia-smi -q / topo -m, cufile.log tails and nvidia/nvme kernel log lines,
     with a manifest. Analyse it elsewhere with --from; 'tar xzf' unpacks it too."""
     from ..snapshot import create
+
     info = create(output, root, redact=redact)
     if as_json:
         emit_json({"schema": "gdsdiag.snapshot/1", "output": output, **info})
     else:
-        click.echo(f"wrote {output}: {info['entries']} entries, {len(info['skipped'])} unreadable"
-                   + (" (run as root to include full config space)" if info["skipped"] else ""))
+        click.echo(
+            f"wrote {output}: {info['entries']} entries, {len(info['skipped'])} unreadable"
+            + (" (run as root to include full config space)" if info["skipped"] else "")
+        )

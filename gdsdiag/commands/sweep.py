@@ -1,5 +1,6 @@
 """``gdsdiag sweep``: parse, run, render, exit. Signals: SIGTERM is turned into an exit (143) for
 the sweep's duration so its file is removed as on Ctrl-C; the previous handler is restored after."""
+
 from __future__ import annotations
 
 import contextlib
@@ -37,43 +38,97 @@ def _ints(text: str, option: str) -> list[int]:
 
 
 @click.command()
-@click.option("--dir", "directory", required=True, metavar="DIR", help="Directory on the storage to test (files are created and removed there).")
+@click.option(
+    "--dir",
+    "directory",
+    required=True,
+    metavar="DIR",
+    help="Directory on the storage to test (files are created and removed there).",
+)
 @click.option("--size", default="4G", show_default=True, help="Size of the test file.")
-@click.option("--bs", default="4k,64k,1m,16m", show_default=True, help="Block sizes, comma separated (multiples of 4 KiB).")
+@click.option(
+    "--bs", default="4k,64k,1m,16m", show_default=True, help="Block sizes, comma separated (multiples of 4 KiB)."
+)
 @click.option("--threads", default="1,4,16", show_default=True, help="Thread counts, comma separated.")
-@click.option("--rw", default="read,write,randread,randwrite", show_default=True, help="Patterns: read, write, randread, randwrite.")
-@click.option("--mode", "modes", default="cufile,kvikio,bounce,host", show_default=True,
-              help="cufile (the bindings, sync), cufile-async (stream-ordered), cufile-batch (batches of 8), kvikio, "
-                   "bounce (O_DIRECT to pinned memory + copy), host (no GPU).")
-@click.option("--iodepth", default="1", show_default=True,
-              help="I/Os in flight per thread (fio's iodepth): >1 uses io_uring (host, bounce).")
+@click.option(
+    "--rw",
+    default="read,write,randread,randwrite",
+    show_default=True,
+    help="Patterns: read, write, randread, randwrite.",
+)
+@click.option(
+    "--mode",
+    "modes",
+    default="cufile,kvikio,bounce,host",
+    show_default=True,
+    help="cufile (the bindings, sync), cufile-async (stream-ordered), cufile-batch (batches of 8), kvikio, "
+    "bounce (O_DIRECT to pinned memory + copy), host (no GPU).",
+)
+@click.option(
+    "--iodepth",
+    default="1",
+    show_default=True,
+    help="I/Os in flight per thread (fio's iodepth): >1 uses io_uring (host, bounce).",
+)
 @click.option("--gpu", default=0, show_default=True, help="GPU index.")
 @click.option("--time", "duration", default="10s", show_default=True, help="Duration of each point.")
 @click.option("--bytes", "total", default=None, help="Bytes per point instead of --time.")
 @click.option("--no-verify", is_flag=True, help="Do not check the data (for pure speed runs; results say 'off').")
-@click.option("--compare-fio", is_flag=True, help="Run fio's equivalent job before and after each point on the same file; print the ratio.")
+@click.option(
+    "--compare-fio",
+    is_flag=True,
+    help="Run fio's equivalent job before and after each point on the same file; print the ratio.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Write the JSON document (schema gdsdiag.sweep/1).")
 @click.option("--csv", "csv_path", metavar="FILE", help="Also write a CSV (never overwrites).")
-@click.option("--plot", "plot_path", metavar="FILE.png", help="Also write a PNG: GB/s vs block size per mode, read and write panels.")
-def sweep(directory, size, bs, threads, rw, modes, iodepth, gpu, duration, total, no_verify, compare_fio, as_json, csv_path, plot_path):
+@click.option(
+    "--plot",
+    "plot_path",
+    metavar="FILE.png",
+    help="Also write a PNG: GB/s vs block size per mode, read and write panels.",
+)
+def sweep(
+    directory,
+    size,
+    bs,
+    threads,
+    rw,
+    modes,
+    iodepth,
+    gpu,
+    duration,
+    total,
+    no_verify,
+    compare_fio,
+    as_json,
+    csv_path,
+    plot_path,
+):
     """Read/write throughput sweep whose route (cuFile stats) and data (every byte) are verified.
 
     Only files it creates (gdsdiag-sweep-*.dat, removed at the end and on Ctrl-C) are touched."""
     from ..sweep.latency import parse_duration, parse_size
     from ..sweep.runner import SweepConfig, run_sweep, validate_config
+
     try:
         try:
             depth = _ints(iodepth, "--iodepth")
             if len(depth) != 1:
                 raise UsageError(f"--iodepth {iodepth!r}: one value", "use e.g. --iodepth 32")
-            cfg = SweepConfig(directory=directory, size=parse_size(size),
-                              block_sizes=[parse_size(x) for x in bs.split(",") if x.strip()],
-                              threads=_ints(threads, "--threads"),
-                              rws=[x.strip() for x in rw.split(",") if x.strip()],
-                              modes=[x.strip() for x in modes.split(",") if x.strip()], gpu=gpu,
-                              seconds=None if total else parse_duration(duration),
-                              total_bytes=parse_size(total) if total else None, verify=not no_verify,
-                              iodepth=depth[0], compare_fio=compare_fio)
+            cfg = SweepConfig(
+                directory=directory,
+                size=parse_size(size),
+                block_sizes=[parse_size(x) for x in bs.split(",") if x.strip()],
+                threads=_ints(threads, "--threads"),
+                rws=[x.strip() for x in rw.split(",") if x.strip()],
+                modes=[x.strip() for x in modes.split(",") if x.strip()],
+                gpu=gpu,
+                seconds=None if total else parse_duration(duration),
+                total_bytes=parse_size(total) if total else None,
+                verify=not no_verify,
+                iodepth=depth[0],
+                compare_fio=compare_fio,
+            )
         except ValueError as e:
             raise UsageError(str(e), "see gdsdiag sweep --help") from None
         validate_config(cfg)
@@ -81,11 +136,13 @@ def sweep(directory, size, bs, threads, rw, modes, iodepth, gpu, duration, total
             if path:
                 refuse_existing(path, option)
         from rich.console import Console
+
         console = Console(stderr=as_json)
         if not console.is_terminal:
-            console = Console(stderr=as_json, width=160)   # a log or pipe: keep every column readable
+            console = Console(stderr=as_json, width=160)  # a log or pipe: keep every column readable
         npoints = len(cfg.rws) * len(cfg.modes) * len(cfg.block_sizes) * len(cfg.threads)
         from ..render.sweep_out import SweepProgress, render, write_csv, write_plot
+
         with _sigterm_exits():
             if console.is_terminal:
                 with SweepProgress(console, npoints, cfg.seconds, cfg.total_bytes) as prog:
@@ -96,7 +153,7 @@ def sweep(directory, size, bs, threads, rw, modes, iodepth, gpu, duration, total
             write_csv(report, csv_path)
         if plot_path:
             write_plot(report, plot_path)
-        render(console, report)              # with --json the table goes to stderr, the document to stdout
+        render(console, report)  # with --json the table goes to stderr, the document to stdout
         if as_json:
             sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
         failed = any(p.error for p in report.points)

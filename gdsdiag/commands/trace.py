@@ -1,4 +1,5 @@
 """``gdsdiag trace``: parse options, run a live trace or a replay (gdsdiag.trace.live), print verdicts as they come, exit."""
+
 from __future__ import annotations
 
 import os
@@ -10,16 +11,35 @@ from ..errors import EXIT_OK, EXIT_WARN, GdsdiagError, refuse_existing
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--pid", "pids", type=int, multiple=True, help="Trace this running process, its threads and all its descendants (repeatable).")
-@click.option("--cgroup", metavar="PATH", help="Trace every process in this cgroup v2 directory and below (a container's, a pod's).")
-@click.option("--comm", metavar="NAME", help="Trace processes with this name (and their descendants), also those started later.")
+@click.option(
+    "--pid",
+    "pids",
+    type=int,
+    multiple=True,
+    help="Trace this running process, its threads and all its descendants (repeatable).",
+)
+@click.option(
+    "--cgroup",
+    metavar="PATH",
+    help="Trace every process in this cgroup v2 directory and below (a container's, a pod's).",
+)
+@click.option(
+    "--comm", metavar="NAME", help="Trace processes with this name (and their descendants), also those started later."
+)
 @click.option("--duration", type=float, help="Stop after this many seconds.")
 @click.option("--path", "path_filter", metavar="DIR", help="Only report I/O to files under DIR.")
-@click.option("--libcufile", "libcufile_path", metavar="PATH", help="Compile USDT probes for this libcufile (default: the bindings' copy and those running processes map; every copy a traced process maps gets uprobes).")
+@click.option(
+    "--libcufile",
+    "libcufile_path",
+    metavar="PATH",
+    help="Compile USDT probes for this libcufile (default: the bindings' copy and those running processes map; every copy a traced process maps gets uprobes).",
+)
 @click.option("--json", "as_json", is_flag=True, help="JSON lines: one per I/O, then a summary.")
 @click.option("--record", "record_path", metavar="FILE", help="Keep the raw events (JSON lines) for --replay.")
 @click.option("--replay", "replay_path", metavar="FILE", help="Re-analyse a recording (no root or bcc needed).")
-@click.option("--block", is_flag=True, help="Also record block-layer requests (device, sector, latency): two more events per I/O.")
+@click.option(
+    "--block", is_flag=True, help="Also record block-layer requests (device, sector, latency): two more events per I/O."
+)
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
 def trace(pids, cgroup, comm, duration, path_filter, libcufile_path, as_json, record_path, replay_path, block, cmd):
     """Per-I/O route verdicts, live: NVFS / P2PDMA / RDMA (P2P), PEER_GPU, COMPAT, DRAM_BOUNCE or
@@ -29,29 +49,44 @@ def trace(pids, cgroup, comm, duration, path_filter, libcufile_path, as_json, re
     from rich.console import Console
 
     from ..render.trace_out import LinePrinter, render_summary
+
     console = Console(stderr=as_json)
     if not console.is_terminal:
-        console = Console(stderr=as_json, width=200)    # logs and pipes keep the evidence column
+        console = Console(stderr=as_json, width=200)  # logs and pipes keep the evidence column
     printer = LinePrinter(console, as_json)
     rec = None
     try:
         if replay_path:
             from ..trace.live import replay
+
             res = replay(replay_path, path_filter, printer)
         else:
             if record_path:
                 refuse_existing(record_path, "--record")
                 rec = open(record_path, "x")
             from ..trace.live import run_live
-            res = run_live(list(cmd) or None, list(pids), duration, path_filter, libcufile_path, printer, rec, block,
-                           cgroup, comm, on_status=lambda m: console.print(m, style="dim"))
+
+            res = run_live(
+                list(cmd) or None,
+                list(pids),
+                duration,
+                path_filter,
+                libcufile_path,
+                printer,
+                rec,
+                block,
+                cgroup,
+                comm,
+                on_status=lambda m: console.print(m, style="dim"),
+            )
         render_summary(console, res, as_json)
-        if getattr(res, "stopped_by", None):        # Ctrl-C / TERM / HUP mid-trace: summary shown, then 130/143/129
+        if getattr(res, "stopped_by", None):  # Ctrl-C / TERM / HUP mid-trace: summary shown, then 130/143/129
             from ..signals import EXIT_FOR_SIGNAL
+
             sys.exit(EXIT_FOR_SIGNAL.get(res.stopped_by, 128 + res.stopped_by))
         sys.exit(EXIT_OK if res.exit_code in (None, 0) else EXIT_WARN)
     except GdsdiagError:
-        if rec is not None and rec.tell() == 0:     # nothing recorded: do not leave an empty file behind
+        if rec is not None and rec.tell() == 0:  # nothing recorded: do not leave an empty file behind
             rec.close()
             os.unlink(record_path)
             rec = None

@@ -1,4 +1,5 @@
 """gdsdiag validate: one verdict per policy rule for this node, in JSON, JUnit and Prometheus form."""
+
 from __future__ import annotations
 
 import os
@@ -30,7 +31,10 @@ def write_prom(path: str, text: str) -> None:
         except OSError as e:
             raise GdsdiagError(f"cannot read {path}: {e.strerror}", "choose another --prom path") from None
         if head != PROM_MARK:
-            raise GdsdiagError(f"{path} exists and was not written by gdsdiag", "choose another --prom path; gdsdiag only replaces its own textfile")
+            raise GdsdiagError(
+                f"{path} exists and was not written by gdsdiag",
+                "choose another --prom path; gdsdiag only replaces its own textfile",
+            )
     tmp = f"{path}.gdsdiag-tmp-{os.getpid()}"
     try:
         with open(tmp, "x", encoding="utf-8") as f:
@@ -43,22 +47,52 @@ def write_prom(path: str, text: str) -> None:
 
 
 @click.command("validate")
-@click.option("--policy", "policy_file", metavar="FILE", help="Policy YAML (default: the shipped policy; see --show-policy).")
+@click.option(
+    "--policy", "policy_file", metavar="FILE", help="Policy YAML (default: the shipped policy; see --show-policy)."
+)
 @click.option("--path", "paths", multiple=True, metavar="DIR", help="A directory on a mount to validate (repeatable).")
 @click.option("--quick", "level", flag_value="quick", help="Also measure: a short sweep per GPU per mount.")
-@click.option("--full", "level", flag_value="full", help="Also measure: the full sweep, with gdsdiag trace attached (root).")
+@click.option(
+    "--full", "level", flag_value="full", help="Also measure: the full sweep, with gdsdiag trace attached (root)."
+)
 @click.option("--keep-going", is_flag=True, help="Measure even after a fatal static failure.")
-@click.option("--root", default="/", show_default=True, help="Read sysfs/procfs under this directory (static rules only).")
-@click.option("--from", "snapshot", metavar="FILE", help="Validate a snapshot made by 'gdsdiag snapshot' (static rules).")
-@click.option("--sweep-results", multiple=True, metavar="FILE", help="Judge these 'gdsdiag sweep --json' documents instead of sweeping.")
+@click.option(
+    "--root", default="/", show_default=True, help="Read sysfs/procfs under this directory (static rules only)."
+)
+@click.option(
+    "--from", "snapshot", metavar="FILE", help="Validate a snapshot made by 'gdsdiag snapshot' (static rules)."
+)
+@click.option(
+    "--sweep-results",
+    multiple=True,
+    metavar="FILE",
+    help="Judge these 'gdsdiag sweep --json' documents instead of sweeping.",
+)
 @click.option("--trace-replay", metavar="FILE", help="Judge a 'gdsdiag trace --record' file's route shares.")
-@click.option("--json", "json_path", metavar="FILE", help="Write the JSON report (schema gdsdiag.validate/1); '-' for stdout.")
+@click.option(
+    "--json", "json_path", metavar="FILE", help="Write the JSON report (schema gdsdiag.validate/1); '-' for stdout."
+)
 @click.option("--junit", "junit_path", metavar="FILE", help="Write JUnit XML, one testcase per rule.")
-@click.option("--prom", "prom_path", metavar="FILE", help="Write a Prometheus textfile (replaces only its own earlier file).")
+@click.option(
+    "--prom", "prom_path", metavar="FILE", help="Write a Prometheus textfile (replaces only its own earlier file)."
+)
 @click.option("--show-policy", is_flag=True, help="Print the shipped default policy and exit.")
 @click.option("-v", "--verbose", is_flag=True, help="Evidence of every rule, not only failures.")
-def validate(policy_file, paths, level, keep_going, root, snapshot, sweep_results, trace_replay, json_path,
-             junit_path, prom_path, show_policy, verbose):
+def validate(
+    policy_file,
+    paths,
+    level,
+    keep_going,
+    root,
+    snapshot,
+    sweep_results,
+    trace_replay,
+    json_path,
+    junit_path,
+    prom_path,
+    show_policy,
+    verbose,
+):
     """Pre-deployment gate: every policy rule (inventory, drivers, IOMMU/ACS/links, cufile.json,
     udev, routes per mount, and with --quick/--full GB/s, p99 and the compat/bounce share) ends
     PASS/WARN/FAIL/SKIP with evidence and fix. Exit code = worst verdict (0 pass, 1 warn, 2 fail)."""
@@ -71,33 +105,40 @@ def validate(policy_file, paths, level, keep_going, root, snapshot, sweep_result
     from ..validate import outputs
     from ..validate.policy import default_text, load
     from ..validate.runner import run
+
     if show_policy:
         click.echo(default_text(), nl=False)
         sys.exit(0)
     console = Console(stderr=json_path == "-")
     if not console.is_terminal:
-        console = Console(stderr=json_path == "-", width=160)   # logs keep the summary column readable
+        console = Console(stderr=json_path == "-", width=160)  # logs keep the summary column readable
     for pth, opt in ((json_path, "--json"), (junit_path, "--junit")):
         if pth and pth != "-":
             refuse_existing(pth, opt)
     policy = load(policy_file)
     if snapshot:
         if paths or level:
-            raise GdsdiagError("--path/--quick/--full need the node itself, not a snapshot",
-                               "run 'gdsdiag validate' on the node (a snapshot gets the static rules)")
+            raise GdsdiagError(
+                "--path/--quick/--full need the node itself, not a snapshot",
+                "run 'gdsdiag validate' on the node (a snapshot gets the static rules)",
+            )
     elif root != "/" and (paths or level):
-        raise GdsdiagError("--path/--quick/--full measure the running node", "drop --root, or drop --path/--quick/--full")
-    with node_root(root, snapshot) as fs:     # one root for every reader, snapshots read in memory
+        raise GdsdiagError(
+            "--path/--quick/--full measure the running node", "drop --root, or drop --path/--quick/--full"
+        )
+    with node_root(root, snapshot) as fs:  # one root for every reader, snapshots read in memory
         ctx = CheckContext(fs, env=dict(os.environ) if fs.is_live else {})
     status = console.status("validating") if console.is_terminal else None
     if status:
         status.start()
     try:
+
         def progress(msg):
             if status:
                 status.update(msg)
             elif level and not msg.startswith("rule "):
                 click.echo(f"gdsdiag validate: {msg}", err=True)
+
         rep = run(ctx, policy, list(paths), level or "static", keep_going, progress, list(sweep_results), trace_replay)
     finally:
         if status:

@@ -5,6 +5,7 @@ CUDA_HOME and /usr/local/cuda*, the linker cache — ``gdsdiag.platform.libcufil
 Before the first dlopen, CUFILE_LOGFILE_PATH is pointed at a gdsdiag log so libcufile never writes
 cufile.log into the user's working directory (its default), unless the user set it already.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,13 +17,14 @@ from ..errors import GdsdiagError
 from ._types import CuFileLib
 
 _lock = threading.Lock()
-_loaded: "Library | None" = None
+_loaded: Library | None = None
 
 
 def cdef_text() -> str:
     """The declarations in csrc/cufile_cdef.h (installed as package data gdsdiag._csrc)."""
     try:
         from importlib.resources import files
+
         return files("gdsdiag._csrc").joinpath("cufile_cdef.h").read_text()
     except (ModuleNotFoundError, FileNotFoundError, OSError):
         here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -32,7 +34,8 @@ def cdef_text() -> str:
 
 def default_log_path() -> str:
     base = os.environ.get("GDSDIAG_LOG_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "gdsdiag")
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "gdsdiag"
+    )
     try:
         os.makedirs(base, exist_ok=True)
     except OSError:
@@ -42,11 +45,11 @@ def default_log_path() -> str:
 
 @dataclass
 class Library:
-    ffi: Any                   # cffi.FFI (cffi ships no type information)
-    lib: CuFileLib             # the dlopened libcufile, typed function by function in _types.py
+    ffi: Any  # cffi.FFI (cffi ships no type information)
+    lib: CuFileLib  # the dlopened libcufile, typed function by function in _types.py
     path: str
     found_via: str
-    version: int               # cuFileGetVersion(): 1000*major + 10*minor (1150 = 1.15)
+    version: int  # cuFileGetVersion(): 1000*major + 10*minor (1150 = 1.15)
     log_path: str
 
     @property
@@ -77,10 +80,13 @@ def load(path: str | None = None) -> Library:
         except ImportError:
             raise GdsdiagError("the cuFile bindings need cffi", "pip install cffi (or gdsdiag[cu12]/[cu13])") from None
         from ..platform.libcufile import candidates
+
         cands = candidates(path)
         if not cands:
-            raise GdsdiagError("libcufile not found (wheel, CUDA_HOME, /usr/local/cuda*, ldconfig)",
-                               "pip install nvidia-cufile, or pass the library path (GDSDIAG_LIBCUFILE=/path/libcufile.so.0)")
+            raise GdsdiagError(
+                "libcufile not found (wheel, CUDA_HOME, /usr/local/cuda*, ldconfig)",
+                "pip install nvidia-cufile, or pass the library path (GDSDIAG_LIBCUFILE=/path/libcufile.so.0)",
+            )
         how, lib_path = cands[0]
         if path and not os.path.exists(path):
             raise GdsdiagError(f"{path} does not exist", "pass the path of libcufile.so.0")
@@ -99,8 +105,10 @@ def load(path: str | None = None) -> Library:
         if st.err != 0:
             raise GdsdiagError(f"cuFileGetVersion failed with {st.err}", f"see {log}")
         if v[0] < 1150:
-            raise GdsdiagError(f"libcufile {v[0]} at {lib_path} is older than 1.15 (1150)",
-                               "install nvidia-cufile >= 1.15 (the stats and parameter calls need it)")
+            raise GdsdiagError(
+                f"libcufile {v[0]} at {lib_path} is older than 1.15 (1150)",
+                "install nvidia-cufile >= 1.15 (the stats and parameter calls need it)",
+            )
         _loaded = Library(ffi, lib, lib_path, how, v[0], log)
         return _loaded
 

@@ -1,4 +1,5 @@
 """The cuFile driver: open/close, decoded properties, setters, parameters by name, version."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -6,23 +7,56 @@ from dataclasses import dataclass, field
 from ._lib import Library, load
 from .errors import check
 
-STATUS_FLAGS = ("CU_FILE_LUSTRE_SUPPORTED", "CU_FILE_WEKAFS_SUPPORTED", "CU_FILE_NFS_SUPPORTED",
-                "CU_FILE_GPFS_SUPPORTED", "CU_FILE_NVME_SUPPORTED", "CU_FILE_NVMEOF_SUPPORTED",
-                "CU_FILE_SCSI_SUPPORTED", "CU_FILE_SCALEFLUX_CSD_SUPPORTED", "CU_FILE_NVMESH_SUPPORTED",
-                "CU_FILE_BEEGFS_SUPPORTED", "CU_FILE_NVME_P2P_SUPPORTED", "CU_FILE_SCATEFS_SUPPORTED")
+STATUS_FLAGS = (
+    "CU_FILE_LUSTRE_SUPPORTED",
+    "CU_FILE_WEKAFS_SUPPORTED",
+    "CU_FILE_NFS_SUPPORTED",
+    "CU_FILE_GPFS_SUPPORTED",
+    "CU_FILE_NVME_SUPPORTED",
+    "CU_FILE_NVMEOF_SUPPORTED",
+    "CU_FILE_SCSI_SUPPORTED",
+    "CU_FILE_SCALEFLUX_CSD_SUPPORTED",
+    "CU_FILE_NVMESH_SUPPORTED",
+    "CU_FILE_BEEGFS_SUPPORTED",
+    "CU_FILE_NVME_P2P_SUPPORTED",
+    "CU_FILE_SCATEFS_SUPPORTED",
+)
 CONTROL_FLAGS = ("CU_FILE_USE_POLL_MODE", "CU_FILE_ALLOW_COMPAT_MODE")
-FEATURE_FLAGS = ("CU_FILE_DYN_ROUTING_SUPPORTED", "CU_FILE_BATCH_IO_SUPPORTED", "CU_FILE_STREAMS_SUPPORTED",
-                 "CU_FILE_PARALLEL_IO_SUPPORTED")
+FEATURE_FLAGS = (
+    "CU_FILE_DYN_ROUTING_SUPPORTED",
+    "CU_FILE_BATCH_IO_SUPPORTED",
+    "CU_FILE_STREAMS_SUPPORTED",
+    "CU_FILE_PARALLEL_IO_SUPPORTED",
+)
 
-SIZE_PARAMS = ("PROFILE_STATS", "EXECUTION_MAX_IO_QUEUE_DEPTH", "EXECUTION_MAX_IO_THREADS",
-               "EXECUTION_MIN_IO_THRESHOLD_SIZE_KB", "EXECUTION_MAX_REQUEST_PARALLELISM",
-               "PROPERTIES_MAX_DIRECT_IO_SIZE_KB", "PROPERTIES_MAX_DEVICE_CACHE_SIZE_KB",
-               "PROPERTIES_PER_BUFFER_CACHE_SIZE_KB", "PROPERTIES_MAX_DEVICE_PINNED_MEM_SIZE_KB",
-               "PROPERTIES_IO_BATCHSIZE", "POLLTHRESHOLD_SIZE_KB", "PROPERTIES_BATCH_IO_TIMEOUT_MS")
-BOOL_PARAMS = ("PROPERTIES_USE_POLL_MODE", "PROPERTIES_ALLOW_COMPAT_MODE", "FORCE_COMPAT_MODE",
-               "FS_MISC_API_CHECK_AGGRESSIVE", "EXECUTION_PARALLEL_IO", "PROFILE_NVTX",
-               "PROPERTIES_ALLOW_SYSTEM_MEMORY", "USE_PCIP2PDMA", "PREFER_IO_URING", "FORCE_ODIRECT_MODE",
-               "SKIP_TOPOLOGY_DETECTION", "STREAM_MEMOPS_BYPASS")
+SIZE_PARAMS = (
+    "PROFILE_STATS",
+    "EXECUTION_MAX_IO_QUEUE_DEPTH",
+    "EXECUTION_MAX_IO_THREADS",
+    "EXECUTION_MIN_IO_THRESHOLD_SIZE_KB",
+    "EXECUTION_MAX_REQUEST_PARALLELISM",
+    "PROPERTIES_MAX_DIRECT_IO_SIZE_KB",
+    "PROPERTIES_MAX_DEVICE_CACHE_SIZE_KB",
+    "PROPERTIES_PER_BUFFER_CACHE_SIZE_KB",
+    "PROPERTIES_MAX_DEVICE_PINNED_MEM_SIZE_KB",
+    "PROPERTIES_IO_BATCHSIZE",
+    "POLLTHRESHOLD_SIZE_KB",
+    "PROPERTIES_BATCH_IO_TIMEOUT_MS",
+)
+BOOL_PARAMS = (
+    "PROPERTIES_USE_POLL_MODE",
+    "PROPERTIES_ALLOW_COMPAT_MODE",
+    "FORCE_COMPAT_MODE",
+    "FS_MISC_API_CHECK_AGGRESSIVE",
+    "EXECUTION_PARALLEL_IO",
+    "PROFILE_NVTX",
+    "PROPERTIES_ALLOW_SYSTEM_MEMORY",
+    "USE_PCIP2PDMA",
+    "PREFER_IO_URING",
+    "FORCE_ODIRECT_MODE",
+    "SKIP_TOPOLOGY_DETECTION",
+    "STREAM_MEMOPS_BYPASS",
+)
 STRING_PARAMS = ("LOGGING_LEVEL", "ENV_LOGFILE_PATH", "LOG_DIR")
 
 
@@ -36,8 +70,8 @@ class DriverProperties:
     nvfs_minor: int
     poll_threshold_kb: int
     max_direct_io_size_kb: int
-    status_flags: list[str]          # storage types the nvidia-fs path supports
-    control_flags: list[str]         # USE_POLL_MODE, ALLOW_COMPAT_MODE
+    status_flags: list[str]  # storage types the nvidia-fs path supports
+    control_flags: list[str]  # USE_POLL_MODE, ALLOW_COMPAT_MODE
     feature_flags: list[str]
     max_device_cache_size_kb: int
     per_buffer_cache_size_kb: int
@@ -77,7 +111,7 @@ class Driver:
         self.L = library or load()
         self.is_open = False
 
-    def open(self) -> "Driver":
+    def open(self) -> Driver:
         check("cuFileDriverOpen", self.L.lib.cuFileDriverOpen())
         self.is_open = True
         return self
@@ -87,7 +121,7 @@ class Driver:
             self.is_open = False
             check("cuFileDriverClose", self.L.lib.cuFileDriverClose_v2())
 
-    def __enter__(self) -> "Driver":
+    def __enter__(self) -> Driver:
         return self.open()
 
     def __exit__(self, *exc) -> None:
@@ -100,13 +134,20 @@ class Driver:
         check("cuFileDriverGetProperties", lib.cuFileDriverGetProperties(p))
         n = p.nvfs
         return DriverProperties(
-            nvfs_major=n.major_version, nvfs_minor=n.minor_version, poll_threshold_kb=n.poll_thresh_size,
+            nvfs_major=n.major_version,
+            nvfs_minor=n.minor_version,
+            poll_threshold_kb=n.poll_thresh_size,
             max_direct_io_size_kb=n.max_direct_io_size,
-            status_flags=_flags(lib, n.dstatusflags, STATUS_FLAGS), control_flags=_flags(lib, n.dcontrolflags, CONTROL_FLAGS),
-            feature_flags=_flags(lib, p.fflags, FEATURE_FLAGS), max_device_cache_size_kb=p.max_device_cache_size,
-            per_buffer_cache_size_kb=p.per_buffer_cache_size, max_device_pinned_mem_size_kb=p.max_device_pinned_mem_size,
-            max_batch_io_size=p.max_batch_io_size, max_batch_io_timeout_msecs=p.max_batch_io_timeout_msecs,
-            raw={"dstatusflags": n.dstatusflags, "dcontrolflags": n.dcontrolflags, "fflags": p.fflags})
+            status_flags=_flags(lib, n.dstatusflags, STATUS_FLAGS),
+            control_flags=_flags(lib, n.dcontrolflags, CONTROL_FLAGS),
+            feature_flags=_flags(lib, p.fflags, FEATURE_FLAGS),
+            max_device_cache_size_kb=p.max_device_cache_size,
+            per_buffer_cache_size_kb=p.per_buffer_cache_size,
+            max_device_pinned_mem_size_kb=p.max_device_pinned_mem_size,
+            max_batch_io_size=p.max_batch_io_size,
+            max_batch_io_timeout_msecs=p.max_batch_io_timeout_msecs,
+            raw={"dstatusflags": n.dstatusflags, "dcontrolflags": n.dcontrolflags, "fflags": p.fflags},
+        )
 
     def set_poll_mode(self, poll: bool, threshold_kb: int) -> None:
         check("cuFileDriverSetPollMode", self.L.lib.cuFileDriverSetPollMode(poll, threshold_kb))
@@ -131,6 +172,7 @@ class Driver:
 
 # --- parameters (work before and after open; Set* only before open) -----------------------------
 
+
 def _enum(lib, name: str, allowed) -> int:
     short = name.upper().replace("CUFILE_PARAM_", "")
     if short not in allowed:
@@ -153,7 +195,10 @@ def get_parameter(name: str, library: Library | None = None):
         return bool(v[0])
     if short in STRING_PARAMS:
         buf = ffi.new("char[]", 4096)
-        check(f"cuFileGetParameterString({short})", lib.cuFileGetParameterString(_enum(lib, short, STRING_PARAMS), buf, 4096))
+        check(
+            f"cuFileGetParameterString({short})",
+            lib.cuFileGetParameterString(_enum(lib, short, STRING_PARAMS), buf, 4096),
+        )
         return ffi.string(buf).decode(errors="replace")
     raise ValueError(f"unknown parameter {name!r}")
 
@@ -163,11 +208,18 @@ def set_parameter(name: str, value, library: Library | None = None) -> None:
     lib = L.lib
     short = name.upper().replace("CUFILE_PARAM_", "")
     if short in SIZE_PARAMS:
-        check(f"cuFileSetParameterSizeT({short})", lib.cuFileSetParameterSizeT(_enum(lib, short, SIZE_PARAMS), int(value)))
+        check(
+            f"cuFileSetParameterSizeT({short})", lib.cuFileSetParameterSizeT(_enum(lib, short, SIZE_PARAMS), int(value))
+        )
     elif short in BOOL_PARAMS:
-        check(f"cuFileSetParameterBool({short})", lib.cuFileSetParameterBool(_enum(lib, short, BOOL_PARAMS), bool(value)))
+        check(
+            f"cuFileSetParameterBool({short})", lib.cuFileSetParameterBool(_enum(lib, short, BOOL_PARAMS), bool(value))
+        )
     elif short in STRING_PARAMS:
-        check(f"cuFileSetParameterString({short})", lib.cuFileSetParameterString(_enum(lib, short, STRING_PARAMS), str(value).encode()))
+        check(
+            f"cuFileSetParameterString({short})",
+            lib.cuFileSetParameterString(_enum(lib, short, STRING_PARAMS), str(value).encode()),
+        )
     else:
         raise ValueError(f"unknown parameter {name!r}")
 
@@ -175,7 +227,10 @@ def set_parameter(name: str, value, library: Library | None = None) -> None:
 def parameter_range(name: str, library: Library | None = None) -> tuple[int, int]:
     L = library or load()
     lo, hi = L.ffi.new("size_t *"), L.ffi.new("size_t *")
-    check(f"cuFileGetParameterMinMaxValue({name})", L.lib.cuFileGetParameterMinMaxValue(_enum(L.lib, name, SIZE_PARAMS), lo, hi))
+    check(
+        f"cuFileGetParameterMinMaxValue({name})",
+        L.lib.cuFileGetParameterMinMaxValue(_enum(L.lib, name, SIZE_PARAMS), lo, hi),
+    )
     return int(lo[0]), int(hi[0])
 
 
@@ -207,6 +262,6 @@ def all_parameters(library: Library | None = None) -> dict:
     for n in SIZE_PARAMS + BOOL_PARAMS + STRING_PARAMS:
         try:
             out[n] = get_parameter(n, library)
-        except Exception as e:   # some versions reject deprecated ones (PROFILE_NVTX): keep going
+        except Exception as e:  # some versions reject deprecated ones (PROFILE_NVTX): keep going
             out[n] = f"error: {e}"
     return out

@@ -5,6 +5,7 @@ The table is NVIDIA's CUFILEOP_STATUS_ENTRIES (cufile.h 1.15; identical through 
 header's string function is static inline, not exported, so the text has to live here;
 tests/test_cufile_header.py compares this table with the installed header.
 """
+
 from __future__ import annotations
 
 import errno as _errno
@@ -17,7 +18,10 @@ CUFILEOP_BASE_ERR = 5000
 # code: (name, NVIDIA's text)
 OP_ERRORS: dict[int, tuple[str, str]] = {
     0: ("CU_FILE_SUCCESS", "cufile success"),
-    5001: ("CU_FILE_DRIVER_NOT_INITIALIZED", "nvidia-fs driver is not loaded. Set allow_compat_mode to true in cufile.json file to enable compatible mode"),
+    5001: (
+        "CU_FILE_DRIVER_NOT_INITIALIZED",
+        "nvidia-fs driver is not loaded. Set allow_compat_mode to true in cufile.json file to enable compatible mode",
+    ),
     5002: ("CU_FILE_DRIVER_INVALID_PROPS", "invalid property"),
     5003: ("CU_FILE_DRIVER_UNSUPPORTED_LIMIT", "property range error"),
     5004: ("CU_FILE_DRIVER_VERSION_MISMATCH", "nvidia-fs driver version mismatch"),
@@ -68,11 +72,22 @@ OP_ERRORS: dict[int, tuple[str, str]] = {
 }
 
 # CUresult names for the values cuFile passes through most (cuda.h cudaError_enum).
-CUDA_ERRORS = {0: "CUDA_SUCCESS", 1: "CUDA_ERROR_INVALID_VALUE", 2: "CUDA_ERROR_OUT_OF_MEMORY",
-               3: "CUDA_ERROR_NOT_INITIALIZED", 4: "CUDA_ERROR_DEINITIALIZED", 34: "CUDA_ERROR_STUB_LIBRARY",
-               100: "CUDA_ERROR_NO_DEVICE", 101: "CUDA_ERROR_INVALID_DEVICE", 201: "CUDA_ERROR_INVALID_CONTEXT",
-               400: "CUDA_ERROR_INVALID_HANDLE", 500: "CUDA_ERROR_NOT_FOUND", 700: "CUDA_ERROR_ILLEGAL_ADDRESS",
-               801: "CUDA_ERROR_NOT_SUPPORTED", 999: "CUDA_ERROR_UNKNOWN"}
+CUDA_ERRORS = {
+    0: "CUDA_SUCCESS",
+    1: "CUDA_ERROR_INVALID_VALUE",
+    2: "CUDA_ERROR_OUT_OF_MEMORY",
+    3: "CUDA_ERROR_NOT_INITIALIZED",
+    4: "CUDA_ERROR_DEINITIALIZED",
+    34: "CUDA_ERROR_STUB_LIBRARY",
+    100: "CUDA_ERROR_NO_DEVICE",
+    101: "CUDA_ERROR_INVALID_DEVICE",
+    201: "CUDA_ERROR_INVALID_CONTEXT",
+    400: "CUDA_ERROR_INVALID_HANDLE",
+    500: "CUDA_ERROR_NOT_FOUND",
+    700: "CUDA_ERROR_ILLEGAL_ADDRESS",
+    801: "CUDA_ERROR_NOT_SUPPORTED",
+    999: "CUDA_ERROR_UNKNOWN",
+}
 
 # What to do about the errors users meet most (GDS troubleshooting guide §4 and what the GPU machine showed).
 HINTS = {
@@ -89,6 +104,7 @@ class CuFileError(GdsdiagError):
     """A cuFile call failed. ``code`` is the CUfileOpError value, ``name`` its enum name. Part of
     gdsdiag's one error hierarchy: a failure of the data path under test, so it ends a command with
     exit 2 (failures), not 3 (the tool could not run)."""
+
     exit_code = EXIT_FAIL
     code = -1
     name = "CU_FILE_UNKNOWN_ERROR"
@@ -108,11 +124,12 @@ class CuFileError(GdsdiagError):
         hint = HINTS.get(self.code)
         if hint:
             msg += f" — {hint}"
-        super().__init__(msg)        # the hint is part of the one line already
+        super().__init__(msg)  # the hint is part of the one line already
 
 
 class CuFileOSError(CuFileError):
     """A cuFile I/O call returned -1 with errno set (or -errno)."""
+
     name = "ERRNO"
 
     def __init__(self, call: str, err: int):
@@ -124,7 +141,7 @@ class CuFileOSError(CuFileError):
 
 def _class_name(enum_name: str) -> str:
     parts = enum_name.replace("CU_FILE_", "").split("_")
-    if parts[-1] == "ERROR":          # CU_FILE_IO_ERROR -> IoError, not IoErrorError
+    if parts[-1] == "ERROR":  # CU_FILE_IO_ERROR -> IoError, not IoErrorError
         parts = parts[:-1]
     return "".join(p.capitalize() for p in parts) + "Error"
 

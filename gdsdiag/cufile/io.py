@@ -1,5 +1,6 @@
 """Buffers, file handles and I/O: sync, batch and stream-ordered. Thin over libcufile: each method
 is one C call plus error decoding, and every registration is undone by a context manager."""
+
 from __future__ import annotations
 
 import os
@@ -54,8 +55,11 @@ class BufferRegistration:
         self.registered = False
         self._keep = buf
 
-    def register(self) -> "BufferRegistration":
-        check("cuFileBufRegister", self.L.lib.cuFileBufRegister(self.L.ffi.cast("void *", self.ptr), self.nbytes, self.flags))
+    def register(self) -> BufferRegistration:
+        check(
+            "cuFileBufRegister",
+            self.L.lib.cuFileBufRegister(self.L.ffi.cast("void *", self.ptr), self.nbytes, self.flags),
+        )
         self.registered = True
         return self
 
@@ -75,14 +79,24 @@ class FileHandle:
     ``FileHandle(fd=...)`` registers a descriptor the caller owns (O_DIRECT or not: libcufile decides
     what it can do with it, and the bindings report it)."""
 
-    def __init__(self, path: str | None = None, mode: str = "r", *, fd: int | None = None, direct: bool = True,
-                 create_mode: int = 0o644, library: Library | None = None):
+    def __init__(
+        self,
+        path: str | None = None,
+        mode: str = "r",
+        *,
+        fd: int | None = None,
+        direct: bool = True,
+        create_mode: int = 0o644,
+        library: Library | None = None,
+    ):
         self.L = library or load()
         self._own_fd = fd is None
         if fd is None:
             if path is None:
                 raise ValueError("give a path or an fd")
-            flags = {"r": os.O_RDONLY, "w": os.O_WRONLY | os.O_CREAT, "r+": os.O_RDWR, "w+": os.O_RDWR | os.O_CREAT}[mode]
+            flags = {"r": os.O_RDONLY, "w": os.O_WRONLY | os.O_CREAT, "r+": os.O_RDWR, "w+": os.O_RDWR | os.O_CREAT}[
+                mode
+            ]
             if direct:
                 flags |= os.O_DIRECT
             fd = os.open(path, flags, create_mode)
@@ -97,7 +111,7 @@ class FileHandle:
         self._handle = self.L.ffi.new("CUfileHandle_t *")
         self.registered = False
 
-    def register(self) -> "FileHandle":
+    def register(self) -> FileHandle:
         d = self._descr
         d.type = self.L.lib.CU_FILE_HANDLE_TYPE_OPAQUE_FD
         d.handle.fd = self.fd
@@ -145,15 +159,16 @@ class FileHandle:
         return check_ssize("cuFileWrite", ret, self.L.ffi.errno)
 
     # --- stream-ordered -----------------------------------------------------------------------
-    def read_async(self, buf, size: int, file_offset: int, buf_offset: int, stream) -> "AsyncOp":
+    def read_async(self, buf, size: int, file_offset: int, buf_offset: int, stream) -> AsyncOp:
         return AsyncOp(self, "read", buf, size, file_offset, buf_offset, stream)
 
-    def write_async(self, buf, size: int, file_offset: int, buf_offset: int, stream) -> "AsyncOp":
+    def write_async(self, buf, size: int, file_offset: int, buf_offset: int, stream) -> AsyncOp:
         return AsyncOp(self, "write", buf, size, file_offset, buf_offset, stream)
 
 
 def _fd_flags(fd: int) -> int:
     import fcntl
+
     return fcntl.fcntl(fd, fcntl.F_GETFL)
 
 
@@ -171,6 +186,7 @@ def _stream_ptr(stream) -> int:
 
 class StreamRegistration:
     """``with StreamRegistration(stream, flags):`` — cuFileStreamRegister / Deregister."""
+
     FIXED_BUF_OFFSET, FIXED_FILE_OFFSET, FIXED_FILE_SIZE, PAGE_ALIGNED_INPUTS = 1, 2, 4, 8
 
     def __init__(self, stream, flags: int = 0, library: Library | None = None):
@@ -179,8 +195,11 @@ class StreamRegistration:
         self.flags = flags
         self.registered = False
 
-    def register(self) -> "StreamRegistration":
-        check("cuFileStreamRegister", self.L.lib.cuFileStreamRegister(self.L.ffi.cast("CUstream", self.stream), self.flags))
+    def register(self) -> StreamRegistration:
+        check(
+            "cuFileStreamRegister",
+            self.L.lib.cuFileStreamRegister(self.L.ffi.cast("CUstream", self.stream), self.flags),
+        )
         self.registered = True
         return self
 
@@ -189,7 +208,7 @@ class StreamRegistration:
             self.registered = False
             check("cuFileStreamDeregister", self.L.lib.cuFileStreamDeregister(self.L.ffi.cast("CUstream", self.stream)))
 
-    __enter__ = register            # as BufferRegistration: usable with or without ``with``
+    __enter__ = register  # as BufferRegistration: usable with or without ``with``
 
     def __exit__(self, *exc) -> None:
         self.deregister()
@@ -211,8 +230,18 @@ class AsyncOp:
         self.done_p = L.ffi.new("ssize_t *", -1)
         fn = L.lib.cuFileReadAsync if op == "read" else L.lib.cuFileWriteAsync
         self.call = "cuFileReadAsync" if op == "read" else "cuFileWriteAsync"
-        check(self.call, fn(fh.handle, L.ffi.cast("void *", ptr), self.size_p, self.file_off_p, self.buf_off_p,
-                            self.done_p, L.ffi.cast("CUstream", _stream_ptr(stream))))
+        check(
+            self.call,
+            fn(
+                fh.handle,
+                L.ffi.cast("void *", ptr),
+                self.size_p,
+                self.file_off_p,
+                self.buf_off_p,
+                self.done_p,
+                L.ffi.cast("CUstream", _stream_ptr(stream)),
+            ),
+        )
 
     @property
     def result(self) -> int:
@@ -223,7 +252,7 @@ class AsyncOp:
 @dataclass
 class IoRequest:
     handle: FileHandle
-    opcode: str            # "read" | "write"
+    opcode: str  # "read" | "write"
     buf: object
     size: int
     file_offset: int = 0
@@ -297,12 +326,15 @@ class Batch:
     def wait(self, count: int, timeout_s: float = 30.0) -> list[IoEvent]:
         """Collect ``count`` completions (polling GetStatus), or raise after ``timeout_s``."""
         import time
+
         done: list[IoEvent] = []
         deadline = time.monotonic() + timeout_s
         while len(done) < count:
             done += self.status(0, count - len(done), 0.01)
             if len(done) < count and time.monotonic() > deadline:
-                raise CuFileError("cuFileBatchIOGetStatus", 5030, detail=f"{len(done)} of {count} completions after {timeout_s} s")
+                raise CuFileError(
+                    "cuFileBatchIOGetStatus", 5030, detail=f"{len(done)} of {count} completions after {timeout_s} s"
+                )
         return done
 
     def cancel(self) -> None:

@@ -4,6 +4,7 @@ libcufile 1.19/1.20 spin forever in cuFileDriverOpen() when libcuda.so.1 is miss
 5033 at once; ../shared/research/cufile-kvikio.md §1.8), so anything that may meet a machine without
 a CUDA driver asks a child first and reports a hang by name instead of hanging itself.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,21 +18,31 @@ def probe_driver_open(timeout_s: float = 20.0, library_path: str | None = None) 
     if library_path:
         env["GDSDIAG_LIBCUFILE"] = library_path
     try:
-        r = subprocess.run([sys.executable, "-m", "gdsdiag.cufile.probe"], capture_output=True, text=True,
-                           timeout=timeout_s, env=env)
+        r = subprocess.run(
+            [sys.executable, "-m", "gdsdiag.cufile.probe"], capture_output=True, text=True, timeout=timeout_s, env=env
+        )
     except subprocess.TimeoutExpired:
-        return {"ok": False, "hung": True, "error": f"cuFileDriverOpen did not return within {timeout_s:g} s "
-                "(libcufile 1.19/1.20 spin when libcuda.so.1 is missing: install the NVIDIA driver)"}
+        return {
+            "ok": False,
+            "hung": True,
+            "error": f"cuFileDriverOpen did not return within {timeout_s:g} s "
+            "(libcufile 1.19/1.20 spin when libcuda.so.1 is missing: install the NVIDIA driver)",
+        }
     try:
         return json.loads(r.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        return {"ok": False, "hung": False, "error": f"probe process failed (rc {r.returncode}): {r.stderr.strip()[-300:]}"}
+        return {
+            "ok": False,
+            "hung": False,
+            "error": f"probe process failed (rc {r.returncode}): {r.stderr.strip()[-300:]}",
+        }
 
 
 def _main() -> None:
+    from ._lib import load, log_tail
     from .driver import Driver
     from .errors import CuFileError
-    from ._lib import load, log_tail
+
     out: dict = {"ok": False, "hung": False}
     try:
         L = load(os.environ.get("GDSDIAG_LIBCUFILE"))
@@ -42,7 +53,7 @@ def _main() -> None:
         out["ok"] = True
     except CuFileError as e:
         out.update(error=str(e), code=e.code, name=e.name, log_tail=log_tail(8))
-    except Exception as e:   # report, never traceback: the parent prints one line
+    except Exception as e:  # report, never traceback: the parent prints one line
         out.update(error=f"{type(e).__name__}: {e}")
     print(json.dumps(out))
 

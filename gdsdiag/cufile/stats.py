@@ -1,6 +1,7 @@
 """cuFile statistics (1.15+): levels, start/stop/reset, L1/L2/L3 as plain dicts, and ``PathMix`` —
 which route the process's I/O took, from the per-GPU level-3 counters (n_nvfs_*, n_p2p_*, n_posix_*,
 n_dr_*, n_unaligned_*). The struct layout is picked from cuFileGetVersion() (1.19 grew level 1)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ def reset(library: Library | None = None) -> None:
 
 
 def _to_py(ffi, cdata):
-    if not isinstance(cdata, ffi.CData):      # array items of integer type come back as ints
+    if not isinstance(cdata, ffi.CData):  # array items of integer type come back as ints
         return cdata
     t = ffi.typeof(cdata)
     if t.kind == "struct":
@@ -73,13 +74,14 @@ def level2(library: Library | None = None) -> dict:
 @dataclass
 class GpuPathMix:
     uuid: str
-    reads: dict = field(default_factory=dict)    # total, nvfs, p2p, posix, dr, unaligned, err, bytes
+    reads: dict = field(default_factory=dict)  # total, nvfs, p2p, posix, dr, unaligned, err, bytes
     writes: dict = field(default_factory=dict)
 
 
 @dataclass
 class PathMix:
     """Which route this process's cuFile I/O took, per GPU and in total."""
+
     gpus: list[GpuPathMix]
 
     def total(self, op: str) -> dict:
@@ -92,22 +94,30 @@ class PathMix:
     def routes(self) -> dict:
         """{'NVFS': n, 'P2PDMA': n, 'COMPAT': n, 'DYNAMIC_ROUTING': n} over reads + writes."""
         r, w = self.total("reads"), self.total("writes")
-        return {"NVFS": r.get("nvfs", 0) + w.get("nvfs", 0), "P2PDMA": r.get("p2p", 0) + w.get("p2p", 0),
-                "COMPAT": r.get("posix", 0) + w.get("posix", 0), "DYNAMIC_ROUTING": r.get("dr", 0) + w.get("dr", 0)}
+        return {
+            "NVFS": r.get("nvfs", 0) + w.get("nvfs", 0),
+            "P2PDMA": r.get("p2p", 0) + w.get("p2p", 0),
+            "COMPAT": r.get("posix", 0) + w.get("posix", 0),
+            "DYNAMIC_ROUTING": r.get("dr", 0) + w.get("dr", 0),
+        }
 
-    def minus(self, before: "PathMix") -> "PathMix":
+    def minus(self, before: PathMix) -> PathMix:
         """The I/O between two snapshots (counters are cumulative)."""
         prev = {g.uuid: g for g in before.gpus}
         out = []
         for g in self.gpus:
             p = prev.get(g.uuid)
-            sub = lambda a, b: {k: v - (b or {}).get(k, 0) for k, v in a.items()}   # noqa: E731
+            sub = lambda a, b: {k: v - (b or {}).get(k, 0) for k, v in a.items()}  # noqa: E731
             out.append(GpuPathMix(g.uuid, sub(g.reads, p.reads if p else None), sub(g.writes, p.writes if p else None)))
         return PathMix(out)
 
     def to_json(self) -> dict:
-        return {"gpus": [g.__dict__ for g in self.gpus], "reads": self.total("reads"),
-                "writes": self.total("writes"), "routes": self.routes()}
+        return {
+            "gpus": [g.__dict__ for g in self.gpus],
+            "reads": self.total("reads"),
+            "writes": self.total("writes"),
+            "routes": self.routes(),
+        }
 
 
 def path_mix(library: Library | None = None) -> PathMix:
@@ -118,10 +128,29 @@ def path_mix(library: Library | None = None) -> PathMix:
     for i in range(min(st.num_gpus, 16)):
         g = st.per_gpu_stats[i]
         uuid = bytes(L.ffi.buffer(g.uuid)).hex()
-        gpus.append(GpuPathMix(
-            uuid,
-            reads={"total": g.n_total_reads, "nvfs": g.n_nvfs_reads, "p2p": g.n_p2p_reads, "posix": g.n_posix_reads,
-                   "dr": g.n_dr_reads, "unaligned": g.n_unaligned_reads, "err": g.n_reads_err, "bytes": g.read_bytes},
-            writes={"total": g.n_total_writes, "nvfs": g.n_nvfs_writes, "p2p": g.n_p2p_writes, "posix": g.n_posix_writes,
-                    "dr": g.n_dr_writes, "unaligned": g.n_unaligned_writes, "err": g.n_writes_err, "bytes": g.writes_bytes}))
+        gpus.append(
+            GpuPathMix(
+                uuid,
+                reads={
+                    "total": g.n_total_reads,
+                    "nvfs": g.n_nvfs_reads,
+                    "p2p": g.n_p2p_reads,
+                    "posix": g.n_posix_reads,
+                    "dr": g.n_dr_reads,
+                    "unaligned": g.n_unaligned_reads,
+                    "err": g.n_reads_err,
+                    "bytes": g.read_bytes,
+                },
+                writes={
+                    "total": g.n_total_writes,
+                    "nvfs": g.n_nvfs_writes,
+                    "p2p": g.n_p2p_writes,
+                    "posix": g.n_posix_writes,
+                    "dr": g.n_dr_writes,
+                    "unaligned": g.n_unaligned_writes,
+                    "err": g.n_writes_err,
+                    "bytes": g.writes_bytes,
+                },
+            )
+        )
     return PathMix(gpus)

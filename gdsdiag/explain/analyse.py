@@ -1,10 +1,11 @@
 """Explain every line of the inputs and fold repeats: one group per (what it is, message), with
 count, pids and first/last time, so a 1000-line cufile.log of twenty runs reads as ten findings."""
+
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from . import catalog
 from .readers import Line, detect, read_input, split
@@ -41,7 +42,7 @@ class Group:
     first: Line | None = None
     last: Line | None = None
     files: list = field(default_factory=list)
-    lines: list = field(default_factory=list)       # (file, lineno), the first few
+    lines: list = field(default_factory=list)  # (file, lineno), the first few
 
     def add(self, ln: Line) -> None:
         self.count += 1
@@ -49,8 +50,11 @@ class Group:
             self.pids.add(ln.pid)
         if self.first is None or (ln.sort_time and self.first.sort_time and ln.sort_time < self.first.sort_time):
             self.first = ln
-        if self.last is None or (ln.sort_time and self.last.sort_time and ln.sort_time >= self.last.sort_time) \
-                or not ln.sort_time:
+        if (
+            self.last is None
+            or (ln.sort_time and self.last.sort_time and ln.sort_time >= self.last.sort_time)
+            or not ln.sort_time
+        ):
             self.last = ln
         if ln.file not in self.files:
             self.files.append(ln.file)
@@ -74,7 +78,7 @@ class Report:
     groups: list[Group]
     unknown: list[Line]
     unknown_that_matter: list[Line]
-    gdsio_runs: list[dict] = field(default_factory=list)     # every gdsio result line, parsed
+    gdsio_runs: list[dict] = field(default_factory=list)  # every gdsio result line, parsed
 
     def worst(self) -> str | None:
         sev = {g.explanation.severity for g in self.groups}
@@ -85,7 +89,7 @@ def _key(ln: Line, ex: catalog.Explanation) -> tuple:
     # the same message from another pid/time is the same finding; numbers that identify the
     # process (fd, pointer, tid) are part of the text and would split groups, so mask them
     if ex.severity == "info":
-        return ex.id, ln.kind, None, None, None      # informational lines fold into one entry each
+        return ex.id, ln.kind, None, None, None  # informational lines fold into one entry each
     return ex.id, ln.kind, ln.level, ln.component, _mask(ln.text)
 
 
@@ -99,10 +103,21 @@ def _mask(text: str) -> str:
 
 def _run(ln: Line, f: dict) -> dict:
     done, size = int(f["done"]), int(f["size"])
-    return {"file": ln.file, "line": ln.lineno, "io": f["io"], "xfer": f["xfer"], "threads": int(f["threads"]),
-            "io_size_kib": int(f["iosize"]), "dataset_kib": done, "file_kib": size, "gib_per_s": float(f["gibs"]),
-            "avg_latency_us": float(f["lat"]), "ops": int(f["ops"]), "seconds": float(f["secs"]),
-            "wrapped": done > size}      # timed (-T) runs go over the file size
+    return {
+        "file": ln.file,
+        "line": ln.lineno,
+        "io": f["io"],
+        "xfer": f["xfer"],
+        "threads": int(f["threads"]),
+        "io_size_kib": int(f["iosize"]),
+        "dataset_kib": done,
+        "file_kib": size,
+        "gib_per_s": float(f["gibs"]),
+        "avg_latency_us": float(f["lat"]),
+        "ops": int(f["ops"]),
+        "seconds": float(f["secs"]),
+        "wrapped": done > size,
+    }  # timed (-T) runs go over the file size
 
 
 def explain_texts(inputs: list[tuple[str, str]], kind: str | None = None) -> Report:
@@ -129,9 +144,15 @@ def explain_texts(inputs: list[tuple[str, str]], kind: str | None = None) -> Rep
                 g = groups[key] = Group(ex, ln.kind, ln.text, ln.level, ln.component)
             g.add(ln)
         files.append(fs)
-    ordered = sorted(groups.values(), key=lambda g: (_SEV_ORDER[g.explanation.severity],
-                                                     g.files and files.index(next(f for f in files if f.path == g.files[0])),
-                                                     g.first.sort_time or (), g.first.lineno))
+    ordered = sorted(
+        groups.values(),
+        key=lambda g: (
+            _SEV_ORDER[g.explanation.severity],
+            g.files and files.index(next(f for f in files if f.path == g.files[0])),
+            g.first.sort_time or (),
+            g.first.lineno,
+        ),
+    )
     return Report(files, ordered, unknown, unknown_matter, runs)
 
 

@@ -1,5 +1,6 @@
 """The known-messages table (messages.json, data not code) and the CU_FILE error codes of
 gdsdiag/cufile/errors.py, matched against one message at a time."""
+
 from __future__ import annotations
 
 import json
@@ -31,6 +32,7 @@ class Entry:
 @dataclass
 class Explanation:
     """What one message means: an Entry, or a CU_FILE error code, or both."""
+
     id: str
     severity: str
     title: str
@@ -38,14 +40,14 @@ class Explanation:
     cause: str
     fix: str
     sources: list[str]
-    code: dict | None = None            # {"code": 5030, "name": ..., "text": ...}
+    code: dict | None = None  # {"code": 5030, "name": ..., "text": ...}
     fields: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Catalog:
     entries: tuple[Entry, ...]
-    codes: dict                          # "5030" -> {"cause", "sources"} (additions to errors.py)
+    codes: dict  # "5030" -> {"cause", "sources"} (additions to errors.py)
     urls: dict
 
 
@@ -54,11 +56,24 @@ def load() -> Catalog:
     with open(_DATA, encoding="utf-8") as f:
         raw = json.load(f)
     urls = raw["urls"]
-    entries = tuple(Entry(e["id"], tuple(e["kinds"]), re.compile(e["pattern"]), e["severity"], e["title"],
-                          e["meaning"], e["cause"], e["fix"], tuple(urls.get(s, s) for s in e["sources"]))
-                    for e in raw["entries"])
-    codes = {k: {"cause": v["cause"], "sources": [urls.get(s, s) for s in v["sources"]]}
-             for k, v in raw["error_codes"].items()}
+    entries = tuple(
+        Entry(
+            e["id"],
+            tuple(e["kinds"]),
+            re.compile(e["pattern"]),
+            e["severity"],
+            e["title"],
+            e["meaning"],
+            e["cause"],
+            e["fix"],
+            tuple(urls.get(s, s) for s in e["sources"]),
+        )
+        for e in raw["entries"]
+    )
+    codes = {
+        k: {"cause": v["cause"], "sources": [urls.get(s, s) for s in v["sources"]]}
+        for k, v in raw["error_codes"].items()
+    }
     return Catalog(entries, codes, urls)
 
 
@@ -77,7 +92,7 @@ def find_code(text: str) -> int | None:
     for t, code in _TEXTS:
         i = low.find(t.lower())
         # NVIDIA's texts are short phrases: trust one only right after "error"/"failed"
-        if i >= 0 and re.search(r"(error|failed)\W*$", low[max(0, i - 40):i]):
+        if i >= 0 and re.search(r"(error|failed)\W*$", low[max(0, i - 40) : i]):
             return code
     return None
 
@@ -91,14 +106,20 @@ def _code_explanation(code: int) -> Explanation:
     cat = load()
     name, text = OP_ERRORS[code]
     extra = cat.codes.get(str(code), {})
-    sources = [cat.urls["API"], cat.urls["TSG_API_ERRORS"]] + [s for s in extra.get("sources", []) if s not in
-                                                                 (cat.urls["API"], cat.urls["TSG_API_ERRORS"])]
+    sources = [cat.urls["API"], cat.urls["TSG_API_ERRORS"]] + [
+        s for s in extra.get("sources", []) if s not in (cat.urls["API"], cat.urls["TSG_API_ERRORS"])
+    ]
     return Explanation(
-        id=f"cufile-error-{code}", severity="error", title=f"{name} ({code})",
-        meaning=f"a cuFile call failed with {name} ({code}), NVIDIA's text: \"{text}\".",
-        cause=extra.get("cause") or "not documented beyond NVIDIA's text; the lines logged just before by the same pid usually say why.",
+        id=f"cufile-error-{code}",
+        severity="error",
+        title=f"{name} ({code})",
+        meaning=f'a cuFile call failed with {name} ({code}), NVIDIA\'s text: "{text}".',
+        cause=extra.get("cause")
+        or "not documented beyond NVIDIA's text; the lines logged just before by the same pid usually say why.",
         fix=HINTS.get(code) or "fix the first error logged by the same pid before this line.",
-        sources=sources, code=code_info(code))
+        sources=sources,
+        code=code_info(code),
+    )
 
 
 @lru_cache(maxsize=1 << 16)
@@ -116,8 +137,17 @@ def explain(kind: str, text: str) -> Explanation | None:
                 fields["cuda_error"] = CUDA_ERRORS.get(int(fields["cuerr"]), "CUresult " + fields["cuerr"])
             if "cu" in fields:
                 fields["cuda_error"] = CUDA_ERRORS.get(int(fields["cu"]), "CUresult " + fields["cu"])
-            return Explanation(e.id, e.severity, e.title, e.meaning, e.cause, e.fix, list(e.sources),
-                               code_info(code) if code else None, fields)
+            return Explanation(
+                e.id,
+                e.severity,
+                e.title,
+                e.meaning,
+                e.cause,
+                e.fix,
+                list(e.sources),
+                code_info(code) if code else None,
+                fields,
+            )
     if code:
         return _code_explanation(code)
     return None

@@ -1,5 +1,6 @@
 """Read what a user pastes: a bounded, regular file (or stdin), decoded with replacement, its kind
 detected from its content, and its lines split into records (time, pid, level, message)."""
+
 from __future__ import annotations
 
 import os
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 
 from ..errors import GdsdiagError
 
-MAX_BYTES = 64 << 20        # cufile.log is capped at 32 MB by default; twice that is not a log
+MAX_BYTES = 64 << 20  # cufile.log is capped at 32 MB by default; twice that is not a log
 
 
 @dataclass
@@ -18,14 +19,14 @@ class Line:
     file: str
     lineno: int
     kind: str
-    text: str                       # the message (cufile.log/dmesg: without prefix), stripped
+    text: str  # the message (cufile.log/dmesg: without prefix), stripped
     raw: str
-    level: str | None = None        # cufile.log: ERROR WARN NOTICE INFO DEBUG TRACE
+    level: str | None = None  # cufile.log: ERROR WARN NOTICE INFO DEBUG TRACE
     pid: int | None = None
     tid: int | None = None
-    time: str | None = None         # as written in the input
+    time: str | None = None  # as written in the input
     sort_time: tuple | None = None  # comparable form of time
-    component: str | None = None    # cufile.log: "cufio-fs" (the line number after ':' dropped)
+    component: str | None = None  # cufile.log: "cufio-fs" (the line number after ':' dropped)
 
 
 def read_input(path: str) -> str:
@@ -39,10 +40,14 @@ def read_input(path: str) -> str:
         except OSError as e:
             raise GdsdiagError(f"cannot read {path}: {e.strerror}", "check the path") from None
         if not stat.S_ISREG(st.st_mode):
-            raise GdsdiagError(f"{path} is not a regular file", "give a saved log or command output (a file, or '-' for stdin)")
+            raise GdsdiagError(
+                f"{path} is not a regular file", "give a saved log or command output (a file, or '-' for stdin)"
+            )
         if st.st_size > MAX_BYTES:
-            raise GdsdiagError(f"{path} is {st.st_size >> 20} MiB, over the {MAX_BYTES >> 20} MiB limit",
-                               "pass the relevant part (e.g. 'tail -n 100000 FILE > part.log')")
+            raise GdsdiagError(
+                f"{path} is {st.st_size >> 20} MiB, over the {MAX_BYTES >> 20} MiB limit",
+                "pass the relevant part (e.g. 'tail -n 100000 FILE > part.log')",
+            )
         try:
             with open(path, "rb") as f:
                 data = f.read(MAX_BYTES + 1)
@@ -54,12 +59,16 @@ def read_input(path: str) -> str:
 
 
 # " 16-06-2024 05:40:20:816 [pid=3006 tid=3006] ERROR  cufio-topo-nvfs:78 pci device ..."
-CUFILE_RX = re.compile(r"^\s*(?P<time>(?P<d>\d\d)-(?P<mo>\d\d)-(?P<y>\d{4}) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d):(?P<ms>\d+))"
-                       r"\s+\[pid=(?P<pid>\d+) tid=(?P<tid>\d+)\]\s+(?P<level>[A-Z]+)\s+(?P<comp>[\w.\-]+):\d+\s?(?P<msg>.*)$")
+CUFILE_RX = re.compile(
+    r"^\s*(?P<time>(?P<d>\d\d)-(?P<mo>\d\d)-(?P<y>\d{4}) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d):(?P<ms>\d+))"
+    r"\s+\[pid=(?P<pid>\d+) tid=(?P<tid>\d+)\]\s+(?P<level>[A-Z]+)\s+(?P<comp>[\w.\-]+):\d+\s?(?P<msg>.*)$"
+)
 DMESG_RX = re.compile(r"^\s*\[\s*(?P<time>\d+\.\d+)\]\s?(?P<msg>.*)$")
 GDSIO_RX = re.compile(r"^IoType: \w+ XferType: \w+|(^|[\s/$])gdsio(_verify)?\s+-|file register error:")
-GDSCHECK_RX = re.compile(r"^\s*(GDS release version|DRIVER CONFIGURATION:|cuFile CONFIGURATION:|CUFILE CONFIGURATION:|"
-                         r"Platform verification (succeeded|failed)|--rdma_device_status)")
+GDSCHECK_RX = re.compile(
+    r"^\s*(GDS release version|DRIVER CONFIGURATION:|cuFile CONFIGURATION:|CUFILE CONFIGURATION:|"
+    r"Platform verification (succeeded|failed)|--rdma_device_status)"
+)
 NVFS_RX = re.compile(r"^\s*(NVFS statistics\(ver:|NVFS Driver\(version:|Bar1-map\s*:|Mmap\s*:)")
 
 
@@ -98,8 +107,21 @@ def split(path: str, text: str, kind: str) -> tuple[list[Line], int]:
         m = CUFILE_RX.match(raw)
         if m:
             t = (int(m["y"]), int(m["mo"]), int(m["d"]), int(m["h"]), int(m["mi"]), int(m["s"]), int(m["ms"]))
-            out.append(Line(path, n, "cufile-log", m["msg"].strip(), raw, m["level"], int(m["pid"]), int(m["tid"]),
-                            m["time"], t, m["comp"]))
+            out.append(
+                Line(
+                    path,
+                    n,
+                    "cufile-log",
+                    m["msg"].strip(),
+                    raw,
+                    m["level"],
+                    int(m["pid"]),
+                    int(m["tid"]),
+                    m["time"],
+                    t,
+                    m["comp"],
+                )
+            )
             continue
         if kind == "dmesg":
             d = DMESG_RX.match(raw)
@@ -107,9 +129,9 @@ def split(path: str, text: str, kind: str) -> tuple[list[Line], int]:
                 out.append(Line(path, n, "dmesg", d["msg"].strip(), raw, time=d["time"], sort_time=(float(d["time"]),)))
                 continue
         if kind == "gdscheck" and (re.fullmatch(r"[A-Z ]+:", s) or s.endswith("CONFIGURATION:")):
-            skipped += 1                # section titles: ENVIRONMENT:, GPU INFO:, ...
+            skipped += 1  # section titles: ENVIRONMENT:, GPU INFO:, ...
             continue
         if kind == "gdsio":
-            s = re.sub(r"^\$\s+", "", s)        # pasted shell prompts
+            s = re.sub(r"^\$\s+", "", s)  # pasted shell prompts
         out.append(Line(path, n, kind, s, raw))
     return out, skipped

@@ -5,6 +5,7 @@ rebuilt on every scrape from the latest data (nvidia-fs stats and the process sc
 time; verdicts and trace counters come from the refresh loop). Every label set is bounded: GPUs and
 nvidia-fs keys by the kernel file, rules by the policy, processes and trace 'comm' by MAX_COMMS.
 """
+
 from __future__ import annotations
 
 import threading
@@ -15,7 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from ..platform.fsroot import FsRoot
 from ..platform.nvfs_proc import parse_stats
 
-MAX_COMMS = 16            # distinct process names kept as label values; the rest are "other"
+MAX_COMMS = 16  # distinct process names kept as label values; the rest are "other"
 STATUSES = ("PASS", "WARN", "FAIL", "SKIP")
 
 
@@ -28,10 +29,20 @@ def nvfs_families(fs: FsRoot) -> list:
     if text is None:
         return out
     s = parse_stats(text)
-    info = GaugeMetricFamily("gdsdiag_nvfs_info", "nvidia-fs versions (always 1).",
-                             labels=["driver_version", "gds_version", "stats_version", "io_stats"])
-    info.add_metric([s.driver_version or "", s.gds_version or "", s.stats_version or "",
-                     {True: "enabled", False: "disabled"}.get(s.io_stats, "unknown")], 1)
+    info = GaugeMetricFamily(
+        "gdsdiag_nvfs_info",
+        "nvidia-fs versions (always 1).",
+        labels=["driver_version", "gds_version", "stats_version", "io_stats"],
+    )
+    info.add_metric(
+        [
+            s.driver_version or "",
+            s.gds_version or "",
+            s.stats_version or "",
+            {True: "enabled", False: "disabled"}.get(s.io_stats, "unknown"),
+        ],
+        1,
+    )
     out.append(info)
     if s.active_process is not None:
         g = GaugeMetricFamily("gdsdiag_nvfs_active_processes", "Processes with nvidia-fs state (Active Process).")
@@ -44,23 +55,36 @@ def nvfs_families(fs: FsRoot) -> list:
     # Counter lines ("Reads : n=… ok=… err=…", "Ops : Read=… Write=…"): cumulative since module load,
     # except bandwidth/latency/active fields which are gauges in the kernel file.
     gauge_keys = {"Bandwidth(MiB/s)", "Avg-Latency(usec)", "active"}
-    c = CounterMetricFamily("gdsdiag_nvfs_events", "nvidia-fs cumulative counters (section and key as in the stats file).",
-                            labels=["section", "key"])
-    g = GaugeMetricFamily("gdsdiag_nvfs_value", "nvidia-fs instantaneous values (bandwidth MiB/s, latency µs, active).",
-                          labels=["section", "key"])
+    c = CounterMetricFamily(
+        "gdsdiag_nvfs_events",
+        "nvidia-fs cumulative counters (section and key as in the stats file).",
+        labels=["section", "key"],
+    )
+    g = GaugeMetricFamily(
+        "gdsdiag_nvfs_value",
+        "nvidia-fs instantaneous values (bandwidth MiB/s, latency µs, active).",
+        labels=["section", "key"],
+    )
     for section, kv in sorted(s.counters.items()):
         for k, v in sorted(kv.items()):
             (g if k in gauge_keys else c).add_metric([section, k], v)
     out += [c, g]
-    per_gpu = GaugeMetricFamily("gdsdiag_nvfs_gpu", "nvidia-fs per-GPU values (Registered_MiB, Cache_MiB, max_pinned_MiB, "
-                                "cross_root_port(%) and, in newer drivers, per-GPU ops/bytes).", labels=["gpu", "uuid", "key"])
+    per_gpu = GaugeMetricFamily(
+        "gdsdiag_nvfs_gpu",
+        "nvidia-fs per-GPU values (Registered_MiB, Cache_MiB, max_pinned_MiB, "
+        "cross_root_port(%) and, in newer drivers, per-GPU ops/bytes).",
+        labels=["gpu", "uuid", "key"],
+    )
     for gpu in s.gpus:
         for k, v in sorted(gpu.items()):
             if k not in ("bdf", "uuid"):
                 per_gpu.add_metric([gpu["bdf"], gpu["uuid"], k], v)
     out.append(per_gpu)
-    xr = GaugeMetricFamily("gdsdiag_nvfs_cross_root_port_ratio", "Share of a GPU's nvidia-fs I/O that crossed a root port (0..1).",
-                           labels=["gpu"])
+    xr = GaugeMetricFamily(
+        "gdsdiag_nvfs_cross_root_port_ratio",
+        "Share of a GPU's nvidia-fs I/O that crossed a root port (0..1).",
+        labels=["gpu"],
+    )
     for gpu in s.gpus:
         if "cross_root_port(%)" in gpu:
             xr.add_metric([gpu["bdf"]], gpu["cross_root_port(%)"] / 100.0)
@@ -112,8 +136,11 @@ def stats_segments(fs: FsRoot) -> dict[int, int]:
 
 
 def process_families(fs: FsRoot) -> list:
-    g = GaugeMetricFamily("gdsdiag_cufile_processes", "Processes with libcufile loaded, by process name (top 16, rest 'other').",
-                          labels=["comm"])
+    g = GaugeMetricFamily(
+        "gdsdiag_cufile_processes",
+        "Processes with libcufile loaded, by process name (top 16, rest 'other').",
+        labels=["comm"],
+    )
     for comm, v in sorted(bound(cufile_processes(fs)).items()):
         g.add_metric([comm], v)
     seg = Counter()
@@ -121,9 +148,12 @@ def process_families(fs: FsRoot) -> list:
         maps = fs.read_text(f"/proc/{pid}/maps")
         if maps and "libcufile" in maps:
             seg[(fs.read_text(f"/proc/{pid}/comm") or "?").strip() or "?"] += 1
-    p = GaugeMetricFamily("gdsdiag_cufile_stats_published", "Processes whose libcufile publishes statistics in a System V "
-                          "segment keyed by their pid (what gds_stats -p reads; counters not decoded, see docs/fleet.md).",
-                          labels=["comm"])
+    p = GaugeMetricFamily(
+        "gdsdiag_cufile_stats_published",
+        "Processes whose libcufile publishes statistics in a System V "
+        "segment keyed by their pid (what gds_stats -p reads; counters not decoded, see docs/fleet.md).",
+        labels=["comm"],
+    )
     for comm, v in sorted(bound(seg).items()):
         p.add_metric([comm], v)
     return [g, p]
@@ -149,9 +179,14 @@ class TraceCounters:
             self.bytes[key] += max(v.size, 0)
 
     def families(self) -> list:
-        ios = CounterMetricFamily("gdsdiag_trace_ios", "I/Os seen by gdsdiag trace, by route, process name and op.",
-                                  labels=["route", "comm", "op"])
-        by = CounterMetricFamily("gdsdiag_trace_bytes", "Bytes of the I/Os seen by gdsdiag trace.", labels=["route", "comm", "op"])
+        ios = CounterMetricFamily(
+            "gdsdiag_trace_ios",
+            "I/Os seen by gdsdiag trace, by route, process name and op.",
+            labels=["route", "comm", "op"],
+        )
+        by = CounterMetricFamily(
+            "gdsdiag_trace_bytes", "Bytes of the I/Os seen by gdsdiag trace.", labels=["route", "comm", "op"]
+        )
         with self.lock:
             for k in sorted(self.ios):
                 ios.add_metric(list(k), self.ios[k])
@@ -164,13 +199,21 @@ def verdict_families(report, when: float | None, errors: int, last_error: str | 
     out = []
     ts = GaugeMetricFamily("gdsdiag_verdicts_timestamp_seconds", "When the verdicts were last refreshed (0: not yet).")
     ts.add_metric([], when or 0)
-    err = CounterMetricFamily("gdsdiag_verdicts_refresh_errors", "Refreshes that failed (the last error is in the log).")
+    err = CounterMetricFamily(
+        "gdsdiag_verdicts_refresh_errors", "Refreshes that failed (the last error is in the log)."
+    )
     err.add_metric([], errors)
     out += [ts, err]
     if report is None:
         return out
-    rp = GaugeMetricFamily("gdsdiag_rule_pass", "1 if the rule passed, 0 if it failed or warned (skipped rules are absent).", labels=["rule"])
-    rs = GaugeMetricFamily("gdsdiag_rule_status", "One series per rule and verdict; 1 marks the rule's verdict.", labels=["rule", "status"])
+    rp = GaugeMetricFamily(
+        "gdsdiag_rule_pass",
+        "1 if the rule passed, 0 if it failed or warned (skipped rules are absent).",
+        labels=["rule"],
+    )
+    rs = GaugeMetricFamily(
+        "gdsdiag_rule_status", "One series per rule and verdict; 1 marks the rule's verdict.", labels=["rule", "status"]
+    )
     for r in report.results:
         if r.status.value != "SKIP":
             rp.add_metric([r.rule], 1 if r.status.value == "PASS" else 0)

@@ -2,6 +2,7 @@
 beta 0.9 ('cuFile CONFIGURATION:', upper-case names, 0/1 values, 'IOMMU : disabled'), 1.0/1.1,
 1.14 ('NVMe P2PDMA' row, 'Supported'/'Unsupported'), 1.16+ route tokens ('nvfs, compat'), with or
 without the leading space, indented or truncated — and compare it with gdsdiag's own findings."""
+
 from __future__ import annotations
 
 import re
@@ -9,11 +10,25 @@ from dataclasses import dataclass, field
 
 from ..textparse import fields, set_field
 
-_CANON = {"NVME": "NVMe", "NVMEOF": "NVMeOF", "NVME P2PDMA": "NVMe P2PDMA", "SCSI": "SCSI",
-          "SCALEFLUX CSD": "ScaleFlux CSD", "NVMESH": "NVMesh", "DDN EXASCALER": "DDN EXAScaler",
-          "LUSTRE": "Lustre", "FSX LUSTRE": "FSx Lustre", "IBM SPECTRUM SCALE": "IBM Spectrum Scale", "NFS": "NFS",
-          "BEEGFS": "BeeGFS", "SCATEFS": "ScaTeFS", "VIRTIOFS": "VIRTIOFS", "WEKAFS": "WekaFS", "PANFS": "PanFS",
-          "USERSPACE RDMA": "Userspace RDMA"}
+_CANON = {
+    "NVME": "NVMe",
+    "NVMEOF": "NVMeOF",
+    "NVME P2PDMA": "NVMe P2PDMA",
+    "SCSI": "SCSI",
+    "SCALEFLUX CSD": "ScaleFlux CSD",
+    "NVMESH": "NVMesh",
+    "DDN EXASCALER": "DDN EXAScaler",
+    "LUSTRE": "Lustre",
+    "FSX LUSTRE": "FSx Lustre",
+    "IBM SPECTRUM SCALE": "IBM Spectrum Scale",
+    "NFS": "NFS",
+    "BEEGFS": "BeeGFS",
+    "SCATEFS": "ScaTeFS",
+    "VIRTIOFS": "VIRTIOFS",
+    "WEKAFS": "WekaFS",
+    "PANFS": "PanFS",
+    "USERSPACE RDMA": "Userspace RDMA",
+}
 DIRECT_TOKENS = {"nvfs", "p2pdma", "c2c", "dmabuf", "nvidia_peermem", "supported"}
 
 
@@ -24,22 +39,31 @@ class GdsCheck:
     nvfs_version: str | None = None
     libcufile_version: str | None = None
     nvfs_min_version: str | None = None
-    drivers: dict[str, list[str]] = field(default_factory=dict)   # canonical name -> tokens (lower case)
-    rdma: dict[str, str] = field(default_factory=dict)             # '--' sub-rows
+    drivers: dict[str, list[str]] = field(default_factory=dict)  # canonical name -> tokens (lower case)
+    rdma: dict[str, str] = field(default_factory=dict)  # '--' sub-rows
     config: dict[str, str] = field(default_factory=dict)
     gpus: list[dict] = field(default_factory=list)
     iommu: str | None = None
     driver_status: str | None = None
     cuda_driver: str | None = None
     platform: str | None = None
-    verification: str | None = None       # succeeded | failed | None (truncated)
+    verification: str | None = None  # succeeded | failed | None (truncated)
     errors: list[str] = field(default_factory=list)
 
     @property
     def recognised(self) -> bool:
         """Did the text carry anything only gdscheck prints? (Any other text parses to nothing.)"""
-        return bool(self.release or self.nvfs_version or self.nvfs_min_version or self.gpus or self.drivers
-                    or self.config or self.verification or self.driver_status or self.platform)
+        return bool(
+            self.release
+            or self.nvfs_version
+            or self.nvfs_min_version
+            or self.gpus
+            or self.drivers
+            or self.config
+            or self.verification
+            or self.driver_status
+            or self.platform
+        )
 
 
 # lines that carry one value each, in every gdscheck format
@@ -72,10 +96,20 @@ def parse(text: str) -> GdsCheck:
         if m:
             g.nvfs_version, g.nvfs_min_version = m.group(1), m.group(2)
             continue
-        m = re.match(r"^GPU index (\d+) (.+?) bar:(\d+) bar size \(MiB\):\s*(\d+)\s+(supports GDS|.*?)(?:, IOMMU State: (\w[\w\- ]*))?$", line)
+        m = re.match(
+            r"^GPU index (\d+) (.+?) bar:(\d+) bar size \(MiB\):\s*(\d+)\s+(supports GDS|.*?)(?:, IOMMU State: (\w[\w\- ]*))?$",
+            line,
+        )
         if m:
-            g.gpus.append({"index": int(m.group(1)), "name": m.group(2), "bar_mib": int(m.group(4)),
-                           "supports_gds": m.group(5) == "supports GDS", "iommu_state": m.group(6)})
+            g.gpus.append(
+                {
+                    "index": int(m.group(1)),
+                    "name": m.group(2),
+                    "bar_mib": int(m.group(4)),
+                    "supports_gds": m.group(5) == "supports GDS",
+                    "iommu_state": m.group(6),
+                }
+            )
             continue
         m = re.match(r"^GPU (\d+) (.+?) does not have supported architecture", line)
         if m:
@@ -110,6 +144,7 @@ def _direct(tokens: list[str] | None) -> bool | None:
 def compare(g: GdsCheck, report) -> list[dict]:
     """Items where gdscheck and gdsdiag can be set side by side; 'agree' False lists a difference."""
     from ..routes import Route
+
     out = []
     routes = report.verdict.routes
     by_id = {r.id: r for r in report.results}
@@ -120,8 +155,13 @@ def compare(g: GdsCheck, report) -> list[dict]:
     nvme = g.drivers.get("NVMe")
     if nvme is not None:
         ours = Route.NVFS in routes
-        add("NVMe via nvidia-fs", ", ".join(nvme), "NVFS route" if ours else "no NVFS route", _direct(nvme) == ours,
-            "gdscheck reports the driver's build support; gdsdiag also needs nvidia-fs loaded and a registered nvme")
+        add(
+            "NVMe via nvidia-fs",
+            ", ".join(nvme),
+            "NVFS route" if ours else "no NVFS route",
+            _direct(nvme) == ours,
+            "gdscheck reports the driver's build support; gdsdiag also needs nvidia-fs loaded and a registered nvme",
+        )
     p2p = g.drivers.get("NVMe P2PDMA")
     if p2p is not None:
         ours = Route.P2PDMA in routes
@@ -129,17 +169,33 @@ def compare(g: GdsCheck, report) -> list[dict]:
     if g.iommu is not None and "platform.iommu" in by_id:
         mode = by_id["platform.iommu"].summary
         theirs_off = g.iommu in ("disabled", "off")
-        add("IOMMU", g.iommu, mode, theirs_off == (mode in ("off", "passthrough")) or mode == "unknown",
-            "inside a VM gdscheck reports the guest's view")
+        add(
+            "IOMMU",
+            g.iommu,
+            mode,
+            theirs_off == (mode in ("off", "passthrough")) or mode == "unknown",
+            "inside a VM gdscheck reports the guest's view",
+        )
     if g.verification is not None:
         direct = [r for r in routes if r in (Route.NVFS, Route.P2PDMA)]
         agree = (g.verification == "succeeded") == bool(direct)
-        add("platform verdict", f"Platform verification {g.verification}", report.verdict.summary, agree,
-            "" if agree else "'Platform verification succeeded' means the stack is installed, not that I/O can go P2P")
+        add(
+            "platform verdict",
+            f"Platform verification {g.verification}",
+            report.verdict.summary,
+            agree,
+            "" if agree else "'Platform verification succeeded' means the stack is installed, not that I/O can go P2P",
+        )
     allow = g.config.get("properties.use_compat_mode")
     if allow is not None and "cufile.allow_compat" in by_id:
         ours = by_id["cufile.allow_compat"].summary
         theirs_b = allow.lower() in ("true", "1")
         ours_b = "false" not in ours
-        add("allow_compat_mode", allow, ours, theirs_b == ours_b, "gdscheck prints allow_compat_mode as properties.use_compat_mode")
+        add(
+            "allow_compat_mode",
+            allow,
+            ours,
+            theirs_b == ours_b,
+            "gdscheck prints allow_compat_mode as properties.use_compat_mode",
+        )
     return out

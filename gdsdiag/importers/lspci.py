@@ -6,6 +6,7 @@ extended capabilities, so ACS then comes from the ``ACSCtl:`` line. Without a du
 (``LnkCap``, ``LnkSta``, ``ACSCtl``, the Express port type, ``NUMA node``) are used. Roles of
 ``-tv``-only devices come from their names, which is stated in each record's ``source``.
 """
+
 from __future__ import annotations
 
 import re
@@ -26,18 +27,34 @@ TREE_DEV_RE = re.compile(r"(?<=-)([0-9a-f]{2})\.([0-7])(?:-\[(?:[0-9a-f]{4,8}:)?
 ACS_NAMES = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
 
 CLASS_NAMES = {
-    "Host bridge": 0x060000, "PCI bridge": 0x060400, "VGA compatible controller": 0x030000,
-    "3D controller": 0x030200, "Non-Volatile memory controller": 0x010802,
-    "Ethernet controller": 0x020000, "Infiniband controller": 0x020700, "Network controller": 0x028000,
-    "Bridge": 0x068000, "System peripheral": 0x088000,
+    "Host bridge": 0x060000,
+    "PCI bridge": 0x060400,
+    "VGA compatible controller": 0x030000,
+    "3D controller": 0x030200,
+    "Non-Volatile memory controller": 0x010802,
+    "Ethernet controller": 0x020000,
+    "Infiniband controller": 0x020700,
+    "Network controller": 0x028000,
+    "Bridge": 0x068000,
+    "System peripheral": 0x088000,
 }
-VENDOR_NAMES = {"NVIDIA Corporation": 0x10DE, "Mellanox Technologies": 0x15B3,
-                "Advanced Micro Devices": 0x1022, "Intel Corporation": 0x8086,
-                "PLX Technology": 0x10B5, "Broadcom / LSI": 0x1000, "Samsung Electronics": 0x144D}
-PORT_TEXT = {"Root Port": PortType.ROOT_PORT, "Upstream Port": PortType.UPSTREAM,
-             "Downstream Port": PortType.DOWNSTREAM, "Endpoint": PortType.ENDPOINT,
-             "Legacy Endpoint": PortType.LEGACY_ENDPOINT,
-             "Root Complex Integrated Endpoint": PortType.RC_INTEGRATED}
+VENDOR_NAMES = {
+    "NVIDIA Corporation": 0x10DE,
+    "Mellanox Technologies": 0x15B3,
+    "Advanced Micro Devices": 0x1022,
+    "Intel Corporation": 0x8086,
+    "PLX Technology": 0x10B5,
+    "Broadcom / LSI": 0x1000,
+    "Samsung Electronics": 0x144D,
+}
+PORT_TEXT = {
+    "Root Port": PortType.ROOT_PORT,
+    "Upstream Port": PortType.UPSTREAM,
+    "Downstream Port": PortType.DOWNSTREAM,
+    "Endpoint": PortType.ENDPOINT,
+    "Legacy Endpoint": PortType.LEGACY_ENDPOINT,
+    "Root Complex Integrated Endpoint": PortType.RC_INTEGRATED,
+}
 
 
 def parse_acsctl(line: str) -> AcsControl | None:
@@ -103,8 +120,9 @@ def parse_vvv(text: str) -> dict[str, PciFunction]:
             if cfg.secondary_bus is not None:
                 cur.secondary_bus = cfg.secondary_bus
             if cfg.pcie is not None:
-                cur.link = Link(cfg.pcie.link_speed_gts, cfg.pcie.link_width,
-                                cfg.pcie.link_cap_speed_gts, cfg.pcie.link_cap_width)
+                cur.link = Link(
+                    cfg.pcie.link_speed_gts, cfg.pcie.link_width, cfg.pcie.link_cap_speed_gts, cfg.pcie.link_cap_width
+                )
 
     for raw in text.splitlines():
         line = raw.rstrip()
@@ -115,8 +133,7 @@ def parse_vvv(text: str) -> dict[str, PciFunction]:
             bdf = f"{dom}:{h.group(2).lower()}:{h.group(3).lower()}.{h.group(4)}"
             cls_name, name = h.group(5), h.group(6)
             name = re.sub(r"\s*\((?:rev [0-9a-f]+|prog-if [^)]*\)?)\)", "", name).strip() or name
-            cur = PciFunction(bdf=bdf, host_bridge="", parent_bdf=None, name=name,
-                              source="lspci -vvv")
+            cur = PciFunction(bdf=bdf, host_bridge="", parent_bdf=None, name=name, source="lspci -vvv")
             cls_name_clean = re.sub(r"\s*\[[0-9a-f]{4}\]$", "", cls_name)
             mcls = re.search(r"\[([0-9a-f]{4})\]$", cls_name)
             cur.class_code = (int(mcls.group(1), 16) << 8) if mcls else CLASS_NAMES.get(cls_name_clean)
@@ -171,7 +188,7 @@ def parse_tree(text: str) -> list[PciFunction]:
     """'lspci -t[v]' ASCII tree → functions with parents. Children of a bridge start at the column
     where the first of them appears on the bridge's own line; later siblings share that column."""
     out: list[PciFunction] = []
-    col_parent: dict[int, tuple[str, str, str | None]] = {}   # column -> (domain, bus, parent bdf)
+    col_parent: dict[int, tuple[str, str, str | None]] = {}  # column -> (domain, bus, parent bdf)
     for line in text.splitlines():
         if line.startswith("#"):
             continue
@@ -188,18 +205,25 @@ def parse_tree(text: str) -> list[PciFunction]:
                 break
             ctx = col_parent.get(m.start())
             if ctx is None:
-                raise GdsdiagError(f"cannot place lspci tree entry at column {m.start()}: {line.strip()[:60]}",
-                                   "pass the output of 'lspci -tv' unchanged (no re-wrapping)")
+                raise GdsdiagError(
+                    f"cannot place lspci tree entry at column {m.start()}: {line.strip()[:60]}",
+                    "pass the output of 'lspci -tv' unchanged (no re-wrapping)",
+                )
             dom, bus, parent = ctx
             bdf = f"{dom}:{bus}:{m.group(1)}.{m.group(2)}"
-            name_m = re.match(r"\s{2}(\S.*)$", line[m.end():])
-            fn = PciFunction(bdf=bdf, host_bridge="", parent_bdf=parent,
-                             name=name_m.group(1).strip() if name_m else None, source="lspci -tv")
+            name_m = re.match(r"\s{2}(\S.*)$", line[m.end() :])
+            fn = PciFunction(
+                bdf=bdf,
+                host_bridge="",
+                parent_bdf=parent,
+                name=name_m.group(1).strip() if name_m else None,
+                source="lspci -tv",
+            )
             out.append(fn)
             if m.group(3):
                 fn.secondary_bus = int(m.group(3), 16)
                 nxt = TREE_DEV_RE.search(line, m.end())
-                if nxt and line[m.end():nxt.start()].strip("-+\\| ") == "":
+                if nxt and line[m.end() : nxt.start()].strip("-+\\| ") == "":
                     col_parent[nxt.start()] = (dom, m.group(3), bdf)
                     pos = nxt.start()
                     continue
@@ -218,17 +242,20 @@ def _role_class_from_name(name: str | None) -> tuple[int | None, int | None]:
         if "nvswitch" in low:
             return 0x068000, vendor
         if "ethernet" in low:
-            return 0x020000, vendor      # nForce chipsets' own NIC ("CK804 Ethernet Controller")
+            return 0x020000, vendor  # nForce chipsets' own NIC ("CK804 Ethernet Controller")
         # NVIDIA also made chipsets (nForce/CK804/MCP): their memory controller, SMBus, IDE, SATA, ISA
         # and PCI bridge functions are not GPUs
-        if not re.search(r"audio|usb|ucsi|bridge|serial|smbus|memory controller|\bide\b|sata|\bisa\b|\blpc\b"
-                         r"|coprocessor|nforce|\bmcp\d*\b", low):
+        if not re.search(
+            r"audio|usb|ucsi|bridge|serial|smbus|memory controller|\bide\b|sata|\bisa\b|\blpc\b"
+            r"|coprocessor|nforce|\bmcp\d*\b",
+            low,
+        ):
             return 0x030200, vendor
         return 0x040300 if "audio" in low else 0x0C0000, vendor
     # A PCI function named as an SSD is an NVMe controller: SATA/SAS SSDs are not PCI functions (they sit
     # behind an AHCI/SAS controller). pci.ids names many without the word NVMe ("Intel Corporation SSD
     # 660P Series", "Silicon Motion SM2263EN/SM2263XT SSD Controller", "... Solid State Drive").
-    if (any(k in low for k in ("nvme", "non-volatile", " ssd", "solid state drive")) and "raid" not in low):
+    if any(k in low for k in ("nvme", "non-volatile", " ssd", "solid state drive")) and "raid" not in low:
         # 'HighPoint SSD7540 ... NVMe RAID Controller' is the carrier's RAID function, not an NVMe controller
         return 0x010802, vendor
     if vendor == 0x15B3 or "connectx" in low or "ethernet" in low or "infiniband" in low:
@@ -244,7 +271,9 @@ def _parse_numa_map(spec: str | None) -> list[tuple[str, int, int, int]]:
             continue
         m = re.match(r"^\s*([0-9a-f]{4}):([0-9a-f]{2})(?:-([0-9a-f]{2}))?\s*=\s*(\d+)\s*$", part, re.I)
         if not m:
-            raise GdsdiagError(f"bad --numa entry {part!r}", "use DOMAIN:BUS[-BUS]=NODE, e.g. 0000:00-7f=0,0000:80-ff=1")
+            raise GdsdiagError(
+                f"bad --numa entry {part!r}", "use DOMAIN:BUS[-BUS]=NODE, e.g. 0000:00-7f=0,0000:80-ff=1"
+            )
         lo = int(m.group(2), 16)
         out.append((m.group(1).lower(), lo, int(m.group(3), 16) if m.group(3) else lo, int(m.group(4))))
     return out
@@ -257,6 +286,7 @@ def load_lspci(paths, numa_spec: str | None = None) -> Topology:
     greps: list[tuple[str, list[AcsControl | None]]] = []
     for p in paths:
         from ..bounded import read_user_text  # regular files under a stated size only
+
         text = read_user_text(p, "lspci output")
         tree = []
         if re.search(r"^[ |+\\-]*\[[0-9a-f]{4,8}:[0-9a-f]{2}\]-", text, re.M):
@@ -269,8 +299,10 @@ def load_lspci(paths, numa_spec: str | None = None) -> Topology:
     if not tree_fns and not details:
         raise GdsdiagError("no lspci tree or device blocks found", "send 'lspci -tv' and 'sudo lspci -vvvxxxx' output")
     if tree_fns and not any(f.name for f in tree_fns) and not details:
-        problems.append("lspci -t without -v: the tree names no device, so no GPU, NVMe or NIC can be recognised "
-                        "(send 'lspci -tv', or add plain 'lspci' output for the names)")
+        problems.append(
+            "lspci -t without -v: the tree names no device, so no GPU, NVMe or NIC can be recognised "
+            "(send 'lspci -tv', or add plain 'lspci' output for the names)"
+        )
     functions = _merge(tree_fns, details)
     grep_notes, grep_problems = _apply_acs_grep(functions, greps)
     problems += grep_problems
@@ -288,8 +320,13 @@ def load_lspci(paths, numa_spec: str | None = None) -> Topology:
             hb.vendor, hb.device = fn.vendor, fn.device
             if fn.name:
                 hb.vendor_name = fn.name
-    topo = build(functions, host_bridges, IommuInfo(mode="unknown", evidence=["lspci text carries no IOMMU state"]),
-                 CpuInfo(), source=", ".join(paths))
+    topo = build(
+        functions,
+        host_bridges,
+        IommuInfo(mode="unknown", evidence=["lspci text carries no IOMMU state"]),
+        CpuInfo(),
+        source=", ".join(paths),
+    )
     topo.origin = "lspci"
     topo.notes += grep_notes
     topo.problems += problems
@@ -306,17 +343,25 @@ def _apply_acs_grep(functions: list[PciFunction], greps) -> tuple[list[str], lis
     for path, lines in greps:
         parsed = [a for a in lines if a is not None]
         bridges = [f for f in functions if f.secondary_bus is not None or (f.class_code or 0) >> 8 == 0x0604]
-        unknown = [f for f in bridges if f.acs_text is None and not f.acs_absent and not (f.config and f.config.has_acs is not None)]
+        unknown = [
+            f
+            for f in bridges
+            if f.acs_text is None and not f.acs_absent and not (f.config and f.config.has_acs is not None)
+        ]
         if parsed and len(parsed) == len(lines) and len({a.flags() for a in parsed}) == 1:
             for f in unknown:
                 f.acs_text = parsed[0]
-            notes.append(f"{path}: all {len(parsed)} ACSCtl lines read '{parsed[0].flags()}'; applied to the "
-                       f"{len(unknown)} bridges whose ACS was unknown (a bridge without ACS behaves the same for P2P)")
+            notes.append(
+                f"{path}: all {len(parsed)} ACSCtl lines read '{parsed[0].flags()}'; applied to the "
+                f"{len(unknown)} bridges whose ACS was unknown (a bridge without ACS behaves the same for P2P)"
+            )
         else:
             redirect = sum(1 for a in parsed if a.redirects)
-            out.append(f"{path}: {len(lines)} ACSCtl lines without device addresses and not all alike "
-                       f"({redirect} with redirect); they cannot be attributed to bridges — send the full "
-                       "'sudo lspci -vvv' instead of the grep")
+            out.append(
+                f"{path}: {len(lines)} ACSCtl lines without device addresses and not all alike "
+                f"({redirect} with redirect); they cannot be attributed to bridges — send the full "
+                "'sudo lspci -vvv' instead of the grep"
+            )
     return notes, out
 
 

@@ -5,6 +5,7 @@ Formats seen in real captures (../shared/corpus/nvidia-smi-topo/ and our GPU mac
 mapping NICk to mlx5_N or netdev names; old headers naming mlx5_N directly with no legend; an optional
 ``GPU NUMA ID`` column; NIC rows with empty affinity cells.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,9 +26,9 @@ class SmiMatrix:
     columns: list[str]
     cells: dict[tuple[str, str], str] = field(default_factory=dict)
     cpu_affinity: dict[str, str] = field(default_factory=dict)
-    numa: dict[str, int | None] = field(default_factory=dict)          # the CPU node (first listed)
+    numa: dict[str, int | None] = field(default_factory=dict)  # the CPU node (first listed)
     numa_affinity: dict[str, list[int]] = field(default_factory=dict)  # every node listed: '0,3-9,11-17'
-    gpu_numa_id: dict[str, int | None] = field(default_factory=dict)   # the node that is the GPU's memory
+    gpu_numa_id: dict[str, int | None] = field(default_factory=dict)  # the node that is the GPU's memory
     nic_legend: dict[str, str] = field(default_factory=dict)
 
     def device_name(self, col: str) -> str:
@@ -38,13 +39,15 @@ def parse(text: str) -> SmiMatrix:
     lines = [ANSI_RE.sub("", ln).rstrip("\n") for ln in text.splitlines()]
     header_i = next((i for i, ln in enumerate(lines) if re.match(r"^\s+GPU0\b", ln)), None)
     if header_i is None:
-        raise GdsdiagError("no 'nvidia-smi topo -m' matrix found (header starting with GPU0)",
-                           "pass the output of 'nvidia-smi topo -m' unchanged")
+        raise GdsdiagError(
+            "no 'nvidia-smi topo -m' matrix found (header starting with GPU0)",
+            "pass the output of 'nvidia-smi topo -m' unchanged",
+        )
     header = [t for t in re.split(r"\t|\s{2,}", lines[header_i].strip()) if t]
     devs = [t for t in header if t not in AFFINITY_HEADERS]
     aff = [t for t in header if t in AFFINITY_HEADERS]
     m = SmiMatrix(columns=devs)
-    for ln in lines[header_i + 1:]:
+    for ln in lines[header_i + 1 :]:
         if not ln.strip():
             if m.cells:
                 break
@@ -53,11 +56,11 @@ def parse(text: str) -> SmiMatrix:
         row, cells = toks[0], toks[1:]
         if row not in devs:
             break
-        for col, val in zip(devs, cells[:len(devs)]):
+        for col, val in zip(devs, cells[: len(devs)]):
             m.cells[(row, col)] = val
         # Affinity cells in header order; empty cells vanish in split(), which keeps the order
         # (a NIC row has none; 'N/A' stands in for an unknown one)
-        rest = dict(zip(aff, cells[len(devs):]))
+        rest = dict(zip(aff, cells[len(devs) :]))
         if "CPU Affinity" in rest:
             m.cpu_affinity[row] = rest["CPU Affinity"]
         if "NUMA Affinity" in rest:
@@ -106,12 +109,15 @@ def _nodelist(text: str) -> list[int]:
 
 def read_smi_text(path: str | None) -> str:
     if path:
-        from ..bounded import read_user_text       # regular files under a stated size only
+        from ..bounded import read_user_text  # regular files under a stated size only
+
         return read_user_text(path, "nvidia-smi output")
     exe = shutil.which("nvidia-smi")
     if exe is None:
-        raise GdsdiagError("nvidia-smi not found for --cross-check",
-                           "install the NVIDIA driver utilities or pass a saved output with --nvidia-smi FILE")
+        raise GdsdiagError(
+            "nvidia-smi not found for --cross-check",
+            "install the NVIDIA driver utilities or pass a saved output with --nvidia-smi FILE",
+        )
     try:
         out = subprocess.run([exe, "topo", "-m"], capture_output=True, text=True, timeout=60)
     except subprocess.TimeoutExpired:
@@ -175,10 +181,15 @@ def cross_check(topo: Topology, pairs, text: str, text_source: str | None = None
         elif theirs.startswith("NV"):
             if p.nvlink is None:
                 why = topo.nvlink_note or "no NVLink data for this pair"
-                entry.update(gdsdiag=p.label, agree=None, note=f"not compared: NVLink cell, gdsdiag has no NVLink data ({why})")
+                entry.update(
+                    gdsdiag=p.label, agree=None, note=f"not compared: NVLink cell, gdsdiag has no NVLink data ({why})"
+                )
             elif text_source is not None and p.nvlink.source == text_source:
-                entry.update(gdsdiag=p.label, agree=None,
-                             note="not compared: gdsdiag's NVLink data is this same nvidia-smi text (no NVML, no other capture)")
+                entry.update(
+                    gdsdiag=p.label,
+                    agree=None,
+                    note="not compared: gdsdiag's NVLink data is this same nvidia-smi text (no NVML, no other capture)",
+                )
             else:
                 entry.update(gdsdiag=p.label, agree=p.label == theirs, note=f"NVLink from {p.nvlink.source}")
         else:
@@ -201,6 +212,7 @@ def summary(results: list[dict]) -> str:
 def render_cross_check(console, results: list[dict]) -> None:
     """A summary line, then one line per cell that is not an agreement (differs / not compared)."""
     from rich.text import Text
+
     if not results:
         console.print("cross-check: nvidia-smi lists no GPU pair or NIC to compare", style="yellow")
         return
@@ -214,5 +226,5 @@ def render_cross_check(console, results: list[dict]) -> None:
         if note and not note.startswith("not compared"):
             line += f" ({note})"
         elif note:
-            line += note[len("not compared"):]
+            line += note[len("not compared") :]
         console.print(line, markup=False, highlight=False, soft_wrap=True)

@@ -5,6 +5,7 @@ Offsets and bit positions follow the PCI Express Base Specification as mirrored 
 ``include/uapi/linux/pci_regs.h`` (PCI_EXP_*, PCI_ACS_*). Every walk is bounded and detects loops,
 so a malformed or hostile dump yields ``None`` plus a reason, never an exception.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ EXT_CONFIG_SIZE = 4096
 
 class PortType(str, Enum):
     """PCIe Capabilities register bits 7:4 (PCI_EXP_FLAGS_TYPE)."""
+
     ENDPOINT = "endpoint"
     LEGACY_ENDPOINT = "legacy_endpoint"
     ROOT_PORT = "root_port"
@@ -30,9 +32,17 @@ class PortType(str, Enum):
     UNKNOWN = "unknown"
 
 
-_PORT_TYPES = {0: PortType.ENDPOINT, 1: PortType.LEGACY_ENDPOINT, 4: PortType.ROOT_PORT,
-               5: PortType.UPSTREAM, 6: PortType.DOWNSTREAM, 7: PortType.PCIE_TO_PCI,
-               8: PortType.PCI_TO_PCIE, 9: PortType.RC_INTEGRATED, 10: PortType.RC_EVENT_COLLECTOR}
+_PORT_TYPES = {
+    0: PortType.ENDPOINT,
+    1: PortType.LEGACY_ENDPOINT,
+    4: PortType.ROOT_PORT,
+    5: PortType.UPSTREAM,
+    6: PortType.DOWNSTREAM,
+    7: PortType.PCIE_TO_PCI,
+    8: PortType.PCI_TO_PCIE,
+    9: PortType.RC_INTEGRATED,
+    10: PortType.RC_EVENT_COLLECTOR,
+}
 
 # Link speed encodings (PCI_EXP_LNKCAP_SLS_*): GT/s per lane.
 LINK_SPEED_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
@@ -60,13 +70,14 @@ def gen_of(gts: float | None) -> int | None:
 @dataclass(frozen=True)
 class AcsControl:
     """ACS control (or capability) bits; names as lspci prints them."""
-    source_validation: bool = False   # SV  (SrcValid)
+
+    source_validation: bool = False  # SV  (SrcValid)
     translation_blocking: bool = False  # TB (TransBlk)
-    request_redirect: bool = False    # RR  (ReqRedir)
+    request_redirect: bool = False  # RR  (ReqRedir)
     completion_redirect: bool = False  # CR (CmpltRedir)
     upstream_forwarding: bool = False  # UF (UpstreamFwd)
-    egress_control: bool = False      # EC  (EgressCtrl)
-    direct_translated: bool = False   # DT  (DirectTrans)
+    egress_control: bool = False  # EC  (EgressCtrl)
+    direct_translated: bool = False  # DT  (DirectTrans)
 
     @classmethod
     def from_bits(cls, v: int) -> AcsControl:
@@ -79,35 +90,47 @@ class AcsControl:
 
     def flags(self) -> str:
         names = ("SV", "TB", "RR", "CR", "UF", "EC", "DT")
-        vals = (self.source_validation, self.translation_blocking, self.request_redirect,
-                self.completion_redirect, self.upstream_forwarding, self.egress_control,
-                self.direct_translated)
+        vals = (
+            self.source_validation,
+            self.translation_blocking,
+            self.request_redirect,
+            self.completion_redirect,
+            self.upstream_forwarding,
+            self.egress_control,
+            self.direct_translated,
+        )
         return " ".join(n + ("+" if v else "-") for n, v in zip(names, vals))
 
     def to_json(self) -> dict:
-        return {"SV": self.source_validation, "TB": self.translation_blocking,
-                "RR": self.request_redirect, "CR": self.completion_redirect,
-                "UF": self.upstream_forwarding, "EC": self.egress_control,
-                "DT": self.direct_translated}
+        return {
+            "SV": self.source_validation,
+            "TB": self.translation_blocking,
+            "RR": self.request_redirect,
+            "CR": self.completion_redirect,
+            "UF": self.upstream_forwarding,
+            "EC": self.egress_control,
+            "DT": self.direct_translated,
+        }
 
 
 @dataclass
 class PcieCapability:
     version: int
     port_type: PortType
-    max_payload_supported: int        # bytes
-    max_payload: int                  # bytes (DevCtl)
-    max_read_request: int             # bytes (DevCtl)
-    relaxed_ordering: bool            # DevCtl bit 4
+    max_payload_supported: int  # bytes
+    max_payload: int  # bytes (DevCtl)
+    max_read_request: int  # bytes (DevCtl)
+    relaxed_ordering: bool  # DevCtl bit 4
     link_cap_speed_gts: float | None  # LnkCap max link speed
     link_cap_width: int | None
-    link_speed_gts: float | None      # LnkSta negotiated
+    link_speed_gts: float | None  # LnkSta negotiated
     link_width: int | None
 
 
 @dataclass
 class ConfigSpace:
     """What we decoded, plus why any part is missing."""
+
     vendor: int | None = None
     device: int | None = None
     class_code: int | None = None
@@ -116,7 +139,7 @@ class ConfigSpace:
     pcie: PcieCapability | None = None
     acs_capability: AcsControl | None = None
     acs_control: AcsControl | None = None
-    has_acs: bool | None = None          # None: unknown (extended space unreadable)
+    has_acs: bool | None = None  # None: unknown (extended space unreadable)
     capabilities: list[int] = field(default_factory=list)
     ext_capabilities: list[int] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)

@@ -1,5 +1,6 @@
 """NVLink records, as the NVML reader (platform/nvlink_nvml.py) and the nvidia-smi text importer
 produce them and the topology consumes them (see topology/nvlink.py for how they are built)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -7,11 +8,11 @@ from dataclasses import dataclass, field
 
 @dataclass
 class NvLinkPair:
-    a: str                         # GPU bdf
-    b: str                         # GPU bdf
-    links: int                     # nvidia-smi's #: links between them (or via NVSwitch: the fewer of both sides)
+    a: str  # GPU bdf
+    b: str  # GPU bdf
+    links: int  # nvidia-smi's #: links between them (or via NVSwitch: the fewer of both sides)
     via_nvswitch: bool = False
-    p2p_ok: bool | None = None     # NVML P2P status over NVLink; None when not asked (text sources)
+    p2p_ok: bool | None = None  # NVML P2P status over NVLink; None when not asked (text sources)
     source: str = ""
 
     @property
@@ -19,8 +20,13 @@ class NvLinkPair:
         return f"NV{self.links}"
 
     def to_json(self) -> dict:
-        return {"links": self.links, "label": self.label, "via_nvswitch": self.via_nvswitch,
-                "p2p_ok": self.p2p_ok, "source": self.source}
+        return {
+            "links": self.links,
+            "label": self.label,
+            "via_nvswitch": self.via_nvswitch,
+            "p2p_ok": self.p2p_ok,
+            "source": self.source,
+        }
 
 
 @dataclass
@@ -29,17 +35,23 @@ class NvLinkGpu:
     links_active: int = 0
     links_inactive: int = 0
     to_nvswitch: int = 0
-    remote_types: dict[str, int] = field(default_factory=dict)   # gpu / nvswitch / ibmnpu / unknown -> count
+    remote_types: dict[str, int] = field(default_factory=dict)  # gpu / nvswitch / ibmnpu / unknown -> count
     version: int | None = None
 
     def to_json(self) -> dict:
-        return {"bdf": self.bdf, "links_active": self.links_active, "links_inactive": self.links_inactive,
-                "to_nvswitch": self.to_nvswitch, "remote_types": self.remote_types, "version": self.version}
+        return {
+            "bdf": self.bdf,
+            "links_active": self.links_active,
+            "links_inactive": self.links_inactive,
+            "to_nvswitch": self.to_nvswitch,
+            "remote_types": self.remote_types,
+            "version": self.version,
+        }
 
 
 @dataclass
 class NvLinkInfo:
-    source: str                                   # "nvml", "nvidia-smi topo -m text (FILE)", ...
+    source: str  # "nvml", "nvidia-smi topo -m text (FILE)", ...
     pairs: dict[frozenset, NvLinkPair] = field(default_factory=dict)
     gpus: dict[str, NvLinkGpu] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
@@ -51,7 +63,11 @@ class NvLinkInfo:
         self.pairs[frozenset((pair.a, pair.b))] = pair
 
     def to_json(self) -> dict:
-        return {"source": self.source,
-                "pairs": [{"a": p.a, "b": p.b, **p.to_json()} for p in sorted(self.pairs.values(), key=lambda p: (p.a, p.b))],
-                "gpus": [g.to_json() for g in sorted(self.gpus.values(), key=lambda g: g.bdf)],
-                "problems": self.problems}
+        return {
+            "source": self.source,
+            "pairs": [
+                {"a": p.a, "b": p.b, **p.to_json()} for p in sorted(self.pairs.values(), key=lambda p: (p.a, p.b))
+            ],
+            "gpus": [g.to_json() for g in sorted(self.gpus.values(), key=lambda g: g.bdf)],
+            "problems": self.problems,
+        }

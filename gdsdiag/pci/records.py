@@ -2,6 +2,7 @@
 bridges, IOMMU state and CPU/NUMA facts. The bottom layer: the sysfs reader (platform/), the
 text importers and the topology builder all produce or consume these, and this package imports
 nothing from above it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -39,17 +40,22 @@ class Link:
         return bool(self.speed_gts and self.width)
 
     def to_json(self) -> dict:
-        return {"speed_gts": self.speed_gts, "width": self.width,
-                "max_speed_gts": self.max_speed_gts, "max_width": self.max_width,
-                "gbytes_per_s": round(self.gbytes_per_s, 3) if self.gbytes_per_s else None}
+        return {
+            "speed_gts": self.speed_gts,
+            "width": self.width,
+            "max_speed_gts": self.max_speed_gts,
+            "max_width": self.max_width,
+            "gbytes_per_s": round(self.gbytes_per_s, 3) if self.gbytes_per_s else None,
+        }
 
 
 @dataclass
 class PciFunction:
     """Facts about one PCI function as a reader found them; no interpretation yet."""
-    bdf: str                              # 0000:01:00.0 (VMD and some virtual hosts: 10000:00:04.0)
-    host_bridge: str                      # 0000:00  (domain:root bus) as in pci0000:00
-    parent_bdf: str | None                # upstream bridge function, None when on the root bus
+
+    bdf: str  # 0000:01:00.0 (VMD and some virtual hosts: 10000:00:04.0)
+    host_bridge: str  # 0000:00  (domain:root bus) as in pci0000:00
+    parent_bdf: str | None  # upstream bridge function, None when on the root bus
     # every PCI address above this one on its canonical sysfs path, nearest first: when the parent
     # itself is not listed in /sys/bus/pci/devices the builder hangs the function under the
     # nearest ancestor that is, as hwloc does
@@ -61,18 +67,18 @@ class PciFunction:
     subsystem_device: int | None = None
     revision: int | None = None
     driver: str | None = None
-    numa_node: int | None = None          # None: unknown / -1
-    numa_source: str | None = None        # numa_node | local_cpulist | local_cpus | lspci
-    gpu_numa_node: int | None = None      # the NUMA node that IS this GPU's memory (Grace Hopper, POWER9+V100)
+    numa_node: int | None = None  # None: unknown / -1
+    numa_source: str | None = None  # numa_node | local_cpulist | local_cpus | lspci
+    gpu_numa_node: int | None = None  # the NUMA node that IS this GPU's memory (Grace Hopper, POWER9+V100)
     link: Link = field(default_factory=Link)
     iommu_group: str | None = None
     config: ConfigSpace | None = None
     config_size: int | None = None
-    acs_text: AcsControl | None = None    # from lspci 'ACSCtl:' when no extended hex dump
+    acs_text: AcsControl | None = None  # from lspci 'ACSCtl:' when no extended hex dump
     port_type_text: PortType | None = None  # from lspci 'Express ... Root Port'
     secondary_bus: int | None = None
-    acs_absent: bool = False              # lspci listed the extended capabilities and ACS was not one
-    name: str | None = None               # lspci's device name text, when imported
+    acs_absent: bool = False  # lspci listed the extended capabilities and ACS was not one
+    name: str | None = None  # lspci's device name text, when imported
     source: str = ""
 
     @property
@@ -105,20 +111,20 @@ class PciFunction:
 
 @dataclass
 class HostBridge:
-    id: str                               # 0000:00
+    id: str  # 0000:00
     numa_node: int | None = None
-    vendor: int | None = None             # of function 00.0 on the root bus, for p2pdma's whitelist
+    vendor: int | None = None  # of function 00.0 on the root bus, for p2pdma's whitelist
     device: int | None = None
-    vendor_name: str | None = None        # lspci text import: "Advanced Micro Devices"
+    vendor_name: str | None = None  # lspci text import: "Advanced Micro Devices"
 
 
 @dataclass
 class IommuInfo:
-    mode: str = "unknown"          # off | passthrough | translated | mixed | unknown
-    units: list[str] = field(default_factory=list)       # /sys/class/iommu entries
-    group_types: dict[str, str] = field(default_factory=dict)   # group -> identity/DMA/DMA-FQ
+    mode: str = "unknown"  # off | passthrough | translated | mixed | unknown
+    units: list[str] = field(default_factory=list)  # /sys/class/iommu entries
+    group_types: dict[str, str] = field(default_factory=dict)  # group -> identity/DMA/DMA-FQ
     group_members: dict[str, list[str]] = field(default_factory=dict)
-    cmdline: dict[str, str] = field(default_factory=dict)        # relevant kernel parameters
+    cmdline: dict[str, str] = field(default_factory=dict)  # relevant kernel parameters
     evidence: list[str] = field(default_factory=list)
 
     def group_type_of(self, group: str | None) -> str | None:
@@ -132,10 +138,10 @@ def bus_of(bdf: str) -> str:
 
 @dataclass
 class CpuInfo:
-    vendor: str | None = None      # AuthenticAMD / GenuineIntel / ...
+    vendor: str | None = None  # AuthenticAMD / GenuineIntel / ...
     family: int | None = None
     model_name: str | None = None
-    numa_nodes: list[int] = field(default_factory=list)        # every node in /sys/devices/system/node
+    numa_nodes: list[int] = field(default_factory=list)  # every node in /sys/devices/system/node
     node_cpus: dict[int, set[int]] = field(default_factory=dict)  # node -> its CPUs (empty: memory only)
     gpu_memory_nodes: dict[int, str] = field(default_factory=dict)  # node -> GPU bdf whose memory it is
 

@@ -8,6 +8,7 @@ never followed, so no archive can make gdsdiag read or write a host file. Limits
 member count, total bytes) hold before any data is kept, and the compressed stream is read to its
 end so a truncated or damaged archive is an error rather than a partial answer.
 """
+
 from __future__ import annotations
 
 import bz2
@@ -27,17 +28,17 @@ from .fsroot import FsRoot
 # Member names can never hold a NUL (tar stops at it), so this prefix marks a path that is not
 # in the archive: reads of it fail like a missing file.
 OUTSIDE = "/\0outside-archive"
-MAX_HOPS = 40            # as the kernel's MAXSYMLINKS: the CVE-2025-4517 chain shape ends here
-MAX_PATH = 4096          # a resolved path longer than PATH_MAX is refused like the kernel does
+MAX_HOPS = 40  # as the kernel's MAXSYMLINKS: the CVE-2025-4517 chain shape ends here
+MAX_PATH = 4096  # a resolved path longer than PATH_MAX is refused like the kernel does
 
 
 @dataclass(frozen=True)
 class Limits:
-    archive_bytes: int = 128 * MiB     # the file as sent (compressed)
-    stream_bytes: int = 128 * MiB      # the tar stream once decompressed (headers + data + padding)
-    member_bytes: int = 16 * MiB       # one member's data (its stated size, sparse or not)
-    members: int = 200_000             # hwloc's largest test tree has 11,495; a 1,000-device node ~20,000
-    total_bytes: int = 64 * MiB        # all members' data
+    archive_bytes: int = 128 * MiB  # the file as sent (compressed)
+    stream_bytes: int = 128 * MiB  # the tar stream once decompressed (headers + data + padding)
+    member_bytes: int = 16 * MiB  # one member's data (its stated size, sparse or not)
+    members: int = 200_000  # hwloc's largest test tree has 11,495; a 1,000-device node ~20,000
+    total_bytes: int = 64 * MiB  # all members' data
 
 
 DEFAULT_LIMITS = Limits()
@@ -57,13 +58,19 @@ def _decompress(raw: bytes, cap: int, path: str) -> bytes:
     try:
         data = f.read(cap + 1)
     except EOFError:
-        raise GdsdiagError(f"{path} is truncated (the compressed stream ends early)",
-                           "copy the whole file again, or re-create it with gdsdiag snapshot") from None
+        raise GdsdiagError(
+            f"{path} is truncated (the compressed stream ends early)",
+            "copy the whole file again, or re-create it with gdsdiag snapshot",
+        ) from None
     except (OSError, zlib.error, lzma.LZMAError, ValueError) as e:
-        raise GdsdiagError(f"{path} is damaged ({e})", "copy the file again, or re-create it with gdsdiag snapshot") from None
+        raise GdsdiagError(
+            f"{path} is damaged ({e})", "copy the file again, or re-create it with gdsdiag snapshot"
+        ) from None
     if len(data) > cap:
-        raise GdsdiagError(f"{path} unpacks to more than {human(cap)}",
-                           "this is not a gdsdiag snapshot (they are a few MiB); do not open archive bombs")
+        raise GdsdiagError(
+            f"{path} unpacks to more than {human(cap)}",
+            "this is not a gdsdiag snapshot (they are a few MiB); do not open archive bombs",
+        )
     return data
 
 
@@ -91,13 +98,13 @@ class ArchiveRoot(FsRoot):
     archive as ``/`` (hwloc's archives hold one top directory)."""
 
     def __init__(self, path: str, limits: Limits = DEFAULT_LIMITS, subdir: str | None = None):
-        self.root = path                 # what reports name as their source
+        self.root = path  # what reports name as their source
         self.archive = path
         self.problems: list[str] = []
         self.limits = limits
         self.files: dict[str, bytes] = {}
         self.links: dict[str, str] = {}
-        self.special: dict[str, str] = {}     # device nodes, FIFOs: exist, never readable
+        self.special: dict[str, str] = {}  # device nodes, FIFOs: exist, never readable
         self.children: dict[str, set[str]] = {"/": set()}
         self._noted: set[str] = set()
         self._load(path)
@@ -107,15 +114,16 @@ class ArchiveRoot(FsRoot):
     def __repr__(self) -> str:
         return f"ArchiveRoot({self.archive!r})"
 
-    def within(self, subdir: str) -> "ArchiveRoot":
+    def within(self, subdir: str) -> ArchiveRoot:
         """A directory of the already loaded archive served as ``/`` (no second decompression)."""
         other = self.fresh()
         other._reroot(subdir)
         return other
 
-    def fresh(self) -> "ArchiveRoot":
+    def fresh(self) -> ArchiveRoot:
         """The same loaded archive with no problems remembered (one load, many independent runs)."""
         import copy
+
         other = copy.copy(self)
         other.problems, other._noted = [], set()
         return other
@@ -148,26 +156,36 @@ class ArchiveRoot(FsRoot):
                     break
                 count += 1
                 if count > lim.members:
-                    raise GdsdiagError(f"{path} holds more than {lim.members} members",
-                                       "this is not a gdsdiag snapshot; do not open archive bombs")
+                    raise GdsdiagError(
+                        f"{path} holds more than {lim.members} members",
+                        "this is not a gdsdiag snapshot; do not open archive bombs",
+                    )
                 if m.size > lim.member_bytes:
-                    raise GdsdiagError(f"{path}: member {m.name[:200]!r} is {human(m.size)}, over the "
-                                       f"{human(lim.member_bytes)} limit", "this is not a gdsdiag snapshot; do not open archive bombs")
+                    raise GdsdiagError(
+                        f"{path}: member {m.name[:200]!r} is {human(m.size)}, over the {human(lim.member_bytes)} limit",
+                        "this is not a gdsdiag snapshot; do not open archive bombs",
+                    )
                 total += m.size if m.isreg() else 0
                 if total > lim.total_bytes:
-                    raise GdsdiagError(f"{path} holds more than {human(lim.total_bytes)} of data",
-                                       "this is not a gdsdiag snapshot; do not open archive bombs")
+                    raise GdsdiagError(
+                        f"{path} holds more than {human(lim.total_bytes)} of data",
+                        "this is not a gdsdiag snapshot; do not open archive bombs",
+                    )
                 self._add(tar, m)
             end = tar.offset
         except tarfile.TarError as e:
-            raise GdsdiagError(f"{path} is damaged ({e})", "copy the file again, or re-create it with gdsdiag snapshot") from None
+            raise GdsdiagError(
+                f"{path} is damaged ({e})", "copy the file again, or re-create it with gdsdiag snapshot"
+            ) from None
         finally:
             tar.close()
         # tarfile ends quietly at the first header it cannot parse: what follows the last member
         # must be the end-of-archive padding (zeros) or the archive is damaged or cut short.
         if end > len(stream) or stream[end:].count(0) != len(stream) - end:
-            raise GdsdiagError(f"{path} is damaged after member {count} (offset {end})",
-                               "copy the file again, or re-create it with gdsdiag snapshot")
+            raise GdsdiagError(
+                f"{path} is damaged after member {count} (offset {end})",
+                "copy the file again, or re-create it with gdsdiag snapshot",
+            )
 
     def _add(self, tar: tarfile.TarFile, m: tarfile.TarInfo) -> None:
         p = _norm(m.name)
@@ -244,9 +262,16 @@ class ArchiveRoot(FsRoot):
             raise GdsdiagError(f"{self.archive} has no directory {subdir}", "name a directory of the archive")
 
         def move(d: dict) -> dict:
-            return {("/" + k[len(base):].lstrip("/")): v for k, v in d.items() if k == base or k.startswith(base + "/")}
-        self.files, self.links, self.special, self.children = (move(self.files), move(self.links),
-                                                               move(self.special), move(self.children))
+            return {
+                ("/" + k[len(base) :].lstrip("/")): v for k, v in d.items() if k == base or k.startswith(base + "/")
+            }
+
+        self.files, self.links, self.special, self.children = (
+            move(self.files),
+            move(self.links),
+            move(self.special),
+            move(self.children),
+        )
         self.children.setdefault("/", set())
 
     def _note(self, where: str, why: str) -> None:
@@ -348,7 +373,9 @@ class ArchiveRoot(FsRoot):
             return []
         return sorted(self.children.get(r, ()))
 
-    def read_checked(self, path: str, max_bytes: int | None, limit: int | None = None) -> tuple[bytes | None, str | None]:
+    def read_checked(
+        self, path: str, max_bytes: int | None, limit: int | None = None
+    ) -> tuple[bytes | None, str | None]:
         try:
             r = self.resolve(path)
         except OSError as e:

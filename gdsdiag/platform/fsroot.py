@@ -5,6 +5,7 @@ Readers never touch ``/`` directly: they ask an ``FsRoot`` so that a live node, 
 are resolved *inside* the root (an absolute target such as ``/sys/devices/...`` in a snapshot is
 re-rooted), and every read failure comes back as ``None`` plus a remembered reason.
 """
+
 from __future__ import annotations
 
 import errno
@@ -14,7 +15,7 @@ import os
 class FsRoot:
     def __init__(self, root: str = "/"):
         self.root = os.path.abspath(root)
-        self.problems: list[str] = []   # unreadable files, with reasons (permissions, malformed)
+        self.problems: list[str] = []  # unreadable files, with reasons (permissions, malformed)
 
     def __repr__(self) -> str:
         return f"FsRoot({self.root!r})"
@@ -94,10 +95,13 @@ class FsRoot:
             self.problems.append(f"{path}: {why}")
         return data
 
-    def read_checked(self, path: str, max_bytes: int | None, limit: int | None = None) -> tuple[bytes | None, str | None]:
+    def read_checked(
+        self, path: str, max_bytes: int | None, limit: int | None = None
+    ) -> tuple[bytes | None, str | None]:
         """(data, None) or (None, why): refuses FIFOs, devices (``/dev/zero``) and regular files
         over ``max_bytes``; O_NONBLOCK so that opening a FIFO cannot hang."""
         from ..bounded import check_regular
+
         try:
             fd = self._open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as e:
@@ -119,6 +123,7 @@ class FsRoot:
         if self.is_live:
             return os.open(self.host(path), flags)
         from .inroot import Unsupported, open_in_root
+
         if getattr(self, "_rootfd", None) is None:
             self._rootfd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         try:

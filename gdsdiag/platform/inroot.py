@@ -7,13 +7,14 @@ the second reads the host's own sysfs instead of the tree's. openat2 with RESOLV
 atomically. Where the kernel or a seccomp profile lacks it, ``FsRoot`` falls back to resolving the
 path itself and opening the result with O_NOFOLLOW.
 """
+
 from __future__ import annotations
 
 import ctypes
 import errno
 import os
 
-SYS_OPENAT2 = 437                 # the same number on every Linux architecture (asm-generic)
+SYS_OPENAT2 = 437  # the same number on every Linux architecture (asm-generic)
 RESOLVE_NO_MAGICLINKS = 0x02
 RESOLVE_IN_ROOT = 0x10
 
@@ -39,12 +40,17 @@ def open_in_root(rootfd: int, path: str, flags: int) -> int:
     if _libc is None:
         _libc = ctypes.CDLL(None, use_errno=True)
     how = _OpenHow(flags, 0, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
-    fd = _libc.syscall(ctypes.c_long(SYS_OPENAT2), ctypes.c_int(rootfd), ctypes.c_char_p(os.fsencode(path.lstrip("/") or ".")),
-                       ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
+    fd = _libc.syscall(
+        ctypes.c_long(SYS_OPENAT2),
+        ctypes.c_int(rootfd),
+        ctypes.c_char_p(os.fsencode(path.lstrip("/") or ".")),
+        ctypes.byref(how),
+        ctypes.c_size_t(ctypes.sizeof(how)),
+    )
     if fd >= 0:
         return fd
     err = ctypes.get_errno()
     if err in (errno.ENOSYS, errno.EPERM, errno.E2BIG):
-        _supported = False            # old kernel, or a seccomp filter that forbids it
+        _supported = False  # old kernel, or a seccomp filter that forbids it
         raise Unsupported()
     raise OSError(err, os.strerror(err), path)

@@ -1,5 +1,6 @@
 """Kernel facts: release, loaded modules, module parameters, build config, and the few
 /proc/kallsyms symbols the GDS routes depend on. All readers go through an ``FsRoot``."""
+
 from __future__ import annotations
 
 import gzip
@@ -25,8 +26,7 @@ NVFS_REGISTRATION_SYMBOLS = {
 }
 # PCI P2PDMA: NVIDIA's troubleshooting guide §14 greps p2pdma_pgmap_ops; the NVIDIA UVM driver
 # calls pci_p2pdma_add_resource() to publish the GPU's BAR1 (kernel-open/nvidia-uvm/uvm_pmm_gpu.c).
-P2PDMA_SYMBOLS = ("p2pdma_pgmap_ops", "pci_p2pdma_add_resource", "pci_p2pdma_map_segment",
-                  "__pci_p2pdma_update_state")
+P2PDMA_SYMBOLS = ("p2pdma_pgmap_ops", "pci_p2pdma_add_resource", "pci_p2pdma_map_segment", "__pci_p2pdma_update_state")
 OTHER_SYMBOLS = ("nvidia_p2p_get_pages_persistent", "nvidia_p2p_dma_map_pages")
 INTERESTING_SYMBOLS = frozenset(NVFS_REGISTRATION_SYMBOLS) | frozenset(P2PDMA_SYMBOLS) | frozenset(OTHER_SYMBOLS)
 
@@ -34,7 +34,7 @@ INTERESTING_SYMBOLS = frozenset(NVFS_REGISTRATION_SYMBOLS) | frozenset(P2PDMA_SY
 @dataclass
 class Kallsyms:
     readable: bool
-    symbols: dict[str, str | None] = field(default_factory=dict)   # name -> module (None: vmlinux)
+    symbols: dict[str, str | None] = field(default_factory=dict)  # name -> module (None: vmlinux)
     source: str = "/proc/kallsyms"
 
     def has(self, name: str) -> bool:
@@ -58,9 +58,9 @@ def read_kallsyms(fs: FsRoot, wanted=INTERESTING_SYMBOLS) -> Kallsyms:
         while i >= 0:
             # a whole name between the type letter's blank and the end of line / module column
             end = i + len(key)
-            if raw[i - 1:i] in (b" ", b"\t") and raw[end:end + 1] in (b"\n", b"\t", b" ", b""):
+            if raw[i - 1 : i] in (b" ", b"\t") and raw[end : end + 1] in (b"\n", b"\t", b" ", b""):
                 line_end = raw.find(b"\n", end)
-                rest = raw[end:line_end if line_end >= 0 else len(raw)].strip()
+                rest = raw[end : line_end if line_end >= 0 else len(raw)].strip()
                 mod = rest.strip(b"[]").decode("ascii", "replace") if rest.startswith(b"[") else None
                 out.symbols[name] = mod
                 break

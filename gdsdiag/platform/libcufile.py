@@ -4,6 +4,7 @@ Nothing here loads the library: the ELF file is read as bytes (``.note.stapsdt``
 SystemTap SDT format: ``NT_STAPSDT`` = 3, owner ``stapsdt``, descriptor = pc, base, semaphore
 addresses then ``provider\\0name\\0args\\0``), so the check runs on any machine.
 """
+
 from __future__ import annotations
 
 import glob
@@ -16,8 +17,14 @@ from dataclasses import dataclass, field
 
 # The probes gdsdiag trace keys its verdicts on (NVIDIA GDS troubleshooting guide, "GDS Library
 # Tracing"; seen in the x86-64 1.15.1 build on the GPU machine, tests/fixtures/gpu-machine/).
-TRACE_PROBES = ("cufio_core:cufio_gds_read", "cufio_core:cufio_gds_write", "cufio_core:cufio_px_read",
-                "cufio_core:cufio_px_write", "0:cufio-internal-read-bb", "0:cufio-internal-write-bb")
+TRACE_PROBES = (
+    "cufio_core:cufio_gds_read",
+    "cufio_core:cufio_gds_write",
+    "cufio_core:cufio_px_read",
+    "cufio_core:cufio_px_write",
+    "0:cufio-internal-read-bb",
+    "0:cufio-internal-write-bb",
+)
 
 
 @dataclass
@@ -42,7 +49,7 @@ def read_usdt_notes(path: str) -> list[UsdtProbe]:
         raise ValueError("not an ELF file")
     if data[4] != 2 or data[5] != 1:
         raise ValueError("only 64-bit little-endian ELF is supported")
-    e_shoff, = struct.unpack_from("<Q", data, 0x28)
+    (e_shoff,) = struct.unpack_from("<Q", data, 0x28)
     e_shentsize, e_shnum, e_shstrndx = struct.unpack_from("<HHH", data, 0x3A)
     if e_shoff == 0 or e_shnum == 0 or e_shoff + e_shnum * e_shentsize > len(data):
         raise ValueError("no section headers")
@@ -57,23 +64,30 @@ def read_usdt_notes(path: str) -> list[UsdtProbe]:
     for i in range(e_shnum):
         name_off, stype, offset, size = section(i)
         end = data.find(b"\0", str_off + name_off)
-        if data[str_off + name_off:end] != b".note.stapsdt" or stype != 7:   # SHT_NOTE
+        if data[str_off + name_off : end] != b".note.stapsdt" or stype != 7:  # SHT_NOTE
             continue
         pos, stop = offset, min(offset + size, len(data))
         while pos + 12 <= stop:
             namesz, descsz, ntype = struct.unpack_from("<III", data, pos)
             pos += 12
-            owner = data[pos:pos + namesz].rstrip(b"\0")
+            owner = data[pos : pos + namesz].rstrip(b"\0")
             pos += (namesz + 3) & ~3
-            desc = data[pos:pos + descsz]
+            desc = data[pos : pos + descsz]
             pos += (descsz + 3) & ~3
             if ntype != 3 or owner != b"stapsdt" or len(desc) < 24:
                 continue
             pc, _base, sem = struct.unpack_from("<QQQ", desc, 0)
             parts = desc[24:].split(b"\0")
             if len(parts) >= 3:
-                probes.append(UsdtProbe(parts[0].decode(errors="replace"), parts[1].decode(errors="replace"),
-                                        pc, sem, parts[2].decode(errors="replace")))
+                probes.append(
+                    UsdtProbe(
+                        parts[0].decode(errors="replace"),
+                        parts[1].decode(errors="replace"),
+                        pc,
+                        sem,
+                        parts[2].decode(errors="replace"),
+                    )
+                )
     return probes
 
 
@@ -82,16 +96,21 @@ class LibcufileInfo:
     path: str | None
     found_via: str | None
     version: str | None = None
-    candidates: list[tuple[str, str]] = field(default_factory=list)   # (how, path) tried and present
+    candidates: list[tuple[str, str]] = field(default_factory=list)  # (how, path) tried and present
     probes: list[str] = field(default_factory=list)
     trace_probes_present: list[str] = field(default_factory=list)
     probe_error: str | None = None
 
     def to_json(self) -> dict:
-        return {"path": self.path, "found_via": self.found_via, "version": self.version,
-                "candidates": [{"via": h, "path": p} for h, p in self.candidates],
-                "usdt_probe_count": len(self.probes), "trace_probes_present": self.trace_probes_present,
-                "probe_error": self.probe_error}
+        return {
+            "path": self.path,
+            "found_via": self.found_via,
+            "version": self.version,
+            "candidates": [{"via": h, "path": p} for h, p in self.candidates],
+            "usdt_probe_count": len(self.probes),
+            "trace_probes_present": self.trace_probes_present,
+            "probe_error": self.probe_error,
+        }
 
 
 def _site_dirs() -> list[str]:

@@ -1,6 +1,7 @@
 """Mounts and block devices: which filesystem a directory lives on, the chain of block devices
 under it (partition → dm/md → NVMe namespace → controller → PCI function), and a real O_DIRECT
 probe on a file this module creates and always removes."""
+
 from __future__ import annotations
 
 import errno
@@ -18,7 +19,7 @@ from .pci_sysfs import BDF_RE
 class Mount:
     mount_id: int
     parent_id: int
-    dev: str                 # "major:minor"
+    dev: str  # "major:minor"
     root: str
     mount_point: str
     options: list[str]
@@ -47,9 +48,19 @@ def parse_mountinfo(text: str) -> list[Mount]:
             continue
         sep = parts.index("-")
         try:
-            out.append(Mount(int(parts[0]), int(parts[1]), parts[2], _unescape(parts[3]), _unescape(parts[4]),
-                             parts[5].split(","), parts[sep + 1], _unescape(parts[sep + 2]),
-                             parts[sep + 3].split(",") if len(parts) > sep + 3 else []))
+            out.append(
+                Mount(
+                    int(parts[0]),
+                    int(parts[1]),
+                    parts[2],
+                    _unescape(parts[3]),
+                    _unescape(parts[4]),
+                    parts[5].split(","),
+                    parts[sep + 1],
+                    _unescape(parts[sep + 2]),
+                    parts[sep + 3].split(",") if len(parts) > sep + 3 else [],
+                )
+            )
         except (ValueError, IndexError):
             continue
     return out
@@ -75,21 +86,28 @@ def mount_for(path: str, mounts: list[Mount]) -> Mount | None:
 class BlockNode:
     name: str
     dev: str
-    kind: str                     # partition, dm, md, nvme, nvme-multipath, virtio, scsi, loop, zram, other
-    pci: str | None = None        # PCI function serving it
+    kind: str  # partition, dm, md, nvme, nvme-multipath, virtio, scsi, loop, zram, other
+    pci: str | None = None  # PCI function serving it
     controller: str | None = None  # nvmeN for NVMe namespaces
     detail: str = ""
-    below: list["BlockNode"] = field(default_factory=list)
+    below: list[BlockNode] = field(default_factory=list)
 
-    def leaves(self) -> list["BlockNode"]:
+    def leaves(self) -> list[BlockNode]:
         return [self] if not self.below else [x for b in self.below for x in b.leaves()]
 
     def kinds(self) -> set[str]:
         return {self.kind} | {k for b in self.below for k in b.kinds()}
 
     def to_json(self) -> dict:
-        return {"name": self.name, "dev": self.dev, "kind": self.kind, "pci": self.pci,
-                "controller": self.controller, "detail": self.detail, "below": [b.to_json() for b in self.below]}
+        return {
+            "name": self.name,
+            "dev": self.dev,
+            "kind": self.kind,
+            "pci": self.pci,
+            "controller": self.controller,
+            "detail": self.detail,
+            "below": [b.to_json() for b in self.below],
+        }
 
 
 def block_chain(fs: FsRoot, dev: str, depth: int = 0) -> BlockNode | None:
@@ -182,7 +200,7 @@ def odirect_probe(directory: str) -> ODirectProbe:
             if e.errno == errno.EINVAL:
                 return ODirectProbe(False, f"{directory}: the filesystem refuses O_DIRECT (open: EINVAL)", "EINVAL")
             raise
-        buf = mmap.mmap(-1, 4096)           # anonymous mmap: page aligned, as O_DIRECT needs
+        buf = mmap.mmap(-1, 4096)  # anonymous mmap: page aligned, as O_DIRECT needs
         pattern = secrets.token_bytes(4096)
         buf.write(pattern)
         n = os.pwritev(fd, [buf], 0)

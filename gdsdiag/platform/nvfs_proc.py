@@ -4,6 +4,7 @@ Formats are the ``seq_printf`` strings of NVIDIA/gds-nvidia-fs (src/nvfs-proc.c,
 src/nvfs-pci.c); real samples live in tests/fixtures/corpus/nvfs-stats/. Every parser takes text and
 returns what it understood plus the lines it did not, never raising.
 """
+
 from __future__ import annotations
 
 import re
@@ -13,8 +14,14 @@ from ..textparse import fields, set_field
 from .fsroot import FsRoot
 
 NVFS_PROC = "/proc/driver/nvidia-fs"
-NVFS_PARAMS = ("rw_stats_enabled", "peer_stats_enabled", "dbg_enabled", "info_enabled",
-               "max_devices", "use_legacy_p2p_allocation")
+NVFS_PARAMS = (
+    "rw_stats_enabled",
+    "peer_stats_enabled",
+    "dbg_enabled",
+    "info_enabled",
+    "max_devices",
+    "use_legacy_p2p_allocation",
+)
 _KV = re.compile(r"([A-Za-z_][\w\-()%/]*)=(-?\d+)")
 
 
@@ -29,7 +36,7 @@ class NvfsStats:
     log_level: str | None = None
     active_shadow_mib: int | None = None
     active_process: int | None = None
-    counters: dict[str, dict[str, int]] = field(default_factory=dict)   # "Reads" -> {"err": 0, ...}
+    counters: dict[str, dict[str, int]] = field(default_factory=dict)  # "Reads" -> {"err": 0, ...}
     gpus: list[dict] = field(default_factory=list)
     unparsed: list[str] = field(default_factory=list)
 
@@ -98,11 +105,25 @@ def parse_peer_distance(text: str) -> list[dict]:
     rows = []
     bdf = r"([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d)"
     for line in (text or "").splitlines():
-        m = re.match(rf"^{bdf}\s+{bdf}\s+(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+(\d+)\s+(\S+)", line.strip(), re.I)
+        m = re.match(
+            rf"^{bdf}\s+{bdf}\s+(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+(\d+)\s+(\S+)",
+            line.strip(),
+            re.I,
+        )
         if m:
-            rows.append({"gpu": m.group(1).lower(), "peer": m.group(2).lower(), "peerrank": int(m.group(3), 16),
-                         "p2pdist": int(m.group(4), 16), "link": int(m.group(5), 16), "gen": int(m.group(6), 16),
-                         "numa": int(m.group(7), 16), "np2p": int(m.group(8)), "class": m.group(9)})
+            rows.append(
+                {
+                    "gpu": m.group(1).lower(),
+                    "peer": m.group(2).lower(),
+                    "peerrank": int(m.group(3), 16),
+                    "p2pdist": int(m.group(4), 16),
+                    "link": int(m.group(5), 16),
+                    "gen": int(m.group(6), 16),
+                    "numa": int(m.group(7), 16),
+                    "np2p": int(m.group(8)),
+                    "class": m.group(9),
+                }
+            )
     return rows
 
 
@@ -124,7 +145,7 @@ class NvfsState:
     loaded: bool
     module_version: str | None = None
     proc_version: str | None = None
-    devices: list[str] = field(default_factory=list)       # /dev/nvidia-fs*
+    devices: list[str] = field(default_factory=list)  # /dev/nvidia-fs*
     devcount: int | None = None
     params: dict[str, str] = field(default_factory=dict)
     stats: NvfsStats | None = None

@@ -5,6 +5,7 @@ Formats from the open driver source (kernel-open/nvidia/nv-procfs.c): ``version`
 ``NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.x`` (proprietary); ``params`` is ``Name: value``
 lines with the string options quoted (``RegistryDwords: "RMForceStaticBar1=1;..."``).
 """
+
 from __future__ import annotations
 
 import re
@@ -21,7 +22,7 @@ class NvidiaDriver:
     version_line: str | None = None
     params: dict[str, str] = field(default_factory=dict)
     registry_dwords: dict[str, str] = field(default_factory=dict)
-    gpus: dict[str, dict[str, str]] = field(default_factory=dict)   # bdf -> information fields
+    gpus: dict[str, dict[str, str]] = field(default_factory=dict)  # bdf -> information fields
 
     def version_tuple(self) -> tuple[int, ...] | None:
         if not self.version:

@@ -6,6 +6,7 @@ per GPU pair ``nvmlDeviceGetP2PStatus(..., NVML_P2P_CAPS_INDEX_NVLINK)``. Links 
 count for that pair; on NVSwitch systems (HGX/DGX) every link goes to a switch and the pair gets the
 smaller of the two GPUs' switch-link counts, which is what ``nvidia-smi topo -m`` prints (NV18 on an
 HGX H100/H200 board)."""
+
 from __future__ import annotations
 
 from ..pci.nvlink import NvLinkGpu, NvLinkInfo, NvLinkPair
@@ -29,11 +30,11 @@ def read_nvml() -> tuple[NvLinkInfo | None, str]:
         return None, "nvidia-ml-py (pynvml) not installed"
     try:
         pynvml.nvmlInit()
-    except Exception as e:      # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+    except Exception as e:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
         return None, f"NVML unavailable: {e}"
     try:
         return _read(pynvml), ""
-    except Exception as e:      # an NVML answer this reader does not expect must not stop topology
+    except Exception as e:  # an NVML answer this reader does not expect must not stop topology
         return None, f"NVML NVLink query failed: {type(e).__name__}: {e}"
     finally:
         try:
@@ -58,7 +59,7 @@ def _read(nv) -> NvLinkInfo:
             try:
                 state = nv.nvmlDeviceGetNvLinkState(h, link)
             except nv.NVMLError:
-                continue        # NOT_SUPPORTED / INVALID_ARGUMENT: no such link on this GPU
+                continue  # NOT_SUPPORTED / INVALID_ARGUMENT: no such link on this GPU
             if state != nv.NVML_FEATURE_ENABLED:
                 g.links_inactive += 1
                 continue
@@ -86,7 +87,7 @@ def _read(nv) -> NvLinkInfo:
             info.gpus[bdf] = g
     bdfs = sorted(handles)
     for i, a in enumerate(bdfs):
-        for b in bdfs[i + 1:]:
+        for b in bdfs[i + 1 :]:
             key = frozenset((a, b))
             # each direct link is seen from both ends
             n = direct.get(key, 0) // 2 or direct.get(key, 0)
@@ -97,7 +98,10 @@ def _read(nv) -> NvLinkInfo:
             if not n:
                 continue
             try:
-                ok = nv.nvmlDeviceGetP2PStatus(handles[a], handles[b], nv.NVML_P2P_CAPS_INDEX_NVLINK) == nv.NVML_P2P_STATUS_OK
+                ok = (
+                    nv.nvmlDeviceGetP2PStatus(handles[a], handles[b], nv.NVML_P2P_CAPS_INDEX_NVLINK)
+                    == nv.NVML_P2P_STATUS_OK
+                )
             except nv.NVMLError:
                 ok = None
             info.add(NvLinkPair(a, b, n, via_nvswitch=via, p2p_ok=ok, source="nvml"))

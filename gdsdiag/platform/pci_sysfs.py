@@ -4,6 +4,7 @@ Every function takes an ``FsRoot`` so a live node and a captured tree read the s
 The hierarchy comes from the canonical device path, as NCCL's ``getPciPath`` and hwloc do:
 ``/sys/devices/pci0000:00/0000:00:01.1/0000:01:00.0`` means host bridge 0000:00 → 00:01.1 → 01:00.0.
 """
+
 from __future__ import annotations
 
 import re
@@ -73,8 +74,9 @@ def node_of_cpus(cpus: set[int] | None, node_cpus: dict[int, set[int]]) -> int |
     return hit[0] if len(hit) == 1 else None
 
 
-def read_functions(fs: FsRoot, node_cpus: dict[int, set[int]] | None = None,
-                   nvidia_bdfs: set[str] | None = None) -> tuple[list[PciFunction], dict[str, HostBridge]]:
+def read_functions(
+    fs: FsRoot, node_cpus: dict[int, set[int]] | None = None, nvidia_bdfs: set[str] | None = None
+) -> tuple[list[PciFunction], dict[str, HostBridge]]:
     """``node_cpus`` (node -> CPUs) places functions without a numa_node file by their
     local_cpulist/local_cpus, as hwloc does; ``nvidia_bdfs`` (the driver's /proc list) names GPUs
     whose trees lack the vendor file."""
@@ -111,7 +113,7 @@ def read_functions(fs: FsRoot, node_cpus: dict[int, set[int]] | None = None,
                     fn.numa_node, fn.numa_source = node, attr
                     break
         if fn.vendor is None and nvidia_bdfs and name in nvidia_bdfs:
-            fn.vendor = NVIDIA     # the NVIDIA driver lists it under /proc/driver/nvidia/gpus
+            fn.vendor = NVIDIA  # the NVIDIA driver lists it under /proc/driver/nvidia/gpus
         functions.append(fn)
         bridges.setdefault(hb, HostBridge(id=hb))
     # The host bridge's identity for the kernel's p2pdma whitelist is function 00.0 on its root bus.
@@ -215,6 +217,7 @@ def classify_iommu(info: IommuInfo) -> tuple[str, list[str]]:
 
 # --- CPU / NUMA --------------------------------------------------------------------------------
 
+
 def read_cpu(fs: FsRoot) -> CpuInfo:
     cpu = CpuInfo()
     text = fs.read_text("/proc/cpuinfo") or ""
@@ -257,6 +260,7 @@ def read_gpu_memory_nodes(fs: FsRoot) -> dict[int, str]:
 
 
 # --- names users know -------------------------------------------------------------------------
+
 
 def read_names(fs: FsRoot) -> dict[str, list[str]]:
     """bdf → names: nvme controllers and namespaces, netdevs, RDMA devices, NVIDIA minors."""

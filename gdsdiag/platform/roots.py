@@ -1,5 +1,6 @@
 """Where a command reads a node from: the live system, a directory tree, or a snapshot archive.
 One place opens them all, so every command reads snapshots the same (safe) way."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -16,4 +17,5 @@ def node_root(root: str = "/", snapshot: str | None = None) -> Iterator[FsRoot]:
         yield FsRoot(root)
         return
     from ..snapshot import open_snapshot
+
     yield open_snapshot(snapshot)

@@ -1,4 +1,5 @@
 """Terminal rendering of a check report (rich). Consumes CheckReport only."""
+
 from __future__ import annotations
 
 from rich import box
@@ -22,7 +23,9 @@ def render(console: Console, report, verbose: bool = False) -> None:
         if r.status == Status.PASS and not verbose and r.path is None:
             t.add_row(Text(r.status.value, style=_STYLE[r.status]), r.id, clip(r.summary), "")
             continue
-        t.add_row(Text(r.status.value, style=_STYLE[r.status]), r.id, clip(r.summary), clip(r.fix, 2000))  # a fix stays whole enough to copy
+        t.add_row(
+            Text(r.status.value, style=_STYLE[r.status]), r.id, clip(r.summary), clip(r.fix, 2000)
+        )  # a fix stays whole enough to copy
     console.print(t)
     if verbose:
         for r in report.results:
@@ -38,13 +41,19 @@ def render(console: Console, report, verbose: bool = False) -> None:
         pstyle = {"NVFS": "green", "P2PDMA": "green", "COMPAT": "yellow", "NONE": "red"}[p.route.value]
         where = ", ".join(p.devices) or p.mount_point
         on = f"  ({p.fstype} on {where})" if p.fstype and where else f"  ({p.fstype})" if p.fstype else ""
-        console.print(Text(f"{p.path}: ", style="bold") + Text(f"cuFile I/O would take {p.route.value}", style=f"bold {pstyle}")
-                      + Text(on))
+        console.print(
+            Text(f"{p.path}: ", style="bold")
+            + Text(f"cuFile I/O would take {p.route.value}", style=f"bold {pstyle}")
+            + Text(on)
+        )
         for reason in p.reasons:
             console.print(f"  - {clip(reason)}", markup=False)
     if report.problems:
-        console.print(f"{len(report.problems)} file(s) could not be read" + ("" if verbose else " (-v lists them)"),
-                      style="dim", markup=False)
+        console.print(
+            f"{len(report.problems)} file(s) could not be read" + ("" if verbose else " (-v lists them)"),
+            style="dim",
+            markup=False,
+        )
         if verbose:
             for p in report.problems:
                 console.print(f"    {p}", style="dim", markup=False)
@@ -54,5 +63,10 @@ def render(console: Console, report, verbose: bool = False) -> None:
         for c in ("item", "gdscheck", "gdsdiag", "note"):
             ct.add_column(c, overflow="fold")
         for d in report.gdscheck:
-            ct.add_row(Text(clip(d["item"]), style="red" if not d["agree"] else ""), clip(d["gdscheck"]), clip(d["gdsdiag"]), clip(d["note"]))
+            ct.add_row(
+                Text(clip(d["item"]), style="red" if not d["agree"] else ""),
+                clip(d["gdscheck"]),
+                clip(d["gdsdiag"]),
+                clip(d["note"]),
+            )
         console.print(ct)

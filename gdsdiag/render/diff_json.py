@@ -1,4 +1,5 @@
 """The versioned JSON document of ``gdsdiag diff --json`` (schema in docs/json.md)."""
+
 from __future__ import annotations
 
 SCHEMA = "gdsdiag.diff/1"

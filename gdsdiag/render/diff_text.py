@@ -1,4 +1,5 @@
 """Text of ``gdsdiag diff``: the two verdicts, then each difference as 'key: A -> B' by section."""
+
 from __future__ import annotations
 
 from .diff_json import SECTIONS
@@ -6,6 +7,7 @@ from .diff_json import SECTIONS
 
 def _v(x) -> str:
     import json
+
     if isinstance(x, (list, dict)):
         return json.dumps(x)
     if isinstance(x, str):
@@ -15,8 +17,10 @@ def _v(x) -> str:
 
 def lines(res) -> list[str]:
     a, b = res.a, res.b
-    out = [f"A: {a.input} ({a.form})   verdict: {a.check.get('verdict', {}).get('summary')}",
-           f"B: {b.input} ({b.form})   verdict: {b.check.get('verdict', {}).get('summary')}"]
+    out = [
+        f"A: {a.input} ({a.form})   verdict: {a.check.get('verdict', {}).get('summary')}",
+        f"B: {b.input} ({b.form})   verdict: {b.check.get('verdict', {}).get('summary')}",
+    ]
     if res.same:
         out.append("No differences in topology, links, ACS, IOMMU, drivers, cufile.json or check verdicts.")
         return out

@@ -1,10 +1,11 @@
 """The versioned JSON document of ``gdsdiag explain --json`` (schema in docs/json.md)."""
+
 from __future__ import annotations
 
 from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN
 
 SCHEMA = "gdsdiag.explain/1"
-MAX_UNKNOWN = 500       # a huge unknown file must not make a huge document
+MAX_UNKNOWN = 500  # a huge unknown file must not make a huge document
 
 
 def exit_code(report) -> int:
@@ -22,16 +23,40 @@ def _where(ln) -> dict | None:
 
 def _group(g) -> dict:
     ex = g.explanation
-    return {"id": ex.id, "severity": ex.severity, "title": ex.title, "kind": g.kind, "level": g.level,
-            "component": g.component, "message": g.message, "count": g.count, "pids": sorted(g.pids),
-            "first": _where(g.first), "last": _where(g.last), "files": g.files,
-            "meaning": ex.meaning, "cause": ex.cause, "fix": ex.fix, "sources": ex.sources,
-            "code": ex.code, "fields": ex.fields}
+    return {
+        "id": ex.id,
+        "severity": ex.severity,
+        "title": ex.title,
+        "kind": g.kind,
+        "level": g.level,
+        "component": g.component,
+        "message": g.message,
+        "count": g.count,
+        "pids": sorted(g.pids),
+        "first": _where(g.first),
+        "last": _where(g.last),
+        "files": g.files,
+        "meaning": ex.meaning,
+        "cause": ex.cause,
+        "fix": ex.fix,
+        "sources": ex.sources,
+        "code": ex.code,
+        "fields": ex.fields,
+    }
 
 
 def document(report) -> dict:
-    unknown = [{"file": ln.file, "line": ln.lineno, "kind": ln.kind, "level": ln.level, "text": ln.text,
-                "matters": ln in report.unknown_that_matter} for ln in report.unknown[:MAX_UNKNOWN]]
+    unknown = [
+        {
+            "file": ln.file,
+            "line": ln.lineno,
+            "kind": ln.kind,
+            "level": ln.level,
+            "text": ln.text,
+            "matters": ln in report.unknown_that_matter,
+        }
+        for ln in report.unknown[:MAX_UNKNOWN]
+    ]
     return {
         "schema": SCHEMA,
         "files": [f.__dict__.copy() for f in report.files],
@@ -39,7 +64,10 @@ def document(report) -> dict:
         "unknown": unknown,
         "unknown_truncated": len(report.unknown) > MAX_UNKNOWN,
         "gdsio_runs": report.gdsio_runs,
-        "counts": {**{s: sum(1 for g in report.groups if g.explanation.severity == s) for s in ("error", "warn", "info")},
-                   "unknown": len(report.unknown), "unknown_that_matter": len(report.unknown_that_matter)},
+        "counts": {
+            **{s: sum(1 for g in report.groups if g.explanation.severity == s) for s in ("error", "warn", "info")},
+            "unknown": len(report.unknown),
+            "unknown_that_matter": len(report.unknown_that_matter),
+        },
         "exit_code": exit_code(report),
     }

@@ -1,6 +1,7 @@
 """Text of ``gdsdiag explain``: errors and warnings in full (what, cause, fix, sources), the
 informational lines one per kind, unknown lines counted (listed with --verbose). Plain lines, never
 wrapped, so a fix can be copied from a pipe or a ticket."""
+
 from __future__ import annotations
 
 _LABEL = {"error": "ERROR", "warn": "WARN ", "info": "info "}
@@ -25,8 +26,10 @@ def _pids(g) -> str:
 def lines(report, verbose: bool = False) -> list[str]:
     out: list[str] = []
     for f in report.files:
-        out.append(f"{f.path}: {f.kind or 'unrecognised text'}, {f.explained} lines explained, "
-                   f"{f.unknown} unknown, {f.skipped} blank/structural")
+        out.append(
+            f"{f.path}: {f.kind or 'unrecognised text'}, {f.explained} lines explained, "
+            f"{f.unknown} unknown, {f.skipped} blank/structural"
+        )
     out.append("")
     infos = []
     for g in report.groups:
@@ -37,7 +40,10 @@ def lines(report, verbose: bool = False) -> list[str]:
         where = f"{g.component}: " if g.component else ""
         out.append(f"{_LABEL[ex.severity]} x{g.count}{_pids(g)}{_span(g)}")
         out.append(f"  {where}{g.message}")
-        out.append(f"  = {ex.title}" + (f" [{ex.code['name']} {ex.code['code']}]" if ex.code and ex.code["name"] not in ex.title else ""))
+        out.append(
+            f"  = {ex.title}"
+            + (f" [{ex.code['name']} {ex.code['code']}]" if ex.code and ex.code["name"] not in ex.title else "")
+        )
         out.append(f"  what:  {ex.meaning}")
         if ex.cause and ex.cause != "—":
             out.append(f"  cause: {ex.cause}")
@@ -50,22 +56,31 @@ def lines(report, verbose: bool = False) -> list[str]:
     if infos:
         out.append("Informational (--verbose explains each):")
         for g in infos:
-            out.append(f"  x{g.count:<4} {g.explanation.title}  e.g. \"{g.message[:100]}\"")
+            out.append(f'  x{g.count:<4} {g.explanation.title}  e.g. "{g.message[:100]}"')
         out.append("")
     if report.gdsio_runs:
-        out.append("gdsio runs (XferType is the transfer asked for: a GPUD run that fell back to compat mode still says GPUD):")
-        out.append(f"  {'where':<28} {'IoType':<10} {'XferType':<15} {'thr':>3} {'IOSize':>9} {'GiB/s':>9} {'lat us':>11}")
+        out.append(
+            "gdsio runs (XferType is the transfer asked for: a GPUD run that fell back to compat mode still says GPUD):"
+        )
+        out.append(
+            f"  {'where':<28} {'IoType':<10} {'XferType':<15} {'thr':>3} {'IOSize':>9} {'GiB/s':>9} {'lat us':>11}"
+        )
         for r in report.gdsio_runs:
             where = f"{r['file'].rsplit('/', 1)[-1][:22]}:{r['line']}"
             size = f"{r['io_size_kib'] // 1024}M" if r["io_size_kib"] >= 1024 else f"{r['io_size_kib']}K"
-            out.append(f"  {where:<28} {r['io']:<10} {r['xfer']:<15} {r['threads']:>3} {size:>9} {r['gib_per_s']:>9.3f} "
-                       f"{r['avg_latency_us']:>11.1f}")
+            out.append(
+                f"  {where:<28} {r['io']:<10} {r['xfer']:<15} {r['threads']:>3} {size:>9} {r['gib_per_s']:>9.3f} "
+                f"{r['avg_latency_us']:>11.1f}"
+            )
         out.append("")
     if report.unknown:
         n_matter = len(report.unknown_that_matter)
-        out.append(f"{len(report.unknown)} line(s) not in the known-messages table"
-                   + (f", {n_matter} of them error/warning lines" if n_matter else "")
-                   + ("" if verbose else " (--verbose lists them)") + ".")
+        out.append(
+            f"{len(report.unknown)} line(s) not in the known-messages table"
+            + (f", {n_matter} of them error/warning lines" if n_matter else "")
+            + ("" if verbose else " (--verbose lists them)")
+            + "."
+        )
         shown = report.unknown if verbose else report.unknown_that_matter
         for ln in shown[:200]:
             out.append(f"  {ln.file}:{ln.lineno}: {ln.raw.strip()}")

@@ -1,4 +1,5 @@
 """Sweep output: live progress (rich), the results table, CSV, and the PNG plot."""
+
 from __future__ import annotations
 
 import csv
@@ -17,7 +18,11 @@ def _eta_text(seconds: float | None) -> str:
     if seconds is None:
         return "?"
     seconds = int(seconds + 0.5)
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}" if seconds >= 3600 else f"{seconds // 60}:{seconds % 60:02d}"
+    return (
+        f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        if seconds >= 3600
+        else f"{seconds // 60}:{seconds % 60:02d}"
+    )
 
 
 class SweepProgress:
@@ -28,9 +33,17 @@ class SweepProgress:
 
     def __init__(self, console: Console, npoints: int, seconds: float | None, total_bytes: int | None):
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-        self.p = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                          TextColumn("{task.fields[rate]}"), TextColumn("{task.fields[eta]}"), TimeElapsedColumn(),
-                          console=console, transient=True)
+
+        self.p = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.percentage:>3.0f}%"),
+            TextColumn("{task.fields[rate]}"),
+            TextColumn("{task.fields[eta]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
         self.npoints, self.seconds, self.total_bytes = npoints, seconds, total_bytes
         self.done = 0
         self.t0 = time.monotonic()
@@ -85,7 +98,8 @@ class SweepProgress:
         self.point_t0 = now
         self.done, self.t0 = 0, now
         desc = f"{spec.mode} {spec.rw} bs={human_size(spec.bs)} threads={spec.threads}" + (
-            f" iodepth={spec.iodepth}" if getattr(spec, "iodepth", 1) > 1 else "")
+            f" iodepth={spec.iodepth}" if getattr(spec, "iodepth", 1) > 1 else ""
+        )
         self.p.update(self.overall, description=f"sweep {self.points_started}/{self.npoints} points")
         if self.seconds:
             self.mode = "time"
@@ -104,9 +118,25 @@ class SweepProgress:
 
 
 def table(report) -> Table:
-    t = Table(title=f"gdsdiag sweep — {report.config.directory} ({human_size(report.config.size)} file)", box=box.SIMPLE_HEAD)
+    t = Table(
+        title=f"gdsdiag sweep — {report.config.directory} ({human_size(report.config.size)} file)", box=box.SIMPLE_HEAD
+    )
     fio = any(p.fio for p in report.points)
-    cols = ["mode", "rw", "bs", "thr", "GB/s", "IOPS", "p50 µs", "p99 µs", "p99.9 µs", "CPU %", "route", "verified", "÷ceiling"]
+    cols = [
+        "mode",
+        "rw",
+        "bs",
+        "thr",
+        "GB/s",
+        "IOPS",
+        "p50 µs",
+        "p99 µs",
+        "p99.9 µs",
+        "CPU %",
+        "route",
+        "verified",
+        "÷ceiling",
+    ]
     if fio:
         cols += ["fio GB/s", "fio IOPS", "÷fio"]
     for c in cols:
@@ -114,15 +144,35 @@ def table(report) -> Table:
     for p in report.points:
         s = p.summary
         if p.error:
-            t.add_row(p.mode, p.rw, human_size(p.bs), str(p.threads), Text("ERROR", style="bold red"),
-                      *[""] * 5, Text("ERROR", style="red"), *[""] * (len(cols) - 11))
+            t.add_row(
+                p.mode,
+                p.rw,
+                human_size(p.bs),
+                str(p.threads),
+                Text("ERROR", style="bold red"),
+                *[""] * 5,
+                Text("ERROR", style="red"),
+                *[""] * (len(cols) - 11),
+            )
             continue
         lat = s["lat_us"]
         route = Text(p.route, style="red" if p.route_warning else "green" if p.route in ("NVFS", "P2PDMA") else "")
-        t.add_row(p.mode, p.rw, human_size(p.bs), str(p.threads), f"{s['gbps']:.3f}", f"{s['iops']:.0f}",
-                  f"{lat['p50']}", f"{lat['p99']}", f"{lat['p99.9']}", f"{p.cpu_percent:.0f}", route,
-                  _verified(p, report.config.verify),
-                  f"{p.ratio:.2f}" if p.ratio is not None else "", *(_fio_cells(p) if fio else ()))
+        t.add_row(
+            p.mode,
+            p.rw,
+            human_size(p.bs),
+            str(p.threads),
+            f"{s['gbps']:.3f}",
+            f"{s['iops']:.0f}",
+            f"{lat['p50']}",
+            f"{lat['p99']}",
+            f"{lat['p99.9']}",
+            f"{p.cpu_percent:.0f}",
+            route,
+            _verified(p, report.config.verify),
+            f"{p.ratio:.2f}" if p.ratio is not None else "",
+            *(_fio_cells(p) if fio else ()),
+        )
     return t
 
 
@@ -145,8 +195,13 @@ def render(console: Console, report) -> None:
     console.print(table(report))
     for p in report.points:
         if p.error:
-            console.print(Text(f"ERROR {p.mode} {p.rw} bs={human_size(p.bs)} threads={p.threads}: "
-                               + p.error.replace("gdsdiag: error: ", ""), style="red"))
+            console.print(
+                Text(
+                    f"ERROR {p.mode} {p.rw} bs={human_size(p.bs)} threads={p.threads}: "
+                    + p.error.replace("gdsdiag: error: ", ""),
+                    style="red",
+                )
+            )
     fio_notes = sorted({p.fio["error"] for p in report.points if p.fio and p.fio.get("error")})
     for n in fio_notes:
         console.print(Text(f"fio n/a: {n}", style="yellow"))
@@ -158,10 +213,14 @@ def render(console: Console, report) -> None:
     vsec = sum(p.verify_seconds for p in report.points if not p.error)
     # worker-seconds: verification runs in every worker, so compare with threads × point time
     tsec = sum(p.summary.get("seconds", 0) * p.threads for p in report.points if not p.error)
-    line = f"loop: {', '.join(c_loops) or ('python' if py else '-')}" + (f" ({', '.join(bufs)} buffers)" if bufs else "")
+    line = f"loop: {', '.join(c_loops) or ('python' if py else '-')}" + (
+        f" ({', '.join(bufs)} buffers)" if bufs else ""
+    )
     if report.config.verify and tsec:
-        line += (f"; verification: {vsec:.2f} s generating/checking data (write points: reading back) in "
-                 f"{tsec:.1f} worker-seconds of points ({100 * vsec / tsec:.1f} %, outside each I/O's latency)")
+        line += (
+            f"; verification: {vsec:.2f} s generating/checking data (write points: reading back) in "
+            f"{tsec:.1f} worker-seconds of points ({100 * vsec / tsec:.1f} %, outside each I/O's latency)"
+        )
     if report.prepare_seconds:
         line += f"; pattern file written once in {report.prepare_seconds:.1f} s"
     console.print(line, style="dim")
@@ -169,37 +228,77 @@ def render(console: Console, report) -> None:
     if c:
         parts = []
         if "link" in c:
-            parts.append(f"PCIe link {c['link']['gbps']} GB/s ({c['link']['link']} at {c['link']['at']}, {c['link']['pair']} {c['link']['nvidia_smi']})")
+            parts.append(
+                f"PCIe link {c['link']['gbps']} GB/s ({c['link']['link']} at {c['link']['at']}, {c['link']['pair']} {c['link']['nvidia_smi']})"
+            )
         if "pinned_copy" in c:
             parts.append(f"pinned copy H2D {c['pinned_copy']['h2d']} / D2H {c['pinned_copy']['d2h']} GB/s")
-        console.print("ceilings: " + "; ".join(parts) + "; ÷ceiling = GB/s ÷ min(link, pinned copy, host mode)", style="dim")
+        console.print(
+            "ceilings: " + "; ".join(parts) + "; ÷ceiling = GB/s ÷ min(link, pinned copy, host mode)", style="dim"
+        )
     for p in report.points:
         if p.route_warning:
-            console.print(Text(f"{p.mode} {p.rw} bs={human_size(p.bs)} threads={p.threads}: {p.route_warning}", style="red"))
+            console.print(
+                Text(f"{p.mode} {p.rw} bs={human_size(p.bs)} threads={p.threads}: {p.route_warning}", style="red")
+            )
 
 
-CSV_FIELDS = ("mode", "rw", "bs", "threads", "gbps", "iops", "p50_us", "p90_us", "p99_us", "p99.9_us", "cpu_percent",
-              "route", "verified_bytes", "ratio", "error")
+CSV_FIELDS = (
+    "mode",
+    "rw",
+    "bs",
+    "threads",
+    "gbps",
+    "iops",
+    "p50_us",
+    "p90_us",
+    "p99_us",
+    "p99.9_us",
+    "cpu_percent",
+    "route",
+    "verified_bytes",
+    "ratio",
+    "error",
+)
 
 
 def write_csv(report, path: str) -> None:
-    with open(path, "x", newline="") as f:       # 'x': never overwrite a user's file
+    with open(path, "x", newline="") as f:  # 'x': never overwrite a user's file
         w = csv.writer(f)
         w.writerow(CSV_FIELDS)
         for p in report.points:
             s, lat = p.summary, p.summary.get("lat_us", {})
-            w.writerow([p.mode, p.rw, p.bs, p.threads, s.get("gbps"), s.get("iops"), lat.get("p50"), lat.get("p90"),
-                        lat.get("p99"), lat.get("p99.9"), p.cpu_percent, p.route, p.verified_bytes, p.ratio, p.error or ""])
+            w.writerow(
+                [
+                    p.mode,
+                    p.rw,
+                    p.bs,
+                    p.threads,
+                    s.get("gbps"),
+                    s.get("iops"),
+                    lat.get("p50"),
+                    lat.get("p90"),
+                    lat.get("p99"),
+                    lat.get("p99.9"),
+                    p.cpu_percent,
+                    p.route,
+                    p.verified_bytes,
+                    p.ratio,
+                    p.error or "",
+                ]
+            )
 
 
 def write_plot(report, path: str) -> None:
     """Throughput vs block size, one line per mode (at the largest thread count), read and write panels."""
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         from ..errors import GdsdiagError
+
         raise GdsdiagError("--plot needs matplotlib", "pip install matplotlib") from None
     panels = [("read", ("read", "randread")), ("write", ("write", "randwrite"))]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=False)
@@ -212,8 +311,13 @@ def write_plot(report, path: str) -> None:
                 th = max(p.threads for p in pts)
                 pts = sorted((p for p in pts if p.threads == th), key=lambda p: p.bs)
                 style = "-" if not rw.startswith("rand") else "--"
-                ax.plot([p.bs for p in pts], [p.summary["gbps"] for p in pts], style, marker="o",
-                        label=f"{mode} {rw} ({th} thr) [{pts[-1].route}]")
+                ax.plot(
+                    [p.bs for p in pts],
+                    [p.summary["gbps"] for p in pts],
+                    style,
+                    marker="o",
+                    label=f"{mode} {rw} ({th} thr) [{pts[-1].route}]",
+                )
         ax.set_xscale("log", base=2)
         sizes = sorted(report.config.block_sizes)
         ax.set_xticks(sizes)
@@ -230,8 +334,11 @@ def write_plot(report, path: str) -> None:
         note.append(f"PCIe link {c['link']['gbps']} GB/s")
     if "pinned_copy" in c:
         note.append(f"pinned H2D {c['pinned_copy']['h2d']} GB/s")
-    fig.suptitle(f"gdsdiag sweep {report.config.directory} — {report.machine.get('hostname')} {report.machine.get('date')}"
-                 + (f" ({'; '.join(note)})" if note else ""), fontsize=9)
+    fig.suptitle(
+        f"gdsdiag sweep {report.config.directory} — {report.machine.get('hostname')} {report.machine.get('date')}"
+        + (f" ({'; '.join(note)})" if note else ""),
+        fontsize=9,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -1,4 +1,5 @@
 """The versioned JSON document of ``gdsdiag topology --json`` (schema in docs/json.md)."""
+
 from __future__ import annotations
 
 from ..topology.findings import Finding
@@ -8,20 +9,36 @@ from ..topology.pairs import PairAnalysis
 SCHEMA = "gdsdiag.topology/1"
 
 
-def document(topo: Topology, pairs: list[PairAnalysis], findings: list[Finding],
-             cross_check: list[dict] | None = None, routing: list[dict] | None = None) -> dict:
+def document(
+    topo: Topology,
+    pairs: list[PairAnalysis],
+    findings: list[Finding],
+    cross_check: list[dict] | None = None,
+    routing: list[dict] | None = None,
+) -> dict:
     doc = {
         "schema": SCHEMA,
         "source": topo.source,
-        "cpu": {"vendor": topo.cpu.vendor, "family": topo.cpu.family, "model": topo.cpu.model_name,
-                "numa_nodes": topo.cpu.numa_nodes, "cpu_nodes": topo.cpu.cpu_nodes,
-                "memory_only_nodes": topo.cpu.memory_only_nodes,
-                "gpu_memory_nodes": {str(k): v for k, v in sorted(topo.cpu.gpu_memory_nodes.items())}},
-        "iommu": {"mode": topo.iommu.mode, "units": topo.iommu.units, "cmdline": topo.iommu.cmdline,
-                  "group_types": topo.iommu.group_types, "evidence": topo.iommu.evidence},
-        "host_bridges": [{"id": h.id, "numa_node": h.numa_node,
-                          "vendor": _hex(h.vendor, 4), "device": _hex(h.device, 4)}
-                         for h in sorted(topo.host_bridges.values(), key=lambda h: h.id)],
+        "cpu": {
+            "vendor": topo.cpu.vendor,
+            "family": topo.cpu.family,
+            "model": topo.cpu.model_name,
+            "numa_nodes": topo.cpu.numa_nodes,
+            "cpu_nodes": topo.cpu.cpu_nodes,
+            "memory_only_nodes": topo.cpu.memory_only_nodes,
+            "gpu_memory_nodes": {str(k): v for k, v in sorted(topo.cpu.gpu_memory_nodes.items())},
+        },
+        "iommu": {
+            "mode": topo.iommu.mode,
+            "units": topo.iommu.units,
+            "cmdline": topo.iommu.cmdline,
+            "group_types": topo.iommu.group_types,
+            "evidence": topo.iommu.evidence,
+        },
+        "host_bridges": [
+            {"id": h.id, "numa_node": h.numa_node, "vendor": _hex(h.vendor, 4), "device": _hex(h.device, 4)}
+            for h in sorted(topo.host_bridges.values(), key=lambda h: h.id)
+        ],
         "devices": [_device(d) for d in sorted(topo.devices.values(), key=lambda d: d.bdf)],
         "nvlink": topo.nvlink.to_json() if topo.nvlink is not None else {"source": None, "note": topo.nvlink_note},
         "pairs": [p.to_json() for p in pairs],
@@ -41,19 +58,35 @@ def _device(d) -> dict:
     fn = d.fn
     acs = fn.acs_control
     return {
-        "bdf": fn.bdf, "host_bridge": fn.host_bridge, "parent": d.parent.bdf if d.parent else None,
-        "role": d.role.value, "label": d.label, "names": d.names, "model": d.model,
-        "class": _hex(fn.class_code, 6), "vendor": _hex(fn.vendor, 4), "device": _hex(fn.device, 4),
-        "subsystem_vendor": _hex(fn.subsystem_vendor, 4), "subsystem_device": _hex(fn.subsystem_device, 4),
-        "driver": fn.driver, "numa_node": fn.numa_node, "numa_source": fn.numa_source,
-        "gpu_numa_node": fn.gpu_numa_node, "iommu_group": fn.iommu_group,
-        "port_type": fn.port_type.value if fn.port_type else None, "switch": d.switch_id,
+        "bdf": fn.bdf,
+        "host_bridge": fn.host_bridge,
+        "parent": d.parent.bdf if d.parent else None,
+        "role": d.role.value,
+        "label": d.label,
+        "names": d.names,
+        "model": d.model,
+        "class": _hex(fn.class_code, 6),
+        "vendor": _hex(fn.vendor, 4),
+        "device": _hex(fn.device, 4),
+        "subsystem_vendor": _hex(fn.subsystem_vendor, 4),
+        "subsystem_device": _hex(fn.subsystem_device, 4),
+        "driver": fn.driver,
+        "numa_node": fn.numa_node,
+        "numa_source": fn.numa_source,
+        "gpu_numa_node": fn.gpu_numa_node,
+        "iommu_group": fn.iommu_group,
+        "port_type": fn.port_type.value if fn.port_type else None,
+        "switch": d.switch_id,
         "link": fn.link.to_json(),
         "acs": None if acs is None else {"control": acs.to_json(), "redirect": acs.redirects},
         "acs_known": fn.acs_known,
         "config_bytes": fn.config_size,
-        "pcie": None if not (fn.config and fn.config.pcie) else {
-            "max_payload": fn.config.pcie.max_payload, "max_read_request": fn.config.pcie.max_read_request,
-            "relaxed_ordering": fn.config.pcie.relaxed_ordering},
+        "pcie": None
+        if not (fn.config and fn.config.pcie)
+        else {
+            "max_payload": fn.config.pcie.max_payload,
+            "max_read_request": fn.config.pcie.max_read_request,
+            "relaxed_ordering": fn.config.pcie.relaxed_ordering,
+        },
         "problems": fn.config.problems if fn.config else [],
     }

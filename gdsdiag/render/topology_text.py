@@ -5,6 +5,7 @@ Output is meant to be pasted into a support case: the matrix uses nvidia-smi's c
 NIC0…, plus NVMe0…) with a legend that maps each to its device, the legend is a list, and findings are
 printed as lines with ``soft_wrap`` so a fix is never broken inside by the renderer (a terminal wraps
 it visually; a pipe gets it whole)."""
+
 from __future__ import annotations
 
 from rich import box
@@ -19,11 +20,21 @@ from ..topology.model import Device, Role, Topology
 from ..topology.pairs import P2pVerdict, PairAnalysis
 
 _SHOWN = (Role.GPU, Role.NVME, Role.NIC, Role.NVSWITCH)
-_VERDICT_STYLE = {P2pVerdict.NVLINK: "green", P2pVerdict.P2P: "green", P2pVerdict.VIA_HOST: "yellow",
-                  P2pVerdict.NO: "red", P2pVerdict.UNKNOWN: "dim"}
+_VERDICT_STYLE = {
+    P2pVerdict.NVLINK: "green",
+    P2pVerdict.P2P: "green",
+    P2pVerdict.VIA_HOST: "yellow",
+    P2pVerdict.NO: "red",
+    P2pVerdict.UNKNOWN: "dim",
+}
 # A mark as well as a colour, so the verdict survives a pipe, a log file or a colour-blind reader.
-_VERDICT_MARK = {P2pVerdict.NVLINK: "", P2pVerdict.P2P: "", P2pVerdict.VIA_HOST: "~", P2pVerdict.NO: "!",
-                 P2pVerdict.UNKNOWN: "?"}
+_VERDICT_MARK = {
+    P2pVerdict.NVLINK: "",
+    P2pVerdict.P2P: "",
+    P2pVerdict.VIA_HOST: "~",
+    P2pVerdict.NO: "!",
+    P2pVerdict.UNKNOWN: "?",
+}
 LEGEND = [
     "X    = Self",
     "SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes",
@@ -35,7 +46,7 @@ LEGEND = [
     "mark after a PCIe level: none = P2P below a common bridge, ~ = P2P through the root complex, "
     "! = no P2P, ? = unknown (see --json 'reasons' or docs/topology.md)",
 ]
-MATRIX_LEGEND = "Legend:\n" + "\n".join("  " + x for x in LEGEND)   # kept for callers of the old name
+MATRIX_LEGEND = "Legend:\n" + "\n".join("  " + x for x in LEGEND)  # kept for callers of the old name
 _SEVERITY = {"fail": ("FAIL", "red"), "warn": ("WARN", "yellow"), "info": ("INFO", "cyan")}
 
 
@@ -51,15 +62,19 @@ def _node_text(topo: Topology, d: Device) -> Text:
     if d.label:
         t.append(f"{clip(d.label, 80)} ", style="bold")
     t.append(d.bdf, style="cyan")
-    role = {Role.ROOT_PORT: "root port", Role.SWITCH_UPSTREAM: "switch upstream",
-            Role.SWITCH_DOWNSTREAM: "switch downstream"}.get(d.role, d.role.value)
+    role = {
+        Role.ROOT_PORT: "root port",
+        Role.SWITCH_UPSTREAM: "switch upstream",
+        Role.SWITCH_DOWNSTREAM: "switch downstream",
+    }.get(d.role, d.role.value)
     t.append(f" {role}")
     if d.model:
         t.append(f" {clip(d.model, 80)}", style="dim")
     link = d.fn.link
     if link.known:
-        below = (link.max_speed_gts and link.speed_gts < link.max_speed_gts) or \
-                (link.max_width and link.width < link.max_width)
+        below = (link.max_speed_gts and link.speed_gts < link.max_speed_gts) or (
+            link.max_width and link.width < link.max_width
+        )
         t.append(f"  {link.describe()}", style="red" if below else "green")
     if d.is_bridge:
         acs = d.fn.acs_control
@@ -74,8 +89,12 @@ def _node_text(topo: Topology, d: Device) -> Text:
         t.append(f"  memory = NUMA node {d.fn.gpu_numa_node}", style="magenta")
     if d.role == Role.GPU and topo.nvlink is not None and d.bdf in topo.nvlink.gpus:
         g = topo.nvlink.gpus[d.bdf]
-        t.append(f"  NVLink {g.links_active} active" + (f" ({g.to_nvswitch} to NVSwitch)" if g.to_nvswitch else "")
-                 + (f", {g.links_inactive} down" if g.links_inactive else ""), style="green" if not g.links_inactive else "yellow")
+        t.append(
+            f"  NVLink {g.links_active} active"
+            + (f" ({g.to_nvswitch} to NVSwitch)" if g.to_nvswitch else "")
+            + (f", {g.links_inactive} down" if g.links_inactive else ""),
+            style="green" if not g.links_inactive else "yellow",
+        )
     others = [n for n in d.names if n != d.label]
     if others:
         t.append(f"  [{clip(', '.join(others[:4]), 120)}]", style="magenta")
@@ -108,8 +127,11 @@ def columns(topo: Topology) -> list[tuple[str, Device]]:
     gpus = sorted(topo.by_role(Role.GPU), key=Device.sort_key)
     nics = sorted(topo.by_role(Role.NIC), key=lambda d: d.bdf)
     nvmes = sorted(topo.by_role(Role.NVME), key=lambda d: d.bdf)
-    return ([(g.label or g.bdf, g) for g in gpus] + [(f"NIC{i}", d) for i, d in enumerate(nics)]
-            + [(f"NVMe{i}", d) for i, d in enumerate(nvmes)])
+    return (
+        [(g.label or g.bdf, g) for g in gpus]
+        + [(f"NIC{i}", d) for i, d in enumerate(nics)]
+        + [(f"NVMe{i}", d) for i, d in enumerate(nvmes)]
+    )
 
 
 def _ranges(cpus: set[int]) -> str:
@@ -132,8 +154,11 @@ def affinity(topo: Topology, d: Device) -> tuple[str, str, str | None]:
     numa = topo.numa_of(d)
     cpus = topo.cpu.node_cpus.get(numa) if numa is not None else None
     gpu_node = d.fn.gpu_numa_node
-    return (_ranges(cpus) if cpus else "?" if numa is None else "-", str(numa) if numa is not None else "?",
-            str(gpu_node) if gpu_node is not None else None)
+    return (
+        _ranges(cpus) if cpus else "?" if numa is None else "-",
+        str(numa) if numa is not None else "?",
+        str(gpu_node) if gpu_node is not None else None,
+    )
 
 
 def matrix(topo: Topology, pairs: list[PairAnalysis], width: int = 200) -> list[Table]:
@@ -207,12 +232,22 @@ def findings_list(console: Console, findings: list[Finding]) -> None:
     for f in findings:
         word, style = _SEVERITY.get(f.severity, (f.severity.upper(), ""))
         console.print(Text(f"  {word} ", style=f"bold {style}") + Text(f"{f.id}: {clip(f.title)}"), soft_wrap=True)
-        console.print(f"       evidence: {clip(f.evidence)}", markup=False, highlight=False, soft_wrap=True, style="dim")
+        console.print(
+            f"       evidence: {clip(f.evidence)}", markup=False, highlight=False, soft_wrap=True, style="dim"
+        )
         console.print(f"       fix: {f.fix}", markup=False, highlight=False, soft_wrap=True)
 
 
-def render(console: Console, topo: Topology, pairs, findings, show_tree=True, show_matrix=True,
-           show_findings=True, routing: list[dict] | None = None) -> None:
+def render(
+    console: Console,
+    topo: Topology,
+    pairs,
+    findings,
+    show_tree=True,
+    show_matrix=True,
+    show_findings=True,
+    routing: list[dict] | None = None,
+) -> None:
     if show_tree:
         console.print(tree(topo))
     if show_matrix:
@@ -229,8 +264,12 @@ def render(console: Console, topo: Topology, pairs, findings, show_tree=True, sh
                     _print_list(console, "NVLink:", [why])
             if routing:
                 from ..topology.routing import describe
-                _print_list(console, "cuFile dynamic routing (cufile.json rdma_dynamic_routing):",
-                            [describe(e) for e in routing])
+
+                _print_list(
+                    console,
+                    "cuFile dynamic routing (cufile.json rdma_dynamic_routing):",
+                    [describe(e) for e in routing],
+                )
         else:
             console.print("no NVIDIA GPU found: no pair matrix", style="yellow")
     if show_findings:

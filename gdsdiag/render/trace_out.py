@@ -1,4 +1,5 @@
 """gdsdiag trace output: a bpftrace-style line per I/O (rate limited), JSON lines, the summary."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,16 @@ from rich.text import Text
 
 from ..sweep.latency import human_size
 
-_STYLE = {"NVFS": "green", "P2PDMA": "green", "RDMA": "green", "PEER_GPU": "cyan", "COMPAT": "yellow",
-          "DRAM_BOUNCE": "magenta", "HOST": "dim", "UNKNOWN": "red"}
+_STYLE = {
+    "NVFS": "green",
+    "P2PDMA": "green",
+    "RDMA": "green",
+    "PEER_GPU": "cyan",
+    "COMPAT": "yellow",
+    "DRAM_BOUNCE": "magenta",
+    "HOST": "dim",
+    "UNKNOWN": "red",
+}
 
 
 def _size(n) -> str:
@@ -44,25 +53,34 @@ class LinePrinter:
         now = int(time.monotonic())
         if now != self.window:
             if self.suppressed:
-                self.console.print(f"… {self.suppressed} more I/Os in the last second (counted in the summary)", style="dim")
+                self.console.print(
+                    f"… {self.suppressed} more I/Os in the last second (counted in the summary)", style="dim"
+                )
             self.window, self.in_window, self.suppressed = now, 0, 0
         self.in_window += 1
         if self.in_window > self.max:
             self.suppressed += 1
             return
         if not self.header_done:
-            self.console.print(Text(f"{'TIME(s)':>9} {'COMM/PID':22} {'OP':5} {'FILE':28} {'OFFSET':>10} {'SIZE':>6} "
-                                    f"{'LAT(ms)':>8} {'ROUTE':12} EVIDENCE", style="bold"))
+            self.console.print(
+                Text(
+                    f"{'TIME(s)':>9} {'COMM/PID':22} {'OP':5} {'FILE':28} {'OFFSET':>10} {'SIZE':>6} "
+                    f"{'LAT(ms)':>8} {'ROUTE':12} EVIDENCE",
+                    style="bold",
+                )
+            )
             self.header_done = True
         if self.t0 is None:
             self.t0 = v.ts
-        path = (v.path or "?")
+        path = v.path or "?"
         if len(path) > 28:
             path = "…" + path[-27:]
         lat = f"{v.latency_ns / 1e6:.3f}" if v.latency_ns is not None else "-"
         route = v.route + (f"/{v.subtype}" if v.subtype else "")
-        t = Text(f"{(v.ts - self.t0) / 1e9:9.3f} {v.comm[:14] + '/' + str(v.pid):22} {v.op[:5]:5} {path:28} {v.offset:>10} "
-                 f"{_size(v.size):>6} {lat:>8} ")
+        t = Text(
+            f"{(v.ts - self.t0) / 1e9:9.3f} {v.comm[:14] + '/' + str(v.pid):22} {v.op[:5]:5} {path:28} {v.offset:>10} "
+            f"{_size(v.size):>6} {lat:>8} "
+        )
         t.append(f"{route:12}", style=_STYLE.get(v.route, ""))
         t.append(f" [{v.confidence}] " + "; ".join(v.evidence[:3]), style="dim")
         self.console.print(t, overflow="ellipsis", no_wrap=True)
@@ -79,8 +97,12 @@ def render_summary(console: Console, res, as_json: bool) -> None:
         sub = f" ({', '.join(s['subtypes'])})" if s["subtypes"] else ""
         p50 = f"{s['p50_us']:.0f}" if s["p50_us"] is not None else "-"
         p99 = f"{s['p99_us']:.0f}" if s["p99_us"] is not None else "-"
-        console.print(Text(f"{route}{sub}: {s['count']} I/Os, {_size(s['bytes'])}, p50 {p50} µs, p99 {p99} µs",
-                           style=f"bold {_STYLE.get(route, '')}"))
+        console.print(
+            Text(
+                f"{route}{sub}: {s['count']} I/Os, {_size(s['bytes'])}, p50 {p50} µs, p99 {p99} µs",
+                style=f"bold {_STYLE.get(route, '')}",
+            )
+        )
         hist = s["hist_us"]
         if hist:
             top = max(c for _, _, c in hist) or 1
@@ -92,16 +114,27 @@ def render_summary(console: Console, res, as_json: bool) -> None:
         console.print("processes:", style="bold")
         for p in res.processes:
             parent = f" child of {p['ppid']}" if p.get("ppid") else ""
-            console.print(f"  {p['pid']:>7} {p.get('comm') or '?':16} {p.get('ios', 0):>6} I/Os{parent}"
-                          + (f"  {p['exe']}" if p.get("exe") else ""), markup=False, style="dim")
+            console.print(
+                f"  {p['pid']:>7} {p.get('comm') or '?':16} {p.get('ios', 0):>6} I/Os{parent}"
+                + (f"  {p['exe']}" if p.get("exe") else ""),
+                markup=False,
+                style="dim",
+            )
     for lib in getattr(res, "libraries", []):
         how = (f"{lib['usdt']} USDT sites + " if lib.get("usdt") else "") + f"{lib.get('uprobes', 0)} uprobes"
         who = f", mapped by {', '.join(map(str, lib['pids']))}" if lib.get("pids") else ""
         console.print(f"probed {lib['kind']} {lib['path']} ({how}{who})", markup=False, style="dim")
-    console.print(f"events {res.events}, lost {res.lost}" + (f", traced program exit code {res.exit_code}" if res.exit_code is not None else ""),
-                  style="dim")
+    console.print(
+        f"events {res.events}, lost {res.lost}"
+        + (f", traced program exit code {res.exit_code}" if res.exit_code is not None else ""),
+        style="dim",
+    )
     if res.lost:
-        console.print(f"warning: {res.lost} events were lost (the ring buffer was full): some I/Os may be missing or "
-                      f"lack evidence; trace fewer processes or use --path", style="bold red", markup=False)
+        console.print(
+            f"warning: {res.lost} events were lost (the ring buffer was full): some I/Os may be missing or "
+            f"lack evidence; trace fewer processes or use --path",
+            style="bold red",
+            markup=False,
+        )
     for f in res.failed:
         console.print(f"not attached: {f}", style="dim", markup=False)

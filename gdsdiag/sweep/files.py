@@ -9,6 +9,7 @@ between points is never written through. Every file created is registered here a
 the end and on an exception (Ctrl-C arrives as KeyboardInterrupt; SIGTERM is turned into an exit
 by the command, which restores the previous handler: this module installs no signal handlers).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -24,7 +25,7 @@ from . import pattern
 
 HEADER_SIZE = 4096
 MAGIC = b"GDSDIAG-SWEEP-FILE v1\n"
-_created: dict[str, tuple[int, int]] = {}     # path -> (st_dev, st_ino) of the file we created there
+_created: dict[str, tuple[int, int]] = {}  # path -> (st_dev, st_ino) of the file we created there
 _lock = threading.Lock()
 _atexit_registered = False
 
@@ -71,7 +72,9 @@ def check_dir(directory: str) -> None:
     if not os.path.isdir(directory):
         raise UsageError(f"{directory} is not a directory", "pass --dir an existing directory on the storage to test")
     if not os.access(directory, os.W_OK | os.X_OK):
-        raise UsageError(f"cannot write to {directory}", "choose a directory you may write to, or run with the right user")
+        raise UsageError(
+            f"cannot write to {directory}", "choose a directory you may write to, or run with the right user"
+        )
 
 
 def check_space(directory: str, nbytes: int) -> None:
@@ -80,13 +83,15 @@ def check_space(directory: str, nbytes: int) -> None:
         st = os.statvfs(directory)
     except OSError:
         return
-    if st.f_blocks == 0:          # ramfs and some pseudo filesystems report no size at all
+    if st.f_blocks == 0:  # ramfs and some pseudo filesystems report no size at all
         return
     free = st.f_bavail * st.f_frsize
     need = nbytes + HEADER_SIZE + max(64 << 20, nbytes // 100)
     if free < need:
-        raise UsageError(f"{directory} has {free / 2**30:.2f} GiB free; the sweep file needs {need / 2**30:.2f} GiB",
-                         "lower --size or free space on that filesystem")
+        raise UsageError(
+            f"{directory} has {free / 2**30:.2f} GiB free; the sweep file needs {need / 2**30:.2f} GiB",
+            "lower --size or free space on that filesystem",
+        )
 
 
 def host_buffer(nbytes: int) -> mmap.mmap:
@@ -122,8 +127,9 @@ class IoBuffer:
             try:
                 self.mem.madvise(mmap.MADV_HUGEPAGE)
             except OSError:
-                pass                  # THP off: 4 KiB pages, still page aligned
+                pass  # THP off: 4 KiB pages, still page aligned
         import ctypes
+
         addr = ctypes.addressof(ctypes.c_char.from_buffer(self.mem))
         self.offset = (-addr) % HUGE if self.huge else 0
         # touch each page now, in order: a user write fault allocates the huge page (the first
@@ -131,7 +137,7 @@ class IoBuffer:
         # what fio does to its buffers (it fills them at start)
         for off in range(0, nbytes, HUGE if self.huge else 4096):
             self.mem[self.offset + off] = 0
-        self.view = memoryview(self.mem)[self.offset:self.offset + nbytes]
+        self.view = memoryview(self.mem)[self.offset : self.offset + nbytes]
 
     def cdata(self, ffi):
         """A ``char *`` to the aligned region (release with ``release(ffi)``)."""
@@ -162,8 +168,9 @@ def is_sweep_file(path: str) -> bool:
 def io_error(e: OSError, what: str, path: str) -> GdsdiagError:
     """An OSError of the sweep's own file as one line; ENOSPC and EDQUOT said as such."""
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return GdsdiagError(f"no space left on the filesystem of {path} while {what} (ENOSPC)",
-                            "free space or lower --size")
+        return GdsdiagError(
+            f"no space left on the filesystem of {path} while {what} (ENOSPC)", "free space or lower --size"
+        )
     return GdsdiagError(f"{what} {path}: {e.strerror or e}", "check the storage (dmesg) and permissions")
 
 
@@ -185,12 +192,14 @@ class SweepFile:
             try:
                 fd = os.open(name, os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_RDWR | os.O_CLOEXEC, 0o600)
             except FileExistsError:
-                continue          # never touch a file (or link) that is already there
+                continue  # never touch a file (or link) that is already there
             except OSError as e:
                 raise io_error(e, "creating a file in", directory) from None
             break
         else:
-            raise GdsdiagError("could not find a free sweep file name", "remove stale gdsdiag-sweep-*.dat files you created")
+            raise GdsdiagError(
+                "could not find a free sweep file name", "remove stale gdsdiag-sweep-*.dat files you created"
+            )
         st = os.fstat(fd)
         self.ident = (st.st_dev, st.st_ino)
         fd = _without_nofollow(fd, self.ident)
@@ -219,12 +228,15 @@ class SweepFile:
 
     def _set_direct(self) -> None:
         import fcntl
+
         try:
             fcntl.fcntl(self.fd, fcntl.F_SETFL, fcntl.fcntl(self.fd, fcntl.F_GETFL) | os.O_DIRECT)
         except OSError as e:
             if e.errno == errno.EINVAL:
-                raise GdsdiagError(f"the filesystem of {os.path.dirname(self.path)} refuses O_DIRECT",
-                                   "run the sweep on a filesystem with O_DIRECT (ext4, xfs, NFS…); page-cache numbers would be a mirage") from None
+                raise GdsdiagError(
+                    f"the filesystem of {os.path.dirname(self.path)} refuses O_DIRECT",
+                    "run the sweep on a filesystem with O_DIRECT (ext4, xfs, NFS…); page-cache numbers would be a mirage",
+                ) from None
             raise
 
     def check_same(self) -> None:
@@ -244,7 +256,9 @@ class SweepFile:
         No fsync: O_DIRECT data is on the device for the reads that follow, and durability is not
         what a benchmark file needs."""
         import time
+
         from .native import load
+
         t = time.perf_counter()
         lib, _ = load()
         if lib is not None:
@@ -271,7 +285,7 @@ def _without_nofollow(fd: int, ident: tuple[int, int]) -> int:
     try:
         fd2 = os.open(f"/proc/self/fd/{fd}", os.O_RDWR | os.O_CLOEXEC)
     except OSError:
-        return fd                  # no /proc: keep the original (cuFile may then refuse it, and says so)
+        return fd  # no /proc: keep the original (cuFile may then refuse it, and says so)
     st = os.fstat(fd2)
     if (st.st_dev, st.st_ino) != ident:
         os.close(fd2)
@@ -306,6 +320,7 @@ def _fill_python(sf: SweepFile, chunk: int, progress) -> None:
 def _fill_native(sf: SweepFile, lib, chunk: int, progress) -> None:
     """The C loop writes the pattern: sequential, whole file, io_uring depth 4 where it exists."""
     from .native import ffi
+
     f = ffi()
     bs = chunk
     while sf.size % bs:
@@ -344,7 +359,7 @@ def _fill_native(sf: SweepFile, lib, chunk: int, progress) -> None:
         raise
     finally:
         t.join()
-        iob.release(f)         # the export must end before the mmap can close
+        iob.release(f)  # the export must end before the mmap can close
         iob.close()
     if j.err_kind:
         if j.err_kind == lib.GD_ERR_IO:

@@ -18,6 +18,7 @@ Like for like, point by point:
 fio does not verify data; the sweep does (outside its latencies), so a ratio < 1 with verification
 on includes that cost — run with --no-verify for the pure comparison.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,12 +53,27 @@ def has_libcufile(fio: str) -> bool:
 def job_args(spec, path: str, size: int, header: int, gpu: int, readonly: bool) -> list[str]:
     """fio's arguments for one sweep point (see the module text for each choice)."""
     bs, th = spec.bs, spec.threads
-    args = ["--name=gdsdiag", f"--filename={path}", "--direct=1", f"--bs={bs}", f"--rw={spec.rw}", f"--numjobs={th}",
-            f"--iodepth={spec.iodepth}", "--thread", "--group_reporting", "--output-format=json", f"--offset={header}"]
+    args = [
+        "--name=gdsdiag",
+        f"--filename={path}",
+        "--direct=1",
+        f"--bs={bs}",
+        f"--rw={spec.rw}",
+        f"--numjobs={th}",
+        f"--iodepth={spec.iodepth}",
+        "--thread",
+        "--group_reporting",
+        "--output-format=json",
+        f"--offset={header}",
+    ]
     if spec.mode == "host":
         args.append("--ioengine=" + ("io_uring" if spec.iodepth > 1 else "psync"))
     else:
-        args += ["--ioengine=libcufile", f"--cuda_io={'cufile' if spec.mode == 'cufile' else 'posix'}", f"--gpu_dev_ids={gpu}"]
+        args += [
+            "--ioengine=libcufile",
+            f"--cuda_io={'cufile' if spec.mode == 'cufile' else 'posix'}",
+            f"--gpu_dev_ids={gpu}",
+        ]
     blocks = size // bs
     if spec.is_random:
         args += [f"--size={blocks * bs}", "--norandommap", "--randrepeat=0"]
@@ -79,8 +95,12 @@ def parse(text: str, is_read: bool) -> dict:
     job = doc["jobs"][0]
     side = job["read" if is_read else "write"]
     err = job.get("error", 0)
-    out = {"iops": round(float(side["iops"]), 1), "gbps": round(float(side["bw_bytes"]) / 1e9, 4),
-           "ios": int(side.get("total_ios", 0)), "version": doc.get("fio version")}
+    out = {
+        "iops": round(float(side["iops"]), 1),
+        "gbps": round(float(side["bw_bytes"]) / 1e9, 4),
+        "ios": int(side.get("total_ios", 0)),
+        "version": doc.get("fio version"),
+    }
     if err:
         out["error"] = f"fio job error {err}"
     return out
@@ -151,10 +171,13 @@ class FioRunner:
         bad = next((r for r in runs if r.get("error")), None)
         if bad:
             return bad
-        out = {"gbps": round(sum(r["gbps"] for r in runs) / len(runs), 4),
-               "iops": round(sum(r["iops"] for r in runs) / len(runs), 1),
-               "runs": [{"gbps": r["gbps"], "iops": r["iops"]} for r in runs],
-               "version": runs[-1].get("version"), "command": runs[-1]["command"]}
+        out = {
+            "gbps": round(sum(r["gbps"] for r in runs) / len(runs), 4),
+            "iops": round(sum(r["iops"] for r in runs) / len(runs), 1),
+            "runs": [{"gbps": r["gbps"], "iops": r["iops"]} for r in runs],
+            "version": runs[-1].get("version"),
+            "command": runs[-1]["command"],
+        }
         mine = rec.summary.get("gbps")
         out["ratio"] = round(mine / out["gbps"], 3) if mine and out["gbps"] else None
         return out

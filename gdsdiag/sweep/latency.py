@@ -1,4 +1,5 @@
 """Latency percentiles and throughput figures (pure functions, tested on known inputs)."""
+
 from __future__ import annotations
 
 import math
@@ -20,14 +21,21 @@ def percentile(sorted_values, q: float) -> float | None:
 def summarize(latencies_ns, nbytes: int, seconds: float) -> dict:
     lat = sorted(latencies_ns)
     ops = len(lat)
-    us = lambda v: None if v is None else round(v / 1000.0, 2)   # noqa: E731
+    us = lambda v: None if v is None else round(v / 1000.0, 2)  # noqa: E731
     return {
-        "ops": ops, "bytes": nbytes, "seconds": round(seconds, 4),
+        "ops": ops,
+        "bytes": nbytes,
+        "seconds": round(seconds, 4),
         "gbps": round(nbytes / seconds / 1e9, 4) if seconds > 0 else None,
         "iops": round(ops / seconds, 1) if seconds > 0 else None,
-        "lat_us": {"p50": us(percentile(lat, 50)), "p90": us(percentile(lat, 90)), "p99": us(percentile(lat, 99)),
-                   "p99.9": us(percentile(lat, 99.9)), "max": us(lat[-1] if lat else None),
-                   "mean": us(sum(lat) / ops if ops else None)},
+        "lat_us": {
+            "p50": us(percentile(lat, 50)),
+            "p90": us(percentile(lat, 90)),
+            "p99": us(percentile(lat, 99)),
+            "p99.9": us(percentile(lat, 99.9)),
+            "max": us(lat[-1] if lat else None),
+            "mean": us(sum(lat) / ops if ops else None),
+        },
     }
 
 
@@ -57,18 +65,27 @@ def hist_percentile(hist, q: float) -> float | None:
     return bucket_value(int(nz[-1]))
 
 
-def summarize_hist(hist, ops: int, nbytes: int, seconds: float, lat_min_ns: int, lat_max_ns: int, lat_sum_ns: int) -> dict:
+def summarize_hist(
+    hist, ops: int, nbytes: int, seconds: float, lat_min_ns: int, lat_max_ns: int, lat_sum_ns: int
+) -> dict:
     """``summarize`` for the C loop's histogram: min, max and mean are exact, percentiles are
     bucket values (≤ 0.8 % off, as fio's clat percentiles are bucketed too)."""
-    us = lambda v: None if v is None else round(v / 1000.0, 2)   # noqa: E731
+    us = lambda v: None if v is None else round(v / 1000.0, 2)  # noqa: E731
     return {
-        "ops": ops, "bytes": nbytes, "seconds": round(seconds, 4),
+        "ops": ops,
+        "bytes": nbytes,
+        "seconds": round(seconds, 4),
         "gbps": round(nbytes / seconds / 1e9, 4) if seconds > 0 and ops else None,
         "iops": round(ops / seconds, 1) if seconds > 0 and ops else None,
-        "lat_us": {"p50": us(hist_percentile(hist, 50)), "p90": us(hist_percentile(hist, 90)),
-                   "p99": us(hist_percentile(hist, 99)), "p99.9": us(hist_percentile(hist, 99.9)),
-                   "min": us(lat_min_ns if ops else None), "max": us(lat_max_ns if ops else None),
-                   "mean": us(lat_sum_ns / ops if ops else None)},
+        "lat_us": {
+            "p50": us(hist_percentile(hist, 50)),
+            "p90": us(hist_percentile(hist, 90)),
+            "p99": us(hist_percentile(hist, 99)),
+            "p99.9": us(hist_percentile(hist, 99.9)),
+            "min": us(lat_min_ns if ops else None),
+            "max": us(lat_max_ns if ops else None),
+            "mean": us(lat_sum_ns / ops if ops else None),
+        },
     }
 
 
@@ -77,7 +94,7 @@ def parse_size(text: str) -> int:
     t = text.strip().lower()
     for suffix in ("ib", "b"):
         if t.endswith(suffix) and len(t) > len(suffix) and t[-len(suffix) - 1] in "kmgt":
-            t = t[:-len(suffix)]
+            t = t[: -len(suffix)]
             break
     mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
     try:
@@ -93,7 +110,7 @@ def parse_duration(text: str) -> float:
     try:
         for suf, mult in (("ms", 0.001), ("s", 1), ("m", 60)):
             if t.endswith(suf):
-                return float(t[:-len(suf)]) * mult
+                return float(t[: -len(suf)]) * mult
         return float(t)
     except ValueError:
         raise ValueError(f"not a duration: {text!r} (use e.g. 10s, 500ms, 2m)") from None

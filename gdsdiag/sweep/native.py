@@ -12,6 +12,7 @@ table) — Python's per-I/O cost is then part of the numbers.
 The declarations (csrc/ioloop.h) are parsed by cffi even when the library cannot be built: the
 Python loop keeps its state in the same ``struct gd_job``, so both loops report the same fields.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,6 +29,7 @@ _state: dict = {}
 def _csrc_file(name: str) -> str:
     try:
         from importlib.resources import files
+
         p = files("gdsdiag._csrc").joinpath(name)
         if p.is_file():
             return str(p)
@@ -42,6 +44,7 @@ def ffi():
     with _lock:
         if "ffi" not in _state:
             import cffi
+
             f = cffi.FFI()
             with open(_csrc_file("ioloop.h")) as fh:
                 f.cdef(fh.read())
@@ -66,8 +69,9 @@ def _build(cc: str, src: str, hdr_dir: str, out: str) -> str | None:
     fd, tmp = tempfile.mkstemp(prefix=".ioloop-", suffix=".so", dir=d)
     os.close(fd)
     try:
-        r = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-I", hdr_dir, "-o", tmp, src],
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [cc, "-O2", "-shared", "-fPIC", "-I", hdr_dir, "-o", tmp, src], capture_output=True, text=True, timeout=120
+        )
         if r.returncode != 0:
             err = (r.stderr or r.stdout).strip().splitlines()
             return f"{os.path.basename(cc)} failed: {err[0] if err else 'exit ' + str(r.returncode)}"

@@ -1,5 +1,6 @@
 """Run a sweep: prepare one pattern file, run every (rw, mode, bs, threads) point, verify, measure
 the route each point took and the ceilings it is held against."""
+
 from __future__ import annotations
 
 import itertools
@@ -50,9 +51,9 @@ class PointRecord:
     ratio: float | None = None
     error: str | None = None
     iodepth: int = 1
-    loop: dict = field(default_factory=dict)      # {"kind": "c"|"python", "engine": ..., "why": ...}
-    verify_seconds: float = 0.0                   # generating/checking data (not in the latencies)
-    fio: dict | None = None                       # --compare-fio: fio's figures and the ratio
+    loop: dict = field(default_factory=dict)  # {"kind": "c"|"python", "engine": ..., "why": ...}
+    verify_seconds: float = 0.0  # generating/checking data (not in the latencies)
+    fio: dict | None = None  # --compare-fio: fio's figures and the ratio
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -69,17 +70,33 @@ class SweepReport:
 
     def to_json(self) -> dict:
         c = self.config
-        return {"schema": "gdsdiag.sweep/1", "machine": self.machine,
-                "config": {"dir": c.directory, "size": c.size, "bs": c.block_sizes, "threads": c.threads, "rw": c.rws,
-                           "modes": c.modes, "gpu": c.gpu, "seconds": c.seconds, "bytes": c.total_bytes, "verify": c.verify,
-                           "iodepth": c.iodepth, "compare_fio": c.compare_fio},
-                "prepare_seconds": round(self.prepare_seconds, 3),
-                "ceilings": self.ceilings, "points": [p.to_json() for p in self.points]}
+        return {
+            "schema": "gdsdiag.sweep/1",
+            "machine": self.machine,
+            "config": {
+                "dir": c.directory,
+                "size": c.size,
+                "bs": c.block_sizes,
+                "threads": c.threads,
+                "rw": c.rws,
+                "modes": c.modes,
+                "gpu": c.gpu,
+                "seconds": c.seconds,
+                "bytes": c.total_bytes,
+                "verify": c.verify,
+                "iodepth": c.iodepth,
+                "compare_fio": c.compare_fio,
+            },
+            "prepare_seconds": round(self.prepare_seconds, 3),
+            "ceilings": self.ceilings,
+            "points": [p.to_json() for p in self.points],
+        }
 
 
 def _nvfs_counters() -> dict | None:
     from ..platform.fsroot import FsRoot
     from ..platform.nvfs_proc import parse_stats
+
     text = FsRoot("/").read_text("/proc/driver/nvidia-fs/stats")
     if text is None:
         return None
@@ -91,7 +108,10 @@ def _route_from_mix(delta: dict, mode: str) -> tuple[str, str | None]:
     routes = {k: v for k, v in delta.items() if v}
     if not routes:
         if mode == "kvikio":
-            return "KVIKIO_POSIX", "kvikio did not go through cuFile (its own POSIX path: cuFile handle registration failed?)"
+            return (
+                "KVIKIO_POSIX",
+                "kvikio did not go through cuFile (its own POSIX path: cuFile handle registration failed?)",
+            )
         return "UNKNOWN", "no cuFile statistics for this point"
     if len(routes) == 1:
         route = next(iter(routes))
@@ -103,8 +123,11 @@ def _route_from_mix(delta: dict, mode: str) -> tuple[str, str | None]:
     return route, warn
 
 
-BATCH_COUNTERS = {"NVFS": ("batch_nvfs_submit_ops",), "P2PDMA": ("batch_p2p_submit_ops",),
-                  "COMPAT": ("batch_posix_enqueued_ops", "batch_aio_submit_ops", "batch_iouring_submit_ops")}
+BATCH_COUNTERS = {
+    "NVFS": ("batch_nvfs_submit_ops",),
+    "P2PDMA": ("batch_p2p_submit_ops",),
+    "COMPAT": ("batch_posix_enqueued_ops", "batch_aio_submit_ops", "batch_iouring_submit_ops"),
+}
 
 
 def _batch_routes(l1_before: dict, l1_after: dict) -> dict:
@@ -121,8 +144,10 @@ def _batch_routes(l1_before: dict, l1_after: dict) -> dict:
 def pinned_copy_gbps(gpu: int, nbytes: int = 256 << 20, repeats: int = 3) -> dict:
     """Pinned host ↔ GPU copy bandwidth measured now (the PCIe ceiling a bounce path cannot beat)."""
     import cupy as cp
+
     cp.cuda.Device(gpu).use()
     import numpy as np
+
     mem = cp.cuda.alloc_pinned_memory(nbytes)
     host = np.frombuffer(mem, dtype=np.uint8, count=nbytes)
     dev = cp.empty(nbytes, dtype=cp.uint8)
@@ -148,6 +173,7 @@ def link_ceiling(directory: str, gpu: int) -> dict | None:
         from ..platform.fsroot import FsRoot
         from ..topology.model import Role
         from ..topology.pairs import analyse_pair
+
         ctx = CheckContext(FsRoot("/"))
         m = mounts.mount_for(os.path.realpath(directory), ctx.mounts)
         chain = mounts.block_chain(ctx.fs, m.dev) if m and not m.dev.startswith("0:") else None
@@ -164,10 +190,15 @@ def link_ceiling(directory: str, gpu: int) -> dict | None:
             if p.narrowest and p.narrowest.link.gbytes_per_s:
                 g = p.narrowest.link.gbytes_per_s
                 if best is None or g < best["gbps"]:
-                    best = {"gbps": round(g, 2), "link": p.narrowest.link.describe(), "at": p.narrowest.bdf,
-                            "pair": f"{gpus[gpu].label}↔{bdf}", "nvidia_smi": p.smi.value}
+                    best = {
+                        "gbps": round(g, 2),
+                        "link": p.narrowest.link.describe(),
+                        "at": p.narrowest.bdf,
+                        "pair": f"{gpus[gpu].label}↔{bdf}",
+                        "nvidia_smi": p.smi.value,
+                    }
         return best
-    except Exception:      # the ceiling is context, never a reason to fail a sweep
+    except Exception:  # the ceiling is context, never a reason to fail a sweep
         return None
 
 
@@ -180,7 +211,9 @@ def validate_config(cfg: SweepConfig) -> None:
         if rw not in ALL_RW:
             raise UsageError(f"unknown --rw {rw!r}", f"use any of {', '.join(ALL_RW)}")
     if not (cfg.modes and cfg.rws and cfg.block_sizes and cfg.threads):
-        raise UsageError("nothing to run: --mode, --rw, --bs and --threads each need a value", "see gdsdiag sweep --help")
+        raise UsageError(
+            "nothing to run: --mode, --rw, --bs and --threads each need a value", "see gdsdiag sweep --help"
+        )
     if cfg.size <= 0 or cfg.size % 4096:
         raise UsageError(f"--size {cfg.size} is not a positive multiple of 4 KiB", "use e.g. --size 1G")
     if cfg.total_bytes is not None and cfg.total_bytes <= 0:
@@ -188,15 +221,21 @@ def validate_config(cfg: SweepConfig) -> None:
     if cfg.iodepth > 1:
         slow = [m for m in cfg.modes if m not in ("host", "bounce")]
         if slow:
-            raise UsageError(f"--iodepth {cfg.iodepth} is for host and bounce (io_uring); not for {', '.join(slow)}",
-                             "use --mode cufile-batch for cuFile batches, or --iodepth 1")
+            raise UsageError(
+                f"--iodepth {cfg.iodepth} is for host and bounce (io_uring); not for {', '.join(slow)}",
+                "use --mode cufile-batch for cuFile batches, or --iodepth 1",
+            )
         from .native import have_uring, load
+
         lib, why = load()
         if lib is None or not have_uring():
-            raise UsageError(f"--iodepth {cfg.iodepth} needs the compiled I/O loop with io_uring ({why or 'no linux/io_uring.h at build time'})",
-                             "install gcc and the kernel headers (linux-libc-dev), or use --iodepth 1")
+            raise UsageError(
+                f"--iodepth {cfg.iodepth} needs the compiled I/O loop with io_uring ({why or 'no linux/io_uring.h at build time'})",
+                "install gcc and the kernel headers (linux-libc-dev), or use --iodepth 1",
+            )
     if cfg.compare_fio:
         from .fio import check_available
+
         check_available(cfg.modes)
     for rw, mode, bs, th in itertools.product(cfg.rws, cfg.modes, cfg.block_sizes, cfg.threads):
         validate(PointSpec(mode, rw, bs, th, cfg.seconds, cfg.total_bytes, cfg.verify, cfg.gpu, cfg.iodepth), cfg.size)
@@ -220,15 +259,19 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
     cufile_mod = None
     if gpu_modes:
         from .engines.gpu import cupy
+
         cupy()
         ceilings["pinned_copy"] = pinned_copy_gbps(cfg.gpu)
         if any(m in CUFILE_MODES for m in gpu_modes):
             from .. import cufile as cufile_mod
+
             probe = cufile_mod.probe_driver_open(timeout_s=60)
             if not probe["ok"]:
-                raise GdsdiagError(f"cuFile driver does not open: {probe.get('error')}",
-                                   "run 'gdsdiag check' for the cause, or drop --mode cufile,kvikio")
-            cufile_mod.stats.set_level(3)          # the per-GPU route counters need level 3 before open
+                raise GdsdiagError(
+                    f"cuFile driver does not open: {probe.get('error')}",
+                    "run 'gdsdiag check' for the cause, or drop --mode cufile,kvikio",
+                )
+            cufile_mod.stats.set_level(3)  # the per-GPU route counters need level 3 before open
             driver = cufile_mod.Driver().open()
             cufile_mod.stats.start()
     link = link_ceiling(cfg.directory, cfg.gpu) if gpu_modes else None
@@ -246,9 +289,10 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
             prepare_seconds = sf.fill(progress=progress.advance if progress else None)
         if cfg.compare_fio:
             from .fio import FioRunner
+
             fio_runner = FioRunner(sf, cfg)
         host_results: dict = {}
-        order = sorted(cfg.modes, key=lambda m: 0 if m == "host" else 1)   # host first: it is a ceiling of the others
+        order = sorted(cfg.modes, key=lambda m: 0 if m == "host" else 1)  # host first: it is a ceiling of the others
         for rw, mode, bs, th in itertools.product(cfg.rws, order, cfg.block_sizes, cfg.threads):
             spec = PointSpec(mode, rw, bs, th, cfg.seconds, cfg.total_bytes, cfg.verify, cfg.gpu, cfg.iodepth)
             if progress:
@@ -270,23 +314,36 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
                 if progress:
                     progress.done_point(None)
                 continue
-            summary = summarize_hist(res.hist, res.ops, res.nbytes, res.seconds, res.lat_min_ns, res.lat_max_ns, res.lat_sum_ns)
+            summary = summarize_hist(
+                res.hist, res.ops, res.nbytes, res.seconds, res.lat_min_ns, res.lat_max_ns, res.lat_sum_ns
+            )
             if mode == "kvikio" and res.seconds:
                 # kvikio's requests are threads × bs (split over its pool): count IOPS in bs
                 # units like the other modes; latencies stay per request
                 summary["iops"] = round(res.nbytes / bs / res.seconds, 1)
                 summary["request_bytes"] = bs * th
             summary["max_gap_ms"] = round(res.max_gap_ns / 1e6, 3)
-            rec = PointRecord(mode, rw, bs, th, summary,
-                              round(100.0 * res.cpu_seconds / res.seconds, 1) if res.seconds else 0.0,
-                              res.verified_bytes, "HOST" if mode == "host" else "DRAM_BOUNCE", iodepth=cfg.iodepth,
-                              loop=res.loop, verify_seconds=round(res.verify_seconds, 4))
+            rec = PointRecord(
+                mode,
+                rw,
+                bs,
+                th,
+                summary,
+                round(100.0 * res.cpu_seconds / res.seconds, 1) if res.seconds else 0.0,
+                res.verified_bytes,
+                "HOST" if mode == "host" else "DRAM_BOUNCE",
+                iodepth=cfg.iodepth,
+                loop=res.loop,
+                verify_seconds=round(res.verify_seconds, 4),
+            )
             if not spec.is_read and cfg.verify:
                 inner_bs = bs * 8 if mode == "cufile-batch" else bs * th if mode == "kvikio" else bs
                 checked, bad, secs = verify_written(sf, written_ranges(res.written, inner_bs))
                 if bad is not None:
-                    raise VerifyError(f"{mode} {rw}: data read back differs at data offset {bad}",
-                                      "the storage returned other bytes than were written")
+                    raise VerifyError(
+                        f"{mode} {rw}: data read back differs at data offset {bad}",
+                        "the storage returned other bytes than were written",
+                    )
                 rec.verified_bytes = checked
                 rec.verify_seconds = round(rec.verify_seconds + secs, 4)
             if before is not None:
@@ -327,6 +384,12 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
             # process on the GPU machine; closing the driver ends the statistics anyway
             driver.close()
     import platform
-    machine = {"hostname": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
-               "python": platform.python_version(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+    machine = {
+        "hostname": platform.node(),
+        "kernel": platform.release(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     return SweepReport(cfg, points, ceilings, sf.path, machine, prepare_seconds)

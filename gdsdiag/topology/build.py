@@ -1,4 +1,5 @@
 """Link reader records into a ``Topology``: parents, bridge roles, physical switches, labels."""
+
 from __future__ import annotations
 
 from ..pci.config_space import PortType
@@ -7,8 +8,11 @@ from .model import BRIDGE_ROLES, Device, Role, Topology, role_from_class
 
 BROADCOM = 0x1000
 
-_PORT_ROLE = {PortType.ROOT_PORT: Role.ROOT_PORT, PortType.UPSTREAM: Role.SWITCH_UPSTREAM,
-              PortType.DOWNSTREAM: Role.SWITCH_DOWNSTREAM}
+_PORT_ROLE = {
+    PortType.ROOT_PORT: Role.ROOT_PORT,
+    PortType.UPSTREAM: Role.SWITCH_UPSTREAM,
+    PortType.DOWNSTREAM: Role.SWITCH_DOWNSTREAM,
+}
 
 
 def bcm_switch_gen(fn: PciFunction, level: int) -> int:
@@ -25,10 +29,16 @@ def bcm_switch_gen(fn: PciFunction, level: int) -> int:
     return 0
 
 
-def build(functions: list[PciFunction], host_bridges: dict[str, HostBridge], iommu: IommuInfo,
-          cpu: CpuInfo, names: dict[str, list[str]] | None = None,
-          gpu_minors: dict[str, int] | None = None, models: dict[str, str] | None = None,
-          source: str = "") -> Topology:
+def build(
+    functions: list[PciFunction],
+    host_bridges: dict[str, HostBridge],
+    iommu: IommuInfo,
+    cpu: CpuInfo,
+    names: dict[str, list[str]] | None = None,
+    gpu_minors: dict[str, int] | None = None,
+    models: dict[str, str] | None = None,
+    source: str = "",
+) -> Topology:
     devices: dict[str, Device] = {}
     for fn in sorted(functions, key=lambda f: f.bdf):
         role = role_from_class(fn.class_code, fn.vendor) or Role.OTHER
@@ -43,7 +53,9 @@ def build(functions: list[PciFunction], host_bridges: dict[str, HostBridge], iom
             # The parent is on the device path but not listed (hidden or filtered by the kernel,
             # e.g. hwloc's 32intel64-2p8co2t+8ve tree): hang it under the nearest listed ancestor.
             up = next((devices[b] for b in dev.fn.upstream_bdfs[1:] if b in devices), None)
-            where = f"attached to {up.bdf}, the nearest listed ancestor" if up else "treated as attached to the host bridge"
+            where = (
+                f"attached to {up.bdf}, the nearest listed ancestor" if up else "treated as attached to the host bridge"
+            )
             problems.append(f"{dev.bdf}: parent {pb} not listed in /sys/bus/pci/devices; {where}")
             if up is None:
                 dev.fn.parent_bdf = None
@@ -61,8 +73,7 @@ def build(functions: list[PciFunction], host_bridges: dict[str, HostBridge], iom
     _assign_bridge_roles(devices)
     _assign_switches(devices)
     _assign_labels(devices, names or {}, gpu_minors or {}, models or {})
-    return Topology(devices=devices, host_bridges=host_bridges, iommu=iommu, cpu=cpu,
-                    source=source, problems=problems)
+    return Topology(devices=devices, host_bridges=host_bridges, iommu=iommu, cpu=cpu, source=source, problems=problems)
 
 
 def _break_cycles(devices: dict[str, Device]) -> list[str]:
@@ -77,10 +88,13 @@ def _break_cycles(devices: dict[str, Device]) -> list[str]:
         d = dev
         while d is not None and d.bdf not in done:
             if d.bdf in on_path:
-                cycle = path[[x.bdf for x in path].index(d.bdf):]
+                cycle = path[[x.bdf for x in path].index(d.bdf) :]
                 cut = min(cycle, key=lambda x: x.bdf)
-                problems.append("PCI hierarchy cycle " + " -> ".join(x.bdf for x in cycle + [cycle[0]])
-                                + f": the input is inconsistent; {cut.bdf} treated as attached to the host bridge")
+                problems.append(
+                    "PCI hierarchy cycle "
+                    + " -> ".join(x.bdf for x in cycle + [cycle[0]])
+                    + f": the input is inconsistent; {cut.bdf} treated as attached to the host bridge"
+                )
                 cut.parent.children = [c for c in cut.parent.children if c is not cut]
                 cut.parent, cut.fn.parent_bdf = None, None
                 break
@@ -132,8 +146,9 @@ def _assign_switches(devices: dict[str, Device]) -> None:
             dev.switch_id = dev.switch_id or dev.parent.switch_id
 
 
-def _assign_labels(devices: dict[str, Device], names: dict[str, list[str]],
-                   minors: dict[str, int], models: dict[str, str]) -> None:
+def _assign_labels(
+    devices: dict[str, Device], names: dict[str, list[str]], minors: dict[str, int], models: dict[str, str]
+) -> None:
     gpus = sorted((d for d in devices.values() if d.role == Role.GPU), key=lambda d: d.bdf)
     # nvidia-smi numbers GPUs in PCI bus order; the driver's minor number is used when present
     # because that is what /dev/nvidiaN and the driver's own logs use.
@@ -150,8 +165,11 @@ def _assign_labels(devices: dict[str, Device], names: dict[str, list[str]],
                 ctrl = [n for n in extra if n.startswith("nvme") and "n" not in n[4:]]
                 d.label = ctrl[0] if ctrl else None
             elif d.role == Role.NIC:
-                ib = [n for n in extra if n.startswith(("mlx", "bnxt_re", "irdma", "rdma", "ib"))
-                      and not n.startswith("ibp")]
+                ib = [
+                    n
+                    for n in extra
+                    if n.startswith(("mlx", "bnxt_re", "irdma", "rdma", "ib")) and not n.startswith("ibp")
+                ]
                 d.label = (ib or extra or [None])[0]
             elif extra:
                 d.label = extra[0]

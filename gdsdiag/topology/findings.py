@@ -1,4 +1,5 @@
 """Findings: each problem in the topology once, with its evidence and the fix."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from .pairs import P2pDmaMap, PairAnalysis, SmiLevel
 @dataclass
 class Finding:
     id: str
-    severity: str          # info | warn | fail
+    severity: str  # info | warn | fail
     title: str
     evidence: str
     fix: str
@@ -24,75 +25,115 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
     # ACS redirect on bridges that carry GPU peer traffic.
     redirect = sorted({b for p in pairs for b in p.acs_redirect_bridges})
     if redirect:
-        out.append(Finding(
-            "acs-redirect", "fail",
-            f"ACS redirect enabled on {len(redirect)} bridge(s) between GPUs and their peers",
-            "ACSCtl RR/CR/EC set on " + ", ".join(redirect),
-            "disable ACS redirect on these ports (BIOS 'ACS' option, or setpci at boot as NVIDIA's "
-            "GDS best-practices guide shows); P2P otherwise detours through the root complex"))
+        out.append(
+            Finding(
+                "acs-redirect",
+                "fail",
+                f"ACS redirect enabled on {len(redirect)} bridge(s) between GPUs and their peers",
+                "ACSCtl RR/CR/EC set on " + ", ".join(redirect),
+                "disable ACS redirect on these ports (BIOS 'ACS' option, or setpci at boot as NVIDIA's "
+                "GDS best-practices guide shows); P2P otherwise detours through the root complex",
+            )
+        )
     unknown = sorted({b for p in pairs for b in p.acs_unknown_bridges})
     if unknown:
         listed = ", ".join(unknown[:8]) + (" …" if len(unknown) > 8 else "")
         if topo.origin == "lspci":
             # a text someone sent: running anything as root here does not help, the sender must
-            out.append(Finding(
-                "acs-unknown", "info", f"ACS state unknown on {len(unknown)} bridge(s)",
-                "the lspci text has no ACSCtl line for: " + listed,
-                "ask the sender for 'sudo lspci -vvv' (ACSCtl is printed only when lspci runs as root), or "
-                "'sudo lspci -vvv | grep ACSCtl' to pass with --lspci next to the tree"))
+            out.append(
+                Finding(
+                    "acs-unknown",
+                    "info",
+                    f"ACS state unknown on {len(unknown)} bridge(s)",
+                    "the lspci text has no ACSCtl line for: " + listed,
+                    "ask the sender for 'sudo lspci -vvv' (ACSCtl is printed only when lspci runs as root), or "
+                    "'sudo lspci -vvv | grep ACSCtl' to pass with --lspci next to the tree",
+                )
+            )
         else:
-            out.append(Finding(
-                "acs-unknown", "info", f"ACS state unknown on {len(unknown)} bridge(s)",
-                "config space beyond 64 bytes unreadable: " + listed,
-                "run gdsdiag as root (or capture a snapshot as root) to read extended config space"))
+            out.append(
+                Finding(
+                    "acs-unknown",
+                    "info",
+                    f"ACS state unknown on {len(unknown)} bridge(s)",
+                    "config space beyond 64 bytes unreadable: " + listed,
+                    "run gdsdiag as root (or capture a snapshot as root) to read extended config space",
+                )
+            )
     if topo.iommu.mode in ("translated", "mixed"):
-        out.append(Finding(
-            "iommu-translating", "fail", f"IOMMU is {topo.iommu.mode}: DMA goes through address translation",
-            "; ".join(topo.iommu.evidence),
-            "boot with iommu=pt (or amd_iommu=off / intel_iommu=off) for nvidia-fs P2P, as NVIDIA's GDS "
-            "installation guide requires"))
+        out.append(
+            Finding(
+                "iommu-translating",
+                "fail",
+                f"IOMMU is {topo.iommu.mode}: DMA goes through address translation",
+                "; ".join(topo.iommu.evidence),
+                "boot with iommu=pt (or amd_iommu=off / intel_iommu=off) for nvidia-fs P2P, as NVIDIA's GDS "
+                "installation guide requires",
+            )
+        )
     # Links below their maximum (each link once).
     seen: set[str] = set()
     for p in pairs:
         for h in p.hops:
             if h.downtrained and h.bdf not in seen:
                 seen.add(h.bdf)
-                note = (" GPUs lower link speed at idle; recheck under load before acting." if h.idle_possible
-                        and h.link.width and h.link.max_width and h.link.width >= h.link.max_width else "")
-                out.append(Finding(
-                    f"link-below-max:{h.bdf}", "warn" if not note else "info",
-                    f"{h.label} link runs at {h.link.describe()}", f"{h.bdf} current_link_* vs max_link_*",
-                    "reseat the card or check the slot's lane wiring and BIOS link-speed setting." + note))
+                note = (
+                    " GPUs lower link speed at idle; recheck under load before acting."
+                    if h.idle_possible and h.link.width and h.link.max_width and h.link.width >= h.link.max_width
+                    else ""
+                )
+                out.append(
+                    Finding(
+                        f"link-below-max:{h.bdf}",
+                        "warn" if not note else "info",
+                        f"{h.label} link runs at {h.link.describe()}",
+                        f"{h.bdf} current_link_* vs max_link_*",
+                        "reseat the card or check the slot's lane wiring and BIOS link-speed setting." + note,
+                    )
+                )
     # Placement: GPU with no storage/NIC under the same switch.
     for gpu in topo.by_role(Role.GPU):
         mine = [p for p in pairs if p.a is gpu and p.b.role in (Role.NVME, Role.NIC)]
         if mine and not any(p.smi in (SmiLevel.PIX, SmiLevel.PXB) for p in mine):
             best = min(mine, key=lambda p: list(SmiLevel).index(p.smi))
-            out.append(Finding(
-                f"placement:{gpu.bdf}", "info",
-                f"{gpu.display()} shares no PCIe switch with any NVMe or NIC (best: {best.smi.value} to {best.b.display()})",
-                ", ".join(f"{p.b.label or p.b.bdf} {p.smi.value}" for p in mine[:6]) + (" …" if len(mine) > 6 else ""),
-                "for GDS P2P at full rate put the GPU and its storage/NIC under one switch; "
-                "across root ports traffic is bounded by the root complex"))
+            out.append(
+                Finding(
+                    f"placement:{gpu.bdf}",
+                    "info",
+                    f"{gpu.display()} shares no PCIe switch with any NVMe or NIC (best: {best.smi.value} to {best.b.display()})",
+                    ", ".join(f"{p.b.label or p.b.bdf} {p.smi.value}" for p in mine[:6])
+                    + (" …" if len(mine) > 6 else ""),
+                    "for GDS P2P at full rate put the GPU and its storage/NIC under one switch; "
+                    "across root ports traffic is bounded by the root complex",
+                )
+            )
     # GPU pairs joined by NVLink do not use PCI P2PDMA between them: no warning for those
     not_supported = [p for p in pairs if p.p2pdma == P2pDmaMap.NOT_SUPPORTED and p.nvlink is None]
     if not_supported:
-        out.append(Finding(
-            "p2pdma-not-supported", "warn",
-            f"{len(not_supported)} pair(s) the kernel's P2PDMA would refuse (NOT_SUPPORTED)",
-            ", ".join(f"{p.a.display()}↔{p.b.display()}" for p in not_supported[:6]),
-            "the PCI P2PDMA route (cufile.json use_pci_p2pdma) cannot work for these pairs; nvidia-fs may still"))
+        out.append(
+            Finding(
+                "p2pdma-not-supported",
+                "warn",
+                f"{len(not_supported)} pair(s) the kernel's P2PDMA would refuse (NOT_SUPPORTED)",
+                ", ".join(f"{p.a.display()}↔{p.b.display()}" for p in not_supported[:6]),
+                "the PCI P2PDMA route (cufile.json use_pci_p2pdma) cannot work for these pairs; nvidia-fs may still",
+            )
+        )
     # NVLink links down: peer traffic between those GPUs runs on fewer links (or falls back to PCIe)
     if topo.nvlink is not None:
         for bdf, g in sorted(topo.nvlink.gpus.items()):
             if g.links_inactive:
                 dev = topo.devices.get(bdf)
-                out.append(Finding(
-                    f"nvlink-inactive:{bdf}", "warn",
-                    f"{dev.display() if dev else bdf}: {g.links_inactive} NVLink(s) inactive, {g.links_active} active",
-                    topo.nvlink.source,
-                    "check 'nvidia-smi nvlink -e' error counters and the fabric manager (NVSwitch systems); a link "
-                    "that stays down after a reset needs the GPU/baseboard serviced"))
+                out.append(
+                    Finding(
+                        f"nvlink-inactive:{bdf}",
+                        "warn",
+                        f"{dev.display() if dev else bdf}: {g.links_inactive} NVLink(s) inactive, {g.links_active} active",
+                        topo.nvlink.source,
+                        "check 'nvidia-smi nvlink -e' error counters and the fabric manager (NVSwitch systems); a link "
+                        "that stays down after a reset needs the GPU/baseboard serviced",
+                    )
+                )
         for prob in topo.nvlink.problems:
             out.append(Finding("read-problem", "info", prob, topo.nvlink.source, "check the capture"))
     for note in topo.notes:

@@ -1,4 +1,5 @@
 """Entry points that turn a root directory or a snapshot into a ``Topology``."""
+
 from __future__ import annotations
 
 from ..platform import pci_sysfs
@@ -14,14 +15,22 @@ def from_root(root: str | FsRoot = "/") -> Topology:
     cpu = pci_sysfs.read_cpu(fs)
     nvidia = {b.lower() for b in fs.listdir("/proc/driver/nvidia/gpus")}
     functions, host_bridges = pci_sysfs.read_functions(
-        fs, {n: c for n, c in cpu.node_cpus.items() if n in cpu.cpu_nodes}, nvidia)
+        fs, {n: c for n, c in cpu.node_cpus.items() if n in cpu.cpu_nodes}, nvidia
+    )
     for node, bdf in cpu.gpu_memory_nodes.items():
         for fn in functions:
             if fn.bdf == bdf:
                 fn.gpu_numa_node = node
-    topo = build(functions, host_bridges, pci_sysfs.read_iommu(fs), cpu,
-                 names=pci_sysfs.read_names(fs), gpu_minors=pci_sysfs.read_nvidia_minors(fs),
-                 models=pci_sysfs.read_nvidia_models(fs), source=fs.root)
+    topo = build(
+        functions,
+        host_bridges,
+        pci_sysfs.read_iommu(fs),
+        cpu,
+        names=pci_sysfs.read_names(fs),
+        gpu_minors=pci_sysfs.read_nvidia_minors(fs),
+        models=pci_sysfs.read_nvidia_models(fs),
+        source=fs.root,
+    )
     # numa_node reads -1 on machines without an ACPI proximity domain for the bus (VMs, single
     # socket boards); with one NUMA node there is only one answer, the one nvidia-smi prints too.
     if topo.cpu.cpu_nodes == [0]:
@@ -46,10 +55,12 @@ SNAPSHOT_SMI_NVLINK = ("/gdsdiag/nvidia-smi-nvlink-s.txt", "/gdsdiag/nvidia-smi/
 def attach_nvlink(topo: Topology, fs: FsRoot) -> None:
     """NVLink per GPU pair: NVML on a live node, the captured nvidia-smi text in a snapshot."""
     from ..topology.model import Role
+
     if not topo.by_role(Role.GPU):
         return
     if fs.is_live:
         from ..platform.nvlink_nvml import read_nvml
+
         info, why = read_nvml()
         topo.nvlink = info
         topo.nvlink_note = why
@@ -72,6 +83,7 @@ def attach_nvlink_status(topo: Topology, text: str, source: str) -> None:
     """Link states (active / <inactive>) per GPU from 'nvidia-smi nvlink -s' text."""
     from ..importers.nvidia_smi import parse_nvlink_status
     from .nvlink import NvLinkInfo, apply_link_status
+
     gpus = parse_nvlink_status(text)
     if not gpus:
         return
@@ -84,6 +96,7 @@ def attach_smi_text(topo: Topology, text: str, source: str) -> None:
     from ..errors import GdsdiagError
     from ..importers.nvidia_smi import parse
     from .nvlink import NvLinkInfo, from_smi_matrix
+
     try:
         m = parse(text)
     except GdsdiagError as e:

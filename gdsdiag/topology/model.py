@@ -3,6 +3,7 @@
 Readers (sysfs, lspci text) produce ``PciFunction`` records and ``HostBridge`` records; the
 builder links them into a ``Topology``; pure analysis (pairs, findings) reads the ``Topology``.
 """
+
 from __future__ import annotations
 
 import re
@@ -23,7 +24,7 @@ class Role(str, Enum):
     ROOT_PORT = "root_port"
     SWITCH_UPSTREAM = "switch_upstream"
     SWITCH_DOWNSTREAM = "switch_downstream"
-    BRIDGE = "bridge"          # any other bridge (PCI-PCI, PCIe-to-PCI)
+    BRIDGE = "bridge"  # any other bridge (PCI-PCI, PCIe-to-PCI)
     HOST_BRIDGE_FN = "host_bridge_function"  # class 0x0600 function (e.g. 00.0 of a root bus)
     OTHER = "other"
 
@@ -54,13 +55,14 @@ def role_from_class(class_code: int | None, vendor: int | None) -> Role | None:
 @dataclass
 class Device:
     """A PCI function placed in the tree, with its role and the names users know it by."""
+
     fn: PciFunction
     role: Role
     parent: Device | None = None
     children: list[Device] = field(default_factory=list)
-    names: list[str] = field(default_factory=list)   # GPU0, nvme0, mlx5_0, eth0 ...
-    label: str | None = None                          # short display label, e.g. GPU0
-    switch_id: str | None = None                      # physical switch (USP bdf) for switch ports
+    names: list[str] = field(default_factory=list)  # GPU0, nvme0, mlx5_0, eth0 ...
+    label: str | None = None  # short display label, e.g. GPU0
+    switch_id: str | None = None  # physical switch (USP bdf) for switch ports
     model: str | None = None
 
     @property
@@ -103,10 +105,10 @@ class Topology:
     cpu: CpuInfo
     source: str
     problems: list[str] = field(default_factory=list)
-    nvlink: NvLinkInfo | None = None     # topology.nvlink; None: no NVLink source was available
-    nvlink_note: str = ""                  # why there is no NVLink data (shown, never silent)
-    origin: str = "sysfs"                  # sysfs (live, snapshot, any root) | lspci (a text someone sent)
-    notes: list[str] = field(default_factory=list)   # how an input was used (not a problem), e.g. an ACSCtl grep applied
+    nvlink: NvLinkInfo | None = None  # topology.nvlink; None: no NVLink source was available
+    nvlink_note: str = ""  # why there is no NVLink data (shown, never silent)
+    origin: str = "sysfs"  # sysfs (live, snapshot, any root) | lspci (a text someone sent)
+    notes: list[str] = field(default_factory=list)  # how an input was used (not a problem), e.g. an ACSCtl grep applied
 
     def by_role(self, *roles: Role) -> list[Device]:
         return [d for d in self.devices.values() if d.role in roles]

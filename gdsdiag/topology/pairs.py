@@ -13,6 +13,7 @@ Sources of each rule:
   through the host bridge, allowed only when ``cpu_supports_p2pdma`` (AMD family ≥ 0x17) or both host
   bridges are in ``pci_p2pdma_whitelist``; else NOT_SUPPORTED.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -46,20 +47,25 @@ class P2pDmaMap(str, Enum):
 
 
 class P2pVerdict(str, Enum):
-    NVLINK = "P2P_NVLINK"        # GPU peers joined by NVLink (directly or through NVSwitch): PCIe not used
-    P2P = "P2P"                  # peer traffic stays below a common switch / bridge
-    VIA_HOST = "P2P_VIA_HOST"    # P2P possible but routed through the root complex
+    NVLINK = "P2P_NVLINK"  # GPU peers joined by NVLink (directly or through NVSwitch): PCIe not used
+    P2P = "P2P"  # peer traffic stays below a common switch / bridge
+    VIA_HOST = "P2P_VIA_HOST"  # P2P possible but routed through the root complex
     NO = "NO_P2P"
     UNKNOWN = "UNKNOWN"
 
 
 # Linux drivers/pci/p2pdma.c pci_p2pdma_whitelist: (vendor, device) -> requires same host bridge.
 P2PDMA_HOST_WHITELIST = {
-    (0x8086, 0x3C00): True, (0x8086, 0x3C01): True,   # Xeon E5 / Core i7
-    (0x8086, 0x2F00): True, (0x8086, 0x2F01): True,   # Xeon E7 v3 / E5 v3
-    (0x8086, 0x2030): False, (0x8086, 0x2031): False, (0x8086, 0x2032): False,
-    (0x8086, 0x2033): False, (0x8086, 0x2020): False,  # Skylake-E
-    (0x8086, 0x09A2): False,                           # Ice Lake-SP
+    (0x8086, 0x3C00): True,
+    (0x8086, 0x3C01): True,  # Xeon E5 / Core i7
+    (0x8086, 0x2F00): True,
+    (0x8086, 0x2F01): True,  # Xeon E7 v3 / E5 v3
+    (0x8086, 0x2030): False,
+    (0x8086, 0x2031): False,
+    (0x8086, 0x2032): False,
+    (0x8086, 0x2033): False,
+    (0x8086, 0x2020): False,  # Skylake-E
+    (0x8086, 0x09A2): False,  # Ice Lake-SP
 }
 AMD_VENDOR = 0x1022
 
@@ -70,11 +76,10 @@ class LinkHop:
     label: str
     link: Link
     downtrained: bool
-    idle_possible: bool      # a GPU link can drop speed at idle (ASPM/power saving)
+    idle_possible: bool  # a GPU link can drop speed at idle (ASPM/power saving)
 
     def to_json(self) -> dict:
-        return {"bdf": self.bdf, "device": self.label, **self.link.to_json(),
-                "below_max": self.downtrained}
+        return {"bdf": self.bdf, "device": self.label, **self.link.to_json(), "below_max": self.downtrained}
 
 
 @dataclass
@@ -100,15 +105,23 @@ class PairAnalysis:
 
     def to_json(self) -> dict:
         return {
-            "a": self.a.bdf, "a_label": self.a.label, "b": self.b.bdf, "b_label": self.b.label,
-            "b_role": self.b.role.value, "nvidia_smi": self.label, "pcie": self.smi.value, "nccl": self.nccl.value,
+            "a": self.a.bdf,
+            "a_label": self.a.label,
+            "b": self.b.bdf,
+            "b_label": self.b.label,
+            "b_role": self.b.role.value,
+            "nvidia_smi": self.label,
+            "pcie": self.smi.value,
+            "nccl": self.nccl.value,
             "nvlink": self.nvlink.to_json() if self.nvlink else None,
             "path": self.path,
             "narrowest_link": self.narrowest.to_json() if self.narrowest else None,
             "below_max_links": [h.to_json() for h in self.hops if h.downtrained],
             "acs_redirect_bridges": self.acs_redirect_bridges,
             "acs_unknown_bridges": self.acs_unknown_bridges,
-            "p2pdma_map": self.p2pdma.value, "p2p": self.verdict.value, "reasons": self.reasons,
+            "p2pdma_map": self.p2pdma.value,
+            "p2p": self.verdict.value,
+            "reasons": self.reasons,
         }
 
 
@@ -150,7 +163,7 @@ def _compute_hop(d: Device) -> LinkHop | None:
     if d.role in (Role.ROOT_PORT, Role.SWITCH_DOWNSTREAM):
         return None
     if d.parent is None and not d.fn.link.known:
-        return None   # root-complex integrated: no link to report
+        return None  # root-complex integrated: no link to report
     link = d.fn.link
     limit_speed = [s for s in (link.max_speed_gts, d.parent.fn.link.max_speed_gts if d.parent else None) if s]
     limit_width = [w for w in (link.max_width, d.parent.fn.link.max_width if d.parent else None) if w]
@@ -160,8 +173,9 @@ def _compute_hop(d: Device) -> LinkHop | None:
             down = True
         if limit_width and link.width < min(limit_width):
             down = True
-    return LinkHop(bdf=d.bdf, label=d.label or d.role.value, link=link, downtrained=down,
-                   idle_possible=d.role == Role.GPU)
+    return LinkHop(
+        bdf=d.bdf, label=d.label or d.role.value, link=link, downtrained=down, idle_possible=d.role == Role.GPU
+    )
 
 
 def analyse_pair(topo: Topology, a: Device, b: Device) -> PairAnalysis:
@@ -222,14 +236,29 @@ def analyse_pair(topo: Topology, a: Device, b: Device) -> PairAnalysis:
     if nv is not None and nv.p2p_ok is not False:
         # CUDA peer copies between these GPUs take NVLink; the PCIe verdict above stays in the
         # reasons (it still decides a storage or NIC path through either GPU).
-        reasons.insert(0, f"{nv.label}: {nv.links} NVLink(s){' through NVSwitch' if nv.via_nvswitch else ''} "
-                          f"({nv.source}); GPU peer traffic does not use the PCIe path ({smi.value}, {verdict.value})")
+        reasons.insert(
+            0,
+            f"{nv.label}: {nv.links} NVLink(s){' through NVSwitch' if nv.via_nvswitch else ''} "
+            f"({nv.source}); GPU peer traffic does not use the PCIe path ({smi.value}, {verdict.value})",
+        )
         verdict = P2pVerdict.NVLINK
     elif nv is not None:
         reasons.append(f"{nv.label} present but NVML reports P2P over NVLink not OK")
-    return PairAnalysis(a=a, b=b, smi=smi, nccl=nccl, path=path, hops=hops, narrowest=narrowest,
-                        acs_redirect_bridges=redirect, acs_unknown_bridges=unknown,
-                        p2pdma=p2pdma, verdict=verdict, reasons=reasons, nvlink=nv)
+    return PairAnalysis(
+        a=a,
+        b=b,
+        smi=smi,
+        nccl=nccl,
+        path=path,
+        hops=hops,
+        narrowest=narrowest,
+        acs_redirect_bridges=redirect,
+        acs_unknown_bridges=unknown,
+        p2pdma=p2pdma,
+        verdict=verdict,
+        reasons=reasons,
+        nvlink=nv,
+    )
 
 
 def host_bridge_allows(topo: Topology, hb_a: str, hb_b: str) -> bool | None:
@@ -240,9 +269,10 @@ def host_bridge_allows(topo: Topology, hb_a: str, hb_b: str) -> bool | None:
     if cpu.vendor == "HygonGenuine":
         return True
     bridges = [topo.host_bridges.get(hb_a), topo.host_bridges.get(hb_b)]
-    if cpu.vendor is None and all(h is not None and (h.vendor == AMD_VENDOR or
-                                                     (h.vendor_name or "").startswith("Advanced Micro Devices"))
-                                  for h in bridges):
+    if cpu.vendor is None and all(
+        h is not None and (h.vendor == AMD_VENDOR or (h.vendor_name or "").startswith("Advanced Micro Devices"))
+        for h in bridges
+    ):
         # lspci imports carry no /proc/cpuinfo; an AMD host bridge implies an AMD CPU. Zen (0x17)
         # and later have PCIe host bridges with this layout; earlier AMD parts predate GPUDirect.
         return True
@@ -264,8 +294,10 @@ def _p2pdma_map(topo, a, b, common, redirect, unknown, reasons) -> P2pDmaMap:
         reasons.append(f"ACS redirect (RR/CR/EC) on {', '.join(redirect)} forces peer traffic up to the root complex")
     allowed = host_bridge_allows(topo, a.fn.host_bridge, b.fn.host_bridge)
     if common is not None and unknown and not redirect:
-        reasons.append(f"ACS unknown on {', '.join(unknown)} (extended config space needs root): "
-                       "BUS_ADDR if ACS is off, else through the host bridge")
+        reasons.append(
+            f"ACS unknown on {', '.join(unknown)} (extended config space needs root): "
+            "BUS_ADDR if ACS is off, else through the host bridge"
+        )
         return P2pDmaMap.UNKNOWN
     if allowed is None:
         reasons.append("host bridge identity unknown: cannot apply the kernel's P2PDMA whitelist")
@@ -282,8 +314,7 @@ def _verdict(topo, a, b, smi, p2pdma, redirect, unknown, reasons) -> P2pVerdict:
     translated = [f"{d.bdf} ({t})" for d, t in ((a, gt_a), (b, gt_b)) if t and t.startswith("DMA")]
     no = False
     if translated:
-        reasons.append("IOMMU translating for " + ", ".join(translated) +
-                       ": nvidia-fs P2P needs IOMMU off or iommu=pt")
+        reasons.append("IOMMU translating for " + ", ".join(translated) + ": nvidia-fs P2P needs IOMMU off or iommu=pt")
         no = True
     elif topo.iommu.mode in ("translated", "mixed"):
         reasons.append(f"IOMMU mode {topo.iommu.mode}: check the groups of these devices")

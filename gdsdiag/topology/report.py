@@ -1,5 +1,6 @@
 """``gdsdiag topology``: the PCIe graph, the pair analysis and the findings, from a live node, a
 snapshot, or lspci text; optionally compared cell by cell with ``nvidia-smi topo -m``."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,8 +17,8 @@ class TopologyReport:
     topo: Topology
     pairs: list[PairAnalysis]
     findings: list[Finding]
-    cross_check: list[dict] | None = None     # nvidia-smi cells, when asked for
-    routing: list[dict] | None = None         # cuFile dynamic-routing notes (topology.routing)
+    cross_check: list[dict] | None = None  # nvidia-smi cells, when asked for
+    routing: list[dict] | None = None  # cuFile dynamic-routing notes (topology.routing)
 
     @property
     def disagreements(self) -> int:
@@ -34,33 +35,46 @@ class TopologyReport:
         return EXIT_OK
 
 
-def topology(root: str = "/", snapshot: str | None = None, lspci_files: tuple[str, ...] = (),
-             numa_map: str | None = None, cross_check: bool = False, smi_file: str | None = None) -> TopologyReport:
+def topology(
+    root: str = "/",
+    snapshot: str | None = None,
+    lspci_files: tuple[str, ...] = (),
+    numa_map: str | None = None,
+    cross_check: bool = False,
+    smi_file: str | None = None,
+) -> TopologyReport:
     if lspci_files:
         from ..importers.lspci import load_lspci
+
         topo = load_lspci(lspci_files, numa_map)
     else:
         from .load import from_root
+
         with node_root(root, snapshot) as fs:
             topo = from_root(fs)
         if snapshot:
             topo.source = snapshot
         elif fs.is_live:
             from .udev_names import enrich
+
             topo.problems += [n for n in enrich(topo) if "differs" in n]
     smi_text = smi_source = None
     if cross_check or smi_file:
         from ..importers.nvidia_smi import read_smi_text
+
         smi_text = read_smi_text(smi_file)
         smi_source = f"nvidia-smi topo -m text ({smi_file or 'run now'})"
-        if topo.nvlink is None:       # the text is the only NVLink source there is
+        if topo.nvlink is None:  # the text is the only NVLink source there is
             from .load import attach_nvlink_status, attach_smi_text
+
             attach_smi_text(topo, smi_text, smi_source)
-            attach_nvlink_status(topo, smi_text, smi_source)   # when 'nvlink -s' was pasted with it
+            attach_nvlink_status(topo, smi_text, smi_source)  # when 'nvlink -s' was pasted with it
     pairs = analyse_all(topo)
     from .routing import dynamic_routing
+
     report = TopologyReport(topo, pairs, find(topo, pairs), routing=dynamic_routing(topo, pairs))
     if smi_text is not None:
         from ..importers.nvidia_smi import cross_check as run_cross_check
+
         report.cross_check = run_cross_check(topo, pairs, smi_text, smi_source)
     return report

@@ -11,6 +11,7 @@ with PCIe", SYS_MEM "use system memory with PCIe", P2P "use P2P PCIe ... between
 
 'Root port common to the NIC' is read as: the pair shares a PCIe bridge (nvidia-smi PIX or PXB).
 """
+
 from __future__ import annotations
 
 from .model import Role, Topology
@@ -22,8 +23,11 @@ NEAR = (SmiLevel.PIX, SmiLevel.PXB)
 def is_rdma_nic(d) -> bool:
     """An RDMA-capable NIC: InfiniBand class, a Mellanox/NVIDIA ConnectX function, or one with an RDMA
     device name (/sys/class/infiniband). A virtio or plain Ethernet NIC carries no GDS RDMA."""
-    return ((d.fn.class_code or 0) >> 8 == 0x0207 or d.fn.vendor == 0x15B3
-            or any(n.startswith(("mlx", "bnxt_re", "irdma", "rdma")) for n in d.names))
+    return (
+        (d.fn.class_code or 0) >> 8 == 0x0207
+        or d.fn.vendor == 0x15B3
+        or any(n.startswith(("mlx", "bnxt_re", "irdma", "rdma")) for n in d.names)
+    )
 
 
 def plan(gpus: list[str], nics: list[str], level, nvlink) -> list[dict]:

@@ -3,6 +3,7 @@
 Only for the live root: a snapshot or a test tree has no udev database. sysfs stays the source of
 truth — udev's PCI_ID is compared with what the sysfs reader found and a mismatch is reported.
 """
+
 from __future__ import annotations
 
 from .model import Topology

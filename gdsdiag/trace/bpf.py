@@ -1,6 +1,7 @@
 """Load and attach the trace probes with bcc, choosing at run time by what exists (like bcc's
 tools do): USDT probes of this libcufile, uprobes on its API, CUDA copies in libcuda, syscall and
 block tracepoints, and the nvidia-fs / P2PDMA kernel probes where kprobes and the symbols exist."""
+
 from __future__ import annotations
 
 import bisect
@@ -15,13 +16,23 @@ from ..errors import GdsdiagError
 from .events import API_NAMES, FD_NAMES, KINDS, KPROBE_NAMES, PROC_NAMES, SYS_NAMES, Event
 
 # USDT probes that name the route, with the argument count seen in libcufile 1.15 (x86-64).
-ROUTE_USDT = ("cufio_core:cufio_px_read", "cufio_core:cufio_px_write", "cufio_core:cufio_px_io_retry",
-              "cufio_core:cufio_gds_read", "cufio_core:cufio_gds_write", "cufio_core:cufio_gds_unaligned_write",
-              "cufio_core:cufio_rdma_read", "cufio_core:cufio_rdma_write",
-              "0:cufio-internal-read-bb", "0:cufio-internal-write-bb", "0:cufio-internal-bb-done",
-              "0:cufio-internal-io-done", "0:cufio-internal-map",
-              # fires when cuFileDriverOpen fails (its message pointer): lets a GPU-less machine see USDT work
-              "cufio_core:cufio_core-1106")
+ROUTE_USDT = (
+    "cufio_core:cufio_px_read",
+    "cufio_core:cufio_px_write",
+    "cufio_core:cufio_px_io_retry",
+    "cufio_core:cufio_gds_read",
+    "cufio_core:cufio_gds_write",
+    "cufio_core:cufio_gds_unaligned_write",
+    "cufio_core:cufio_rdma_read",
+    "cufio_core:cufio_rdma_write",
+    "0:cufio-internal-read-bb",
+    "0:cufio-internal-write-bb",
+    "0:cufio-internal-bb-done",
+    "0:cufio-internal-io-done",
+    "0:cufio-internal-map",
+    # fires when cuFileDriverOpen fails (its message pointer): lets a GPU-less machine see USDT work
+    "cufio_core:cufio_core-1106",
+)
 API_UPROBES = [  # symbol, entry handler, return handler
     ("cuFileRead", "api_read_enter", "api_read_exit"),
     ("cuFileWrite", "api_write_enter", "api_write_exit"),
@@ -49,25 +60,33 @@ def import_bcc():
     """bcc's Python module (Debian/Ubuntu python3-bpfcc installs it for the system Python only)."""
     try:
         import bcc
+
         return bcc
     except ImportError:
         pass
-    for d in ("/usr/lib/python3/dist-packages", *glob.glob("/usr/lib/python3*/site-packages"),
-              *glob.glob("/tmp/bcc/usr/lib/python3/dist-packages")):
+    for d in (
+        "/usr/lib/python3/dist-packages",
+        *glob.glob("/usr/lib/python3*/site-packages"),
+        *glob.glob("/tmp/bcc/usr/lib/python3/dist-packages"),
+    ):
         if os.path.isdir(os.path.join(d, "bcc")) and d not in sys.path:
             sys.path.append(d)
             try:
                 import bcc
+
                 return bcc
             except ImportError:
                 sys.path.remove(d)
-    raise GdsdiagError("bcc is not installed (no Python module 'bcc')",
-                       "apt-get install python3-bpfcc (Debian/Ubuntu) or dnf install python3-bcc")
+    raise GdsdiagError(
+        "bcc is not installed (no Python module 'bcc')",
+        "apt-get install python3-bpfcc (Debian/Ubuntu) or dnf install python3-bcc",
+    )
 
 
 def probe_source(name: str) -> str:
     try:
         from importlib.resources import files
+
         return files("gdsdiag._probes").joinpath(name).read_text()
     except (ModuleNotFoundError, FileNotFoundError, OSError):
         here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -85,7 +104,9 @@ def preflight() -> None:
 
 
 def kprobes_available() -> bool:
-    return os.path.exists("/sys/kernel/tracing/kprobe_events") or os.path.exists("/sys/kernel/debug/tracing/kprobe_events")
+    return os.path.exists("/sys/kernel/tracing/kprobe_events") or os.path.exists(
+        "/sys/kernel/debug/tracing/kprobe_events"
+    )
 
 
 # Only these probes' arguments are used (file offset, size); every other route probe counts by
@@ -138,22 +159,27 @@ def _comm_match(comm: str | None) -> tuple[int, str]:
     return len(b), "(" + " && ".join(conds) + ")"
 
 
-def program_text(trace_all: bool, block: bool = False, cgroup: tuple[int, int] | None = None,
-                 comm: str | None = None) -> str:
+def program_text(
+    trace_all: bool, block: bool = False, cgroup: tuple[int, int] | None = None, comm: str | None = None
+) -> str:
     src = probe_source("cufile_trace.c")
     cg_id, cg_level = cgroup or (0, 0)
     n, match = _comm_match(comm)
-    defs = (f"#define TRACE_ALL {1 if trace_all else 0}\n#define TRACE_BLOCK {1 if block else 0}\n"
-            f"#define CGROUP_ID {cg_id}ULL\n#define CGROUP_LEVEL {cg_level}\n#define COMM_LEN {n}\n#define COMM_MATCH {match}\n")
+    defs = (
+        f"#define TRACE_ALL {1 if trace_all else 0}\n#define TRACE_BLOCK {1 if block else 0}\n"
+        f"#define CGROUP_ID {cg_id}ULL\n#define CGROUP_LEVEL {cg_level}\n#define COMM_LEN {n}\n#define COMM_MATCH {match}\n"
+    )
     src = src.replace("#define EV_API_ENTER", defs + "#define EV_API_ENTER", 1)
     return src.replace("/*BATCH_BLOCKS*/", _batch_blocks()).replace("/*AIO_BLOCKS*/", _aio_blocks())
 
 
 def _kernel_headers_hint(msg: str) -> GdsdiagError:
     rel = os.uname().release
-    return GdsdiagError(f"bcc could not compile the probes: {msg.strip().splitlines()[-1][:200] if msg.strip() else 'no kernel headers'}",
-                        f"install headers for {rel}, or link a close tree: ln -s /usr/src/linux-headers-X /lib/modules/{rel}/build "
-                        f"(and .../source); tracepoint and uprobe programs need no exact match")
+    return GdsdiagError(
+        f"bcc could not compile the probes: {msg.strip().splitlines()[-1][:200] if msg.strip() else 'no kernel headers'}",
+        f"install headers for {rel}, or link a close tree: ln -s /usr/src/linux-headers-X /lib/modules/{rel}/build "
+        f"(and .../source); tracepoint and uprobe programs need no exact match",
+    )
 
 
 _TS = operator.attrgetter("ts")
@@ -162,8 +188,16 @@ _TS = operator.attrgetter("ts")
 class Probes:
     """The attached programs; ``poll()`` returns the Events that arrived."""
 
-    def __init__(self, libcufile: str | None, pids: list[int], trace_all: bool, want_kprobes: bool = True,
-                 block: bool = False, cgroup: tuple[int, int] | None = None, comm: str | None = None):
+    def __init__(
+        self,
+        libcufile: str | None,
+        pids: list[int],
+        trace_all: bool,
+        want_kprobes: bool = True,
+        block: bool = False,
+        cgroup: tuple[int, int] | None = None,
+        comm: str | None = None,
+    ):
         bcc = import_bcc()
         self.bcc = bcc
         self.attached: list[str] = []
@@ -177,15 +211,17 @@ class Probes:
         t = time.monotonic()
         src = program_text(trace_all, block, cgroup, comm)
         self.libcufile = libcufile
-        self.libraries: list[dict] = []          # every libcufile / libcuda copy probed: path, kind, probes, pids
+        self.libraries: list[dict] = []  # every libcufile / libcuda copy probed: path, kind, probes, pids
         self._lib_keys: dict[tuple[int, int], dict] = {}
-        self._layouts: dict[tuple, str] = {}     # (probe, argument specs) -> handler compiled in
-        self._sites: dict[str, list] = {}        # libcufile path -> its route-probe sites
+        self._layouts: dict[tuple, str] = {}  # (probe, argument specs) -> handler compiled in
+        self._sites: dict[str, list] = {}  # libcufile path -> its route-probe sites
         libcufiles = [libcufile] if isinstance(libcufile, str) else list(libcufile or [])
         for lib in libcufiles:
             src += self._usdt_handlers_for(lib)
         if not libcufiles:
-            self.failed.append("libcufile not found: no cuFile probes until a traced process maps one (syscall tracepoints meanwhile)")
+            self.failed.append(
+                "libcufile not found: no cuFile probes until a traced process maps one (syscall tracepoints meanwhile)"
+            )
         self.timing["usdt_s"] = round(time.monotonic() - t, 2)
         t = time.monotonic()
         try:
@@ -194,12 +230,14 @@ class Probes:
             raise _kernel_headers_hint(str(e)) from None
         self.timing["compile_load_s"] = round(time.monotonic() - t, 2)
         t = time.monotonic()
-        self.attached += ["tracepoint syscalls: open/openat/openat2/creat/close/dup*/fcntl(F_DUPFD)/lseek/mmap, "
-                          "read/write/readv/writev/pread64/pwrite64/preadv(2)/pwritev(2), copy_file_range/sendfile/splice, "
-                          "ioctl(nvidia-fs), io_submit (per iocb), io_uring_enter",
-                          "tracepoint io_uring: submit_req/file_get/complete (joined per request)",
-                          "tracepoint filemap: mm_filemap_add_to_page_cache (mmap page-cache fills)",
-                          "tracepoint sched: process_fork/exec/exit (process trees, in the kernel)"]
+        self.attached += [
+            "tracepoint syscalls: open/openat/openat2/creat/close/dup*/fcntl(F_DUPFD)/lseek/mmap, "
+            "read/write/readv/writev/pread64/pwrite64/preadv(2)/pwritev(2), copy_file_range/sendfile/splice, "
+            "ioctl(nvidia-fs), io_submit (per iocb), io_uring_enter",
+            "tracepoint io_uring: submit_req/file_get/complete (joined per request)",
+            "tracepoint filemap: mm_filemap_add_to_page_cache (mmap page-cache fills)",
+            "tracepoint sched: process_fork/exec/exit (process trees, in the kernel)",
+        ]
         if block:
             self.attached.append("tracepoint block:block_rq_issue/complete")
         for p in pids:
@@ -210,7 +248,9 @@ class Probes:
         if libcuda:
             self.attach_library(libcuda)
         else:
-            self.failed.append("libcuda.so.1 not found here: CUDA copies are seen only in a libcuda a traced process maps")
+            self.failed.append(
+                "libcuda.so.1 not found here: CUDA copies are seen only in a libcuda a traced process maps"
+            )
         self.kb = None
         if want_kprobes:
             self._kprobes()
@@ -225,6 +265,7 @@ class Probes:
     def _usdt_notes(self, lib: str) -> list:
         from ..platform.libcufile import read_usdt_notes
         from .usdt import Site
+
         if lib in self._sites:
             return self._sites[lib]
         try:
@@ -245,6 +286,7 @@ class Probes:
         """C handlers for the route probes of one libcufile copy: one per distinct (probe, layout of
         the arguments read), shared with any copy of the same build."""
         from .usdt import UnsupportedSpec, handler, layout
+
         out = []
         for site in self._usdt_notes(lib):
             lay = layout(site, USDT_ARGS_USED.get(site.key, 0))
@@ -263,6 +305,7 @@ class Probes:
     def _attach_usdt(self, path: str) -> tuple[int, int]:
         """Attach the compiled handlers at this copy's probe addresses: (attached, without a handler)."""
         from .usdt import layout
+
         ok = missing = 0
         for site in self._usdt_notes(path):
             name = self._layouts.get(layout(site, USDT_ARGS_USED.get(site.key, 0)))
@@ -288,7 +331,9 @@ class Probes:
         lib = self._lib_keys.get(key)
         if lib is None:
             base = os.path.basename(path)
-            kind = "libcufile" if base.startswith("libcufile.so") else "libcuda" if base.startswith("libcuda.so") else None
+            kind = (
+                "libcufile" if base.startswith("libcufile.so") else "libcuda" if base.startswith("libcuda.so") else None
+            )
             if kind is None:
                 return None
             lib = {"path": path, "kind": kind, "usdt": 0, "uprobes": 0, "pids": []}
@@ -297,8 +342,10 @@ class Probes:
             if kind == "libcufile":
                 lib["usdt"], missing = self._attach_usdt(path)
                 if missing:
-                    self.failed.append(f"usdt: {missing} probe sites of {path} have an argument layout not compiled in "
-                                       f"(a different build found while tracing): uprobes and syscalls only for them")
+                    self.failed.append(
+                        f"usdt: {missing} probe sites of {path} have an argument layout not compiled in "
+                        f"(a different build found while tracing): uprobes and syscalls only for them"
+                    )
                 for sym, enter, ret in API_UPROBES:
                     try:
                         self.b.attach_uprobe(name=path, sym=sym, fn_name=enter)
@@ -307,7 +354,9 @@ class Probes:
                         lib["uprobes"] += 1
                     except Exception as e:
                         self.failed.append(f"uprobe {sym} in {path}: {e}")
-                self.attached.append(f"uprobes {lib['uprobes']} cuFile API functions and {lib['usdt']} USDT sites in {path}")
+                self.attached.append(
+                    f"uprobes {lib['uprobes']} cuFile API functions and {lib['usdt']} USDT sites in {path}"
+                )
                 if lib["usdt"]:
                     self.attached += sorted({f"usdt {x.key}" for x in self._usdt_notes(path)})
             else:
@@ -335,6 +384,7 @@ class Probes:
         (what libcudart and kvikio call)."""
         from .cudadoors import proc_address_sites
         from .elfsyms import dynamic_symbol_addresses
+
         try:
             syms = dynamic_symbol_addresses(libcuda)
         except (OSError, ValueError) as e:
@@ -355,7 +405,7 @@ class Probes:
         extra = 0
         try:
             sites, why = proc_address_sites(libcuda)
-        except Exception as e:          # a driver that misbehaves here must not stop the trace
+        except Exception as e:  # a driver that misbehaves here must not stop the trace
             sites, why = {}, f"{type(e).__name__}: {e}"
         for addr, fn in sorted(sites.items()):
             if addr in at:
@@ -368,18 +418,23 @@ class Probes:
                 self.failed.append(f"uprobe libcuda {addr:#x} (cuGetProcAddress): {e}")
         if why:
             self.failed.append(f"libcuda {libcuda}: cuGetProcAddress entry points not probed: {why}")
-        self.attached.append(f"uprobes {n} cuMemcpy* entry points in {libcuda}"
-                             + (f" + {extra} more that cuGetProcAddress hands out" if extra else ""))
+        self.attached.append(
+            f"uprobes {n} cuMemcpy* entry points in {libcuda}"
+            + (f" + {extra} more that cuGetProcAddress hands out" if extra else "")
+        )
         return n + extra
 
     def _kprobes(self) -> None:
         from ..platform.fsroot import FsRoot
         from ..platform.kernel import read_kallsyms
+
         wanted = frozenset(s for syms, _, _ in KPROBES for s in syms)
         ks = read_kallsyms(FsRoot("/"), wanted)
         present = [(next((s for s in syms if ks.has(s)), None), fn, ret) for syms, fn, ret in KPROBES]
         if not any(s for s, _, _ in present):
-            self.failed.append("nvidia-fs / P2PDMA kernel probes: none of their symbols in /proc/kallsyms (nvidia-fs not loaded, no P2PDMA)")
+            self.failed.append(
+                "nvidia-fs / P2PDMA kernel probes: none of their symbols in /proc/kallsyms (nvidia-fs not loaded, no P2PDMA)"
+            )
             return
         if not kprobes_available():
             self.failed.append("nvidia-fs / P2PDMA kernel probes: this kernel has no kprobes")
@@ -402,6 +457,7 @@ class Probes:
         become synthetic open events stamped before the /proc walk, so any open or close the kernel
         reports after it wins."""
         from .procs import describe, open_files
+
         ts = time.monotonic_ns()
         for pid in pids:
             info = describe(pid)
@@ -424,7 +480,7 @@ class Probes:
         args = list(r.a)
         if kind == "usdt":
             name = self.usdt_names.get(r.id, f"usdt#{r.id}")
-            args = args[:min(args[6], 6)] if args[6] else []
+            args = args[: min(args[6], 6)] if args[6] else []
         elif kind == "sys_exit":
             name = SYS_NAMES.get(r.id, str(r.id))
         elif kind in ("fd", "proc"):
@@ -455,8 +511,8 @@ class Probes:
             except OSError:
                 pass
         dev = ino = 0
-        if path.startswith("/"):     # (relative to a directory fd: the classifier joins it)
-            try:     # the inode names the file in page-cache fill events (mmap reads)
+        if path.startswith("/"):  # (relative to a directory fd: the classifier joins it)
+            try:  # the inode names the file in page-cache fill events (mmap reads)
                 st = os.stat(path)
                 dev, ino = (os.major(st.st_dev) << 20) | os.minor(st.st_dev), st.st_ino
                 self.add_data_inode(dev, ino)
@@ -472,8 +528,17 @@ class Probes:
 
     def _on_kevent(self, cpu, data, size) -> None:
         r = self.kb["kevents"].event(data)
-        self._events.append(Event(int(r.ts), int(r.pid), int(r.tid), "kprobe", KPROBE_NAMES.get(r.id, str(r.id)),
-                                  [int(r.a[0])], r.comm.decode(errors="replace")))
+        self._events.append(
+            Event(
+                int(r.ts),
+                int(r.pid),
+                int(r.tid),
+                "kprobe",
+                KPROBE_NAMES.get(r.id, str(r.id)),
+                [int(r.a[0])],
+                r.comm.decode(errors="replace"),
+            )
+        )
 
     def _on_lost(self, n) -> None:
         self._perf_lost += n
@@ -516,8 +581,9 @@ def cuda_copy_handler(sym: str) -> str | None:
     """Which handler reads a cuMemcpy* entry point's host side: HtoD (src = arg 2), DtoH (dst =
     arg 1), or unified cuMemcpy/cuMemcpyAsync (dst, src: the host side is found by address)."""
     import re
+
     if re.fullmatch(r"cuMemcpy2D(Async|Unaligned)?_v2(_ptds|_ptsz)?", sym):
-        return "memcpy_2d"          # (the unsuffixed cuMemcpy2D is the legacy 32-bit-field layout)
+        return "memcpy_2d"  # (the unsuffixed cuMemcpy2D is the legacy 32-bit-field layout)
     m = re.fullmatch(r"cuMemcpy(HtoD|DtoH|)(Async)?(_v2)?(_ptds|_ptsz)?", sym)
     if not m:
         return None
@@ -525,8 +591,12 @@ def cuda_copy_handler(sym: str) -> str | None:
 
 
 def _find_libcuda() -> str | None:
-    for p in ("/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib64/libcuda.so.1", "/usr/lib/aarch64-linux-gnu/libcuda.so.1",
-              "/usr/local/nvidia/lib64/libcuda.so.1"):
+    for p in (
+        "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+        "/usr/lib64/libcuda.so.1",
+        "/usr/lib/aarch64-linux-gnu/libcuda.so.1",
+        "/usr/local/nvidia/lib64/libcuda.so.1",
+    ):
         if os.path.exists(p):
             return p
     name = ctypes.util.find_library("cuda")

@@ -28,6 +28,7 @@ offset, arg3 = size, arg4 = GPU buffer offset, arg5 = bytes done, arg6 = 0; it f
 that issued the pread64/pwrite64, after the syscall returns. Requests >= 8 MiB are split into 8 MiB
 chunks on worker threads: chunks are folded back into their API call by offset range.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,14 +38,23 @@ from dataclasses import dataclass, field
 from ..routes import Route
 from .events import NVFS_IOCTLS, Event
 
-ROUTES = (Route.NVFS, Route.P2PDMA, Route.RDMA, Route.PEER_GPU, Route.COMPAT, Route.DRAM_BOUNCE, Route.HOST, Route.UNKNOWN)
+ROUTES = (
+    Route.NVFS,
+    Route.P2PDMA,
+    Route.RDMA,
+    Route.PEER_GPU,
+    Route.COMPAT,
+    Route.DRAM_BOUNCE,
+    Route.HOST,
+    Route.UNKNOWN,
+)
 
 READ_SYS = {"pread64", "preadv", "preadv2", "read", "readv"}
 WRITE_SYS = {"pwrite64", "pwritev", "pwritev2", "write", "writev"}
 POSITIONED = {"pread64", "pwrite64", "preadv", "pwritev", "preadv2", "pwritev2"}
-HOLD_NS = 100_000_000          # wait this long (event time) before taking a syscall as not libcufile's
+HOLD_NS = 100_000_000  # wait this long (event time) before taking a syscall as not libcufile's
 COPY_WINDOW_NS = 3_000_000_000  # a CUDA copy this close to a host I/O, of its buffer, makes it DRAM_BOUNCE
-FINALIZE_NS = 50_000_000       # evidence from other CPUs can arrive after the API exit
+FINALIZE_NS = 50_000_000  # evidence from other CPUs can arrive after the API exit
 ASYNC_TIMEOUT_NS = 5_000_000_000
 PAGE_RUN_GAP_NS = 100_000_000  # page-cache fills of one file closer than this are one mmap read
 SKIP_PREFIXES = ("/proc/", "/sys/", "/dev/", "/run/", "pipe:", "socket:", "anon_inode:")
@@ -52,13 +62,17 @@ SKIP_PREFIXES = ("/proc/", "/sys/", "/dev/", "/run/", "pipe:", "socket:", "anon_
 SKIP_SUFFIX_RE = __import__("re").compile(r"(\.so(\.\d+)*|\.py|\.pyc)$")
 MIN_APP_IO = 4096
 O_APPEND, O_CLOEXEC = 0o2000, 0o2000000
-URING_READ_OPS, URING_WRITE_OPS = {1, 4, 22}, {2, 5, 23}   # IORING_OP_READV, READ_FIXED, READ / WRITEV, WRITE_FIXED, WRITE
-AIO_READ_OPS, AIO_WRITE_OPS = {0, 7}, {1, 8}                # IOCB_CMD_PREAD, PREADV / PWRITE, PWRITEV
+URING_READ_OPS, URING_WRITE_OPS = (
+    {1, 4, 22},
+    {2, 5, 23},
+)  # IORING_OP_READV, READ_FIXED, READ / WRITEV, WRITE_FIXED, WRITE
+AIO_READ_OPS, AIO_WRITE_OPS = {0, 7}, {1, 8}  # IOCB_CMD_PREAD, PREADV / PWRITE, PWRITEV
 
 
 @dataclass
 class _Desc:
     """An open file description (shared by dup'd and inherited descriptors, as in the kernel)."""
+
     path: str
     pos: int = 0
     append: bool = False
@@ -67,6 +81,7 @@ class _Desc:
 @dataclass
 class _HostIo:
     """A file I/O outside cuFile, waiting for a CUDA copy of its buffer (or for its window to pass)."""
+
     e: Event
     api: str
     op: str
@@ -74,7 +89,7 @@ class _HostIo:
     offset: int
     size: int
     ret: int | None
-    buf: int | None             # host address of the data (None: not traced for this call)
+    buf: int | None  # host address of the data (None: not traced for this call)
     latency: int | None
     note: str
 
@@ -85,8 +100,8 @@ class IoVerdict:
     pid: int
     tid: int
     comm: str
-    api: str                 # cuFileRead … or the syscall name for application I/O
-    op: str                  # read | write
+    api: str  # cuFileRead … or the syscall name for application I/O
+    op: str  # read | write
     path: str | None
     offset: int
     size: int
@@ -94,7 +109,7 @@ class IoVerdict:
     latency_ns: int | None
     route: str
     subtype: str | None
-    confidence: str          # high | medium | low
+    confidence: str  # high | medium | low
     evidence: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
@@ -114,12 +129,12 @@ class _Pending:
     t_start: int
     t_end: int | None = None
     ret: int | None = None
-    evidence: dict = field(default_factory=dict)       # evidence label -> count
+    evidence: dict = field(default_factory=dict)  # evidence label -> count
     bytes_seen: int = 0
     last_ts: int = 0
     kinds: set = field(default_factory=set)
     is_async: bool = False
-    path: str | None = None            # resolved when the call starts (the handle may be gone later)
+    path: str | None = None  # resolved when the call starts (the handle may be gone later)
 
     def add(self, label: str, kind: str, ts: int, nbytes: int = 0) -> None:
         self.evidence[label] = self.evidence.get(label, 0) + 1
@@ -146,17 +161,19 @@ class Classifier:
 
     def __init__(self, path_filter: str | None = None, record_version: int = 2):
         self.path_filter = path_filter.rstrip("/") + "/" if path_filter else None
-        self.v1 = record_version < 2                # v-form syscalls carry the iovec array, not the buffer
-        self.handles: dict[tuple[int, int], tuple[int, str | None]] = {}   # (pid, handle) -> (fd, path)
-        self.fds: dict[tuple[int, int], _Desc] = {}                        # (pid, fd) -> open file description
+        self.v1 = record_version < 2  # v-form syscalls carry the iovec array, not the buffer
+        self.handles: dict[tuple[int, int], tuple[int, str | None]] = {}  # (pid, handle) -> (fd, path)
+        self.fds: dict[tuple[int, int], _Desc] = {}  # (pid, fd) -> open file description
         self.cloexec: set[tuple[int, int]] = set()
-        self.inodes: dict[tuple[int, int], str] = {}                       # (kernel dev, ino) -> path
-        self.mmaps: dict[int, list[tuple[int, int, str, int]]] = {}        # pid -> (address, length, path, file offset)
-        self.procs: dict[int, dict] = {}                                   # pid -> ppid, comm, exe, ios
+        self.inodes: dict[tuple[int, int], str] = {}  # (kernel dev, ino) -> path
+        self.mmaps: dict[int, list[tuple[int, int, str, int]]] = {}  # pid -> (address, length, path, file offset)
+        self.procs: dict[int, dict] = {}  # pid -> ppid, comm, exe, ios
         self.pending: list[_Pending] = []
-        self.held: deque = deque()                 # host I/O waiting for libcufile's call or a CUDA copy (time order)
-        self.memcpy: dict[int, deque] = {}         # pid -> recent cuMemcpy events
-        self.page_runs: dict[tuple[int, int, int], list] = {}   # (pid, dev, ino) -> [first ts, last ts, first index, next index, event]
+        self.held: deque = deque()  # host I/O waiting for libcufile's call or a CUDA copy (time order)
+        self.memcpy: dict[int, deque] = {}  # pid -> recent cuMemcpy events
+        self.page_runs: dict[
+            tuple[int, int, int], list
+        ] = {}  # (pid, dev, ino) -> [first ts, last ts, first index, next index, event]
         self.api_stack: dict[tuple[int, int], list[_Pending]] = {}
         self.out: list[IoVerdict] = []
         self.now = 0
@@ -223,7 +240,7 @@ class Classifier:
             p["ppid"] = parent
         elif e.name == "exec":
             for key, run in [(k, r) for k, r in self.page_runs.items() if k[0] == e.pid]:
-                self._close_page_run(key, run)       # while the old image's mappings are still known
+                self._close_page_run(key, run)  # while the old image's mappings are still known
             p = self._proc(e.pid)
             p["comm"], p["exe"] = e.comm or p["comm"], e.path
             for key in [k for k in self.cloexec if k[0] == e.pid]:
@@ -249,7 +266,7 @@ class Classifier:
         flags = e.args[1] if len(e.args) > 1 else 0
         pos = e.args[2] if len(e.args) > 2 else 0
         if not e.path.startswith("/") and len(e.args) > 5 and e.args[5] >= 0:
-            base = self.fds.get((e.pid, e.args[5]))     # openat relative to a directory fd
+            base = self.fds.get((e.pid, e.args[5]))  # openat relative to a directory fd
             e.path = (base.path.rstrip("/") + "/" + e.path) if base else e.path
         self.fds[key] = _Desc(e.path, pos, bool(flags & O_APPEND))
         if flags & O_CLOEXEC:
@@ -286,7 +303,7 @@ class Classifier:
         """Page-cache fills outside read syscalls (mmap faults and their readahead): consecutive
         pages of one file become one read."""
         if e.comm.startswith(("iou-wrk", "iou-sqp")):
-            return      # io_uring's workers filling pages for requests already reported as io_uring I/O
+            return  # io_uring's workers filling pages for requests already reported as io_uring I/O
         dev, ino, index, n = (e.args + [0, 0, 0, 1])[:4]
         key = (e.pid, dev, ino)
         run = self.page_runs.get(key)
@@ -302,7 +319,7 @@ class Classifier:
         pid, dev, ino = key
         path = self.inodes.get((dev, ino))
         if path is None:
-            return                      # a library or a file opened before the trace: not named, not data
+            return  # a library or a file opened before the trace: not named, not data
         e = run[4]
         off, size = run[2] * 4096, (run[3] - run[2]) * 4096
         # the mapping that holds these file pages gives their host address (for a CUDA copy from it)
@@ -313,13 +330,25 @@ class Classifier:
                 break
         if path.startswith(SKIP_PREFIXES) or SKIP_SUFFIX_RE.search(path) or not self._path_ok(path):
             return
-        self.held.append(_HostIo(e, "mmap", "read", path, off, size, size, buf, run[1] - run[0],
-                                 "page-cache fill of a mmap'd file" + ("" if buf is not None else " (mapping address not seen)")))
+        self.held.append(
+            _HostIo(
+                e,
+                "mmap",
+                "read",
+                path,
+                off,
+                size,
+                size,
+                buf,
+                run[1] - run[0],
+                "page-cache fill of a mmap'd file" + ("" if buf is not None else " (mapping address not seen)"),
+            )
+        )
 
     # -- host I/O: the syscalls ------------------------------------------------------------------------
     def _desc(self, e: Event, fd: int) -> _Desc | None:
         d = self.fds.get((e.pid, fd))
-        if d is None and e.path and fd >= 0:          # a version-1 record: the path came with the event
+        if d is None and e.path and fd >= 0:  # a version-1 record: the path came with the event
             d = self.fds[(e.pid, fd)] = _Desc(e.path)
         return d
 
@@ -337,7 +366,7 @@ class Classifier:
                 if name in POSITIONED and self.pending:
                     # libcufile's own descriptors may predate the trace: still evidence for its calls
                     self._host_io(e, name, op, None, a[3], ret, ret, a[1], a[6], "")
-                return                   # a pipe, socket, library or anything else not named as a data file
+                return  # a pipe, socket, library or anything else not named as a data file
             if name in POSITIONED:
                 off = a[3]
             else:
@@ -352,13 +381,23 @@ class Classifier:
             d = self._desc(e, a[0])
             if op is None or d is None:
                 return
-            self._host_io(e, "aio", op, d.path, a[3], a[2], None, a[1] if a[4] in (0, 1) else None, None,
-                          "Linux AIO request (completion not traced: size is the request's)")
+            self._host_io(
+                e,
+                "aio",
+                op,
+                d.path,
+                a[3],
+                a[2],
+                None,
+                a[1] if a[4] in (0, 1) else None,
+                None,
+                "Linux AIO request (completion not traced: size is the request's)",
+            )
         elif name == "io_uring":
             op = "read" if a[2] in URING_READ_OPS else "write" if a[2] in URING_WRITE_OPS else None
             if op is None:
                 return
-            if a[4] & 1:                 # IOSQE_FIXED_FILE: a registered-file index, not an fd
+            if a[4] & 1:  # IOSQE_FIXED_FILE: a registered-file index, not an fd
                 path = None
                 note = f"io_uring request on registered file #{a[0]} (its path is not known)"
             else:
@@ -371,7 +410,9 @@ class Classifier:
                         d.pos += ret
             if path is None and not (a[4] & 1):
                 return
-            self._host_io(e, "io_uring", op, path or f"<io_uring fixed file {a[0]}>", a[3], max(ret, 0), ret, None, a[6], note)
+            self._host_io(
+                e, "io_uring", op, path or f"<io_uring fixed file {a[0]}>", a[3], max(ret, 0), ret, None, a[6], note
+            )
         elif name in ("copy_file_range", "sendfile", "splice"):
             # both sides stay in the kernel: a file read and/or written, never a GPU
             for fd, offi, op in ((a[0], 3, "read"), (a[1], 4, "write")):
@@ -383,16 +424,28 @@ class Classifier:
                     off = d.pos
                     if ret > 0:
                         d.pos += ret
-                self._host_io(e, name, op, d.path, off, max(ret, 0), ret, None, a[6],
-                              f"{name} fd {a[0]} -> fd {a[1]}: an in-kernel copy, no user buffer")
+                self._host_io(
+                    e,
+                    name,
+                    op,
+                    d.path,
+                    off,
+                    max(ret, 0),
+                    ret,
+                    None,
+                    a[6],
+                    f"{name} fd {a[0]} -> fd {a[1]}: an in-kernel copy, no user buffer",
+                )
 
     def _host_io(self, e, api, op, path, off, size, ret, buf, lat, note) -> None:
         io = _HostIo(e, api, op, path, off, size, ret, buf, lat, note)
         if self.pending and self._match_syscall(io):
             return
-        if path is not None and (path.startswith(SKIP_PREFIXES) or SKIP_SUFFIX_RE.search(path) or not self._path_ok(path)):
+        if path is not None and (
+            path.startswith(SKIP_PREFIXES) or SKIP_SUFFIX_RE.search(path) or not self._path_ok(path)
+        ):
             return
-        if 0 <= size < MIN_APP_IO:         # small reads/writes (headers, configs) are not a data path
+        if 0 <= size < MIN_APP_IO:  # small reads/writes (headers, configs) are not a data path
             self.counts["small_io"] += 1
             return
         self.held.append(io)
@@ -409,12 +462,24 @@ class Classifier:
             return
         if e.name not in ("cuFileRead", "cuFileWrite", "cuFileReadAsync", "cuFileWriteAsync"):
             self.api_stack.setdefault((e.pid, e.tid), []).append(
-                _Pending(e.pid, e.tid, e.comm, e.name, "", 0, 0, 0, e.ts))
+                _Pending(e.pid, e.tid, e.comm, e.name, "", 0, 0, 0, e.ts)
+            )
             return
         self.counts["api_calls"] += 1
         a = e.args + [0] * 6
-        p = _Pending(e.pid, e.tid, e.comm, e.name, _op_of(e.name), a[0], a[3], a[2], e.ts,
-                     is_async=e.name.endswith("Async"), path=self.handles.get((e.pid, a[0]), (None, None))[1])
+        p = _Pending(
+            e.pid,
+            e.tid,
+            e.comm,
+            e.name,
+            _op_of(e.name),
+            a[0],
+            a[3],
+            a[2],
+            e.ts,
+            is_async=e.name.endswith("Async"),
+            path=self.handles.get((e.pid, a[0]), (None, None))[1],
+        )
         self.pending.append(p)
         self.api_stack.setdefault((e.pid, e.tid), []).append(p)
 
@@ -430,13 +495,26 @@ class Classifier:
                 ret -= 1 << 64
             p.ret, p.t_end = ret, e.ts
         elif p.is_async:
-            p.ret = e.args[0] if e.args else None       # the enqueue status; I/O follows on the stream
+            p.ret = e.args[0] if e.args else None  # the enqueue status; I/O follows on the stream
 
     def _on_batch_req(self, e: Event) -> None:
         a = e.args + [0] * 7
         self.counts["api_calls"] += 1
-        self.pending.append(_Pending(e.pid, e.tid, e.comm, "cuFileBatchIO", _op_of(e.name), a[0], a[3], a[2], e.ts,
-                                     is_async=True, path=self.handles.get((e.pid, a[0]), (None, None))[1]))
+        self.pending.append(
+            _Pending(
+                e.pid,
+                e.tid,
+                e.comm,
+                "cuFileBatchIO",
+                _op_of(e.name),
+                a[0],
+                a[3],
+                a[2],
+                e.ts,
+                is_async=True,
+                path=self.handles.get((e.pid, a[0]), (None, None))[1],
+            )
+        )
 
     def _candidates(self, e: Event, op: str | None, off: int | None) -> list[_Pending]:
         slack = 2_000_000
@@ -471,18 +549,29 @@ class Classifier:
                 if cands:
                     cands[0].add(f"usdt {name}", kind, e.ts, nbytes)
                 return
-            kind = "dr" if name.startswith("cufio-dr") else "bb" if "-bb" in short else "p2pdma" if name.startswith("cuf-p2p") \
-                else "retry" if "retry" in short else "other"
+            kind = (
+                "dr"
+                if name.startswith("cufio-dr")
+                else "bb"
+                if "-bb" in short
+                else "p2pdma"
+                if name.startswith("cuf-p2p")
+                else "retry"
+                if "retry" in short
+                else "other"
+            )
             for p in self._candidates(e, None, None)[:1]:
                 p.add(f"usdt {name}", kind, e.ts)
             return
         if e.kind == "kprobe":
             ret = a[0] if a else 0
-            kind = {"nvfs_get_dma": "nvfs_k" if ret == 0 else "",
-                    "nvfs_blk_rq_map_sg": "nvfs_k" if ret > 0 else "cpu_k",
-                    "nvfs_dma_map_sg_attrs": "nvfs_k" if ret > 0 else "cpu_k",
-                    "nvfs_blk_rq_dma_map_iter_start": "nvfs_k" if ret == 1 else "cpu_k",
-                    "pci_p2pdma_map_segment": "p2pdma" if ret in (3, 4) else ""}.get(name, "")
+            kind = {
+                "nvfs_get_dma": "nvfs_k" if ret == 0 else "",
+                "nvfs_blk_rq_map_sg": "nvfs_k" if ret > 0 else "cpu_k",
+                "nvfs_dma_map_sg_attrs": "nvfs_k" if ret > 0 else "cpu_k",
+                "nvfs_blk_rq_dma_map_iter_start": "nvfs_k" if ret == 1 else "cpu_k",
+                "pci_p2pdma_map_segment": "p2pdma" if ret in (3, 4) else "",
+            }.get(name, "")
             if kind:
                 for p in self._candidates(e, None, None)[:1]:
                     p.add(f"kprobe {name}={ret}", kind, e.ts)
@@ -587,7 +676,9 @@ class Classifier:
             ev.append("some requests mapped CPU pages")
         lat = (p.t_end - p.t_start) if p.t_end is not None else None
         self._proc(p.pid, p.comm)["ios"] += 1
-        return IoVerdict(p.t_start, p.pid, p.tid, p.comm, p.api, p.op, path, p.offset, p.size, p.ret, lat, route, sub, conf, ev)
+        return IoVerdict(
+            p.t_start, p.pid, p.tid, p.comm, p.api, p.op, path, p.offset, p.size, p.ret, lat, route, sub, conf, ev
+        )
 
     def _copy_of(self, io: _HostIo):
         """The CUDA copy that moved this I/O's bytes: after a read, host-to-device from its buffer;
@@ -629,17 +720,27 @@ class Classifier:
 
     def _host_verdict(self, io: _HostIo) -> IoVerdict:
         e = io.e
-        ev = [(f"{io.api} fd {e.args[0]}" if io.api != "mmap" else "mmap'd pages")
-              + (f" into host memory {io.buf:#x}" if io.buf and io.op == "read"
-                                             else f" from host memory {io.buf:#x}" if io.buf else "")]
+        ev = [
+            (f"{io.api} fd {e.args[0]}" if io.api != "mmap" else "mmap'd pages")
+            + (
+                f" into host memory {io.buf:#x}"
+                if io.buf and io.op == "read"
+                else f" from host memory {io.buf:#x}"
+                if io.buf
+                else ""
+            )
+        ]
         if io.note:
             ev.append(io.note)
         c, conf = self._copy_of(io)
         if c is not None:
             dst, src, n, d = (c.args + [0, 0, 0, 0])[:4]
             dt = (c.ts - e.ts) / 1e6
-            how = {"high": "", "medium": " (buffer address not traced: matched by direction and size)",
-                   "staged": " from another host buffer of the same size (staged, e.g. through pinned memory)"}[conf]
+            how = {
+                "high": "",
+                "medium": " (buffer address not traced: matched by direction and size)",
+                "staged": " from another host buffer of the same size (staged, e.g. through pinned memory)",
+            }[conf]
             if io.op == "read":
                 ev.append(f"CUDA copy host {src:#x} -> GPU {dst:#x}, {n} bytes, {dt:+.3f} ms after it{how}")
             else:
@@ -649,11 +750,28 @@ class Classifier:
             route = Route.DRAM_BOUNCE
         else:
             route, conf = Route.HOST, "medium"
-            ev.append("host I/O, not on the GPU data path: " + ("no CUDA copy of its buffer" if self.memcpy.get(e.pid)
-                                                                 else "the process made no CUDA copy"))
+            ev.append(
+                "host I/O, not on the GPU data path: "
+                + ("no CUDA copy of its buffer" if self.memcpy.get(e.pid) else "the process made no CUDA copy")
+            )
         self._proc(e.pid, e.comm)["ios"] += 1
-        return IoVerdict(e.ts, e.pid, e.tid, e.comm, io.api, io.op, io.path, io.offset, io.size, io.ret, io.latency,
-                         route, None, conf, ev)
+        return IoVerdict(
+            e.ts,
+            e.pid,
+            e.tid,
+            e.comm,
+            io.api,
+            io.op,
+            io.path,
+            io.offset,
+            io.size,
+            io.ret,
+            io.latency,
+            route,
+            None,
+            conf,
+            ev,
+        )
 
 
 def classify(events: list[Event], path_filter: str | None = None, record_version: int = 2) -> list[IoVerdict]:
@@ -670,6 +788,7 @@ def classify(events: list[Event], path_filter: str | None = None, record_version
 
 # -- summaries ------------------------------------------------------------------------------------
 
+
 def log2_hist(values_us: list[float]) -> list[tuple[int, int, int]]:
     """(low, high, count) buckets of powers of two in µs, like bcc's biolatency."""
     if not values_us:
@@ -684,14 +803,19 @@ def log2_hist(values_us: list[float]) -> list[tuple[int, int, int]]:
 
 def summarize(verdicts: list[IoVerdict]) -> dict:
     from ..sweep.latency import percentile
+
     out = {}
     for r in ROUTES:
         vs = [v for v in verdicts if v.route == r]
         if not vs:
             continue
         lats = sorted(v.latency_ns / 1000 for v in vs if v.latency_ns is not None)
-        out[r] = {"count": len(vs), "bytes": sum(max(v.size, 0) for v in vs),
-                  "subtypes": sorted({v.subtype for v in vs if v.subtype}),
-                  "p50_us": percentile(lats, 50), "p99_us": percentile(lats, 99),
-                  "hist_us": log2_hist(lats)}
+        out[r] = {
+            "count": len(vs),
+            "bytes": sum(max(v.size, 0) for v in vs),
+            "subtypes": sorted({v.subtype for v in vs if v.subtype}),
+            "p50_us": percentile(lats, 50),
+            "p99_us": percentile(lats, 99),
+            "hist_us": log2_hist(lats),
+        }
     return out

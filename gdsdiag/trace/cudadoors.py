@@ -3,16 +3,22 @@ symbols, libcudart and libraries like kvikio get their driver functions from cuG
 which may hand out addresses inside libcuda that no exported symbol names. Asking the driver
 (in this process) for them and turning each address into the library's own virtual address gives
 uprobe sites valid for every process mapping the same file."""
+
 from __future__ import annotations
 
 import ctypes
 import os
 
 # cuGetProcAddress takes base names; the handler says which side is host memory
-COPY_ENTRY_POINTS = (("cuMemcpyHtoD", "memcpy_htod"), ("cuMemcpyHtoDAsync", "memcpy_htod"),
-                     ("cuMemcpyDtoH", "memcpy_dtoh"), ("cuMemcpyDtoHAsync", "memcpy_dtoh"),
-                     ("cuMemcpy", "memcpy_any"), ("cuMemcpyAsync", "memcpy_any"))
-LEGACY_STREAM, PER_THREAD_STREAM = 1, 2       # CU_GET_PROC_ADDRESS_* flags (cuda.h)
+COPY_ENTRY_POINTS = (
+    ("cuMemcpyHtoD", "memcpy_htod"),
+    ("cuMemcpyHtoDAsync", "memcpy_htod"),
+    ("cuMemcpyDtoH", "memcpy_dtoh"),
+    ("cuMemcpyDtoHAsync", "memcpy_dtoh"),
+    ("cuMemcpy", "memcpy_any"),
+    ("cuMemcpyAsync", "memcpy_any"),
+)
+LEGACY_STREAM, PER_THREAD_STREAM = 1, 2  # CU_GET_PROC_ADDRESS_* flags (cuda.h)
 
 
 def _load_bias(path: str) -> int | None:
@@ -39,7 +45,13 @@ def proc_address_sites(libcuda: str) -> tuple[dict[int, str], str | None]:
     get2 = getattr(lib, "cuGetProcAddress_v2", None)
     get1 = getattr(lib, "cuGetProcAddress", None)
     if get2 is not None:
-        get2.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_uint64, ctypes.c_void_p]
+        get2.argtypes = [
+            ctypes.c_char_p,
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.c_int,
+            ctypes.c_uint64,
+            ctypes.c_void_p,
+        ]
     elif get1 is not None:
         get1.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_uint64]
     else:
@@ -51,8 +63,11 @@ def proc_address_sites(libcuda: str) -> tuple[dict[int, str], str | None]:
     for name, fn in COPY_ENTRY_POINTS:
         for flags in (LEGACY_STREAM, PER_THREAD_STREAM):
             p = ctypes.c_void_p()
-            r = get2(name.encode(), ctypes.byref(p), ver.value, flags, None) if get2 is not None \
+            r = (
+                get2(name.encode(), ctypes.byref(p), ver.value, flags, None)
+                if get2 is not None
                 else get1(name.encode(), ctypes.byref(p), ver.value, flags)
+            )
             if r == 0 and p.value:
                 out[p.value - bias] = fn
     return out, None

@@ -1,4 +1,5 @@
 """Typed event records: what the probes saw, in a form the classifier, --record and --replay share."""
+
 from __future__ import annotations
 
 import json
@@ -7,28 +8,90 @@ from dataclasses import dataclass, field
 from ..errors import GdsdiagError
 
 # ids used by probes/cufile_trace.c
-EV_API_ENTER, EV_API_EXIT, EV_USDT, EV_SYS_ENTER, EV_SYS_EXIT, EV_BLK_ISSUE, EV_BLK_DONE, EV_HANDLE, EV_BATCH_REQ, EV_KPROBE = range(1, 11)
+(
+    EV_API_ENTER,
+    EV_API_EXIT,
+    EV_USDT,
+    EV_SYS_ENTER,
+    EV_SYS_EXIT,
+    EV_BLK_ISSUE,
+    EV_BLK_DONE,
+    EV_HANDLE,
+    EV_BATCH_REQ,
+    EV_KPROBE,
+) = range(1, 11)
 EV_PROC, EV_FD, EV_PAGES = 11, 12, 13
-KINDS = {EV_API_ENTER: "api_enter", EV_API_EXIT: "api_exit", EV_USDT: "usdt", EV_SYS_EXIT: "sys_exit",
-         EV_BLK_ISSUE: "blk_issue", EV_BLK_DONE: "blk_done", EV_HANDLE: "handle", EV_BATCH_REQ: "batch_req",
-         EV_KPROBE: "kprobe", EV_PROC: "proc", EV_FD: "fd", EV_PAGES: "pages"}
-API_NAMES = {1: "cuFileRead", 2: "cuFileWrite", 3: "cuFileReadAsync", 4: "cuFileWriteAsync", 5: "cuFileBatchIOSubmit",
-             6: "cuFileBatchIOGetStatus", 7: "cuFileHandleRegister", 8: "cuFileHandleDeregister", 9: "cuFileBufRegister",
-             10: "cuFileDriverOpen", 11: "cuFileGetVersion", 12: "cuMemcpy"}
-SYS_NAMES = {1: "pread64", 2: "pwrite64", 3: "preadv", 4: "pwritev", 5: "preadv2", 6: "pwritev2", 7: "ioctl",
-             8: "io_submit", 9: "io_uring_enter", 10: "read", 11: "write", 12: "readv", 13: "writev",
-             14: "copy_file_range", 15: "sendfile", 16: "splice", 17: "io_uring", 18: "aio"}
+KINDS = {
+    EV_API_ENTER: "api_enter",
+    EV_API_EXIT: "api_exit",
+    EV_USDT: "usdt",
+    EV_SYS_EXIT: "sys_exit",
+    EV_BLK_ISSUE: "blk_issue",
+    EV_BLK_DONE: "blk_done",
+    EV_HANDLE: "handle",
+    EV_BATCH_REQ: "batch_req",
+    EV_KPROBE: "kprobe",
+    EV_PROC: "proc",
+    EV_FD: "fd",
+    EV_PAGES: "pages",
+}
+API_NAMES = {
+    1: "cuFileRead",
+    2: "cuFileWrite",
+    3: "cuFileReadAsync",
+    4: "cuFileWriteAsync",
+    5: "cuFileBatchIOSubmit",
+    6: "cuFileBatchIOGetStatus",
+    7: "cuFileHandleRegister",
+    8: "cuFileHandleDeregister",
+    9: "cuFileBufRegister",
+    10: "cuFileDriverOpen",
+    11: "cuFileGetVersion",
+    12: "cuMemcpy",
+}
+SYS_NAMES = {
+    1: "pread64",
+    2: "pwrite64",
+    3: "preadv",
+    4: "pwritev",
+    5: "preadv2",
+    6: "pwritev2",
+    7: "ioctl",
+    8: "io_submit",
+    9: "io_uring_enter",
+    10: "read",
+    11: "write",
+    12: "readv",
+    13: "writev",
+    14: "copy_file_range",
+    15: "sendfile",
+    16: "splice",
+    17: "io_uring",
+    18: "aio",
+}
 # descriptor-table events: close (a0 fd), dup (a0 old, a1 new, a2 cloexec), lseek (a0 fd, a1 new position),
 # unnamed_open (a0 fd: a library, /proc … file whose path is not sent), mmap (a0 fd, a1 address, a2 length, a3 offset)
 FD_NAMES = {1: "close", 2: "dup", 3: "lseek", 5: "unnamed_open", 6: "mmap"}
 # process events: fork (a0 parent, a1 child), exit (a0 pid); exec and adopt come with a path (the program)
 PROC_NAMES = {1: "fork", 2: "exec", 3: "exit"}
-KPROBE_NAMES = {1: "nvfs_blk_rq_map_sg", 2: "nvfs_dma_map_sg_attrs", 3: "nvfs_blk_rq_dma_map_iter_start",
-                4: "nvfs_get_dma", 5: "pci_p2pdma_map_segment", 6: "nvfs_io_start_op"}
-NVFS_IOCTLS = {0x40047401: "NVFS_IOCTL_REMOVE", 0x40047402: "NVFS_IOCTL_READ", 0x40047403: "NVFS_IOCTL_MAP",
-               0x40047404: "NVFS_IOCTL_WRITE", 0x40047405: "NVFS_IOCTL_SET_RDMA_REG_INFO",
-               0x40047406: "NVFS_IOCTL_GET_RDMA_REG_INFO", 0x40047407: "NVFS_IOCTL_CLEAR_RDMA_REG_INFO",
-               0x40047408: "NVFS_IOCTL_BATCH_IO"}
+KPROBE_NAMES = {
+    1: "nvfs_blk_rq_map_sg",
+    2: "nvfs_dma_map_sg_attrs",
+    3: "nvfs_blk_rq_dma_map_iter_start",
+    4: "nvfs_get_dma",
+    5: "pci_p2pdma_map_segment",
+    6: "nvfs_io_start_op",
+}
+NVFS_IOCTLS = {
+    0x40047401: "NVFS_IOCTL_REMOVE",
+    0x40047402: "NVFS_IOCTL_READ",
+    0x40047403: "NVFS_IOCTL_MAP",
+    0x40047404: "NVFS_IOCTL_WRITE",
+    0x40047405: "NVFS_IOCTL_SET_RDMA_REG_INFO",
+    0x40047406: "NVFS_IOCTL_GET_RDMA_REG_INFO",
+    0x40047407: "NVFS_IOCTL_CLEAR_RDMA_REG_INFO",
+    0x40047408: "NVFS_IOCTL_BATCH_IO",
+}
 
 # 2: v-form syscalls carry the first iovec's base address (a1), not the iovec array's; opens carry
 # [fd, flags, position]; fd/proc/pages events and read/write/io_uring/aio exist
@@ -37,11 +100,11 @@ RECORD_VERSION = 2
 
 @dataclass
 class Event:
-    ts: int                 # ns, CLOCK_MONOTONIC (bpf_ktime_get_ns)
+    ts: int  # ns, CLOCK_MONOTONIC (bpf_ktime_get_ns)
     pid: int
     tid: int
-    kind: str               # api_enter | api_exit | usdt | sys_exit | blk_issue | blk_done | handle | batch_req | kprobe | open | fd | proc | pages
-    name: str               # cuFileRead, cufio_core:cufio_px_read, pread64, nvfs_get_dma …
+    kind: str  # api_enter | api_exit | usdt | sys_exit | blk_issue | blk_done | handle | batch_req | kprobe | open | fd | proc | pages
+    name: str  # cuFileRead, cufio_core:cufio_px_read, pread64, nvfs_get_dma …
     args: list = field(default_factory=list)
     comm: str = ""
     path: str | None = None  # file behind the fd of a syscall, resolved when it was seen
@@ -60,7 +123,7 @@ def write_record(f, header: dict, events) -> None:
         f.write(json.dumps(e.to_list()) + "\n")
 
 
-MAX_REPLAY_EVENTS = 2_000_000     # ~1 GiB of Event objects; a longer run is recorded in parts
+MAX_REPLAY_EVENTS = 2_000_000  # ~1 GiB of Event objects; a longer run is recorded in parts
 
 
 class _NotARecording(Exception):
@@ -99,6 +162,7 @@ def read_record(path: str) -> tuple[dict, list[Event]]:
     import zlib
 
     from ..bounded import MAX_RECORD_LINE, MAX_RECORDING, loads_json, open_user_file
+
     fix = "record one with gdsdiag trace --record FILE"
     raw = open_user_file(path, "trace recording", MAX_RECORDING, fix)
     n = 0
@@ -150,7 +214,9 @@ def read_record(path: str) -> tuple[dict, list[Event]]:
     except _NotARecording as e:
         raise GdsdiagError(f"{path} is not a gdsdiag trace record: line {e.line}: {e.why}", fix) from None
     except (EOFError, zlib.error, gzip.BadGzipFile) as e:
-        raise GdsdiagError(f"{path} is not a gdsdiag trace record: line {n + 1}: damaged gzip stream ({e})", fix) from None
+        raise GdsdiagError(
+            f"{path} is not a gdsdiag trace record: line {n + 1}: damaged gzip stream ({e})", fix
+        ) from None
     except OSError as e:
         raise GdsdiagError(f"cannot read {path}: {e.strerror or e}", "check the path") from None
     return header, events

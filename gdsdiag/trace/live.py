@@ -1,4 +1,5 @@
 """A trace session: attach, start or follow the workload, stream verdicts, detach, summarise."""
+
 from __future__ import annotations
 
 import json
@@ -26,17 +27,29 @@ class TraceResult:
     processes: list[dict] = field(default_factory=list)
     timing: dict = field(default_factory=dict)
     libraries: list[dict] = field(default_factory=list)
-    stopped_by: int | None = None      # the signal (INT/TERM/HUP) that ended a live trace early
+    stopped_by: int | None = None  # the signal (INT/TERM/HUP) that ended a live trace early
 
     def summary_json(self) -> dict:
-        return {"type": "summary", "routes": self.summary, "ios": len(self.verdicts), "events": self.events,
-                "lost_events": self.lost, "probes_attached": self.attached, "probes_not_attached": self.failed,
-                "traced_exit_code": self.exit_code, "processes": self.processes, "libraries": self.libraries,
-                "startup_s": self.timing}
+        return {
+            "type": "summary",
+            "routes": self.summary,
+            "ios": len(self.verdicts),
+            "events": self.events,
+            "lost_events": self.lost,
+            "probes_attached": self.attached,
+            "probes_not_attached": self.failed,
+            "traced_exit_code": self.exit_code,
+            "processes": self.processes,
+            "libraries": self.libraries,
+            "startup_s": self.timing,
+        }
 
 
 def _processes(clf) -> list[dict]:
-    return [{k: p.get(k) for k in ("pid", "ppid", "comm", "exe", "ios")} for p in sorted(clf.procs.values(), key=lambda p: p["pid"])]
+    return [
+        {k: p.get(k) for k in ("pid", "ppid", "comm", "exe", "ios")}
+        for p in sorted(clf.procs.values(), key=lambda p: p["pid"])
+    ]
 
 
 def mapped_libraries(pid: int, prefix: str) -> list[str]:
@@ -58,6 +71,7 @@ def _same_file(a: str, b: str) -> bool:
 def _gate_child(cmd: list[str]):
     """Start CMD held at a pipe so probes are attached and its pid registered before it runs."""
     import shutil
+
     if shutil.which(cmd[0]) is None and not os.path.exists(cmd[0]):
         raise GdsdiagError(f"command not found: {cmd[0]}", "give the program to trace after --")
     r, w = os.pipe()
@@ -68,19 +82,31 @@ def _gate_child(cmd: list[str]):
     # the pipe closes, read fails and CMD never runs untraced (exit 125).
     # The pipe is moved to fd 3 in the child: dash accepts only one-digit descriptors in '<&N'.
     gate = 'IFS= read -r word <&3 && [ "$word" = go ] || exit 125; exec 3<&-; exec "$@"'
-    proc = subprocess.Popen(["/bin/sh", "-c", gate, "gdsdiag-trace-gate", *cmd], pass_fds=(3,),
-                            preexec_fn=lambda: os.dup2(r, 3))
+    proc = subprocess.Popen(
+        ["/bin/sh", "-c", gate, "gdsdiag-trace-gate", *cmd], pass_fds=(3,), preexec_fn=lambda: os.dup2(r, 3)
+    )
     os.close(r)
     return proc, w
 
 
-def run_live(cmd: list[str] | None, pids: list[int] | None, duration: float | None, path_filter: str | None,
-             libcufile: str | None, on_verdict, record_file=None, block: bool = False, cgroup: str | None = None,
-             comm: str | None = None, on_status=None) -> TraceResult:
+def run_live(
+    cmd: list[str] | None,
+    pids: list[int] | None,
+    duration: float | None,
+    path_filter: str | None,
+    libcufile: str | None,
+    on_verdict,
+    record_file=None,
+    block: bool = False,
+    cgroup: str | None = None,
+    comm: str | None = None,
+    on_status=None,
+) -> TraceResult:
     """Trace CMD (held at a gate until the probes are live), the processes PIDS and all their
     descendants, a cgroup, processes named COMM, or (none given) everything."""
     from .bpf import Probes, preflight
     from .procs import by_comm, cgroup_pids, cgroup_target, descendants
+
     say = on_status or (lambda msg: None)
     t0 = time.monotonic()
     preflight()
@@ -107,14 +133,16 @@ def run_live(cmd: list[str] | None, pids: list[int] | None, duration: float | No
         libcufiles = [libcufile]
     else:
         from ..platform.libcufile import locate
+
         libcufiles = [p for p in [locate().path] if p]
         for p in existing:
             for lib in mapped_libraries(p, "libcufile.so"):
                 if not any(_same_file(lib, x) for x in libcufiles):
                     libcufiles.append(lib)
     try:
-        probes = Probes(libcufiles, existing, trace_all=not selective, block=block,
-                        cgroup=(cg[0], cg[1]) if cg else None, comm=comm)
+        probes = Probes(
+            libcufiles, existing, trace_all=not selective, block=block, cgroup=(cg[0], cg[1]) if cg else None, comm=comm
+        )
     except BaseException:
         if proc:
             os.close(gate)
@@ -130,9 +158,17 @@ def run_live(cmd: list[str] | None, pids: list[int] | None, duration: float | No
     probes.adopt([p for p in existing if not proc or p != proc.pid])
     for p in existing:
         probes.scan_maps(p)
-    header = {"libcufile": libcufiles[0] if libcufiles else None, "kernel": os.uname().release, "probes_attached": probes.attached,
-              "probes_not_attached": probes.failed, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "cmd": cmd, "pids": pids, "cgroup": cgroup, "comm": comm}
+    header = {
+        "libcufile": libcufiles[0] if libcufiles else None,
+        "kernel": os.uname().release,
+        "probes_attached": probes.attached,
+        "probes_not_attached": probes.failed,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "cmd": cmd,
+        "pids": pids,
+        "cgroup": cgroup,
+        "comm": comm,
+    }
     if record_file is not None:
         record_file.write(json.dumps({"gdsdiag_trace_record": RECORD_VERSION, **header}) + "\n")
     clf = Classifier(path_filter)
@@ -154,7 +190,7 @@ def run_live(cmd: list[str] | None, pids: list[int] | None, duration: float | No
         rescan = set()
         for e in evs:
             if e.kind == "open" and e.path and os.path.basename(e.path).startswith(("libcufile.so", "libcuda.so")):
-                probes.attach_library(e.path, e.pid)          # as it is opened, before it is mapped
+                probes.attach_library(e.path, e.pid)  # as it is opened, before it is mapped
             elif (e.kind == "proc" and e.name == "exec") or (e.kind == "fd" and e.name == "mmap"):
                 rescan.add(e.pid)
         for p in rescan:
@@ -163,6 +199,7 @@ def run_live(cmd: list[str] | None, pids: list[int] | None, duration: float | No
             record_file.write("".join(json.dumps(e.to_list()) + "\n" for e in evs))
         for e in evs:
             clf.feed(e)
+
     old = signal.signal(signal.SIGINT, on_sigint)
     old_term = signal.signal(signal.SIGTERM, on_sigint)
     old_hup = signal.signal(signal.SIGHUP, on_sigint)
@@ -186,9 +223,13 @@ def run_live(cmd: list[str] | None, pids: list[int] | None, duration: float | No
                 for _ in range(3):
                     take(50)
                 break
-            if pids and not cmd and not any(os.path.exists(f"/proc/{p}") for p in existing) and \
-                    not any(os.path.exists(f"/proc/{p}") for p, info in clf.procs.items() if not info.get("exited")):
-                break                     # every followed process has gone, children started later too
+            if (
+                pids
+                and not cmd
+                and not any(os.path.exists(f"/proc/{p}") for p in existing)
+                and not any(os.path.exists(f"/proc/{p}") for p, info in clf.procs.items() if not info.get("exited"))
+            ):
+                break  # every followed process has gone, children started later too
             if t_end and time.monotonic() >= t_end:
                 break
         # Ctrl-C, --duration or the processes' end: what is still in the ring buffers counts too
@@ -197,7 +238,7 @@ def run_live(cmd: list[str] | None, pids: list[int] | None, duration: float | No
         signal.signal(signal.SIGINT, old)
         signal.signal(signal.SIGTERM, old_term)
         signal.signal(signal.SIGHUP, old_hup)
-        probes.close()                    # detach every probe, whatever happened
+        probes.close()  # detach every probe, whatever happened
         if proc and proc.poll() is None:
             proc.terminate()
             try:
@@ -208,15 +249,26 @@ def run_live(cmd: list[str] | None, pids: list[int] | None, duration: float | No
     for v in clf.drain():
         verdicts.append(v)
         on_verdict(v)
-    res = TraceResult(verdicts, summarize(verdicts), probes.attached, probes.failed, probes.lost, nevents, exit_code, header,
-                      _processes(clf), timing, stopped_by=stop["signum"])
+    res = TraceResult(
+        verdicts,
+        summarize(verdicts),
+        probes.attached,
+        probes.failed,
+        probes.lost,
+        nevents,
+        exit_code,
+        header,
+        _processes(clf),
+        timing,
+        stopped_by=stop["signum"],
+    )
     res.libraries = probes.libraries
     return res
 
 
-
 def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
     from .events import read_record
+
     header, events = read_record(path)
     clf = Classifier(path_filter, int(header.get("gdsdiag_trace_record", 1)))
     for e in sorted(events, key=lambda e: e.ts):
@@ -225,5 +277,14 @@ def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
     verdicts = [v for v in clf.drain() if v.path is None or clf._path_ok(v.path)]
     for v in verdicts:
         on_verdict(v)
-    return TraceResult(verdicts, summarize(verdicts), header.get("probes_attached", []), header.get("probes_not_attached", []),
-                       header.get("lost", 0), len(events), None, header, _processes(clf))
+    return TraceResult(
+        verdicts,
+        summarize(verdicts),
+        header.get("probes_attached", []),
+        header.get("probes_not_attached", []),
+        header.get("lost", 0),
+        len(events),
+        None,
+        header,
+        _processes(clf),
+    )

@@ -1,6 +1,7 @@
 """Processes as /proc shows them: descendants of a pid (for --pid, which follows processes started
 before the trace), processes by name (--comm) or cgroup (--cgroup), and the open descriptors of a
 process being adopted (path, position and flags, from /proc/PID/fd and fdinfo)."""
+
 from __future__ import annotations
 
 import os
@@ -24,8 +25,8 @@ def describe(pid: int, proc: str = "/proc") -> ProcInfo | None:
     except OSError:
         return None
     # comm may hold spaces and parentheses: it ends at the last ')'
-    comm = stat[stat.index("(") + 1:stat.rindex(")")]
-    ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+    comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+    ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
     try:
         exe = os.readlink(f"{proc}/{pid}/exe")
     except OSError:
@@ -70,13 +71,20 @@ def cgroup_target(path: str) -> tuple[int, int, str]:
     number (what bpf_get_current_cgroup_id() returns), the level its depth below the v2 root."""
     root = _cgroup2_root()
     if root is None:
-        raise GdsdiagError("no cgroup v2 hierarchy is mounted (--cgroup needs one)", "mount -t cgroup2 none /sys/fs/cgroup")
-    d = path if os.path.isabs(path) and os.path.commonpath([root, os.path.abspath(path)]) == root \
+        raise GdsdiagError(
+            "no cgroup v2 hierarchy is mounted (--cgroup needs one)", "mount -t cgroup2 none /sys/fs/cgroup"
+        )
+    d = (
+        path
+        if os.path.isabs(path) and os.path.commonpath([root, os.path.abspath(path)]) == root
         else os.path.join(root, path.lstrip("/"))
+    )
     d = os.path.abspath(d)
     if not os.path.isfile(os.path.join(d, "cgroup.procs")):
-        raise GdsdiagError(f"{path} is not a cgroup v2 directory (no cgroup.procs under {d})",
-                           f"give a directory below {root}, e.g. system.slice/docker-ID.scope")
+        raise GdsdiagError(
+            f"{path} is not a cgroup v2 directory (no cgroup.procs under {d})",
+            f"give a directory below {root}, e.g. system.slice/docker-ID.scope",
+        )
     rel = os.path.relpath(d, root)
     level = 0 if rel == "." else len(rel.split(os.sep))
     return os.stat(d).st_ino, level, d

@@ -9,16 +9,47 @@ turned into a few lines of C reading ``struct pt_regs`` or user memory, and only
 classifier uses are read. A later copy of the same build (same probe addresses and operands — the
 usual case: a wheel's library copied into a container or a vendored directory) reuses the handlers.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-_REGS = {"rax": "ax", "rbx": "bx", "rcx": "cx", "rdx": "dx", "rsi": "si", "rdi": "di", "rbp": "bp", "rsp": "sp",
-         "eax": "ax", "ebx": "bx", "ecx": "cx", "edx": "dx", "esi": "si", "edi": "di", "ebp": "bp", "esp": "sp",
-         "ax": "ax", "bx": "bx", "cx": "cx", "dx": "dx", "si": "si", "di": "di", "bp": "bp", "sp": "sp",
-         "al": "ax", "bl": "bx", "cl": "cx", "dl": "dx", "sil": "si", "dil": "di", "bpl": "bp", "spl": "sp",
-         "rip": "ip"}
+_REGS = {
+    "rax": "ax",
+    "rbx": "bx",
+    "rcx": "cx",
+    "rdx": "dx",
+    "rsi": "si",
+    "rdi": "di",
+    "rbp": "bp",
+    "rsp": "sp",
+    "eax": "ax",
+    "ebx": "bx",
+    "ecx": "cx",
+    "edx": "dx",
+    "esi": "si",
+    "edi": "di",
+    "ebp": "bp",
+    "esp": "sp",
+    "ax": "ax",
+    "bx": "bx",
+    "cx": "cx",
+    "dx": "dx",
+    "si": "si",
+    "di": "di",
+    "bp": "bp",
+    "sp": "sp",
+    "al": "ax",
+    "bl": "bx",
+    "cl": "cx",
+    "dl": "dx",
+    "sil": "si",
+    "dil": "di",
+    "bpl": "bp",
+    "spl": "sp",
+    "rip": "ip",
+}
 for _n in range(8, 16):
     for _suf in ("", "d", "w", "b"):
         _REGS[f"r{_n}{_suf}"] = f"r{_n}"
@@ -53,15 +84,15 @@ def arg_reader(spec: str, k: int) -> str:
         if reg is None:
             raise UnsupportedSpec(spec)
         off = int(r.group(1) or "0")
-        return (f"    {{ {ctype} t = 0; bpf_probe_read_user(&t, sizeof(t), (void *)(ctx->{reg} + ({off}))); v[{k}] = t; }}\n")
+        return f"    {{ {ctype} t = 0; bpf_probe_read_user(&t, sizeof(t), (void *)(ctx->{reg} + ({off}))); v[{k}] = t; }}\n"
     raise UnsupportedSpec(spec)
 
 
 @dataclass(frozen=True)
 class Site:
-    key: str            # provider:name
-    pc: int             # virtual address of the probe in the ELF
-    args: str           # the note's argument specification
+    key: str  # provider:name
+    pc: int  # virtual address of the probe in the ELF
+    args: str  # the note's argument specification
 
 
 def layout(site: Site, nargs: int) -> tuple[str, tuple[str, ...]]:
@@ -71,5 +102,7 @@ def layout(site: Site, nargs: int) -> tuple[str, tuple[str, ...]]:
 
 def handler(name: str, probe_id: int, specs: tuple[str, ...]) -> str:
     reads = "".join(arg_reader(s, k) for k, s in enumerate(specs[:6]))
-    return (f"int {name}(struct pt_regs *ctx) {{\n    s64 v[6] = {{}};\n{reads}"
-            f"    return emit(ctx, EV_USDT, {probe_id}, v[0], v[1], v[2], v[3], v[4], v[5], {len(specs)});\n}}\n")
+    return (
+        f"int {name}(struct pt_regs *ctx) {{\n    s64 v[6] = {{}};\n{reads}"
+        f"    return emit(ctx, EV_USDT, {probe_id}, v[0], v[1], v[2], v[3], v[4], v[5], {len(specs)});\n}}\n"
+    )

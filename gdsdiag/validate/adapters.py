@@ -3,6 +3,7 @@
 Each adapter wraps one public entry point and returns plain data, so a change in those parts is
 absorbed here and nowhere else in validate.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,9 +14,13 @@ import tempfile
 from ..routes import Route
 
 # cuFile statistics, the sweep's point labels and the tracer's labels, onto the one Route vocabulary.
-_LABELS = {"DYNAMIC_ROUTING": Route.PEER_GPU,      # cuFile level-3 n_dr_*: bounced through a peer GPU
-           "KVIKIO_POSIX": Route.DRAM_BOUNCE,      # kvikio's own POSIX path: host buffer + copy
-           "nvidia-fs": Route.NVFS, "pci-p2pdma": Route.P2PDMA, "rdma": Route.RDMA}
+_LABELS = {
+    "DYNAMIC_ROUTING": Route.PEER_GPU,  # cuFile level-3 n_dr_*: bounced through a peer GPU
+    "KVIKIO_POSIX": Route.DRAM_BOUNCE,  # kvikio's own POSIX path: host buffer + copy
+    "nvidia-fs": Route.NVFS,
+    "pci-p2pdma": Route.P2PDMA,
+    "rdma": Route.RDMA,
+}
 
 
 def route_of(label: str) -> Route:
@@ -27,12 +32,14 @@ def route_of(label: str) -> Route:
 def cufile_modes() -> tuple[str, ...]:
     """The sweep modes whose I/O goes through cuFile (their route is measured, not fixed)."""
     from ..sweep.runner import CUFILE_MODES
+
     return tuple(CUFILE_MODES)
 
 
 def check_report(ctx, paths: list[str]):
     """gdsdiag check (gdsdiag.check.runner.run): results, node verdict, per-path verdicts."""
     from ..check.runner import run
+
     return run(ctx, list(paths))
 
 
@@ -42,6 +49,7 @@ def topology(root):
     from ..topology.findings import find
     from ..topology.load import from_root
     from ..topology.pairs import analyse_all
+
     topo = from_root(root)
     pairs = analyse_all(topo)
     return topo, pairs, find(topo, pairs)
@@ -50,15 +58,25 @@ def topology(root):
 def sweep_config(directory: str, gpu: int, pts: dict):
     from ..sweep.latency import parse_size
     from ..sweep.runner import SweepConfig
-    return SweepConfig(directory=directory, size=parse_size(str(pts["size"])),
-                       block_sizes=[parse_size(str(b)) for b in pts["bs"]], threads=list(pts["threads"]),
-                       rws=list(pts["rw"]), modes=list(pts["modes"]), gpu=gpu, seconds=float(pts["seconds"]),
-                       total_bytes=None, verify=True)
+
+    return SweepConfig(
+        directory=directory,
+        size=parse_size(str(pts["size"])),
+        block_sizes=[parse_size(str(b)) for b in pts["bs"]],
+        threads=list(pts["threads"]),
+        rws=list(pts["rw"]),
+        modes=list(pts["modes"]),
+        gpu=gpu,
+        seconds=float(pts["seconds"]),
+        total_bytes=None,
+        verify=True,
+    )
 
 
 def sweep(directory: str, gpu: int, pts: dict) -> dict:
     """gdsdiag sweep (sweep.runner.run_sweep) in this process: a gdsdiag.sweep/1 document."""
     from ..sweep.runner import run_sweep
+
     return run_sweep(sweep_config(directory, gpu, pts)).to_json()
 
 
@@ -68,8 +86,9 @@ def trace_available() -> str | None:
         return "gdsdiag trace needs root"
     try:
         from ..trace.bpf import preflight
+
         preflight()
-    except Exception as e:    # GdsdiagError or a missing bcc: the reason is the message
+    except Exception as e:  # GdsdiagError or a missing bcc: the reason is the message
         return getattr(e, "cause", None) or str(e)
     return None
 
@@ -92,13 +111,33 @@ def traced_sweep(directory: str, gpu: int, pts: dict) -> tuple[dict, dict]:
     """The sweep run as 'gdsdiag sweep --json' under gdsdiag trace (trace.live.run_live): the sweep
     document and the per-I/O route totals the tracer saw."""
     from ..trace.live import run_live
+
     fd, out = tempfile.mkstemp(prefix="gdsdiag-validate-sweep-", suffix=".json")
     os.close(fd)
     try:
-        args = [sys.executable, "-m", "gdsdiag", "sweep", "--dir", directory, "--size", str(pts["size"]),
-                "--bs", ",".join(str(b) for b in pts["bs"]), "--threads", ",".join(str(t) for t in pts["threads"]),
-                "--rw", ",".join(pts["rw"]), "--mode", ",".join(pts["modes"]), "--gpu", str(gpu),
-                "--time", f"{pts['seconds']}s", "--json"]
+        args = [
+            sys.executable,
+            "-m",
+            "gdsdiag",
+            "sweep",
+            "--dir",
+            directory,
+            "--size",
+            str(pts["size"]),
+            "--bs",
+            ",".join(str(b) for b in pts["bs"]),
+            "--threads",
+            ",".join(str(t) for t in pts["threads"]),
+            "--rw",
+            ",".join(pts["rw"]),
+            "--mode",
+            ",".join(pts["modes"]),
+            "--gpu",
+            str(gpu),
+            "--time",
+            f"{pts['seconds']}s",
+            "--json",
+        ]
         # exec keeps the pid the tracer registered; the document lands in our temporary file
         cmd = ["/bin/sh", "-c", f'exec "$@" > {out}', "gdsdiag-validate", *args]
         res = run_live(cmd, None, None, directory, None, lambda v: None)
@@ -107,21 +146,26 @@ def traced_sweep(directory: str, gpu: int, pts: dict) -> tuple[dict, dict]:
     finally:
         os.unlink(out)
     from ..errors import GdsdiagError
+
     try:
         doc = json.loads(text)
     except ValueError:
-        raise GdsdiagError(f"the traced sweep wrote no JSON (exit {res.exit_code})",
-                           "run the same 'gdsdiag sweep' by hand to see its error") from None
+        raise GdsdiagError(
+            f"the traced sweep wrote no JSON (exit {res.exit_code})",
+            "run the same 'gdsdiag sweep' by hand to see its error",
+        ) from None
     return doc, trace_summary_of(res)
 
 
 def trace_replay(path: str, path_filter: str | None = None) -> dict:
     """A recorded trace (gdsdiag trace --record) re-analysed (trace.live.replay)."""
     from ..trace.live import replay
+
     return trace_summary_of(replay(path, path_filter, lambda v: None))
 
 
 def trace_window(seconds: float, path_filter: str | None, on_verdict) -> None:
     """Trace every process for ``seconds`` (trace.live.run_live), feeding each verdict to on_verdict."""
     from ..trace.live import run_live
+
     run_live(None, None, seconds, path_filter, None, on_verdict)

@@ -1,5 +1,6 @@
 """Merge many nodes' validate reports (gdsdiag.validate/1) into one fleet view: which node fails
 which rule, and the sweep figures side by side. Pure: documents in, tables out."""
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,7 @@ class NodeRow:
     level: str
     failed: list[str]
     warned: list[str]
-    gbps: dict = field(default_factory=dict)     # "read 1m" -> best GB/s over GPUs/mounts/threads of cuFile modes
+    gbps: dict = field(default_factory=dict)  # "read 1m" -> best GB/s over GPUs/mounts/threads of cuFile modes
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -32,7 +33,7 @@ def _bs(bs: int) -> str:
     return str(bs)
 
 
-CUFILE_MODES = ("cufile", "cufile-async", "cufile-batch", "kvikio")   # as gdsdiag.validate.adapters.cufile_modes()
+CUFILE_MODES = ("cufile", "cufile-async", "cufile-batch", "kvikio")  # as gdsdiag.validate.adapters.cufile_modes()
 
 
 def load_reports(paths: list[str]) -> list[tuple[str, dict]]:
@@ -42,11 +43,17 @@ def load_reports(paths: list[str]) -> list[tuple[str, dict]]:
             with open(p, encoding="utf-8") as f:
                 doc = json.load(f)
         except OSError as e:
-            raise GdsdiagError(f"cannot read {p}: {e.strerror}", "give the JSON files written by 'gdsdiag validate --json'") from None
+            raise GdsdiagError(
+                f"cannot read {p}: {e.strerror}", "give the JSON files written by 'gdsdiag validate --json'"
+            ) from None
         except ValueError as e:
-            raise GdsdiagError(f"{p} is not JSON ({e})", "give the JSON files written by 'gdsdiag validate --json'") from None
+            raise GdsdiagError(
+                f"{p} is not JSON ({e})", "give the JSON files written by 'gdsdiag validate --json'"
+            ) from None
         if not isinstance(doc, dict) or doc.get("schema") != "gdsdiag.validate/1":
-            raise GdsdiagError(f"{p} is not a gdsdiag.validate/1 report", "give the JSON files written by 'gdsdiag validate --json'")
+            raise GdsdiagError(
+                f"{p} is not a gdsdiag.validate/1 report", "give the JSON files written by 'gdsdiag validate --json'"
+            )
         out.append((p, doc))
     if not out:
         raise GdsdiagError("no report given", "gdsdiag report DIR/*.json")
@@ -66,15 +73,26 @@ def rows(reports: list[tuple[str, dict]]) -> list[NodeRow]:
                 key = f"{p['rw']} {_bs(p['bs'])}"
                 gb[key] = max(gb.get(key, 0.0), p["gbps"])
         import os
-        out.append(NodeRow(n.get("hostname") or os.path.basename(str(n.get("root") or "")) or path, path, n.get("snapshot_id", "?"), d.get("verdict", "?"),
-                           d.get("level", "?"), [r["rule"] for r in rules if r.get("status") == "FAIL"],
-                           [r["rule"] for r in rules if r.get("status") == "WARN"], gb))
+
+        out.append(
+            NodeRow(
+                n.get("hostname") or os.path.basename(str(n.get("root") or "")) or path,
+                path,
+                n.get("snapshot_id", "?"),
+                d.get("verdict", "?"),
+                d.get("level", "?"),
+                [r["rule"] for r in rules if r.get("status") == "FAIL"],
+                [r["rule"] for r in rules if r.get("status") == "WARN"],
+                gb,
+            )
+        )
     return sorted(out, key=lambda r: (-RANK.get(r.verdict, 0), r.node))
 
 
 def gbps_keys(rs: list[NodeRow]) -> list[str]:
     """'read 64k' < 'read 1m' < 'write 64k': by pattern, then block size in bytes."""
     from ..sweep.latency import parse_size
+
     keys = {k for r in rs for k in r.gbps}
     return sorted(keys, key=lambda k: (k.split()[0], parse_size(k.split()[1])))
 
@@ -84,7 +102,12 @@ def rule_matrix(reports: list[tuple[str, dict]]) -> dict:
     m: dict = {}
     for path, d in reports:
         import os
-        node = (d.get("node") or {}).get("hostname") or os.path.basename(str((d.get("node") or {}).get("root") or "")) or path
+
+        node = (
+            (d.get("node") or {}).get("hostname")
+            or os.path.basename(str((d.get("node") or {}).get("root") or ""))
+            or path
+        )
         for r in d.get("rules") or []:
             m.setdefault(r["rule"], {}).setdefault(r["status"], []).append(node)
     return {k: v for k, v in m.items() if set(v) - {"PASS", "SKIP"}}

@@ -1,5 +1,6 @@
 """The four renderings of a validate report: rich summary, JSON (gdsdiag.validate/1), JUnit XML
 (one testcase per rule) and a Prometheus textfile for node_exporter's textfile collector."""
+
 from __future__ import annotations
 
 import time
@@ -15,32 +16,65 @@ STATUS_STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold 
 def document(rep: ValidateReport) -> dict:
     sweeps = []
     for s in rep.sweeps:
-        pts = [{"mode": p.get("mode"), "rw": p.get("rw"), "bs": p.get("bs"), "threads": p.get("threads"),
-                "gbps": (p.get("summary") or {}).get("gbps"), "p99_us": ((p.get("summary") or {}).get("lat_us") or {}).get("p99"),
-                "route": p.get("route"), "error": p.get("error")} for p in s["doc"].get("points", [])]
+        pts = [
+            {
+                "mode": p.get("mode"),
+                "rw": p.get("rw"),
+                "bs": p.get("bs"),
+                "threads": p.get("threads"),
+                "gbps": (p.get("summary") or {}).get("gbps"),
+                "p99_us": ((p.get("summary") or {}).get("lat_us") or {}).get("p99"),
+                "route": p.get("route"),
+                "error": p.get("error"),
+            }
+            for p in s["doc"].get("points", [])
+        ]
         sweeps.append({"path": s["path"], "gpu": s["gpu"], "points": pts})
-    counts = {st.value: sum(1 for r in rep.results if r.status == st) for st in (Status.PASS, Status.WARN, Status.FAIL, Status.SKIP)}
-    return {"schema": SCHEMA, "tool_version": rep.node["tool_version"], "node": rep.node, "level": rep.level,
-            "policy": rep.policy.to_json(), "verdict": rep.worst().value, "exit_code": rep.exit_code(), "counts": counts,
-            "stopped_early": rep.stopped_early, "seconds": rep.seconds,
-            "rules": [r.to_json() for r in rep.results], "sweeps": sweeps,
-            "route_ratio": rep.route_ratio(), "trace": rep.trace}
+    counts = {
+        st.value: sum(1 for r in rep.results if r.status == st)
+        for st in (Status.PASS, Status.WARN, Status.FAIL, Status.SKIP)
+    }
+    return {
+        "schema": SCHEMA,
+        "tool_version": rep.node["tool_version"],
+        "node": rep.node,
+        "level": rep.level,
+        "policy": rep.policy.to_json(),
+        "verdict": rep.worst().value,
+        "exit_code": rep.exit_code(),
+        "counts": counts,
+        "stopped_early": rep.stopped_early,
+        "seconds": rep.seconds,
+        "rules": [r.to_json() for r in rep.results],
+        "sweeps": sweeps,
+        "route_ratio": rep.route_ratio(),
+        "trace": rep.trace,
+    }
 
 
 def junit(rep: ValidateReport) -> bytes:
     suites = ET.Element("testsuites", name="gdsdiag validate")
-    suite = ET.SubElement(suites, "testsuite", name=f"gdsdiag validate {rep.node.get('hostname') or rep.node['root']}",
-                          tests=str(len(rep.results)),
-                          failures=str(sum(r.status == Status.FAIL for r in rep.results)), errors="0",
-                          skipped=str(sum(r.status == Status.SKIP for r in rep.results)), time=str(rep.seconds),
-                          timestamp=rep.node["date"], hostname=rep.node.get("hostname") or "snapshot")
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name=f"gdsdiag validate {rep.node.get('hostname') or rep.node['root']}",
+        tests=str(len(rep.results)),
+        failures=str(sum(r.status == Status.FAIL for r in rep.results)),
+        errors="0",
+        skipped=str(sum(r.status == Status.SKIP for r in rep.results)),
+        time=str(rep.seconds),
+        timestamp=rep.node["date"],
+        hostname=rep.node.get("hostname") or "snapshot",
+    )
     props = ET.SubElement(suite, "properties")
     for k in ("snapshot_id", "tool_version"):
         ET.SubElement(props, "property", name=k, value=str(rep.node[k]))
     ET.SubElement(props, "property", name="policy", value=rep.policy.source)
     for r in rep.results:
         tc = ET.SubElement(suite, "testcase", classname=f"gdsdiag.validate.{r.stage}", name=r.rule, time="0")
-        detail = "\n".join([r.title, r.summary] + [f"{e.source}: {e.value}" for e in r.evidence] + ([f"fix: {r.fix}"] if r.fix else []))
+        detail = "\n".join(
+            [r.title, r.summary] + [f"{e.source}: {e.value}" for e in r.evidence] + ([f"fix: {r.fix}"] if r.fix else [])
+        )
         if r.status == Status.FAIL:
             ET.SubElement(tc, "failure", message=r.summary, type="FAIL").text = detail
         elif r.status == Status.SKIP:
@@ -68,15 +102,45 @@ def prometheus(rep: ValidateReport, now: float | None = None) -> str:
         out.append(f"# TYPE {name} gauge")
         out.extend(f"{name}{lab} {val}" for lab, val in rows)
 
-    family("gdsdiag_validate_info", "Node snapshot id, tool version and policy of the last validation (always 1).",
-           [(_labels(snapshot_id=rep.node["snapshot_id"], version=rep.node["tool_version"], policy=rep.policy.source, level=rep.level), 1)])
-    family("gdsdiag_validate_exit_code", "Exit code of the last validation: 0 pass, 1 warn, 2 fail.", [("", rep.exit_code())])
-    family("gdsdiag_validate_timestamp_seconds", "When the last validation finished (Unix time).", [("", int(now or time.time()))])
-    family("gdsdiag_rule_pass", "1 if the rule passed, 0 if it failed or warned (skipped rules are absent).",
-           [(_labels(rule=r.rule), 1 if r.status == Status.PASS else 0) for r in rep.results if r.status != Status.SKIP])
-    family("gdsdiag_rule_status", "One series per rule and verdict; 1 marks the rule's verdict.",
-           [(_labels(rule=r.rule, status=st.value), int(r.status == st)) for r in rep.results
-            for st in (Status.PASS, Status.WARN, Status.FAIL, Status.SKIP)])
+    family(
+        "gdsdiag_validate_info",
+        "Node snapshot id, tool version and policy of the last validation (always 1).",
+        [
+            (
+                _labels(
+                    snapshot_id=rep.node["snapshot_id"],
+                    version=rep.node["tool_version"],
+                    policy=rep.policy.source,
+                    level=rep.level,
+                ),
+                1,
+            )
+        ],
+    )
+    family(
+        "gdsdiag_validate_exit_code",
+        "Exit code of the last validation: 0 pass, 1 warn, 2 fail.",
+        [("", rep.exit_code())],
+    )
+    family(
+        "gdsdiag_validate_timestamp_seconds",
+        "When the last validation finished (Unix time).",
+        [("", int(now or time.time()))],
+    )
+    family(
+        "gdsdiag_rule_pass",
+        "1 if the rule passed, 0 if it failed or warned (skipped rules are absent).",
+        [(_labels(rule=r.rule), 1 if r.status == Status.PASS else 0) for r in rep.results if r.status != Status.SKIP],
+    )
+    family(
+        "gdsdiag_rule_status",
+        "One series per rule and verdict; 1 marks the rule's verdict.",
+        [
+            (_labels(rule=r.rule, status=st.value), int(r.status == st))
+            for r in rep.results
+            for st in (Status.PASS, Status.WARN, Status.FAIL, Status.SKIP)
+        ],
+    )
     gb, p99 = [], []
     seen = set()
     for s in rep.sweeps:
@@ -94,17 +158,27 @@ def prometheus(rep: ValidateReport, now: float | None = None) -> str:
             v = (summ.get("lat_us") or {}).get("p99")
             if v is not None:
                 p99.append((lab, round(v / 1e6, 9)))
-    family("gdsdiag_sweep_gbps", "Measured throughput (GB/s, 1e9 B/s) per GPU, mount, block size (bytes), pattern, mode, threads.", gb)
+    family(
+        "gdsdiag_sweep_gbps",
+        "Measured throughput (GB/s, 1e9 B/s) per GPU, mount, block size (bytes), pattern, mode, threads.",
+        gb,
+    )
     family("gdsdiag_sweep_p99_seconds", "Measured p99 latency per sweep point.", p99)
-    family("gdsdiag_io_route_ratio", "Share of the measured GPU I/O bytes per route (sweep cuFile statistics).",
-           [(_labels(route=k), round(v, 6)) for k, v in rep.route_ratio().items()])
+    family(
+        "gdsdiag_io_route_ratio",
+        "Share of the measured GPU I/O bytes per route (sweep cuFile statistics).",
+        [(_labels(route=k), round(v, 6)) for k, v in rep.route_ratio().items()],
+    )
     return "\n".join(out) + "\n"
 
 
 def render(console, rep: ValidateReport, verbose: bool = False) -> None:
     from rich.table import Table
-    t = Table(title=f"gdsdiag validate — {rep.node.get('hostname') or rep.node['root']} ({rep.level}, policy {rep.policy.source})",
-              show_lines=False)
+
+    t = Table(
+        title=f"gdsdiag validate — {rep.node.get('hostname') or rep.node['root']} ({rep.level}, policy {rep.policy.source})",
+        show_lines=False,
+    )
     t.add_column("rule")
     t.add_column("verdict")
     t.add_column("summary", overflow="fold")
@@ -121,4 +195,6 @@ def render(console, rep: ValidateReport, verbose: bool = False) -> None:
     if rep.stopped_early:
         console.print(f"[yellow]stopped early[/]: {rep.stopped_early}")
     w = rep.worst()
-    console.print(f"verdict: [{STATUS_STYLE[w]}]{w.value}[/]  (snapshot {rep.node['snapshot_id']}, gdsdiag {rep.node['tool_version']}, {rep.seconds} s)")
+    console.print(
+        f"verdict: [{STATUS_STYLE[w]}]{w.value}[/]  (snapshot {rep.node['snapshot_id']}, gdsdiag {rep.node['tool_version']}, {rep.seconds} s)"
+    )

@@ -4,6 +4,7 @@ Schema = the shipped default (default_policy.yaml) plus the types below: every k
 exist in the default, with a value of the listed type. A wrong key or type is one error line naming
 the key and the fix — a typo must never silently leave a threshold on its default.
 """
+
 from __future__ import annotations
 
 import copy
@@ -48,12 +49,19 @@ SCHEMA: dict[str, tuple[str, str]] = {
     "io.max_compat_share": ("share", "largest share of compat-mode I/O (0..1)"),
     "io.max_bounce_share": ("share", "largest share of DRAM-bounce I/O (0..1)"),
 }
-SWEEP_KEYS = {"size": "size", "bs": "sizelist", "threads": "intlist", "rw": "strlist", "modes": "strlist",
-              "seconds": "float"}
+SWEEP_KEYS = {
+    "size": "size",
+    "bs": "sizelist",
+    "threads": "intlist",
+    "rw": "strlist",
+    "modes": "strlist",
+    "seconds": "float",
+}
 
 
 def _size(v, key: str) -> int:
     from ..sweep.latency import parse_size
+
     try:
         n = parse_size(str(v))
     except ValueError:
@@ -85,10 +93,14 @@ def _check(kind: str, key: str, v):
             raise bad
     elif kind == "action":
         if v not in ACTIONS:
-            raise GdsdiagError(f"policy {key}: {v!r} is not one of {', '.join(ACTIONS)}", f"set {key} to fail, warn or ignore")
+            raise GdsdiagError(
+                f"policy {key}: {v!r} is not one of {', '.join(ACTIONS)}", f"set {key} to fail, warn or ignore"
+            )
     elif kind == "routes":
         if not isinstance(v, list) or any(str(x).upper() not in ROUTE_NAMES for x in v):
-            raise GdsdiagError(f"policy {key}: {v!r} names an unknown route", f"use route names from {', '.join(ROUTE_NAMES)}")
+            raise GdsdiagError(
+                f"policy {key}: {v!r} names an unknown route", f"use route names from {', '.join(ROUTE_NAMES)}"
+            )
     elif kind == "iommu":
         if not isinstance(v, list) or any(str(x) not in IOMMU_MODES for x in v):
             raise GdsdiagError(f"policy {key}: {v!r} names an unknown IOMMU mode", f"use {', '.join(IOMMU_MODES)}")
@@ -101,7 +113,9 @@ def _check(kind: str, key: str, v):
             _size(k, f"{key}.{k}")
     elif kind == "share":
         if not _num(v) or not 0 <= v <= 1:
-            raise GdsdiagError(f"policy {key}: {v!r} is not a share between 0 and 1", "write e.g. 0.0 (none) or 0.05 (5 %)")
+            raise GdsdiagError(
+                f"policy {key}: {v!r} is not a share between 0 and 1", "write e.g. 0.0 (none) or 0.05 (5 %)"
+            )
     elif kind == "gpus":
         if v != "all" and not (isinstance(v, list) and all(isinstance(x, int) and x >= 0 for x in v)):
             raise bad
@@ -133,7 +147,9 @@ def _check(kind: str, key: str, v):
                 raise GdsdiagError(f"policy mounts[{i}] needs a 'path'", "write - path: /mnt/data")
             extra = set(m) - {"path", "allowed", "min_gbps"}
             if extra:
-                raise GdsdiagError(f"policy mounts[{i}]: unknown key(s) {', '.join(sorted(extra))}", "use path, allowed, min_gbps")
+                raise GdsdiagError(
+                    f"policy mounts[{i}]: unknown key(s) {', '.join(sorted(extra))}", "use path, allowed, min_gbps"
+                )
             if "allowed" in m:
                 _check("routes", f"mounts[{i}].allowed", m["allowed"])
             if "min_gbps" in m:
@@ -185,18 +201,22 @@ class Policy:
 
 def parse(text: str, source: str) -> dict:
     import yaml
+
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        raise GdsdiagError(f"{source}{where}: not valid YAML ({getattr(e, 'problem', None) or e})",
-                           "fix the YAML (indent with spaces)") from None
+        raise GdsdiagError(
+            f"{source}{where}: not valid YAML ({getattr(e, 'problem', None) or e})", "fix the YAML (indent with spaces)"
+        ) from None
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
-        raise GdsdiagError(f"{source}: the policy must be a mapping, not a {type(doc).__name__}",
-                           "start from gdsdiag/validate/default_policy.yaml")
+        raise GdsdiagError(
+            f"{source}: the policy must be a mapping, not a {type(doc).__name__}",
+            "start from gdsdiag/validate/default_policy.yaml",
+        )
     iom = doc.get("iommu")
     if isinstance(iom, dict) and isinstance(iom.get("allowed"), list):
         # YAML 1.1 reads a bare 'off' as false: that is what the user meant
@@ -204,8 +224,10 @@ def parse(text: str, source: str) -> dict:
     for key, v in _flatten(doc).items():
         if key not in SCHEMA:
             near = difflib.get_close_matches(key, list(SCHEMA), n=1, cutoff=0.6)
-            raise GdsdiagError(f"{source}: unknown policy key '{key}'" + (f" (did you mean '{near[0]}'?)" if near else ""),
-                               "see docs/validate.md, Policy, for every key")
+            raise GdsdiagError(
+                f"{source}: unknown policy key '{key}'" + (f" (did you mean '{near[0]}'?)" if near else ""),
+                "see docs/validate.md, Policy, for every key",
+            )
         _check(SCHEMA[key][0], key, v)
     return doc
 

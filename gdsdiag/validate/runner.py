@@ -4,6 +4,7 @@ Order: static reads (check, topology) → static rules → if no fatal failure (
 --quick/--full: the sweep per GPU per mount (in --full attached to gdsdiag trace) → measured rules.
 A rule that could not be evaluated says SKIP with the reason; every rule appears exactly once.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -25,7 +26,7 @@ ORDER = {Status.FAIL: 3, Status.WARN: 2, Status.PASS: 1, Status.SKIP: 0, Status.
 class ValidateReport:
     results: list[RuleResult]
     policy: Policy
-    level: str                      # static | quick | full
+    level: str  # static | quick | full
     node: dict
     sweeps: list[dict] = field(default_factory=list)
     trace: dict | None = None
@@ -50,10 +51,19 @@ def snapshot_id(ctx) -> str:
     nvidia-fs, libcufile, PCI functions with links, IOMMU, cufile.json). Two reports with the same id
     saw the same node configuration."""
     topo = ctx.topology
-    facts = {"driver": ctx.driver.version, "gpus": sorted(ctx.driver.gpus), "nvfs": ctx.nvfs.module_version or ctx.nvfs.proc_version,
-             "libcufile": getattr(ctx.libcufile, "version", None), "iommu": topo.iommu.mode, "kernel": ctx.release,
-             "pci": sorted(f"{d.bdf} {d.role.value} {d.fn.link.describe() if getattr(d.fn, 'link', None) else ''}" for d in topo.devices.values()),
-             "cufile_json": ctx.cufile.data}
+    facts = {
+        "driver": ctx.driver.version,
+        "gpus": sorted(ctx.driver.gpus),
+        "nvfs": ctx.nvfs.module_version or ctx.nvfs.proc_version,
+        "libcufile": getattr(ctx.libcufile, "version", None),
+        "iommu": topo.iommu.mode,
+        "kernel": ctx.release,
+        "pci": sorted(
+            f"{d.bdf} {d.role.value} {d.fn.link.describe() if getattr(d.fn, 'link', None) else ''}"
+            for d in topo.devices.values()
+        ),
+        "cufile_json": ctx.cufile.data,
+    }
     return "sha256:" + hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -65,8 +75,16 @@ def _gpus(policy: Policy, inp: Inputs) -> list[int]:
     return list(want)
 
 
-def run(ctx, policy: Policy, paths: list[str], level: str = "static", keep_going: bool = False,
-        progress=None, sweep_results: list[str] = (), trace_replay: str | None = None) -> ValidateReport:
+def run(
+    ctx,
+    policy: Policy,
+    paths: list[str],
+    level: str = "static",
+    keep_going: bool = False,
+    progress=None,
+    sweep_results: list[str] = (),
+    trace_replay: str | None = None,
+) -> ValidateReport:
     """level: static (files only), quick or full (also measure). sweep_results: existing
     gdsdiag.sweep/1 files to judge instead of sweeping; trace_replay: a recorded trace."""
     t0 = time.monotonic()
@@ -78,16 +96,24 @@ def run(ctx, policy: Policy, paths: list[str], level: str = "static", keep_going
     inp = Inputs(policy, ctx, mounts)
     say("reading the node (check, topology)")
     inp.check = adapters.check_report(ctx, [m["path"] for m in mounts])
-    inp.topo, inp.pairs, _ = adapters.topology(ctx.fs)     # the check's own root: read once
+    inp.topo, inp.pairs, _ = adapters.topology(ctx.fs)  # the check's own root: read once
     results: list[RuleResult] = []
     for rule in (r for r in RULES if r.stage != MEASURED):
         say(f"rule {rule.id}")
         results.append(rule.evaluate(inp))
-    fatal = [r for r, rule in zip(results, [x for x in RULES if x.stage != MEASURED]) if rule.fatal and r.status == Status.FAIL]
+    fatal = [
+        r
+        for r, rule in zip(results, [x for x in RULES if x.stage != MEASURED])
+        if rule.fatal and r.status == Status.FAIL
+    ]
     stopped = None
     measure = level in ("quick", "full") or sweep_results or trace_replay
     if fatal and not keep_going and measure:
-        stopped = "fatal: " + ", ".join(r.rule for r in fatal) + " failed; measurements skipped (--keep-going runs them anyway)"
+        stopped = (
+            "fatal: "
+            + ", ".join(r.rule for r in fatal)
+            + " failed; measurements skipped (--keep-going runs them anyway)"
+        )
         inp.sweep_note = stopped
     elif sweep_results or trace_replay:
         for f in sweep_results:
@@ -95,10 +121,14 @@ def run(ctx, policy: Policy, paths: list[str], level: str = "static", keep_going
                 with open(f, encoding="utf-8") as fh:
                     doc = json.load(fh)
             except (OSError, ValueError) as e:
-                raise GdsdiagError(f"cannot read sweep results {f}: {e}", "give a 'gdsdiag sweep --json' document") from None
+                raise GdsdiagError(
+                    f"cannot read sweep results {f}: {e}", "give a 'gdsdiag sweep --json' document"
+                ) from None
             if doc.get("schema") != "gdsdiag.sweep/1":
                 raise GdsdiagError(f"{f} is not a gdsdiag.sweep/1 document", "give a 'gdsdiag sweep --json' document")
-            inp.sweeps.append({"path": doc.get("config", {}).get("dir", f), "gpu": doc.get("config", {}).get("gpu", 0), "doc": doc})
+            inp.sweeps.append(
+                {"path": doc.get("config", {}).get("dir", f), "gpu": doc.get("config", {}).get("gpu", 0), "doc": doc}
+            )
         if trace_replay:
             inp.trace = adapters.trace_replay(trace_replay)
         if not inp.sweeps:
@@ -113,7 +143,10 @@ def run(ctx, policy: Policy, paths: list[str], level: str = "static", keep_going
                 inp.trace_note = why_no_trace
             for m in mounts:
                 for gpu in _gpus(policy, inp):
-                    say(f"sweep GPU{gpu} {m['path']} ({level}" + (", traced)" if level == "full" and not why_no_trace else ")"))
+                    say(
+                        f"sweep GPU{gpu} {m['path']} ({level}"
+                        + (", traced)" if level == "full" and not why_no_trace else ")")
+                    )
                     try:
                         if level == "full" and not why_no_trace:
                             doc, tr = adapters.traced_sweep(m["path"], gpu, pts)
@@ -129,9 +162,9 @@ def run(ctx, policy: Policy, paths: list[str], level: str = "static", keep_going
                         msg = f"sweep of {m['path']} on GPU{gpu} failed: {e.cause}"
                         say(msg)
                         if "needs cupy" in e.cause:
-                            inp.sweep_note = msg      # this gdsdiag install cannot measure: not the node's fault
+                            inp.sweep_note = msg  # this gdsdiag install cannot measure: not the node's fault
                         else:
-                            inp.sweep_errors.append(msg)   # the node could not do GPU I/O: a failure
+                            inp.sweep_errors.append(msg)  # the node could not do GPU I/O: a failure
                         continue
                     inp.sweeps.append({"path": m["path"], "gpu": gpu, "doc": doc})
     else:
@@ -140,7 +173,13 @@ def run(ctx, policy: Policy, paths: list[str], level: str = "static", keep_going
         say(f"rule {rule.id}")
         results.append(rule.evaluate(inp))
     import platform
-    node = {"hostname": platform.node() if ctx.live else None, "root": ctx.fs.root, "snapshot_id": snapshot_id(ctx),
-            "tool_version": __version__, "kernel": ctx.release,
-            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+    node = {
+        "hostname": platform.node() if ctx.live else None,
+        "root": ctx.fs.root,
+        "snapshot_id": snapshot_id(ctx),
+        "tool_version": __version__,
+        "kernel": ctx.release,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     return ValidateReport(results, policy, level, node, inp.sweeps, inp.trace, stopped, round(time.monotonic() - t0, 2))

@@ -1,5 +1,6 @@
 """Which addresses does the CUDA driver hand out for its copy entry points, and are they the
 exported symbols? (python3 cuda_doors.py [LIBCUDA]) — a diagnostic for gdsdiag trace's uprobes."""
+
 import sys
 
 sys.path.insert(0, ".")

@@ -5,6 +5,7 @@ write  cupy-src.dat 8 MiB with numpy tofile (host data, no GPU: HOST)
 read   it back with numpy fromfile, then cupy.asarray (host-to-device copy of that buffer: DRAM_BOUNCE)
 write  cupy-out.dat 8 MiB: cupy.asnumpy (device-to-host copy) then tofile (DRAM_BOUNCE)
 """
+
 import os
 import sys
 
@@ -13,7 +14,7 @@ import numpy as np
 
 d = sys.argv[1]
 MiB = 1 << 20
-cp.zeros(1)                                   # a CUDA context, as a loader has one
+cp.zeros(1)  # a CUDA context, as a loader has one
 src = os.path.join(d, "cupy-src.dat")
 np.random.default_rng(1).integers(0, 255, 8 * MiB, dtype=np.uint8).tofile(src)
 print("op write", 8 * MiB, 0, flush=True)

@@ -1,5 +1,6 @@
 """kvikio reading a 16 MiB file into GPU memory (python3 kvikio_load.py DIR); KVIKIO_COMPAT_MODE=ON
 makes it use its own POSIX path (pread into a host bounce buffer, then a copy), OFF uses cuFile."""
+
 import os
 import sys
 

@@ -1,5 +1,6 @@
 """The application-staging (DRAM bounce) shape without a GPU: O_DIRECT writes and reads of 1 MiB
 blocks through a host buffer that is then copied (on a GPU machine the copy would go to the GPU)."""
+
 import mmap
 import os
 import sys
@@ -13,7 +14,7 @@ try:
         os.pwritev(fd, [buf], i << 20)
     for i in range(4):
         os.preadv(fd, [buf], i << 20)
-        staged = bytes(buf)          # the copy out of the host bounce buffer
+        staged = bytes(buf)  # the copy out of the host bounce buffer
 finally:
     os.close(fd)
     os.unlink(path)

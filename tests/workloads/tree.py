@@ -12,6 +12,7 @@ grandchild  buffered gc.dat: write() 256 KiB x 2 (0, 256 KiB), lseek 0, read() 1
             from the page cache first) and touch every page; then execs URING_PROGRAM ur.dat
 Each process prints "op ..." lines so a trace can be checked against them.
 """
+
 import mmap
 import os
 import sys
@@ -85,7 +86,7 @@ def grandchild():
     os.close(out)
     os.close(fd2)
     os.close(fd)
-    dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)        # openat relative to a directory fd
+    dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)  # openat relative to a directory fd
     rel = os.open("rel.dat", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600, dir_fd=dfd)
     os.pwrite(rel, b"r" * 8 * KiB, 4 * KiB)
     os.close(rel)

@@ -1,5 +1,6 @@
 """Sweep engines, one module per mode behind one interface (see base.py): ``run_point`` runs one
 point of any mode; ``verify_written`` reads back what a write point wrote."""
+
 from __future__ import annotations
 
 import importlib
@@ -10,8 +11,14 @@ from ...errors import GdsdiagError
 from ..files import IoBuffer
 from .base import MIN_OPS, PointError, PointResult, PointSpec, VerifyError, validate  # noqa: F401
 
-MODULES = {"host": "host", "bounce": "bounce", "cufile": "cufile", "cufile-async": "cufile_async",
-           "cufile-batch": "cufile_batch", "kvikio": "kvikio"}
+MODULES = {
+    "host": "host",
+    "bounce": "bounce",
+    "cufile": "cufile",
+    "cufile-async": "cufile_async",
+    "cufile-batch": "cufile_batch",
+    "kvikio": "kvikio",
+}
 
 
 def engine(mode: str):
@@ -20,6 +27,7 @@ def engine(mode: str):
 
 def run_point(spec: PointSpec, sf, progress=None) -> PointResult:
     from .base import run_workers
+
     eng = engine(spec.mode)
     validate(spec, sf.size)
     if hasattr(eng, "adapt"):
@@ -30,6 +38,7 @@ def run_point(spec: PointSpec, sf, progress=None) -> PointResult:
 def written_ranges(bitmap, bs: int) -> list[tuple[int, int]]:
     """Merged (data offset, length) ranges of the blocks set in a written-blocks bitmap."""
     import numpy as np
+
     if bitmap is None:
         return []
     bits = np.unpackbits(bitmap, bitorder="little")
@@ -48,6 +57,7 @@ def verify_written(sf, ranges: list, chunk: int = 8 << 20) -> tuple[int, int | N
     from .. import pattern
     from ..files import HEADER_SIZE
     from ..native import load
+
     t = time.perf_counter()
     if not ranges:
         return 0, None, 0.0
@@ -57,6 +67,7 @@ def verify_written(sf, ranges: list, chunk: int = 8 << 20) -> tuple[int, int | N
     f = None
     if lib is not None:
         from ..native import ffi
+
         f = ffi()
         cbuf = iob.cdata(f)
     try:

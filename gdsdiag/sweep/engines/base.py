@@ -17,6 +17,7 @@ Threads, not processes: Python threads calling the C loop with the GIL released.
 is current per thread and cuFile handles/buffer registrations are per process, so each worker
 sets up in its own thread of the one process that holds the registrations, as an application does.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,10 +30,10 @@ from ...errors import EXIT_FAIL, GdsdiagError, UsageError
 from .. import native
 from ..files import HEADER_SIZE, SweepFile
 
-MIN_OPS = 16                 # fewer completed I/Os than this in a point is not a measurement
+MIN_OPS = 16  # fewer completed I/Os than this in a point is not a measurement
 STALL_FLOOR_NS = 1_000_000_000
 SETUP_TIMEOUT_S = 120.0
-_abandoned: list = []        # workers stuck in an I/O: their buffers must outlive the thread
+_abandoned: list = []  # workers stuck in an I/O: their buffers must outlive the thread
 
 
 class VerifyError(GdsdiagError):
@@ -45,8 +46,8 @@ class PointError(GdsdiagError):
 
 @dataclass
 class PointSpec:
-    mode: str          # host | bounce | cufile | cufile-async | cufile-batch | kvikio
-    rw: str            # read | write | randread | randwrite
+    mode: str  # host | bounce | cufile | cufile-async | cufile-batch | kvikio
+    rw: str  # read | write | randread | randwrite
     bs: int
     threads: int
     seconds: float | None = None
@@ -54,8 +55,8 @@ class PointSpec:
     verify: bool = True
     gpu: int = 0
     iodepth: int = 1
-    pool_threads: int | None = None    # kvikio: its thread pool size (the requested --threads)
-    task_size: int | None = None       # kvikio / batch: the requested --bs of each request
+    pool_threads: int | None = None  # kvikio: its thread pool size (the requested --threads)
+    task_size: int | None = None  # kvikio / batch: the requested --bs of each request
 
     @property
     def is_read(self) -> bool:
@@ -68,18 +69,18 @@ class PointSpec:
 
 @dataclass
 class PointResult:
-    hist: list = field(default_factory=list)   # GD_HIST_N latency buckets (ns), all workers
+    hist: list = field(default_factory=list)  # GD_HIST_N latency buckets (ns), all workers
     ops: int = 0
     nbytes: int = 0
     seconds: float = 0.0
     cpu_seconds: float = 0.0
     verified_bytes: int = 0
-    verify_seconds: float = 0.0               # generating/checking data, summed over workers
+    verify_seconds: float = 0.0  # generating/checking data, summed over workers
     lat_min_ns: int = 0
     lat_max_ns: int = 0
     lat_sum_ns: int = 0
     max_gap_ns: int = 0
-    written: object = None                    # bitmap of blocks written (write points with verify)
+    written: object = None  # bitmap of blocks written (write points with verify)
     loop: dict = field(default_factory=dict)  # {"kind": "c"|"python", "engine": ..., "why": ...}
     workers: list = field(default_factory=list)
 
@@ -93,14 +94,20 @@ def validate(spec: PointSpec, size: int) -> None:
     if spec.seconds is not None and not spec.seconds > 0:
         raise UsageError(f"--time {spec.seconds:g}s: a point must last more than 0 s", "use e.g. --time 10s")
     if spec.bs <= 0 or spec.bs % 4096:
-        raise UsageError(f"block size {spec.bs} is not a positive multiple of 4 KiB (O_DIRECT alignment)", "use 4k, 64k, 1m…")
+        raise UsageError(
+            f"block size {spec.bs} is not a positive multiple of 4 KiB (O_DIRECT alignment)", "use 4k, 64k, 1m…"
+        )
     if size < spec.threads * spec.bs * spec.iodepth:
-        raise UsageError(f"file size {size} is smaller than threads × iodepth × bs = {spec.threads * spec.iodepth * spec.bs}",
-                         "raise --size or lower --threads/--bs/--iodepth")
+        raise UsageError(
+            f"file size {size} is smaller than threads × iodepth × bs = {spec.threads * spec.iodepth * spec.bs}",
+            "raise --size or lower --threads/--bs/--iodepth",
+        )
     if spec.total_bytes is not None:
         if spec.total_bytes < MIN_OPS * spec.bs or spec.total_bytes < spec.threads * spec.bs:
-            raise UsageError(f"--bytes {spec.total_bytes} is fewer than max({MIN_OPS}, threads) blocks of {spec.bs}",
-                             f"give --bytes at least {max(MIN_OPS, spec.threads) * spec.bs}")
+            raise UsageError(
+                f"--bytes {spec.total_bytes} is fewer than max({MIN_OPS}, threads) blocks of {spec.bs}",
+                f"give --bytes at least {max(MIN_OPS, spec.threads) * spec.bs}",
+            )
 
 
 class Point:
@@ -119,18 +126,20 @@ class Point:
         self.written = None
         if not spec.is_read and spec.verify:
             import numpy as np
+
             self.written = np.zeros((self.blocks + 7) // 8, dtype=np.uint8)
         self.shared: dict = {}
         self.t0_ns = 0
 
 
 class Worker:
-    native = True           # run() is the C loop; a fallback sets it False
+    native = True  # run() is the C loop; a fallback sets it False
     engine_name = "psync"
 
     def __init__(self, point: Point, idx: int):
         self.point, self.spec, self.sf, self.idx = point, point.spec, point.sf, idx
         import numpy as np
+
         f = point.ffi
         self.hist = np.zeros(4096, dtype=np.uint64)
         self._hist_c = f.from_buffer(self.hist)
@@ -146,7 +155,7 @@ class Worker:
         blocks = point.blocks
         per = max(blocks // s.threads, 1)
         j.slice_start = (idx * per) % blocks
-        j.slice_blocks = per               # fio's offset_increment: equal slices, the tail unused
+        j.slice_blocks = per  # fio's offset_increment: equal slices, the tail unused
         j.file_blocks = blocks
         j.seed = self.sf.seed
         j.rng = (self.sf.seed * 1000003 + idx * 7919 + 1) & 0xFFFFFFFFFFFFFFFF or 1
@@ -161,7 +170,7 @@ class Worker:
             j.written = f.cast("uint8_t *", self._written_c)
         self.setup_error: str | None = None
         self.run_error: str | None = None
-        self.keep: list = []               # objects the C loop points into
+        self.keep: list = []  # objects the C loop points into
 
     # --- the interface ---------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -176,7 +185,7 @@ class Worker:
     def close(self) -> None:
         pass
 
-    warm_io = None            # cufile: cuFileRead, for a warm-up of a write point
+    warm_io = None  # cufile: cuFileRead, for a warm-up of a write point
 
     def warmup(self) -> None:
         """One untimed read at the worker's first offset, before the barrier: first-use costs
@@ -203,8 +212,25 @@ class Worker:
             what = describe_error(PointSpec(self.spec.mode, "read", self.spec.bs, 1), j) if err else ""
         finally:
             j.is_write, j.verify, j.max_ops, j.random, j.deadline_ns, j.cufile_io = saved
-            for name in ("ops", "bytes", "t_start_ns", "t_end_ns", "last_done_ns", "inflight", "max_gap_ns", "own_ns", "lat_min_ns",
-                         "lat_max_ns", "lat_sum_ns", "verify_ns", "verified_bytes", "err_kind", "err", "err_ret", "err_offset"):
+            for name in (
+                "ops",
+                "bytes",
+                "t_start_ns",
+                "t_end_ns",
+                "last_done_ns",
+                "inflight",
+                "max_gap_ns",
+                "own_ns",
+                "lat_min_ns",
+                "lat_max_ns",
+                "lat_sum_ns",
+                "verify_ns",
+                "verified_bytes",
+                "err_kind",
+                "err",
+                "err_ret",
+                "err_offset",
+            ):
                 setattr(j, name, 0)
             self.hist[:] = 0
         if err:
@@ -295,7 +321,7 @@ def pyloop(w: Worker) -> None:
             lat_min = lat if not lat_min or lat < lat_min else lat_min
             lat_max = max(lat_max, lat)
             lat_sum += lat
-            max_gap = max(max_gap, t1 - last - own - own_after)   # our own checks are not the storage's silence
+            max_gap = max(max_gap, t1 - last - own - own_after)  # our own checks are not the storage's silence
             own_after = 0
             last = t1
             ops += 1
@@ -335,19 +361,22 @@ def _fail(j, kind: int, err: int, ret: int, off: int) -> None:
 def run_workers(engine, spec: PointSpec, sf: SweepFile, progress=None) -> PointResult:
     """Set up, start together, watch, collect and judge one point."""
     import psutil
-    sf.check_same()            # run_point validated the requested spec (an engine may adapt it)
+
+    sf.check_same()  # run_point validated the requested spec (an engine may adapt it)
     point = Point(spec, sf)
     try:
         engine.open_point(point)
     except GdsdiagError:
         raise
-    except Exception as e:     # a cuFile/CUDA error registering the file: this point's error, named
-        raise PointError(f"{spec.mode} {spec.rw} bs={spec.bs}: setup failed: {type(e).__name__}: {e}",
-                         "for cuFile errors run `gdsdiag check --path DIR`; the cause is named above") from None
+    except Exception as e:  # a cuFile/CUDA error registering the file: this point's error, named
+        raise PointError(
+            f"{spec.mode} {spec.rw} bs={spec.bs}: setup failed: {type(e).__name__}: {e}",
+            "for cuFile errors run `gdsdiag check --path DIR`; the cause is named above",
+        ) from None
     workers = [engine.Worker(point, i) for i in range(spec.threads)]
     n = len(workers)
 
-    def start():              # runs once, in the last thread to reach the barrier
+    def start():  # runs once, in the last thread to reach the barrier
         point.t0_ns = time.monotonic_ns()
         dl = point.t0_ns + int(spec.seconds * 1e9) if spec.seconds else 0
         for w in workers:
@@ -363,7 +392,7 @@ def run_workers(engine, spec: PointSpec, sf: SweepFile, progress=None) -> PointR
             w.warmup()
         except GdsdiagError as e:
             w.setup_error = e.cause
-        except Exception as e:          # a cuFile or CUDA error during setup: keep its name
+        except Exception as e:  # a cuFile or CUDA error during setup: keep its name
             w.setup_error = f"{type(e).__name__}: {e}"
         try:
             barrier.wait()
@@ -384,7 +413,9 @@ def run_workers(engine, spec: PointSpec, sf: SweepFile, progress=None) -> PointR
             except Exception as e:
                 w.run_error = w.run_error or f"cleanup: {type(e).__name__}: {e}"
 
-    threads = [threading.Thread(target=body, args=(w,), daemon=True, name=f"gdsdiag-sweep-{i}") for i, w in enumerate(workers)]
+    threads = [
+        threading.Thread(target=body, args=(w,), daemon=True, name=f"gdsdiag-sweep-{i}") for i, w in enumerate(workers)
+    ]
     proc = psutil.Process()
     stuck: list[str] = []
     try:
@@ -394,14 +425,16 @@ def run_workers(engine, spec: PointSpec, sf: SweepFile, progress=None) -> PointR
             barrier.wait(timeout=SETUP_TIMEOUT_S)
         except threading.BrokenBarrierError:
             point.stop[0] = 1
-            raise PointError(f"{spec.mode}: worker setup did not finish in {SETUP_TIMEOUT_S:.0f} s",
-                             "see `gdsdiag check`; a cuFile registration may hang on this node") from None
+            raise PointError(
+                f"{spec.mode}: worker setup did not finish in {SETUP_TIMEOUT_S:.0f} s",
+                "see `gdsdiag check`; a cuFile registration may hang on this node",
+            ) from None
         cpu0 = sum(proc.cpu_times()[:2])
         stuck = _watch(point, workers, threads, progress)
         cpu = sum(proc.cpu_times()[:2]) - cpu0
     except BaseException:
-        point.stop[0] = 1                  # Ctrl-C: the C loops return after their current I/O
-        barrier.abort()                    # and workers still waiting to start are released
+        point.stop[0] = 1  # Ctrl-C: the C loops return after their current I/O
+        barrier.abort()  # and workers still waiting to start are released
         for t in threads:
             t.join(10)
         raise
@@ -448,8 +481,9 @@ def _watch(point: Point, workers: list, threads: list, progress) -> list[str]:
             for w, t in zip(workers, threads):
                 if t.is_alive():
                     since = (now - int(w.job.last_done_ns)) / 1e9
-                    out.append(f"worker {w.idx} stuck in one I/O: no completion for {since:.1f} s "
-                               f"({int(w.job.ops)} I/Os done)")
+                    out.append(
+                        f"worker {w.idx} stuck in one I/O: no completion for {since:.1f} s ({int(w.job.ops)} I/Os done)"
+                    )
             if out:
                 return out
     total = sum(int(w.job.bytes) for w in workers)
@@ -460,6 +494,7 @@ def _watch(point: Point, workers: list, threads: list, progress) -> list[str]:
 
 def _collect(point: Point, workers: list, cpu: float) -> PointResult:
     import numpy as np
+
     res = PointResult(written=point.written)
     hist = np.zeros(4096, dtype=np.uint64)
     t_end = point.t0_ns
@@ -484,8 +519,12 @@ def _collect(point: Point, workers: list, cpu: float) -> PointResult:
     res.cpu_seconds = cpu
     w0 = workers[0]
     from ..files import buffer_kind
-    res.loop = {"kind": "c" if w0.loop_name.startswith("c ") else "python", "engine": w0.loop_name,
-                "buffers": "2 MiB-aligned, MADV_HUGEPAGE" if buffer_kind() == "huge" else "4 KiB pages"}
+
+    res.loop = {
+        "kind": "c" if w0.loop_name.startswith("c ") else "python",
+        "engine": w0.loop_name,
+        "buffers": "2 MiB-aligned, MADV_HUGEPAGE" if buffer_kind() == "huge" else "4 KiB pages",
+    }
     if res.loop["kind"] == "python":
         res.loop["why"] = point.why or f"{point.spec.mode} has no C loop"
     return res
@@ -493,9 +532,11 @@ def _collect(point: Point, workers: list, cpu: float) -> PointResult:
 
 def _stall_fix(spec: PointSpec) -> str:
     if spec.mode.startswith("cufile") or spec.mode == "kvikio":
-        return ("in compatibility mode libcufile bounces through its POSIX buffer pool, which stalls when exhausted: "
-                "raise properties.posix_pool_slab_count (for the slab size that holds bs, properties.posix_pool_slab_size_kb) "
-                "in cufile.json, or lower --threads; `gdsdiag check` shows the pool")
+        return (
+            "in compatibility mode libcufile bounces through its POSIX buffer pool, which stalls when exhausted: "
+            "raise properties.posix_pool_slab_count (for the slab size that holds bs, properties.posix_pool_slab_size_kb) "
+            "in cufile.json, or lower --threads; `gdsdiag check` shows the pool"
+        )
     return "the storage stopped answering: check dmesg and the device"
 
 
@@ -503,37 +544,51 @@ def judge(spec: PointSpec, res: PointResult, workers: list) -> None:
     """Raise when the point has no trustworthy number (the order: wrong data, failed I/O, a worker
     that did not run, too few I/Os, a stall)."""
     from ..latency import hist_percentile
+
     where = f"{spec.mode} {spec.rw} bs={spec.bs} threads={spec.threads}"
     for w in workers:
         j = w.job
         if j.err_kind == 3:
-            raise VerifyError(f"{where}: data mismatch at file offset {HEADER_SIZE + int(j.err_offset)} "
-                              f"(data offset {int(j.err_offset)})",
-                              "the data read back differs from what was written: check the storage and the path")
+            raise VerifyError(
+                f"{where}: data mismatch at file offset {HEADER_SIZE + int(j.err_offset)} "
+                f"(data offset {int(j.err_offset)})",
+                "the data read back differs from what was written: check the storage and the path",
+            )
     for w in workers:
         j = w.job
         if j.err_kind:
             raise PointError(f"{where}: worker {w.idx}: {describe_error(spec, j)}", _error_fix(spec, j))
         if w.run_error:
-            raise PointError(f"{where}: worker {w.idx}: {w.run_error}",
-                             "for cuFile errors run `gdsdiag check --path DIR`; the cause is named above")
+            raise PointError(
+                f"{where}: worker {w.idx}: {w.run_error}",
+                "for cuFile errors run `gdsdiag check --path DIR`; the cause is named above",
+            )
     for w in workers:
         if w.setup_error:
-            raise PointError(f"{where}: worker {w.idx} did not run: {w.setup_error}",
-                             "for cuFile errors run `gdsdiag check --path DIR`; the cause is named above")
+            raise PointError(
+                f"{where}: worker {w.idx} did not run: {w.setup_error}",
+                "for cuFile errors run `gdsdiag check --path DIR`; the cause is named above",
+            )
         if int(w.job.ops) == 0:
-            raise PointError(f"{where}: worker {w.idx} completed no I/O (it did not run)",
-                             "a point where a worker did not run has no number; " + _stall_fix(spec))
-    unit = spec.task_size or spec.bs            # kvikio/batch requests count in requested blocks
+            raise PointError(
+                f"{where}: worker {w.idx} completed no I/O (it did not run)",
+                "a point where a worker did not run has no number; " + _stall_fix(spec),
+            )
+    unit = spec.task_size or spec.bs  # kvikio/batch requests count in requested blocks
     if res.nbytes // unit < MIN_OPS:
-        raise PointError(f"{where}: only {res.nbytes // unit} I/Os of {unit} bytes completed in {res.seconds:.2f} s (fewer than {MIN_OPS}): not a measurement",
-                         "lengthen --time or --bytes; if the I/Os stalled: " + _stall_fix(spec))
+        raise PointError(
+            f"{where}: only {res.nbytes // unit} I/Os of {unit} bytes completed in {res.seconds:.2f} s (fewer than {MIN_OPS}): not a measurement",
+            "lengthen --time or --bytes; if the I/Os stalled: " + _stall_fix(spec),
+        )
     p99 = hist_percentile(res.hist, 99) or 0
     limit = max(STALL_FLOOR_NS, 10 * p99)
     if res.max_gap_ns > limit:
         slow = max(workers, key=lambda w: int(w.job.max_gap_ns))
-        raise PointError(f"{where}: stall: worker {slow.idx} had no completion for {res.max_gap_ns / 1e9:.2f} s "
-                         f"(p99 latency {p99 / 1e6:.2f} ms; limit max(1 s, 10 × p99))", _stall_fix(spec))
+        raise PointError(
+            f"{where}: stall: worker {slow.idx} had no completion for {res.max_gap_ns / 1e9:.2f} s "
+            f"(p99 latency {p99 / 1e6:.2f} ms; limit max(1 s, 10 × p99))",
+            _stall_fix(spec),
+        )
 
 
 def describe_error(spec: PointSpec, j) -> str:
@@ -542,9 +597,11 @@ def describe_error(spec: PointSpec, j) -> str:
     if kind == 1:
         if spec.mode.startswith("cufile") and err > 5000:
             from ...cufile.errors import OP_ERRORS
+
             name, text = OP_ERRORS.get(err, (f"cuFile error {err}", ""))
             return f"{op} at data offset {off} failed: {name} ({text})"
         import errno as E
+
         name = E.errorcode.get(err, str(err))
         return f"{op} at data offset {off} failed: {name} ({os.strerror(err)})"
     if kind == 2:
@@ -558,6 +615,7 @@ def describe_error(spec: PointSpec, j) -> str:
 
 def _error_fix(spec: PointSpec, j) -> str:
     import errno as E
+
     if int(j.err_kind) == 1 and int(j.err) in (E.ENOSPC, E.EDQUOT):
         return "no space left (ENOSPC): free space on the filesystem or lower --size"
     if int(j.err_kind) == 5:

@@ -2,14 +2,15 @@
 GPU (reads), or GPU → pinned → O_DIRECT write (writes); the copy is inside each I/O's latency.
 The C loop checks the bytes that reached the GPU (copied back to a scratch buffer, outside the
 latency)."""
+
 from __future__ import annotations
 
 import os
 
+from ..files import host_buffer
 from . import gpu
 from .base import Worker as _Worker
 from .host import HostBuffers
-from ..files import host_buffer
 
 GPU = True
 
@@ -54,10 +55,12 @@ class Worker(gpu.GpuPattern, HostBuffers, _Worker):
             j.scratch = f.cast("char *", self._scratch_c)
         else:
             import numpy as np
+
             self.host = np.frombuffer(self.view, dtype=np.uint8, count=spec.bs)
 
     def io(self, slot, off):
         from ..files import HEADER_SIZE
+
         g = self.gbuf[: self.spec.bs]
         if self.spec.is_read:
             n = os.preadv(self.sf.fd, [self.view], HEADER_SIZE + off)

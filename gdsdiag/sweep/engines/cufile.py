@@ -1,12 +1,12 @@
 """cufile: cuFileRead/cuFileWrite on registered GPU buffers, one I/O at a time per worker. The C
 loop calls them through the function pointers of the libcufile gdsdiag.cufile loaded; the handle
 is registered once per point on the sweep file's own descriptor (never re-opened by path)."""
+
 from __future__ import annotations
 
-
+from ..files import host_buffer
 from . import gpu
 from .base import Worker as _Worker
-from ..files import host_buffer
 
 GPU = True
 
@@ -15,6 +15,7 @@ def open_point(point) -> None:
     cp = gpu.cupy()
     gpu.make_current(cp, point.spec.gpu)
     from ... import cufile
+
     point.shared["cp"] = cp
     point.shared["fh"] = cufile.FileHandle(fd=point.sf.fd).register()
 
@@ -22,7 +23,7 @@ def open_point(point) -> None:
 def close_point(point) -> None:
     fh = point.shared.pop("fh", None)
     if fh is not None:
-        fh.deregister()               # the descriptor stays the sweep's (fd= handles do not close it)
+        fh.deregister()  # the descriptor stays the sweep's (fd= handles do not close it)
 
 
 class Worker(gpu.GpuPattern, _Worker):
@@ -38,6 +39,7 @@ class Worker(gpu.GpuPattern, _Worker):
 
     def prepare(self):
         from ... import cufile
+
         cp = self.cp = self.point.shared["cp"]
         gpu.make_current(cp, self.spec.gpu)
         spec, f, j = self.spec, self.point.ffi, self.job
@@ -60,6 +62,7 @@ class Worker(gpu.GpuPattern, _Worker):
 
     def io(self, slot, off):
         from ..files import HEADER_SIZE
+
         fh = self.point.shared["fh"]
         if self.spec.is_read:
             return fh.read(self.gbuf, self.spec.bs, HEADER_SIZE + off)

@@ -1,6 +1,7 @@
 """What the GPU engines share: cupy, the CUDA context made current in a worker's thread, the
 driver API copy functions the C loop calls (cuMemcpyHtoD_v2/DtoH_v2, from the libcuda cupy
 already loaded), and GPU-side pattern fill/check for the Python loop."""
+
 from __future__ import annotations
 
 from ...errors import GdsdiagError
@@ -12,24 +13,28 @@ _copy: dict = {}
 def cupy():
     try:
         import cupy as cp
+
         cp.cuda.runtime.getDeviceCount()
         return cp
     except Exception as e:
-        raise GdsdiagError(f"this mode needs cupy and a CUDA GPU ({type(e).__name__})",
-                           "pip install 'gdsdiag[cu13]' (or [cu12]) on a GPU machine, or use --mode host") from None
+        raise GdsdiagError(
+            f"this mode needs cupy and a CUDA GPU ({type(e).__name__})",
+            "pip install 'gdsdiag[cu13]' (or [cu12]) on a GPU machine, or use --mode host",
+        ) from None
 
 
 def make_current(cp, gpu: int) -> None:
     """CUDA's current context is per thread: a fresh thread has none, so kernels would land on
     device 0, the driver API copies fail, and libcufile's stream calls answer ENOMEM."""
     cp.cuda.Device(gpu).use()
-    cp.cuda.runtime.free(0)        # a no-op runtime call that makes the primary context current
+    cp.cuda.runtime.free(0)  # a no-op runtime call that makes the primary context current
 
 
 def copy_fns() -> tuple[int, int]:
     """Addresses of cuMemcpyHtoD_v2 and cuMemcpyDtoH_v2 (synchronous for pinned memory)."""
     if not _copy:
         import ctypes
+
         lib = ctypes.CDLL("libcuda.so.1")
         _copy["htod"] = ctypes.cast(lib.cuMemcpyHtoD_v2, ctypes.c_void_p).value
         _copy["dtoh"] = ctypes.cast(lib.cuMemcpyDtoH_v2, ctypes.c_void_p).value
@@ -43,7 +48,7 @@ class GpuPattern:
     def fill(self, slot, off):
         with self.stream:
             pattern.gpu_fill(self.gbuf[: self.spec.bs], off, self.sf.seed)
-        self.stream.synchronize()      # cuFile calls are not ordered on this stream
+        self.stream.synchronize()  # cuFile calls are not ordered on this stream
 
     def check(self, slot, off):
         with self.stream:

@@ -1,11 +1,12 @@
 """host: O_DIRECT into page-aligned host memory — pread/pwrite (psync), or io_uring with --iodepth."""
+
 from __future__ import annotations
 
 import os
 
 from .. import pattern
-from .base import Worker as _Worker
 from ..files import IoBuffer
+from .base import Worker as _Worker
 
 GPU = False
 
@@ -53,6 +54,7 @@ class Worker(HostBuffers, _Worker):
 
     def io(self, slot, off):
         from ..files import HEADER_SIZE
+
         if self.spec.is_read:
             return os.preadv(self.sf.fd, [self.view], HEADER_SIZE + off)
         return os.pwritev(self.sf.fd, [self.view], HEADER_SIZE + off)

@@ -2,6 +2,7 @@
 bytes, which kvikio splits into bs-sized tasks over ``threads`` pool threads. kvikio opens files
 by name: it is given /proc/<pid>/fd/<fd>, which reopens the sweep's own inode whatever the
 directory entry has become. Python loop (kvikio's pool does the I/O in C++)."""
+
 from __future__ import annotations
 
 from ...errors import GdsdiagError
@@ -14,8 +15,18 @@ GPU = True
 
 
 def adapt(spec: PointSpec, size: int) -> PointSpec:
-    inner = PointSpec(spec.mode, spec.rw, spec.bs * spec.threads, 1, spec.seconds, spec.total_bytes, spec.verify, spec.gpu,
-                      pool_threads=spec.threads, task_size=spec.bs)
+    inner = PointSpec(
+        spec.mode,
+        spec.rw,
+        spec.bs * spec.threads,
+        1,
+        spec.seconds,
+        spec.total_bytes,
+        spec.verify,
+        spec.gpu,
+        pool_threads=spec.threads,
+        task_size=spec.bs,
+    )
     if size < inner.bs:
         raise UsageError(f"threads × bs = {inner.bs} exceeds the file size {size}", "raise --size")
     return inner
@@ -33,7 +44,7 @@ def open_point(point) -> None:
     cfg = {"num_threads": spec.pool_threads or 1, "task_size": spec.task_size or spec.bs}
     if hasattr(kvikio.defaults, "set"):
         kvikio.defaults.set(cfg)
-    else:   # kvikio < 24.12
+    else:  # kvikio < 24.12
         kvikio.defaults.num_threads_reset(cfg["num_threads"])
         kvikio.defaults.task_size_reset(cfg["task_size"])
     point.shared.update(cp=cp, f=kvikio.CuFile(point.sf.proc_path, "r+"))
@@ -59,6 +70,7 @@ class Worker(_Worker):
 
     def io(self, slot, off):
         from ..files import HEADER_SIZE
+
         f = self.point.shared["f"]
         if self.spec.is_read:
             return f.pread(self.gbuf, self.spec.bs, HEADER_SIZE + off).get()
