@@ -760,6 +760,23 @@ static __always_inline int open_exit(void *ctx, s64 ret) {
                               (o->path[1] == 's' && o->path[2] == 'y' && o->path[3] == 's' && o->path[4] == '/') ||
                               (o->path[1] == 'd' && o->path[2] == 'e' && o->path[3] == 'v' && o->path[4] == '/')))
         skip = 1;
+    /* /proc/self/fd/N and /proc/PID/fd/N re-open the file another descriptor has open (the sweep
+     * drops O_NOFOLLOW this way; fio and kvikio are handed its file so): file data, which the
+     * reader names after the descriptor it re-opens */
+    if (skip && o->path[1] == 'p' && o->path[5] == '/') {
+        if (o->path[6] == 's' && o->path[7] == 'e' && o->path[8] == 'l' && o->path[9] == 'f' && o->path[10] == '/' &&
+            o->path[11] == 'f' && o->path[12] == 'd' && o->path[13] == '/')
+            skip = 0;
+        u8 j = 6;
+        for (int i = 0; i < 10; i++) {
+            char c = o->path[j];
+            if (c < '0' || c > '9')
+                break;
+            j++;
+        }
+        if (j > 6 && j < 20 && o->path[j] == '/' && o->path[j + 1] == 'f' && o->path[j + 2] == 'd' && o->path[j + 3] == '/')
+            skip = 0;
+    }
     u64 k = fd_key(pt, ret);
     /* directories and O_PATH descriptors carry no file data (libcufile walks sysfs with tens of
      * thousands of openat(dirfd, "..") / O_PATH opens on start-up); one opened by an absolute path

@@ -511,9 +511,13 @@ class Probes:
             except OSError:
                 pass
         dev = ino = 0
+        if path.startswith(("/proc/self/", "/proc/thread-self/")):
+            path_here = f"/proc/{r.pid}/" + path.split("/", 3)[3]  # their /proc/self, not ours
+        else:
+            path_here = path
         if path.startswith("/"):  # (relative to a directory fd: the classifier joins it)
             try:  # the inode names the file in page-cache fill events (mmap reads)
-                st = os.stat(path)
+                st = os.stat(path_here)
                 dev, ino = (os.major(st.st_dev) << 20) | os.minor(st.st_dev), st.st_ino
                 self.add_data_inode(dev, ino)
             except OSError:

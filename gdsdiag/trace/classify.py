@@ -57,6 +57,7 @@ COPY_WINDOW_NS = 3_000_000_000  # a CUDA copy this close to a host I/O, of its b
 FINALIZE_NS = 50_000_000  # evidence from other CPUs can arrive after the API exit
 ASYNC_TIMEOUT_NS = 5_000_000_000
 PAGE_RUN_GAP_NS = 100_000_000  # page-cache fills of one file closer than this are one mmap read
+_PROC_FD_RE = __import__("re").compile(r"^/proc/(self|thread-self|\d+)/fd/(\d+)$")
 SKIP_PREFIXES = ("/proc/", "/sys/", "/dev/", "/run/", "pipe:", "socket:", "anon_inode:")
 # the dynamic loader and interpreters read ELF headers and sources with pread: not data I/O
 SKIP_SUFFIX_RE = __import__("re").compile(r"(\.so(\.\d+)*|\.py|\.pyc)$")
@@ -268,6 +269,15 @@ class Classifier:
         if not e.path.startswith("/") and len(e.args) > 5 and e.args[5] >= 0:
             base = self.fds.get((e.pid, e.args[5]))  # openat relative to a directory fd
             e.path = (base.path.rstrip("/") + "/" + e.path) if base else e.path
+        m = _PROC_FD_RE.match(e.path)
+        if m:
+            # /proc/self/fd/N (or /proc/PID/fd/N) opens the file fd N has open (the sweep re-opens its
+            # data file this way to drop O_NOFOLLOW for libcufile; fio and kvikio are handed it so):
+            # the new descriptor names that file, not /proc
+            owner = e.pid if m.group(1) in ("self", "thread-self") else int(m.group(1))
+            src = self.fds.get((owner, int(m.group(2))))
+            if src is not None:
+                e.path = src.path
         self.fds[key] = _Desc(e.path, pos, bool(flags & O_APPEND))
         if flags & O_CLOEXEC:
             self.cloexec.add(key)

@@ -1,0 +1,1 @@
+"""gdsdiag validate: policy, rules, runner and outputs of the pre-deployment gate."""
