@@ -763,7 +763,7 @@ static __always_inline int open_exit(void *ctx, s64 ret) {
     /* /proc/self/fd/N and /proc/PID/fd/N re-open the file another descriptor has open (the sweep
      * drops O_NOFOLLOW this way; fio and kvikio are handed its file so): file data, which the
      * reader names after the descriptor it re-opens */
-    if (skip && o->path[1] == 'p' && o->path[5] == '/') {
+    if (skip && !(flags & (0200000 | 010000000)) && o->path[1] == 'p' && o->path[5] == '/') {  /* not O_DIRECTORY/O_PATH walks */
         if (o->path[6] == 's' && o->path[7] == 'e' && o->path[8] == 'l' && o->path[9] == 'f' && o->path[10] == '/' &&
             o->path[11] == 'f' && o->path[12] == 'd' && o->path[13] == '/')
             skip = 0;
