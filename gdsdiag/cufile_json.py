@@ -99,7 +99,7 @@ for _fs in _FS_RDMA:
 for _fs in _FS_P2PDMA:
     SCHEMA[f"fs.{_fs}.use_pci_p2pdma"] = (BOOL, None)
 # 1.19/1.20 RDMA keys: known, types not audited (libcufile 1.20 strings only).
-for _k in (
+RDMA_KEYS_1_19 = (
     "rdma_transport_type",
     "allow_rdma_token_reset",
     "rdma_multipath_enabled",
@@ -111,7 +111,8 @@ for _k in (
     "rdma_health_check_interval_ms",
     "rdma_async_event_monitoring",
     "rdma_unhealthy_threshold",
-):
+)
+for _k in RDMA_KEYS_1_19:
     SCHEMA[f"properties.{_k}"] = (ANY, None)
 SECTIONS = {k.split(".")[0] for k in SCHEMA} | {
     ".".join(k.split(".")[:2]) for k in SCHEMA if k.startswith(("fs.", "block."))

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..check.model import Evidence, Status
+from ..cufile_json import RDMA_KEYS_1_19
 from ..routes import Route
 from ..topology.model import Role
 from .adapters import cufile_modes, route_of
@@ -283,19 +284,7 @@ IGNORED_MARKERS = ("is ignored by libcufile", "is the old name", "appears twice"
 # Keys a libcufile older than the given version does not know (and so ignores): research notes
 # cufile-kvikio.md §2.2 (dotted key strings in LIB15 vs LIB20, "1.17+" slab pools, "1.19/1.20-only").
 KEY_MIN_VERSION = {"properties.gpu_bounce_buffer_slab_config": "1.17"}
-for _k in (
-    "rdma_transport_type",
-    "allow_rdma_token_reset",
-    "rdma_multipath_enabled",
-    "rdma_max_backup_devices",
-    "rdma_io_retry_count",
-    "rdma_io_retry_delay_ms",
-    "rdma_failback_enabled",
-    "rdma_failback_delay_ms",
-    "rdma_health_check_interval_ms",
-    "rdma_async_event_monitoring",
-    "rdma_unhealthy_threshold",
-):
+for _k in RDMA_KEYS_1_19:  # the 1.19/1.20 RDMA keys cufile_json knows
     KEY_MIN_VERSION[f"properties.{_k}"] = "1.19"
 
 
