@@ -325,6 +325,8 @@ def _capture(tar: tarfile.TarFile, root: str, redact: bool, bundle: bool) -> _Wr
 
         info = json.dumps(locate().to_json(), indent=1).encode()
         w._add_bytes("/gdsdiag/libcufile.json", info)
+    elif os.path.isfile(w.host("/gdsdiag/libcufile.json")) and not os.path.islink(w.host("/gdsdiag/libcufile.json")):
+        w.add("/gdsdiag/libcufile.json")  # a tree captured elsewhere keeps its libcufile record
     release = platform.release()
     for f in (f"/boot/config-{release}",):
         if os.path.exists(w.host(f)):

@@ -162,6 +162,10 @@ def test_bundle_round_trips_through_topology_and_check(tmp_path, h200_root):
     c = cli("check", "--from", str(out), "--json")
     stored_check = json.loads(fs.read_bytes("/gdsdiag/check.json"))
     assert json.loads(c.stdout)["verdict"] == stored_check["verdict"]
+    # and through diff: the bundle against the tree it was taken from is the same node
+    d = cli("diff", "--json", str(out), h200_root)
+    assert d.returncode == 0, d.stdout[-2000:] + d.stderr
+    assert json.loads(d.stdout)["same"] is True
 
 
 @pytest.mark.skipif(not HAVE_SYS, reason="no /sys/bus/pci on this machine")
