@@ -41,14 +41,29 @@ def run(*args, env_extra=None, timeout=60):
     return p.returncode, out, err, time.monotonic() - t
 
 
+# A child's ru_maxrss starts from its parent's RSS at fork (the kernel keeps the pre-exec high-water
+# mark), so pytest's own size would be measured: a small Python process in between spawns the CLI
+# and reports that child's peak RSS (KiB) on its last stderr line.
+RSS_WRAPPER = (
+    "import os, subprocess, sys\n"
+    "p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+    "_, st, ru = os.wait4(p.pid, 0)\n"
+    "sys.stderr.write('\\nRSS %d\\n' % ru.ru_maxrss)\n"
+    "sys.exit(os.waitstatus_to_exitcode(st))\n"
+)
+
+
 def peak_rss_kib(*args):
     """Run the CLI and return (rc, stderr, peak RSS in KiB) measured by the kernel (wait4)."""
-    p = subprocess.Popen(
-        [sys.executable, "-m", "gdsdiag", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO
+    p = subprocess.run(
+        [sys.executable, "-c", RSS_WRAPPER, sys.executable, "-m", "gdsdiag", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        text=True,
     )
-    err = p.stderr.read().decode()
-    _, status, ru = os.wait4(p.pid, 0)
-    return os.waitstatus_to_exitcode(status), err, ru.ru_maxrss
+    err, _, rss = p.stderr.rpartition("\nRSS ")
+    return p.returncode, err, int(rss)
 
 
 def add_bytes(tar, name, data, **kw):
