@@ -11,7 +11,7 @@ setup(
                   "gdsdiag.explain": ["messages.json"], "gdsdiag.validate": ["*.yaml"]},
     python_requires=">=3.10",
     classifiers=["Programming Language :: Python :: 3 :: Only"] + [
-        f"Programming Language :: Python :: 3.{m}" for m in (10, 11, 12, 13)],  # each run by .ci/run
+        f"Programming Language :: Python :: 3.{m}" for m in (10, 11, 12)],  # each run by .ci/run
     install_requires=["click>=8", "rich>=12", "psutil>=5", "pyudev>=0.21", "cffi>=1.15", "numpy>=1.22", "PyYAML>=5.4"],
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6", "nvidia-cufile==1.15.1.6", "matplotlib>=3.5",
