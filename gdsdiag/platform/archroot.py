@@ -146,7 +146,7 @@ class ArchiveRoot(FsRoot):
         bad = ("is not a readable tar archive", "re-create it with gdsdiag snapshot -o FILE")
         try:
             tar = tarfile.open(fileobj=io.BytesIO(stream), mode="r:")
-        except (tarfile.TarError, EOFError, OSError):
+        except (tarfile.TarError, EOFError, OSError, ValueError):
             raise GdsdiagError(f"{path} {bad[0]}", bad[1]) from None
         total = count = 0
         try:
@@ -173,7 +173,9 @@ class ArchiveRoot(FsRoot):
                     )
                 self._add(tar, m)
             end = tar.offset
-        except tarfile.TarError as e:
+        except (tarfile.TarError, ValueError, OverflowError) as e:
+            # Python 3.10's tarfile lets some malformed headers through as ValueError ("negative seek
+            # value", a hypothesis-generated archive): damaged, like any other unparseable header
             raise GdsdiagError(
                 f"{path} is damaged ({e})", "copy the file again, or re-create it with gdsdiag snapshot"
             ) from None
