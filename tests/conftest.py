@@ -24,6 +24,32 @@ FIXTURES = os.path.join(HERE, "fixtures")
 CORPUS = os.path.join(FIXTURES, "corpus")  # verbatim copy of ../shared/corpus (see its README)
 
 
+def bcc_unavailable() -> str | None:
+    """Why the live eBPF tests cannot run here (None: they can)."""
+    if os.geteuid() != 0:
+        return "needs root"
+    try:
+        from gdsdiag.trace.bpf import import_bcc
+
+        import_bcc()
+    except Exception as e:
+        return f"bcc unavailable: {e}"
+    if not os.path.exists(f"/lib/modules/{os.uname().release}/build"):
+        return "no kernel headers tree at /lib/modules/$(uname -r)/build (.ci/run links Debian's 6.1 headers)"
+    return None
+
+
+_NO_BCC = bcc_unavailable()
+# Live eBPF tests: marked 'live' (pytest -m "not live" skips them) and skipped where they cannot run.
+LIVE_MARKS = [pytest.mark.live, pytest.mark.skipif(_NO_BCC is not None, reason=str(_NO_BCC))]
+
+
+def live(test):
+    for mark in LIVE_MARKS:
+        test = mark(test)
+    return test
+
+
 def corpus(*parts: str) -> str:
     return os.path.join(CORPUS, *parts)
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, live
 
 from gdsdiag.routes import Route
 from gdsdiag.trace.classify import classify, log2_hist, summarize
@@ -242,23 +242,6 @@ def test_record_errors(tmp_path):
 
 
 # --- live, on this kernel ----------------------------------------------------------------------------
-
-
-def _bcc_ok():
-    if os.geteuid() != 0:
-        return "needs root"
-    try:
-        from gdsdiag.trace.bpf import import_bcc
-
-        import_bcc()
-    except Exception as e:
-        return f"bcc unavailable: {e}"
-    if not os.path.exists(f"/lib/modules/{os.uname().release}/build"):
-        return "no kernel headers tree at /lib/modules/$(uname -r)/build (.ci/run links Debian's 6.1 headers)"
-    return None
-
-
-live = pytest.mark.skipif(_bcc_ok() is not None, reason=str(_bcc_ok()))
 
 
 def _trace(tmp_path, *cmd):

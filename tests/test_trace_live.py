@@ -11,6 +11,7 @@ import sys
 import time
 
 import pytest
+from conftest import LIVE_MARKS
 
 from gdsdiag.trace.events import read_record
 
@@ -21,21 +22,7 @@ URING_C = os.path.join(HERE, "workloads", "uring_rw.c")
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable  # not a pyenv shell shim
 
 
-def _bcc_ok():
-    if os.geteuid() != 0:
-        return "needs root"
-    try:
-        from gdsdiag.trace.bpf import import_bcc
-
-        import_bcc()
-    except Exception as e:
-        return f"bcc unavailable: {e}"
-    if not os.path.exists(f"/lib/modules/{os.uname().release}/build"):
-        return "no kernel headers tree at /lib/modules/$(uname -r)/build (.ci/run links Debian's 6.1 headers)"
-    return None
-
-
-pytestmark = pytest.mark.skipif(_bcc_ok() is not None, reason=str(_bcc_ok()))
+pytestmark = LIVE_MARKS
 
 
 def _env():
