@@ -33,7 +33,7 @@
 
 #define GOLDEN 0x9E3779B97F4A7C15ULL
 
-int gd_abi_version(void) { return 2; }
+int gd_abi_version(void) { return 3; }
 
 int64_t gd_now_ns(void)
 {
@@ -146,6 +146,38 @@ static void fail(struct gd_job *j, int kind, int err, int64_t ret, int64_t off)
 }
 
 typedef ssize_t (*cufile_io_fn)(void *, void *, size_t, off_t, off_t);
+
+/* cuFile's batch and stream types, declared here with the layout of cufile.h (1.14-1.20 alike,
+ * docs/research: cufile-kvikio.md) so this file builds without CUDA headers; gd_sizeof_cufile lets
+ * a test hold them against gdsdiag's cffi declarations of the same structs (csrc/cufile_cdef.h) */
+typedef struct { int err; int cu_err; } cf_err_t;                     /* CUfileError_t */
+struct cf_params {                                                      /* CUfileIOParams_t */
+    int mode;                                                           /* CUFILE_BATCH = 1 */
+    struct { void *dev_base; off_t file_offset; off_t dev_offset; size_t size; } batch;
+    void *fh;
+    int opcode;                                                         /* CUFILE_READ 0, CUFILE_WRITE 1 */
+    void *cookie;
+};
+struct cf_event { void *cookie; int status; size_t ret; };              /* CUfileIOEvents_t */
+#define CF_COMPLETE 16
+#define CF_WAITING 1
+#define CF_PENDING 2
+#define CU_NOT_READY 600                                                /* CUDA_ERROR_NOT_READY */
+typedef cf_err_t (*cf_submit_fn)(void *batch, unsigned nr, struct cf_params *p, unsigned flags);
+typedef cf_err_t (*cf_status_fn)(void *batch, unsigned min_nr, unsigned *nr, struct cf_event *e, struct timespec *t);
+typedef cf_err_t (*cf_async_fn)(void *fh, void *buf, size_t *size, off_t *foff, off_t *boff, ssize_t *done, void *stream);
+typedef int (*cu_stream_fn)(void *stream);
+
+int gd_sizeof_cufile(int which)
+{
+    return which == 0 ? (int)sizeof(struct cf_params) : which == 1 ? (int)sizeof(struct cf_event) : (int)sizeof(cf_err_t);
+}
+
+/* the data is in GPU memory (the cuFile engines): generated / checked through the scratch copy */
+static int on_gpu(const struct gd_job *j)
+{
+    return j->engine == GD_ENGINE_CUFILE || j->engine == GD_ENGINE_CUFILE_BATCH || j->engine == GD_ENGINE_CUFILE_STREAM;
+}
 typedef int (*htod_fn)(uint64_t, const void *, size_t);
 typedef int (*dtoh_fn)(void *, uint64_t, size_t);
 
@@ -155,7 +187,7 @@ static int prepare_write(struct gd_job *j, int slot, int64_t off)
     if (!j->verify)
         return 0;
     int64_t t = gd_now_ns();
-    if (j->engine == GD_ENGINE_CUFILE) {
+    if (on_gpu(j)) {
         gd_fill(j->scratch, j->bs, off, j->seed);
         int r = ((htod_fn)j->cu_htod)(j->gpu_buf + (uint64_t)slot * j->bs, j->scratch, (size_t)j->bs);
         if (r) {
@@ -192,7 +224,7 @@ static int after_io(struct gd_job *j, int slot, int64_t off)
     }
     int64_t t = gd_now_ns();
     const char *data = j->host_buf + slot * j->bs;
-    if (j->engine == GD_ENGINE_CUFILE || j->bounce) {
+    if (on_gpu(j) || j->bounce) {
         /* check the bytes that reached the GPU, not the host staging copy */
         int r = ((dtoh_fn)j->cu_dtoh)(j->scratch, j->gpu_buf + (uint64_t)slot * j->bs, (size_t)j->bs);
         if (r) {
@@ -276,6 +308,336 @@ static int run_sync(struct gd_job *j)
     return j->err_kind;
 }
 
+/* ---- queued engines: iodepth I/Os in flight per worker (fio's iodepth) --------------------------
+ * One loop (run_queued) for every engine that keeps several I/Os in flight: fill the slots, then
+ * wait for completions and refill each completed slot at once. An engine gives three functions:
+ * issue one I/O in a slot, reap (wait for at least one completion, return them) and drain (let
+ * whatever is still in flight end before its buffers go away). */
+
+struct qstate;
+struct qops {
+    int (*issue)(struct gd_job *j, struct qstate *q, int slot, int64_t off); /* 0, or -1 after fail() */
+    int (*reap)(struct gd_job *j, struct qstate *q);                         /* completions in done_*, or -1 */
+    void (*drain)(struct gd_job *j, struct qstate *q);
+};
+
+struct qstate {
+    int depth;
+    int64_t *t_issue, *slot_off;
+    int *busy;
+    int *done_slot;               /* reap's output: slots completed, their result (bytes or -errno/-code), */
+    int64_t *done_res, *done_t;   /* and when the completion was seen */
+    int ndone;
+    int *fifo;                    /* slots in issue order (batch, stream: completions are reaped oldest first) */
+    int fifo_head, fifo_len;
+    void *eng;                    /* the engine's own state */
+};
+
+static int q_alloc(struct qstate *q, int depth)
+{
+    memset(q, 0, sizeof *q);
+    q->depth = depth;
+    q->t_issue = calloc((size_t)depth, sizeof(int64_t));
+    q->slot_off = calloc((size_t)depth, sizeof(int64_t));
+    q->done_res = calloc((size_t)depth, sizeof(int64_t));
+    q->done_t = calloc((size_t)depth, sizeof(int64_t));
+    q->busy = calloc((size_t)depth, sizeof(int));
+    q->done_slot = calloc((size_t)depth, sizeof(int));
+    q->fifo = calloc((size_t)depth, sizeof(int));
+    return q->t_issue && q->slot_off && q->done_res && q->done_t && q->busy && q->done_slot && q->fifo ? 0 : -1;
+}
+
+static void q_free(struct qstate *q)
+{
+    free(q->t_issue);
+    free(q->slot_off);
+    free(q->done_res);
+    free(q->done_t);
+    free(q->busy);
+    free(q->done_slot);
+    free(q->fifo);
+}
+
+static void q_done(struct qstate *q, int slot, int64_t res)
+{
+    q->done_slot[q->ndone] = slot;
+    q->done_res[q->ndone] = res;
+    q->done_t[q->ndone] = gd_now_ns();
+    q->ndone++;
+}
+
+static void fifo_push(struct qstate *q, int slot)
+{
+    q->fifo[(q->fifo_head + q->fifo_len) % q->depth] = slot;
+    q->fifo_len++;
+}
+
+static int fifo_pop(struct qstate *q)
+{
+    int s = q->fifo[q->fifo_head];
+    q->fifo_head = (q->fifo_head + 1) % q->depth;
+    q->fifo_len--;
+    return s;
+}
+
+/* take the next offset for ``slot`` and issue it: 0 started, 1 nothing to start (deadline, budget,
+ * stop), -1 failed (fail() was called) */
+static int start_slot(struct gd_job *j, const struct qops *ops, struct qstate *q, int slot, int64_t *seq,
+                      int64_t *issued)
+{
+    if (!take(j, *issued))
+        return 1;
+    int64_t off = next_offset(j, seq);
+    if (j->is_write && prepare_write(j, slot, off))
+        return -1;
+    q->slot_off[slot] = off;
+    q->t_issue[slot] = gd_now_ns();
+    if (ops->issue(j, q, slot, off))
+        return -1;
+    q->busy[slot] = 1;
+    (*issued)++;
+    return 0;
+}
+
+/* after a read's completion, bounce: the host data goes on to the GPU (part of the I/O's latency) */
+static int bounce_in(struct gd_job *j, int slot, int64_t res)
+{
+    if (j->is_write || !j->bounce || res != j->bs)
+        return 0;
+    int c = ((htod_fn)j->cu_htod)(j->gpu_buf + (uint64_t)slot * j->bs, j->host_buf + slot * j->bs, (size_t)j->bs);
+    if (c)
+        fail(j, GD_ERR_COPY, c, 0, 0);
+    return c ? -1 : 1;
+}
+
+static int run_queued(struct gd_job *j, const struct qops *ops, struct qstate *q)
+{
+    int64_t seq = 0, issued = 0, inflight = 0;
+    int stopping = 0;
+    for (int s = 0; s < q->depth; s++) {
+        int r = start_slot(j, ops, q, s, &seq, &issued);
+        if (r) {
+            stopping = 1;
+            break;
+        }
+        inflight++;
+    }
+    while (inflight > 0) {
+        __atomic_store_n(&j->inflight, inflight, __ATOMIC_RELAXED);
+        q->ndone = 0;
+        if (ops->reap(j, q) < 0)
+            break; /* failed: what is in flight is drained below */
+        for (int i = 0; i < q->ndone; i++) {
+            int s = q->done_slot[i];
+            int64_t res = q->done_res[i], now = q->done_t[i], off = q->slot_off[s];
+            q->busy[s] = 0;
+            inflight--;
+            if (res < 0) {
+                fail(j, GD_ERR_IO, (int)-res, res, off);
+                stopping = 1;
+                continue;
+            }
+            int b = bounce_in(j, s, res);
+            if (b < 0) {
+                stopping = 1;
+                continue;
+            }
+            if (b)
+                now = gd_now_ns();
+            if (res != j->bs) {
+                fail(j, GD_ERR_SHORT, 0, res, off);
+                stopping = 1;
+                continue;
+            }
+            record(j, now - q->t_issue[s], now);
+            if (after_io(j, s, off)) {
+                stopping = 1;
+                continue;
+            }
+            if (stopping)
+                continue;
+            int r = start_slot(j, ops, q, s, &seq, &issued);
+            if (r < 0)
+                stopping = 1;
+            else if (r == 0)
+                inflight++;
+        }
+    }
+    if (ops->drain)
+        ops->drain(j, q);
+    __atomic_store_n(&j->inflight, 0, __ATOMIC_RELAXED);
+    return j->err_kind;
+}
+
+/* ---- cufile-batch: one batch handle per slot, each holding one request at a time. A handle is
+ * only ever resubmitted after its request completed (the reuse NVIDIA's samples show); the oldest
+ * request is waited for, and younger ones already complete are reaped with it. */
+
+struct batch_eng {
+    struct cf_params *params;
+    struct cf_event ev;
+};
+
+static int batch_issue(struct gd_job *j, struct qstate *q, int slot, int64_t off)
+{
+    struct batch_eng *e = q->eng;
+    struct cf_params *p = &e->params[slot];
+    memset(p, 0, sizeof *p);
+    p->mode = 1;
+    p->batch.dev_base = (void *)(uintptr_t)j->gpu_buf;
+    p->batch.file_offset = (off_t)(j->data_base + off);
+    p->batch.dev_offset = (off_t)((int64_t)slot * j->bs);
+    p->batch.size = (size_t)j->bs;
+    p->fh = j->cufile_handle;
+    p->opcode = j->is_write ? 1 : 0;
+    p->cookie = (void *)(uintptr_t)(slot + 1);
+    cf_err_t r = ((cf_submit_fn)j->cf_batch_submit)(j->queues[slot], 1, p, 0);
+    if (r.err) {
+        fail(j, GD_ERR_IO, r.err, 0, off);
+        return -1;
+    }
+    fifo_push(q, slot);
+    return 0;
+}
+
+/* poll (wait = 0) or wait for slot's request: 1 complete (q_done called), 0 not yet, -1 failed */
+static int batch_poll(struct gd_job *j, struct qstate *q, int slot, int wait)
+{
+    struct batch_eng *e = q->eng;
+    for (;;) {
+        unsigned nr = 1;
+        struct timespec ts = {wait ? 1 : 0, wait ? 0 : 1000};
+        memset(&e->ev, 0, sizeof e->ev);
+        cf_err_t r = ((cf_status_fn)j->cf_batch_status)(j->queues[slot], wait ? 1 : 0, &nr, &e->ev, &ts);
+        if (r.err) {
+            fail(j, GD_ERR_IO, r.err, 0, q->slot_off[slot]);
+            return -1;
+        }
+        if (nr >= 1 && e->ev.status != CF_WAITING && e->ev.status != CF_PENDING) {
+            ssize_t ret = (ssize_t)e->ev.ret;
+            if (e->ev.status == CF_COMPLETE)
+                q_done(q, slot, ret);
+            else /* failed, canceled, timed out, invalid: the cuFile code if ret carries one */
+                q_done(q, slot, ret < 0 ? ret : -EIO);
+            return 1;
+        }
+        if (!wait)
+            return 0;
+    }
+}
+
+static int fifo_reap(struct gd_job *j, struct qstate *q, int (*poll)(struct gd_job *, struct qstate *, int, int))
+{
+    int r = poll(j, q, q->fifo[q->fifo_head], 1);
+    if (r < 0)
+        return -1;
+    fifo_pop(q);
+    while (q->fifo_len > 0) {
+        r = poll(j, q, q->fifo[q->fifo_head], 0);
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        fifo_pop(q);
+    }
+    return q->ndone;
+}
+
+static int batch_reap(struct gd_job *j, struct qstate *q) { return fifo_reap(j, q, batch_poll); }
+
+static void fifo_drain(struct gd_job *j, struct qstate *q, int (*poll)(struct gd_job *, struct qstate *, int, int))
+{
+    while (q->fifo_len > 0) {
+        q->ndone = 0;
+        poll(j, q, fifo_pop(q), 1);
+    }
+}
+
+static void batch_drain(struct gd_job *j, struct qstate *q) { fifo_drain(j, q, batch_poll); }
+
+/* ---- cufile-async: cuFileReadAsync/WriteAsync, one registered stream per slot; the size/offset/
+ * result words are read and written by the stream when it runs, so each slot keeps its own */
+
+struct stream_eng {
+    size_t *size;
+    off_t *foff, *boff;
+    ssize_t *done;
+};
+
+static int stream_issue(struct gd_job *j, struct qstate *q, int slot, int64_t off)
+{
+    struct stream_eng *e = q->eng;
+    e->size[slot] = (size_t)j->bs;
+    e->foff[slot] = (off_t)(j->data_base + off);
+    e->boff[slot] = (off_t)((int64_t)slot * j->bs);
+    e->done[slot] = 0;
+    cf_err_t r = ((cf_async_fn)j->cf_async_io)(j->cufile_handle, (void *)(uintptr_t)j->gpu_buf, &e->size[slot],
+                                               &e->foff[slot], &e->boff[slot], &e->done[slot], j->queues[slot]);
+    if (r.err) {
+        fail(j, GD_ERR_IO, r.err, 0, off);
+        return -1;
+    }
+    fifo_push(q, slot);
+    return 0;
+}
+
+static int stream_poll(struct gd_job *j, struct qstate *q, int slot, int wait)
+{
+    struct stream_eng *e = q->eng;
+    int r = wait ? ((cu_stream_fn)j->cu_stream_sync)(j->queues[slot]) : ((cu_stream_fn)j->cu_stream_query)(j->queues[slot]);
+    if (r == CU_NOT_READY && !wait)
+        return 0;
+    if (r) {
+        fail(j, GD_ERR_CUDA, r, 0, q->slot_off[slot]);
+        return -1;
+    }
+    /* the stream wrote the byte count: -1 with errno, or -CUfileOpError */
+    ssize_t n = __atomic_load_n(&e->done[slot], __ATOMIC_ACQUIRE);
+    q_done(q, slot, n == -1 ? -EIO : n);
+    return 1;
+}
+
+static int stream_reap(struct gd_job *j, struct qstate *q) { return fifo_reap(j, q, stream_poll); }
+static void stream_drain(struct gd_job *j, struct qstate *q) { fifo_drain(j, q, stream_poll); }
+
+static const struct qops batch_ops = {batch_issue, batch_reap, batch_drain};
+static const struct qops stream_ops = {stream_issue, stream_reap, stream_drain};
+
+static int run_cufile_queued(struct gd_job *j)
+{
+    struct qstate q;
+    int rc = q_alloc(&q, j->iodepth);
+    struct batch_eng be = {0};
+    struct stream_eng se = {0};
+    const struct qops *ops;
+    if (j->engine == GD_ENGINE_CUFILE_BATCH) {
+        be.params = calloc((size_t)j->iodepth, sizeof *be.params);
+        rc |= be.params ? 0 : -1;
+        q.eng = &be;
+        ops = &batch_ops;
+    } else {
+        se.size = calloc((size_t)j->iodepth, sizeof *se.size);
+        se.foff = calloc((size_t)j->iodepth, sizeof *se.foff);
+        se.boff = calloc((size_t)j->iodepth, sizeof *se.boff);
+        se.done = calloc((size_t)j->iodepth, sizeof *se.done);
+        rc |= se.size && se.foff && se.boff && se.done ? 0 : -1;
+        q.eng = &se;
+        ops = &stream_ops;
+    }
+    if (rc)
+        fail(j, GD_ERR_SETUP, ENOMEM, 0, 0);
+    else
+        run_queued(j, ops, &q);
+    free(be.params);
+    free(se.size);
+    free(se.foff);
+    free(se.boff);
+    free(se.done);
+    q_free(&q);
+    return j->err_kind;
+}
+
+/* ---- io_uring (host, bounce) --------------------------------------------------------------------- */
 #ifdef GD_HAVE_URING
 int gd_have_uring(void) { return 1; }
 
@@ -287,6 +649,7 @@ struct ring {
     struct io_uring_cqe *cqes;
     void *sq_ptr, *cq_ptr;
     size_t sq_len, cq_len, sqes_len;
+    struct iovec *iov;
 };
 
 static int ring_setup(struct ring *r, unsigned entries)
@@ -343,26 +706,29 @@ static void ring_close(struct ring *r)
     close(r->fd);
 }
 
-static void ring_queue(struct ring *r, struct gd_job *j, struct iovec *iov, int slot, int64_t off)
+/* queue one READV/WRITEV (kernel 5.1+; READ/WRITE need 5.6) and submit it at once: fio's default
+ * iodepth_batch_submit=1, so adjacent requests are not handed to the kernel together to merge */
+static int uring_issue(struct gd_job *j, struct qstate *q, int slot, int64_t off)
 {
+    struct ring *r = q->eng;
+    if (j->is_write && j->bounce) {
+        int c = ((dtoh_fn)j->cu_dtoh)(r->iov[slot].iov_base, j->gpu_buf + (uint64_t)slot * j->bs, (size_t)j->bs);
+        if (c) {
+            fail(j, GD_ERR_COPY, c, 0, off);
+            return -1;
+        }
+    }
     unsigned tail = *r->sq_tail, idx = tail & *r->sq_mask;
     struct io_uring_sqe *s = &r->sqes[idx];
     memset(s, 0, sizeof *s);
-    /* READV/WRITEV (kernel 5.1+) rather than READ/WRITE (5.6+): one iovec per slot */
     s->opcode = j->is_write ? IORING_OP_WRITEV : IORING_OP_READV;
     s->fd = j->fd;
     s->off = (uint64_t)(j->data_base + off);
-    s->addr = (uint64_t)(uintptr_t)&iov[slot];
+    s->addr = (uint64_t)(uintptr_t)&r->iov[slot];
     s->len = 1;
     s->user_data = (uint64_t)slot;
     r->sq_array[idx] = idx;
     __atomic_store_n(r->sq_tail, tail + 1, __ATOMIC_RELEASE);
-}
-
-/* fio's default iodepth_batch_submit=1: each I/O is submitted as soon as it is queued (one
- * io_uring_enter each), so adjacent requests are not handed to the kernel together to merge */
-static int ring_submit(struct ring *r, struct gd_job *j, int64_t off)
-{
     for (;;) {
         int ret = (int)syscall(__NR_io_uring_enter, r->fd, 1, 0, 0, NULL, 0);
         if (ret == 1)
@@ -374,135 +740,58 @@ static int ring_submit(struct ring *r, struct gd_job *j, int64_t off)
     }
 }
 
+static int uring_reap(struct gd_job *j, struct qstate *q)
+{
+    struct ring *r = q->eng;
+    for (;;) {
+        int ret = (int)syscall(__NR_io_uring_enter, r->fd, 0, 1, IORING_ENTER_GETEVENTS, NULL, 0);
+        if (ret >= 0)
+            break;
+        if (errno != EINTR) {
+            fail(j, GD_ERR_IO, errno, ret, 0);
+            return -1;
+        }
+    }
+    unsigned head = *r->cq_head;
+    unsigned tail = __atomic_load_n(r->cq_tail, __ATOMIC_ACQUIRE);
+    while (head != tail && q->ndone < q->depth) {
+        struct io_uring_cqe *c = &r->cqes[head & *r->cq_mask];
+        q_done(q, (int)c->user_data, c->res);
+        head++;
+    }
+    __atomic_store_n(r->cq_head, head, __ATOMIC_RELEASE);
+    return q->ndone;
+}
+
+static const struct qops uring_ops = {uring_issue, uring_reap, NULL}; /* ring_close waits for in-flight I/O */
+
 static int run_uring(struct gd_job *j)
 {
-    int depth = j->iodepth;
     struct ring r;
-    int rc = ring_setup(&r, (unsigned)depth);
+    struct qstate q;
+    int rc = ring_setup(&r, (unsigned)j->iodepth);
     if (rc < 0) {
         fail(j, GD_ERR_SETUP, -rc, 0, 0);
         return j->err_kind;
     }
-    struct iovec *iov = calloc((size_t)depth, sizeof *iov);
-    int64_t *t_issue = calloc((size_t)depth, sizeof *t_issue);
-    int64_t *slot_off = calloc((size_t)depth, sizeof *slot_off);
-    int64_t seq = 0, issued = 0, inflight = 0;
-    int stopping = 0;
-    for (int s = 0; s < depth; s++) {
-        iov[s].iov_base = j->host_buf + (int64_t)s * j->bs;
-        iov[s].iov_len = (size_t)j->bs;
+    r.iov = calloc((size_t)j->iodepth, sizeof *r.iov);
+    if (q_alloc(&q, j->iodepth) || !r.iov) {
+        fail(j, GD_ERR_SETUP, ENOMEM, 0, 0);
+    } else {
+        for (int s = 0; s < j->iodepth; s++) {
+            r.iov[s].iov_base = j->host_buf + (int64_t)s * j->bs;
+            r.iov[s].iov_len = (size_t)j->bs;
+        }
+        q.eng = &r;
+        run_queued(j, &uring_ops, &q);
     }
-    /* fill the queue: fio's iodepth (up to depth in flight, submit what is ready, reap >= 1) */
-    for (int s = 0; s < depth && take(j, issued); s++) {
-        int64_t off = next_offset(j, &seq);
-        if (j->is_write && prepare_write(j, s, off)) {
-            stopping = 1;
-            break;
-        }
-        if (j->is_write && j->bounce && ((dtoh_fn)j->cu_dtoh)(iov[s].iov_base, j->gpu_buf + (uint64_t)s * j->bs, (size_t)j->bs)) {
-            fail(j, GD_ERR_COPY, 0, 0, off);
-            stopping = 1;
-            break;
-        }
-        slot_off[s] = off;
-        ring_queue(&r, j, iov, s, off);
-        t_issue[s] = gd_now_ns();
-        if (ring_submit(&r, j, off)) {
-            stopping = 1;
-            break;
-        }
-        issued++;
-        inflight++;
-    }
-    while (inflight > 0) {
-        __atomic_store_n(&j->inflight, inflight, __ATOMIC_RELAXED);
-        int ret = (int)syscall(__NR_io_uring_enter, r.fd, 0, 1, IORING_ENTER_GETEVENTS, NULL, 0);
-        if (ret < 0) {
-            if (errno == EINTR)
-                continue;
-            fail(j, GD_ERR_IO, errno, ret, 0);
-            break;     /* in-flight I/Os end with the ring (close waits for them) */
-        }
-        unsigned head = *r.cq_head;
-        unsigned tail = __atomic_load_n(r.cq_tail, __ATOMIC_ACQUIRE);
-        while (head != tail) {
-            struct io_uring_cqe *c = &r.cqes[head & *r.cq_mask];
-            int s = (int)c->user_data;
-            int res = c->res;
-            head++;
-            __atomic_store_n(r.cq_head, head, __ATOMIC_RELEASE);
-            inflight--;
-            int64_t now = gd_now_ns();
-            int64_t off = slot_off[s];
-            if (res < 0) {
-                fail(j, GD_ERR_IO, -res, res, off);
-                stopping = 1;
-                continue;
-            }
-            if (!j->is_write && j->bounce && res == j->bs &&
-                ((htod_fn)j->cu_htod)(j->gpu_buf + (uint64_t)s * j->bs, iov[s].iov_base, (size_t)j->bs)) {
-                fail(j, GD_ERR_COPY, 0, 0, off);
-                stopping = 1;
-                continue;
-            }
-            if (j->bounce && !j->is_write)
-                now = gd_now_ns();
-            if (res != j->bs) {
-                fail(j, GD_ERR_SHORT, 0, res, off);
-                stopping = 1;
-                continue;
-            }
-            record(j, now - t_issue[s], now);
-            if (after_io(j, s, off)) {
-                stopping = 1;
-                continue;
-            }
-            if (stopping || !take(j, issued))
-                continue;
-            off = next_offset(j, &seq);
-            if (j->is_write && prepare_write(j, s, off)) {
-                stopping = 1;
-                continue;
-            }
-            if (j->is_write && j->bounce && ((dtoh_fn)j->cu_dtoh)(iov[s].iov_base, j->gpu_buf + (uint64_t)s * j->bs, (size_t)j->bs)) {
-                fail(j, GD_ERR_COPY, 0, 0, off);
-                stopping = 1;
-                continue;
-            }
-            slot_off[s] = off;
-            ring_queue(&r, j, iov, s, off);
-            t_issue[s] = gd_now_ns();
-            if (ring_submit(&r, j, off)) {
-                stopping = 1;
-                continue;
-            }
-            issued++;
-            inflight++;
-        }
-    }
-    __atomic_store_n(&j->inflight, 0, __ATOMIC_RELAXED);
     ring_close(&r);
-    free(iov);
-    free(t_issue);
-    free(slot_off);
+    free(r.iov);
+    q_free(&q);
     return j->err_kind;
 }
 #else
 int gd_have_uring(void) { return 0; }
-/* fio's default iodepth_batch_submit=1: each I/O is submitted as soon as it is queued (one
- * io_uring_enter each), so adjacent requests are not handed to the kernel together to merge */
-static int ring_submit(struct ring *r, struct gd_job *j, int64_t off)
-{
-    for (;;) {
-        int ret = (int)syscall(__NR_io_uring_enter, r->fd, 1, 0, 0, NULL, 0);
-        if (ret == 1)
-            return 0;
-        if (ret < 0 && errno == EINTR)
-            continue;
-        fail(j, GD_ERR_IO, ret < 0 ? errno : EAGAIN, ret, off);
-        return -1;
-    }
-}
 
 static int run_uring(struct gd_job *j)
 {
@@ -516,11 +805,20 @@ int gd_run(struct gd_job *j)
     j->t_start_ns = gd_now_ns();
     j->last_done_ns = j->t_start_ns;
     j->t_end_ns = j->t_start_ns;
-    if (j->bs <= 0 || (j->random ? j->file_blocks : j->slice_blocks) <= 0) {
+    if (j->bs <= 0 || (j->random ? j->file_blocks : j->slice_blocks) <= 0 || j->iodepth < 1) {
         fail(j, GD_ERR_SETUP, EINVAL, 0, 0);
         return j->err_kind;
     }
     if (j->engine == GD_ENGINE_URING)
         return run_uring(j);
+    if (j->engine == GD_ENGINE_CUFILE_BATCH || j->engine == GD_ENGINE_CUFILE_STREAM) {
+        if (!j->queues || !j->cufile_handle ||
+            (j->engine == GD_ENGINE_CUFILE_BATCH ? !j->cf_batch_submit || !j->cf_batch_status
+                                                 : !j->cf_async_io || !j->cu_stream_sync || !j->cu_stream_query)) {
+            fail(j, GD_ERR_SETUP, EINVAL, 0, 0);
+            return j->err_kind;
+        }
+        return run_cufile_queued(j);
+    }
     return run_sync(j);
 }

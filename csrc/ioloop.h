@@ -7,6 +7,8 @@
 #define GD_ENGINE_PSYNC 0         /* pread/pwrite on a file descriptor, one I/O at a time */
 #define GD_ENGINE_CUFILE 1        /* cuFileRead/cuFileWrite through function pointers, one at a time */
 #define GD_ENGINE_URING 2         /* io_uring read/write on a file descriptor, iodepth in flight */
+#define GD_ENGINE_CUFILE_BATCH 3  /* cuFileBatchIOSubmit/GetStatus: one batch handle per slot, iodepth in flight */
+#define GD_ENGINE_CUFILE_STREAM 4 /* cuFileReadAsync/WriteAsync: one registered CUDA stream per slot, iodepth in flight */
 
 #define GD_ERR_NONE 0
 #define GD_ERR_IO 1               /* the call failed: err = errno (or cuFile error code for cufile) */
@@ -14,6 +16,7 @@
 #define GD_ERR_MISMATCH 3         /* data differs: err_offset = first bad byte (data offset) */
 #define GD_ERR_COPY 4             /* a CUDA copy (bounce / GPU verification) failed: err = CUresult */
 #define GD_ERR_SETUP 5            /* io_uring could not be set up: err = errno */
+#define GD_ERR_CUDA 6             /* a CUDA stream call (synchronize/query) failed: err = CUresult */
 
 struct gd_job {
     /* what to do (set by Python) */
@@ -62,6 +65,13 @@ struct gd_job {
     int64_t err_ret;
     int64_t err_offset;
     int64_t own_ns;               /* internal: own work (data generation/checks) since the last completion */
+    /* cufile-batch / cufile-async (set by Python; NULL otherwise) */
+    void **queues;                /* iodepth entries: CUfileBatchHandle_t (each set up for 1) or CUstream (registered) */
+    void *cf_batch_submit;        /* cuFileBatchIOSubmit */
+    void *cf_batch_status;        /* cuFileBatchIOGetStatus */
+    void *cf_async_io;            /* cuFileReadAsync or cuFileWriteAsync */
+    void *cu_stream_sync;         /* cuStreamSynchronize (int (*)(void *stream)) */
+    void *cu_stream_query;        /* cuStreamQuery */
 };
 
 int gd_run(struct gd_job *j);
@@ -70,3 +80,4 @@ int64_t gd_now_ns(void);
 void gd_fill(char *buf, int64_t n, int64_t data_off, uint64_t seed);
 int64_t gd_check(const char *buf, int64_t n, int64_t data_off, uint64_t seed);
 int gd_abi_version(void);
+int gd_sizeof_cufile(int which);   /* 0: CUfileIOParams_t, 1: CUfileIOEvents_t, 2: CUfileError_t as this file declares them */

@@ -61,14 +61,15 @@ def _ints(text: str, option: str) -> list[int]:
     "modes",
     default="cufile,kvikio,bounce,host",
     show_default=True,
-    help="cufile (the bindings, sync), cufile-async (stream-ordered), cufile-batch (batches of 8), kvikio, "
+    help="cufile (the bindings, sync), cufile-async (stream-ordered), cufile-batch (batch API), kvikio, "
     "bounce (O_DIRECT to pinned memory + copy), host (no GPU).",
 )
 @click.option(
     "--iodepth",
     default="1",
     show_default=True,
-    help="I/Os in flight per thread (fio's iodepth): >1 uses io_uring (host, bounce).",
+    help="I/Os in flight per thread (fio's iodepth): io_uring for host and bounce, cuFile batch handles for "
+    "cufile-batch, registered CUDA streams for cufile-async.",
 )
 @click.option("--gpu", default=0, show_default=True, help="GPU index.")
 @click.option("--time", "duration", default="10s", show_default=True, help="Duration of each point.")

@@ -9,7 +9,8 @@ Like for like, point by point:
   ``offset`` = the header); random points: each job over the whole data region, with replacement
   (``norandommap``) as the sweep draws offsets;
 - engines: host ``psync`` (pread/pwrite, as the C loop) or ``io_uring`` at --iodepth > 1; cufile
-  fio's ``libcufile`` engine with ``cuda_io=cufile``; bounce ``libcufile`` with ``cuda_io=posix``
+  (and cufile-batch/-async at --iodepth 1: one request in flight, as fio's sync engine) fio's
+  ``libcufile`` engine with ``cuda_io=cufile``; bounce ``libcufile`` with ``cuda_io=posix``
   (pread to host memory, then a copy to the GPU); other modes have no fio equivalent (said so);
 - duration: the same --time (``time_based``), or --bytes split over the jobs (``io_size``);
 - order: fio runs before and after the point and the ratio is against the mean of the two. On
@@ -29,7 +30,7 @@ import subprocess
 from ..errors import UsageError
 from . import files
 
-FIO_MODES = ("host", "cufile", "bounce")
+FIO_MODES = ("host", "cufile", "cufile-batch", "cufile-async", "bounce")
 
 
 def fio_binary() -> str | None:
@@ -71,7 +72,7 @@ def job_args(spec, path: str, size: int, header: int, gpu: int, readonly: bool) 
     else:
         args += [
             "--ioengine=libcufile",
-            f"--cuda_io={'cufile' if spec.mode == 'cufile' else 'posix'}",
+            f"--cuda_io={'cufile' if spec.mode.startswith('cufile') else 'posix'}",
             f"--gpu_dev_ids={gpu}",
         ]
     blocks = size // bs
@@ -127,7 +128,7 @@ class FioRunner:
     def _skip(self, spec) -> str | None:
         if spec.mode not in FIO_MODES:
             return f"fio has no equivalent of {spec.mode}"
-        if spec.mode == "bounce" and spec.iodepth > 1:
+        if spec.mode != "host" and spec.iodepth > 1:
             return "fio's libcufile engine is synchronous (no iodepth)"
         if spec.mode != "host":
             if self.cufile_ok is None:

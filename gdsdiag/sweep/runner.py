@@ -16,6 +16,7 @@ from .latency import summarize_hist
 GPU_MODES = ("bounce", "cufile", "cufile-async", "cufile-batch", "kvikio")
 CUFILE_MODES = ("cufile", "cufile-async", "cufile-batch", "kvikio")
 ALL_MODES = ("cufile", "cufile-async", "cufile-batch", "kvikio", "bounce", "host")
+QUEUED_MODES = ("host", "bounce", "cufile-batch", "cufile-async")  # --iodepth N: N I/Os in flight per thread
 ALL_RW = ("read", "write", "randread", "randwrite")
 
 
@@ -219,19 +220,25 @@ def validate_config(cfg: SweepConfig) -> None:
     if cfg.total_bytes is not None and cfg.total_bytes <= 0:
         raise UsageError(f"--bytes {cfg.total_bytes}: must be more than 0", "use e.g. --bytes 1G")
     if cfg.iodepth > 1:
-        slow = [m for m in cfg.modes if m not in ("host", "bounce")]
+        slow = [m for m in cfg.modes if m not in QUEUED_MODES]
         if slow:
             raise UsageError(
-                f"--iodepth {cfg.iodepth} is for host and bounce (io_uring); not for {', '.join(slow)}",
-                "use --mode cufile-batch for cuFile batches, or --iodepth 1",
+                f"--iodepth {cfg.iodepth} is for {', '.join(QUEUED_MODES)}; not for {', '.join(slow)}",
+                "use --mode cufile-batch or cufile-async for cuFile with requests in flight, or --iodepth 1",
             )
         from .native import have_uring, load
 
         lib, why = load()
-        if lib is None or not have_uring():
+        if lib is None:
             raise UsageError(
-                f"--iodepth {cfg.iodepth} needs the compiled I/O loop with io_uring ({why or 'no linux/io_uring.h at build time'})",
-                "install gcc and the kernel headers (linux-libc-dev), or use --iodepth 1",
+                f"--iodepth {cfg.iodepth} needs the compiled I/O loop ({why})",
+                "install gcc (apt-get install gcc), or use --iodepth 1",
+            )
+        uring = [m for m in cfg.modes if m in ("host", "bounce")]
+        if uring and not have_uring():
+            raise UsageError(
+                f"--iodepth {cfg.iodepth} with {', '.join(uring)} needs io_uring (no linux/io_uring.h at build time)",
+                "install the kernel headers (linux-libc-dev), or use --iodepth 1",
             )
     if cfg.compare_fio:
         from .fio import check_available
@@ -337,7 +344,7 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
                 verify_seconds=round(res.verify_seconds, 4),
             )
             if not spec.is_read and cfg.verify:
-                inner_bs = bs * 8 if mode == "cufile-batch" else bs * th if mode == "kvikio" else bs
+                inner_bs = bs * th if mode == "kvikio" else bs
                 checked, bad, secs = verify_written(sf, written_ranges(res.written, inner_bs))
                 if bad is not None:
                     raise VerifyError(

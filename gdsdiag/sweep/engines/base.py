@@ -34,6 +34,11 @@ MIN_OPS = 16  # fewer completed I/Os than this in a point is not a measurement
 STALL_FLOOR_NS = 1_000_000_000
 SETUP_TIMEOUT_S = 120.0
 _abandoned: list = []  # workers stuck in an I/O: their buffers must outlive the thread
+# struct gd_job's results and live state, zeroed after a worker's warm-up read
+RESULT_FIELDS = tuple(
+    "ops bytes t_start_ns t_end_ns last_done_ns inflight max_gap_ns own_ns lat_min_ns lat_max_ns lat_sum_ns "
+    "verify_ns verified_bytes err_kind err err_ret err_offset".split()
+)
 
 
 class VerifyError(GdsdiagError):
@@ -185,7 +190,7 @@ class Worker:
     def close(self) -> None:
         pass
 
-    warm_io = None  # cufile: cuFileRead, for a warm-up of a write point
+    warm: dict = {}  # fields the warm-up read sets besides these (cufile: the read function)
 
     def warmup(self) -> None:
         """One untimed read at the worker's first offset, before the barrier: first-use costs
@@ -202,35 +207,18 @@ class Worker:
             elif self.spec.verify:
                 self.fill(0, first)
             return
-        saved = (j.is_write, j.verify, j.max_ops, j.random, j.deadline_ns, j.cufile_io)
-        j.is_write, j.verify, j.max_ops, j.random, j.deadline_ns = 0, 0, 1, 0, 0
-        if self.warm_io is not None:
-            j.cufile_io = self.warm_io
+        over = {"is_write": 0, "verify": 0, "max_ops": 1, "random": 0, "deadline_ns": 0, **self.warm}
+        saved = {k: getattr(j, k) for k in over}
+        for k, v in over.items():
+            setattr(j, k, v)
         try:
             lib.gd_run(j)
             err = int(j.err_kind)
             what = describe_error(PointSpec(self.spec.mode, "read", self.spec.bs, 1), j) if err else ""
         finally:
-            j.is_write, j.verify, j.max_ops, j.random, j.deadline_ns, j.cufile_io = saved
-            for name in (
-                "ops",
-                "bytes",
-                "t_start_ns",
-                "t_end_ns",
-                "last_done_ns",
-                "inflight",
-                "max_gap_ns",
-                "own_ns",
-                "lat_min_ns",
-                "lat_max_ns",
-                "lat_sum_ns",
-                "verify_ns",
-                "verified_bytes",
-                "err_kind",
-                "err",
-                "err_ret",
-                "err_offset",
-            ):
+            for k, v in saved.items():
+                setattr(j, k, v)
+            for name in RESULT_FIELDS:
                 setattr(j, name, 0)
             self.hist[:] = 0
         if err:
@@ -608,6 +596,8 @@ def describe_error(spec: PointSpec, j) -> str:
         return f"short {op} at data offset {off}: {int(j.err_ret)} of {spec.bs} bytes"
     if kind == 4:
         return f"CUDA copy failed (CUresult {err}) at data offset {off}"
+    if kind == 6:
+        return f"a CUDA stream call failed (CUresult {err}) at data offset {off}"
     if kind == 5:
         return f"the I/O loop could not start: {os.strerror(err)} (io_uring unavailable?)"
     return f"error kind {kind}"

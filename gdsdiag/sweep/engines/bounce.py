@@ -10,7 +10,7 @@ import os
 from ..files import host_buffer
 from . import gpu
 from .base import Worker as _Worker
-from .host import HostBuffers
+from .host import HostBuffers, psync_or_uring
 
 GPU = True
 
@@ -26,13 +26,8 @@ def close_point(point) -> None:
 class Worker(gpu.GpuPattern, HostBuffers, _Worker):
     def __init__(self, point, idx):
         super().__init__(point, idx)
-        lib = point.lib
-        self.native = lib is not None
-        uring = self.spec.iodepth > 1
-        self.engine_name = "io_uring" if uring else "psync"
-        if lib is not None:
-            self.job.engine = lib.GD_ENGINE_URING if uring else lib.GD_ENGINE_PSYNC
-            self.job.bounce = 1
+        psync_or_uring(self)
+        self.job.bounce = 1
         self.registered = False
 
     def prepare(self):

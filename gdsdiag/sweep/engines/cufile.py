@@ -1,14 +1,28 @@
-"""cufile: cuFileRead/cuFileWrite on registered GPU buffers, one I/O at a time per worker. The C
-loop calls them through the function pointers of the libcufile gdsdiag.cufile loaded; the handle
-is registered once per point on the sweep file's own descriptor (never re-opened by path)."""
+"""cufile, cufile-batch, cufile-async: cuFile on a registered GPU buffer of iodepth × bs bytes, the
+I/O loop in C (csrc/ioloop.c) calling libcufile through the function pointers of the copy
+gdsdiag.cufile loaded. The file handle is registered once per point on the sweep file's own
+descriptor (never re-opened by path). The three modes differ only in the API and its queue:
+
+- ``cufile``: cuFileRead/cuFileWrite, one I/O at a time per worker (as fio's libcufile engine);
+- ``cufile-batch``: cuFileBatchIOSubmit/GetStatus, ``--iodepth`` requests of ``--bs`` in flight per
+  worker, each in its own batch handle (set up for one request and resubmitted only after it
+  completed); the oldest is waited for, younger ones already complete are reaped with it;
+- ``cufile-async``: cuFileReadAsync/WriteAsync, ``--iodepth`` registered CUDA streams per worker,
+  one request each; the oldest stream is synchronised, younger ones already done are reaped.
+
+Every byte is checked after the I/O (a copy of the slot to host, outside its latency). Written
+data is generated into a pinned host buffer and copied to the slot before the write is issued;
+pinned, so the copy has finished when cuMemcpyHtoD returns (a pageable source may still be in
+flight then, and a write issued on another stream could send stale bytes)."""
 
 from __future__ import annotations
 
-from ..files import host_buffer
+from ..files import HEADER_SIZE, host_buffer
 from . import gpu
 from .base import Worker as _Worker
 
 GPU = True
+API = "sync"
 
 
 def open_point(point) -> None:
@@ -26,16 +40,29 @@ def close_point(point) -> None:
         fh.deregister()  # the descriptor stays the sweep's (fd= handles do not close it)
 
 
+def _addr(L, fn) -> int:
+    return int(L.ffi.cast("uintptr_t", fn))
+
+
 class Worker(gpu.GpuPattern, _Worker):
-    engine_name = "cufile"
+    api = API  # sync | batch | stream (set by the cufile_batch / cufile_async modules)
 
     def __init__(self, point, idx):
         super().__init__(point, idx)
         lib = point.lib
         self.native = lib is not None
+        self.engine_name = {"sync": "cufile", "batch": "cufile batch", "stream": "cufile stream"}[self.api]
         if lib is not None:
-            self.job.engine = lib.GD_ENGINE_CUFILE
+            self.job.engine = {
+                "sync": lib.GD_ENGINE_CUFILE,
+                "batch": lib.GD_ENGINE_CUFILE_BATCH,
+                "stream": lib.GD_ENGINE_CUFILE_STREAM,
+            }[self.api]
         self.reg = None
+        self.batches: list = []
+        self.streams: list = []  # (cupy stream, its cuFile registration)
+        self.scratch = None
+        self.pinned = False
 
     def prepare(self):
         from ... import cufile
@@ -43,36 +70,80 @@ class Worker(gpu.GpuPattern, _Worker):
         cp = self.cp = self.point.shared["cp"]
         gpu.make_current(cp, self.spec.gpu)
         spec, f, j = self.spec, self.point.ffi, self.job
-        self.stream = cp.cuda.Stream(non_blocking=True)
-        self.gbuf = cp.empty(spec.bs, dtype=cp.uint8)
+        depth = spec.iodepth
+        self.gbuf = cp.empty(spec.bs * depth, dtype=cp.uint8)
         self.reg = cufile.BufferRegistration(self.gbuf).register()
         j.gpu_buf = self.gbuf.data.ptr
-        if self.native:
-            fh = self.point.shared["fh"]
-            L = fh.L
-            fn = L.lib.cuFileRead if spec.is_read else L.lib.cuFileWrite
-            j.cufile_handle = f.cast("void *", int(L.ffi.cast("uintptr_t", fh.handle)))
-            j.cufile_io = f.cast("void *", int(L.ffi.cast("uintptr_t", fn)))
-            self.warm_io = f.cast("void *", int(L.ffi.cast("uintptr_t", L.lib.cuFileRead)))
-            htod, dtoh = gpu.copy_fns()
-            j.cu_htod, j.cu_dtoh = f.cast("void *", htod), f.cast("void *", dtoh)
-            self.scratch = host_buffer(spec.bs)
-            self._scratch_c = f.from_buffer(self.scratch)
-            j.scratch = f.cast("char *", self._scratch_c)
+        if self.api == "batch":
+            self.batches = [cufile.Batch(1).__enter__() for _ in range(depth)]
+        if self.api == "stream":
+            for _ in range(depth):
+                s = cp.cuda.Stream(non_blocking=True)
+                self.streams.append((s, cufile.StreamRegistration(s).register()))
+            self.stream = self.streams[0][0]
+        else:
+            self.stream = cp.cuda.Stream(non_blocking=True)  # the Python loop's pattern kernels
+        if not self.native:
+            return
+        fh = self.point.shared["fh"]
+        L = fh.L
+        j.cufile_handle = f.cast("void *", int(L.ffi.cast("uintptr_t", fh.handle)))
+        read = self.spec.is_read
+        if self.api == "sync":
+            j.cufile_io = f.cast("void *", _addr(L, L.lib.cuFileRead if read else L.lib.cuFileWrite))
+            self.warm = {"cufile_io": f.cast("void *", _addr(L, L.lib.cuFileRead))}
+        elif self.api == "batch":
+            j.cf_batch_submit = f.cast("void *", _addr(L, L.lib.cuFileBatchIOSubmit))
+            j.cf_batch_status = f.cast("void *", _addr(L, L.lib.cuFileBatchIOGetStatus))
+            self._queues = f.new("void *[]", [f.cast("void *", _addr(L, b._id[0])) for b in self.batches])
+        else:
+            j.cf_async_io = f.cast("void *", _addr(L, L.lib.cuFileReadAsync if read else L.lib.cuFileWriteAsync))
+            self.warm = {"cf_async_io": f.cast("void *", _addr(L, L.lib.cuFileReadAsync))}
+            sync, query = gpu.stream_fns()
+            j.cu_stream_sync, j.cu_stream_query = f.cast("void *", sync), f.cast("void *", query)
+            self._queues = f.new("void *[]", [f.cast("void *", s.ptr) for s, _ in self.streams])
+        if self.api != "sync":
+            j.queues = self._queues
+        htod, dtoh = gpu.copy_fns()
+        j.cu_htod, j.cu_dtoh = f.cast("void *", htod), f.cast("void *", dtoh)
+        self.scratch = host_buffer(spec.bs)
+        self._scratch_c = f.from_buffer(self.scratch)
+        j.scratch = f.cast("char *", self._scratch_c)
+        if not spec.is_read and spec.verify:
+            cp.cuda.runtime.hostRegister(int(f.cast("uintptr_t", j.scratch)), spec.bs, 0)
+            self.pinned = True
 
     def io(self, slot, off):
-        from ..files import HEADER_SIZE
+        """The Python loop (no compiler): one I/O at a time through gdsdiag.cufile."""
+        from ... import cufile
 
-        fh = self.point.shared["fh"]
-        if self.spec.is_read:
-            return fh.read(self.gbuf, self.spec.bs, HEADER_SIZE + off)
-        return fh.write(self.gbuf, self.spec.bs, HEADER_SIZE + off)
+        fh, bs, read = self.point.shared["fh"], self.spec.bs, self.spec.is_read
+        if self.api == "sync":
+            return (fh.read if read else fh.write)(self.gbuf, bs, HEADER_SIZE + off)
+        if self.api == "stream":
+            op = (fh.read_async if read else fh.write_async)(self.gbuf, bs, HEADER_SIZE + off, 0, self.stream)
+            self.stream.synchronize()
+            return op.result
+        b = self.batches[0]
+        b.submit([cufile.IoRequest(fh, "read" if read else "write", self.gbuf, bs, HEADER_SIZE + off, 0, cookie=1)])
+        (e,) = b.wait(1)
+        return e.ret if e.status == "COMPLETE" else -1
 
     def close(self):
-        if getattr(self, "scratch", None) is not None:
-            self.point.ffi.release(self._scratch_c)
+        f = self.point.ffi
+        if self.scratch is not None:
+            if self.pinned:
+                self.cp.cuda.runtime.hostUnregister(int(f.cast("uintptr_t", self.job.scratch)))
+                self.pinned = False
+            f.release(self._scratch_c)
             self.scratch.close()
             self.scratch = None
+        while self.batches:
+            self.batches.pop().destroy()
+        while self.streams:
+            s, r = self.streams.pop()
+            s.synchronize()
+            r.deregister()
         if self.reg is not None:
             self.reg.deregister()
             self.reg = None

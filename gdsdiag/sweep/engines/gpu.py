@@ -42,6 +42,18 @@ def copy_fns() -> tuple[int, int]:
     return _copy["htod"], _copy["dtoh"]
 
 
+def stream_fns() -> tuple[int, int]:
+    """Addresses of cuStreamSynchronize and cuStreamQuery (cufile-async's C loop waits on them)."""
+    copy_fns()
+    if "sync" not in _copy:
+        import ctypes
+
+        lib = _copy["lib"]
+        _copy["sync"] = ctypes.cast(lib.cuStreamSynchronize, ctypes.c_void_p).value
+        _copy["query"] = ctypes.cast(lib.cuStreamQuery, ctypes.c_void_p).value
+    return _copy["sync"], _copy["query"]
+
+
 class GpuPattern:
     """Python-loop fill/check of ``self.gbuf`` by kernels on ``self.stream`` (no host copy)."""
 

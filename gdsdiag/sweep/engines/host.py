@@ -19,6 +19,16 @@ def close_point(point) -> None:
     pass
 
 
+def psync_or_uring(w) -> None:
+    """A host/bounce worker's C loop engine: pread/pwrite one at a time, or io_uring at --iodepth > 1."""
+    lib = w.point.lib
+    w.native = lib is not None
+    uring = w.spec.iodepth > 1
+    w.engine_name = "io_uring" if uring else "psync"
+    if lib is not None:
+        w.job.engine = lib.GD_ENGINE_URING if uring else lib.GD_ENGINE_PSYNC
+
+
 class HostBuffers:
     """iodepth × bs bytes on a huge-page boundary (files.IoBuffer) shared with the C loop."""
 
@@ -40,12 +50,7 @@ class HostBuffers:
 class Worker(HostBuffers, _Worker):
     def __init__(self, point, idx):
         super().__init__(point, idx)
-        lib = point.lib
-        self.native = lib is not None
-        uring = self.spec.iodepth > 1
-        self.engine_name = "io_uring" if uring else "psync"
-        if lib is not None:
-            self.job.engine = lib.GD_ENGINE_URING if uring else lib.GD_ENGINE_PSYNC
+        psync_or_uring(self)
 
     def prepare(self):
         self.alloc_host()
