@@ -88,26 +88,53 @@ def test_gpu_side_verification_catches_a_flipped_byte(workdir, mode):
             drv.close()
 
 
-def test_batch_variant(workdir):
+@pytest.mark.parametrize("mode", ["cufile-batch", "cufile-async"])
+@pytest.mark.parametrize("iodepth", [1, 8])
+def test_queued_cufile_modes_on_the_c_loop(workdir, mode, iodepth):
+    # --iodepth N: N requests in flight per worker (batch handles / registered streams), every byte
+    # checked on the GPU side; writes read back after the point
     cfg = SweepConfig(
-        str(workdir), 256 << 20, [1 << 20], [2], ["read", "write"], ["cufile-batch"], seconds=None, total_bytes=32 << 20
+        str(workdir),
+        256 << 20,
+        [65536, 1 << 20],
+        [2],
+        ["read", "write"],
+        [mode],
+        seconds=None,
+        total_bytes=32 << 20,
+        iodepth=iodepth,
     )
     rep = run_sweep(cfg)
-    assert len(rep.points) == 2 and not any(p.error for p in rep.points)
+    assert len(rep.points) == 4
     for p in rep.points:
+        assert p.error is None, p.error
         assert p.route == "COMPAT" and p.verified_bytes >= 32 << 20 and p.summary["bytes"] == 32 << 20
+        api = "batch" if mode == "cufile-batch" else "stream"
+        assert p.loop["engine"] == f"c cufile {api}" + (f" iodepth {iodepth}" if iodepth > 1 else ""), p.loop
 
 
-def test_async_variant(workdir):
-    cfg = SweepConfig(
-        str(workdir), 64 << 20, [1 << 20], [1], ["read", "write"], ["cufile-async"], seconds=None, total_bytes=16 << 20
-    )
-    rep = run_sweep(cfg)
-    assert not any(p.error for p in rep.points)
-    assert all(p.route == "COMPAT" and p.verified_bytes >= 16 << 20 for p in rep.points)
+@pytest.mark.parametrize("mode", ["cufile-batch", "cufile-async"])
+def test_queued_cufile_catches_a_flipped_byte(workdir, mode):
+    from gdsdiag import cufile
+
+    drv = cufile.Driver().open()
+    sf = files.SweepFile(str(workdir), 4 << 20)
+    try:
+        sf.fill()
+        bad = files.HEADER_SIZE + (2 << 20) + 77
+        with open(sf.path, "r+b") as f:
+            f.seek(bad)
+            b = f.read(1)
+            f.seek(bad)
+            f.write(bytes([b[0] ^ 1]))
+        with pytest.raises(VerifyError, match=f"file offset {bad} "):
+            run_point(PointSpec(mode, "read", 65536, 2, total_bytes=4 << 20, iodepth=4), sf)
+    finally:
+        sf.remove()
+        drv.close()
 
 
-@pytest.mark.parametrize("mode", ["bounce", "cufile"])
+@pytest.mark.parametrize("mode", ["bounce", "cufile", "cufile-async"])
 def test_time_based_points_on_the_c_loop(workdir, mode):
     # timed points: the barrier starts the clock after setup, so a 1 s point has ~1 s of I/O
     cfg = SweepConfig(str(workdir), 256 << 20, [4096, 1 << 20], [1, 4], ["read", "randwrite"], [mode], seconds=1.0)

@@ -470,6 +470,9 @@ def test_compare_fio_runs_fio_around_each_point(tmp_path):
         f = p["fio"]
         assert "error" not in f, f
         assert len(f["runs"]) == 2 and f["ratio"] == pytest.approx(p["summary"]["gbps"] / f["gbps"], rel=0.01)
+        for run in f["runs"]:  # fio's clat and CPU beside the sweep's own latencies, for a profile of a miss
+            assert run["clat_us"]["p50"] > 0 and run["clat_us"]["p99"] >= run["clat_us"]["p50"]
+            assert run["cpu_percent"] >= 0
         assert "--numjobs=2" in f["command"] and "--thread" in f["command"] and "--ioengine=psync" in f["command"]
         assert "/proc/" in f["command"] and "/fd/" in f["command"]  # the sweep's own open file
         if p["rw"] == "read":

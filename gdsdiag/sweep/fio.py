@@ -102,6 +102,14 @@ def parse(text: str, is_read: bool) -> dict:
         "ios": int(side.get("total_ios", 0)),
         "version": doc.get("fio version"),
     }
+    # fio's completion latency (clat: submit to completion, as the sweep's latencies) and CPU, so a
+    # ratio below 1 can be told apart: slower I/Os, or time between I/Os (the loop's own cost)
+    clat = side.get("clat_ns") or {}
+    pct = clat.get("percentile") or {}
+    us = lambda v: None if v is None else round(float(v) / 1000.0, 2)  # noqa: E731
+    out["clat_us"] = {"mean": us(clat.get("mean")), "p50": us(pct.get("50.000000")), "p99": us(pct.get("99.000000"))}
+    if "usr_cpu" in job:
+        out["cpu_percent"] = round(float(job["usr_cpu"]) + float(job.get("sys_cpu", 0)), 1)
     if err:
         out["error"] = f"fio job error {err}"
     return out
@@ -175,7 +183,10 @@ class FioRunner:
         out = {
             "gbps": round(sum(r["gbps"] for r in runs) / len(runs), 4),
             "iops": round(sum(r["iops"] for r in runs) / len(runs), 1),
-            "runs": [{"gbps": r["gbps"], "iops": r["iops"]} for r in runs],
+            "runs": [
+                {"gbps": r["gbps"], "iops": r["iops"], "clat_us": r.get("clat_us"), "cpu_percent": r.get("cpu_percent")}
+                for r in runs
+            ],
             "version": runs[-1].get("version"),
             "command": runs[-1]["command"],
         }
