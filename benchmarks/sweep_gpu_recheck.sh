@@ -1,32 +1,69 @@
 #!/usr/bin/env bash
-# Short second GPU-machine call: the GPU sweep tests, the compat pool in effect under a tiny
-# cufile.json, and fio before/after (ABA) for the points where order mattered.
+# Issue 10's goal table in one GPU-machine call (also runs the host rows on any Linux machine):
+#   source .device/env.sh; cd <tree>; bash benchmarks/sweep_gpu_recheck.sh $OUT        # GPU machine
+#   HOST_ONLY=1 D=/var/tmp/x bash benchmarks/sweep_gpu_recheck.sh /tmp/out              # host rows only
+# Every point is `gdsdiag sweep --compare-fio`: fio's equivalent job runs just before and just after
+# it on the same open file (interleaved), ratio against the mean of the two. Order: the goal rows
+# first (host psync 4k/1m x 1/4/16, cufile 4k/1m x 1/4, host iodepth 32 vs io_uring), then the
+# queued cuFile modes (--iodepth 1 and 32), then a tiny compat pool (posix_pool_slab_count 1 per
+# size, more threads and requests in flight than slabs), then the GPU sweep tests. Each step has a
+# timeout and is skipped when the call's time is short, so the figures already taken come back.
 set -u
-OUT0=${1:-/tmp/out}; OUT=/tmp/t10-out; mkdir -p "$OUT" "$OUT0"
-for k in .device ../.device; do [ -f $k/env.sh ] && { source $k/env.sh; KIT=$k; break; }; done
+OUT=${1:-/tmp/out}; mkdir -p "$OUT"
+T=${SECS:-3s}; SIZE=${SIZE:-2G}; BUDGET=${BUDGET:-330}; START=$(date +%s)
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 log() { echo "== $(date -u +%T) $*" | tee -a "$OUT/run.log"; }
-( gds_build_fio $KIT ) 2>&1 | tail -1 | tee -a "$OUT/run.log"
-export GDSDIAG_FIO=/tmp/fio/fio
-cuf=$(python3 -c 'import nvidia.cu13, os; print(os.path.join(list(nvidia.cu13.__path__)[0], "lib"))' 2>/dev/null)
-export LD_LIBRARY_PATH=${cuf:+$cuf:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-D=/var/tmp/gds-t10; mkdir -p $D; gds_udev_entry $D
-if ls whl/*.whl >/dev/null 2>&1; then python3 -m pip install -q --no-index --no-deps --target /tmp/t10py whl/*.whl && export PYTHONPATH=$PYTHONPATH:/tmp/t10py; fi
-log "GPU sweep tests"
-timeout 75 python3 -m pytest -q -p no:cacheprovider tests/test_sweep_gpu.py 2>&1 | tail -12 | tee -a "$OUT/run.log"
-python3 - <<'PY' 2>&1 | tee -a "$OUT/run.log"
+left() { echo $(( BUDGET - ($(date +%s) - START) )); }
+PY=${PYTHON:-python3}
+if [ -z "${HOST_ONLY:-}" ]; then
+  for k in .device ../.device; do [ -f $k/env.sh ] && { source $k/env.sh; KIT=$k; break; }; done
+  ( gds_build_fio ${KIT:-.device} ) 2>&1 | tail -1 | tee -a "$OUT/run.log"
+  export GDSDIAG_FIO=/tmp/fio/fio
+  cuf=$($PY -c 'import nvidia.cu13, os; print(os.path.join(list(nvidia.cu13.__path__)[0], "lib"))' 2>/dev/null)
+  export LD_LIBRARY_PATH=${cuf:+$cuf:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+  D=${D:-/var/tmp/gds-h10}; mkdir -p $D; gds_udev_entry $D
+else
+  D=${D:-/var/tmp/gds-h10}; mkdir -p $D
+fi
+log "machine: $(nproc) CPUs, $(uname -r), $($PY --version 2>&1), fio: $(${GDSDIAG_FIO:-fio} --version 2>&1), THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
+log "dir $D on $(df -h --output=source,fstype $D | tail -1)"
+$PY -c 'from gdsdiag.sweep import native; l, w = native.load(); print("C loop:", "built" if l else "NOT built: " + str(w), "io_uring:", native.have_uring())' 2>&1 | tee -a "$OUT/run.log"
+# sw NAME SECONDS_NEEDED ARGS...: one sweep, JSON + text, its ratio rows into run.log
+sw() { local name=$1 need=$2; shift 2
+  if [ "$(left)" -lt "$need" ]; then log "SKIP $name: $(left) s left, needs $need"; return; fi
+  log "sweep $name: $*"
+  timeout $(( need + 60 )) $PY -m gdsdiag sweep --dir $D --size $SIZE --time $T --json "$@" >"$OUT/$name.json" 2>"$OUT/$name.txt"
+  echo "rc=$?" >>"$OUT/$name.txt"
+  $PY benchmarks/sweep_fio_table.py "$name" "$OUT/$name.json" 2>&1 | tee -a "$OUT/run.log"
+  grep -E "^rc=|rror" "$OUT/$name.txt" | tail -3 | tee -a "$OUT/run.log"; }
+F=--compare-fio
+sw host 80 --mode host --rw read --bs 4k,1m --threads 1,4,16 --no-verify $F
+[ -z "${HOST_ONLY:-}" ] && sw cufile 60 --mode cufile --rw read --bs 4k,1m --threads 1,4 --no-verify $F
+sw qd32 60 --mode host --rw read,randread --bs 4k,1m --threads 1 --iodepth 32 --no-verify $F
+if [ -z "${HOST_ONLY:-}" ]; then
+  T=2s sw queued1 40 --mode cufile-batch,cufile-async --rw read --bs 4k,1m --threads 1 --no-verify $F
+  T=2s sw queued32 30 --mode cufile-batch,cufile-async --rw read --bs 4k,1m --threads 1 --iodepth 32 --no-verify
+  T=2s sw queued32v 20 --mode cufile-batch,cufile-async --rw read,write --bs 1m --threads 2 --iodepth 8
+  # a compat pool of one slab per size, and more threads / requests in flight than slabs: does it stall?
+  $PY - <<'PY' 2>&1 | tee -a "$OUT/run.log"
 import json
 from gdsdiag.cufile_json import strip_comments
 doc = json.loads(strip_comments(open("/etc/cufile.json").read()))
 doc.setdefault("properties", {}).update({"posix_pool_slab_size_kb": [4, 1024, 16384], "posix_pool_slab_count": [1, 1, 1]})
 open("/tmp/cufile-tiny-pool.json", "w").write(json.dumps(doc))
+print("tiny pool cufile.json written")
 PY
-CUFILE_ENV_PATH_JSON=/tmp/cufile-tiny-pool.json python3 -c '
+  export CUFILE_ENV_PATH_JSON=/tmp/cufile-tiny-pool.json
+  $PY -c '
 from gdsdiag import cufile
-d = cufile.Driver().open(); print("posix pool under the tiny cufile.json:", cufile.driver.posix_pool_slabs()); d.close()' 2>&1 | tail -1 | tee -a "$OUT/run.log"
-log "ABA"
-timeout 100 python3 -m gdsdiag sweep --dir $D --size 2G --time 2s --compare-fio --no-verify --json --mode host,cufile --rw read --bs 1m --threads 1 >"$OUT/aba.json" 2>"$OUT/aba.txt"
-timeout 60 python3 -m gdsdiag sweep --dir $D --size 2G --time 2s --compare-fio --no-verify --json --mode host --rw read --bs 4k --threads 1 --iodepth 32 >"$OUT/aba32.json" 2>"$OUT/aba32.txt"
-cat "$OUT/aba.txt" "$OUT/aba32.txt" | tee -a "$OUT/run.log"
-log done
-tar -C "$OUT" -czf "$OUT0/results.tgz" . && cp "$OUT/run.log" "$OUT0/run.log"
+d = cufile.Driver().open(); print("posix pool in effect under the tiny cufile.json:", cufile.driver.posix_pool_slabs()); d.close()' 2>&1 | tail -1 | tee -a "$OUT/run.log"
+  T=2s sw tinypool 30 --mode cufile --rw read --bs 4k,1m --threads 16,32 --no-verify
+  T=2s sw tinypool_q 20 --mode cufile-async,cufile-batch --rw read --bs 1m --threads 4 --iodepth 32 --no-verify
+  unset CUFILE_ENV_PATH_JSON
+  ls -la cufile.log 2>/dev/null && tail -40 cufile.log >"$OUT/cufile.log.tail" 2>/dev/null
+  if [ "$(left)" -gt 60 ]; then
+    log "GPU sweep tests ($(left) s left)"
+    timeout $(( $(left) - 5 )) $PY -m pytest -q -p no:cacheprovider tests/test_sweep_gpu.py 2>&1 | tail -15 | tee "$OUT/pytest_gpu.txt" | tee -a "$OUT/run.log"
+  else log "SKIP GPU sweep tests: $(left) s left"; fi
+fi
+log "done ($(( $(date +%s) - START )) s)"
