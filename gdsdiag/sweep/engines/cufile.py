@@ -6,7 +6,7 @@ descriptor (never re-opened by path). The three modes differ only in the API and
 - ``cufile``: cuFileRead/cuFileWrite, one I/O at a time per worker (as fio's libcufile engine);
 - ``cufile-batch``: cuFileBatchIOSubmit/GetStatus, ``--iodepth`` requests of ``--bs`` in flight per
   worker, each in its own batch handle (set up for one request and resubmitted only after it
-  completed); the oldest is waited for, younger ones already complete are reaped with it;
+  completed: a handle takes one submit at a time, as kvikio's BatchHandle documents); the oldest is waited for, younger ones already complete are reaped with it;
 - ``cufile-async``: cuFileReadAsync/WriteAsync, ``--iodepth`` registered CUDA streams per worker,
   one request each; the oldest stream is synchronised, younger ones already done are reaped.
 
