@@ -9,16 +9,13 @@ import sys
 import time
 
 import pytest
+from sweep_cli import sweep
 
 from gdsdiag.errors import GdsdiagError
 from gdsdiag.sweep import files, pattern
 from gdsdiag.sweep.engines import PointSpec, VerifyError, run_point
 from gdsdiag.sweep.latency import parse_duration, parse_size, percentile, summarize
 from gdsdiag.sweep.runner import SweepConfig, run_sweep
-
-
-def _cli(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "gdsdiag", *args], capture_output=True, text=True, **kw)
 
 
 def test_percentiles_on_known_latencies():
@@ -64,50 +61,19 @@ def test_host_mode_end_to_end(tmp_path):
 
 def test_cli_json_csv_and_refusals(tmp_path):
     out = tmp_path / "res.csv"
-    r = _cli(
-        "sweep",
-        "--dir",
-        str(tmp_path),
-        "--size",
-        "4M",
-        "--bs",
-        "4k",
-        "--threads",
-        "1",
-        "--rw",
-        "randread",
-        "--mode",
-        "host",
-        "--bytes",
-        "256k",
-        "--json",
-        "--csv",
-        str(out),
+    r = sweep(
+        str(tmp_path), "--size 4M --bs 4k --threads 1 --rw randread --mode host --bytes 256k --json --csv", str(out)
     )
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["schema"] == "gdsdiag.sweep/1" and doc["points"][0]["verified_bytes"] == 262144
     assert out.read_text().startswith("mode,rw,bs,threads,gbps")
     before = out.read_bytes()
-    r = _cli(
-        "sweep",
-        "--dir",
-        str(tmp_path),
-        "--size",
-        "4M",
-        "--bs",
-        "4k",
-        "--threads",
-        "1",
-        "--mode",
-        "host",
-        "--csv",
-        str(out),
-    )
+    r = sweep(str(tmp_path), "--size 4M --bs 4k --threads 1 --mode host --csv", str(out))
     assert r.returncode == 3 and "exists" in r.stderr and out.read_bytes() == before
-    r = _cli("sweep", "--dir", str(tmp_path / "nope"), "--mode", "host")
+    r = sweep(str(tmp_path / "nope"), "--mode host")
     assert r.returncode == 4 and "is not a directory" in r.stderr and "Traceback" not in r.stderr
-    r = _cli("sweep", "--dir", str(tmp_path), "--mode", "host", "--bs", "lots")
+    r = sweep(str(tmp_path), "--mode host --bs lots")
     assert r.returncode == 4 and "not a size" in r.stderr
     assert sorted(os.listdir(tmp_path)) == ["res.csv"]
 
@@ -207,21 +173,7 @@ def test_filesystem_without_odirect_gets_a_clear_message(tmp_path):
     if subprocess.run(["mount", "-t", "ramfs", "none", str(where)]).returncode != 0:
         pytest.skip("cannot mount ramfs here")
     try:
-        r = _cli(
-            "sweep",
-            "--dir",
-            str(where),
-            "--size",
-            "4M",
-            "--bs",
-            "4k",
-            "--threads",
-            "1",
-            "--mode",
-            "host",
-            "--bytes",
-            "64k",
-        )
+        r = sweep(str(where), "--size 4M --bs 4k --threads 1 --mode host --bytes 64k")
         assert r.returncode == 3
         assert "refuses O_DIRECT" in r.stderr and "page-cache numbers would be a mirage" in r.stderr
         assert os.listdir(where) == []
@@ -236,21 +188,7 @@ def test_gpu_modes_without_a_gpu_say_so(tmp_path):
         pytest.skip("cupy is installed: the GPU path is tested on the GPU machine")
     except ImportError:
         pass
-    r = _cli(
-        "sweep",
-        "--dir",
-        str(tmp_path),
-        "--size",
-        "4M",
-        "--bs",
-        "4k",
-        "--threads",
-        "1",
-        "--mode",
-        "bounce",
-        "--bytes",
-        "64k",
-    )
+    r = sweep(str(tmp_path), "--size 4M --bs 4k --threads 1 --mode bounce --bytes 64k")
     assert r.returncode == 3 and "needs cupy and a CUDA GPU" in r.stderr
     assert os.listdir(tmp_path) == []
 
@@ -270,42 +208,12 @@ def test_pattern_gpu_and_host_agree_on_host():
 def test_plot_writes_a_png_and_never_overwrites(tmp_path):
     pytest.importorskip("matplotlib", reason="--plot needs matplotlib (installed by the [test] extra)")
     png = tmp_path / "sweep.png"
-    r = _cli(
-        "sweep",
-        "--dir",
-        str(tmp_path),
-        "--size",
-        "4M",
-        "--bs",
-        "4k,64k",
-        "--threads",
-        "1",
-        "--rw",
-        "read,write",
-        "--mode",
-        "host",
-        "--bytes",
-        "1m",
-        "--plot",
-        str(png),
+    r = sweep(
+        str(tmp_path), "--size 4M --bs 4k,64k --threads 1 --rw read,write --mode host --bytes 1m --plot", str(png)
     )
     assert r.returncode == 0, r.stderr
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
-    r = _cli(
-        "sweep",
-        "--dir",
-        str(tmp_path),
-        "--size",
-        "4M",
-        "--bs",
-        "4k",
-        "--threads",
-        "1",
-        "--mode",
-        "host",
-        "--plot",
-        str(png),
-    )
+    r = sweep(str(tmp_path), "--size 4M --bs 4k --threads 1 --mode host --plot", str(png))
     assert r.returncode == 3 and "exists" in r.stderr and png.read_bytes() == data
     assert sorted(os.listdir(tmp_path)) == ["sweep.png"]

@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+from sweep_cli import sweep
 
 from gdsdiag.errors import EXIT_USAGE, GdsdiagError
 from gdsdiag.sweep import files, native
@@ -19,12 +20,6 @@ from gdsdiag.sweep.engines import PointError, PointSpec, run_point, written_rang
 from gdsdiag.sweep.engines.base import PointResult, judge
 from gdsdiag.sweep.latency import bucket_value, hist_percentile, percentile
 from gdsdiag.sweep.runner import SweepConfig, run_sweep
-
-
-def _cli(*args, env=None, **kw):
-    e = dict(os.environ)
-    e.update(env or {})
-    return subprocess.run([sys.executable, "-m", "gdsdiag", *args], capture_output=True, text=True, env=e, **kw)
 
 
 @pytest.mark.parametrize(
@@ -48,7 +43,7 @@ def test_bad_arguments_exit_4_before_any_work(tmp_path, args, words):
     base = {"--size": "16M", "--bs": "4k", "--threads": "1", "--mode": "host", "--rw": "read", "--time": "1s"}
     for i in range(0, len(args), 2):
         base[args[i]] = args[i + 1]
-    r = _cli("sweep", "--dir", str(tmp_path), *[x for kv in base.items() for x in kv])
+    r = sweep(str(tmp_path), "", *[x for kv in base.items() for x in kv])
     assert r.returncode == EXIT_USAGE, (r.returncode, r.stderr)
     assert words in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert os.listdir(tmp_path) == []
@@ -57,7 +52,7 @@ def test_bad_arguments_exit_4_before_any_work(tmp_path, args, words):
 @pytest.mark.parametrize("mode", ["cufile", "kvikio"])
 def test_iodepth_is_refused_for_modes_without_a_queue(tmp_path, mode):
     # cufile is fio's sync libcufile engine; the queued cuFile modes are cufile-batch/-async
-    r = _cli("sweep", "--dir", str(tmp_path), "--size", "16M", "--bs", "4k", "--mode", mode, "--iodepth", "8")
+    r = sweep(str(tmp_path), "--size 16M --bs 4k --mode", mode, "--iodepth", "8")
     assert r.returncode == EXIT_USAGE and f"not for {mode}" in r.stderr and "cufile-batch or cufile-async" in r.stderr
     assert os.listdir(tmp_path) == []
 
@@ -65,7 +60,7 @@ def test_iodepth_is_refused_for_modes_without_a_queue(tmp_path, mode):
 @pytest.mark.parametrize("mode", ["cufile-batch", "cufile-async"])
 def test_iodepth_is_accepted_for_queued_cufile_modes(tmp_path, mode):
     # accepted by the argument check; without a GPU the mode itself then says what it needs
-    r = _cli("sweep", "--dir", str(tmp_path), "--size", "16M", "--bs", "4k", "--mode", mode, "--iodepth", "8")
+    r = sweep(str(tmp_path), "--size 16M --bs 4k --mode", mode, "--iodepth", "8")
     assert "--iodepth" not in r.stderr, r.stderr
     assert os.listdir(tmp_path) == []
 
@@ -77,21 +72,7 @@ def test_full_disk_refused_before_writing_and_enospc_named(tmp_path):
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(where)]).returncode != 0:
         pytest.skip("cannot mount tmpfs here")
     try:
-        r = _cli(
-            "sweep",
-            "--dir",
-            str(where),
-            "--size",
-            "64M",
-            "--bs",
-            "4k",
-            "--threads",
-            "1",
-            "--mode",
-            "host",
-            "--time",
-            "1s",
-        )
+        r = sweep(str(where), "--size 64M --bs 4k --threads 1 --mode host --time 1s")
         assert r.returncode == EXIT_USAGE and "GiB free; the sweep file needs" in r.stderr
         assert os.listdir(where) == []
         # a real ENOSPC from this filesystem, as the sweep names it
@@ -111,24 +92,7 @@ def test_full_disk_refused_before_writing_and_enospc_named(tmp_path):
 
 def test_too_few_ios_is_an_error_not_a_number(tmp_path):
     # 1 ms per point at 1 MiB: a handful of I/Os at most — reported as ERROR with the reason, exit 2
-    r = _cli(
-        "sweep",
-        "--dir",
-        str(tmp_path),
-        "--size",
-        "64M",
-        "--bs",
-        "1m",
-        "--threads",
-        "1",
-        "--rw",
-        "read",
-        "--mode",
-        "host",
-        "--time",
-        "1ms",
-        "--json",
-    )
+    r = sweep(str(tmp_path), "--size 64M --bs 1m --threads 1 --rw read --mode host --time 1ms --json")
     assert r.returncode == 2, r.stderr
     p = json.loads(r.stdout)["points"][0]
     assert p["route"] == "ERROR" and "fewer than 16" in p["error"] and "not a measurement" in p["error"]
@@ -196,45 +160,18 @@ def test_c_loop_and_python_loop_agree(tmp_path):
         pytest.skip(f"the C loop cannot be built here: {why}")
     docs = {}
     for name, env in (("c", {}), ("python", {"GDSDIAG_PYTHON_LOOP": "1"})):
-        r = _cli(
-            "sweep",
-            "--dir",
+        r = sweep(
             str(tmp_path),
-            "--size",
-            "8M",
-            "--bs",
-            "4k,64k",
-            "--threads",
-            "1,2",
-            "--rw",
-            "read,randwrite",
-            "--mode",
-            "host",
-            "--bytes",
-            "1m",
-            "--json",
+            "--size 8M --bs 4k,64k --threads 1,2 --rw read,randwrite --mode host --bytes 1m --json",
             env=env,
         )
         assert r.returncode == 0, r.stderr
         docs[name] = json.loads(r.stdout)
     assert (
         "python loop"
-        in _cli(
-            "sweep",
-            "--dir",
+        in sweep(
             str(tmp_path),
-            "--size",
-            "8M",
-            "--bs",
-            "4k",
-            "--threads",
-            "1",
-            "--rw",
-            "read",
-            "--mode",
-            "host",
-            "--bytes",
-            "64k",
+            "--size 8M --bs 4k --threads 1 --rw read --mode host --bytes 64k",
             env={"GDSDIAG_PYTHON_LOOP": "1"},
         ).stdout
     )
@@ -442,25 +379,9 @@ def test_compare_fio_runs_fio_around_each_point(tmp_path):
 
     if not shutil.which("fio"):
         pytest.skip("fio is not installed (apt-get install fio)")
-    r = _cli(
-        "sweep",
-        "--dir",
+    r = sweep(
         str(tmp_path),
-        "--size",
-        "16M",
-        "--bs",
-        "4k",
-        "--threads",
-        "2",
-        "--rw",
-        "read,randwrite",
-        "--mode",
-        "host",
-        "--time",
-        "1s",
-        "--no-verify",
-        "--compare-fio",
-        "--json",
+        "--size 16M --bs 4k --threads 2 --rw read,randwrite --mode host --time 1s --no-verify --compare-fio --json",
     )
     assert r.returncode in (0, 2), r.stderr  # 2 only if this shared disk stalled a point (said why)
     for p in json.loads(r.stdout)["points"]:
@@ -483,23 +404,9 @@ def test_compare_fio_runs_fio_around_each_point(tmp_path):
 
 
 def test_compare_fio_without_fio_is_a_usage_error(tmp_path):
-    r = _cli(
-        "sweep",
-        "--dir",
+    r = sweep(
         str(tmp_path),
-        "--size",
-        "16M",
-        "--bs",
-        "4k",
-        "--threads",
-        "1",
-        "--rw",
-        "read",
-        "--mode",
-        "host",
-        "--time",
-        "1s",
-        "--compare-fio",
+        "--size 16M --bs 4k --threads 1 --rw read --mode host --time 1s --compare-fio",
         env={"GDSDIAG_FIO": str(tmp_path / "no-fio"), "PATH": "/nonexistent"},
     )
     assert r.returncode == EXIT_USAGE and "--compare-fio needs fio" in r.stderr
