@@ -650,16 +650,66 @@ struct ring {
     void *sq_ptr, *cq_ptr;
     size_t sq_len, cq_len, sqes_len;
     struct iovec *iov;
+    int nonvectored;
 };
+
+#ifndef IORING_SETUP_COOP_TASKRUN
+#define IORING_SETUP_COOP_TASKRUN 0
+#endif
+#ifndef IORING_SETUP_SINGLE_ISSUER
+#define IORING_SETUP_SINGLE_ISSUER 0
+#endif
+#ifndef IORING_SETUP_DEFER_TASKRUN
+#define IORING_SETUP_DEFER_TASKRUN 0
+#endif
+
+/* the ring as fio 3.33's io_uring engine sets it up, so --iodepth points compare like for like:
+ * CQ sized to the SQ, COOP_TASKRUN (no IPI to run completion work), SINGLE_ISSUER|DEFER_TASKRUN
+ * (completion work runs when the one thread that submits reaps), each dropped where the kernel
+ * refuses it (EINVAL), in fio's order */
+static int ring_open(unsigned entries, struct io_uring_params *p)
+{
+    unsigned flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
+    for (;;) {
+        memset(p, 0, sizeof *p);
+        p->flags = flags;
+        p->cq_entries = entries;
+        int fd = (int)syscall(__NR_io_uring_setup, entries, p);
+        if (fd >= 0 || errno != EINVAL)
+            return fd;
+        if (flags & (IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_SINGLE_ISSUER))
+            flags &= ~(unsigned)(IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_SINGLE_ISSUER);
+        else if (flags & IORING_SETUP_COOP_TASKRUN)
+            flags &= ~(unsigned)IORING_SETUP_COOP_TASKRUN;
+        else if (flags & IORING_SETUP_CQSIZE)
+            flags &= ~(unsigned)IORING_SETUP_CQSIZE;
+        else
+            return fd;
+    }
+}
+
+/* READ/WRITE (5.6+) where the kernel has them, as fio ("nonvectored"), else READV/WRITEV (5.1+) */
+static int ring_nonvectored(int fd)
+{
+    size_t len = sizeof(struct io_uring_probe) + 256 * sizeof(struct io_uring_probe_op);
+    struct io_uring_probe *pr = calloc(1, len);
+    int ok = 0;
+    if (pr && syscall(__NR_io_uring_register, fd, IORING_REGISTER_PROBE, pr, 256) >= 0 &&
+        pr->ops_len > IORING_OP_WRITE)
+        ok = (pr->ops[IORING_OP_READ].flags & IO_URING_OP_SUPPORTED) &&
+             (pr->ops[IORING_OP_WRITE].flags & IO_URING_OP_SUPPORTED);
+    free(pr);
+    return ok;
+}
 
 static int ring_setup(struct ring *r, unsigned entries)
 {
     struct io_uring_params p;
-    memset(&p, 0, sizeof p);
     memset(r, 0, sizeof *r);
-    r->fd = (int)syscall(__NR_io_uring_setup, entries, &p);
+    r->fd = ring_open(entries, &p);
     if (r->fd < 0)
         return -errno;
+    r->nonvectored = ring_nonvectored(r->fd);
     r->sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
     r->cq_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
     if ((p.features & IORING_FEAT_SINGLE_MMAP) && r->cq_len > r->sq_len)
@@ -706,7 +756,7 @@ static void ring_close(struct ring *r)
     close(r->fd);
 }
 
-/* queue one READV/WRITEV (kernel 5.1+; READ/WRITE need 5.6) and submit it at once: fio's default
+/* queue one read/write and submit it at once: fio's default
  * iodepth_batch_submit=1, so adjacent requests are not handed to the kernel together to merge */
 static int uring_issue(struct gd_job *j, struct qstate *q, int slot, int64_t off)
 {
@@ -721,11 +771,17 @@ static int uring_issue(struct gd_job *j, struct qstate *q, int slot, int64_t off
     unsigned tail = *r->sq_tail, idx = tail & *r->sq_mask;
     struct io_uring_sqe *s = &r->sqes[idx];
     memset(s, 0, sizeof *s);
-    s->opcode = j->is_write ? IORING_OP_WRITEV : IORING_OP_READV;
     s->fd = j->fd;
     s->off = (uint64_t)(j->data_base + off);
-    s->addr = (uint64_t)(uintptr_t)&r->iov[slot];
-    s->len = 1;
+    if (r->nonvectored) {
+        s->opcode = j->is_write ? IORING_OP_WRITE : IORING_OP_READ;
+        s->addr = (uint64_t)(uintptr_t)r->iov[slot].iov_base;
+        s->len = (unsigned)j->bs;
+    } else {
+        s->opcode = j->is_write ? IORING_OP_WRITEV : IORING_OP_READV;
+        s->addr = (uint64_t)(uintptr_t)&r->iov[slot];
+        s->len = 1;
+    }
     s->user_data = (uint64_t)slot;
     r->sq_array[idx] = idx;
     __atomic_store_n(r->sq_tail, tail + 1, __ATOMIC_RELEASE);
