@@ -7,14 +7,19 @@ import sys
 def rows(doc, label):
     for p in doc["points"]:
         f = p.get("fio") or {}
-        head = f"{label:8s} {p['rw']:9s} bs={p['bs']:>8} thr={p['threads']:>2} qd={p['iodepth']:>2}"
-        if p["error"] or f.get("error"):
-            yield f"{head}: {p['error'] or f['error']}"
+        head = f"{label:8s} {p['mode']:12s} {p['rw']:9s} bs={p['bs']:>8} thr={p['threads']:>2} qd={p['iodepth']:>2}"
+        if p["error"]:
+            yield f"{head}: {p['error']}"
             continue
         s = p["summary"]
+        if not f or f.get("error"):
+            why = f.get("error") if f else "no fio run"
+            yield f"{head}: gdsdiag {s['iops']:>9.0f} IOPS {s['gbps']:6.3f} GB/s p50 {s['lat_us']['p50']} us | fio: {why}"
+            continue
         yield (
             f"{head}: gdsdiag {s['iops']:>9.0f} IOPS {s['gbps']:6.3f} GB/s | fio {f['iops']:>9.0f} IOPS {f['gbps']:6.3f} GB/s "
             f"(before/after {[r['gbps'] for r in f.get('runs', [])]}) | x{f['ratio']:.3f}"
+            f" | p50 {s['lat_us']['p50']} us vs fio clat p50 {[(r.get('clat_us') or {}).get('p50') for r in f.get('runs', [])]}"
         )
 
 

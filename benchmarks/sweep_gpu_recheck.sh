@@ -8,8 +8,11 @@
 # queued cuFile modes (--iodepth 1 and 32), then a tiny compat pool (posix_pool_slab_count 1 per
 # size, more threads and requests in flight than slabs), then the GPU sweep tests. Each step has a
 # timeout and is skipped when the call's time is short, so the figures already taken come back.
+# The raw outputs go to $OUT/raw and are re-packed into $OUT/results.tgz after every step: the
+# device tool returns only a few files per call, and a call cut at its limit packs nothing after.
 set -u
-OUT=${1:-/tmp/out}; mkdir -p "$OUT"
+OUT0=${1:-/tmp/out}; OUT=$OUT0/raw; mkdir -p "$OUT"
+pack() { tar -C "$OUT" -czf "$OUT0/results.tgz.tmp" . && mv "$OUT0/results.tgz.tmp" "$OUT0/results.tgz"; cp "$OUT/run.log" "$OUT0/run.log"; }
 T=${SECS:-3s}; SIZE=${SIZE:-2G}; BUDGET=${BUDGET:-330}; START=$(date +%s)
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 log() { echo "== $(date -u +%T) $*" | tee -a "$OUT/run.log"; }
@@ -32,10 +35,11 @@ $PY -c 'from gdsdiag.sweep import native; l, w = native.load(); print("C loop:",
 sw() { local name=$1 need=$2; shift 2
   if [ "$(left)" -lt "$need" ]; then log "SKIP $name: $(left) s left, needs $need"; return; fi
   log "sweep $name: $*"
-  timeout $(( need + 60 )) $PY -m gdsdiag sweep --dir $D --size $SIZE --time $T --json "$@" >"$OUT/$name.json" 2>"$OUT/$name.txt"
+  local cap=$(( need + 60 )); [ "$(left)" -lt "$cap" ] && cap=$(left)
+  timeout $cap $PY -m gdsdiag sweep --dir $D --size $SIZE --time $T --json "$@" >"$OUT/$name.json" 2>"$OUT/$name.txt"
   echo "rc=$?" >>"$OUT/$name.txt"
   $PY benchmarks/sweep_fio_table.py "$name" "$OUT/$name.json" 2>&1 | tee -a "$OUT/run.log"
-  grep -E "^rc=|rror" "$OUT/$name.txt" | tail -3 | tee -a "$OUT/run.log"; }
+  grep -E "^rc=|rror" "$OUT/$name.txt" | tail -3 | tee -a "$OUT/run.log"; pack; }
 F=--compare-fio
 sw host 80 --mode host --rw read --bs 4k,1m --threads 1,4,16 --no-verify $F
 [ -z "${HOST_ONLY:-}" ] && sw cufile 60 --mode cufile --rw read --bs 4k,1m --threads 1,4 --no-verify $F
@@ -66,4 +70,4 @@ d = cufile.Driver().open(); print("posix pool in effect under the tiny cufile.js
     timeout $(( $(left) - 5 )) $PY -m pytest -q -p no:cacheprovider tests/test_sweep_gpu.py 2>&1 | tail -15 | tee "$OUT/pytest_gpu.txt" | tee -a "$OUT/run.log"
   else log "SKIP GPU sweep tests: $(left) s left"; fi
 fi
-log "done ($(( $(date +%s) - START )) s)"
+log "done ($(( $(date +%s) - START )) s)"; pack
