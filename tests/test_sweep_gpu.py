@@ -187,3 +187,16 @@ def test_cufile_c_loop_catches_a_flipped_byte(workdir):
     finally:
         sf.remove()
         drv.close()
+
+
+@pytest.mark.parametrize("mode", ["cufile", "cufile-batch"])
+def test_per_thread_cufile_handles(workdir, monkeypatch, mode):
+    # GDSDIAG_SWEEP_CUFILE_HANDLES=thread: a handle per worker (fio's libcufile layout), data verified
+    monkeypatch.setenv("GDSDIAG_SWEEP_CUFILE_HANDLES", "thread")
+    cfg = SweepConfig(
+        str(workdir), 64 << 20, [1 << 20], [2], ["read", "write"], [mode], seconds=None, total_bytes=16 << 20
+    )
+    rep = run_sweep(cfg)
+    for p in rep.points:
+        assert p.error is None, p.error
+        assert p.loop["cufile_handles"] == "per thread" and p.verified_bytes >= 16 << 20

@@ -513,6 +513,7 @@ def _collect(point: Point, workers: list, cpu: float) -> PointResult:
         "engine": w0.loop_name,
         "buffers": "2 MiB-aligned, MADV_HUGEPAGE" if buffer_kind() == "huge" else "4 KiB pages",
     }
+    res.loop.update(getattr(w0, "loop_extra", {}))
     if res.loop["kind"] == "python":
         res.loop["why"] = point.why or f"{point.spec.mode} has no C loop"
     return res

@@ -17,6 +17,8 @@ flight then, and a write issued on another stream could send stale bytes)."""
 
 from __future__ import annotations
 
+import os
+
 from ..files import HEADER_SIZE, host_buffer
 from . import gpu
 from .base import Worker as _Worker
@@ -38,6 +40,14 @@ def close_point(point) -> None:
     fh = point.shared.pop("fh", None)
     if fh is not None:
         fh.deregister()  # the descriptor stays the sweep's (fd= handles do not close it)
+
+
+def per_thread_handles() -> bool:
+    """GDSDIAG_SWEEP_CUFILE_HANDLES=thread: each worker opens the sweep file again (through
+    /proc/self/fd, the same inode) and registers its own cuFile handle, as fio's libcufile engine
+    does per job; the default is one handle per point, shared by the workers. For the comparison
+    of the two (docs/benchmarks.md: cufile 1 MiB x 4 threads)."""
+    return os.environ.get("GDSDIAG_SWEEP_CUFILE_HANDLES") == "thread"
 
 
 def _addr(L, fn) -> int:
@@ -63,6 +73,9 @@ class Worker(gpu.GpuPattern, _Worker):
         self.streams: list = []  # (cupy stream, its cuFile registration)
         self.scratch = None
         self.pinned = False
+        self.own_fd = -1
+        self.own_fh = None
+        self.loop_extra = {"cufile_handles": "per thread" if per_thread_handles() else "one per point"}
 
     def prepare(self):
         from ... import cufile
@@ -83,9 +96,12 @@ class Worker(gpu.GpuPattern, _Worker):
             self.stream = self.streams[0][0]
         else:
             self.stream = cp.cuda.Stream(non_blocking=True)  # the Python loop's pattern kernels
+        if per_thread_handles():
+            self.own_fd = os.open(self.sf.proc_path, os.O_RDWR | os.O_DIRECT | os.O_CLOEXEC)
+            self.own_fh = cufile.FileHandle(fd=self.own_fd).register()
         if not self.native:
             return
-        fh = self.point.shared["fh"]
+        fh = self.handle
         L = fh.L
         j.cufile_handle = f.cast("void *", int(L.ffi.cast("uintptr_t", fh.handle)))
         read = self.spec.is_read
@@ -113,11 +129,15 @@ class Worker(gpu.GpuPattern, _Worker):
             cp.cuda.runtime.hostRegister(int(f.cast("uintptr_t", j.scratch)), spec.bs, 0)
             self.pinned = True
 
+    @property
+    def handle(self):
+        return self.own_fh if self.own_fh is not None else self.point.shared["fh"]
+
     def io(self, slot, off):
         """The Python loop (no compiler): one I/O at a time through gdsdiag.cufile."""
         from ... import cufile
 
-        fh, bs, read = self.point.shared["fh"], self.spec.bs, self.spec.is_read
+        fh, bs, read = self.handle, self.spec.bs, self.spec.is_read
         if self.api == "sync":
             return (fh.read if read else fh.write)(self.gbuf, bs, HEADER_SIZE + off)
         if self.api == "stream":
@@ -147,3 +167,9 @@ class Worker(gpu.GpuPattern, _Worker):
         if self.reg is not None:
             self.reg.deregister()
             self.reg = None
+        if self.own_fh is not None:
+            self.own_fh.deregister()
+            self.own_fh = None
+        if self.own_fd >= 0:
+            os.close(self.own_fd)
+            self.own_fd = -1
