@@ -43,6 +43,8 @@ sw() { local name=$1 need=$2; shift 2
 F=--compare-fio
 sw host 80 --mode host --rw read --bs 4k,1m --threads 1,4,16 --no-verify $F
 [ -z "${HOST_ONLY:-}" ] && sw cufile 60 --mode cufile --rw read --bs 4k,1m --threads 1,4 --no-verify $F
+# fio's layout for the cufile 1 MiB x 4 gap: a cuFile handle per thread instead of one per point
+[ -z "${HOST_ONLY:-}" ] && GDSDIAG_SWEEP_CUFILE_HANDLES=thread sw cufile_thr 30 --mode cufile --rw read --bs 1m --threads 4 --no-verify $F
 sw qd32 60 --mode host --rw read,randread --bs 4k,1m --threads 1 --iodepth 32 --no-verify $F
 if [ -z "${HOST_ONLY:-}" ]; then
   T=2s sw queued1 40 --mode cufile-batch,cufile-async --rw read --bs 4k,1m --threads 1 --no-verify $F
