@@ -5,11 +5,9 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import time
 
 import pytest
-from sweep_cli import sweep
+from sweep_cli import start_sweep, sweep
 
 from gdsdiag.errors import GdsdiagError
 from gdsdiag.sweep import files, pattern
@@ -129,35 +127,9 @@ def test_a_corrupted_byte_fails_the_read_with_its_offset(tmp_path):
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_removes_the_sweep_file(tmp_path, sig):
-    p = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gdsdiag",
-            "sweep",
-            "--dir",
-            str(tmp_path),
-            "--size",
-            "32M",
-            "--bs",
-            "4k",
-            "--threads",
-            "2",
-            "--rw",
-            "randread",
-            "--mode",
-            "host",
-            "--time",
-            "60s",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.time() + 30
-    while time.time() < deadline and not any(n.startswith("gdsdiag-sweep-") for n in os.listdir(tmp_path)):
-        time.sleep(0.05)
-    time.sleep(1.0)  # into the timed point
+    p = start_sweep(
+        tmp_path, "--size 32M --bs 4k --threads 2 --rw randread --mode host --time 60s", settle=1.0
+    )  # into the timed point
     assert any(n.startswith("gdsdiag-sweep-") for n in os.listdir(tmp_path))
     p.send_signal(sig)
     out, err = p.communicate(timeout=30)

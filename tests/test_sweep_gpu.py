@@ -64,30 +64,6 @@ def test_all_modes_verified_with_routes(workdir):
     assert os.listdir(workdir) == []
 
 
-@pytest.mark.parametrize("mode", ["cufile", "bounce"])
-def test_gpu_side_verification_catches_a_flipped_byte(workdir, mode):
-    from gdsdiag import cufile
-
-    if mode == "cufile":
-        cufile.stats.set_level(3)
-        drv = cufile.Driver().open()
-    sf = files.SweepFile(str(workdir), 4 << 20)
-    try:
-        sf.fill()
-        bad = files.HEADER_SIZE + (3 << 20) + 17
-        with open(sf.path, "r+b") as f:
-            f.seek(bad)
-            b = f.read(1)
-            f.seek(bad)
-            f.write(bytes([b[0] ^ 1]))
-        with pytest.raises(VerifyError, match=f"file offset {bad} "):
-            run_point(PointSpec(mode, "read", 65536, 1, total_bytes=4 << 20), sf)
-    finally:
-        sf.remove()
-        if mode == "cufile":
-            drv.close()
-
-
 @pytest.mark.parametrize("mode", ["cufile-batch", "cufile-async"])
 @pytest.mark.parametrize("iodepth", [1, 8])
 def test_queued_cufile_modes_on_the_c_loop(workdir, mode, iodepth):
@@ -111,27 +87,6 @@ def test_queued_cufile_modes_on_the_c_loop(workdir, mode, iodepth):
         assert p.route == "COMPAT" and p.verified_bytes >= 32 << 20 and p.summary["bytes"] == 32 << 20
         api = "batch" if mode == "cufile-batch" else "stream"
         assert p.loop["engine"] == f"c cufile {api}" + (f" iodepth {iodepth}" if iodepth > 1 else ""), p.loop
-
-
-@pytest.mark.parametrize("mode", ["cufile-batch", "cufile-async"])
-def test_queued_cufile_catches_a_flipped_byte(workdir, mode):
-    from gdsdiag import cufile
-
-    drv = cufile.Driver().open()
-    sf = files.SweepFile(str(workdir), 4 << 20)
-    try:
-        sf.fill()
-        bad = files.HEADER_SIZE + (2 << 20) + 77
-        with open(sf.path, "r+b") as f:
-            f.seek(bad)
-            b = f.read(1)
-            f.seek(bad)
-            f.write(bytes([b[0] ^ 1]))
-        with pytest.raises(VerifyError, match=f"file offset {bad} "):
-            run_point(PointSpec(mode, "read", 65536, 2, total_bytes=4 << 20, iodepth=4), sf)
-    finally:
-        sf.remove()
-        drv.close()
 
 
 @pytest.mark.parametrize("mode", ["bounce", "cufile", "cufile-async"])
@@ -168,27 +123,6 @@ def test_bounce_iodepth_io_uring(workdir):
         assert p.loop["engine"] == "c io_uring iodepth 8" and p.verified_bytes >= 16 << 20
 
 
-def test_cufile_c_loop_catches_a_flipped_byte(workdir):
-    from gdsdiag import cufile
-
-    cufile.stats.set_level(3)
-    drv = cufile.Driver().open()
-    sf = files.SweepFile(str(workdir), 4 << 20)
-    try:
-        sf.fill()
-        bad = files.HEADER_SIZE + (1 << 20) + 4093
-        with open(sf.path, "r+b") as f:
-            f.seek(bad)
-            b = f.read(1)
-            f.seek(bad)
-            f.write(bytes([b[0] ^ 8]))
-        with pytest.raises(VerifyError, match=f"file offset {bad} "):
-            run_point(PointSpec("cufile", "read", 65536, 2, total_bytes=4 << 20), sf)
-    finally:
-        sf.remove()
-        drv.close()
-
-
 @pytest.mark.parametrize("mode", ["cufile", "cufile-batch"])
 def test_per_thread_cufile_handles(workdir, monkeypatch, mode):
     # GDSDIAG_SWEEP_CUFILE_HANDLES=thread: a handle per worker (fio's libcufile layout), data verified
@@ -200,3 +134,38 @@ def test_per_thread_cufile_handles(workdir, monkeypatch, mode):
     for p in rep.points:
         assert p.error is None, p.error
         assert p.loop["cufile_handles"] == "per thread" and p.verified_bytes >= 16 << 20
+
+
+@pytest.mark.parametrize(
+    "mode,threads,iodepth,where",
+    [
+        ("cufile", 1, 1, (3 << 20) + 17),
+        ("bounce", 1, 1, (3 << 20) + 17),
+        ("cufile", 2, 1, (1 << 20) + 4093),
+        ("cufile-batch", 2, 4, (2 << 20) + 77),
+        ("cufile-async", 2, 4, (2 << 20) + 77),
+    ],
+)
+def test_gpu_side_verification_catches_a_flipped_byte(workdir, mode, threads, iodepth, where):
+    # the bytes that reached the GPU are checked (a copy back to host), in the C loop of each engine
+    from gdsdiag import cufile
+
+    drv = None
+    if mode != "bounce":
+        cufile.stats.set_level(3)
+        drv = cufile.Driver().open()
+    sf = files.SweepFile(str(workdir), 4 << 20)
+    try:
+        sf.fill()
+        bad = files.HEADER_SIZE + where
+        with open(sf.path, "r+b") as f:
+            f.seek(bad)
+            b = f.read(1)
+            f.seek(bad)
+            f.write(bytes([b[0] ^ 1]))
+        with pytest.raises(VerifyError, match=f"file offset {bad} "):
+            run_point(PointSpec(mode, "read", 65536, threads, total_bytes=4 << 20, iodepth=iodepth), sf)
+    finally:
+        sf.remove()
+        if drv is not None:
+            drv.close()

@@ -8,11 +8,9 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import time
 
 import pytest
-from sweep_cli import sweep
+from sweep_cli import start_sweep, sweep
 
 from gdsdiag.errors import EXIT_USAGE, GdsdiagError
 from gdsdiag.sweep import files, native
@@ -277,35 +275,9 @@ def test_written_ranges_merge():
 
 
 def test_interrupt_leaves_no_file_and_no_buffer_error(tmp_path):
-    p = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gdsdiag",
-            "sweep",
-            "--dir",
-            str(tmp_path),
-            "--size",
-            "64M",
-            "--bs",
-            "4k",
-            "--threads",
-            "2",
-            "--rw",
-            "randwrite",
-            "--mode",
-            "host",
-            "--time",
-            "60s",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.time() + 30
-    while time.time() < deadline and not any(n.startswith("gdsdiag-sweep-") for n in os.listdir(tmp_path)):
-        time.sleep(0.05)
-    time.sleep(1.5)
+    p = start_sweep(
+        tmp_path, "--size 64M --bs 4k --threads 2 --rw randwrite --mode host --time 60s", settle=1.5
+    )  # into the timed point
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=30)
     assert p.returncode == 130, err
