@@ -143,10 +143,10 @@ def test_layouts_match_the_cffi_declarations():
     # csrc/ioloop.c declares cuFile's batch structs itself (no CUDA headers at build time)
     import cffi
 
+    from gdsdiag.cufile._lib import cdef_text
+
     cf = cffi.FFI()
-    with open(os.path.join(HERE, "..", "csrc", "cufile_cdef.h")) as fh:
-        src = fh.read()
-    cf.cdef(src)
+    cf.cdef(cdef_text())  # the declarations gdsdiag.cufile uses, as installed
     assert lib.gd_sizeof_cufile(0) == cf.sizeof("CUfileIOParams_t") == 64
     assert lib.gd_sizeof_cufile(1) == cf.sizeof("CUfileIOEvents_t") == 24
     assert lib.gd_sizeof_cufile(2) == cf.sizeof("CUfileError_t") == 8
