@@ -64,11 +64,15 @@ def test_all_modes_verified_with_routes(workdir):
     assert os.listdir(workdir) == []
 
 
-@pytest.mark.parametrize("mode", ["cufile-batch", "cufile-async"])
+@pytest.mark.parametrize("mode", ["cufile-batch", "cufile-async", "bounce"])
 @pytest.mark.parametrize("iodepth", [1, 8])
-def test_queued_cufile_modes_on_the_c_loop(workdir, mode, iodepth):
-    # --iodepth N: N requests in flight per worker (batch handles / registered streams), every byte
-    # checked on the GPU side; writes read back after the point
+def test_queued_modes_on_the_c_loop(workdir, mode, iodepth):
+    # --iodepth N: N requests in flight per worker (batch handles / registered streams / io_uring),
+    # every byte checked on the GPU side; writes read back after the point
+    from gdsdiag.sweep import native
+
+    if mode == "bounce" and iodepth > 1 and not native.have_uring():
+        pytest.skip("no compiled io_uring loop")
     cfg = SweepConfig(
         str(workdir),
         256 << 20,
@@ -84,9 +88,11 @@ def test_queued_cufile_modes_on_the_c_loop(workdir, mode, iodepth):
     assert len(rep.points) == 4
     for p in rep.points:
         assert p.error is None, p.error
-        assert p.route == "COMPAT" and p.verified_bytes >= 32 << 20 and p.summary["bytes"] == 32 << 20
-        api = "batch" if mode == "cufile-batch" else "stream"
-        assert p.loop["engine"] == f"c cufile {api}" + (f" iodepth {iodepth}" if iodepth > 1 else ""), p.loop
+        assert p.verified_bytes >= 32 << 20 and p.summary["bytes"] == 32 << 20
+        assert p.route == ("DRAM_BOUNCE" if mode == "bounce" else "COMPAT")
+        engine = {"cufile-batch": "cufile batch", "cufile-async": "cufile stream"}.get(mode)
+        engine = engine or ("io_uring" if iodepth > 1 else "psync")
+        assert p.loop["engine"] == f"c {engine}" + (f" iodepth {iodepth}" if iodepth > 1 else ""), p.loop
 
 
 @pytest.mark.parametrize("mode", ["bounce", "cufile", "cufile-async"])
@@ -99,28 +105,6 @@ def test_time_based_points_on_the_c_loop(workdir, mode):
         assert p.loop["kind"] == "c" and p.summary["ops"] >= 16
         assert 0.9 < p.summary["seconds"] < 1.6, p.summary
         assert p.verified_bytes > 0 and p.verify_seconds > 0
-
-
-def test_bounce_iodepth_io_uring(workdir):
-    from gdsdiag.sweep import native
-
-    if not native.have_uring():
-        pytest.skip("no compiled io_uring loop")
-    cfg = SweepConfig(
-        str(workdir),
-        64 << 20,
-        [65536],
-        [2],
-        ["read", "write"],
-        ["bounce"],
-        seconds=None,
-        total_bytes=16 << 20,
-        iodepth=8,
-    )
-    rep = run_sweep(cfg)
-    for p in rep.points:
-        assert p.error is None, p.error
-        assert p.loop["engine"] == "c io_uring iodepth 8" and p.verified_bytes >= 16 << 20
 
 
 @pytest.mark.parametrize("mode", ["cufile", "cufile-batch"])
