@@ -88,7 +88,8 @@ class Worker(gpu.GpuPattern, _Worker):
         self.reg = cufile.BufferRegistration(self.gbuf).register()
         j.gpu_buf = self.gbuf.data.ptr
         if self.api == "batch":
-            self.batches = [cufile.Batch(1).__enter__() for _ in range(depth)]
+            for _ in range(depth):  # one at a time, so close() destroys those set up before a failure
+                self.batches.append(cufile.Batch(1).__enter__())
         if self.api == "stream":
             for _ in range(depth):
                 s = cp.cuda.Stream(non_blocking=True)
