@@ -157,10 +157,20 @@ def test_constructed_from_docs_sys_mem_staging_by_the_application():
     assert [v.route for v in classify(s[:2] + [other])] == [HOST]
     assert [v.route for v in classify(s[:2] + [wrong])] == [HOST]
     # staged through another host buffer of the same size (CuPy's asarray copies a NumPy array into
-    # pinned memory first; seen on the GPU machine): medium, and the evidence says so
+    # pinned memory first; seen on the GPU machine): the only read of that size and the only copy of
+    # that size after it pair by elimination (high, and the evidence says why) ...
     staged = ev(2100, "api_enter", "cuMemcpy", [0x7F2000000000, 0x7F3000000000, 4 * MiB, 1])
     (v,) = classify(s[:2] + [staged])
-    assert (v.route, v.confidence) == (DRAM_BOUNCE, "medium") and "staged" in v.evidence[-1]
+    assert (v.route, v.confidence) == (DRAM_BOUNCE, "high") and "the only copy of that size" in v.evidence[-1]
+    # ... medium when another read of that size could have fed the copy ...
+    read2 = ev(20, "sys_exit", "pread64", [7, 0x7F1000800000, 4 * MiB, 0, 0, 4 * MiB, 2_000_000])
+    vs = classify(s[:2] + [read2, staged])
+    assert [(v.route, v.confidence) for v in vs] == [(DRAM_BOUNCE, "medium")] * 2
+    assert all("staged" in v.evidence[-1] and "the only" not in v.evidence[-1] for v in vs)
+    # ... or when two copies of that size follow it
+    staged2 = ev(2200, "api_enter", "cuMemcpy", [0x7F2000400000, 0x7F3000400000, 4 * MiB, 1])
+    (v,) = classify(s[:2] + [staged, staged2])
+    assert (v.route, v.confidence) == (DRAM_BOUNCE, "medium")
     # a copy of part of the buffer (the application copies a slice) still ties the read to the GPU
     part = ev(2100, "api_enter", "cuMemcpy", [0x7F2000000000, 0x7F1000100000, MiB, 0])
     assert [v.route for v in classify(s[:2] + [part])] == [DRAM_BOUNCE]
@@ -470,6 +480,11 @@ def test_cuda_copy_doors_by_name():
             "cuMemcpy2D",
             "cuMemcpyPeer",
             "cuMemcpy3D_v2",
+            "cuMemcpy3DAsync_v2_ptsz",
+            "cuMemcpyBatchAsync_v2",  # CUDA 13's name (cuda.h #define); what kvikio dlsyms
+            "cuMemcpyBatchAsync_ptsz",
+            "cuMemcpy3DBatchAsync_v2",
+            "cuMemcpy3D",  # the legacy 32-bit-field layout
         )
     ] == [
         "memcpy_htod",
@@ -480,6 +495,11 @@ def test_cuda_copy_doors_by_name():
         "memcpy_2d",
         "memcpy_2d",
         None,
+        None,
+        "memcpy_3d",
+        "memcpy_3d",
+        "memcpy_batch",
+        "memcpy_batch",
         None,
         None,
     ]

@@ -180,35 +180,28 @@ class Classifier:
         self.now = 0
         self.notes: list[str] = []
         self.counts = {"events": 0, "api_calls": 0, "unmatched_exits": 0, "small_io": 0}
+        self.recent_reads: dict[int, deque] = {}  # pid -> (ts, size, buffer) of recent host reads
+        self._handlers = {
+            "sys_exit": self._on_syscall,
+            "open": self._on_open,
+            "fd": self._on_fd,
+            "proc": self._on_proc,
+            "pages": self._on_pages,
+            "handle": self._on_handle,
+            "api_enter": self._on_api_enter,
+            "api_exit": self._on_api_exit,
+            "batch_req": self._on_batch_req,
+            "usdt": self._on_evidence,
+            "kprobe": self._on_evidence,
+        }
 
     # -- input ---------------------------------------------------------------------------------
     def feed(self, e: Event) -> None:
         self.counts["events"] += 1
         self.now = max(self.now, e.ts)
-        k = e.kind
-        if k == "sys_exit":
-            self._on_syscall(e)
-        elif k == "open":
-            self._on_open(e)
-        elif k == "fd":
-            self._on_fd(e)
-        elif k == "proc":
-            self._on_proc(e)
-        elif k == "pages":
-            self._on_pages(e)
-        elif k == "handle":
-            if e.name == "cuFileHandleRegister" and e.path is None and len(e.args) > 1:
-                d = self.fds.get((e.pid, e.args[1]))
-                e.path = d.path if d else None
-            self._on_handle(e)
-        elif k == "api_enter":
-            self._on_api_enter(e)
-        elif k == "api_exit":
-            self._on_api_exit(e)
-        elif k == "batch_req":
-            self._on_batch_req(e)
-        elif k in ("usdt", "kprobe"):
-            self._on_evidence(e)
+        handler = self._handlers.get(e.kind)
+        if handler is not None:
+            handler(e)
         if self.counts["events"] % 512 == 0:
             self._advance()
 
@@ -340,7 +333,7 @@ class Classifier:
                 break
         if path.startswith(SKIP_PREFIXES) or SKIP_SUFFIX_RE.search(path) or not self._path_ok(path):
             return
-        self.held.append(
+        self._hold(
             _HostIo(
                 e,
                 "mmap",
@@ -458,9 +451,20 @@ class Classifier:
         if 0 <= size < MIN_APP_IO:  # small reads/writes (headers, configs) are not a data path
             self.counts["small_io"] += 1
             return
+        self._hold(io)
+
+    def _hold(self, io: _HostIo) -> None:
         self.held.append(io)
+        if io.op == "read":
+            self.recent_reads.setdefault(io.e.pid, deque(maxlen=4096)).append((io.e.ts, io.size))
 
     def _on_handle(self, e: Event) -> None:
+        if e.name == "cuFileHandleRegister" and len(e.args) > 1:
+            # the traced descriptor table first; else the path the reader looked up for this fd when
+            # the event arrived (an fd opened before the trace, or whose open event was lost)
+            d = self.fds.get((e.pid, e.args[1]))
+            if d is not None:
+                e.path = d.path
         if e.name == "cuFileHandleRegister" and len(e.args) >= 3 and e.args[2] == 0:
             self.handles[(e.pid, e.args[0])] = (e.args[1], e.path)
         elif e.name == "cuFileHandleDeregister":
@@ -609,6 +613,8 @@ class Classifier:
         if not cands:
             return False
         cands[0].add(f"{io.api} fd {io.e.args[0]}", "posix", io.e.ts, 0)
+        if cands[0].path is None and io.path is not None:
+            cands[0].path = io.path  # the handle's registration was not seen: the file it read names it
         return True
 
     # -- finalisation ----------------------------------------------------------------------------
@@ -719,13 +725,23 @@ class Classifier:
         if best is not None:
             return best, "high" if io.buf is not None else "medium"
         # staged: the bytes went through another host buffer first (CuPy copies a pageable NumPy
-        # array into pinned memory, then host-to-device): the same size, the right direction, next
-        for c in copies:
-            dst, src, n, d = (c.args + [0, 0, 0, 0])[:4]
-            if lo <= c.ts <= hi and d == want and n == io.size and (best is None or abs(c.ts - t) < abs(best.ts - t)):
-                best = c
-        if best is None:
+        # array into its pinned pool with a host memcpy, then host-to-device from there): the same
+        # size, the right direction, in the window. That host memcpy is not traced (a uprobe on libc's
+        # memcpy would trap every copy of every process), so the pairing is by elimination: high when
+        # this is the only copy of that size and direction in the window and, for a read, this read
+        # the only host read of that size in the window before it (nothing else can have fed it).
+        staged = [
+            c
+            for c in copies
+            if lo <= c.ts <= hi and (c.args + [0, 0, 0, 0])[3] == want and (c.args + [0, 0, 0])[2] == io.size
+        ]
+        if not staged:
             return None, None
+        best = min(staged, key=lambda c: abs(c.ts - t))
+        if io.op == "read" and len(staged) == 1:
+            reads = self.recent_reads.get(io.e.pid, ())
+            if sum(1 for ts, n in reads if n == io.size and best.ts - COPY_WINDOW_NS <= ts <= best.ts) == 1:
+                return best, "staged-only"
         return best, "staged"
 
     def _host_verdict(self, io: _HostIo) -> IoVerdict:
@@ -750,13 +766,14 @@ class Classifier:
                 "high": "",
                 "medium": " (buffer address not traced: matched by direction and size)",
                 "staged": " from another host buffer of the same size (staged, e.g. through pinned memory)",
+                "staged-only": " from another host buffer of the same size (staged, e.g. through pinned "
+                "memory): the only copy of that size after it and the only read of that size before the copy",
             }[conf]
             if io.op == "read":
                 ev.append(f"CUDA copy host {src:#x} -> GPU {dst:#x}, {n} bytes, {dt:+.3f} ms after it{how}")
             else:
                 ev.append(f"CUDA copy GPU {src:#x} -> host {dst:#x}, {n} bytes, {-dt:.3f} ms before it{how}")
-            if conf == "staged":
-                conf = "medium"
+            conf = {"staged": "medium", "staged-only": "high"}.get(conf, conf)
             route = Route.DRAM_BOUNCE
         else:
             route, conf = Route.HOST, "medium"
