@@ -157,20 +157,24 @@ def test_constructed_from_docs_sys_mem_staging_by_the_application():
     assert [v.route for v in classify(s[:2] + [other])] == [HOST]
     assert [v.route for v in classify(s[:2] + [wrong])] == [HOST]
     # staged through another host buffer of the same size (CuPy's asarray copies a NumPy array into
-    # pinned memory first; seen on the GPU machine): the only read of that size and the only copy of
-    # that size after it pair by elimination (high, and the evidence says why) ...
+    # pinned memory first; seen on the GPU machine): paired by order, the first copy of that size
+    # after the read with no other read of that size in between (high, and the evidence says why) ...
     staged = ev(2100, "api_enter", "cuMemcpy", [0x7F2000000000, 0x7F3000000000, 4 * MiB, 1])
     (v,) = classify(s[:2] + [staged])
-    assert (v.route, v.confidence) == (DRAM_BOUNCE, "high") and "the only copy of that size" in v.evidence[-1]
-    # ... medium when another read of that size could have fed the copy ...
-    read2 = ev(20, "sys_exit", "pread64", [7, 0x7F1000800000, 4 * MiB, 0, 0, 4 * MiB, 2_000_000])
+    assert (v.route, v.confidence) == (DRAM_BOUNCE, "high") and "no other read of that size in between" in v.evidence[
+        -1
+    ]
+    # ... read, copy, read, copy (cupy_load.py's shape): each read its own copy, both high ...
+    read2 = ev(5000, "sys_exit", "pread64", [7, 0x7F1000800000, 4 * MiB, 0, 0, 4 * MiB, 2_000_000])
+    staged2 = ev(7000, "api_enter", "cuMemcpy", [0x7F2000400000, 0x7F3000000000, 4 * MiB, 1])
+    vs = classify(s[:2] + [staged, read2, staged2])
+    assert [(v.route, v.confidence) for v in vs] == [(DRAM_BOUNCE, "high")] * 2
+    assert ["0x7f2000000000" in vs[0].evidence[-1], "0x7f2000400000" in vs[1].evidence[-1]] == [True, True]
+    # ... medium when two reads of that size came before one copy: either could have fed it
+    read2.ts = 20
     vs = classify(s[:2] + [read2, staged])
     assert [(v.route, v.confidence) for v in vs] == [(DRAM_BOUNCE, "medium")] * 2
-    assert all("staged" in v.evidence[-1] and "the only" not in v.evidence[-1] for v in vs)
-    # ... or when two copies of that size follow it
-    staged2 = ev(2200, "api_enter", "cuMemcpy", [0x7F2000400000, 0x7F3000400000, 4 * MiB, 1])
-    (v,) = classify(s[:2] + [staged, staged2])
-    assert (v.route, v.confidence) == (DRAM_BOUNCE, "medium")
+    assert all("staged" in v.evidence[-1] and "no other read" not in v.evidence[-1] for v in vs)
     # a copy of part of the buffer (the application copies a slice) still ties the read to the GPU
     part = ev(2100, "api_enter", "cuMemcpy", [0x7F2000000000, 0x7F1000100000, MiB, 0])
     assert [v.route for v in classify(s[:2] + [part])] == [DRAM_BOUNCE]
@@ -434,17 +438,19 @@ def _gpu_fixture(name):
 
 def test_replay_gpu_machine_cupy_loader_numpy_then_asarray():
     """tests/workloads/cupy_load.py on the H200: tofile (no GPU), fromfile + cupy.asarray (CuPy copies
-    the NumPy buffer into pinned memory, then host-to-device: staged, medium), asnumpy + tofile
-    (device-to-host into the very buffer written: high)."""
+    the NumPy buffer into pinned memory, then host-to-device: staged, each read paired with the first
+    8 MiB copy after it, high), asnumpy + tofile (device-to-host into the very buffer written: high)."""
     got, vs = _gpu_fixture("cupy-load")
     E = 8 * MiB
     assert got == [
         ("write", "write", "cupy-src.dat", 0, E, HOST, "medium"),
-        ("read", "read", "cupy-src.dat", 0, E, DRAM_BOUNCE, "medium"),
+        ("read", "read", "cupy-src.dat", 0, E, DRAM_BOUNCE, "high"),
         ("write", "write", "cupy-out.dat", 0, E, DRAM_BOUNCE, "high"),
-        ("read", "read", "cupy-out.dat", 0, E, DRAM_BOUNCE, "medium"),
+        ("read", "read", "cupy-out.dat", 0, E, DRAM_BOUNCE, "high"),
     ]
     assert "staged" in vs[1].evidence[-1] and vs[2].evidence[-1].startswith("CUDA copy GPU ")
+    # each read its own copy: the first to the cupy.asarray buffer, the second to the check's
+    assert vs[1].evidence[-1].split(" -> GPU ")[1][:14] != vs[3].evidence[-1].split(" -> GPU ")[1][:14]
 
 
 def test_replay_gpu_machine_kvikio_through_cufile_and_its_own_posix_path():

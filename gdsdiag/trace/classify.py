@@ -727,22 +727,30 @@ class Classifier:
         # staged: the bytes went through another host buffer first (CuPy copies a pageable NumPy
         # array into its pinned pool with a host memcpy, then host-to-device from there): the same
         # size, the right direction, in the window. That host memcpy is not traced (a uprobe on libc's
-        # memcpy would trap every copy of every process), so the pairing is by elimination: high when
-        # this is the only copy of that size and direction in the window and, for a read, this read
-        # the only host read of that size in the window before it (nothing else can have fed it).
-        staged = [
-            c
-            for c in copies
-            if lo <= c.ts <= hi and (c.args + [0, 0, 0, 0])[3] == want and (c.args + [0, 0, 0])[2] == io.size
-        ]
+        # memcpy would trap every copy of every process), so for a read the pairing is by order: the
+        # first such copy after it, high when no other read of that size came between the two and the
+        # read of that size before it (if any, in the window) had such a copy before this read began.
+        staged = sorted(
+            (
+                c
+                for c in copies
+                if lo <= c.ts <= hi and (c.args + [0] * 4)[3] == want and (c.args + [0] * 3)[2] == io.size
+            ),
+            key=lambda c: c.ts,
+        )
         if not staged:
             return None, None
-        best = min(staged, key=lambda c: abs(c.ts - t))
-        if io.op == "read" and len(staged) == 1:
-            reads = self.recent_reads.get(io.e.pid, ())
-            if sum(1 for ts, n in reads if n == io.size and best.ts - COPY_WINDOW_NS <= ts <= best.ts) == 1:
-                return best, "staged-only"
-        return best, "staged"
+        if io.op != "read":
+            return min(staged, key=lambda c: abs(c.ts - t)), "staged"
+        best = staged[0]
+        reads = [ts for ts, n in self.recent_reads.get(io.e.pid, ()) if n == io.size and ts != t]
+        between = any(t < ts <= best.ts for ts in reads)
+        before = [ts for ts in reads if t - COPY_WINDOW_NS <= ts < t]
+        consumed = not before or any(
+            max(before) < c.ts < t and (c.args + [0] * 4)[3] == want and (c.args + [0] * 3)[2] == io.size
+            for c in copies
+        )
+        return best, "staged-only" if not between and consumed else "staged"
 
     def _host_verdict(self, io: _HostIo) -> IoVerdict:
         e = io.e
@@ -767,7 +775,7 @@ class Classifier:
                 "medium": " (buffer address not traced: matched by direction and size)",
                 "staged": " from another host buffer of the same size (staged, e.g. through pinned memory)",
                 "staged-only": " from another host buffer of the same size (staged, e.g. through pinned "
-                "memory): the only copy of that size after it and the only read of that size before the copy",
+                "memory): the first copy of that size after it, and no other read of that size in between",
             }[conf]
             if io.op == "read":
                 ev.append(f"CUDA copy host {src:#x} -> GPU {dst:#x}, {n} bytes, {dt:+.3f} ms after it{how}")
