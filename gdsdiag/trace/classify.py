@@ -51,6 +51,7 @@ ROUTES = (
 
 READ_SYS = {"pread64", "preadv", "preadv2", "read", "readv"}
 WRITE_SYS = {"pwrite64", "pwritev", "pwritev2", "write", "writev"}
+VFORMS = {"readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2"}
 POSITIONED = {"pread64", "pwrite64", "preadv", "pwritev", "preadv2", "pwritev2"}
 HOLD_NS = 100_000_000  # wait this long (event time) before taking a syscall as not libcufile's
 COPY_WINDOW_NS = 3_000_000_000  # a CUDA copy this close to a host I/O, of its buffer, makes it DRAM_BOUNCE
@@ -724,6 +725,15 @@ class Classifier:
                 best = c
         if best is not None:
             return best, "high" if io.buf is not None else "medium"
+        # a v-form with several iovecs: only the first one's base is traced (torch.save writes a zip
+        # header and the tensor's bytes in one writev); a copy of the right direction that fits in the
+        # I/O's bytes is taken, at medium, the nearest in time
+        if io.api in VFORMS and len(io.e.args) > 2 and io.e.args[2] > 1:
+            fits = [
+                c for c in copies if lo <= c.ts <= hi and (c.args + [0] * 4)[3] == want and 0 < c.args[2] <= io.size
+            ]
+            if fits:
+                return min(fits, key=lambda c: abs(c.ts - t)), "iovec"
         # staged: the bytes went through another host buffer first (CuPy copies a pageable NumPy
         # array into its pinned pool with a host memcpy, then host-to-device from there): the same
         # size, the right direction, in the window. That host memcpy is not traced (a uprobe on libc's
@@ -773,6 +783,11 @@ class Classifier:
             how = {
                 "high": "",
                 "medium": " (buffer address not traced: matched by direction and size)",
+                "iovec": f" into one of its {e.args[2]} iovecs (only the first one's address is traced: matched by "
+                "direction and a size within the I/O's)"
+                if io.op == "read"
+                else f" from one of its {e.args[2]} iovecs (only the first one's address is traced: matched by "
+                "direction and a size within the I/O's)",
                 "staged": " from another host buffer of the same size (staged, e.g. through pinned memory)",
                 "staged-only": " from another host buffer of the same size (staged, e.g. through pinned "
                 "memory): the first copy of that size after it, and no other read of that size in between",
@@ -781,7 +796,7 @@ class Classifier:
                 ev.append(f"CUDA copy host {src:#x} -> GPU {dst:#x}, {n} bytes, {dt:+.3f} ms after it{how}")
             else:
                 ev.append(f"CUDA copy GPU {src:#x} -> host {dst:#x}, {n} bytes, {-dt:.3f} ms before it{how}")
-            conf = {"staged": "medium", "staged-only": "high"}.get(conf, conf)
+            conf = {"staged": "medium", "staged-only": "high", "iovec": "medium"}.get(conf, conf)
             route = Route.DRAM_BOUNCE
         else:
             route, conf = Route.HOST, "medium"

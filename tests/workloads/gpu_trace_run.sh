@@ -9,14 +9,14 @@ trap 'tar -C /tmp -czf "$FINAL/t9out.tar.gz" t9out; cp "$OUT/summary.txt" "$FINA
 D=/var/tmp/t9trace; rm -rf "$D"; mkdir -p "$D"
 gds_udev_entry /var/tmp
 T0=$(date +%s)
-( gds_build_fio ../.device || gds_build_fio .device ) > "$OUT/fio-build.txt" 2>&1
+[ -n "${ONLY:-}" ] && [[ "$ONLY" != *fio* ]] || ( gds_build_fio ../.device || gds_build_fio .device ) > "$OUT/fio-build.txt" 2>&1
 cuf=$(python3 -c 'import nvidia.cu13, os; print(os.path.join(list(nvidia.cu13.__path__)[0], "lib"))' 2>/dev/null)
 export LD_LIBRARY_PATH=${cuf:+$cuf:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 echo "fio built in $(( $(date +%s) - T0 )) s" >> "$OUT/fio-build.txt"
 FIO="/tmp/fio/fio --name=r --directory=$D --size=8M --bs=128k --numjobs=2 --rw=read --direct=1"
 # (--gpu_dev_ids=0 is a libcufile engine option: it must come after --ioengine, see below)
 # lay the files out once, untraced (fio writes them on first use)
-$FIO --ioengine=psync > "$OUT/fio-layout.txt" 2>&1
+[ -n "${ONLY:-}" ] && [[ "$ONLY" != *fio* ]] || $FIO --ioengine=psync > "$OUT/fio-layout.txt" 2>&1
 summ() {   # name
   python3 - "$OUT/$1.jsonl" "$1" >> "$OUT/summary.txt" <<'PY'
 import json, sys, collections
@@ -41,8 +41,9 @@ for v in list(ex.values())[:5]:
     print("   e.g.", v["comm"], v["pid"], v["api"], v["op"], v["path"].split("/")[-1], v["offset"], v["size"], v["route"], v["confidence"], v["evidence"][:3])
 PY
 }
-tr() {     # name, command...
+tr() {     # name, command... (ONLY="name ..." runs those alone)
   local name=$1; shift
+  [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $name "* ]] || return 0
   local t=$(date +%s.%N)
   timeout 45 python3 -m gdsdiag trace --json --record "$OUT/$name.rec.jsonl" -- "$@" > "$OUT/$name.jsonl" 2> "$OUT/$name.err"
   echo "rc=$? wall=$(python3 -c "import time;print(round(time.time()-$t,1))")" >> "$OUT/$name.err"
@@ -63,13 +64,13 @@ python3 -c 'import sys; from gdsdiag.trace.bpf import _find_libcuda, cuda_copy_h
 for s in sorted(d(_find_libcuda())):
     if s.startswith("cuMemcpy"): print(s, h(s))' > "$OUT/libcuda-memcpy-exports.txt" 2>&1
 # one text-mode trace for the docs
-timeout 45 python3 -m gdsdiag trace -- $FIO --ioengine=libcufile --gpu_dev_ids=0 --cuda_io=posix > "$OUT/fio-posix-text.txt" 2>&1
+[ -n "${ONLY:-}" ] || timeout 45 python3 -m gdsdiag trace -- $FIO --ioengine=libcufile --gpu_dev_ids=0 --cuda_io=posix > "$OUT/fio-posix-text.txt" 2>&1
 python3 tests/workloads/cuda_doors.py > "$OUT/cuda-doors.txt" 2>&1
 echo "workloads done at $(( $(date +%s) - T0 )) s" >> "$OUT/summary.txt"
 [ -n "${SKIP_OVERHEAD:-}" ] || BS=4096 timeout 40 python3 benchmarks/trace_overhead.py posix --ops 200000 --rounds 1 > "$OUT/overhead-posix-4k.json" 2>&1
 echo "overhead bench done at $(( $(date +%s) - T0 )) s" >> "$OUT/summary.txt"
 # the live tests with what is left of the call (BUDGET seconds in all)
 left=$(( ${BUDGET:-220} - ($(date +%s) - T0) ))
-timeout $left python3 -m pytest -q -p no:cacheprovider ${TESTS:-tests/test_trace_live.py tests/test_trace.py -k "live or two or pid or tree or comm"} > "$OUT/tests.txt" 2>&1
+[ "${TESTS:-}" = none ] || timeout $left python3 -m pytest -q -p no:cacheprovider ${TESTS:-tests/test_trace_live.py tests/test_trace.py -k "live or two or pid or tree or comm"} > "$OUT/tests.txt" 2>&1
 echo "tests done at $(( $(date +%s) - T0 )) s (limit $left s)" >> "$OUT/summary.txt"
 rm -rf "$D"

@@ -22,7 +22,11 @@ x = torch.arange(4 * MiB, dtype=torch.float32, device="cuda")  # 16 MiB
 torch.save(x, path)
 print("op write", os.path.getsize(path), 0, "torch.save of a GPU tensor", flush=True)
 if use_mmap:
-    os.posix_fadvise(os.open(path, os.O_RDONLY), 0, 0, os.POSIX_FADV_DONTNEED)  # pages come from the disk
+    # the pages must come from the disk: written back first (dirty pages are not dropped), then dropped
+    fd = os.open(path, os.O_RDONLY)
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
 y = torch.load(path, map_location="cuda", mmap=use_mmap, weights_only=True)
 torch.cuda.synchronize()
 assert y.device.type == "cuda" and bool((y == x).all())
