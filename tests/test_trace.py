@@ -459,8 +459,8 @@ def test_replay_gpu_machine_kvikio_through_cufile_and_its_own_posix_path():
         ("cuFileRead", "read", "kvikio.dat", i * 4 * MiB, 4 * MiB, COMPAT, "high") for i in range(4)
     ]
     # KVIKIO_COMPAT_MODE=ON: kvikio's pool thread preads 4 MiB tasks into one host bounce buffer.
-    # Its host-to-device copy was not seen on the GPU machine by any cuMemcpy* door probed (see
-    # docs/trace.md, limits): the reads are only tied to the file, not to the GPU, so HOST here.
+    # This recording predates the cuMemcpyBatchAsync probe (kvikio's copy door): no copy in it, so
+    # the reads are only tied to the file. tests/test_trace_doors.py replays one made with it.
     got, vs = _gpu_fixture("kvikio-posix")
     assert [g[:5] for g in got] == [("write", "write", "kvikio.dat", 0, 16 * MiB)] + [
         ("pread64", "read", "kvikio.dat", i * 4 * MiB, 4 * MiB) for i in range(4)
