@@ -59,6 +59,17 @@ def test_torch_save_and_load_of_a_gpu_tensor():
     assert {(v.route, v.size <= 4096) for v in vs if v.size < MiB} == {(Route.HOST, True)}
 
 
+def test_torch_load_mmap_pages_faulted_in_by_the_copy():
+    """torch.load(mmap=True, map_location="cuda") after the file's pages were written back and dropped:
+    the host-to-device copy reads the mapping, and the page-cache fills it causes follow the copy's
+    start. Each run of filled pages is DRAM_BOUNCE, high: the copy's host range is the mapping's."""
+    _, vs = _replay("torch-load-mmap")
+    mm = [v for v in vs if v.api == "mmap"]
+    assert mm and sum(v.size for v in mm) >= 16 * MiB - 128 * 1024
+    assert {(v.route, v.confidence) for v in mm} == {(Route.DRAM_BOUNCE, "high")}
+    assert all("started" in v.evidence[-1] and "fill these pages" in v.evidence[-1] for v in mm)
+
+
 def ev(ts_us, kind, name, args, pid=100, path=None):
     return Event(int(ts_us * 1000), pid, pid, kind, name, list(args), "fio", path)
 
@@ -175,3 +186,22 @@ def test_a_copy_loaded_late_is_probed_before_its_first_call(tmp_path):
     libs = {os.path.realpath(x["path"]) for x in summ["libraries"] if x["kind"] == "libcufile"}
     assert os.path.realpath(vend) in libs
     assert len(calls) == 1
+
+
+def test_every_host_copy_door_libcuda_exports_gets_a_handler():
+    """The cuMemcpy* exports of the GPU machine's libcuda (driver 580, CUDA 13; listed there by
+    gpu_trace_run.sh): every door with a host side is probed, those without one are not."""
+    from gdsdiag.trace.bpf import cuda_copy_handler
+
+    path = os.path.join(FIXTURES, "gpu-machine", "h9l-2026-11-30", "run1-libcuda-memcpy-exports.txt")
+    names = [line.split()[0] for line in open(path) if line.startswith("cuMemcpy")]
+    assert len(names) > 60
+    probed = {n for n in names if cuda_copy_handler(n)}
+    # no host side; and (not probed, docs/trace.md Limits) the 3D batch form, whose operands are
+    # arrays of CUDA_MEMCPY3D_BATCH_OP structs
+    no_host_side = ("AtoA", "AtoD", "DtoA", "DtoD", "Peer", "3DBatch")
+    legacy = {"cuMemcpy2D", "cuMemcpy2DAsync", "cuMemcpy2DUnaligned", "cuMemcpy3D", "cuMemcpy3DAsync"}
+    for n in names:
+        want = not any(k in n for k in no_host_side) and n not in legacy and "AtoH" not in n and "HtoA" not in n
+        assert (n in probed) == want, n
+    assert {"cuMemcpyBatchAsync_v2", "cuMemcpy3DAsync_v2_ptsz", "cuMemcpyHtoDAsync_v2"} <= probed

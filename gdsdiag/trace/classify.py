@@ -706,6 +706,10 @@ class Classifier:
             return None, None
         t = io.e.ts
         lo, hi = (t, t + COPY_WINDOW_NS) if io.op == "read" else (t - COPY_WINDOW_NS, t)
+        if io.api == "mmap":
+            # the copy itself may be what faults the mapped pages in (torch.load(mmap=True) then
+            # .cuda(): the driver reads the mapping, the fills follow the copy's start)
+            lo = t - COPY_WINDOW_NS
         want = 1 if io.op == "read" else 2
         end = io.buf + max(io.size, 1) if io.buf is not None else None
         best = None
@@ -792,7 +796,11 @@ class Classifier:
                 "staged-only": " from another host buffer of the same size (staged, e.g. through pinned "
                 "memory): the first copy of that size after it, and no other read of that size in between",
             }[conf]
-            if io.op == "read":
+            if io.op == "read" and dt < 0:  # mmap'd pages the copy itself faulted in
+                ev.append(
+                    f"CUDA copy host {src:#x} -> GPU {dst:#x}, {n} bytes, started {-dt:.3f} ms before (its reads of the mapping fill these pages){how}"
+                )
+            elif io.op == "read":
                 ev.append(f"CUDA copy host {src:#x} -> GPU {dst:#x}, {n} bytes, {dt:+.3f} ms after it{how}")
             else:
                 ev.append(f"CUDA copy GPU {src:#x} -> host {dst:#x}, {n} bytes, {-dt:.3f} ms before it{how}")
