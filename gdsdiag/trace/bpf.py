@@ -217,6 +217,7 @@ class Probes:
         self._lib_keys: dict[tuple[int, int], dict] = {}
         self._layouts: dict[tuple, str] = {}  # (probe, argument specs) -> handler compiled in
         self._sites: dict[str, list] = {}  # libcufile path -> its route-probe sites
+        self._proc_sites: dict[tuple, dict] = {}  # libcuda build -> its cuGetProcAddress copy sites
         libcufiles = [libcufile] if isinstance(libcufile, str) else list(libcufile or [])
         candidates = self._preattach_candidates(cmd) if preattach else []
         for c in candidates:
@@ -427,7 +428,7 @@ class Probes:
         extra = 0
         # once per build: loading a second, different libcuda into this process would mean two drivers
         build = tuple(sorted((k, v) for k, v in syms.items() if k.startswith("cuMemcpy")))
-        cache = self.__dict__.setdefault("_proc_sites", {})
+        cache = self._proc_sites
         if build in cache:
             sites, why = cache[build], None
         elif cache:
