@@ -205,3 +205,41 @@ def test_every_host_copy_door_libcuda_exports_gets_a_handler():
         want = not any(k in n for k in no_host_side) and n not in legacy and "AtoH" not in n and "HtoA" not in n
         assert (n in probed) == want, n
     assert {"cuMemcpyBatchAsync_v2", "cuMemcpy3DAsync_v2_ptsz", "cuMemcpyHtoDAsync_v2"} <= probed
+
+
+def test_iovec_rule_needs_the_direction_and_a_size_that_fits():
+    """writev of a header and a tensor: only the first iovec's base is traced. A device-to-host copy
+    that fits in the I/O's bytes is taken at medium; one larger than the I/O, or host-to-device, not."""
+    base = [
+        ev(0, "open", "openat", [45], path="/m/model.pt"),
+        ev(30, "sys_exit", "writev", [45, 0x48125360, 2, -1, 0, 16 * MiB + 704, 9000]),
+    ]
+    d2h = ev(5, "api_enter", "cuMemcpy", [0x7F24A0656040, 0x7F2498800000, 16 * MiB, 2])
+    (v,) = classify(base[:1] + [d2h] + base[1:])
+    assert (v.route, v.confidence) == (Route.DRAM_BOUNCE, "medium") and "one of its 2 iovecs" in v.evidence[-1]
+    big = ev(5, "api_enter", "cuMemcpy", [0x7F24A0656040, 0x7F2498800000, 32 * MiB, 2])
+    h2d = ev(5, "api_enter", "cuMemcpy", [0x7F2498800000, 0x7F24A0656040, 16 * MiB, 1])
+    for c in (big, h2d):
+        (v,) = classify(base[:1] + [c] + base[1:])
+        assert v.route == Route.HOST
+    # a single-iovec writev has its one buffer traced: a smaller copy of other memory is no evidence
+    one = [base[0], d2h, ev(30, "sys_exit", "writev", [45, 0x48125360, 1, -1, 0, 32 * MiB, 9000])]
+    (v,) = classify(one)
+    assert v.route == Route.HOST
+
+
+def test_mmap_fill_pairs_with_an_earlier_copy_only_of_its_mapping():
+    """A copy that started before the page fills pairs with them only when its host range covers the
+    mapped pages (the copy faulted them in); a copy of other memory does not."""
+    s = [
+        ev(0, "open", "openat", [46, 0, 0, 1, 77], path="/m/model.pt"),
+        ev(1, "fd", "mmap", [46, 0x7F4158E00000, 16 * MiB, 0]),
+        ev(20, "pages", "page_cache_fill", [1, 77, 21, 1]),
+        ev(21, "pages", "page_cache_fill", [1, 77, 22, 2]),
+    ]
+    mine = ev(10, "api_enter", "cuMemcpy", [0x7F4156000000, 0x7F4158E002C0, 16 * MiB, 1])
+    other = ev(10, "api_enter", "cuMemcpy", [0x7F4156000000, 0x7F0000000000, 16 * MiB, 1])
+    (v,) = classify(s + [mine])
+    assert (v.api, v.offset, v.size, v.route, v.confidence) == ("mmap", 21 * 4096, 3 * 4096, Route.DRAM_BOUNCE, "high")
+    (v,) = classify(s + [other])
+    assert v.route == Route.HOST
