@@ -252,12 +252,12 @@ class Probes:
         for lib in libcufiles:
             self.attach_library(lib)
         libcuda = _find_libcuda()
+        if libcuda:  # the system's driver first: it is the one asked for its cuGetProcAddress doors
+            self.attach_library(libcuda)
         for c in candidates:
             if os.path.basename(c).startswith("libcuda.so"):
                 self.attach_library(c)
-        if libcuda:
-            self.attach_library(libcuda)
-        elif not any(x["kind"] == "libcuda" for x in self.libraries):
+        if not any(x["kind"] == "libcuda" for x in self.libraries):
             self.failed.append(
                 "libcuda.so.1 not found here: CUDA copies are seen only in a libcuda a traced process maps"
             )
@@ -431,8 +431,8 @@ class Probes:
         cache = self._proc_sites
         if build in cache:
             sites, why = cache[build], None
-        elif cache:
-            sites, why = {}, "another libcuda build was asked already (one driver per process)"
+        elif any(cache.values()):
+            sites, why = {}, "another libcuda build was loaded here already (one driver per process)"
         else:
             try:
                 sites, why = proc_address_sites(libcuda)

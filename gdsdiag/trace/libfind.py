@@ -71,7 +71,8 @@ def candidate_libraries(cmd: list[str] | None = None, env: dict | None = None) -
             st = os.stat(p)
         except OSError:
             continue
-        if not os.path.isfile(p) or (st.st_dev, st.st_ino) in seen:
+        # (a toolkit's stubs/libcuda.so is a link-time stand-in, never the driver a program runs)
+        if not os.path.isfile(p) or (st.st_dev, st.st_ino) in seen or "/stubs/" in p:
             continue
         seen.add((st.st_dev, st.st_ino))
         out.append(p)
