@@ -181,7 +181,7 @@ class Classifier:
         self.now = 0
         self.notes: list[str] = []
         self.counts = {"events": 0, "api_calls": 0, "unmatched_exits": 0, "small_io": 0}
-        self.recent_reads: dict[int, deque] = {}  # pid -> (ts, size, buffer) of recent host reads
+        self.recent_reads: dict[int, deque] = {}  # pid -> (ts, size) of recent host reads
         self._handlers = {
             "sys_exit": self._on_syscall,
             "open": self._on_open,
@@ -748,7 +748,10 @@ class Classifier:
             (
                 c
                 for c in copies
-                if lo <= c.ts <= hi and (c.args + [0] * 4)[3] == want and (c.args + [0] * 3)[2] == io.size
+                # (after a read only: a staging copy cannot come before the bytes were read)
+                if (t if io.op == "read" else lo) <= c.ts <= hi
+                and (c.args + [0] * 4)[3] == want
+                and (c.args + [0] * 3)[2] == io.size
             ),
             key=lambda c: c.ts,
         )
