@@ -843,3 +843,46 @@ TRACEPOINT_PROBE(block, block_rq_complete) {
     return 0;
 }
 #endif
+
+/* ---- more CUDA copy doors (h9l): 3D copies and batch copies; same event as memcpy_* above ---- */
+/* cuMemcpy3D*_v2(const CUDA_MEMCPY3D *) (cuda.h CUDA_MEMCPY3D_st, size_t fields): srcMemoryType@32
+ * srcHost@40 srcDevice@48, dstMemoryType@120 dstHost@128 dstDevice@136, WidthInBytes@176 Height@184
+ * Depth@192 */
+struct memcpy3d_t {
+    u64 sx, sy, sz, slod; u32 stype, pad0; u64 shost, sdev, sarr, sres, spitch, sheight;
+    u64 dx, dy, dz, dlod; u32 dtype, pad1; u64 dhost, ddev, darr, dres, dpitch, dheight;
+    u64 width, height, depth;
+};
+int memcpy_3d(struct pt_regs *ctx) {
+    if (inside_api())
+        return 0;
+    struct memcpy3d_t m = {};
+    bpf_probe_read_user(&m, sizeof(m), (void *)PT_REGS_PARM1(ctx));
+    s64 n = m.width * (m.height ? m.height : 1) * (m.depth ? m.depth : 1);
+    if (m.stype == 1 && m.dtype != 1)
+        return emit(ctx, EV_API_ENTER, API_MEMCPY, m.ddev, m.shost, n, 1, 0, 0, 0);
+    if (m.dtype == 1 && m.stype != 1)
+        return emit(ctx, EV_API_ENTER, API_MEMCPY, m.dhost, m.sdev, n, 2, 0, 0, 0);
+    return emit(ctx, EV_API_ENTER, API_MEMCPY, m.dtype == 1 ? m.dhost : m.ddev, m.stype == 1 ? m.shost : m.sdev, n, 0, 0, 0, 0);
+}
+/* cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, ...) (CUDA
+ * 12.8; _v2 in CUDA 13 drops failIdx, the first four arguments are the same). kvikio's POSIX path
+ * copies its bounce buffer to the GPU this way. Addresses are unified: the classifier finds the host
+ * side by address (direction tag 0). One event per copy, the first MEMCPY_BATCH_MAX of a batch. */
+#define MEMCPY_BATCH_MAX 4
+int memcpy_batch(struct pt_regs *ctx) {
+    if (inside_api())
+        return 0;
+    u64 dsts = PT_REGS_PARM1(ctx), srcs = PT_REGS_PARM2(ctx), sizes = PT_REGS_PARM3(ctx), count = PT_REGS_PARM4(ctx);
+#pragma unroll
+    for (int i = 0; i < MEMCPY_BATCH_MAX; i++) {
+        if (i >= count)
+            break;
+        u64 d = 0, s = 0, n = 0;
+        bpf_probe_read_user(&d, sizeof(d), (void *)(dsts + i * 8));
+        bpf_probe_read_user(&s, sizeof(s), (void *)(srcs + i * 8));
+        bpf_probe_read_user(&n, sizeof(n), (void *)(sizes + i * 8));
+        emit(ctx, EV_API_ENTER, API_MEMCPY, d, s, n, 0, count, i, 0);
+    }
+    return 0;
+}

@@ -157,10 +157,24 @@ def test_constructed_from_docs_sys_mem_staging_by_the_application():
     assert [v.route for v in classify(s[:2] + [other])] == [HOST]
     assert [v.route for v in classify(s[:2] + [wrong])] == [HOST]
     # staged through another host buffer of the same size (CuPy's asarray copies a NumPy array into
-    # pinned memory first; seen on the GPU machine): medium, and the evidence says so
+    # pinned memory first; seen on the GPU machine): paired by order, the first copy of that size
+    # after the read with no other read of that size in between (high, and the evidence says why) ...
     staged = ev(2100, "api_enter", "cuMemcpy", [0x7F2000000000, 0x7F3000000000, 4 * MiB, 1])
     (v,) = classify(s[:2] + [staged])
-    assert (v.route, v.confidence) == (DRAM_BOUNCE, "medium") and "staged" in v.evidence[-1]
+    assert (v.route, v.confidence) == (DRAM_BOUNCE, "high") and "no other read of that size in between" in v.evidence[
+        -1
+    ]
+    # ... read, copy, read, copy (cupy_load.py's shape): each read its own copy, both high ...
+    read2 = ev(5000, "sys_exit", "pread64", [7, 0x7F1000800000, 4 * MiB, 0, 0, 4 * MiB, 2_000_000])
+    staged2 = ev(7000, "api_enter", "cuMemcpy", [0x7F2000400000, 0x7F3000000000, 4 * MiB, 1])
+    vs = classify(s[:2] + [staged, read2, staged2])
+    assert [(v.route, v.confidence) for v in vs] == [(DRAM_BOUNCE, "high")] * 2
+    assert ["0x7f2000000000" in vs[0].evidence[-1], "0x7f2000400000" in vs[1].evidence[-1]] == [True, True]
+    # ... medium when two reads of that size came before one copy: either could have fed it
+    read2.ts = 20
+    vs = classify(s[:2] + [read2, staged])
+    assert [(v.route, v.confidence) for v in vs] == [(DRAM_BOUNCE, "medium")] * 2
+    assert all("staged" in v.evidence[-1] and "no other read" not in v.evidence[-1] for v in vs)
     # a copy of part of the buffer (the application copies a slice) still ties the read to the GPU
     part = ev(2100, "api_enter", "cuMemcpy", [0x7F2000000000, 0x7F1000100000, MiB, 0])
     assert [v.route for v in classify(s[:2] + [part])] == [DRAM_BOUNCE]
@@ -424,17 +438,19 @@ def _gpu_fixture(name):
 
 def test_replay_gpu_machine_cupy_loader_numpy_then_asarray():
     """tests/workloads/cupy_load.py on the H200: tofile (no GPU), fromfile + cupy.asarray (CuPy copies
-    the NumPy buffer into pinned memory, then host-to-device: staged, medium), asnumpy + tofile
-    (device-to-host into the very buffer written: high)."""
+    the NumPy buffer into pinned memory, then host-to-device: staged, each read paired with the first
+    8 MiB copy after it, high), asnumpy + tofile (device-to-host into the very buffer written: high)."""
     got, vs = _gpu_fixture("cupy-load")
     E = 8 * MiB
     assert got == [
         ("write", "write", "cupy-src.dat", 0, E, HOST, "medium"),
-        ("read", "read", "cupy-src.dat", 0, E, DRAM_BOUNCE, "medium"),
+        ("read", "read", "cupy-src.dat", 0, E, DRAM_BOUNCE, "high"),
         ("write", "write", "cupy-out.dat", 0, E, DRAM_BOUNCE, "high"),
-        ("read", "read", "cupy-out.dat", 0, E, DRAM_BOUNCE, "medium"),
+        ("read", "read", "cupy-out.dat", 0, E, DRAM_BOUNCE, "high"),
     ]
     assert "staged" in vs[1].evidence[-1] and vs[2].evidence[-1].startswith("CUDA copy GPU ")
+    # each read its own copy: the first to the cupy.asarray buffer, the second to the check's
+    assert vs[1].evidence[-1].split(" -> GPU ")[1][:14] != vs[3].evidence[-1].split(" -> GPU ")[1][:14]
 
 
 def test_replay_gpu_machine_kvikio_through_cufile_and_its_own_posix_path():
@@ -443,8 +459,8 @@ def test_replay_gpu_machine_kvikio_through_cufile_and_its_own_posix_path():
         ("cuFileRead", "read", "kvikio.dat", i * 4 * MiB, 4 * MiB, COMPAT, "high") for i in range(4)
     ]
     # KVIKIO_COMPAT_MODE=ON: kvikio's pool thread preads 4 MiB tasks into one host bounce buffer.
-    # Its host-to-device copy was not seen on the GPU machine by any cuMemcpy* door probed (see
-    # docs/trace.md, limits): the reads are only tied to the file, not to the GPU, so HOST here.
+    # This recording predates the cuMemcpyBatchAsync probe (kvikio's copy door): no copy in it, so
+    # the reads are only tied to the file. tests/test_trace_doors.py replays one made with it.
     got, vs = _gpu_fixture("kvikio-posix")
     assert [g[:5] for g in got] == [("write", "write", "kvikio.dat", 0, 16 * MiB)] + [
         ("pread64", "read", "kvikio.dat", i * 4 * MiB, 4 * MiB) for i in range(4)
@@ -470,6 +486,11 @@ def test_cuda_copy_doors_by_name():
             "cuMemcpy2D",
             "cuMemcpyPeer",
             "cuMemcpy3D_v2",
+            "cuMemcpy3DAsync_v2_ptsz",
+            "cuMemcpyBatchAsync_v2",  # CUDA 13's name (cuda.h #define); what kvikio dlsyms
+            "cuMemcpyBatchAsync_ptsz",
+            "cuMemcpy3DBatchAsync_v2",
+            "cuMemcpy3D",  # the legacy 32-bit-field layout
         )
     ] == [
         "memcpy_htod",
@@ -480,6 +501,11 @@ def test_cuda_copy_doors_by_name():
         "memcpy_2d",
         "memcpy_2d",
         None,
+        None,
+        "memcpy_3d",
+        "memcpy_3d",
+        "memcpy_batch",
+        "memcpy_batch",
         None,
         None,
     ]

@@ -197,6 +197,8 @@ class Probes:
         block: bool = False,
         cgroup: tuple[int, int] | None = None,
         comm: str | None = None,
+        cmd: list[str] | None = None,
+        preattach: bool = True,
     ):
         bcc = import_bcc()
         self.bcc = bcc
@@ -215,7 +217,12 @@ class Probes:
         self._lib_keys: dict[tuple[int, int], dict] = {}
         self._layouts: dict[tuple, str] = {}  # (probe, argument specs) -> handler compiled in
         self._sites: dict[str, list] = {}  # libcufile path -> its route-probe sites
+        self._proc_sites: dict[tuple, dict] = {}  # libcuda build -> its cuGetProcAddress copy sites
         libcufiles = [libcufile] if isinstance(libcufile, str) else list(libcufile or [])
+        candidates = self._preattach_candidates(cmd) if preattach else []
+        for c in candidates:
+            if os.path.basename(c).startswith("libcufile.so") and not any(_same_inode(c, x) for x in libcufiles):
+                libcufiles.append(c)
         for lib in libcufiles:
             src += self._usdt_handlers_for(lib)
         if not libcufiles:
@@ -245,9 +252,12 @@ class Probes:
         for lib in libcufiles:
             self.attach_library(lib)
         libcuda = _find_libcuda()
-        if libcuda:
+        if libcuda:  # the system's driver first: it is the one asked for its cuGetProcAddress doors
             self.attach_library(libcuda)
-        else:
+        for c in candidates:
+            if os.path.basename(c).startswith("libcuda.so"):
+                self.attach_library(c)
+        if not any(x["kind"] == "libcuda" for x in self.libraries):
             self.failed.append(
                 "libcuda.so.1 not found here: CUDA copies are seen only in a libcuda a traced process maps"
             )
@@ -261,6 +271,19 @@ class Probes:
         self.b["opens"].open_ring_buffer(self._on_open)
         if self.kb is not None:
             self.kb["kevents"].open_perf_buffer(self._on_kevent, page_cnt=64, lost_cb=self._on_lost)
+
+    def _preattach_candidates(self, cmd: list[str] | None) -> list[str]:
+        """Library files a program may map later, probed before it runs (see libfind)."""
+        from .libfind import candidate_libraries
+
+        t = time.monotonic()
+        try:
+            out = candidate_libraries(cmd)
+        except Exception as e:  # a search that fails must not stop the trace
+            self.failed.append(f"library search before start: {type(e).__name__}: {e}")
+            out = []
+        self.timing["preattach_search_s"] = round(time.monotonic() - t, 2)
+        return out
 
     def _usdt_notes(self, lib: str) -> list:
         from ..platform.libcufile import read_usdt_notes
@@ -403,10 +426,19 @@ class Probes:
             except Exception as e:
                 self.failed.append(f"uprobe libcuda {sym}: {e}")
         extra = 0
-        try:
-            sites, why = proc_address_sites(libcuda)
-        except Exception as e:  # a driver that misbehaves here must not stop the trace
-            sites, why = {}, f"{type(e).__name__}: {e}"
+        # once per build: loading a second, different libcuda into this process would mean two drivers
+        build = tuple(sorted((k, v) for k, v in syms.items() if k.startswith("cuMemcpy")))
+        cache = self._proc_sites
+        if build in cache:
+            sites, why = cache[build], None
+        elif any(cache.values()):
+            sites, why = {}, "another libcuda build was loaded here already (one driver per process)"
+        else:
+            try:
+                sites, why = proc_address_sites(libcuda)
+            except Exception as e:  # a driver that misbehaves here must not stop the trace
+                sites, why = {}, f"{type(e).__name__}: {e}"
+            cache[build] = sites
         for addr, fn in sorted(sites.items()):
             if addr in at:
                 continue
@@ -494,7 +526,10 @@ class Probes:
         comm = self._comms.get(r.comm)
         if comm is None:
             comm = self._comms[r.comm] = r.comm.decode(errors="replace")
-        self._events.append(Event(r.ts, r.pid, r.tid, kind, name, args, comm))
+        path = None
+        if kind == "handle" and r.id == 7:  # cuFileHandleRegister (rare): the fd's file as it is now
+            path = _fd_path(r.pid, args[1])
+        self._events.append(Event(r.ts, r.pid, r.tid, kind, name, args, comm, path))
 
     def _on_open(self, ctx, data, size) -> None:
         r = self.b["opens"].event(data)
@@ -583,15 +618,37 @@ class Probes:
 
 def cuda_copy_handler(sym: str) -> str | None:
     """Which handler reads a cuMemcpy* entry point's host side: HtoD (src = arg 2), DtoH (dst =
-    arg 1), or unified cuMemcpy/cuMemcpyAsync (dst, src: the host side is found by address)."""
+    arg 1), unified cuMemcpy/cuMemcpyAsync (dst, src: the host side is found by address), the 2D/3D
+    descriptor forms, and the batch form (arrays of dst, src, size)."""
     import re
 
     if re.fullmatch(r"cuMemcpy2D(Async|Unaligned)?_v2(_ptds|_ptsz)?", sym):
         return "memcpy_2d"  # (the unsuffixed cuMemcpy2D is the legacy 32-bit-field layout)
+    if re.fullmatch(r"cuMemcpy3D(Async)?_v2(_ptds|_ptsz)?", sym):
+        return "memcpy_3d"
+    if re.fullmatch(r"cuMemcpyBatchAsync(_v2)?(_ptsz)?", sym):
+        return "memcpy_batch"  # kvikio's POSIX path (CUDA >= 12.8); dsts, srcs, sizes, count
     m = re.fullmatch(r"cuMemcpy(HtoD|DtoH|)(Async)?(_v2)?(_ptds|_ptsz)?", sym)
     if not m:
         return None
     return {"HtoD": "memcpy_htod", "DtoH": "memcpy_dtoh", "": "memcpy_any"}[m.group(1)]
+
+
+def _fd_path(pid: int, fd: int) -> str | None:
+    """What /proc says a descriptor names now: the fallback for one opened before the trace or whose
+    open event was lost (the classifier prefers the traced descriptor table)."""
+    try:
+        p = os.readlink(f"/proc/{pid}/fd/{fd}")
+    except OSError:
+        return None
+    return p if p.startswith("/") else None
+
+
+def _same_inode(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _find_libcuda() -> str | None:

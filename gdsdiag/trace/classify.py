@@ -51,6 +51,7 @@ ROUTES = (
 
 READ_SYS = {"pread64", "preadv", "preadv2", "read", "readv"}
 WRITE_SYS = {"pwrite64", "pwritev", "pwritev2", "write", "writev"}
+VFORMS = {"readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2"}
 POSITIONED = {"pread64", "pwrite64", "preadv", "pwritev", "preadv2", "pwritev2"}
 HOLD_NS = 100_000_000  # wait this long (event time) before taking a syscall as not libcufile's
 COPY_WINDOW_NS = 3_000_000_000  # a CUDA copy this close to a host I/O, of its buffer, makes it DRAM_BOUNCE
@@ -180,35 +181,28 @@ class Classifier:
         self.now = 0
         self.notes: list[str] = []
         self.counts = {"events": 0, "api_calls": 0, "unmatched_exits": 0, "small_io": 0}
+        self.recent_reads: dict[int, deque] = {}  # pid -> (ts, size) of recent host reads
+        self._handlers = {
+            "sys_exit": self._on_syscall,
+            "open": self._on_open,
+            "fd": self._on_fd,
+            "proc": self._on_proc,
+            "pages": self._on_pages,
+            "handle": self._on_handle,
+            "api_enter": self._on_api_enter,
+            "api_exit": self._on_api_exit,
+            "batch_req": self._on_batch_req,
+            "usdt": self._on_evidence,
+            "kprobe": self._on_evidence,
+        }
 
     # -- input ---------------------------------------------------------------------------------
     def feed(self, e: Event) -> None:
         self.counts["events"] += 1
         self.now = max(self.now, e.ts)
-        k = e.kind
-        if k == "sys_exit":
-            self._on_syscall(e)
-        elif k == "open":
-            self._on_open(e)
-        elif k == "fd":
-            self._on_fd(e)
-        elif k == "proc":
-            self._on_proc(e)
-        elif k == "pages":
-            self._on_pages(e)
-        elif k == "handle":
-            if e.name == "cuFileHandleRegister" and e.path is None and len(e.args) > 1:
-                d = self.fds.get((e.pid, e.args[1]))
-                e.path = d.path if d else None
-            self._on_handle(e)
-        elif k == "api_enter":
-            self._on_api_enter(e)
-        elif k == "api_exit":
-            self._on_api_exit(e)
-        elif k == "batch_req":
-            self._on_batch_req(e)
-        elif k in ("usdt", "kprobe"):
-            self._on_evidence(e)
+        handler = self._handlers.get(e.kind)
+        if handler is not None:
+            handler(e)
         if self.counts["events"] % 512 == 0:
             self._advance()
 
@@ -340,7 +334,7 @@ class Classifier:
                 break
         if path.startswith(SKIP_PREFIXES) or SKIP_SUFFIX_RE.search(path) or not self._path_ok(path):
             return
-        self.held.append(
+        self._hold(
             _HostIo(
                 e,
                 "mmap",
@@ -458,9 +452,20 @@ class Classifier:
         if 0 <= size < MIN_APP_IO:  # small reads/writes (headers, configs) are not a data path
             self.counts["small_io"] += 1
             return
+        self._hold(io)
+
+    def _hold(self, io: _HostIo) -> None:
         self.held.append(io)
+        if io.op == "read":
+            self.recent_reads.setdefault(io.e.pid, deque(maxlen=4096)).append((io.e.ts, io.size))
 
     def _on_handle(self, e: Event) -> None:
+        if e.name == "cuFileHandleRegister" and len(e.args) > 1:
+            # the traced descriptor table first; else the path the reader looked up for this fd when
+            # the event arrived (an fd opened before the trace, or whose open event was lost)
+            d = self.fds.get((e.pid, e.args[1]))
+            if d is not None:
+                e.path = d.path
         if e.name == "cuFileHandleRegister" and len(e.args) >= 3 and e.args[2] == 0:
             self.handles[(e.pid, e.args[0])] = (e.args[1], e.path)
         elif e.name == "cuFileHandleDeregister":
@@ -609,6 +614,8 @@ class Classifier:
         if not cands:
             return False
         cands[0].add(f"{io.api} fd {io.e.args[0]}", "posix", io.e.ts, 0)
+        if cands[0].path is None and io.path is not None:
+            cands[0].path = io.path  # the handle's registration was not seen: the file it read names it
         return True
 
     # -- finalisation ----------------------------------------------------------------------------
@@ -699,6 +706,10 @@ class Classifier:
             return None, None
         t = io.e.ts
         lo, hi = (t, t + COPY_WINDOW_NS) if io.op == "read" else (t - COPY_WINDOW_NS, t)
+        if io.api == "mmap":
+            # the copy itself may be what faults the mapped pages in (torch.load(mmap=True) then
+            # .cuda(): the driver reads the mapping, the fills follow the copy's start)
+            lo = t - COPY_WINDOW_NS
         want = 1 if io.op == "read" else 2
         end = io.buf + max(io.size, 1) if io.buf is not None else None
         best = None
@@ -718,15 +729,45 @@ class Classifier:
                 best = c
         if best is not None:
             return best, "high" if io.buf is not None else "medium"
+        # a v-form with several iovecs: only the first one's base is traced (torch.save writes a zip
+        # header and the tensor's bytes in one writev); a copy of the right direction that fits in the
+        # I/O's bytes is taken, at medium, the nearest in time
+        if io.api in VFORMS and len(io.e.args) > 2 and io.e.args[2] > 1:
+            fits = [
+                c for c in copies if lo <= c.ts <= hi and (c.args + [0] * 4)[3] == want and 0 < c.args[2] <= io.size
+            ]
+            if fits:
+                return min(fits, key=lambda c: abs(c.ts - t)), "iovec"
         # staged: the bytes went through another host buffer first (CuPy copies a pageable NumPy
-        # array into pinned memory, then host-to-device): the same size, the right direction, next
-        for c in copies:
-            dst, src, n, d = (c.args + [0, 0, 0, 0])[:4]
-            if lo <= c.ts <= hi and d == want and n == io.size and (best is None or abs(c.ts - t) < abs(best.ts - t)):
-                best = c
-        if best is None:
+        # array into its pinned pool with a host memcpy, then host-to-device from there): the same
+        # size, the right direction, in the window. That host memcpy is not traced (a uprobe on libc's
+        # memcpy would trap every copy of every process), so for a read the pairing is by order: the
+        # first such copy after it, high when no other read of that size came between the two and the
+        # read of that size before it (if any, in the window) had such a copy before this read began.
+        staged = sorted(
+            (
+                c
+                for c in copies
+                # (after a read only: a staging copy cannot come before the bytes were read)
+                if (t if io.op == "read" else lo) <= c.ts <= hi
+                and (c.args + [0] * 4)[3] == want
+                and (c.args + [0] * 3)[2] == io.size
+            ),
+            key=lambda c: c.ts,
+        )
+        if not staged:
             return None, None
-        return best, "staged"
+        if io.op != "read":
+            return min(staged, key=lambda c: abs(c.ts - t)), "staged"
+        best = staged[0]
+        reads = [ts for ts, n in self.recent_reads.get(io.e.pid, ()) if n == io.size and ts != t]
+        between = any(t < ts <= best.ts for ts in reads)
+        before = [ts for ts in reads if t - COPY_WINDOW_NS <= ts < t]
+        consumed = not before or any(
+            max(before) < c.ts < t and (c.args + [0] * 4)[3] == want and (c.args + [0] * 3)[2] == io.size
+            for c in copies
+        )
+        return best, "staged-only" if not between and consumed else "staged"
 
     def _host_verdict(self, io: _HostIo) -> IoVerdict:
         e = io.e
@@ -749,14 +790,24 @@ class Classifier:
             how = {
                 "high": "",
                 "medium": " (buffer address not traced: matched by direction and size)",
+                "iovec": f" into one of its {e.args[2]} iovecs (only the first one's address is traced: matched by "
+                "direction and a size within the I/O's)"
+                if io.op == "read"
+                else f" from one of its {e.args[2]} iovecs (only the first one's address is traced: matched by "
+                "direction and a size within the I/O's)",
                 "staged": " from another host buffer of the same size (staged, e.g. through pinned memory)",
+                "staged-only": " from another host buffer of the same size (staged, e.g. through pinned "
+                "memory): the first copy of that size after it, and no other read of that size in between",
             }[conf]
-            if io.op == "read":
+            if io.op == "read" and dt < 0:  # mmap'd pages the copy itself faulted in
+                ev.append(
+                    f"CUDA copy host {src:#x} -> GPU {dst:#x}, {n} bytes, started {-dt:.3f} ms before (its reads of the mapping fill these pages){how}"
+                )
+            elif io.op == "read":
                 ev.append(f"CUDA copy host {src:#x} -> GPU {dst:#x}, {n} bytes, {dt:+.3f} ms after it{how}")
             else:
                 ev.append(f"CUDA copy GPU {src:#x} -> host {dst:#x}, {n} bytes, {-dt:.3f} ms before it{how}")
-            if conf == "staged":
-                conf = "medium"
+            conf = {"staged": "medium", "staged-only": "high", "iovec": "medium"}.get(conf, conf)
             route = Route.DRAM_BOUNCE
         else:
             route, conf = Route.HOST, "medium"

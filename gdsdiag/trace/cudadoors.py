@@ -17,6 +17,12 @@ COPY_ENTRY_POINTS = (
     ("cuMemcpyDtoHAsync", "memcpy_dtoh"),
     ("cuMemcpy", "memcpy_any"),
     ("cuMemcpyAsync", "memcpy_any"),
+    ("cuMemcpy2D", "memcpy_2d"),
+    ("cuMemcpy2DAsync", "memcpy_2d"),
+    ("cuMemcpy2DUnaligned", "memcpy_2d"),
+    ("cuMemcpy3D", "memcpy_3d"),
+    ("cuMemcpy3DAsync", "memcpy_3d"),
+    ("cuMemcpyBatchAsync", "memcpy_batch"),  # kvikio's POSIX path (cudaAPI::cuda_memcpy_async)
 )
 LEGACY_STREAM, PER_THREAD_STREAM = 1, 2  # CU_GET_PROC_ADDRESS_* flags (cuda.h)
 

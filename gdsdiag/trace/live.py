@@ -141,7 +141,14 @@ def run_live(
                     libcufiles.append(lib)
     try:
         probes = Probes(
-            libcufiles, existing, trace_all=not selective, block=block, cgroup=(cg[0], cg[1]) if cg else None, comm=comm
+            libcufiles,
+            existing,
+            trace_all=not selective,
+            block=block,
+            cgroup=(cg[0], cg[1]) if cg else None,
+            comm=comm,
+            cmd=cmd,
+            preattach=not libcufile,  # --libcufile: that copy only, as asked
         )
     except BaseException:
         if proc:

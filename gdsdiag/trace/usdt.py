@@ -72,20 +72,14 @@ def arg_reader(spec: str, k: int) -> str:
     ctype = _CTYPE[size] if size < 0 else _UTYPE[size]
     if op.startswith("$"):
         return f"    v[{k}] = ({ctype})({int(op[1:], 0)});\n"
-    r = re.fullmatch(r"%(\w+)", op)
-    if r:
-        reg = _REGS.get(r.group(1))
-        if reg is None:
-            raise UnsupportedSpec(spec)
+    # a register (%rax), or memory at a register plus a displacement (-8(%rbp))
+    r = re.fullmatch(r"%(\w+)", op) or re.fullmatch(r"(-?\d*)\(%(\w+)\)", op)
+    if r is None or (reg := _REGS.get(r.groups()[-1])) is None:
+        raise UnsupportedSpec(spec)
+    if len(r.groups()) == 1:
         return f"    v[{k}] = ({ctype})ctx->{reg};\n"
-    r = re.fullmatch(r"(-?\d*)\(%(\w+)\)", op)
-    if r:
-        reg = _REGS.get(r.group(2))
-        if reg is None:
-            raise UnsupportedSpec(spec)
-        off = int(r.group(1) or "0")
-        return f"    {{ {ctype} t = 0; bpf_probe_read_user(&t, sizeof(t), (void *)(ctx->{reg} + ({off}))); v[{k}] = t; }}\n"
-    raise UnsupportedSpec(spec)
+    off = int(r.group(1) or "0")
+    return f"    {{ {ctype} t = 0; bpf_probe_read_user(&t, sizeof(t), (void *)(ctx->{reg} + ({off}))); v[{k}] = t; }}\n"
 
 
 @dataclass(frozen=True)
