@@ -2,6 +2,7 @@
 # Issue 10's goal table in one GPU-machine call (also runs the host rows on any Linux machine):
 #   source .device/env.sh; cd <tree>; bash benchmarks/sweep_gpu_recheck.sh $OUT        # GPU machine
 #   HOST_ONLY=1 D=/var/tmp/x bash benchmarks/sweep_gpu_recheck.sh /tmp/out              # host rows only
+#   SKIP_GOAL=1 ...: leave out the goal rows already measured (host, cufile, qd32); the rest runs
 # Every point is `gdsdiag sweep --compare-fio`: fio's equivalent job runs just before and just after
 # it on the same open file (interleaved), ratio against the mean of the two. Order: the goal rows
 # first (host psync 4k/1m x 1/4/16, cufile 4k/1m x 1/4, host iodepth 32 vs io_uring), then the
@@ -41,11 +42,11 @@ sw() { local name=$1 need=$2; shift 2
   $PY benchmarks/sweep_fio_table.py "$name" "$OUT/$name.json" 2>&1 | tee -a "$OUT/run.log"
   grep -E "^rc=|rror" "$OUT/$name.txt" | tail -3 | tee -a "$OUT/run.log"; pack; }
 F=--compare-fio
-sw host 80 --mode host --rw read --bs 4k,1m --threads 1,4,16 --no-verify $F
-[ -z "${HOST_ONLY:-}" ] && sw cufile 60 --mode cufile --rw read --bs 4k,1m --threads 1,4 --no-verify $F
+[ -z "${SKIP_GOAL:-}" ] && sw host 80 --mode host --rw read --bs 4k,1m --threads 1,4,16 --no-verify $F
+[ -z "${HOST_ONLY:-}${SKIP_GOAL:-}" ] && sw cufile 60 --mode cufile --rw read --bs 4k,1m --threads 1,4 --no-verify $F
 # fio's layout for the cufile 1 MiB x 4 gap: a cuFile handle per thread instead of one per point
 [ -z "${HOST_ONLY:-}" ] && GDSDIAG_SWEEP_CUFILE_HANDLES=thread sw cufile_thr 30 --mode cufile --rw read --bs 1m --threads 4 --no-verify $F
-sw qd32 60 --mode host --rw read,randread --bs 4k,1m --threads 1 --iodepth 32 --no-verify $F
+[ -z "${SKIP_GOAL:-}" ] && sw qd32 60 --mode host --rw read,randread --bs 4k,1m --threads 1 --iodepth 32 --no-verify $F
 if [ -z "${HOST_ONLY:-}" ]; then
   T=2s sw queued1 40 --mode cufile-batch,cufile-async --rw read --bs 4k,1m --threads 1 --no-verify $F
   T=2s sw queued32 30 --mode cufile-batch,cufile-async --rw read --bs 4k,1m --threads 1 --iodepth 32 --no-verify
