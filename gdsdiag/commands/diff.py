@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
 from ..errors import EXIT_OK, EXIT_WARN
+from ._common import emit_json
 
 
 @click.command()
@@ -26,7 +26,7 @@ def diff(a, b, as_json):
     if as_json:
         from ..render.diff_json import document
 
-        sys.stdout.write(json.dumps(document(res), indent=2) + "\n")
+        emit_json(document(res))
     else:
         from ..render.diff_text import lines
 

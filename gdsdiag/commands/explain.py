@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
+
+from ._common import emit_json
 
 KINDS = ("cufile-log", "gdsio", "gdscheck", "nvfs-stats", "dmesg")
 
@@ -26,7 +27,7 @@ def explain(files, kind, verbose, as_json):
 
     report = explain_paths(list(files), kind)
     if as_json:
-        sys.stdout.write(json.dumps(document(report), indent=2) + "\n")
+        emit_json(document(report))
     else:
         from ..render.explain_text import lines
 

@@ -8,6 +8,7 @@ import sys
 import click
 
 from ..errors import EXIT_OK, EXIT_TOOL_ERROR, GdsdiagError
+from ._common import emit_json
 
 
 def _read_json(path: str, what: str):
@@ -75,7 +76,7 @@ def kv(model_config, sweep_file, gbps, tokens, prefill_tps, kv_dtype, as_json):
             "bandwidth_source": source,
             "estimate": est.to_json(),
         }
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        emit_json(doc)
     else:
         click.echo(
             f"{shape.model}: {shape.attention}, {shape.bytes_per_token:,} B/token ({shape.formula}; {shape.dtype})"

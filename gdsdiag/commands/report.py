@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
 from ..errors import EXIT_FAIL, EXIT_OK, EXIT_TOOL_ERROR, EXIT_WARN, GdsdiagError, refuse_existing
+from ._common import emit_json
 
 
 def write_png(rs, path: str) -> None:
@@ -63,13 +63,7 @@ def report(reports, png_path, as_json):
         sys.exit(EXIT_TOOL_ERROR)
     w = worst(rs)
     if as_json:
-        sys.stdout.write(
-            json.dumps(
-                {"schema": "gdsdiag.report/1", "nodes": [r.to_json() for r in rs], "rules": matrix, "verdict": w},
-                indent=2,
-            )
-            + "\n"
-        )
+        emit_json({"schema": "gdsdiag.report/1", "nodes": [r.to_json() for r in rs], "rules": matrix, "verdict": w})
     else:
         from rich.console import Console
         from rich.table import Table

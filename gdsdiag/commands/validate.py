@@ -8,6 +8,7 @@ import sys
 import click
 
 from ..errors import GdsdiagError, refuse_existing
+from ._common import emit_json
 
 PROM_MARK = "# HELP gdsdiag_"
 
@@ -148,7 +149,7 @@ def validate(
     outputs.render(console, rep, verbose)
     doc = outputs.document(rep)
     if json_path == "-":
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        emit_json(doc)
     elif json_path:
         _write_new(json_path, (json.dumps(doc, indent=2) + "\n").encode(), "--json")
     if junit_path:

@@ -81,7 +81,12 @@ class AcsControl:
 
     @classmethod
     def from_bits(cls, v: int) -> AcsControl:
-        return cls(*(bool(v >> i & 1) for i in range(7)))
+        # 128 possible values, immutable records: a large node decodes two per bridge
+        v &= 0x7F
+        known = _ACS_BY_BITS.get(v)
+        if known is None or type(known) is not cls:
+            known = _ACS_BY_BITS[v] = cls(*(bool(v >> i & 1) for i in range(7)))
+        return known
 
     @property
     def redirects(self) -> bool:
@@ -111,6 +116,9 @@ class AcsControl:
             "EC": self.egress_control,
             "DT": self.direct_translated,
         }
+
+
+_ACS_BY_BITS: dict[int, AcsControl] = {}
 
 
 @dataclass
