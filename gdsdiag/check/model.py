@@ -74,6 +74,22 @@ class CheckResult:
         }
 
 
+def judged(
+    ok: object,
+    cid: str,
+    title: str,
+    summary: str,
+    evidence: list[Evidence],
+    why: str,
+    fix: str,
+    bad: Status = Status.FAIL,
+    route: Route | None = None,
+    path: str | None = None,
+) -> CheckResult:
+    """A check decided by one condition: PASS, or ``bad`` with its fix (a passing check shows none)."""
+    return CheckResult(cid, title, Status.PASS if ok else bad, summary, evidence, why, "" if ok else fix, route, path)
+
+
 @dataclass
 class PathVerdict:
     path: str

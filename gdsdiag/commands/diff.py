@@ -7,13 +7,13 @@ import sys
 import click
 
 from ..errors import EXIT_OK, EXIT_WARN
-from ._common import emit_json
+from ._common import emit_json, json_option
 
 
 @click.command()
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
-@click.option("--json", "as_json", is_flag=True, help="Write the JSON document (schema gdsdiag.diff/1).")
+@json_option("gdsdiag.diff/1")
 def diff(a, b, as_json):
     """What differs between two nodes: A and B are snapshots ('gdsdiag snapshot' archives) or root
     directories ('/' is this node); '-' reads one snapshot from stdin. Compares the check verdict and checks (drivers, versions,

@@ -8,7 +8,7 @@ import sys
 import click
 
 from ..errors import EXIT_OK, EXIT_TOOL_ERROR, GdsdiagError
-from ._common import emit_json
+from ._common import emit_json, json_option
 
 
 def _read_json(path: str, what: str):
@@ -49,7 +49,7 @@ def _ms(s: float | None) -> str:
     "--prefill-tps", type=float, help="Measured prefill rate (tokens/s) for the recompute time and break-even hit rate."
 )
 @click.option("--kv-dtype", help="KV cache dtype when it differs from torch_dtype (e.g. float8_e4m3fn).")
-@click.option("--json", "as_json", is_flag=True, help="Write JSON (schema gdsdiag.kv/1).")
+@json_option("gdsdiag.kv/1")
 def kv(model_config, sweep_file, gbps, tokens, prefill_tps, kv_dtype, as_json):
     """KV bytes per token of a model, the time to load/store a prefix at the measured bandwidth, the
     time to recompute it, and the prefix hit rate above which offloading pays."""

@@ -7,7 +7,7 @@ import sys
 import click
 
 from ..errors import EXIT_FAIL, EXIT_OK, EXIT_TOOL_ERROR, EXIT_WARN, GdsdiagError, refuse_existing
-from ._common import emit_json
+from ._common import emit_json, json_option
 
 
 def write_png(rs, path: str) -> None:
@@ -44,7 +44,7 @@ def write_png(rs, path: str) -> None:
 @click.option(
     "--png", "png_path", metavar="FILE.png", help="Also write a bar chart of GB/s per node (needs matplotlib)."
 )
-@click.option("--json", "as_json", is_flag=True, help="Write JSON (schema gdsdiag.report/1).")
+@json_option("gdsdiag.report/1")
 def report(reports, png_path, as_json):
     """Merge 'gdsdiag validate --json' reports of many nodes: which nodes fail which rules, and their
     sweep figures side by side. Exit code = worst node verdict."""

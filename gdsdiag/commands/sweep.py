@@ -11,7 +11,7 @@ import threading
 import click
 
 from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN, GdsdiagError, UsageError, refuse_existing
-from ._common import emit_json
+from ._common import emit_json, json_option
 
 
 @contextlib.contextmanager
@@ -79,7 +79,7 @@ def _ints(text: str, option: str) -> list[int]:
     is_flag=True,
     help="Run fio's equivalent job before and after each point on the same file; print the ratio.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Write the JSON document (schema gdsdiag.sweep/1).")
+@json_option("gdsdiag.sweep/1")
 @click.option("--csv", "csv_path", metavar="FILE", help="Also write a CSV (never overwrites).")
 @click.option(
     "--plot",

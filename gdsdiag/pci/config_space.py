@@ -8,6 +8,7 @@ so a malformed or hostile dump yields ``None`` plus a reason, never an exception
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -193,21 +194,41 @@ def decode(data: bytes) -> ConfigSpace:
     return cs
 
 
-def _walk_standard(data: bytes, cs: ConfigSpace) -> None:
-    limit = min(len(data), STD_CONFIG_SIZE)
-    ptr = data[0x34] & 0xFC
+def _capability_list(
+    cs: ConfigSpace,
+    ptr: int,
+    out_of_range: Callable[[int], str | None],
+    next_of: Callable[[int], int],
+    most: int,
+    kind: str,
+) -> Iterator[int]:
+    """The offsets of one capability list in order. It ends at a null pointer, or (with a problem
+    noted) at a pointer out of range or a loop: config space comes from files anyone may edit."""
     seen: set[int] = set()
     while ptr:
-        if ptr < 0x40 or ptr + 2 > limit:
-            if ptr + 2 > limit and len(data) < STD_CONFIG_SIZE:
-                cs.problems.append(f"capability at {ptr:#x} beyond the {len(data)} readable bytes")
-            else:
-                cs.problems.append(f"capability pointer {ptr:#x} out of range")
+        why = out_of_range(ptr)
+        if why:
+            cs.problems.append(why)
             return
-        if ptr in seen or len(seen) >= 48:
-            cs.problems.append(f"capability list loops at {ptr:#x}")
+        if ptr in seen or len(seen) >= most:
+            cs.problems.append(f"{kind} list loops at {ptr:#x}")
             return
         seen.add(ptr)
+        yield ptr
+        ptr = next_of(ptr)
+
+
+def _walk_standard(data: bytes, cs: ConfigSpace) -> None:
+    limit = min(len(data), STD_CONFIG_SIZE)
+
+    def out_of_range(ptr: int) -> str | None:
+        if ptr + 2 > limit and len(data) < STD_CONFIG_SIZE:
+            return f"capability at {ptr:#x} beyond the {len(data)} readable bytes"
+        if ptr < 0x40 or ptr + 2 > limit:
+            return f"capability pointer {ptr:#x} out of range"
+        return None
+
+    for ptr in _capability_list(cs, data[0x34] & 0xFC, out_of_range, lambda p: data[p + 1] & 0xFC, 48, "capability"):
         cap_id = data[ptr]
         cs.capabilities.append(cap_id)
         if cap_id == CAP_ID_PCIE:
@@ -215,7 +236,6 @@ def _walk_standard(data: bytes, cs: ConfigSpace) -> None:
                 cs.problems.append("PCIe capability truncated")
             else:
                 cs.pcie = _decode_pcie(data, ptr)
-        ptr = data[ptr + 1] & 0xFC
 
 
 def _decode_pcie(data: bytes, o: int) -> PcieCapability:
@@ -241,17 +261,15 @@ def _decode_pcie(data: bytes, o: int) -> PcieCapability:
 
 
 def _walk_extended(data: bytes, cs: ConfigSpace) -> None:
-    ptr = 0x100
-    seen: set[int] = set()
     cs.has_acs = False
-    while ptr:
-        if ptr < 0x100 or ptr + 4 > len(data):
-            cs.problems.append(f"extended capability pointer {ptr:#x} out of range")
-            return
-        if ptr in seen or len(seen) >= 1024:
-            cs.problems.append(f"extended capability list loops at {ptr:#x}")
-            return
-        seen.add(ptr)
+
+    def out_of_range(ptr: int) -> str | None:
+        return f"extended capability pointer {ptr:#x} out of range" if ptr < 0x100 or ptr + 4 > len(data) else None
+
+    def next_of(ptr: int) -> int:
+        return _u32(data, ptr) >> 20 & 0xFFC
+
+    for ptr in _capability_list(cs, 0x100, out_of_range, next_of, 1024, "extended capability"):
         header = _u32(data, ptr)
         if header in (0, 0xFFFFFFFF):
             return
@@ -264,4 +282,3 @@ def _walk_extended(data: bytes, cs: ConfigSpace) -> None:
                 cs.has_acs = True
                 cs.acs_capability = AcsControl.from_bits(_u16(data, ptr + 4))
                 cs.acs_control = AcsControl.from_bits(_u16(data, ptr + 6))
-        ptr = header >> 20 & 0xFFC

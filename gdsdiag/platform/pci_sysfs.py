@@ -286,6 +286,21 @@ def read_gpu_memory_nodes(fs: FsRoot) -> dict[int, str]:
 # --- names users know -------------------------------------------------------------------------
 
 
+def owner_bdf(fs: FsRoot, link: str) -> str | None:
+    """The PCI function a class device (or a block device) belongs to: the last PCI address on
+    its canonical path. virtio and some drivers hang the class device below a child of the
+    function (.../0000:00:03.0/virtio2)."""
+    try:
+        return last_bdf(fs.resolve(link))
+    except OSError:
+        return None
+
+
+def last_bdf(path: str) -> str | None:
+    bdfs = [c for c in path.split("/") if BDF_RE.match(c)]
+    return bdfs[-1] if bdfs else None
+
+
 def read_names(fs: FsRoot) -> dict[str, list[str]]:
     """bdf → names: nvme controllers and namespaces, netdevs, RDMA devices, NVIDIA minors."""
     names: dict[str, list[str]] = {}
@@ -295,15 +310,9 @@ def read_names(fs: FsRoot) -> dict[str, list[str]]:
         for n in fs.listdir(cls_dir):
             if pattern and not re.match(pattern, n):
                 continue
-            try:
-                real = fs.resolve(f"{cls_dir}/{n}/device")
-            except OSError:
-                continue
-            # virtio and some drivers hang the class device below a child of the PCI function
-            # (.../0000:00:03.0/virtio2): the owner is the last PCI address on the path.
-            bdfs = [c for c in real.split("/") if BDF_RE.match(c)]
-            if bdfs:
-                found.setdefault(bdfs[-1], []).append(n)
+            bdf = owner_bdf(fs, f"{cls_dir}/{n}/device")
+            if bdf:
+                found.setdefault(bdf, []).append(n)
         return found
 
     for bdf, ctrls in add("/sys/class/nvme", r"^nvme\d+$").items():
@@ -317,22 +326,20 @@ def read_names(fs: FsRoot) -> dict[str, list[str]]:
     return names
 
 
-def read_nvidia_minors(fs: FsRoot) -> dict[str, int]:
-    """bdf → 'Device Minor' from /proc/driver/nvidia/gpus/<bdf>/information."""
-    out: dict[str, int] = {}
-    for bdf in fs.listdir("/proc/driver/nvidia/gpus"):
-        text = fs.read_text(f"/proc/driver/nvidia/gpus/{bdf}/information") or ""
-        m = re.search(r"Device Minor:\s*(\d+)", text)
-        if m and BDF_RE.match(bdf.lower()):
-            out[bdf.lower()] = int(m.group(1))
-    return out
-
-
-def read_nvidia_models(fs: FsRoot) -> dict[str, str]:
+def _gpu_information(fs: FsRoot, pattern: str) -> dict[str, str]:
+    """bdf → the first group of ``pattern`` in /proc/driver/nvidia/gpus/<bdf>/information."""
     out: dict[str, str] = {}
     for bdf in fs.listdir("/proc/driver/nvidia/gpus"):
-        text = fs.read_text(f"/proc/driver/nvidia/gpus/{bdf}/information") or ""
-        m = re.search(r"Model:\s*(.+)", text)
+        m = re.search(pattern, fs.read_text(f"/proc/driver/nvidia/gpus/{bdf}/information") or "")
         if m:
             out[bdf.lower()] = m.group(1).strip()
     return out
+
+
+def read_nvidia_minors(fs: FsRoot) -> dict[str, int]:
+    """bdf → 'Device Minor' from /proc/driver/nvidia/gpus/<bdf>/information."""
+    return {b: int(v) for b, v in _gpu_information(fs, r"Device Minor:\s*(\d+)").items() if BDF_RE.match(b)}
+
+
+def read_nvidia_models(fs: FsRoot) -> dict[str, str]:
+    return _gpu_information(fs, r"Model:\s*(.+)")

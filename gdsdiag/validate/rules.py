@@ -484,22 +484,16 @@ def r_min_gbps(inp: Inputs, rule: Rule):
         n += 1
         g = (p.get("summary") or {}).get("gbps") or 0.0
         ok = g >= th[p["bs"]]
-        e = _ev("sweep", f"{label}: {g:.3f} GB/s (min {th[p['bs']]})")
-        if not ok:
-            bad.append(label)
-            ev.insert(0, e)
-        else:
-            ev.append(e)
-    if not n and not bad:
-        return Status.SKIP, "no swept block size has a min_gbps threshold", ev, "add the block size to sweep.min_gbps"
-    if bad:
-        return (
-            Status.FAIL,
-            f"{len(bad)} point(s) below the minimum GB/s",
-            ev,
-            "see the route and link rules for the cause; compare with 'gdsdiag sweep'",
-        )
-    return Status.PASS, f"{n} point(s) at or above the minimum GB/s", ev, ""
+        _point(bad, ev, label, _ev("sweep", f"{label}: {g:.3f} GB/s (min {th[p['bs']]})"), failed=not ok)
+    return _points_verdict(
+        bool(n or bad),
+        bad,
+        ev,
+        "min_gbps",
+        "below the minimum GB/s",
+        "see the route and link rules for the cause; compare with 'gdsdiag sweep'",
+        f"{n} point(s) at or above the minimum GB/s",
+    )
 
 
 def r_max_p99(inp: Inputs, rule: Rule):
@@ -513,27 +507,34 @@ def r_max_p99(inp: Inputs, rule: Rule):
             continue
         n += 1
         label = f"GPU{s['gpu']} {s['path']} {p['mode']} {p['rw']} bs={_bs_key(p['bs'])} ×{p['threads']}"
-        e = _ev("sweep", f"{label}: p99 {p99:.0f} µs (max {th[p['bs']]})")
-        if p99 > th[p["bs"]]:
-            bad.append(label)
-            ev.insert(0, e)
-        else:
-            ev.append(e)
-    if not n:
-        return (
-            Status.SKIP,
-            "no swept block size has a max_p99_us threshold",
-            ev,
-            "add the block size to sweep.max_p99_us",
-        )
+        _point(bad, ev, label, _ev("sweep", f"{label}: p99 {p99:.0f} µs (max {th[p['bs']]})"), failed=p99 > th[p["bs"]])
+    return _points_verdict(
+        bool(n),
+        bad,
+        ev,
+        "max_p99_us",
+        "above the maximum p99",
+        "look for queueing: compat pool size, device saturation, link",
+        f"{n} point(s) within the p99 limit",
+    )
+
+
+def _point(bad: list[str], ev: list[Evidence], label: str, e: Evidence, failed: bool) -> None:
+    """One swept point's evidence; the points that missed their threshold are listed first."""
+    if failed:
+        bad.append(label)
+        ev.insert(0, e)
+    else:
+        ev.append(e)
+
+
+def _points_verdict(checked: bool, bad: list[str], ev: list[Evidence], key: str, missed: str, fix: str, passed: str):
+    """SKIP when no swept point had a ``sweep.<key>`` threshold, FAIL when some missed it, else PASS."""
+    if not checked:
+        return Status.SKIP, f"no swept block size has a {key} threshold", ev, f"add the block size to sweep.{key}"
     if bad:
-        return (
-            Status.FAIL,
-            f"{len(bad)} point(s) above the maximum p99",
-            ev,
-            "look for queueing: compat pool size, device saturation, link",
-        )
-    return Status.PASS, f"{n} point(s) within the p99 limit", ev, ""
+        return Status.FAIL, f"{len(bad)} point(s) {missed}", ev, fix
+    return Status.PASS, passed, ev, ""
 
 
 _MIXED = re.compile(r"(\w+)=(\d+)")
