@@ -60,9 +60,17 @@ class CuFileLib(Protocol):
         stream: CData,
         /,
     ) -> CuFileStatus: ...
-
-    cuFileWriteAsync = cuFileReadAsync  # the same signature, bytes_written_p in place of bytes_read_p
-
+    def cuFileWriteAsync(
+        self,
+        fh: CData,
+        bufPtr_base: CData,
+        size_p: CData,
+        file_offset_p: CData,
+        bufPtr_offset_p: CData,
+        bytes_written_p: CData,
+        stream: CData,
+        /,
+    ) -> CuFileStatus: ...
     def cuFileStreamRegister(self, stream: CData, flags: int, /) -> CuFileStatus: ...
     def cuFileStreamDeregister(self, stream: CData, /) -> CuFileStatus: ...
     def cuFileGetVersion(self, version: CData, /) -> CuFileStatus: ...

@@ -471,7 +471,9 @@ def r_min_gbps(inp: Inputs, rule: Rule):
     if not inp.sweeps:
         return _no_sweep(inp)
     by_path = {m["path"]: m for m in inp.mounts}
-    bad, ev, n = [], [], 0
+    bad: list[str] = []
+    ev: list[Evidence] = []
+    n = 0
     for s, p in _gpu_points(inp):
         th = _thresholds((by_path.get(s["path"]) or {}).get("min_gbps", inp.policy.get("sweep.min_gbps")))
         label = f"GPU{s['gpu']} {s['path']} {p['mode']} {p['rw']} bs={_bs_key(p['bs'])} ×{p['threads']}"
@@ -500,7 +502,9 @@ def r_max_p99(inp: Inputs, rule: Rule):
     if not inp.sweeps:
         return _no_sweep(inp)
     th = _thresholds(inp.policy.get("sweep.max_p99_us"))
-    bad, ev, n = [], [], 0
+    bad: list[str] = []
+    ev: list[Evidence] = []
+    n = 0
     for s, p in _gpu_points(inp):
         p99 = ((p.get("summary") or {}).get("lat_us") or {}).get("p99")
         if p["bs"] not in th or p99 is None or p.get("error"):
