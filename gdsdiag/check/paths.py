@@ -4,10 +4,14 @@ and the route a cuFile I/O there would take given the node's routes."""
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from ..platform import mounts as mnt
 from .context import CheckContext
 from .model import CheckResult, Evidence, PathVerdict, Route, Status, judged, plain
+
+if TYPE_CHECKING:
+    from ..schema import check as schema
 
 # Filesystems cuFile runs through nvidia-fs when their storage driver is GDS-aware (nvidia-fs
 # documentation "Key Features"; GDS release notes), keyed to the registration symbol needed.
@@ -127,7 +131,7 @@ def analyse_path(ctx: CheckContext, path: str, routes: list[Route]) -> tuple[Pat
         )
     route, why = _route(ctx, m, kinds, routes, odirect_ok)
     reasons += why
-    topo_rows = []
+    topo_rows: list[schema.PathTopology] = []
     if pcis:
         from ..topology.model import Role
 

@@ -11,6 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..schema import topology as schema
 
 CAP_ID_PCIE = 0x10
 EXT_CAP_ID_ACS = 0x000D
@@ -107,7 +111,7 @@ class AcsControl:
         )
         return " ".join(n + ("+" if v else "-") for n, v in zip(names, vals))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> schema.AcsBits:
         return {
             "SV": self.source_validation,
             "TB": self.translation_blocking,

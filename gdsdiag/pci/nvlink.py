@@ -4,6 +4,10 @@ produce them and the topology consumes them (see topology/nvlink.py for how they
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..schema import topology as schema
 
 
 @dataclass
@@ -19,7 +23,7 @@ class NvLinkPair:
     def label(self) -> str:
         return f"NV{self.links}"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> schema.NvLink:
         return {
             "links": self.links,
             "label": self.label,
@@ -38,7 +42,7 @@ class NvLinkGpu:
     remote_types: dict[str, int] = field(default_factory=dict)  # gpu / nvswitch / ibmnpu / unknown -> count
     version: int | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> schema.NvLinkGpu:
         return {
             "bdf": self.bdf,
             "links_active": self.links_active,
@@ -62,7 +66,7 @@ class NvLinkInfo:
     def add(self, pair: NvLinkPair) -> None:
         self.pairs[frozenset((pair.a, pair.b))] = pair
 
-    def to_json(self) -> dict:
+    def to_json(self) -> schema.NvLinkInfo:
         return {
             "source": self.source,
             "pairs": [

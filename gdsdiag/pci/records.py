@@ -6,8 +6,12 @@ nothing from above it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .config_space import AcsControl, ConfigSpace, PortType, gen_of, lane_gbytes_per_s
+
+if TYPE_CHECKING:
+    from ..schema import topology as schema
 
 
 @dataclass
@@ -39,7 +43,7 @@ class Link:
     def known(self) -> bool:
         return bool(self.speed_gts and self.width)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> schema.Link:
         return {
             "speed_gts": self.speed_gts,
             "width": self.width,

@@ -18,10 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from ..pci.records import Link
 from .model import Device, Role, Topology
 from .nvlink import NvLinkPair
+
+if TYPE_CHECKING:
+    from ..schema import topology as schema
 
 
 class SmiLevel(str, Enum):
@@ -79,17 +83,18 @@ class LinkHop:
     idle_possible: bool  # a GPU link can drop speed at idle (ASPM/power saving)
     gbps: float | None = None  # link.gbytes_per_s when the hop was made (the tree is fixed by then)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> schema.Hop:
         # a hop stands in many pairs: build its document once, hand out copies
         doc = self.__dict__.get("_json")
         if doc is None:
-            doc = self.__dict__["_json"] = {
+            built: schema.Hop = {
                 "bdf": self.bdf,
                 "device": self.label,
                 **self.link.to_json(),
                 "below_max": self.downtrained,
             }
-        return dict(doc)
+            doc = self.__dict__["_json"] = built
+        return doc.copy()
 
 
 def _narrower(best: LinkHop | None, h: LinkHop | None) -> LinkHop | None:
@@ -122,7 +127,7 @@ class PairAnalysis:
         """What nvidia-smi topo -m prints for the pair: NV# over NVLink, else the PCIe level."""
         return self.nvlink.label if self.nvlink else self.smi.value
 
-    def to_json(self) -> dict:
+    def to_json(self) -> schema.Pair:
         return {
             "a": self.a.bdf,
             "a_label": self.a.label,
