@@ -19,8 +19,12 @@ Pure functions over a Hugging Face ``config.json`` (already parsed) and a few nu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .errors import GdsdiagError
+
+if TYPE_CHECKING:
+    from .schema import kv as schema
 
 # torch dtype names as they appear in config.json "torch_dtype" (and the newer "dtype").
 DTYPE_BYTES = {
@@ -52,8 +56,19 @@ class KvShape:
     bytes_per_token: int
     formula: str
 
-    def to_json(self) -> dict:
-        return dict(self.__dict__)
+    def to_json(self) -> schema.Shape:
+        return {
+            "model": self.model,
+            "attention": self.attention,
+            "layers": self.layers,
+            "kv_heads": self.kv_heads,
+            "head_dim": self.head_dim,
+            "latent_dim": self.latent_dim,
+            "dtype": self.dtype,
+            "dtype_bytes": self.dtype_bytes,
+            "bytes_per_token": self.bytes_per_token,
+            "formula": self.formula,
+        }
 
 
 def _int(cfg: dict, key: str, where: str) -> int:
@@ -141,8 +156,18 @@ class KvEstimate:
     break_even_hit_rate: float | None  # None: no prefill rate given
     note: str
 
-    def to_json(self) -> dict:
-        return dict(self.__dict__)
+    def to_json(self) -> schema.Estimate:
+        return {
+            "tokens": self.tokens,
+            "bytes": self.bytes,
+            "read_gbps": self.read_gbps,
+            "write_gbps": self.write_gbps,
+            "t_load_s": self.t_load_s,
+            "t_store_s": self.t_store_s,
+            "t_recompute_s": self.t_recompute_s,
+            "break_even_hit_rate": self.break_even_hit_rate,
+            "note": self.note,
+        }
 
 
 def break_even(t_recompute: float, t_load: float, t_store: float) -> float | None:

@@ -16,8 +16,12 @@ import platform
 import stat
 import tarfile
 import time
+from typing import TYPE_CHECKING
 
 from .errors import GdsdiagError, refuse_existing
+
+if TYPE_CHECKING:
+    from .schema.snapshot import Captured
 
 # Per PCI function: the files the readers use.
 PCI_FILES = (
@@ -259,7 +263,7 @@ def _publish(tmp: str, output: str) -> None:
     os.unlink(tmp)
 
 
-def create(output: str, root: str = "/", redact: bool = False, bundle: bool = True) -> dict:
+def create(output: str, root: str = "/", redact: bool = False, bundle: bool = True) -> Captured:
     """Write a snapshot (support bundle); returns counts. Refuses to overwrite an existing file;
     the temporary file is removed whatever ends the run (error, Ctrl-C, SIGTERM)."""
     refuse_existing(output, "-o")

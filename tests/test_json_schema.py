@@ -21,6 +21,10 @@ import pytest
 from conftest import FIXTURES, GDSDIAG, HERE
 
 from gdsdiag.schema import check as check_schema
+from gdsdiag.schema import diff as diff_schema
+from gdsdiag.schema import explain as explain_schema
+from gdsdiag.schema import kv as kv_schema
+from gdsdiag.schema import snapshot as snapshot_schema
 from gdsdiag.schema import topology as topology_schema
 
 REPO = os.path.dirname(HERE)
@@ -28,15 +32,38 @@ H200 = os.path.join(FIXTURES, "snapshots", "h200-vm-2026-11-29.tar.gz")
 H200X2 = os.path.join(FIXTURES, "snapshots", "h200x2-vm-snapshot-2026-11-30.tar.gz")
 SMI_X2 = os.path.join(FIXTURES, "nvidia-smi", "h200x2-vm-topo-m.txt")
 GDSCHECK = os.path.join(FIXTURES, "corpus", "gdscheck", "asus-esc8000a-e12-gds1.14-iommu-off.txt")
+LLAMA = os.path.join(FIXTURES, "models", "llama-3.1-70b.config.json")
+CUFILE_LOG = os.path.join(FIXTURES, "corpus", "cufile-log", "hongsunjang-compat-mode-topology-table-misses.txt")
+GDSIO = os.path.join(FIXTURES, "corpus", "gdsio", "asus-esc8000a-e12-gpud-vs-cpuonly-nvme-raid.txt")
 
 TYPED = {
     "gdsdiag.topology/1": topology_schema.TopologyDoc,
     "gdsdiag.check/1": check_schema.CheckDoc,
+    "gdsdiag.diff/1": diff_schema.DiffDoc,
+    "gdsdiag.explain/1": explain_schema.ExplainDoc,
+    "gdsdiag.kv/1": kv_schema.KvDoc,
+    "gdsdiag.snapshot/1": snapshot_schema.SnapshotDoc,
 }
 # the command line whose output each type is checked against (committed fixtures only)
 REAL = {
     "gdsdiag.topology/1": ["topology", "--from", H200X2, "--nvidia-smi", SMI_X2, "--json"],
     "gdsdiag.check/1": ["check", "--from", H200, "--gdscheck", GDSCHECK, "--json"],
+    "gdsdiag.diff/1": ["diff", H200, H200X2, "--json"],
+    "gdsdiag.explain/1": ["explain", CUFILE_LOG, GDSIO, "--json"],
+    "gdsdiag.kv/1": [
+        "kv",
+        "--model-config",
+        LLAMA,
+        "--gbps",
+        "2.2",
+        "--tokens",
+        "8192",
+        "--prefill-tps",
+        "3000",
+        "--json",
+    ],
+    # an empty tree: what matters here is the document's shape (OUT is replaced by a new file)
+    "gdsdiag.snapshot/1": ["snapshot", "-o", "OUT", "--root", "EMPTY", "--json"],
 }
 
 
@@ -149,8 +176,10 @@ def test_docs_json_md_matches_the_type(schema):
 
 
 @pytest.mark.parametrize("schema", sorted(TYPED))
-def test_real_output_matches_the_type(schema):
-    r = subprocess.run([*GDSDIAG, *REAL[schema]], capture_output=True, text=True, cwd=REPO, timeout=300)
+def test_real_output_matches_the_type(schema, tmp_path):
+    (tmp_path / "empty").mkdir()
+    argv = [{"OUT": str(tmp_path / "s.tar.gz"), "EMPTY": str(tmp_path / "empty")}.get(a, a) for a in REAL[schema]]
+    r = subprocess.run([*GDSDIAG, *argv], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert r.returncode in (0, 1, 2), r.stderr
     doc = json.loads(r.stdout)
     assert doc["schema"] == schema

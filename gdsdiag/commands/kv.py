@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from ..errors import EXIT_OK, EXIT_TOOL_ERROR, GdsdiagError
 from ._common import emit_json, json_option
+
+if TYPE_CHECKING:
+    from ..schema.kv import KvDoc
 
 
 def _read_json(path: str, what: str):
@@ -69,7 +73,7 @@ def kv(model_config, sweep_file, gbps, tokens, prefill_tps, kv_dtype, as_json):
         click.echo(e.line(), err=True)
         sys.exit(EXIT_TOOL_ERROR)
     if as_json:
-        doc = {
+        doc: KvDoc = {
             "schema": "gdsdiag.kv/1",
             "model_config": model_config,
             "shape": shape.to_json(),
