@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from ..errors import EXIT_FAIL, EXIT_OK, EXIT_TOOL_ERROR, EXIT_WARN, GdsdiagError, refuse_existing
 from ._common import emit_json, json_option
+
+if TYPE_CHECKING:
+    from ..schema.validate import ReportDoc
 
 
 def write_png(rs, path: str) -> None:
@@ -63,7 +67,13 @@ def report(reports, png_path, as_json):
         sys.exit(EXIT_TOOL_ERROR)
     w = worst(rs)
     if as_json:
-        emit_json({"schema": "gdsdiag.report/1", "nodes": [r.to_json() for r in rs], "rules": matrix, "verdict": w})
+        doc: ReportDoc = {
+            "schema": "gdsdiag.report/1",
+            "nodes": [r.to_json() for r in rs],
+            "rules": matrix,
+            "verdict": w,
+        }
+        emit_json(doc)
     else:
         from rich.console import Console
         from rich.table import Table

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..errors import GdsdiagError
+
+if TYPE_CHECKING:
+    from ..schema import validate as schema
 
 RANK = {"FAIL": 3, "WARN": 2, "PASS": 1, "SKIP": 0}
 
@@ -20,10 +24,21 @@ class NodeRow:
     level: str
     failed: list[str]
     warned: list[str]
-    gbps: dict = field(default_factory=dict)  # "read 1m" -> best GB/s over GPUs/mounts/threads of cuFile modes
+    gbps: dict[str, float] = field(
+        default_factory=dict
+    )  # "read 1m" -> best GB/s over GPUs/mounts/threads of cuFile modes
 
-    def to_json(self) -> dict:
-        return dict(self.__dict__)
+    def to_json(self) -> schema.NodeRow:
+        return {
+            "node": self.node,
+            "source": self.source,
+            "snapshot_id": self.snapshot_id,
+            "verdict": self.verdict,
+            "level": self.level,
+            "failed": self.failed,
+            "warned": self.warned,
+            "gbps": self.gbps,
+        }
 
 
 def _bs(bs: int) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..check.model import Evidence, Status
 from ..cufile_json import RDMA_KEYS_1_19
@@ -18,6 +19,9 @@ from ..routes import Route
 from ..topology.model import Role
 from .adapters import cufile_modes, route_of
 from .policy import Policy, _size
+
+if TYPE_CHECKING:
+    from ..schema import validate as schema
 
 STATIC, MEASURED = "static", "measured"
 
@@ -49,7 +53,7 @@ class RuleResult:
     source: str = ""
     stage: str = STATIC
 
-    def to_json(self) -> dict:
+    def to_json(self) -> schema.RuleResult:
         return {
             "rule": self.rule,
             "title": self.title,
