@@ -13,7 +13,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import types
 import typing
 
@@ -26,6 +28,7 @@ from gdsdiag.schema import diff as diff_schema
 from gdsdiag.schema import explain as explain_schema
 from gdsdiag.schema import kv as kv_schema
 from gdsdiag.schema import snapshot as snapshot_schema
+from gdsdiag.schema import sweep as sweep_schema
 from gdsdiag.schema import topology as topology_schema
 from gdsdiag.schema import validate as validate_schema
 
@@ -49,6 +52,7 @@ TYPED = {
     "gdsdiag.explain/1": explain_schema.ExplainDoc,
     "gdsdiag.kv/1": kv_schema.KvDoc,
     "gdsdiag.snapshot/1": snapshot_schema.SnapshotDoc,
+    "gdsdiag.sweep/1": sweep_schema.SweepDoc,
 }
 # the command line whose output each type is checked against (committed fixtures only)
 REAL = {
@@ -73,6 +77,25 @@ REAL = {
     ],
     # an empty tree: what matters here is the document's shape (OUT is replaced by a new file)
     "gdsdiag.snapshot/1": ["snapshot", "-o", "OUT", "--root", "EMPTY", "--json"],
+    # a short real sweep (host mode: no GPU needed) on a disk that takes O_DIRECT
+    "gdsdiag.sweep/1": [
+        "sweep",
+        "--dir",
+        "DISK",
+        "--size",
+        "8M",
+        "--bs",
+        "4k",
+        "--threads",
+        "1",
+        "--rw",
+        "read",
+        "--mode",
+        "host",
+        "--time",
+        "0.3s",
+        "--json",
+    ],
 }
 
 
@@ -187,10 +210,15 @@ def test_docs_json_md_matches_the_type(schema):
 @pytest.mark.parametrize("schema", sorted(TYPED))
 def test_real_output_matches_the_type(schema, tmp_path):
     (tmp_path / "empty").mkdir()
-    argv = [{"OUT": str(tmp_path / "s.tar.gz"), "EMPTY": str(tmp_path / "empty")}.get(a, a) for a in REAL[schema]]
-    r = subprocess.run([*GDSDIAG, *argv], capture_output=True, text=True, cwd=REPO, timeout=300)
-    if schema == "gdsdiag.cufile/1" and r.returncode == 3:
-        pytest.skip(f"no libcufile here: {r.stderr.strip()}")
+    disk = tempfile.mkdtemp(prefix="gdsdiag-schema-", dir="/var/tmp")  # /tmp may be tmpfs (no O_DIRECT)
+    places = {"OUT": str(tmp_path / "s.tar.gz"), "EMPTY": str(tmp_path / "empty"), "DISK": disk}
+    argv = [places.get(a, a) for a in REAL[schema]]
+    try:
+        r = subprocess.run([*GDSDIAG, *argv], capture_output=True, text=True, cwd=REPO, timeout=300)
+    finally:
+        shutil.rmtree(disk, ignore_errors=True)
+    if schema in ("gdsdiag.cufile/1", "gdsdiag.sweep/1") and r.returncode == 3:
+        pytest.skip(f"cannot run here: {r.stderr.strip()}")
     assert r.returncode in (0, 1, 2), r.stderr
     doc = json.loads(r.stdout)
     assert doc["schema"] == schema
