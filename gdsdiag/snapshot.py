@@ -97,7 +97,8 @@ GLOBS = (
 
 class _Writer:
     def __init__(self, tar: tarfile.TarFile, root: str, redactor=None):
-        self.tar, self.root, self.done = tar, root, set()
+        self.tar, self.root = tar, root
+        self.done: set[str] = set()
         self.skipped: list[str] = []
         self.redactor = redactor
         self.manifest: list[tuple[str, int]] = []
@@ -147,7 +148,7 @@ class _Writer:
                 if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
                     self._add_bytes(path, b"")
                     return
-                chunks = []
+                chunks: list[bytes] = []
                 while sum(map(len, chunks)) < (1 << 22):
                     c = f.read(65536)
                     if not c:
@@ -170,7 +171,7 @@ class _Writer:
             return os.path.normpath(os.path.join(rel, os.path.basename(path)))
         return path
 
-    def add_generated(self, path: str, data: bytes, source: str, error: str | None = None) -> None:
+    def add_generated(self, path: str, data: bytes | None, source: str, error: str | None = None) -> None:
         """A bundle entry gdsdiag made (command output, results): recorded in the manifest."""
         if data is not None:
             self._add_bytes(path, data)

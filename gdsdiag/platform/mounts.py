@@ -204,7 +204,7 @@ def odirect_probe(directory: str) -> ODirectProbe:
             return ODirectProbe(False, f"O_DIRECT read back {n} bytes that differ from what was written")
         return ODirectProbe(True, f"O_DIRECT write+read of 4 KiB verified in {directory}")
     except OSError as e:
-        en = errno.errorcode.get(e.errno, str(e.errno))
+        en = errno.errorcode.get(e.errno or 0, str(e.errno))
         return ODirectProbe(False, f"{directory}: {e.strerror} ({en})", en)
     finally:
         if fd >= 0:

@@ -123,8 +123,8 @@ def _place(
     if not chain or chain[-1] != name:
         fs.problems.append(f"{name}: device path {real} does not end in its own address")
         return None
-    if hosts:
-        m = HOST_RE.match(hosts[-1])
+    m = HOST_RE.match(hosts[-1]) if hosts else None
+    if m:
         hb = f"{m.group(1)}:{m.group(2)}"
     else:
         # Virtual buses (e.g. VMD, Hyper-V) have no pciDDDD:BB component: use the top function's bus.

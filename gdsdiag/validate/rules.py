@@ -21,7 +21,10 @@ from .adapters import cufile_modes, route_of
 from .policy import Policy, _size
 
 if TYPE_CHECKING:
+    from ..check.context import CheckContext
+    from ..check.runner import CheckReport
     from ..schema import validate as schema
+    from ..topology.pairs import LinkHop
 
 STATIC, MEASURED = "static", "measured"
 
@@ -29,9 +32,9 @@ STATIC, MEASURED = "static", "measured"
 @dataclass
 class Inputs:
     policy: Policy
-    ctx: object  # gdsdiag.check.context.CheckContext
+    ctx: CheckContext
     mounts: list[dict]  # [{"path", "allowed"?, "min_gbps"?}]
-    check: object | None = None  # CheckReport
+    check: CheckReport | None = None
     topo: object | None = None
     pairs: list = field(default_factory=list)
     sweeps: list[dict] = field(default_factory=list)  # [{"path", "gpu", "doc"}]
@@ -213,7 +216,7 @@ def r_acs(inp: Inputs, rule: Rule):
     pairs = _io_pairs(inp)
     if not pairs:
         return Status.SKIP, "no GPU↔NVMe/NIC path on this node", [_ev("PCI topology", "no pair")], ""
-    redirect = {}
+    redirect: dict[str, list[str]] = {}
     for p in pairs:
         for b in p.acs_redirect_bridges:
             redirect.setdefault(b, []).append(f"{p.a.display()}↔{p.b.display()}")
@@ -249,7 +252,8 @@ def r_downtrained(inp: Inputs, rule: Rule):
     pairs = _io_pairs(inp)
     if not pairs:
         return Status.SKIP, "no GPU↔NVMe/NIC path on this node", [_ev("PCI topology", "no pair")], ""
-    bad, idle = {}, {}
+    bad: dict[str, tuple[LinkHop, str]] = {}
+    idle: dict[str, tuple[LinkHop, str]] = {}
     for p in pairs:
         for h in p.hops:
             if not h.downtrained:
@@ -563,7 +567,7 @@ def route_mix(sweeps: list[dict], only: Route | None = None) -> tuple[dict, list
             stats = ((p.get("route_detail") or {}).get("cufile_stats") or {}).get("routes")
             label = p.get("route") or "UNKNOWN"
             if stats and sum(stats.values()):
-                shares = {}
+                shares: dict[Route, float] = {}
                 for k, v in stats.items():
                     if v:
                         shares[route_of(k)] = shares.get(route_of(k), 0) + v

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -86,7 +87,7 @@ def run(
     level: str = "static",
     keep_going: bool = False,
     progress=None,
-    sweep_results: list[str] = (),
+    sweep_results: Sequence[str] = (),
     trace_replay: str | None = None,
 ) -> ValidateReport:
     """level: static (files only), quick or full (also measure). sweep_results: existing
