@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -21,8 +20,6 @@ class CheckContext:
     fs: FsRoot
     env: dict = field(default_factory=dict)
     libcufile_path: str | None = None
-    # kernel.start_kallsyms()'s waiter when the caller started the read early (gdsdiag check)
-    pending_kallsyms: Callable[[], kernel.Kallsyms] | None = None
 
     @property
     def live(self) -> bool:
@@ -38,8 +35,6 @@ class CheckContext:
 
     @cached_property
     def kallsyms(self) -> kernel.Kallsyms:
-        if self.pending_kallsyms is not None:
-            return self.pending_kallsyms()
         return kernel.read_kallsyms(self.fs)
 
     @cached_property

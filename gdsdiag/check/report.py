@@ -17,6 +17,9 @@ def check(
     gdscheck_file: str | None = None,
     libcufile_path: str | None = None,
 ) -> CheckReport:
+    from .context import CheckContext
+    from .runner import run as run_checks
+
     gdscheck_text = None
     if gdscheck_file:
         from ..bounded import read_user_text  # regular files under a stated size only
@@ -27,16 +30,7 @@ def check(
             "--path cannot be probed inside a snapshot", "run 'gdsdiag check --path DIR' on the node itself"
         )
     with node_root(root, snapshot) as fs:
-        from ..platform.kernel import start_kallsyms
-
-        # the slowest single read of a live check, started before the check modules are imported
-        pending = start_kallsyms(fs) if fs.is_live else None
-        from .context import CheckContext
-        from .runner import run as run_checks
-
-        ctx = CheckContext(
-            fs, env=dict(os.environ) if fs.is_live else {}, libcufile_path=libcufile_path, pending_kallsyms=pending
-        )
+        ctx = CheckContext(fs, env=dict(os.environ) if fs.is_live else {}, libcufile_path=libcufile_path)
         report = run_checks(ctx, list(paths), gdscheck_text)
     if snapshot:
         report.source = snapshot

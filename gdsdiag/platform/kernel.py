@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .fsroot import FsRoot
@@ -42,23 +41,17 @@ class Kallsyms:
         return name in self.symbols
 
 
-def read_kallsyms(fs: FsRoot, wanted: frozenset[str] = INTERESTING_SYMBOLS) -> Kallsyms:
+def read_kallsyms(fs: FsRoot, wanted=INTERESTING_SYMBOLS) -> Kallsyms:
     """Find ``wanted`` names in /proc/kallsyms. The type letter is ignored on purpose: exported
     module functions show as lowercase 't' on recent kernels.
 
-    One read and one bytes search per name: splitting each of the ~120,000 lines in Python took
-    over a second, most of 'gdsdiag check'."""
+    One read and one regular-expression scan for just those names: splitting each of the
+    ~120,000 lines in Python took over a second, most of 'gdsdiag check'."""
     out = Kallsyms(readable=False)
     raw = fs.read_bytes("/proc/kallsyms")
     if not raw:
         return out
     out.readable = True
-    out.symbols = _find_symbols(raw, wanted)
-    return out
-
-
-def _find_symbols(raw: bytes, wanted: frozenset[str]) -> dict[str, str | None]:
-    found: dict[str, str | None] = {}
     for name in sorted(wanted):
         key = name.encode()
         i = raw.find(key)
@@ -68,42 +61,11 @@ def _find_symbols(raw: bytes, wanted: frozenset[str]) -> dict[str, str | None]:
             if raw[i - 1 : i] in (b" ", b"\t") and raw[end : end + 1] in (b"\n", b"\t", b" ", b""):
                 line_end = raw.find(b"\n", end)
                 rest = raw[end : line_end if line_end >= 0 else len(raw)].strip()
-                found[name] = rest.strip(b"[]").decode("ascii", "replace") if rest.startswith(b"[") else None
+                mod = rest.strip(b"[]").decode("ascii", "replace") if rest.startswith(b"[") else None
+                out.symbols[name] = mod
                 break
             i = raw.find(key, end)
-    return found
-
-
-def start_kallsyms(fs: FsRoot, wanted: frozenset[str] = INTERESTING_SYMBOLS) -> Callable[[], Kallsyms]:
-    """Start looking for ``wanted`` in /proc/kallsyms and return the function that waits for the
-    answer (the same as ``read_kallsyms``). The kernel hands /proc/kallsyms out one 4 KiB page per
-    read() and spends ~0.08 s making its 5 MB: the slowest read of a live 'gdsdiag check'. On a
-    live node ``grep -F -w`` does that on another CPU while gdsdiag imports and runs the other
-    checks (a Python thread cannot: it needs the GIL back after each of the ~1,300 reads), and
-    only its few matching lines come back; they pass through the same whole-name match."""
-    import shutil
-    import subprocess
-
-    grep = shutil.which("grep") if fs.is_live else None
-    proc = None
-    if grep:
-        argv = [grep, "-F", "-w"] + [x for name in sorted(wanted) for x in ("-e", name)] + ["/proc/kallsyms"]
-        try:
-            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-        except OSError:
-            proc = None
-
-    def wait() -> Kallsyms:
-        if proc is None:
-            return read_kallsyms(fs, wanted)
-        lines, _ = proc.communicate()
-        # grep: 0 some lines, 1 none, 2 could not read; an empty kallsyms is "unreadable", as
-        # read_kallsyms says, so the file's first page decides that
-        if proc.returncode not in (0, 1) or not fs.read_bytes("/proc/kallsyms", limit=64):
-            return read_kallsyms(fs, wanted)
-        return Kallsyms(readable=True, symbols=_find_symbols(lines, wanted))
-
-    return wait
+    return out
 
 
 def read_modules(fs: FsRoot) -> dict[str, str]:
