@@ -30,6 +30,7 @@ from gdsdiag.schema import kv as kv_schema
 from gdsdiag.schema import snapshot as snapshot_schema
 from gdsdiag.schema import sweep as sweep_schema
 from gdsdiag.schema import topology as topology_schema
+from gdsdiag.schema import trace as trace_schema
 from gdsdiag.schema import validate as validate_schema
 
 REPO = os.path.dirname(HERE)
@@ -112,6 +113,51 @@ def _strip_comments(block: str) -> str:
                 break
         out.append(line[:cut])
     return "\n".join(out)
+
+
+def documented_trace_lines() -> list[dict]:
+    """The JSON lines of docs/json.md's trace section (several objects in one block)."""
+    with open(os.path.join(REPO, "docs", "json.md"), encoding="utf-8") as f:
+        section = f.read().split("## `gdsdiag trace --json`", 1)[1].split("\n## ", 1)[0]
+    text = _strip_comments(re.search(r"```jsonc?\n(.*?)```", section, re.S).group(1))
+    out, i, dec = [], 0, json.JSONDecoder()
+    while text[i:].strip():
+        i += len(text[i:]) - len(text[i:].lstrip())
+        obj, i = dec.raw_decode(text, i)
+        out.append(obj)
+    return out
+
+
+TRACE_LINE = {"io": trace_schema.IoLine, "summary": trace_schema.Summary}
+TRACE_RECORDING = os.path.join(FIXTURES, "trace", "trace-h200-cufile.jsonl.gz")  # recorded on the GPU machine
+
+
+def test_docs_trace_lines_match_the_types():
+    lines = documented_trace_lines()
+    assert [x["type"] for x in lines] == ["io", "summary"]
+    problems: list[str] = []
+    for x in lines:
+        compare(x, TRACE_LINE[x["type"]], f"trace {x['type']}", problems, documented=True)
+    assert not problems, "docs/json.md and gdsdiag/schema/trace.py disagree:\n" + "\n".join(problems)
+
+
+def test_trace_replay_lines_match_the_types():
+    r = subprocess.run(
+        [*GDSDIAG, "trace", "--replay", TRACE_RECORDING, "--json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    assert {x["type"] for x in lines} == {"io", "summary"}
+    problems: list[str] = []
+    for x in lines:
+        compare(x, TRACE_LINE[x["type"]], f"trace {x['type']}", problems, documented=False)
+    assert not problems, "gdsdiag trace --replay output and gdsdiag/schema/trace.py disagree:\n" + "\n".join(
+        problems[:20]
+    )
 
 
 def documented_examples() -> dict[str, dict]:
