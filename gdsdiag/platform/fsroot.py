@@ -234,7 +234,8 @@ class AttrDir:
         try:
             st = os.fstat(fd)
             if not (stat.S_ISREG(st.st_mode) and (max_bytes is None or st.st_size <= max_bytes)):
-                return None, check_regular(st, max_bytes)
+                # the FsRoot's own read says "Is a directory" as open() does for a directory
+                return None, os.strerror(errno.EISDIR) if stat.S_ISDIR(st.st_mode) else check_regular(st, max_bytes)
             want = limit if limit is not None else max(st.st_size, 4096)
             data = os.read(fd, want)
             # A short read is the end: a regular file returns all it has, and sysfs hands over a
