@@ -19,7 +19,7 @@ Pure functions over a Hugging Face ``config.json`` (already parsed) and a few nu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from .errors import GdsdiagError
 
@@ -57,18 +57,8 @@ class KvShape:
     formula: str
 
     def to_json(self) -> schema.Shape:
-        return {
-            "model": self.model,
-            "attention": self.attention,
-            "layers": self.layers,
-            "kv_heads": self.kv_heads,
-            "head_dim": self.head_dim,
-            "latent_dim": self.latent_dim,
-            "dtype": self.dtype,
-            "dtype_bytes": self.dtype_bytes,
-            "bytes_per_token": self.bytes_per_token,
-            "formula": self.formula,
-        }
+        # the fields are the document's keys (tests/test_json_schema.py checks them against the type)
+        return cast("schema.Shape", dict(self.__dict__))
 
 
 def _int(cfg: dict, key: str, where: str) -> int:
@@ -157,17 +147,8 @@ class KvEstimate:
     note: str
 
     def to_json(self) -> schema.Estimate:
-        return {
-            "tokens": self.tokens,
-            "bytes": self.bytes,
-            "read_gbps": self.read_gbps,
-            "write_gbps": self.write_gbps,
-            "t_load_s": self.t_load_s,
-            "t_store_s": self.t_store_s,
-            "t_recompute_s": self.t_recompute_s,
-            "break_even_hit_rate": self.break_even_hit_rate,
-            "note": self.note,
-        }
+        # the fields are the document's keys (tests/test_json_schema.py checks them against the type)
+        return cast("schema.Estimate", dict(self.__dict__))
 
 
 def break_even(t_recompute: float, t_load: float, t_store: float) -> float | None:

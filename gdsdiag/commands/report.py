@@ -31,9 +31,9 @@ def write_png(rs, path: str) -> None:
     width = 0.8 / len(keys)
     for i, k in enumerate(keys):
         xs = [j + i * width for j in range(len(rs))]
-        ax.bar(xs, [r.gbps.get(k, 0.0) for r in rs], width, label=k)
+        ax.bar(xs, [r["gbps"].get(k, 0.0) for r in rs], width, label=k)
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(rs))])
-    ax.set_xticklabels([f"{r.node}\n{r.verdict}" for r in rs], fontsize=8)
+    ax.set_xticklabels([f"{r['node']}\n{r['verdict']}" for r in rs], fontsize=8)
     ax.set_ylabel("GB/s (best cuFile point)")
     ax.set_title("gdsdiag validate: GB/s per node")
     ax.legend(fontsize=8)
@@ -69,7 +69,7 @@ def report(reports, png_path, as_json):
     if as_json:
         doc: ReportDoc = {
             "schema": "gdsdiag.report/1",
-            "nodes": [r.to_json() for r in rs],
+            "nodes": rs,
             "rules": matrix,
             "verdict": w,
         }
@@ -90,12 +90,12 @@ def report(reports, png_path, as_json):
         style = {"FAIL": "bold red", "WARN": "yellow", "PASS": "green"}
         for r in rs:
             t.add_row(
-                r.node,
-                f"[{style.get(r.verdict, '')}]{r.verdict}[/]",
-                ", ".join(r.failed) or "-",
-                ", ".join(r.warned) or "-",
-                *[f"{r.gbps[k]:.2f}" if k in r.gbps else "-" for k in keys],
-                r.snapshot_id,
+                r["node"],
+                f"[{style.get(r['verdict'], '')}]{r['verdict']}[/]",
+                ", ".join(r["failed"]) or "-",
+                ", ".join(r["warned"]) or "-",
+                *[f"{r['gbps'][k]:.2f}" if k in r["gbps"] else "-" for k in keys],
+                r["snapshot_id"],
             )
         console.print(t)
         if matrix:

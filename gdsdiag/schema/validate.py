@@ -87,7 +87,7 @@ class NodeRow(TypedDict):
     level: str
     failed: list[str]
     warned: list[str]
-    gbps: dict[str, float]
+    gbps: dict[str, float]  # "read 1m" -> best GB/s over the GPUs, mounts and threads of cuFile modes
 
 
 class ReportDoc(TypedDict):
