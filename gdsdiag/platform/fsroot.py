@@ -142,8 +142,9 @@ class FsRoot:
 
     def attrs(self, path: str) -> AttrDir:
         """The attribute files of one directory (a sysfs device), read through one directory
-        descriptor: a large node has ~12 attributes for each of 1,000+ functions, and resolving the
-        whole path for each (openat2 under --root) was most of `topology`'s time. Close it (``with``)."""
+        descriptor: a large node has ~7 attribute files for each of 1,000+ functions, and resolving
+        the whole path for each (openat2 under --root) was most of `topology`'s time (docs/benchmarks.md).
+        Close it (``with``)."""
         return AttrDir(self, path, self._dirfd(path))
 
     def link_attrs(self, path: str) -> tuple[str, AttrDir]:
