@@ -4,7 +4,7 @@ produce them and the topology consumes them (see topology/nvlink.py for how they
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
     from ..schema import topology as schema
@@ -43,14 +43,8 @@ class NvLinkGpu:
     version: int | None = None
 
     def to_json(self) -> schema.NvLinkGpu:
-        return {
-            "bdf": self.bdf,
-            "links_active": self.links_active,
-            "links_inactive": self.links_inactive,
-            "to_nvswitch": self.to_nvswitch,
-            "remote_types": self.remote_types,
-            "version": self.version,
-        }
+        # the fields are the document's keys (tests/test_json_schema.py checks them against the type)
+        return cast("schema.NvLinkGpu", dict(self.__dict__))
 
 
 @dataclass
