@@ -11,8 +11,12 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .errors import GdsdiagError
+
+if TYPE_CHECKING:
+    from .schema import diff as schema
 
 # fields that say where a document came from, not what the node is
 VOLATILE = {"source", "exit_code"}
@@ -37,7 +41,7 @@ class Difference:
     a: object
     b: object
 
-    def to_json(self) -> dict:
+    def to_json(self) -> schema.Difference:
         return {"section": self.section, "key": self.key, "a": self.a, "b": self.b}
 
 

@@ -19,8 +19,12 @@ Pure functions over a Hugging Face ``config.json`` (already parsed) and a few nu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 from .errors import GdsdiagError
+
+if TYPE_CHECKING:
+    from .schema import kv as schema
 
 # torch dtype names as they appear in config.json "torch_dtype" (and the newer "dtype").
 DTYPE_BYTES = {
@@ -52,8 +56,9 @@ class KvShape:
     bytes_per_token: int
     formula: str
 
-    def to_json(self) -> dict:
-        return dict(self.__dict__)
+    def to_json(self) -> schema.Shape:
+        # the fields are the document's keys (tests/test_json_schema.py checks them against the type)
+        return cast("schema.Shape", dict(self.__dict__))
 
 
 def _int(cfg: dict, key: str, where: str) -> int:
@@ -141,8 +146,9 @@ class KvEstimate:
     break_even_hit_rate: float | None  # None: no prefill rate given
     note: str
 
-    def to_json(self) -> dict:
-        return dict(self.__dict__)
+    def to_json(self) -> schema.Estimate:
+        # the fields are the document's keys (tests/test_json_schema.py checks them against the type)
+        return cast("schema.Estimate", dict(self.__dict__))
 
 
 def break_even(t_recompute: float, t_load: float, t_store: float) -> float | None:

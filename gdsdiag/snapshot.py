@@ -16,8 +16,12 @@ import platform
 import stat
 import tarfile
 import time
+from typing import TYPE_CHECKING
 
 from .errors import GdsdiagError, refuse_existing
+
+if TYPE_CHECKING:
+    from .schema.snapshot import Captured
 
 # Per PCI function: the files the readers use.
 PCI_FILES = (
@@ -93,7 +97,8 @@ GLOBS = (
 
 class _Writer:
     def __init__(self, tar: tarfile.TarFile, root: str, redactor=None):
-        self.tar, self.root, self.done = tar, root, set()
+        self.tar, self.root = tar, root
+        self.done: set[str] = set()
         self.skipped: list[str] = []
         self.redactor = redactor
         self.manifest: list[tuple[str, int]] = []
@@ -143,7 +148,7 @@ class _Writer:
                 if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
                     self._add_bytes(path, b"")
                     return
-                chunks = []
+                chunks: list[bytes] = []
                 while sum(map(len, chunks)) < (1 << 22):
                     c = f.read(65536)
                     if not c:
@@ -166,7 +171,7 @@ class _Writer:
             return os.path.normpath(os.path.join(rel, os.path.basename(path)))
         return path
 
-    def add_generated(self, path: str, data: bytes, source: str, error: str | None = None) -> None:
+    def add_generated(self, path: str, data: bytes | None, source: str, error: str | None = None) -> None:
         """A bundle entry gdsdiag made (command output, results): recorded in the manifest."""
         if data is not None:
             self._add_bytes(path, data)
@@ -259,7 +264,7 @@ def _publish(tmp: str, output: str) -> None:
     os.unlink(tmp)
 
 
-def create(output: str, root: str = "/", redact: bool = False, bundle: bool = True) -> dict:
+def create(output: str, root: str = "/", redact: bool = False, bundle: bool = True) -> Captured:
     """Write a snapshot (support bundle); returns counts. Refuses to overwrite an existing file;
     the temporary file is removed whatever ends the run (error, Ctrl-C, SIGTERM)."""
     refuse_existing(output, "-o")

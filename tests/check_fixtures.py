@@ -122,3 +122,31 @@ def set_cufile(root, text):
 def copy_tree(src, dst):
     shutil.copytree(src, dst, symlinks=True)
     return dst
+
+
+_SPEED_CODE = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}  # PCI_EXP_LNKSTA_CLS encodings
+
+
+def set_link(root, bdf="0000:00:06.0", speed_gts=None, width=None):
+    """A link that trained below its maximum, as the kernel shows it: the current_link_speed /
+    current_link_width attributes print the PCIe capability's LnkSta register (drivers/pci/pci-sysfs.c
+    current_link_speed_show), so both the attribute and LnkSta in the config file change."""
+    dev = os.path.realpath(os.path.join(root, f"sys/bus/pci/devices/{bdf}"))
+    if speed_gts is not None:
+        _write(dev, "current_link_speed", f"{speed_gts:.1f} GT/s PCIe\n")
+    if width is not None:
+        _write(dev, "current_link_width", f"{width}\n")
+    with open(os.path.join(dev, "config"), "rb") as f:
+        cfg = bytearray(f.read())
+    ptr = cfg[0x34] & 0xFC
+    while ptr and cfg[ptr] != 0x10:  # walk the capability list to the PCI Express capability
+        ptr = cfg[ptr + 1] & 0xFC
+    assert ptr, f"{bdf}: no PCIe capability in its config file"
+    sta = cfg[ptr + 0x12] | cfg[ptr + 0x13] << 8
+    if speed_gts is not None:
+        sta = sta & ~0xF | _SPEED_CODE[speed_gts]
+    if width is not None:
+        sta = sta & ~0x3F0 | width << 4
+    cfg[ptr + 0x12], cfg[ptr + 0x13] = sta & 0xFF, sta >> 8
+    with open(os.path.join(dev, "config"), "wb") as f:
+        f.write(cfg)

@@ -71,9 +71,9 @@ def test_nvidia_fs_loaded_on_one_node_changes_verdict_and_checks(tree, tmp_path)
 
 def test_link_downtrained_on_one_node(tree, tmp_path):
     b = _variant(tree, tmp_path, "link")
-    # the kernel's format, as in the real file ("32.0 GT/s PCIe"), at Gen4 speed
-    with open(os.path.join(b, "sys/devices/pci0000:00/0000:00:06.0/current_link_speed"), "w") as f:
-        f.write("16.0 GT/s PCIe\n")
+    # the kernel's format, as in the real file ("32.0 GT/s PCIe"), at Gen4 speed, and the LnkSta
+    # register that file prints
+    cf.set_link(b, "0000:00:06.0", speed_gts=16.0)
     res = diff(tree, b)
     x = next(x for x in res.differences if x.key == "devices.0000:00:06.0.link.speed_gts")
     assert (x.a, x.b) == (32.0, 16.0)

@@ -8,7 +8,7 @@ import os
 import shutil
 
 import pytest
-from check_fixtures import add_nvidia_fs, copy_tree, set_cufile, set_iommu_translating, unpack_h200
+from check_fixtures import add_nvidia_fs, copy_tree, set_cufile, set_iommu_translating, set_link, unpack_h200
 from sweep_fixture import h200_sweep_doc
 
 from gdsdiag.check.context import CheckContext
@@ -194,9 +194,7 @@ def test_udev_missing_is_fatal(tree, tmp_path):
 
 def test_downtrained_gpu_link(tree, tmp_path):
     # a GPU at x8 in its x16 slot (width below max is never an idle power state)
-    dev = os.path.realpath(os.path.join(tree, "sys/bus/pci/devices/0000:00:06.0"))
-    with open(os.path.join(dev, "current_link_width"), "w") as f:
-        f.write("8\n")
+    set_link(tree, "0000:00:06.0", width=8)
     res, _ = validate(tree, tmp_path=tmp_path)
     r = res["pcie.downtrained"]
     assert r.status == Status.FAIL and "x8" in r.evidence[0].value

@@ -8,7 +8,7 @@ import re
 from ..platform import kernel
 from ..platform.kernel import NVFS_REGISTRATION_SYMBOLS
 from .context import CheckContext
-from .model import CheckResult, Evidence, Route, Status, plain
+from .model import CheckResult, Evidence, Route, Status, judged, plain
 
 P2PDMA_MIN_OPEN_DRIVER = (565, 47)  # "Install OpenRM version 565.47 or above" (GDS support for NVMe, pre-installation)
 P2PDMA_MIN_KERNEL = (6, 2)  # GDS troubleshooting guide §14.1
@@ -339,14 +339,14 @@ def check_p2pdma(ctx: CheckContext) -> list[CheckResult]:
     else:
         ok = ver >= P2PDMA_MIN_KERNEL
         out.append(
-            CheckResult(
+            judged(
+                ok,
                 "p2pdma.kernel",
                 "kernel version for P2PDMA",
-                Status.PASS if ok else Status.FAIL,
                 f"{ctx.release} ({'≥' if ok else '<'} 6.2)",
                 [_ev("/proc/sys/kernel/osrelease", ctx.release)],
                 "user-space P2PDMA pages in O_DIRECT I/O arrived in Linux 6.2 (FOLL_PCI_P2PDMA)",
-                "" if ok else "upgrade to a 6.2+ kernel",
+                "upgrade to a 6.2+ kernel",
                 route=Route.P2PDMA,
             )
         )
@@ -354,15 +354,15 @@ def check_p2pdma(ctx: CheckContext) -> list[CheckResult]:
     if ks.readable:
         have = [s for s in ("p2pdma_pgmap_ops", "pci_p2pdma_add_resource") if ks.has(s)]
         out.append(
-            CheckResult(
+            judged(
+                have,
                 "p2pdma.symbols",
                 "P2PDMA symbols in the running kernel",
-                Status.PASS if have else Status.FAIL,
                 ", ".join(have) if have else "p2pdma_pgmap_ops / pci_p2pdma_add_resource absent",
                 [_ev("/proc/kallsyms", ", ".join(have) or "no p2pdma symbols")],
                 "NVIDIA's troubleshooting guide §14.1 checks p2pdma_pgmap_ops; the NVIDIA UVM driver calls "
                 "pci_p2pdma_add_resource to publish the GPU BAR",
-                "" if have else "boot a kernel with CONFIG_PCI_P2PDMA=y",
+                "boot a kernel with CONFIG_PCI_P2PDMA=y",
                 route=Route.P2PDMA,
             )
         )
@@ -378,32 +378,30 @@ def check_p2pdma(ctx: CheckContext) -> list[CheckResult]:
         vt = d.version_tuple()
         ok = bool(d.open_module) and vt is not None and vt[:2] >= P2PDMA_MIN_OPEN_DRIVER
         out.append(
-            CheckResult(
+            judged(
+                ok,
                 "p2pdma.driver",
                 "open driver ≥ 565.47 for P2PDMA",
-                Status.PASS if ok else Status.FAIL,
                 f"{d.version} {'open' if d.open_module else 'proprietary'}",
                 [_ev("/proc/driver/nvidia/version", d.version_line)],
                 "NVIDIA: 'Install OpenRM version 565.47 or above for PCI_P2PDMA support'",
-                "" if ok else "install the open kernel module driver 565.47 or newer",
+                "install the open kernel module driver 565.47 or newer",
                 route=Route.P2PDMA,
             )
         )
         rd = d.registry_dwords
         ok = rd.get("RMForceStaticBar1") == "1" and rd.get("RmForceDisableIomapWC") == "1"
         out.append(
-            CheckResult(
+            judged(
+                ok,
                 "p2pdma.registry",
                 "driver registry keys for P2PDMA",
-                Status.PASS if ok else Status.FAIL,
                 "RMForceStaticBar1=1;RmForceDisableIomapWC=1 set"
                 if ok
                 else "RegistryDwords lacks RMForceStaticBar1=1;RmForceDisableIomapWC=1",
                 [_ev("/proc/driver/nvidia/params", f'RegistryDwords: "{d.params.get("RegistryDwords", "")}"')],
                 "the UVM driver only publishes the GPU BAR as P2PDMA memory with a static, non write-combined BAR1",
-                ""
-                if ok
-                else 'options nvidia NVreg_RegistryDwords="RMForceStaticBar1=1;RmForceDisableIomapWC=1;" in '
+                'options nvidia NVreg_RegistryDwords="RMForceStaticBar1=1;RmForceDisableIomapWC=1;" in '
                 "/etc/modprobe.d/, update the initramfs, reboot",
                 route=Route.P2PDMA,
             )
@@ -412,14 +410,15 @@ def check_p2pdma(ctx: CheckContext) -> list[CheckResult]:
         okg = [m for m in models if any(re.search(rf"\b{g}\b", m) for g in P2PDMA_GPUS)]
         if models:
             out.append(
-                CheckResult(
+                judged(
+                    okg,
                     "p2pdma.gpu",
                     "GPU model supported for P2PDMA",
-                    Status.PASS if okg else Status.WARN,
                     ", ".join(models),
                     [_ev("/proc/driver/nvidia/gpus/*/information", ", ".join(models))],
                     "NVIDIA lists A100, A40, L4, L40S, H100, H200, B100, B200, B300 (troubleshooting §14.2)",
-                    "" if okg else "use a listed data-center GPU for the P2PDMA route",
+                    "use a listed data-center GPU for the P2PDMA route",
+                    bad=Status.WARN,
                     route=Route.P2PDMA,
                 )
             )
@@ -427,16 +426,14 @@ def check_p2pdma(ctx: CheckContext) -> list[CheckResult]:
     if mp is not None:
         ok = mp.upper().startswith("N")
         out.append(
-            CheckResult(
+            judged(
+                ok,
                 "p2pdma.multipath",
                 "NVMe native multipath off",
-                Status.PASS if ok else Status.FAIL,
                 f"nvme_core multipath={mp}",
                 [_ev("/sys/module/nvme_core/parameters/multipath", mp)],
                 "upstream NVMe multipath does not support PCI P2PDMA (troubleshooting §14.3)",
-                ""
-                if ok
-                else "options nvme_core multipath=N in /etc/modprobe.d/nvme.conf, update the initramfs, reboot",
+                "options nvme_core multipath=N in /etc/modprobe.d/nvme.conf, update the initramfs, reboot",
                 route=Route.P2PDMA,
             )
         )
@@ -467,14 +464,15 @@ def check_rdma(ctx: CheckContext) -> list[CheckResult]:
                 ev.append(_ev(f"/sys/class/infiniband/{dv}/ports/{port}", f"{plain(ll)}, {plain(st)}"))
         active = [e for e in ev if "ACTIVE" in e.value]
         out.append(
-            CheckResult(
+            judged(
+                active,
                 "rdma.devices",
                 "RDMA devices",
-                Status.PASS if active else Status.WARN,
                 f"{len(devs)} device(s), {len(active)} active port(s)",
                 ev,
                 "",
-                "" if active else "bring a port up (cable, subnet manager, ip link)",
+                "bring a port up (cable, subnet manager, ip link)",
+                bad=Status.WARN,
             )
         )
         peermem = "nvidia_peermem" in ctx.modules
@@ -494,14 +492,15 @@ def check_rdma(ctx: CheckContext) -> list[CheckResult]:
         proto = m.option("proto")
         ok = proto == "rdma"
         out.append(
-            CheckResult(
+            judged(
+                ok,
                 "rdma.nfs",
                 f"NFS mount {m.mount_point}",
-                Status.PASS if ok else Status.WARN,
                 f"proto={proto}",
                 [_ev("/proc/self/mountinfo", f"{m.source} {m.mount_point} {','.join(m.super_options)}")],
                 "GDS reaches NFS only over RDMA (rpcrdma with the nvfs registration); TCP mounts run in compat",
-                "" if ok else "mount with -o proto=rdma,port=20049",
+                "mount with -o proto=rdma,port=20049",
+                bad=Status.WARN,
                 route=Route.NVFS,
                 path=m.mount_point,
             )
@@ -649,17 +648,17 @@ def check_cufile_json(ctx: CheckContext) -> list[CheckResult]:
         rd = ctx.driver.registry_dwords
         ready = rd.get("RMForceStaticBar1") == "1" and rd.get("RmForceDisableIomapWC") == "1"
         out.append(
-            CheckResult(
+            judged(
+                ready,
                 "cufile.p2pdma",
                 "use_pci_p2pdma",
-                Status.PASS if ready else Status.FAIL,
                 f"{', '.join(p2p_keys)} true; driver registry keys {'set' if ready else 'missing'}",
                 [
                     _ev(cfg.path, ", ".join(p2p_keys)),
                     _ev("/proc/driver/nvidia/params", ctx.driver.params.get("RegistryDwords", "")),
                 ],
                 "with use_pci_p2pdma true a P2PDMA failure is not retried through nvidia-fs (NVIDIA configuration guide)",
-                "" if ready else "set the RegistryDwords keys (see p2pdma.registry) or turn use_pci_p2pdma off",
+                "set the RegistryDwords keys (see p2pdma.registry) or turn use_pci_p2pdma off",
                 route=Route.P2PDMA,
             )
         )
@@ -825,15 +824,15 @@ def check_container(ctx: CheckContext) -> list[CheckResult]:
         )
     )
     out.append(
-        CheckResult(
+        judged(
+            udev_dir,
             "platform.udev",
             "udev database visible",
-            Status.PASS if udev_dir else Status.FAIL,
             "/run/udev present" if udev_dir else "/run/udev missing",
             [_ev("/run/udev", "present" if udev_dir else "absent")],
             "libcufile reads ID_FS_USAGE of the backing block device from the udev database; without it every "
             "cuFileHandleRegister fails with 5027 CU_FILE_HANDLE_NOT_REGISTERED ('udev property not found: ID_FS_USAGE')",
-            "" if udev_dir else "run udevd, or bind-mount the host's /run/udev read-only into the container",
+            "run udevd, or bind-mount the host's /run/udev read-only into the container",
         )
     )
     if not ctx.driver.present:
@@ -842,14 +841,14 @@ def check_container(ctx: CheckContext) -> list[CheckResult]:
         nodes = [d for d in ctx.fs.listdir("/dev") if re.match(r"^nvidia(\d+|ctl|-uvm)$", d)]
         ok = "nvidiactl" in nodes and any(re.match(r"^nvidia\d+$", d) for d in nodes)
         out.append(
-            CheckResult(
+            judged(
+                ok,
                 "platform.devnodes",
                 "NVIDIA device nodes",
-                Status.PASS if ok else Status.FAIL,
                 " ".join(sorted(nodes)) or "none",
                 [_ev("/dev", " ".join(sorted(nodes)) or "none")],
                 "CUDA and cuFile open /dev/nvidiactl and /dev/nvidiaN",
-                "" if ok else "pass the devices into the container (NVIDIA container toolkit)",
+                "pass the devices into the container (NVIDIA container toolkit)",
             )
         )
     return out

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from ..routes import Route  # noqa: F401  (re-exported: check results carry routes)
+
+if TYPE_CHECKING:
+    from ..schema import check as schema
 
 
 class Status(str, Enum):
@@ -44,7 +48,7 @@ class Evidence:
     def __post_init__(self):
         self.value = plain(self.value)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> schema.Evidence:
         return {"source": self.source, "value": self.value}
 
 
@@ -60,7 +64,7 @@ class CheckResult:
     route: Route | None = None  # the route this check is a prerequisite of, if any
     path: str | None = None  # for per-path checks
 
-    def to_json(self) -> dict:
+    def to_json(self) -> schema.CheckResult:
         return {
             "id": self.id,
             "title": self.title,
@@ -74,6 +78,22 @@ class CheckResult:
         }
 
 
+def judged(
+    ok: object,
+    cid: str,
+    title: str,
+    summary: str,
+    evidence: list[Evidence],
+    why: str,
+    fix: str,
+    bad: Status = Status.FAIL,
+    route: Route | None = None,
+    path: str | None = None,
+) -> CheckResult:
+    """A check decided by one condition: PASS, or ``bad`` with its fix (a passing check shows none)."""
+    return CheckResult(cid, title, Status.PASS if ok else bad, summary, evidence, why, "" if ok else fix, route, path)
+
+
 @dataclass
 class PathVerdict:
     path: str
@@ -82,9 +102,9 @@ class PathVerdict:
     fstype: str | None = None
     mount_point: str | None = None
     devices: list[str] = field(default_factory=list)
-    topology: list[dict] = field(default_factory=list)
+    topology: list[schema.PathTopology] = field(default_factory=list)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> schema.PathResult:
         return {
             "path": self.path,
             "route": self.route.value,
@@ -102,5 +122,5 @@ class NodeVerdict:
     summary: str  # "NVFS + P2PDMA", "COMPAT only", "none"
     reasons: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> schema.Verdict:
         return {"routes": [r.value for r in self.routes], "summary": self.summary, "reasons": self.reasons}

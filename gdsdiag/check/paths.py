@@ -4,10 +4,14 @@ and the route a cuFile I/O there would take given the node's routes."""
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from ..platform import mounts as mnt
 from .context import CheckContext
-from .model import CheckResult, Evidence, PathVerdict, Route, Status, plain
+from .model import CheckResult, Evidence, PathVerdict, Route, Status, judged, plain
+
+if TYPE_CHECKING:
+    from ..schema import check as schema
 
 # Filesystems cuFile runs through nvidia-fs when their storage driver is GDS-aware (nvidia-fs
 # documentation "Key Features"; GDS release notes), keyed to the registration symbol needed.
@@ -83,20 +87,16 @@ def analyse_path(ctx: CheckContext, path: str, routes: list[Route]) -> tuple[Pat
     if ctx.live:
         probe = mnt.odirect_probe(real)
         results.append(
-            CheckResult(
+            judged(
+                probe.ok,
                 "path.odirect",
                 f"O_DIRECT on {path}",
-                Status.PASS if probe.ok else Status.FAIL,
                 probe.detail,
                 [Evidence(f"{real}/gdsdiag-check-*.tmp", "created, written, read back, removed")],
                 "cuFile registers O_DIRECT file descriptors; without O_DIRECT every I/O is buffered POSIX",
-                ""
-                if probe.ok
-                else (
-                    "use a filesystem with O_DIRECT (ext4, xfs, NFS…)"
-                    if probe.errno_name == "EINVAL"
-                    else "run as a user who may write there, or choose a writable directory"
-                ),
+                "use a filesystem with O_DIRECT (ext4, xfs, NFS…)"
+                if probe.errno_name == "EINVAL"
+                else "run as a user who may write there, or choose a writable directory",
                 path=path,
             )
         )
@@ -117,21 +117,21 @@ def analyse_path(ctx: CheckContext, path: str, routes: list[Route]) -> tuple[Pat
         usage = mnt.udev_fs_usage(ctx.fs, m.dev)
         ok = bool(usage)
         results.append(
-            CheckResult(
+            judged(
+                ok,
                 "path.udev",
                 f"udev entry for {chain.name}",
-                Status.PASS if ok else Status.FAIL,
                 f"ID_FS_USAGE={usage}" if ok else f"no ID_FS_USAGE in /run/udev/data/b{m.dev}",
                 [Evidence(f"/run/udev/data/b{m.dev}", "present" if usage is not None else "absent")],
                 "libcufile looks up ID_FS_USAGE for the block device; without it cuFileHandleRegister fails with "
                 "5027 CU_FILE_HANDLE_NOT_REGISTERED ('udev property not found: ID_FS_USAGE')",
-                "" if ok else "run udevd (udevadm trigger) or bind-mount the host's /run/udev",
+                "run udevd (udevadm trigger) or bind-mount the host's /run/udev",
                 path=path,
             )
         )
     route, why = _route(ctx, m, kinds, routes, odirect_ok)
     reasons += why
-    topo_rows = []
+    topo_rows: list[schema.PathTopology] = []
     if pcis:
         from ..topology.model import Role
 

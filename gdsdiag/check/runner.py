@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN, GdsdiagError
 from .checks import NODE_CHECKS
@@ -11,13 +12,16 @@ from .context import CheckContext
 from .model import CheckResult, Evidence, NodeVerdict, PathVerdict, Route, Status
 from .paths import analyse_path
 
+if TYPE_CHECKING:
+    from ..schema import check as schema
+
 
 @dataclass
 class CheckReport:
     results: list[CheckResult]
     verdict: NodeVerdict
     paths: list[PathVerdict] = field(default_factory=list)
-    gdscheck: list[dict] | None = None
+    gdscheck: list[schema.GdscheckRow] | None = None
     source: str = "/"
     problems: list[str] = field(default_factory=list)  # files the readers could not read, and why
 

@@ -6,23 +6,18 @@ import sys
 
 import click
 
-from ._common import emit_json
+from ._common import emit_json, json_option, node_options, paths_option
 
 
 @click.command()
-@click.option("--root", default="/", show_default=True, help="Read sysfs/procfs under this directory.")
-@click.option("--from", "snapshot", metavar="FILE", help="Check a snapshot made by 'gdsdiag snapshot'.")
-@click.option(
-    "--path",
-    "paths",
-    multiple=True,
-    metavar="DIR",
-    help="Also analyse this directory: filesystem, devices, a real O_DIRECT probe, the route cuFile would take (repeatable).",
+@node_options("Check")
+@paths_option(
+    "Also analyse this directory: filesystem, devices, a real O_DIRECT probe, the route cuFile would take (repeatable)."
 )
 @click.option("--gdscheck", "gdscheck_file", metavar="FILE", help="Compare with a saved 'gdscheck -p' output.")
 @click.option("--libcufile", "libcufile_path", metavar="PATH", help="Use this libcufile instead of searching.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the evidence and the reason of every check.")
-@click.option("--json", "as_json", is_flag=True, help="Write the JSON document (schema gdsdiag.check/1).")
+@json_option("gdsdiag.check/1")
 def check(root, snapshot, paths, gdscheck_file, libcufile_path, verbose, as_json):
     """Which GDS routes this node can take (nvidia-fs P2P, PCI P2PDMA, compat only) and why, with evidence.
 

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ._common import emit_json
+from ._common import emit_json, json_option
 
 
 @click.command("cufile")
@@ -15,7 +15,7 @@ from ._common import emit_json
     "--no-open", is_flag=True, help="Do not try cuFileDriverOpen (it runs in a child process with a timeout)."
 )
 @click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for cuFileDriverOpen.")
-@click.option("--json", "as_json", is_flag=True, help="Write JSON (schema gdsdiag.cufile/1).")
+@json_option("gdsdiag.cufile/1")
 def cufile_cmd(libcufile_path, no_open, timeout, as_json):
     """libcufile as the bindings see it: where it was found, version, parameters, and whether the
     driver opens (decoded properties) or fails (named error and the cufile.log tail)."""

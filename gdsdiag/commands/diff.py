@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
 from ..errors import EXIT_OK, EXIT_WARN
+from ._common import emit_json, json_option
 
 
 @click.command()
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
-@click.option("--json", "as_json", is_flag=True, help="Write the JSON document (schema gdsdiag.diff/1).")
+@json_option("gdsdiag.diff/1")
 def diff(a, b, as_json):
     """What differs between two nodes: A and B are snapshots ('gdsdiag snapshot' archives) or root
     directories ('/' is this node); '-' reads one snapshot from stdin. Compares the check verdict and checks (drivers, versions,
@@ -26,7 +26,7 @@ def diff(a, b, as_json):
     if as_json:
         from ..render.diff_json import document
 
-        sys.stdout.write(json.dumps(document(res), indent=2) + "\n")
+        emit_json(document(res))
     else:
         from ..render.diff_text import lines
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
+
+from ._common import emit_json, json_option
 
 KINDS = ("cufile-log", "gdsio", "gdscheck", "nvfs-stats", "dmesg")
 
@@ -14,7 +15,7 @@ KINDS = ("cufile-log", "gdsio", "gdscheck", "nvfs-stats", "dmesg")
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @click.option("--kind", type=click.Choice(KINDS), help="Treat every FILE as this kind instead of detecting it.")
 @click.option("-v", "--verbose", is_flag=True, help="Explain informational lines too and list every unknown line.")
-@click.option("--json", "as_json", is_flag=True, help="Write the JSON document (schema gdsdiag.explain/1).")
+@json_option("gdsdiag.explain/1")
 def explain(files, kind, verbose, as_json):
     """What the lines of a cufile.log, gdsio or gdscheck -p output, /proc/driver/nvidia-fs/stats or
     a dmesg excerpt mean, their likely cause and fix, with the source of each explanation.
@@ -26,7 +27,7 @@ def explain(files, kind, verbose, as_json):
 
     report = explain_paths(list(files), kind)
     if as_json:
-        sys.stdout.write(json.dumps(document(report), indent=2) + "\n")
+        emit_json(document(report))
     else:
         from ..render.explain_text import lines
 

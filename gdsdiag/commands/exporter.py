@@ -9,6 +9,7 @@ import threading
 import click
 
 from ..errors import EXIT_OK, EXIT_TOOL_ERROR, GdsdiagError
+from ._common import paths_option
 
 
 @click.command("exporter")
@@ -18,13 +19,7 @@ from ..errors import EXIT_OK, EXIT_TOOL_ERROR, GdsdiagError
     "--interval", default=300.0, show_default=True, help="Seconds between verdict refreshes (validate's static rules)."
 )
 @click.option("--policy", "policy_file", metavar="FILE", help="Policy for the verdicts (default: the shipped policy).")
-@click.option(
-    "--path",
-    "paths",
-    multiple=True,
-    metavar="DIR",
-    help="Mounts whose cuFile route is judged on each refresh (repeatable).",
-)
+@paths_option("Mounts whose cuFile route is judged on each refresh (repeatable).")
 @click.option("--root", default="/", show_default=True, help="Read sysfs/procfs under this directory.")
 @click.option("--trace", "trace", is_flag=True, help="Also count I/O routes live with gdsdiag trace (root, bcc).")
 @click.option(

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from ..errors import EXIT_OK, EXIT_TOOL_ERROR, GdsdiagError
+from ._common import emit_json, json_option
+
+if TYPE_CHECKING:
+    from ..schema.kv import KvDoc
 
 
 def _read_json(path: str, what: str):
@@ -48,7 +53,7 @@ def _ms(s: float | None) -> str:
     "--prefill-tps", type=float, help="Measured prefill rate (tokens/s) for the recompute time and break-even hit rate."
 )
 @click.option("--kv-dtype", help="KV cache dtype when it differs from torch_dtype (e.g. float8_e4m3fn).")
-@click.option("--json", "as_json", is_flag=True, help="Write JSON (schema gdsdiag.kv/1).")
+@json_option("gdsdiag.kv/1")
 def kv(model_config, sweep_file, gbps, tokens, prefill_tps, kv_dtype, as_json):
     """KV bytes per token of a model, the time to load/store a prefix at the measured bandwidth, the
     time to recompute it, and the prefix hit rate above which offloading pays."""
@@ -68,14 +73,14 @@ def kv(model_config, sweep_file, gbps, tokens, prefill_tps, kv_dtype, as_json):
         click.echo(e.line(), err=True)
         sys.exit(EXIT_TOOL_ERROR)
     if as_json:
-        doc = {
+        doc: KvDoc = {
             "schema": "gdsdiag.kv/1",
             "model_config": model_config,
             "shape": shape.to_json(),
             "bandwidth_source": source,
             "estimate": est.to_json(),
         }
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        emit_json(doc)
     else:
         click.echo(
             f"{shape.model}: {shape.attention}, {shape.bytes_per_token:,} B/token ({shape.formula}; {shape.dtype})"

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from ..errors import EXIT_FAIL, EXIT_OK, EXIT_TOOL_ERROR, EXIT_WARN, GdsdiagError, refuse_existing
+from ._common import emit_json, json_option
+
+if TYPE_CHECKING:
+    from ..schema.validate import ReportDoc
 
 
 def write_png(rs, path: str) -> None:
@@ -27,9 +31,9 @@ def write_png(rs, path: str) -> None:
     width = 0.8 / len(keys)
     for i, k in enumerate(keys):
         xs = [j + i * width for j in range(len(rs))]
-        ax.bar(xs, [r.gbps.get(k, 0.0) for r in rs], width, label=k)
+        ax.bar(xs, [r["gbps"].get(k, 0.0) for r in rs], width, label=k)
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(rs))])
-    ax.set_xticklabels([f"{r.node}\n{r.verdict}" for r in rs], fontsize=8)
+    ax.set_xticklabels([f"{r['node']}\n{r['verdict']}" for r in rs], fontsize=8)
     ax.set_ylabel("GB/s (best cuFile point)")
     ax.set_title("gdsdiag validate: GB/s per node")
     ax.legend(fontsize=8)
@@ -44,7 +48,7 @@ def write_png(rs, path: str) -> None:
 @click.option(
     "--png", "png_path", metavar="FILE.png", help="Also write a bar chart of GB/s per node (needs matplotlib)."
 )
-@click.option("--json", "as_json", is_flag=True, help="Write JSON (schema gdsdiag.report/1).")
+@json_option("gdsdiag.report/1")
 def report(reports, png_path, as_json):
     """Merge 'gdsdiag validate --json' reports of many nodes: which nodes fail which rules, and their
     sweep figures side by side. Exit code = worst node verdict."""
@@ -63,13 +67,13 @@ def report(reports, png_path, as_json):
         sys.exit(EXIT_TOOL_ERROR)
     w = worst(rs)
     if as_json:
-        sys.stdout.write(
-            json.dumps(
-                {"schema": "gdsdiag.report/1", "nodes": [r.to_json() for r in rs], "rules": matrix, "verdict": w},
-                indent=2,
-            )
-            + "\n"
-        )
+        doc: ReportDoc = {
+            "schema": "gdsdiag.report/1",
+            "nodes": rs,
+            "rules": matrix,
+            "verdict": w,
+        }
+        emit_json(doc)
     else:
         from rich.console import Console
         from rich.table import Table
@@ -86,12 +90,12 @@ def report(reports, png_path, as_json):
         style = {"FAIL": "bold red", "WARN": "yellow", "PASS": "green"}
         for r in rs:
             t.add_row(
-                r.node,
-                f"[{style.get(r.verdict, '')}]{r.verdict}[/]",
-                ", ".join(r.failed) or "-",
-                ", ".join(r.warned) or "-",
-                *[f"{r.gbps[k]:.2f}" if k in r.gbps else "-" for k in keys],
-                r.snapshot_id,
+                r["node"],
+                f"[{style.get(r['verdict'], '')}]{r['verdict']}[/]",
+                ", ".join(r["failed"]) or "-",
+                ", ".join(r["warned"]) or "-",
+                *[f"{r['gbps'][k]:.2f}" if k in r["gbps"] else "-" for k in keys],
+                r["snapshot_id"],
             )
         console.print(t)
         if matrix:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ._common import emit_json
+
+if TYPE_CHECKING:
+    from ..schema.snapshot import SnapshotDoc
 
 
 @click.command()
@@ -21,7 +26,15 @@ def snapshot(output, root, redact, as_json):
 
     info = create(output, root, redact=redact)
     if as_json:
-        emit_json({"schema": "gdsdiag.snapshot/1", "output": output, **info})
+        doc: SnapshotDoc = {
+            "schema": "gdsdiag.snapshot/1",
+            "output": output,
+            "entries": info["entries"],
+            "skipped": info["skipped"],
+            "redacted": info["redacted"],
+            "bundle": info["bundle"],
+        }
+        emit_json(doc)
     else:
         click.echo(
             f"wrote {output}: {info['entries']} entries, {len(info['skipped'])} unreadable"

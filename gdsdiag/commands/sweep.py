@@ -4,7 +4,6 @@ the sweep's duration so its file is removed as on Ctrl-C; the previous handler i
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
 import sys
 import threading
@@ -12,6 +11,7 @@ import threading
 import click
 
 from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN, GdsdiagError, UsageError, refuse_existing
+from ._common import emit_json, json_option
 
 
 @contextlib.contextmanager
@@ -80,7 +80,7 @@ def _ints(text: str, option: str) -> list[int]:
     is_flag=True,
     help="Run fio's equivalent job before and after each point on the same file; print the ratio.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Write the JSON document (schema gdsdiag.sweep/1).")
+@json_option("gdsdiag.sweep/1")
 @click.option("--csv", "csv_path", metavar="FILE", help="Also write a CSV (never overwrites).")
 @click.option(
     "--plot",
@@ -156,7 +156,7 @@ def sweep(
             write_plot(report, plot_path)
         render(console, report)  # with --json the table goes to stderr, the document to stdout
         if as_json:
-            sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
+            emit_json(report.to_json())
         failed = any(p.error for p in report.points)
         warned = any(p.route_warning for p in report.points)
         sys.exit(EXIT_FAIL if failed else EXIT_WARN if warned else EXIT_OK)

@@ -6,12 +6,11 @@ import sys
 
 import click
 
-from ._common import emit_json
+from ._common import emit_json, json_option, node_options
 
 
 @click.command()
-@click.option("--root", default="/", show_default=True, help="Read sysfs/procfs under this directory.")
-@click.option("--from", "snapshot", metavar="FILE", help="Analyse a snapshot made by 'gdsdiag snapshot'.")
+@node_options("Analyse")
 @click.option(
     "--lspci",
     "lspci_files",
@@ -39,7 +38,7 @@ from ._common import emit_json
     is_flag=True,
     help="Show the findings (shown by default only when no part is selected).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Write the JSON document (schema gdsdiag.topology/1).")
+@json_option("gdsdiag.topology/1")
 def topology(
     root, snapshot, lspci_files, numa_map, cross_check, smi_file, only_tree, only_matrix, only_findings, as_json
 ):

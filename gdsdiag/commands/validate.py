@@ -8,6 +8,7 @@ import sys
 import click
 
 from ..errors import GdsdiagError, refuse_existing
+from ._common import emit_json, paths_option
 
 PROM_MARK = "# HELP gdsdiag_"
 
@@ -50,7 +51,7 @@ def write_prom(path: str, text: str) -> None:
 @click.option(
     "--policy", "policy_file", metavar="FILE", help="Policy YAML (default: the shipped policy; see --show-policy)."
 )
-@click.option("--path", "paths", multiple=True, metavar="DIR", help="A directory on a mount to validate (repeatable).")
+@paths_option("A directory on a mount to validate (repeatable).")
 @click.option("--quick", "level", flag_value="quick", help="Also measure: a short sweep per GPU per mount.")
 @click.option(
     "--full", "level", flag_value="full", help="Also measure: the full sweep, with gdsdiag trace attached (root)."
@@ -148,7 +149,7 @@ def validate(
     outputs.render(console, rep, verbose)
     doc = outputs.document(rep)
     if json_path == "-":
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        emit_json(doc)
     elif json_path:
         _write_new(json_path, (json.dumps(doc, indent=2) + "\n").encode(), "--json")
     if junit_path:

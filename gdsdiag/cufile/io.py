@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
 from ._lib import Library, load
 from .errors import CuFileError, CuFileOSError, check, check_ssize, error_for
+
+if TYPE_CHECKING:
+    from ._types import CuFileStatus
 
 
 def device_pointer(obj) -> tuple[int, int | None]:
@@ -38,7 +42,39 @@ def device_pointer(obj) -> tuple[int, int | None]:
     raise TypeError(f"{type(obj).__name__} is not GPU memory (int pointer or __cuda_array_interface__)")
 
 
-class BufferRegistration:
+class _Registration:
+    """A libcufile registration, undone at most once: ``register()`` / ``deregister()`` or a
+    ``with`` block. Subclasses name the two calls."""
+
+    registered: bool
+
+    def _register(self) -> tuple[str, CuFileStatus]:
+        raise NotImplementedError
+
+    def _deregister(self) -> tuple[str, CuFileStatus]:
+        raise NotImplementedError
+
+    def register(self: _R) -> _R:
+        check(*self._register())
+        self.registered = True
+        return self
+
+    def deregister(self) -> None:
+        if self.registered:
+            self.registered = False
+            check(*self._deregister())
+
+    def __enter__(self: _R) -> _R:
+        return self.register()
+
+    def __exit__(self, *exc) -> None:
+        self.deregister()
+
+
+_R = TypeVar("_R", bound=_Registration)
+
+
+class BufferRegistration(_Registration):
     """``with BufferRegistration(arr):`` — cuFileBufRegister / cuFileBufDeregister."""
 
     RDMA_REGISTER = 1
@@ -55,23 +91,13 @@ class BufferRegistration:
         self.registered = False
         self._keep = buf
 
-    def register(self) -> BufferRegistration:
-        check(
-            "cuFileBufRegister",
-            self.L.lib.cuFileBufRegister(self.L.ffi.cast("void *", self.ptr), self.nbytes, self.flags),
+    def _register(self) -> tuple[str, CuFileStatus]:
+        return "cuFileBufRegister", self.L.lib.cuFileBufRegister(
+            self.L.ffi.cast("void *", self.ptr), self.nbytes, self.flags
         )
-        self.registered = True
-        return self
 
-    def deregister(self) -> None:
-        if self.registered:
-            self.registered = False
-            check("cuFileBufDeregister", self.L.lib.cuFileBufDeregister(self.L.ffi.cast("void *", self.ptr)))
-
-    __enter__ = register
-
-    def __exit__(self, *exc) -> None:
-        self.deregister()
+    def _deregister(self) -> tuple[str, CuFileStatus]:
+        return "cuFileBufDeregister", self.L.lib.cuFileBufDeregister(self.L.ffi.cast("void *", self.ptr))
 
 
 class FileHandle:
@@ -184,7 +210,7 @@ def _stream_ptr(stream) -> int:
     raise TypeError("stream must be an int handle or have .ptr (cupy) / .cuda_stream (torch)")
 
 
-class StreamRegistration:
+class StreamRegistration(_Registration):
     """``with StreamRegistration(stream, flags):`` — cuFileStreamRegister / Deregister."""
 
     FIXED_BUF_OFFSET, FIXED_FILE_OFFSET, FIXED_FILE_SIZE, PAGE_ALIGNED_INPUTS = 1, 2, 4, 8
@@ -195,23 +221,13 @@ class StreamRegistration:
         self.flags = flags
         self.registered = False
 
-    def register(self) -> StreamRegistration:
-        check(
-            "cuFileStreamRegister",
-            self.L.lib.cuFileStreamRegister(self.L.ffi.cast("CUstream", self.stream), self.flags),
+    def _register(self) -> tuple[str, CuFileStatus]:
+        return "cuFileStreamRegister", self.L.lib.cuFileStreamRegister(
+            self.L.ffi.cast("CUstream", self.stream), self.flags
         )
-        self.registered = True
-        return self
 
-    def deregister(self) -> None:
-        if self.registered:
-            self.registered = False
-            check("cuFileStreamDeregister", self.L.lib.cuFileStreamDeregister(self.L.ffi.cast("CUstream", self.stream)))
-
-    __enter__ = register  # as BufferRegistration: usable with or without ``with``
-
-    def __exit__(self, *exc) -> None:
-        self.deregister()
+    def _deregister(self) -> tuple[str, CuFileStatus]:
+        return "cuFileStreamDeregister", self.L.lib.cuFileStreamDeregister(self.L.ffi.cast("CUstream", self.stream))
 
 
 class AsyncOp:

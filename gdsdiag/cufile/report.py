@@ -4,13 +4,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 from ..errors import EXIT_FAIL, EXIT_OK
+
+if TYPE_CHECKING:
+    from ..schema import cufile as schema
 
 
 @dataclass
 class CufileReport:
-    doc: dict  # the gdsdiag.cufile/1 document
+    doc: schema.CufileDoc
 
     @property
     def exit_code(self) -> int:
@@ -22,13 +26,15 @@ def cufile_info(libcufile_path: str | None = None, try_open: bool = True, timeou
     from . import all_parameters, load, probe_driver_open
 
     lib = load(libcufile_path)
-    doc = {
+    params = all_parameters(lib)
+    opened = cast("schema.DriverOpen", probe_driver_open(timeout, lib.path)) if try_open else None
+    doc: schema.CufileDoc = {
         "schema": "gdsdiag.cufile/1",
         "library": lib.path,
         "found_via": lib.found_via,
         "version": lib.version,
         "log": lib.log_path,
-        "parameters_before_open": all_parameters(lib),
+        "parameters_before_open": params,
+        "driver_open": opened,
     }
-    doc["driver_open"] = probe_driver_open(timeout, lib.path) if try_open else None
     return CufileReport(doc)

@@ -6,9 +6,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from . import catalog
 from .readers import Line, detect, read_input, split
+
+if TYPE_CHECKING:
+    from ..schema import explain as schema
 
 _SEV_ORDER = {"error": 0, "warn": 1, "info": 2}
 _MATTERS_RX = re.compile(r"error|fail|not supported|unsupported|does not have|not registered|not loaded", re.I)
@@ -78,7 +82,7 @@ class Report:
     groups: list[Group]
     unknown: list[Line]
     unknown_that_matter: list[Line]
-    gdsio_runs: list[dict] = field(default_factory=list)  # every gdsio result line, parsed
+    gdsio_runs: list[schema.GdsioRun] = field(default_factory=list)  # every gdsio result line, parsed
 
     def worst(self) -> str | None:
         sev = {g.explanation.severity for g in self.groups}
@@ -101,7 +105,7 @@ def _mask(text: str) -> str:
     return _MASK_RX.sub(r"\1#", text)
 
 
-def _run(ln: Line, f: dict) -> dict:
+def _run(ln: Line, f: dict) -> schema.GdsioRun:
     done, size = int(f["done"]), int(f["size"])
     return {
         "file": ln.file,

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..textparse import fields, set_field
+
+if TYPE_CHECKING:
+    from ..schema import check as check_schema
 
 _CANON = {
     "NVME": "NVMe",
@@ -141,15 +145,15 @@ def _direct(tokens: list[str] | None) -> bool | None:
     return bool(set(tokens) & DIRECT_TOKENS)
 
 
-def compare(g: GdsCheck, report) -> list[dict]:
+def compare(g: GdsCheck, report) -> list[check_schema.GdscheckRow]:
     """Items where gdscheck and gdsdiag can be set side by side; 'agree' False lists a difference."""
     from ..routes import Route
 
-    out = []
+    out: list[check_schema.GdscheckRow] = []
     routes = report.verdict.routes
     by_id = {r.id: r for r in report.results}
 
-    def add(item, theirs, ours, agree, note=""):
+    def add(item: str, theirs: str, ours: str, agree: bool | None, note: str = "") -> None:
         out.append({"item": item, "gdscheck": theirs, "gdsdiag": ours, "agree": agree, "note": note})
 
     nvme = g.drivers.get("NVMe")

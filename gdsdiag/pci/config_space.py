@@ -8,8 +8,13 @@ so a malformed or hostile dump yields ``None`` plus a reason, never an exception
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..schema import topology as schema
 
 CAP_ID_PCIE = 0x10
 EXT_CAP_ID_ACS = 0x000D
@@ -81,7 +86,12 @@ class AcsControl:
 
     @classmethod
     def from_bits(cls, v: int) -> AcsControl:
-        return cls(*(bool(v >> i & 1) for i in range(7)))
+        # 128 possible values, immutable records: a large node decodes two per bridge
+        v &= 0x7F
+        known = _ACS_BY_BITS.get(v)
+        if known is None or type(known) is not cls:
+            known = _ACS_BY_BITS[v] = cls(*(bool(v >> i & 1) for i in range(7)))
+        return known
 
     @property
     def redirects(self) -> bool:
@@ -101,7 +111,7 @@ class AcsControl:
         )
         return " ".join(n + ("+" if v else "-") for n, v in zip(names, vals))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> schema.AcsBits:
         return {
             "SV": self.source_validation,
             "TB": self.translation_blocking,
@@ -111,6 +121,9 @@ class AcsControl:
             "EC": self.egress_control,
             "DT": self.direct_translated,
         }
+
+
+_ACS_BY_BITS: dict[int, AcsControl] = {}
 
 
 @dataclass
@@ -185,21 +198,41 @@ def decode(data: bytes) -> ConfigSpace:
     return cs
 
 
-def _walk_standard(data: bytes, cs: ConfigSpace) -> None:
-    limit = min(len(data), STD_CONFIG_SIZE)
-    ptr = data[0x34] & 0xFC
+def _capability_list(
+    cs: ConfigSpace,
+    ptr: int,
+    out_of_range: Callable[[int], str | None],
+    next_of: Callable[[int], int],
+    most: int,
+    kind: str,
+) -> Iterator[int]:
+    """The offsets of one capability list in order. It ends at a null pointer, or (with a problem
+    noted) at a pointer out of range or a loop: config space comes from files anyone may edit."""
     seen: set[int] = set()
     while ptr:
-        if ptr < 0x40 or ptr + 2 > limit:
-            if ptr + 2 > limit and len(data) < STD_CONFIG_SIZE:
-                cs.problems.append(f"capability at {ptr:#x} beyond the {len(data)} readable bytes")
-            else:
-                cs.problems.append(f"capability pointer {ptr:#x} out of range")
+        why = out_of_range(ptr)
+        if why:
+            cs.problems.append(why)
             return
-        if ptr in seen or len(seen) >= 48:
-            cs.problems.append(f"capability list loops at {ptr:#x}")
+        if ptr in seen or len(seen) >= most:
+            cs.problems.append(f"{kind} list loops at {ptr:#x}")
             return
         seen.add(ptr)
+        yield ptr
+        ptr = next_of(ptr)
+
+
+def _walk_standard(data: bytes, cs: ConfigSpace) -> None:
+    limit = min(len(data), STD_CONFIG_SIZE)
+
+    def out_of_range(ptr: int) -> str | None:
+        if ptr + 2 > limit and len(data) < STD_CONFIG_SIZE:
+            return f"capability at {ptr:#x} beyond the {len(data)} readable bytes"
+        if ptr < 0x40 or ptr + 2 > limit:
+            return f"capability pointer {ptr:#x} out of range"
+        return None
+
+    for ptr in _capability_list(cs, data[0x34] & 0xFC, out_of_range, lambda p: data[p + 1] & 0xFC, 48, "capability"):
         cap_id = data[ptr]
         cs.capabilities.append(cap_id)
         if cap_id == CAP_ID_PCIE:
@@ -207,7 +240,6 @@ def _walk_standard(data: bytes, cs: ConfigSpace) -> None:
                 cs.problems.append("PCIe capability truncated")
             else:
                 cs.pcie = _decode_pcie(data, ptr)
-        ptr = data[ptr + 1] & 0xFC
 
 
 def _decode_pcie(data: bytes, o: int) -> PcieCapability:
@@ -233,17 +265,15 @@ def _decode_pcie(data: bytes, o: int) -> PcieCapability:
 
 
 def _walk_extended(data: bytes, cs: ConfigSpace) -> None:
-    ptr = 0x100
-    seen: set[int] = set()
     cs.has_acs = False
-    while ptr:
-        if ptr < 0x100 or ptr + 4 > len(data):
-            cs.problems.append(f"extended capability pointer {ptr:#x} out of range")
-            return
-        if ptr in seen or len(seen) >= 1024:
-            cs.problems.append(f"extended capability list loops at {ptr:#x}")
-            return
-        seen.add(ptr)
+
+    def out_of_range(ptr: int) -> str | None:
+        return f"extended capability pointer {ptr:#x} out of range" if ptr < 0x100 or ptr + 4 > len(data) else None
+
+    def next_of(ptr: int) -> int:
+        return _u32(data, ptr) >> 20 & 0xFFC
+
+    for ptr in _capability_list(cs, 0x100, out_of_range, next_of, 1024, "extended capability"):
         header = _u32(data, ptr)
         if header in (0, 0xFFFFFFFF):
             return
@@ -256,4 +286,3 @@ def _walk_extended(data: bytes, cs: ConfigSpace) -> None:
                 cs.has_acs = True
                 cs.acs_capability = AcsControl.from_bits(_u16(data, ptr + 4))
                 cs.acs_control = AcsControl.from_bits(_u16(data, ptr + 6))
-        ptr = header >> 20 & 0xFFC

@@ -4,6 +4,10 @@ produce them and the topology consumes them (see topology/nvlink.py for how they
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from ..schema import topology as schema
 
 
 @dataclass
@@ -19,7 +23,7 @@ class NvLinkPair:
     def label(self) -> str:
         return f"NV{self.links}"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> schema.NvLink:
         return {
             "links": self.links,
             "label": self.label,
@@ -38,15 +42,9 @@ class NvLinkGpu:
     remote_types: dict[str, int] = field(default_factory=dict)  # gpu / nvswitch / ibmnpu / unknown -> count
     version: int | None = None
 
-    def to_json(self) -> dict:
-        return {
-            "bdf": self.bdf,
-            "links_active": self.links_active,
-            "links_inactive": self.links_inactive,
-            "to_nvswitch": self.to_nvswitch,
-            "remote_types": self.remote_types,
-            "version": self.version,
-        }
+    def to_json(self) -> schema.NvLinkGpu:
+        # the fields are the document's keys (tests/test_json_schema.py checks them against the type)
+        return cast("schema.NvLinkGpu", dict(self.__dict__))
 
 
 @dataclass
@@ -62,7 +60,7 @@ class NvLinkInfo:
     def add(self, pair: NvLinkPair) -> None:
         self.pairs[frozenset((pair.a, pair.b))] = pair
 
-    def to_json(self) -> dict:
+    def to_json(self) -> schema.NvLinkInfo:
         return {
             "source": self.source,
             "pairs": [

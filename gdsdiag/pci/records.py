@@ -6,8 +6,12 @@ nothing from above it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 from .config_space import AcsControl, ConfigSpace, PortType, gen_of, lane_gbytes_per_s
+
+if TYPE_CHECKING:
+    from ..schema import topology as schema
 
 
 @dataclass
@@ -39,14 +43,10 @@ class Link:
     def known(self) -> bool:
         return bool(self.speed_gts and self.width)
 
-    def to_json(self) -> dict:
-        return {
-            "speed_gts": self.speed_gts,
-            "width": self.width,
-            "max_speed_gts": self.max_speed_gts,
-            "max_width": self.max_width,
-            "gbytes_per_s": round(self.gbytes_per_s, 3) if self.gbytes_per_s else None,
-        }
+    def to_json(self) -> schema.Link:
+        # the four fields, then the bandwidth they give (tests/test_json_schema.py checks the keys)
+        gbps = self.gbytes_per_s
+        return cast("schema.Link", {**self.__dict__, "gbytes_per_s": round(gbps, 3) if gbps else None})
 
 
 @dataclass

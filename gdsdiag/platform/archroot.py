@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from ..bounded import MiB, human, open_user_file
 from ..errors import GdsdiagError
-from .fsroot import FsRoot
+from .fsroot import AttrDir, FsRoot
 
 # Member names can never hold a NUL (tar stops at it), so this prefix marks a path that is not
 # in the archive: reads of it fail like a missing file.
@@ -364,6 +364,13 @@ class ArchiveRoot(FsRoot):
 
     def follow_link(self, path: str) -> str:
         return self.resolve(path)
+
+    def link_attrs(self, path: str) -> tuple[str, AttrDir]:
+        real = self.resolve(path)
+        return real, AttrDir(self, real, None)
+
+    def _dirfd(self, path: str) -> int | None:
+        return None  # no descriptors: AttrDir reads through read_checked
 
     def exists(self, path: str) -> bool:
         r = self._lookup(path)

@@ -12,7 +12,7 @@ import secrets
 from dataclasses import dataclass, field
 
 from .fsroot import FsRoot
-from .pci_sysfs import BDF_RE
+from .pci_sysfs import last_bdf, owner_bdf
 
 
 @dataclass
@@ -153,9 +153,7 @@ def block_chain(fs: FsRoot, dev: str, depth: int = 0) -> BlockNode | None:
         sub = block_chain(fs, sdev, depth + 1) if sdev else None
         if sub:
             node.below.append(sub)
-    bdfs = [c for c in real.split("/") if BDF_RE.match(c)]
-    if bdfs:
-        node.pci = bdfs[-1]
+    node.pci = last_bdf(real)
     m = re.search(r"/nvme/(nvme\d+)/", real)
     if m:
         node.controller = m.group(1)
@@ -166,13 +164,7 @@ def block_chain(fs: FsRoot, dev: str, depth: int = 0) -> BlockNode | None:
             ctrls = [c for c in fs.listdir(f"/sys/class/nvme-subsystem/{subsys.group(1)}") if re.match(r"^nvme\d+$", c)]
             node.controller = ",".join(ctrls) or None
             for c in ctrls:
-                try:
-                    cr = fs.resolve(f"/sys/class/nvme/{c}/device")
-                except OSError:
-                    continue
-                cb = [x for x in cr.split("/") if BDF_RE.match(x)]
-                if cb:
-                    node.pci = cb[-1]
+                node.pci = owner_bdf(fs, f"/sys/class/nvme/{c}/device") or node.pci
     return node
 
 
@@ -212,7 +204,7 @@ def odirect_probe(directory: str) -> ODirectProbe:
             return ODirectProbe(False, f"O_DIRECT read back {n} bytes that differ from what was written")
         return ODirectProbe(True, f"O_DIRECT write+read of 4 KiB verified in {directory}")
     except OSError as e:
-        en = errno.errorcode.get(e.errno, str(e.errno))
+        en = errno.errorcode.get(e.errno or 0, str(e.errno))
         return ODirectProbe(False, f"{directory}: {e.strerror} ({en})", en)
     finally:
         if fd >= 0:

@@ -11,7 +11,7 @@ import re
 
 from ..pci.config_space import decode
 from ..pci.records import CpuInfo, HostBridge, IommuInfo, Link, PciFunction, bus_of
-from .fsroot import FsRoot
+from .fsroot import AttrDir, FsRoot
 
 # PCI domains are 16 bits on most hosts but Linux allows 32: Intel VMD puts its NVMe at
 # 10000:xx:xx.x and so do some ARM and virtual hosts (hwloc's 2pa-pcidomain32bits tree).
@@ -31,11 +31,6 @@ def parse_link_speed(text: str | None) -> float | None:
         return float(m.group(1)) if m else None
     except ValueError:
         return None
-
-
-def _int_or_none(fs: FsRoot, path: str) -> int | None:
-    v = fs.read_int(path)
-    return None if v is None or v < 0 else v
 
 
 def parse_cpulist(text: str | None) -> set[int] | None:
@@ -88,34 +83,16 @@ def read_functions(
                 fs.problems.append(f"/sys/bus/pci/devices/{name}: not a PCI address gdsdiag can read; left out")
             continue
         try:
-            real = fs.follow_link(f"/sys/bus/pci/devices/{name}")
+            real, attrs = fs.link_attrs(f"/sys/bus/pci/devices/{name}")
         except OSError as e:
             fs.problems.append(f"/sys/bus/pci/devices/{name}: {e}")
             continue
-        parts = real.split("/")
-        chain = [p for p in parts if BDF_RE.match(p)]
-        hosts = [p for p in parts if HOST_RE.match(p)]
-        if not chain or chain[-1] != name:
-            fs.problems.append(f"{name}: device path {real} does not end in its own address")
+        with attrs:
+            fn = _place(fs, attrs, name, real, node_cpus, nvidia_bdfs)
+        if fn is None:
             continue
-        if hosts:
-            m = HOST_RE.match(hosts[-1])
-            hb = f"{m.group(1)}:{m.group(2)}"
-        else:
-            # Virtual buses (e.g. VMD, Hyper-V) have no pciDDDD:BB component: use the top function's bus.
-            hb = bus_of(chain[0])
-        fn = _read_function(fs, real, name, hb, chain[-2] if len(chain) > 1 else None)
-        fn.upstream_bdfs = list(reversed(chain[:-1]))
-        if fn.numa_node is None and node_cpus:
-            for attr, parse in (("local_cpulist", parse_cpulist), ("local_cpus", parse_cpumask)):
-                node = node_of_cpus(parse(fs.read_text(f"{real}/{attr}")), node_cpus)
-                if node is not None:
-                    fn.numa_node, fn.numa_source = node, attr
-                    break
-        if fn.vendor is None and nvidia_bdfs and name in nvidia_bdfs:
-            fn.vendor = NVIDIA  # the NVIDIA driver lists it under /proc/driver/nvidia/gpus
         functions.append(fn)
-        bridges.setdefault(hb, HostBridge(id=hb))
+        bridges.setdefault(fn.host_bridge, HostBridge(id=fn.host_bridge))
     # The host bridge's identity for the kernel's p2pdma whitelist is function 00.0 on its root bus.
     by_bdf = {f.bdf: f for f in functions}
     for hb in bridges.values():
@@ -130,39 +107,86 @@ def read_functions(
     return functions, bridges
 
 
-def _read_function(fs: FsRoot, path: str, bdf: str, hb: str, parent: str | None) -> PciFunction:
+def _place(
+    fs: FsRoot,
+    attrs: AttrDir,
+    name: str,
+    real: str,
+    node_cpus: dict[int, set[int]] | None,
+    nvidia_bdfs: set[str] | None,
+) -> PciFunction | None:
+    """The function at canonical path ``real``, placed under its host bridge; None (and a
+    problem) when the path does not name it."""
+    parts = real.split("/")
+    chain = [p for p in parts if BDF_RE.match(p)]
+    hosts = [p for p in parts if HOST_RE.match(p)]
+    if not chain or chain[-1] != name:
+        fs.problems.append(f"{name}: device path {real} does not end in its own address")
+        return None
+    m = HOST_RE.match(hosts[-1]) if hosts else None
+    if m:
+        hb = f"{m.group(1)}:{m.group(2)}"
+    else:
+        # Virtual buses (e.g. VMD, Hyper-V) have no pciDDDD:BB component: use the top function's bus.
+        hb = bus_of(chain[0])
+    fn = _read_attrs(attrs, real, name, hb, chain[-2] if len(chain) > 1 else None)
+    fn.upstream_bdfs = list(reversed(chain[:-1]))
+    if fn.numa_node is None and node_cpus:
+        for attr, parse in (("local_cpulist", parse_cpulist), ("local_cpus", parse_cpumask)):
+            node = node_of_cpus(parse(attrs.read_text(attr)), node_cpus)
+            if node is not None:
+                fn.numa_node, fn.numa_source = node, attr
+                break
+    if fn.vendor is None and nvidia_bdfs and name in nvidia_bdfs:
+        fn.vendor = NVIDIA  # the NVIDIA driver lists it under /proc/driver/nvidia/gpus
+    return fn
+
+
+def _nonneg(v: int | None) -> int | None:
+    return None if v is None or v < 0 else v
+
+
+def _read_attrs(d: AttrDir, path: str, bdf: str, hb: str, parent: str | None) -> PciFunction:
     fn = PciFunction(bdf=bdf, host_bridge=hb, parent_bdf=parent, source=path)
-    fn.class_code = fs.read_int(f"{path}/class", 16)
-    fn.vendor = fs.read_int(f"{path}/vendor", 16)
-    fn.device = fs.read_int(f"{path}/device", 16)
-    fn.subsystem_vendor = fs.read_int(f"{path}/subsystem_vendor", 16)
-    fn.subsystem_device = fs.read_int(f"{path}/subsystem_device", 16)
-    fn.revision = fs.read_int(f"{path}/revision", 16)
-    fn.driver = fs.readlink_name(f"{path}/driver")
-    fn.numa_node = _int_or_none(fs, f"{path}/numa_node")
+    fn.class_code = d.read_int("class", 16)
+    fn.vendor = d.read_int("vendor", 16)
+    fn.device = d.read_int("device", 16)
+    fn.subsystem_vendor = d.read_int("subsystem_vendor", 16)
+    fn.subsystem_device = d.read_int("subsystem_device", 16)
+    fn.driver = d.readlink_name("driver")
+    fn.numa_node = _nonneg(d.read_int("numa_node"))
     fn.numa_source = "numa_node" if fn.numa_node is not None else None
-    fn.iommu_group = fs.readlink_name(f"{path}/iommu_group")
-    fn.link = Link(
-        speed_gts=parse_link_speed(fs.read_text(f"{path}/current_link_speed")),
-        width=_int_or_none(fs, f"{path}/current_link_width") or None,
-        max_speed_gts=parse_link_speed(fs.read_text(f"{path}/max_link_speed")),
-        max_width=_int_or_none(fs, f"{path}/max_link_width") or None,
-    )
-    raw = fs.read_bytes(f"{path}/config", note=True, limit=4096)
+    fn.iommu_group = d.readlink_name("iommu_group")
+    raw = d.read_bytes("config", note=True, limit=4096)
+    pcie = None
     if raw is not None:
         fn.config_size = len(raw)
         fn.config = decode(raw)
-        if fn.revision is None and len(raw) > 8:
+        if len(raw) > 8:
+            # the kernel's `revision` attribute prints this byte as it read it at enumeration;
+            # taken from here, it saves a file per function (nothing reports it today)
             fn.revision = raw[8]
         pcie = fn.config.pcie
+    if pcie is not None and pcie.link_speed_gts is not None and pcie.link_cap_speed_gts is not None:
+        # current_link_speed/width print this capability's LnkSta and max_link_speed/width its
+        # LnkCap (drivers/pci/pci-sysfs.c); with the capability in hand (root, or a full config
+        # in a tree) the four files say nothing more, and skipping them is a third of the reads.
+        fn.link = Link(pcie.link_speed_gts, pcie.link_width, pcie.link_cap_speed_gts, pcie.link_cap_width)
+    else:
+        fn.link = Link(
+            speed_gts=parse_link_speed(d.read_text("current_link_speed")),
+            width=_nonneg(d.read_int("current_link_width")) or None,
+            max_speed_gts=parse_link_speed(d.read_text("max_link_speed")),
+            max_width=_nonneg(d.read_int("max_link_width")) or None,
+        )
         # Old kernels (and hwloc's 2013 snapshots) lack current_link_* files: use LnkSta/LnkCap.
         if pcie is not None:
             if fn.link.speed_gts is None:
                 fn.link.speed_gts, fn.link.width = pcie.link_speed_gts, pcie.link_width
             if fn.link.max_speed_gts is None:
                 fn.link.max_speed_gts, fn.link.max_width = pcie.link_cap_speed_gts, pcie.link_cap_width
-        if fn.config.secondary_bus is not None:
-            fn.secondary_bus = fn.config.secondary_bus
+    if fn.config is not None and fn.config.secondary_bus is not None:
+        fn.secondary_bus = fn.config.secondary_bus
     return fn
 
 
@@ -262,6 +286,21 @@ def read_gpu_memory_nodes(fs: FsRoot) -> dict[int, str]:
 # --- names users know -------------------------------------------------------------------------
 
 
+def owner_bdf(fs: FsRoot, link: str) -> str | None:
+    """The PCI function a class device (or a block device) belongs to: the last PCI address on
+    its canonical path. virtio and some drivers hang the class device below a child of the
+    function (.../0000:00:03.0/virtio2)."""
+    try:
+        return last_bdf(fs.resolve(link))
+    except OSError:
+        return None
+
+
+def last_bdf(path: str) -> str | None:
+    bdfs = [c for c in path.split("/") if BDF_RE.match(c)]
+    return bdfs[-1] if bdfs else None
+
+
 def read_names(fs: FsRoot) -> dict[str, list[str]]:
     """bdf → names: nvme controllers and namespaces, netdevs, RDMA devices, NVIDIA minors."""
     names: dict[str, list[str]] = {}
@@ -271,15 +310,9 @@ def read_names(fs: FsRoot) -> dict[str, list[str]]:
         for n in fs.listdir(cls_dir):
             if pattern and not re.match(pattern, n):
                 continue
-            try:
-                real = fs.resolve(f"{cls_dir}/{n}/device")
-            except OSError:
-                continue
-            # virtio and some drivers hang the class device below a child of the PCI function
-            # (.../0000:00:03.0/virtio2): the owner is the last PCI address on the path.
-            bdfs = [c for c in real.split("/") if BDF_RE.match(c)]
-            if bdfs:
-                found.setdefault(bdfs[-1], []).append(n)
+            bdf = owner_bdf(fs, f"{cls_dir}/{n}/device")
+            if bdf:
+                found.setdefault(bdf, []).append(n)
         return found
 
     for bdf, ctrls in add("/sys/class/nvme", r"^nvme\d+$").items():
@@ -293,22 +326,20 @@ def read_names(fs: FsRoot) -> dict[str, list[str]]:
     return names
 
 
-def read_nvidia_minors(fs: FsRoot) -> dict[str, int]:
-    """bdf → 'Device Minor' from /proc/driver/nvidia/gpus/<bdf>/information."""
-    out: dict[str, int] = {}
-    for bdf in fs.listdir("/proc/driver/nvidia/gpus"):
-        text = fs.read_text(f"/proc/driver/nvidia/gpus/{bdf}/information") or ""
-        m = re.search(r"Device Minor:\s*(\d+)", text)
-        if m and BDF_RE.match(bdf.lower()):
-            out[bdf.lower()] = int(m.group(1))
-    return out
-
-
-def read_nvidia_models(fs: FsRoot) -> dict[str, str]:
+def _gpu_information(fs: FsRoot, pattern: str) -> dict[str, str]:
+    """bdf → the first group of ``pattern`` in /proc/driver/nvidia/gpus/<bdf>/information."""
     out: dict[str, str] = {}
     for bdf in fs.listdir("/proc/driver/nvidia/gpus"):
-        text = fs.read_text(f"/proc/driver/nvidia/gpus/{bdf}/information") or ""
-        m = re.search(r"Model:\s*(.+)", text)
+        m = re.search(pattern, fs.read_text(f"/proc/driver/nvidia/gpus/{bdf}/information") or "")
         if m:
             out[bdf.lower()] = m.group(1).strip()
     return out
+
+
+def read_nvidia_minors(fs: FsRoot) -> dict[str, int]:
+    """bdf → 'Device Minor' from /proc/driver/nvidia/gpus/<bdf>/information."""
+    return {b: int(v) for b, v in _gpu_information(fs, r"Device Minor:\s*(\d+)").items() if BDF_RE.match(b)}
+
+
+def read_nvidia_models(fs: FsRoot) -> dict[str, str]:
+    return _gpu_information(fs, r"Model:\s*(.+)")

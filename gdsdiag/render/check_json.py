@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..schema import check as schema
+
 SCHEMA = "gdsdiag.check/1"
 
 
-def document(report) -> dict:
-    doc = {
+def document(report) -> schema.CheckDoc:
+    doc: schema.CheckDoc = {
         "schema": SCHEMA,
         "source": report.source,
         "verdict": report.verdict.to_json(),
         "paths": [p.to_json() for p in report.paths],
         "checks": [r.to_json() for r in report.results],
         "counts": {
-            s: sum(1 for r in report.results if r.status.value == s) for s in ("PASS", "WARN", "FAIL", "SKIP", "INFO")
+            "PASS": _count(report, "PASS"),
+            "WARN": _count(report, "WARN"),
+            "FAIL": _count(report, "FAIL"),
+            "SKIP": _count(report, "SKIP"),
+            "INFO": _count(report, "INFO"),
         },
         "exit_code": report.exit_code(),
         "problems": report.problems,
@@ -21,3 +30,7 @@ def document(report) -> dict:
     if report.gdscheck is not None:
         doc["gdscheck"] = report.gdscheck
     return doc
+
+
+def _count(report, status: str) -> int:
+    return sum(1 for r in report.results if r.status.value == status)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN
+
+if TYPE_CHECKING:
+    from ..schema import explain as schema
 
 SCHEMA = "gdsdiag.explain/1"
 MAX_UNKNOWN = 500  # a huge unknown file must not make a huge document
@@ -17,11 +22,11 @@ def exit_code(report) -> int:
     return EXIT_OK
 
 
-def _where(ln) -> dict | None:
+def _where(ln) -> schema.Where | None:
     return None if ln is None else {"time": ln.time, "file": ln.file, "line": ln.lineno, "pid": ln.pid}
 
 
-def _group(g) -> dict:
+def _group(g) -> schema.Message:
     ex = g.explanation
     return {
         "id": ex.id,
@@ -45,8 +50,8 @@ def _group(g) -> dict:
     }
 
 
-def document(report) -> dict:
-    unknown = [
+def document(report) -> schema.ExplainDoc:
+    unknown: list[schema.Unknown] = [
         {
             "file": ln.file,
             "line": ln.lineno,
@@ -59,15 +64,31 @@ def document(report) -> dict:
     ]
     return {
         "schema": SCHEMA,
-        "files": [f.__dict__.copy() for f in report.files],
+        "files": [
+            {
+                "path": f.path,
+                "kind": f.kind,
+                "lines": f.lines,
+                "explained": f.explained,
+                "unknown": f.unknown,
+                "skipped": f.skipped,
+            }
+            for f in report.files
+        ],
         "messages": [_group(g) for g in report.groups],
         "unknown": unknown,
         "unknown_truncated": len(report.unknown) > MAX_UNKNOWN,
         "gdsio_runs": report.gdsio_runs,
         "counts": {
-            **{s: sum(1 for g in report.groups if g.explanation.severity == s) for s in ("error", "warn", "info")},
+            "error": _count(report, "error"),
+            "warn": _count(report, "warn"),
+            "info": _count(report, "info"),
             "unknown": len(report.unknown),
             "unknown_that_matter": len(report.unknown_that_matter),
         },
         "exit_code": exit_code(report),
     }
+
+
+def _count(report, severity: str) -> int:
+    return sum(1 for g in report.groups if g.explanation.severity == severity)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from ..topology.findings import Finding
 from ..topology.model import Topology
 from ..topology.pairs import PairAnalysis
+
+if TYPE_CHECKING:
+    from ..schema import topology as schema
 
 SCHEMA = "gdsdiag.topology/1"
 
@@ -15,8 +20,8 @@ def document(
     findings: list[Finding],
     cross_check: list[dict] | None = None,
     routing: list[dict] | None = None,
-) -> dict:
-    doc = {
+) -> schema.TopologyDoc:
+    doc: schema.TopologyDoc = {
         "schema": SCHEMA,
         "source": topo.source,
         "cpu": {
@@ -42,11 +47,11 @@ def document(
         "devices": [_device(d) for d in sorted(topo.devices.values(), key=lambda d: d.bdf)],
         "nvlink": topo.nvlink.to_json() if topo.nvlink is not None else {"source": None, "note": topo.nvlink_note},
         "pairs": [p.to_json() for p in pairs],
-        "dynamic_routing": routing if routing is not None else [],
+        "dynamic_routing": cast("list[schema.DynamicRoute]", routing or []),
         "findings": [f.to_json() for f in findings],
     }
     if cross_check is not None:
-        doc["cross_check"] = cross_check
+        doc["cross_check"] = cast("list[schema.CrossCheckCell]", cross_check)
     return doc
 
 
@@ -54,7 +59,7 @@ def _hex(v: int | None, width: int) -> str | None:
     return None if v is None else f"{v:0{width}x}"
 
 
-def _device(d) -> dict:
+def _device(d) -> schema.Device:
     fn = d.fn
     acs = fn.acs_control
     return {

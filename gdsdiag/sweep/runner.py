@@ -7,11 +7,15 @@ import itertools
 import os
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..errors import GdsdiagError, UsageError
 from . import files
 from .engines import PointError, PointSpec, VerifyError, run_point, validate, verify_written, written_ranges
 from .latency import summarize_hist
+
+if TYPE_CHECKING:
+    from ..schema import sweep as schema
 
 GPU_MODES = ("bounce", "cufile", "cufile-async", "cufile-batch", "kvikio")
 CUFILE_MODES = ("cufile", "cufile-async", "cufile-batch", "kvikio")
@@ -66,10 +70,10 @@ class SweepReport:
     points: list[PointRecord]
     ceilings: dict
     file_path: str
-    machine: dict
+    machine: schema.Machine
     prepare_seconds: float = 0.0
 
-    def to_json(self) -> dict:
+    def to_json(self) -> schema.SweepDoc:
         c = self.config
         return {
             "schema": "gdsdiag.sweep/1",
@@ -392,7 +396,7 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
             driver.close()
     import platform
 
-    machine = {
+    machine: schema.Machine = {
         "hostname": platform.node(),
         "kernel": platform.release(),
         "cpus": os.cpu_count(),

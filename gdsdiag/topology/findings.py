@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 from .model import Role, Topology
 from .pairs import P2pDmaMap, PairAnalysis, SmiLevel
+
+if TYPE_CHECKING:
+    from ..schema import topology as schema
 
 
 @dataclass
@@ -16,8 +20,9 @@ class Finding:
     evidence: str
     fix: str
 
-    def to_json(self) -> dict:
-        return self.__dict__.copy()
+    def to_json(self) -> schema.Finding:
+        # the fields are the document's keys (tests/test_json_schema.py checks them against the type)
+        return cast("schema.Finding", dict(self.__dict__))
 
 
 def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:

@@ -8,10 +8,14 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 from ..errors import GdsdiagError
 from .classify import Classifier, IoVerdict, summarize
 from .events import RECORD_VERSION
+
+if TYPE_CHECKING:
+    from ..schema import trace as schema
 
 
 @dataclass
@@ -29,7 +33,7 @@ class TraceResult:
     libraries: list[dict] = field(default_factory=list)
     stopped_by: int | None = None  # the signal (INT/TERM/HUP) that ended a live trace early
 
-    def summary_json(self) -> dict:
+    def summary_json(self) -> schema.Summary:
         return {
             "type": "summary",
             "routes": self.summary,
@@ -39,8 +43,8 @@ class TraceResult:
             "probes_attached": self.attached,
             "probes_not_attached": self.failed,
             "traced_exit_code": self.exit_code,
-            "processes": self.processes,
-            "libraries": self.libraries,
+            "processes": cast("list[schema.Process]", self.processes),
+            "libraries": cast("list[schema.Library]", self.libraries),
             "startup_s": self.timing,
         }
 

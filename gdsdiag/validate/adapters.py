@@ -77,7 +77,8 @@ def sweep(directory: str, gpu: int, pts: dict) -> dict:
     """gdsdiag sweep (sweep.runner.run_sweep) in this process: a gdsdiag.sweep/1 document."""
     from ..sweep.runner import run_sweep
 
-    return run_sweep(sweep_config(directory, gpu, pts)).to_json()
+    # the rules read it as a plain dict (a point's keys are not typed: schema/sweep.py)
+    return dict(run_sweep(sweep_config(directory, gpu, pts)).to_json())
 
 
 def trace_available() -> str | None:

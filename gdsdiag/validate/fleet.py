@@ -4,26 +4,14 @@ which rule, and the sweep figures side by side. Pure: documents in, tables out."
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..errors import GdsdiagError
 
+if TYPE_CHECKING:
+    from ..schema import validate as schema
+
 RANK = {"FAIL": 3, "WARN": 2, "PASS": 1, "SKIP": 0}
-
-
-@dataclass
-class NodeRow:
-    node: str
-    source: str
-    snapshot_id: str
-    verdict: str
-    level: str
-    failed: list[str]
-    warned: list[str]
-    gbps: dict = field(default_factory=dict)  # "read 1m" -> best GB/s over GPUs/mounts/threads of cuFile modes
-
-    def to_json(self) -> dict:
-        return dict(self.__dict__)
 
 
 def _bs(bs: int) -> str:
@@ -60,12 +48,14 @@ def load_reports(paths: list[str]) -> list[tuple[str, dict]]:
     return out
 
 
-def rows(reports: list[tuple[str, dict]]) -> list[NodeRow]:
-    out = []
+def rows(reports: list[tuple[str, dict]]) -> list[schema.NodeRow]:
+    """One row per node, worst first. A row is the report document's own record
+    (schema.validate.NodeRow), so its fields are declared once."""
+    out: list[schema.NodeRow] = []
     for path, d in reports:
         n = d.get("node") or {}
         rules = d.get("rules") or []
-        gb: dict = {}
+        gb: dict[str, float] = {}
         for s in d.get("sweeps") or []:
             for p in s.get("points") or []:
                 if p.get("mode") not in CUFILE_MODES or p.get("error") or p.get("gbps") is None:
@@ -75,25 +65,25 @@ def rows(reports: list[tuple[str, dict]]) -> list[NodeRow]:
         import os
 
         out.append(
-            NodeRow(
-                n.get("hostname") or os.path.basename(str(n.get("root") or "")) or path,
-                path,
-                n.get("snapshot_id", "?"),
-                d.get("verdict", "?"),
-                d.get("level", "?"),
-                [r["rule"] for r in rules if r.get("status") == "FAIL"],
-                [r["rule"] for r in rules if r.get("status") == "WARN"],
-                gb,
-            )
+            {
+                "node": n.get("hostname") or os.path.basename(str(n.get("root") or "")) or path,
+                "source": path,
+                "snapshot_id": n.get("snapshot_id", "?"),
+                "verdict": d.get("verdict", "?"),
+                "level": d.get("level", "?"),
+                "failed": [r["rule"] for r in rules if r.get("status") == "FAIL"],
+                "warned": [r["rule"] for r in rules if r.get("status") == "WARN"],
+                "gbps": gb,
+            }
         )
-    return sorted(out, key=lambda r: (-RANK.get(r.verdict, 0), r.node))
+    return sorted(out, key=lambda r: (-RANK.get(r["verdict"], 0), r["node"]))
 
 
-def gbps_keys(rs: list[NodeRow]) -> list[str]:
+def gbps_keys(rs: list[schema.NodeRow]) -> list[str]:
     """'read 64k' < 'read 1m' < 'write 64k': by pattern, then block size in bytes."""
     from ..sweep.latency import parse_size
 
-    keys = {k for r in rs for k in r.gbps}
+    keys = {k for r in rs for k in r["gbps"]}
     return sorted(keys, key=lambda k: (k.split()[0], parse_size(k.split()[1])))
 
 
@@ -113,5 +103,5 @@ def rule_matrix(reports: list[tuple[str, dict]]) -> dict:
     return {k: v for k, v in m.items() if set(v) - {"PASS", "SKIP"}}
 
 
-def worst(rs: list[NodeRow]) -> str:
-    return max((r.verdict for r in rs), key=lambda v: RANK.get(v, 0), default="PASS")
+def worst(rs: list[schema.NodeRow]) -> str:
+    return max((r["verdict"] for r in rs), key=lambda v: RANK.get(v, 0), default="PASS")

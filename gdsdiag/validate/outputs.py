@@ -5,18 +5,22 @@ from __future__ import annotations
 
 import time
 import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING
 
 from ..check.model import Status
 from .runner import ValidateReport
+
+if TYPE_CHECKING:
+    from ..schema import validate as schema
 
 SCHEMA = "gdsdiag.validate/1"
 STATUS_STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim"}
 
 
-def document(rep: ValidateReport) -> dict:
-    sweeps = []
+def document(rep: ValidateReport) -> schema.ValidateDoc:
+    sweeps: list[schema.Sweep] = []
     for s in rep.sweeps:
-        pts = [
+        pts: list[schema.SweepPoint] = [
             {
                 "mode": p.get("mode"),
                 "rw": p.get("rw"),
@@ -30,9 +34,11 @@ def document(rep: ValidateReport) -> dict:
             for p in s["doc"].get("points", [])
         ]
         sweeps.append({"path": s["path"], "gpu": s["gpu"], "points": pts})
-    counts = {
-        st.value: sum(1 for r in rep.results if r.status == st)
-        for st in (Status.PASS, Status.WARN, Status.FAIL, Status.SKIP)
+    counts: schema.Counts = {
+        "PASS": _count(rep, Status.PASS),
+        "WARN": _count(rep, Status.WARN),
+        "FAIL": _count(rep, Status.FAIL),
+        "SKIP": _count(rep, Status.SKIP),
     }
     return {
         "schema": SCHEMA,
@@ -50,6 +56,10 @@ def document(rep: ValidateReport) -> dict:
         "route_ratio": rep.route_ratio(),
         "trace": rep.trace,
     }
+
+
+def _count(rep: ValidateReport, st: Status) -> int:
+    return sum(1 for r in rep.results if r.status == st)
 
 
 def junit(rep: ValidateReport) -> bytes:

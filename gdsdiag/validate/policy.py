@@ -11,9 +11,13 @@ import copy
 import difflib
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import GdsdiagError
 from ..routes import Route
+
+if TYPE_CHECKING:
+    from ..schema import validate as schema
 
 DEFAULT_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "default_policy.yaml")
 ROUTE_NAMES = tuple(r.value for r in Route)
@@ -195,7 +199,7 @@ class Policy:
         lst = (mount_entry or {}).get("allowed", self.get("routes.allowed"))
         return [str(x).upper() for x in lst]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> schema.Policy:
         return {"source": self.source, "values": self.data}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..check.model import Evidence, Status
 from ..cufile_json import RDMA_KEYS_1_19
@@ -19,15 +20,21 @@ from ..topology.model import Role
 from .adapters import cufile_modes, route_of
 from .policy import Policy, _size
 
+if TYPE_CHECKING:
+    from ..check.context import CheckContext
+    from ..check.runner import CheckReport
+    from ..schema import validate as schema
+    from ..topology.pairs import LinkHop
+
 STATIC, MEASURED = "static", "measured"
 
 
 @dataclass
 class Inputs:
     policy: Policy
-    ctx: object  # gdsdiag.check.context.CheckContext
+    ctx: CheckContext
     mounts: list[dict]  # [{"path", "allowed"?, "min_gbps"?}]
-    check: object | None = None  # CheckReport
+    check: CheckReport | None = None
     topo: object | None = None
     pairs: list = field(default_factory=list)
     sweeps: list[dict] = field(default_factory=list)  # [{"path", "gpu", "doc"}]
@@ -49,7 +56,7 @@ class RuleResult:
     source: str = ""
     stage: str = STATIC
 
-    def to_json(self) -> dict:
+    def to_json(self) -> schema.RuleResult:
         return {
             "rule": self.rule,
             "title": self.title,
@@ -209,7 +216,7 @@ def r_acs(inp: Inputs, rule: Rule):
     pairs = _io_pairs(inp)
     if not pairs:
         return Status.SKIP, "no GPU↔NVMe/NIC path on this node", [_ev("PCI topology", "no pair")], ""
-    redirect = {}
+    redirect: dict[str, list[str]] = {}
     for p in pairs:
         for b in p.acs_redirect_bridges:
             redirect.setdefault(b, []).append(f"{p.a.display()}↔{p.b.display()}")
@@ -245,7 +252,8 @@ def r_downtrained(inp: Inputs, rule: Rule):
     pairs = _io_pairs(inp)
     if not pairs:
         return Status.SKIP, "no GPU↔NVMe/NIC path on this node", [_ev("PCI topology", "no pair")], ""
-    bad, idle = {}, {}
+    bad: dict[str, tuple[LinkHop, str]] = {}
+    idle: dict[str, tuple[LinkHop, str]] = {}
     for p in pairs:
         for h in p.hops:
             if not h.downtrained:
@@ -471,7 +479,9 @@ def r_min_gbps(inp: Inputs, rule: Rule):
     if not inp.sweeps:
         return _no_sweep(inp)
     by_path = {m["path"]: m for m in inp.mounts}
-    bad, ev, n = [], [], 0
+    bad: list[str] = []
+    ev: list[Evidence] = []
+    n = 0
     for s, p in _gpu_points(inp):
         th = _thresholds((by_path.get(s["path"]) or {}).get("min_gbps", inp.policy.get("sweep.min_gbps")))
         label = f"GPU{s['gpu']} {s['path']} {p['mode']} {p['rw']} bs={_bs_key(p['bs'])} ×{p['threads']}"
@@ -484,56 +494,59 @@ def r_min_gbps(inp: Inputs, rule: Rule):
         n += 1
         g = (p.get("summary") or {}).get("gbps") or 0.0
         ok = g >= th[p["bs"]]
-        e = _ev("sweep", f"{label}: {g:.3f} GB/s (min {th[p['bs']]})")
-        if not ok:
-            bad.append(label)
-            ev.insert(0, e)
-        else:
-            ev.append(e)
-    if not n and not bad:
-        return Status.SKIP, "no swept block size has a min_gbps threshold", ev, "add the block size to sweep.min_gbps"
-    if bad:
-        return (
-            Status.FAIL,
-            f"{len(bad)} point(s) below the minimum GB/s",
-            ev,
-            "see the route and link rules for the cause; compare with 'gdsdiag sweep'",
-        )
-    return Status.PASS, f"{n} point(s) at or above the minimum GB/s", ev, ""
+        _point(bad, ev, label, _ev("sweep", f"{label}: {g:.3f} GB/s (min {th[p['bs']]})"), failed=not ok)
+    return _points_verdict(
+        bool(n or bad),
+        bad,
+        ev,
+        "min_gbps",
+        "below the minimum GB/s",
+        "see the route and link rules for the cause; compare with 'gdsdiag sweep'",
+        f"{n} point(s) at or above the minimum GB/s",
+    )
 
 
 def r_max_p99(inp: Inputs, rule: Rule):
     if not inp.sweeps:
         return _no_sweep(inp)
     th = _thresholds(inp.policy.get("sweep.max_p99_us"))
-    bad, ev, n = [], [], 0
+    bad: list[str] = []
+    ev: list[Evidence] = []
+    n = 0
     for s, p in _gpu_points(inp):
         p99 = ((p.get("summary") or {}).get("lat_us") or {}).get("p99")
         if p["bs"] not in th or p99 is None or p.get("error"):
             continue
         n += 1
         label = f"GPU{s['gpu']} {s['path']} {p['mode']} {p['rw']} bs={_bs_key(p['bs'])} ×{p['threads']}"
-        e = _ev("sweep", f"{label}: p99 {p99:.0f} µs (max {th[p['bs']]})")
-        if p99 > th[p["bs"]]:
-            bad.append(label)
-            ev.insert(0, e)
-        else:
-            ev.append(e)
-    if not n:
-        return (
-            Status.SKIP,
-            "no swept block size has a max_p99_us threshold",
-            ev,
-            "add the block size to sweep.max_p99_us",
-        )
+        _point(bad, ev, label, _ev("sweep", f"{label}: p99 {p99:.0f} µs (max {th[p['bs']]})"), failed=p99 > th[p["bs"]])
+    return _points_verdict(
+        bool(n),
+        bad,
+        ev,
+        "max_p99_us",
+        "above the maximum p99",
+        "look for queueing: compat pool size, device saturation, link",
+        f"{n} point(s) within the p99 limit",
+    )
+
+
+def _point(bad: list[str], ev: list[Evidence], label: str, e: Evidence, failed: bool) -> None:
+    """One swept point's evidence; the points that missed their threshold are listed first."""
+    if failed:
+        bad.append(label)
+        ev.insert(0, e)
+    else:
+        ev.append(e)
+
+
+def _points_verdict(checked: bool, bad: list[str], ev: list[Evidence], key: str, missed: str, fix: str, passed: str):
+    """SKIP when no swept point had a ``sweep.<key>`` threshold, FAIL when some missed it, else PASS."""
+    if not checked:
+        return Status.SKIP, f"no swept block size has a {key} threshold", ev, f"add the block size to sweep.{key}"
     if bad:
-        return (
-            Status.FAIL,
-            f"{len(bad)} point(s) above the maximum p99",
-            ev,
-            "look for queueing: compat pool size, device saturation, link",
-        )
-    return Status.PASS, f"{n} point(s) within the p99 limit", ev, ""
+        return Status.FAIL, f"{len(bad)} point(s) {missed}", ev, fix
+    return Status.PASS, passed, ev, ""
 
 
 _MIXED = re.compile(r"(\w+)=(\d+)")
@@ -554,7 +567,7 @@ def route_mix(sweeps: list[dict], only: Route | None = None) -> tuple[dict, list
             stats = ((p.get("route_detail") or {}).get("cufile_stats") or {}).get("routes")
             label = p.get("route") or "UNKNOWN"
             if stats and sum(stats.values()):
-                shares = {}
+                shares: dict[Route, float] = {}
                 for k, v in stats.items():
                     if v:
                         shares[route_of(k)] = shares.get(route_of(k), 0) + v

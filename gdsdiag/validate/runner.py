@@ -10,7 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .. import __version__
 from ..check.model import Status
@@ -18,6 +20,9 @@ from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN, GdsdiagError
 from . import adapters
 from .policy import Policy
 from .rules import MEASURED, RULES, Inputs, RuleResult, route_mix
+
+if TYPE_CHECKING:
+    from ..schema import validate as schema
 
 ORDER = {Status.FAIL: 3, Status.WARN: 2, Status.PASS: 1, Status.SKIP: 0, Status.INFO: 0}
 
@@ -27,9 +32,9 @@ class ValidateReport:
     results: list[RuleResult]
     policy: Policy
     level: str  # static | quick | full
-    node: dict
+    node: schema.Node
     sweeps: list[dict] = field(default_factory=list)
-    trace: dict | None = None
+    trace: dict[str, schema.RouteCount] | None = None
     stopped_early: str | None = None
     seconds: float = 0.0
 
@@ -40,7 +45,7 @@ class ValidateReport:
         w = self.worst()
         return EXIT_FAIL if w == Status.FAIL else EXIT_WARN if w == Status.WARN else EXIT_OK
 
-    def route_ratio(self) -> dict:
+    def route_ratio(self) -> dict[str, float]:
         mix, _ = route_mix(self.sweeps)
         tot = sum(mix.values())
         return {k: v / tot for k, v in sorted(mix.items())} if tot else {}
@@ -82,7 +87,7 @@ def run(
     level: str = "static",
     keep_going: bool = False,
     progress=None,
-    sweep_results: list[str] = (),
+    sweep_results: Sequence[str] = (),
     trace_replay: str | None = None,
 ) -> ValidateReport:
     """level: static (files only), quick or full (also measure). sweep_results: existing
@@ -174,7 +179,7 @@ def run(
         results.append(rule.evaluate(inp))
     import platform
 
-    node = {
+    node: schema.Node = {
         "hostname": platform.node() if ctx.live else None,
         "root": ctx.fs.root,
         "snapshot_id": snapshot_id(ctx),

@@ -1,0 +1,77 @@
+"""``gdsdiag.check/1`` (docs/json.md)."""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+
+class Verdict(TypedDict):
+    routes: list[str]
+    summary: str
+    reasons: list[str]
+
+
+class PathTopology(TypedDict):
+    gpu: str
+    device: str
+    nvidia_smi: str
+    p2p: str
+    p2pdma_map: str
+
+
+class PathResult(TypedDict):
+    path: str
+    route: str
+    reasons: list[str]
+    fstype: str | None
+    mount_point: str | None
+    devices: list[str]
+    topology: list[PathTopology]
+
+
+class Evidence(TypedDict):
+    source: str
+    value: str
+
+
+class CheckResult(TypedDict):
+    id: str
+    title: str
+    status: str
+    summary: str
+    evidence: list[Evidence]
+    why: str
+    fix: str
+    route: str | None
+    path: str | None
+
+
+class Counts(TypedDict):
+    PASS: int
+    WARN: int
+    FAIL: int
+    SKIP: int
+    INFO: int
+
+
+class GdscheckRow(TypedDict):
+    item: str
+    gdscheck: str
+    gdsdiag: str
+    agree: bool | None
+    note: str
+
+
+class _CheckDoc(TypedDict):
+    schema: str
+    source: str
+    verdict: Verdict
+    paths: list[PathResult]
+    checks: list[CheckResult]
+    counts: Counts
+    exit_code: int
+    problems: list[str]
+
+
+class CheckDoc(_CheckDoc, total=False):
+    gdscheck: list[GdscheckRow]  # only with --gdscheck

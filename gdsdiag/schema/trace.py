@@ -1,0 +1,65 @@
+"""``gdsdiag trace --json`` (docs/json.md): JSON lines, one ``io`` object per I/O, then one
+``summary``. The io line is written from ``trace.classify.IoVerdict``'s fields and typed here as
+they are; the summary is built in ``trace.live.TraceResult.summary_json`` with this type."""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+
+class IoLine(TypedDict):
+    type: str  # "io"
+    ts: int
+    pid: int
+    tid: int
+    comm: str
+    api: str
+    op: str
+    path: str | None
+    offset: int
+    size: int
+    ret: int | None
+    latency_ns: int | None
+    route: str
+    subtype: str | None
+    confidence: str
+    evidence: list[str]
+
+
+class RouteStats(TypedDict):
+    count: int
+    bytes: int
+    subtypes: list[str]
+    p50_us: float | None
+    p99_us: float | None
+    hist_us: list[list[int]]
+
+
+class Process(TypedDict):
+    pid: int
+    ppid: int | None
+    comm: str | None
+    exe: str | None
+    ios: int | None
+
+
+class Library(TypedDict):
+    path: str
+    kind: str
+    usdt: int
+    uprobes: int
+    pids: list[int]
+
+
+class Summary(TypedDict):
+    type: str  # "summary"
+    routes: dict[str, RouteStats]
+    ios: int
+    events: int
+    lost_events: int
+    probes_attached: list[str]
+    probes_not_attached: list[str]
+    traced_exit_code: int | None
+    processes: list[Process]
+    libraries: list[Library]
+    startup_s: dict[str, float]
