@@ -85,6 +85,7 @@ struct open_t {
     s64 fd;
     s64 flags;
     s64 dfd;                                            /* openat's directory fd (-100: the cwd) */
+    s64 serial;                                         /* the open's number (FD_DATA), 0 for others */
     char comm[16];
     char path[256];
 };
@@ -97,24 +98,80 @@ BPF_HASH(handle_fd, u64, s64, 1024);                    /* tid -> fd being regis
 BPF_HASH(blk_inflight, u64, u32, 10240);                /* (dev<<40 ^ sector) -> pid that issued */
 BPF_HASH(in_api, u64, u8, 10240);                       /* tid inside cuFileRead/Write: skip libcufile's own copies */
 
-/* (tgid << 32 | fd) of descriptors that are not file data (libraries, /proc, /sys, /dev, pipes,
- * sockets, eventfds, epoll): their reads, writes and mmaps are dropped here, not in Python */
-BPF_HASH(nodata, u64, u8, 65536);
+/* What the kernel knows of each descriptor, (tgid << 32 | fd) -> kind | serial << 8. The kind says
+ * what its I/O, mmaps, dups and close emit:
+ *   FD_NODATA   libraries, Python sources, pipes, sockets, eventfds…: nothing
+ *   FD_PSEUDO   a file or directory of /sys, /proc or /dev, or one opened relative to such a
+ *               directory (libcufile's driver open walks sysfs with openat(dirfd, "vendor") by the
+ *               thousand): nothing, and what is opened relative to it is FD_PSEUDO too
+ *   FD_NAMEDDIR a directory opened by absolute path: no I/O, but the reader knows its name (files
+ *               opened relative to it are named after it), so its close and dups are reported
+ *   FD_DATA     a data file the reader was told about (serial: the open's number, which names the
+ *               file in the in-kernel host-I/O counters)
+ * Decided by path, not by the file's superblock magic: reading struct file needs kernel headers
+ * that match the running kernel exactly (bcc has no CO-RE), and this program must compile against
+ * any headers bcc finds (the dev VM runs 6.18 with Debian's 6.1 headers). An LRU map: entries of
+ * processes that exit with descriptors open are evicted, never a reason for a failed update. */
+#define FD_NODATA 1
+#define FD_PSEUDO 3
+#define FD_NAMEDDIR 2
+#define FD_DATA 4
+BPF_TABLE("lru_hash", u64, u64, fdinfo, 262144);
+/* tgids whose descriptors the kernel may not know (forked from, or adopted as, a process holding
+ * named descriptors): their closes, dups and lseeks of unknown descriptors are still reported */
+BPF_HASH(heirs, u32, u8, 65536);
+BPF_HASH(holders, u32, u8, 65536);                     /* tgids that opened a named descriptor */
+static __always_inline u64 fd_key(u64 pt, s64 fd) { return (pt & 0xffffffff00000000ULL) | (u32)fd; }
+static __always_inline void set_fd(u64 pt, s64 fd, u64 v) {
+    u64 k = fd_key(pt, fd);
+    if (fd >= 0)
+        fdinfo.update(&k, &v);
+    if ((v & 0xff) == FD_DATA || (v & 0xff) == FD_NAMEDDIR) {
+        u32 tgid = pt >> 32;
+        u8 one = 1;
+        holders.update(&tgid, &one);
+    }
+}
+static __always_inline void mark_nodata(u64 pt, s64 fd) { set_fd(pt, fd, FD_NODATA); }
+static __always_inline u64 fd_kind(u64 pt, s64 fd) {
+    u64 k = fd_key(pt, fd);
+    u64 *v = fdinfo.lookup(&k);
+    return v ? *v : 0;
+}
+static __always_inline int kind_nodata(u64 v) { return (v & 0xff) && (v & 0xff) != FD_DATA; }
+static __always_inline int kind_named(u64 v) { return (v & 0xff) == FD_DATA || (v & 0xff) == FD_NAMEDDIR; }
+static __always_inline int is_nodata(u64 pt, s64 fd) { return kind_nodata(fd_kind(pt, fd)); }
+/* a number for each data open: a per-CPU counter and the CPU (no atomic fetch needed) */
+BPF_PERCPU_ARRAY(open_serial, u64, 1);
+static __always_inline u64 next_serial(void) {
+    int z = 0;
+    u64 *c = open_serial.lookup(&z);
+    u64 n = 0;
+    if (c) {
+        *c += 1;
+        n = *c;
+    }
+    return (n << 12) | (bpf_get_smp_processor_id() & 0xfff);
+}
+static __always_inline int is_heir(u64 pt) {
+    u32 tgid = pt >> 32;
+    return heirs.lookup(&tgid) != NULL;
+}
 BPF_HASH(mmap_data, u32, u64, 10240);                  /* tgid -> time of its last data-file mmap */
 struct inode_key_t { u64 dev; u64 ino; };
 BPF_HASH(data_inodes, struct inode_key_t, u8, 65536);  /* files opened as data (filled in by the reader) */
-static __always_inline u64 fd_key(u64 pt, s64 fd) { return (pt & 0xffffffff00000000ULL) | (u32)fd; }
-static __always_inline void mark_nodata(u64 pt, s64 fd) {
-    u64 k = fd_key(pt, fd);
-    u8 one = 1;
-    if (fd >= 0)
-        nodata.update(&k, &one);
-}
-static __always_inline int is_nodata(u64 pt, s64 fd) {
-    u64 k = fd_key(pt, fd);
-    return nodata.lookup(&k) != NULL;
-}
 
+/* Host I/O counted in the kernel: read/write/pread/pwrite and their v-forms on a data file, in a
+ * process that has opened no CUDA library (gpu_procs), outside libcufile's calls, are added to a
+ * counter per (process, open, syscall, size class) instead of sent one by one: no CUDA copy can
+ * make them DRAM_BOUNCE, and sending each to Python cost 16-45 us of CPU. PER_IO sends them all
+ * (--per-io). A CUDA library opened later flips the process to per-I/O records; the bytes that
+ * read/write moved while counted travel with its next per-I/O record (a4), so file positions hold. */
+struct agg_key_t { u32 tgid; u32 id; u64 serial; u32 bucket; u32 pad; };
+struct agg_val_t { u64 count; u64 bytes; u64 errors; u64 lat_ns; u64 first_ts; u64 last_ts; };
+BPF_HASH(hostagg, struct agg_key_t, struct agg_val_t, 65536);
+BPF_HASH(gpu_procs, u32, u8, 65536);                  /* tgids that opened libcuda/libcudart/libcufile */
+BPF_TABLE("lru_hash", u64, u64, pos_skip, 65536);   /* open serial -> bytes read()/write() moved while counted */
 BPF_ARRAY(drops, u64, 1);
 static __always_inline void count_drop(void) {
     int k = 0;
@@ -318,12 +375,69 @@ static __always_inline s64 user_off(s64 p) {      /* loff_t *: NULL means "the f
         bpf_probe_read_user(&v, sizeof(v), (void *)p);
     return v;
 }
+static __always_inline int inside_api(void);
+/* 1: this I/O was added to hostagg (nothing to send) */
+static __always_inline int host_io_counted(u64 pt, u32 id, u64 serial, struct sys_enter_t *s, s64 ret) {
+#if PER_IO
+    return 0;
+#else
+    u32 tgid = pt >> 32;
+    if (gpu_procs.lookup(&tgid) || inside_api())
+        return 0;
+    /* size class b: [2^(b-1), 2^b) bytes moved (asked for, when it failed; bcc's bpf_log2l(1) is 1),
+     * the size the reader reports for such an I/O */
+    int vform = id == SYS_PREADV || id == SYS_PWRITEV || id == SYS_PREADV2 || id == SYS_PWRITEV2 || id == SYS_READV ||
+                id == SYS_WRITEV;
+    u64 sz = ret >= 0 ? (u64)ret : (vform ? 0 : s->count);
+    struct agg_key_t k = {tgid, id, serial, sz ? bpf_log2l(sz) : 0, 0};
+    struct agg_val_t zero = {};
+    struct agg_val_t *a = hostagg.lookup_or_try_init(&k, &zero);
+    if (!a)
+        return 0;                              /* the map is full: sent one by one instead */
+    u64 now = bpf_ktime_get_ns();
+    __sync_fetch_and_add(&a->count, 1);
+    if (ret > 0)
+        __sync_fetch_and_add(&a->bytes, ret);
+    else if (ret < 0)
+        __sync_fetch_and_add(&a->errors, 1);
+    __sync_fetch_and_add(&a->lat_ns, now - s->ts);
+    if (!a->first_ts)
+        a->first_ts = s->ts;
+    a->last_ts = now;
+    if (id >= SYS_READ && ret > 0) {
+        u64 *ps = pos_skip.lookup(&serial);
+        if (ps) {
+            __sync_fetch_and_add(ps, ret);
+        } else {
+            u64 r = ret;
+            pos_skip.update(&serial, &r);
+        }
+    }
+    sys_args.delete(&pt);
+    return 1;
+#endif
+}
 static __always_inline int sys_exit(void *ctx, s64 ret) {
     u64 pt = bpf_get_current_pid_tgid();
     struct sys_enter_t *s = sys_args.lookup(&pt);
     if (!s)
         return 0;
     u32 type = EV_SYS_EXIT, id = s->id;
+    s64 skipped = s->extra;
+    if (id <= SYS_PWRITEV2 || (id >= SYS_READ && id <= SYS_WRITEV)) {
+        u64 v = fd_kind(pt, s->fd);
+        if ((v & 0xff) == FD_DATA && host_io_counted(pt, id, v >> 8, s, ret))
+            return 0;
+        if ((v & 0xff) == FD_DATA && id >= SYS_READ) {
+            /* bytes moved at the file position while counted: the reader advances it first */
+            u64 serial = v >> 8;
+            u64 *ps = pos_skip.lookup(&serial);
+            if (ps && *ps) {
+                skipped = *ps;
+                *ps = 0;
+            }
+        }
+    }
     if (id >= SYS_DUP) {
         /* descriptor bookkeeping: only successful calls change the table */
         if (ret < 0) {
@@ -331,14 +445,23 @@ static __always_inline int sys_exit(void *ctx, s64 ret) {
             return 0;
         }
         type = EV_FD;
+        u64 old = fd_kind(pt, s->fd);
+        int report = kind_named(old) || (!old && is_heir(pt));
         if (id == SYS_DUP) {
             u64 nk = fd_key(pt, ret);
-            if (is_nodata(pt, s->fd)) {
-                u8 one = 1;
-                nodata.update(&nk, &one);
-            } else {
-                nodata.delete(&nk);
-            }
+            report = report || kind_named(fd_kind(pt, ret));
+            if (old)
+                fdinfo.update(&nk, &old);
+            else
+                fdinfo.delete(&nk);
+        }
+        if (id == SYS_LSEEK && (old & 0xff) == FD_DATA) {
+            u64 serial = old >> 8;
+            pos_skip.delete(&serial);          /* the lseek's result is the position from now on */
+        }
+        if (!report && id != SYS_MMAP) {
+            sys_args.delete(&pt);
+            return 0;                          /* the reader never knew that descriptor */
         }
         if (id == SYS_MMAP) {
             u32 tgid = pt >> 32;
@@ -365,7 +488,7 @@ static __always_inline int sys_exit(void *ctx, s64 ret) {
         if (id == 3)
             e->a[2] = 0;
     } else {
-        e->a[0] = s->fd; e->a[1] = s->buf; e->a[2] = s->count; e->a[3] = s->pos; e->a[4] = s->extra;
+        e->a[0] = s->fd; e->a[1] = s->buf; e->a[2] = s->count; e->a[3] = s->pos; e->a[4] = skipped;
         e->a[5] = ret;
         e->a[6] = now - s->ts;                       /* syscall latency */
     }
@@ -538,13 +661,17 @@ static __always_inline int small_event(u32 type, u32 id, s64 a0, s64 a1) {
 static __always_inline int fd_event(u32 id, s64 a0, s64 a1) { return small_event(EV_FD, id, a0, a1); }
 TRACEPOINT_PROBE(syscalls, sys_enter_close) {
     u64 pt = bpf_get_current_pid_tgid();
+    if (!is_traced(pt >> 32))
+        return 0;
     u64 k = fd_key(pt, args->fd);
-    u8 *nd = nodata.lookup(&k);
-    if (nd) {
-        u8 named = *nd == 2;
-        nodata.delete(&k);
+    u64 *v = fdinfo.lookup(&k);
+    if (v) {
+        int named = kind_named(*v);
+        fdinfo.delete(&k);
         if (!named)
             return 0;            /* the reader never knew it: nothing to forget */
+    } else if (!is_heir(pt)) {
+        return 0;                /* opened before the trace, or not by an open the reader saw */
     }
     return fd_event(1, args->fd, 0);
 }
@@ -560,6 +687,9 @@ TRACEPOINT_PROBE(syscalls, sys_exit_accept) { return nodata_ret(args->ret); }
 TRACEPOINT_PROBE(syscalls, sys_exit_accept4) { return nodata_ret(args->ret); }
 TRACEPOINT_PROBE(syscalls, sys_exit_eventfd2) { return nodata_ret(args->ret); }
 TRACEPOINT_PROBE(syscalls, sys_exit_epoll_create1) { return nodata_ret(args->ret); }
+TRACEPOINT_PROBE(syscalls, sys_exit_memfd_create) { return nodata_ret(args->ret); }
+TRACEPOINT_PROBE(syscalls, sys_exit_timerfd_create) { return nodata_ret(args->ret); }
+TRACEPOINT_PROBE(syscalls, sys_exit_inotify_init1) { return nodata_ret(args->ret); }
 BPF_HASH(pipe_args, u64, u64, 1024);
 TRACEPOINT_PROBE(syscalls, sys_enter_pipe2) {
     u64 pt = bpf_get_current_pid_tgid();
@@ -646,6 +776,12 @@ TRACEPOINT_PROBE(sched, sched_process_fork) {
     u32 child = args->child_pid;
     u8 one = 1;
     traced.update(&child, &one);
+    /* the child holds the parent's descriptors under its own tgid, which the kernel map does not
+     * know: report its closes; and it has the parent's libraries mapped */
+    if (holders.lookup(&parent) || heirs.lookup(&parent))
+        heirs.update(&child, &one);
+    if (gpu_procs.lookup(&parent))
+        gpu_procs.update(&child, &one);
     /* the child's comm is the parent's until it execs */
     return small_event(EV_PROC, 1, parent, child);
 }
@@ -664,6 +800,7 @@ TRACEPOINT_PROBE(sched, sched_process_exec) {
 #endif
     if (!is_traced(pid))
         return 0;
+    gpu_procs.delete(&pid);                 /* a new program: CUDA libraries are opened again */
     struct open_t o = {};
     o.ts = bpf_ktime_get_ns();
     o.pid = pid;
@@ -681,12 +818,17 @@ TRACEPOINT_PROBE(sched, sched_process_exit) {
     u32 tgid = pt >> 32, tid = (u32)pt;
     if (tid != tgid) {
         traced.delete(&tid);                /* a thread of a traced process (fork added it) */
+        heirs.delete(&tid);
+        gpu_procs.delete(&tid);
         return 0;
     }
     if (!args->group_dead || !traced.lookup(&tgid))
         return 0;
     small_event(EV_PROC, 3, tgid, 0);
     traced.delete(&tgid);
+    heirs.delete(&tgid);
+    holders.delete(&tgid);
+    gpu_procs.delete(&tgid);
     return 0;
 }
 
@@ -733,9 +875,10 @@ static __always_inline int open_exit(void *ctx, s64 ret) {
     o->fd = ret;
     o->flags = flags;
     o->dfd = dfd;
+    o->serial = 0;
     o->comm[0] = 0;
     int n = bpf_probe_read_user_str(&o->path, sizeof(o->path), (void *)fname);
-    int skip = 0, gpulib = 0;
+    int skip = 0, gpulib = 0, pseudo = 0;
     /* shared objects (".so" then "." or the end) are code, not data; "/libcu…" (libcufile, libcuda)
      * is still named so the reader can probe that copy */
     for (int i = 0; i < 250; i++) {
@@ -745,7 +888,7 @@ static __always_inline int open_exit(void *ctx, s64 ret) {
         if (c == '.' && o->path[i + 1] == 's' && o->path[i + 2] == 'o' && (o->path[i + 3] == 0 || o->path[i + 3] == '.'))
             skip = 1;
         if (c == '/' && o->path[i + 1] == 'l' && o->path[i + 2] == 'i' && o->path[i + 3] == 'b' && o->path[i + 4] == 'c' && o->path[i + 5] == 'u')
-            gpulib = 1;
+            gpulib = 1 + (o->path[i + 6] == 'd' || o->path[i + 6] == 'f');   /* 2: libcuda*, libcudart*, libcufile* */
     }
     /* Python sources are code, not data: ".py", ".pyc" endings */
     if (n > 4 && n < (int)sizeof(o->path)) {
@@ -759,14 +902,17 @@ static __always_inline int open_exit(void *ctx, s64 ret) {
     if (o->path[0] == '/' && ((o->path[1] == 'p' && o->path[2] == 'r' && o->path[3] == 'o' && o->path[4] == 'c') ||
                               (o->path[1] == 's' && o->path[2] == 'y' && o->path[3] == 's' && o->path[4] == '/') ||
                               (o->path[1] == 'd' && o->path[2] == 'e' && o->path[3] == 'v' && o->path[4] == '/')))
-        skip = 1;
+        skip = pseudo = 1;
+    /* and relative to a directory of theirs: libcufile's driver open walks sysfs so */
+    if (o->path[0] != '/' && dfd >= 0 && (fd_kind(pt, dfd) & 0xff) == FD_PSEUDO)
+        skip = pseudo = 1;
     /* /proc/self/fd/N and /proc/PID/fd/N re-open the file another descriptor has open (the sweep
      * drops O_NOFOLLOW this way; fio and kvikio are handed its file so): file data, which the
      * reader names after the descriptor it re-opens */
-    if (skip && !(flags & (0200000 | 010000000)) && o->path[1] == 'p' && o->path[5] == '/') {  /* not O_DIRECTORY/O_PATH walks */
+    if (skip && !(flags & (0200000 | 010000000)) && o->path[0] == '/' && o->path[1] == 'p' && o->path[5] == '/') {  /* not O_DIRECTORY/O_PATH walks */
         if (o->path[6] == 's' && o->path[7] == 'e' && o->path[8] == 'l' && o->path[9] == 'f' && o->path[10] == '/' &&
             o->path[11] == 'f' && o->path[12] == 'd' && o->path[13] == '/')
-            skip = 0;
+            skip = pseudo = 0;
         u8 j = 6;
         for (int i = 0; i < 10; i++) {
             char c = o->path[j];
@@ -775,30 +921,35 @@ static __always_inline int open_exit(void *ctx, s64 ret) {
             j++;
         }
         if (j > 6 && j < 20 && o->path[j] == '/' && o->path[j + 1] == 'f' && o->path[j + 2] == 'd' && o->path[j + 3] == '/')
-            skip = 0;
+            skip = pseudo = 0;
     }
-    u64 k = fd_key(pt, ret);
+    if (gpulib == 2) {
+        u32 tgid = pt >> 32;
+        gpu_procs.update(&tgid, &one);   /* its I/O is sent one by one from now on (a CUDA copy may follow) */
+    }
     /* directories and O_PATH descriptors carry no file data (libcufile walks sysfs with tens of
      * thousands of openat(dirfd, "..") / O_PATH opens on start-up); one opened by an absolute path
-     * is still named (nodata value 2: its close is reported), so files opened relative to it can be */
+     * is still named (its close is reported), so files opened relative to it can be */
     if (!skip && (flags & (0200000 | 010000000))) {
         if (o->path[0] == '/') {
-            u8 two = 2;
-            nodata.update(&k, &two);
+            set_fd(pt, ret, FD_NAMEDDIR);
             opens.ringbuf_submit(o, 0);
             return 0;
         }
         skip = 1;
     }
     if (skip) {
-        nodata.update(&k, &one);
-        if (!(skip && gpulib)) {
-            /* not data, but the fd number now means something else: say so in a small record */
+        /* not data: recorded here only (its reads, writes, mmaps and close then emit nothing); a
+         * libcufile/libcuda copy is still named so the reader can probe it */
+        set_fd(pt, ret, pseudo ? FD_PSEUDO : FD_NODATA);
+        if (!gpulib) {
             opens.ringbuf_discard(o, 0);
-            return fd_event(5, ret, 0);
+            return 0;
         }
     } else {
-        nodata.delete(&k);
+        u64 serial = next_serial();
+        o->serial = serial;
+        set_fd(pt, ret, FD_DATA | serial << 8);
     }
     opens.ringbuf_submit(o, 0);
     return 0;

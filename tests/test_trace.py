@@ -249,7 +249,7 @@ def _trace(tmp_path, *cmd):
     # in tmp_path: libcufile writes its cufile.log into the working directory
     env = {**os.environ, "PYTHONPATH": os.path.dirname(HERE) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     r = subprocess.run(
-        [sys.executable, "-m", "gdsdiag", "trace", "--json", "--record", str(rec), "--", *cmd],
+        [sys.executable, "-m", "gdsdiag", "trace", "--json", "--per-io", "--record", str(rec), "--", *cmd],
         capture_output=True,
         text=True,
         timeout=300,

@@ -40,8 +40,16 @@ from ..errors import EXIT_OK, EXIT_WARN, GdsdiagError, refuse_existing
 @click.option(
     "--block", is_flag=True, help="Also record block-layer requests (device, sector, latency): two more events per I/O."
 )
+@click.option(
+    "--per-io",
+    is_flag=True,
+    help="A line for every host I/O too (by default the kernel counts the file I/O of processes without CUDA "
+    "per file, syscall and size, which costs far less per I/O).",
+)
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
-def trace(pids, cgroup, comm, duration, path_filter, libcufile_path, as_json, record_path, replay_path, block, cmd):
+def trace(
+    pids, cgroup, comm, duration, path_filter, libcufile_path, as_json, record_path, replay_path, block, per_io, cmd
+):
     """Per-I/O route verdicts, live: NVFS / P2PDMA / RDMA (P2P), PEER_GPU, COMPAT, DRAM_BOUNCE or
     HOST (off the GPU data path), with the evidence each came from. Trace a command and all it starts
     (gdsdiag trace -- python3 app.py), --pid trees, a --cgroup, a --comm, or everything. Needs root
@@ -78,6 +86,7 @@ def trace(pids, cgroup, comm, duration, path_filter, libcufile_path, as_json, re
                 cgroup,
                 comm,
                 on_status=lambda m: console.print(m, style="dim"),
+                per_io=per_io,
             )
         render_summary(console, res, as_json)
         if getattr(res, "stopped_by", None):  # Ctrl-C / TERM / HUP mid-trace: summary shown, then 130/143/129

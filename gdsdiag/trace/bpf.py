@@ -9,6 +9,7 @@ import ctypes.util
 import glob
 import operator
 import os
+import struct
 import sys
 import time
 
@@ -160,13 +161,18 @@ def _comm_match(comm: str | None) -> tuple[int, str]:
 
 
 def program_text(
-    trace_all: bool, block: bool = False, cgroup: tuple[int, int] | None = None, comm: str | None = None
+    trace_all: bool,
+    block: bool = False,
+    cgroup: tuple[int, int] | None = None,
+    comm: str | None = None,
+    per_io: bool = False,
 ) -> str:
     src = probe_source("cufile_trace.c")
     cg_id, cg_level = cgroup or (0, 0)
     n, match = _comm_match(comm)
     defs = (
         f"#define TRACE_ALL {1 if trace_all else 0}\n#define TRACE_BLOCK {1 if block else 0}\n"
+        f"#define PER_IO {1 if per_io else 0}\n"
         f"#define CGROUP_ID {cg_id}ULL\n#define CGROUP_LEVEL {cg_level}\n#define COMM_LEN {n}\n#define COMM_MATCH {match}\n"
     )
     src = src.replace("#define EV_API_ENTER", defs + "#define EV_API_ENTER", 1)
@@ -183,6 +189,12 @@ def _kernel_headers_hint(msg: str) -> GdsdiagError:
 
 
 _TS = operator.attrgetter("ts")
+# struct event_t of probes/cufile_trace.c: ts, pid, tid, type, id, a[7], comm[16]
+EVENT_STRUCT = struct.Struct("<QIIII7q16s")
+EVENT_SIZE = EVENT_STRUCT.size
+# descriptor kinds in the kernel's fdinfo map (probes/cufile_trace.c FD_*)
+FD_NODATA, FD_NAMEDDIR, FD_PSEUDO, FD_DATA = 1, 2, 3, 4
+ADOPTED_SERIAL = 1 << 52  # serials of descriptors adopted from /proc (the kernel's count from 1 << 12)
 
 
 class Probes:
@@ -197,6 +209,7 @@ class Probes:
         block: bool = False,
         cgroup: tuple[int, int] | None = None,
         comm: str | None = None,
+        per_io: bool = False,
     ):
         bcc = import_bcc()
         self.bcc = bcc
@@ -209,7 +222,7 @@ class Probes:
         self.usdt_names: dict[int, str] = {}
         self.timing: dict[str, float] = {}
         t = time.monotonic()
-        src = program_text(trace_all, block, cgroup, comm)
+        src = program_text(trace_all, block, cgroup, comm, per_io)
         self.libcufile = libcufile
         self.libraries: list[dict] = []  # every libcufile / libcuda copy probed: path, kind, probes, pids
         self._lib_keys: dict[tuple[int, int], dict] = {}
@@ -255,9 +268,10 @@ class Probes:
         if want_kprobes:
             self._kprobes()
         self.timing["attach_s"] = round(time.monotonic() - t, 2)
-        self.b["events"].open_ring_buffer(self._on_event)
-        self._ev_ptr = None
+        self._raw: list[bytes] = []  # event records as they came, decoded in one pass per poll
         self._comms: dict[bytes, str] = {}
+        self._adopt_serial = ADOPTED_SERIAL
+        self.b["events"].open_ring_buffer(self._on_event)
         self.b["opens"].open_ring_buffer(self._on_open)
         if self.kb is not None:
             self.kb["kevents"].open_perf_buffer(self._on_kevent, page_cnt=64, lost_cb=self._on_lost)
@@ -287,7 +301,7 @@ class Probes:
         the arguments read), shared with any copy of the same build."""
         from .usdt import UnsupportedSpec, handler, layout
 
-        out = []
+        out: list[str] = []
         for site in self._usdt_notes(lib):
             lay = layout(site, USDT_ARGS_USED.get(site.key, 0))
             if lay in self._layouts:
@@ -374,6 +388,9 @@ class Probes:
             return
         for p in paths:
             base = os.path.basename(p)
+            if base.startswith(("libcufile.so", "libcuda.so", "libcudart.so")):
+                # a process with CUDA mapped: its host I/O is sent one by one (a copy may follow)
+                self.b["gpu_procs"][ctypes.c_uint32(pid)] = ctypes.c_uint8(1)
             if base.startswith(("libcufile.so", "libcuda.so")) and not p.endswith(" (deleted)"):
                 self.attach_library(p, pid)
 
@@ -464,37 +481,57 @@ class Probes:
             if info is None:
                 continue
             self._events.append(Event(ts, pid, pid, "proc", "adopt", [info.ppid], info.comm, info.exe))
+            # descriptors it opened before the trace: the kernel learns their kinds here, and that
+            # this process may hold others it never saw opened (their closes are reported)
+            self.b["heirs"][ctypes.c_uint32(pid)] = ctypes.c_uint8(1)
             for fd, path, pos, flags, dev, ino in open_files(pid):
                 self.add_data_inode(dev, ino)
-                self._events.append(Event(ts, pid, pid, "open", "adopted", [fd, flags, pos, dev, ino], info.comm, path))
+                serial = 0
+                if path.startswith(("/proc/", "/sys/", "/dev/")):
+                    kind = FD_PSEUDO
+                else:
+                    self._adopt_serial += 1
+                    serial = self._adopt_serial
+                    kind = FD_DATA | serial << 8
+                self.b["fdinfo"][ctypes.c_uint64(pid << 32 | fd)] = ctypes.c_uint64(kind)
+                self._events.append(
+                    Event(ts, pid, pid, "open", "adopted", [fd, flags, pos, dev, ino, -100, serial], info.comm, path)
+                )
 
     def _on_event(self, ctx, data, size) -> None:
-        # the hot path: one cast (the record type bcc derived, looked up once), no per-event table lookup
-        if self._ev_ptr is None:
-            t = self.b["events"]
-            r = t.event(data)
-            self._ev_ptr = ctypes.POINTER(t._event_class)
-        else:
-            r = ctypes.cast(data, self._ev_ptr).contents
-        kind = KINDS.get(r.type, str(r.type))
-        args = list(r.a)
-        if kind == "usdt":
-            name = self.usdt_names.get(r.id, f"usdt#{r.id}")
-            args = args[: min(args[6], 6)] if args[6] else []
-        elif kind == "sys_exit":
-            name = SYS_NAMES.get(r.id, str(r.id))
-        elif kind in ("fd", "proc"):
-            name = (FD_NAMES if kind == "fd" else PROC_NAMES).get(r.id, str(r.id))
-        elif kind == "pages":
-            name = "page_cache_fill"
-        elif kind in ("blk_issue", "blk_done"):
-            name = "block_rq_issue" if kind == "blk_issue" else "block_rq_complete"
-        else:
-            name = API_NAMES.get(r.id, str(r.id))
-        comm = self._comms.get(r.comm)
-        if comm is None:
-            comm = self._comms[r.comm] = r.comm.decode(errors="replace")
-        self._events.append(Event(r.ts, r.pid, r.tid, kind, name, args, comm))
+        # the hot path: keep the bytes; poll() decodes them all at once
+        self._raw.append(ctypes.string_at(data, size))
+
+    def _decode(self) -> None:
+        """Every record taken since the last poll, decoded in one struct.iter_unpack pass over their
+        bytes (no per-field ctypes access)."""
+        raw, self._raw = self._raw, []
+        if not raw:
+            return
+        buf = b"".join(r if len(r) == EVENT_SIZE else r[:EVENT_SIZE].ljust(EVENT_SIZE, b"\0") for r in raw)
+        comms = self._comms
+        out = self._events
+        usdt = self.usdt_names
+        for ts, pid, tid, typ, rid, a0, a1, a2, a3, a4, a5, a6, craw in EVENT_STRUCT.iter_unpack(buf):
+            kind = KINDS.get(typ, str(typ))
+            args = [a0, a1, a2, a3, a4, a5, a6]
+            if kind == "sys_exit":
+                name = SYS_NAMES.get(rid, str(rid))
+            elif kind == "usdt":
+                name = usdt.get(rid, f"usdt#{rid}")
+                args = args[: min(a6, 6)] if a6 else []
+            elif kind in ("fd", "proc"):
+                name = (FD_NAMES if kind == "fd" else PROC_NAMES).get(rid, str(rid))
+            elif kind == "pages":
+                name = "page_cache_fill"
+            elif kind in ("blk_issue", "blk_done"):
+                name = "block_rq_issue" if kind == "blk_issue" else "block_rq_complete"
+            else:
+                name = API_NAMES.get(rid, str(rid))
+            comm = comms.get(craw)
+            if comm is None:
+                comm = comms[craw] = craw.split(b"\0", 1)[0].decode(errors="replace")
+            out.append(Event(ts, pid, tid, kind, name, args, comm))
 
     def _on_open(self, ctx, data, size) -> None:
         r = self.b["opens"].event(data)
@@ -522,7 +559,9 @@ class Probes:
                 self.add_data_inode(dev, ino)
             except OSError:
                 pass
-        self._events.append(Event(r.ts, r.pid, r.tid, "open", "openat", [r.fd, r.flags, 0, dev, ino, r.dfd], "", path))
+        self._events.append(
+            Event(r.ts, r.pid, r.tid, "open", "openat", [r.fd, r.flags, 0, dev, ino, r.dfd, r.serial], "", path)
+        )
 
     def add_data_inode(self, dev: int, ino: int) -> None:
         """Page-cache fills of this file count (the kernel drops those of other files)."""
@@ -556,6 +595,7 @@ class Probes:
         them with final=True)."""
         self.b.ring_buffer_poll(timeout=timeout_ms)
         self.b.ring_buffer_consume()
+        self._decode()
         try:
             self.lost = int(self.b["drops"][0].value) + self._perf_lost
         except Exception:
@@ -571,6 +611,38 @@ class Probes:
         i = bisect.bisect_right(list(map(_TS, evs)), time.monotonic_ns() - self.REORDER_NS)
         self._held = evs[i:]
         return evs[:i]
+
+    def counted_host_io(self) -> list[Event]:
+        """The host I/O the kernel counted instead of sending (hostagg), one "counted" event per
+        (process, open, syscall, size class): args [serial, size class, count, bytes, errors,
+        latency ns, first ts, last ts]; the reader names the file by the open's serial."""
+        out: list[Event] = []
+        try:
+            items = list(self.b["hostagg"].items())
+        except Exception:
+            return out
+        for k, v in items:
+            out.append(
+                Event(
+                    int(v.last_ts),
+                    int(k.tgid),
+                    int(k.tgid),
+                    "counted",
+                    SYS_NAMES.get(int(k.id), str(k.id)),
+                    [
+                        int(k.serial),
+                        int(k.bucket),
+                        int(v.count),
+                        int(v.bytes),
+                        int(v.errors),
+                        int(v.lat_ns),
+                        int(v.first_ts),
+                        int(v.last_ts),
+                    ],
+                )
+            )
+        out.sort(key=_TS)
+        return out
 
     def close(self) -> None:
         for b in (self.b, self.kb):

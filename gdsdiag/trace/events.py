@@ -95,7 +95,10 @@ NVFS_IOCTLS = {
 
 # 2: v-form syscalls carry the first iovec's base address (a1), not the iovec array's; opens carry
 # [fd, flags, position]; fd/proc/pages events and read/write/io_uring/aio exist
-RECORD_VERSION = 2
+# 3: opens carry [fd, flags, position, dev, ino, dirfd, serial]; read/write/readv/writev carry in a4
+# the bytes moved at the file position while the kernel counted them; "counted" events (host I/O
+# counted in the kernel, gdsdiag/trace/counted.py) close the recording; no unnamed_open events
+RECORD_VERSION = 3
 
 
 @dataclass
@@ -103,7 +106,7 @@ class Event:
     ts: int  # ns, CLOCK_MONOTONIC (bpf_ktime_get_ns)
     pid: int
     tid: int
-    kind: str  # api_enter | api_exit | usdt | sys_exit | blk_issue | blk_done | handle | batch_req | kprobe | open | fd | proc | pages
+    kind: str  # api_enter | api_exit | usdt | sys_exit | blk_issue | blk_done | handle | batch_req | kprobe | open | fd | proc | pages | counted
     name: str  # cuFileRead, cufio_core:cufio_px_read, pread64, nvfs_get_dma …
     args: list = field(default_factory=list)
     comm: str = ""

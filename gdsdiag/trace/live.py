@@ -28,12 +28,15 @@ class TraceResult:
     timing: dict = field(default_factory=dict)
     libraries: list[dict] = field(default_factory=list)
     stopped_by: int | None = None  # the signal (INT/TERM/HUP) that ended a live trace early
+    counted: list[dict] = field(default_factory=list)  # host I/O counted in the kernel (counted.py)
 
     def summary_json(self) -> dict:
         return {
             "type": "summary",
             "routes": self.summary,
-            "ios": len(self.verdicts),
+            "ios": len(self.verdicts) + sum(r["count"] for r in self.counted),
+            "ios_counted_in_kernel": sum(r["count"] for r in self.counted),
+            "host_io_counted": self.counted,
             "events": self.events,
             "lost_events": self.lost,
             "probes_attached": self.attached,
@@ -45,11 +48,26 @@ class TraceResult:
         }
 
 
-def _processes(clf) -> list[dict]:
-    return [
-        {k: p.get(k) for k in ("pid", "ppid", "comm", "exe", "ios")}
-        for p in sorted(clf.procs.values(), key=lambda p: p["pid"])
-    ]
+def _processes(clf, counted: list[dict] | None = None) -> list[dict]:
+    extra: dict[int, int] = {}
+    for r in counted or []:
+        extra[r["pid"]] = extra.get(r["pid"], 0) + r["count"]
+    out = []
+    for p in sorted(clf.procs.values(), key=lambda p: p["pid"]):
+        d = {k: p.get(k) for k in ("pid", "ppid", "comm", "exe", "ios")}
+        d["ios"] = (d["ios"] or 0) + extra.get(p["pid"], 0)
+        out.append(d)
+    return out
+
+
+def _finish(clf, counter, verdicts, **kw) -> TraceResult:
+    """The result: per-I/O verdicts plus the host I/O the kernel counted, in one summary."""
+    from .counted import merge_summary
+
+    rows = counter.rows(clf._path_ok)
+    summary = summarize(verdicts)
+    merge_summary(summary, rows)
+    return TraceResult(verdicts, summary, processes=_processes(clf, rows), counted=rows, **kw)
 
 
 def mapped_libraries(pid: int, prefix: str) -> list[str]:
@@ -101,6 +119,7 @@ def run_live(
     cgroup: str | None = None,
     comm: str | None = None,
     on_status=None,
+    per_io: bool = False,
 ) -> TraceResult:
     """Trace CMD (held at a gate until the probes are live), the processes PIDS and all their
     descendants, a cgroup, processes named COMM, or (none given) everything."""
@@ -141,7 +160,13 @@ def run_live(
                     libcufiles.append(lib)
     try:
         probes = Probes(
-            libcufiles, existing, trace_all=not selective, block=block, cgroup=(cg[0], cg[1]) if cg else None, comm=comm
+            libcufiles,
+            existing,
+            trace_all=not selective,
+            block=block,
+            cgroup=(cg[0], cg[1]) if cg else None,
+            comm=comm,
+            per_io=per_io,
         )
     except BaseException:
         if proc:
@@ -171,7 +196,10 @@ def run_live(
     }
     if record_file is not None:
         record_file.write(json.dumps({"gdsdiag_trace_record": RECORD_VERSION, **header}) + "\n")
+    from .counted import CountedIo
+
     clf = Classifier(path_filter)
+    counter = CountedIo()
     verdicts: list[IoVerdict] = []
     nevents = 0
     stop = {"flag": False, "signum": None}
@@ -199,6 +227,7 @@ def run_live(
             record_file.write("".join(json.dumps(e.to_list()) + "\n" for e in evs))
         for e in evs:
             clf.feed(e)
+            counter.feed(e)
 
     old = signal.signal(signal.SIGINT, on_sigint)
     old_term = signal.signal(signal.SIGTERM, on_sigint)
@@ -234,6 +263,12 @@ def run_live(
                 break
         # Ctrl-C, --duration or the processes' end: what is still in the ring buffers counts too
         take(0, final=True)
+        counted = probes.counted_host_io()
+        if record_file is not None:
+            record_file.write("".join(json.dumps(e.to_list()) + "\n" for e in counted))
+        for e in counted:
+            counter.feed(e)
+        nevents += len(counted)
     finally:
         signal.signal(signal.SIGINT, old)
         signal.signal(signal.SIGTERM, old_term)
@@ -249,42 +284,44 @@ def run_live(
     for v in clf.drain():
         verdicts.append(v)
         on_verdict(v)
-    res = TraceResult(
+    return _finish(
+        clf,
+        counter,
         verdicts,
-        summarize(verdicts),
-        probes.attached,
-        probes.failed,
-        probes.lost,
-        nevents,
-        exit_code,
-        header,
-        _processes(clf),
-        timing,
+        attached=probes.attached,
+        failed=probes.failed,
+        lost=probes.lost,
+        events=nevents,
+        exit_code=exit_code,
+        header=header,
+        timing=timing,
         stopped_by=stop["signum"],
+        libraries=probes.libraries,
     )
-    res.libraries = probes.libraries
-    return res
 
 
 def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
+    from .counted import CountedIo
     from .events import read_record
 
     header, events = read_record(path)
     clf = Classifier(path_filter, int(header.get("gdsdiag_trace_record", 1)))
+    counter = CountedIo()
     for e in sorted(events, key=lambda e: e.ts):
         clf.feed(e)
+        counter.feed(e)
     clf.flush()
     verdicts = [v for v in clf.drain() if v.path is None or clf._path_ok(v.path)]
     for v in verdicts:
         on_verdict(v)
-    return TraceResult(
+    return _finish(
+        clf,
+        counter,
         verdicts,
-        summarize(verdicts),
-        header.get("probes_attached", []),
-        header.get("probes_not_attached", []),
-        header.get("lost", 0),
-        len(events),
-        None,
-        header,
-        _processes(clf),
+        attached=header.get("probes_attached", []),
+        failed=header.get("probes_not_attached", []),
+        lost=header.get("lost", 0),
+        events=len(events),
+        exit_code=None,
+        header=header,
     )
