@@ -4,7 +4,7 @@
  * the probe table, because bpf_usdt_readarg() needs each probe's argument count at compile time);
  * uprobes/uretprobes on the exported cuFile API; syscall tracepoints; block tracepoints. Every
  * handler filters by process in the kernel (the 'traced' map, or everything with TRACE_ALL), so a
- * busy node costs one hash lookup per foreign event. Events go out through a per-CPU perf buffer.
+ * busy node costs one hash lookup per foreign event. Events go out through two ring buffers.
  * Nothing here reads kernel structs: it compiles against any kernel headers bcc can find.
  */
 #include <uapi/linux/ptrace.h>
@@ -13,70 +13,13 @@
 typedef int rwf_t;
 typedef __kernel_ulong_t aio_context_t;
 
-#define EV_API_ENTER   1
-#define EV_API_EXIT    2
-#define EV_USDT        3
-#define EV_SYS_ENTER   4
-#define EV_SYS_EXIT    5
-#define EV_BLK_ISSUE   6
-#define EV_BLK_DONE    7
-#define EV_HANDLE      8
-#define EV_BATCH_REQ   9
-#define EV_PROC       11    /* process tree: id 1 fork (a0 parent tgid, a1 child pid), 2 exec, 3 exit */
-#define EV_FD         12    /* descriptor table: id 1 close, 2 dup (a0 old, a1 new, a2 cloexec), 3 lseek (a0 fd, a1 pos), 5 unnamed open (a0 fd), 6 mmap */
-#define EV_PAGES      13    /* page-cache fill outside read syscalls (mmap faults): a0 dev, a1 ino, a2 index, a3 pages */
-
-/* API ids (match gdsdiag/trace/events.py API_NAMES) */
-#define API_READ 1
-#define API_WRITE 2
-#define API_READ_ASYNC 3
-#define API_WRITE_ASYNC 4
-#define API_BATCH_SUBMIT 5
-#define API_BATCH_STATUS 6
-#define API_HANDLE_REGISTER 7
-#define API_HANDLE_DEREGISTER 8
-#define API_BUF_REGISTER 9
-#define API_DRIVER_OPEN 10
-#define API_GET_VERSION 11
-#define API_MEMCPY 12
-
-/* syscall ids */
-#define SYS_PREAD64 1
-#define SYS_PWRITE64 2
-#define SYS_PREADV 3
-#define SYS_PWRITEV 4
-#define SYS_PREADV2 5
-#define SYS_PWRITEV2 6
-#define SYS_IOCTL 7
-#define SYS_IO_SUBMIT 8
-#define SYS_IO_URING_ENTER 9
-#define SYS_READ 10
-#define SYS_WRITE 11
-#define SYS_READV 12
-#define SYS_WRITEV 13
-#define SYS_COPY_FILE_RANGE 14
-#define SYS_SENDFILE 15
-#define SYS_SPLICE 16
-#define SYS_URING 17          /* one io_uring request, joined from its submit/file_get/complete tracepoints */
-#define SYS_AIO 18            /* one iocb of io_submit (a4: IOCB_CMD_*) */
-/* fd-table syscalls (enter -> exit state only, emitted as EV_FD) */
-#define SYS_DUP 30
-#define SYS_LSEEK 31
-#define SYS_MMAP 32
-
-struct event_t {
-    u64 ts;
-    u32 pid;
-    u32 tid;
-    u32 type;
-    u32 id;
-    s64 a[7];
-    char comm[16];
-};
+/* Event ids, fd kinds, constants and struct event_t are generated from gdsdiag/trace/eventdefs.py
+ * (the decoder's table) and put here when the program is loaded: gdsdiag trace --ebpf prints it. */
+/*EVENTDEFS*/
 
 /* One shared ring buffer (16 MiB): cheaper per event than perf buffers (reserve/submit, no extra
  * copy) and large enough for 100k events/s between two polls. */
-BPF_RINGBUF_OUTPUT(events, 4096);
+BPF_RINGBUF_OUTPUT(events, EVENTS_RING_PAGES);
 /* opens and execs carry a path: their own ring (fd -2 = an exec, path = the new program) */
 struct open_t {
     u64 ts;
@@ -89,9 +32,9 @@ struct open_t {
     char comm[16];
     char path[256];
 };
-BPF_RINGBUF_OUTPUT(opens, 1024);                        /* 4 MiB: Python and CUDA start-up open thousands of files */
+BPF_RINGBUF_OUTPUT(opens, OPENS_RING_PAGES);                       /* 4 MiB: Python and CUDA start-up open thousands of files */
 BPF_HASH(traced, u32, u8, 65536);                     /* tgids followed (and thread ids of theirs, harmlessly) */
-struct sys_enter_t { u64 ts; s64 fd; s64 buf; s64 count; s64 pos; s64 extra; u32 id; };
+struct sys_enter_t { u64 ts; s64 fd; s64 buf; s64 count; s64 pos; s64 extra; u32 id; u32 counted; u64 fdv; };
 BPF_HASH(sys_args, u64, struct sys_enter_t, 10240);    /* tid -> syscall arguments (for the exit) */
 BPF_HASH(handle_reg, u64, u64, 1024);                   /* tid -> CUfileHandle_t* being registered */
 BPF_HASH(handle_fd, u64, s64, 1024);                    /* tid -> fd being registered */
@@ -112,10 +55,6 @@ BPF_HASH(in_api, u64, u8, 10240);                       /* tid inside cuFileRead
  * that match the running kernel exactly (bcc has no CO-RE), and this program must compile against
  * any headers bcc finds (the dev VM runs 6.18 with Debian's 6.1 headers). An LRU map: entries of
  * processes that exit with descriptors open are evicted, never a reason for a failed update. */
-#define FD_NODATA 1
-#define FD_PSEUDO 3
-#define FD_NAMEDDIR 2
-#define FD_DATA 4
 BPF_TABLE("lru_hash", u64, u64, fdinfo, 262144);
 /* tgids whose descriptors the kernel may not know (forked from, or adopted as, a process holding
  * named descriptors): their closes, dups and lseeks of unknown descriptors are still reported */
@@ -256,7 +195,6 @@ int api_write_async_exit(struct pt_regs *ctx) { return emit(ctx, EV_API_EXIT, AP
  * file_offset@16, devPtr_offset@24, size@32, fh@40, opcode@48, cookie@56 — offsets checked against
  * cufile.h by tests/test_cufile_header.py. The process filter runs once, not per request, to keep
  * the unrolled loop small enough for the verifier. */
-#define BATCH_MAX 8
 struct cufile_io_params_t { u32 mode; u32 pad; u64 devptr; s64 file_offset; s64 devptr_offset; u64 size; u64 fh; u32 opcode; u32 pad2; u64 cookie; };
 /* The per-request blocks are generated by gdsdiag/trace/bpf.py (BATCH_BLOCKS below), written out
  * one by one: bcc cannot relocate BPF-to-BPF calls, its rewriter does not see perf_submit inside a
@@ -357,9 +295,18 @@ static __always_inline int sys_enter(void *ctx, u32 id, s64 fd, s64 buf, s64 cou
     if (!is_traced(pt >> 32))
         return 0;
     /* reads and writes of what is not file data stop here (ioctl on nvidia-fs's /dev node does not) */
-    if (id != SYS_IOCTL && id != SYS_IO_URING_ENTER && id != SYS_IO_SUBMIT && id != SYS_DUP && is_nodata(pt, fd))
+    u64 v = fd_kind(pt, fd);
+    if (id != SYS_IOCTL && id != SYS_IO_URING_ENTER && id != SYS_IO_SUBMIT && id != SYS_DUP && kind_nodata(v))
         return 0;
-    struct sys_enter_t s = {bpf_ktime_get_ns(), fd, buf, count, pos, extra, id};
+    /* decided here, once: host I/O on a data file that the exit adds to the counters (host_io_counted) */
+    u32 counted = 0;
+#if !PER_IO
+    if ((v & 0xff) == FD_DATA && (id <= SYS_PWRITEV2 || (id >= SYS_READ && id <= SYS_WRITEV))) {
+        u32 tgid = pt >> 32;
+        counted = !gpu_procs.lookup(&tgid) && !inside_api();
+    }
+#endif
+    struct sys_enter_t s = {bpf_ktime_get_ns(), fd, buf, count, pos, extra, id, counted, v};
     sys_args.update(&pt, &s);
     return 0;
 }
@@ -375,15 +322,9 @@ static __always_inline s64 user_off(s64 p) {      /* loff_t *: NULL means "the f
         bpf_probe_read_user(&v, sizeof(v), (void *)p);
     return v;
 }
-static __always_inline int inside_api(void);
 /* 1: this I/O was added to hostagg (nothing to send) */
 static __always_inline int host_io_counted(u64 pt, u32 id, u64 serial, struct sys_enter_t *s, s64 ret) {
-#if PER_IO
-    return 0;
-#else
     u32 tgid = pt >> 32;
-    if (gpu_procs.lookup(&tgid) || inside_api())
-        return 0;
     /* size class b: [2^(b-1), 2^b) bytes moved (asked for, when it failed; bcc's bpf_log2l(1) is 1),
      * the size the reader reports for such an I/O */
     int vform = id == SYS_PREADV || id == SYS_PWRITEV || id == SYS_PREADV2 || id == SYS_PWRITEV2 || id == SYS_READV ||
@@ -415,7 +356,6 @@ static __always_inline int host_io_counted(u64 pt, u32 id, u64 serial, struct sy
     }
     sys_args.delete(&pt);
     return 1;
-#endif
 }
 static __always_inline int sys_exit(void *ctx, s64 ret) {
     u64 pt = bpf_get_current_pid_tgid();
@@ -424,11 +364,11 @@ static __always_inline int sys_exit(void *ctx, s64 ret) {
         return 0;
     u32 type = EV_SYS_EXIT, id = s->id;
     s64 skipped = s->extra;
-    if (id <= SYS_PWRITEV2 || (id >= SYS_READ && id <= SYS_WRITEV)) {
-        u64 v = fd_kind(pt, s->fd);
-        if ((v & 0xff) == FD_DATA && host_io_counted(pt, id, v >> 8, s, ret))
-            return 0;
-        if ((v & 0xff) == FD_DATA && id >= SYS_READ) {
+    if (s->counted && host_io_counted(pt, id, s->fdv >> 8, s, ret))
+        return 0;
+    if (id >= SYS_READ && id <= SYS_WRITEV) {
+        u64 v = s->fdv;
+        if ((v & 0xff) == FD_DATA) {
             /* bytes moved at the file position while counted: the reader advances it first */
             u64 serial = v >> 8;
             u64 *ps = pos_skip.lookup(&serial);
@@ -445,7 +385,7 @@ static __always_inline int sys_exit(void *ctx, s64 ret) {
             return 0;
         }
         type = EV_FD;
-        u64 old = fd_kind(pt, s->fd);
+        u64 old = s->fdv;
         int report = kind_named(old) || (!old && is_heir(pt));
         if (id == SYS_DUP) {
             u64 nk = fd_key(pt, ret);
@@ -468,7 +408,7 @@ static __always_inline int sys_exit(void *ctx, s64 ret) {
             u64 now = bpf_ktime_get_ns();
             mmap_data.update(&tgid, &now);
         }
-        id = id == SYS_DUP ? 2 : id == SYS_LSEEK ? 3 : 6;
+        id = id == SYS_DUP ? FDEV_DUP : id == SYS_LSEEK ? FDEV_LSEEK : FDEV_MMAP;
     }
     struct event_t *e = events.ringbuf_reserve(sizeof(struct event_t));
     if (!e) {
@@ -485,7 +425,7 @@ static __always_inline int sys_exit(void *ctx, s64 ret) {
     if (type == EV_FD) {
         /* dup: a0 old fd, a1 new fd, a2 cloexec; lseek: a0 fd, a1 new position; mmap: a0 fd, a1 address, a2 length, a3 file offset */
         e->a[0] = s->fd; e->a[1] = ret; e->a[2] = s->count; e->a[3] = s->pos; e->a[4] = 0; e->a[5] = 0; e->a[6] = 0;
-        if (id == 3)
+        if (id == FDEV_LSEEK)
             e->a[2] = 0;
     } else {
         e->a[0] = s->fd; e->a[1] = s->buf; e->a[2] = s->count; e->a[3] = s->pos; e->a[4] = skipped;
@@ -673,7 +613,7 @@ TRACEPOINT_PROBE(syscalls, sys_enter_close) {
     } else if (!is_heir(pt)) {
         return 0;                /* opened before the trace, or not by an open the reader saw */
     }
-    return fd_event(1, args->fd, 0);
+    return fd_event(FDEV_CLOSE, args->fd, 0);
 }
 /* descriptors that are never file data: pipes, sockets, eventfds, epoll */
 static __always_inline int nodata_ret(s64 ret) {
@@ -783,7 +723,7 @@ TRACEPOINT_PROBE(sched, sched_process_fork) {
     if (gpu_procs.lookup(&parent))
         gpu_procs.update(&child, &one);
     /* the child's comm is the parent's until it execs */
-    return small_event(EV_PROC, 1, parent, child);
+    return small_event(EV_PROC, PROC_FORK, parent, child);
 }
 TRACEPOINT_PROBE(sched, sched_process_exec) {
     u64 pt = bpf_get_current_pid_tgid();
@@ -824,7 +764,7 @@ TRACEPOINT_PROBE(sched, sched_process_exit) {
     }
     if (!args->group_dead || !traced.lookup(&tgid))
         return 0;
-    small_event(EV_PROC, 3, tgid, 0);
+    small_event(EV_PROC, PROC_EXIT, tgid, 0);
     traced.delete(&tgid);
     heirs.delete(&tgid);
     holders.delete(&tgid);

@@ -46,14 +46,35 @@ from ..errors import EXIT_OK, EXIT_WARN, GdsdiagError, refuse_existing
     help="A line for every host I/O too (by default the kernel counts the file I/O of processes without CUDA "
     "per file, syscall and size, which costs far less per I/O).",
 )
+@click.option(
+    "--ebpf", is_flag=True, help="Print the eBPF program these options would load (generated C, for bcc) and exit."
+)
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
 def trace(
-    pids, cgroup, comm, duration, path_filter, libcufile_path, as_json, record_path, replay_path, block, per_io, cmd
+    pids,
+    cgroup,
+    comm,
+    duration,
+    path_filter,
+    libcufile_path,
+    as_json,
+    record_path,
+    replay_path,
+    block,
+    per_io,
+    ebpf,
+    cmd,
 ):
     """Per-I/O route verdicts, live: NVFS / P2PDMA / RDMA (P2P), PEER_GPU, COMPAT, DRAM_BOUNCE or
     HOST (off the GPU data path), with the evidence each came from. Trace a command and all it starts
     (gdsdiag trace -- python3 app.py), --pid trees, a --cgroup, a --comm, or everything. Needs root
     and bcc; --replay works anywhere."""
+    if ebpf:
+        from ..trace.bpf import ebpf_text
+
+        selective = bool(cmd or pids or comm or cgroup)
+        sys.stdout.write(ebpf_text(libcufile_path, selective, block, cgroup, comm, per_io))
+        sys.exit(EXIT_OK)
     from rich.console import Console
 
     from ..render.trace_out import LinePrinter, render_summary

@@ -9,11 +9,11 @@ import ctypes.util
 import glob
 import operator
 import os
-import struct
 import sys
 import time
 
 from ..errors import GdsdiagError
+from .eventdefs import AIO_MAX, BATCH_MAX, EVENT_SIZE, EVENT_STRUCT, FD_KINDS, c_defines
 from .events import API_NAMES, FD_NAMES, KINDS, KPROBE_NAMES, PROC_NAMES, SYS_NAMES, Event
 
 # USDT probes that name the route, with the argument count seen in libcufile 1.15 (x86-64).
@@ -116,9 +116,6 @@ def kprobes_available() -> bool:
 USDT_ARGS_USED = {"cufio_core:cufio_px_read": 3, "cufio_core:cufio_px_write": 3}
 
 
-BATCH_MAX = 8
-
-
 def _batch_blocks() -> str:
     """One explicit block per batch request, each one read of the 64-byte CUfileIOParams_t (fh@40,
     devPtr_base@8, size@32, file_offset@16, cookie@56, opcode@48): one read per request instead of
@@ -133,9 +130,6 @@ def _batch_blocks() -> str:
         events.ringbuf_output(&e, sizeof(e), 0);
     }}""")
     return "\n".join(out)
-
-
-AIO_MAX = 8
 
 
 def _aio_blocks() -> str:
@@ -175,8 +169,35 @@ def program_text(
         f"#define PER_IO {1 if per_io else 0}\n"
         f"#define CGROUP_ID {cg_id}ULL\n#define CGROUP_LEVEL {cg_level}\n#define COMM_LEN {n}\n#define COMM_MATCH {match}\n"
     )
-    src = src.replace("#define EV_API_ENTER", defs + "#define EV_API_ENTER", 1)
+    src = src.replace("/*EVENTDEFS*/", c_defines() + defs, 1)
     return src.replace("/*BATCH_BLOCKS*/", _batch_blocks()).replace("/*AIO_BLOCKS*/", _aio_blocks())
+
+
+def kprobes_text() -> str:
+    return probe_source("nvfs_kprobes.c").replace("/*EVENTDEFS*/", c_defines("kev_t"), 1)
+
+
+def ebpf_text(
+    libcufile: str | None, selective: bool, block: bool, cgroup: str | None, comm: str | None, per_io: bool
+) -> str:
+    """The program a trace with these options compiles (before it is running: USDT handlers for the
+    --libcufile copy or the bindings' one; copies that traced processes map add handlers of the
+    same generator), as bcc's tools print with --ebpf."""
+    from .procs import cgroup_target
+
+    if libcufile:
+        libs = [libcufile]
+    else:
+        from ..platform.libcufile import locate
+
+        libs = [p for p in [locate().path] if p]
+    cg = cgroup_target(cgroup)[:2] if cgroup else None
+    p = Probes(libs, [], trace_all=not selective, block=block, cgroup=cg, comm=comm, per_io=per_io, load=False)
+    return (
+        p.src
+        + "\n/* ---- nvfs_kprobes.c: loaded too where nvidia-fs / P2PDMA symbols and kprobes exist ---- */\n"
+        + kprobes_text()
+    )
 
 
 def _kernel_headers_hint(msg: str) -> GdsdiagError:
@@ -189,11 +210,8 @@ def _kernel_headers_hint(msg: str) -> GdsdiagError:
 
 
 _TS = operator.attrgetter("ts")
-# struct event_t of probes/cufile_trace.c: ts, pid, tid, type, id, a[7], comm[16]
-EVENT_STRUCT = struct.Struct("<QIIII7q16s")
-EVENT_SIZE = EVENT_STRUCT.size
-# descriptor kinds in the kernel's fdinfo map (probes/cufile_trace.c FD_*)
-FD_NODATA, FD_NAMEDDIR, FD_PSEUDO, FD_DATA = 1, 2, 3, 4
+FD_PSEUDO, FD_DATA = dict(FD_KINDS)["FD_PSEUDO"], dict(FD_KINDS)["FD_DATA"]
+RAW_BACKLOG = 1_000_000  # records held undecoded at most (~130 MiB)
 ADOPTED_SERIAL = 1 << 52  # serials of descriptors adopted from /proc (the kernel's count from 1 << 12)
 
 
@@ -202,7 +220,7 @@ class Probes:
 
     def __init__(
         self,
-        libcufile: str | None,
+        libcufile: str | list[str] | None,
         pids: list[int],
         trace_all: bool,
         want_kprobes: bool = True,
@@ -210,9 +228,10 @@ class Probes:
         cgroup: tuple[int, int] | None = None,
         comm: str | None = None,
         per_io: bool = False,
+        load: bool = True,
     ):
-        bcc = import_bcc()
-        self.bcc = bcc
+        """Generate the program (USDT handlers for the libcufile copies given), compile, load and
+        attach it; with load=False only generate it (``self.src``: --ebpf, no root or bcc needed)."""
         self.attached: list[str] = []
         self.failed: list[str] = []
         self.lost = 0
@@ -236,6 +255,11 @@ class Probes:
                 "libcufile not found: no cuFile probes until a traced process maps one (syscall tracepoints meanwhile)"
             )
         self.timing["usdt_s"] = round(time.monotonic() - t, 2)
+        self.src = src
+        if not load:
+            return
+        bcc = import_bcc()
+        self.bcc = bcc
         t = time.monotonic()
         try:
             self.b = bcc.BPF(text=src, cflags=["-Wno-macro-redefined"])
@@ -269,6 +293,7 @@ class Probes:
             self._kprobes()
         self.timing["attach_s"] = round(time.monotonic() - t, 2)
         self._raw: list[bytes] = []  # event records as they came, decoded in one pass per poll
+        self._backlog_lost = 0
         self._comms: dict[bytes, str] = {}
         self._adopt_serial = ADOPTED_SERIAL
         self.b["events"].open_ring_buffer(self._on_event)
@@ -456,7 +481,7 @@ class Probes:
         if not kprobes_available():
             self.failed.append("nvidia-fs / P2PDMA kernel probes: this kernel has no kprobes")
             return
-        self.kb = self.bcc.BPF(text=probe_source("nvfs_kprobes.c"))
+        self.kb = self.bcc.BPF(text=kprobes_text())
         for sym, fn, ret in present:
             if not sym:
                 continue
@@ -500,7 +525,15 @@ class Probes:
 
     def _on_event(self, ctx, data, size) -> None:
         # the hot path: keep the bytes; poll() decodes them all at once
-        self._raw.append(ctypes.string_at(data, size))
+        if len(self._raw) < RAW_BACKLOG:
+            self._raw.append(ctypes.string_at(data, size))
+        else:
+            self._backlog_lost += 1  # (~100 MiB waiting: dropped as the full ring would, and counted)
+
+    def drain(self) -> None:
+        """Move what the kernel has written into memory now, without waiting and without decoding
+        (the live loop calls it between chunks of classification, so bursts do not overflow the ring)."""
+        self.b.ring_buffer_consume()
 
     def _decode(self) -> None:
         """Every record taken since the last poll, decoded in one struct.iter_unpack pass over their
@@ -597,7 +630,7 @@ class Probes:
         self.b.ring_buffer_consume()
         self._decode()
         try:
-            self.lost = int(self.b["drops"][0].value) + self._perf_lost
+            self.lost = int(self.b["drops"][0].value) + self._perf_lost + self._backlog_lost
         except Exception:
             pass
         if self.kb is not None:

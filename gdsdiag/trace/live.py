@@ -48,6 +48,9 @@ class TraceResult:
         }
 
 
+CHUNK = 1024  # events (or verdicts) handled between two drains of the ring buffers
+
+
 def _processes(clf, counted: list[dict] | None = None) -> list[dict]:
     extra: dict[int, int] = {}
     for r in counted or []:
@@ -223,11 +226,16 @@ def run_live(
                 rescan.add(e.pid)
         for p in rescan:
             probes.scan_maps(p)
-        if record_file is not None:
-            record_file.write("".join(json.dumps(e.to_list()) + "\n" for e in evs))
-        for e in evs:
-            clf.feed(e)
-            counter.feed(e)
+        # the ring is emptied into memory (cheap: bytes copied) every CHUNK events of this slower work,
+        # so a burst waits in memory instead of overflowing the ring while Python classifies
+        for i in range(0, len(evs), CHUNK):
+            part = evs[i : i + CHUNK]
+            if record_file is not None:
+                record_file.write("".join(json.dumps(e.to_list()) + "\n" for e in part))
+            for e in part:
+                clf.feed(e)
+                counter.feed(e)
+            probes.drain()
 
     old = signal.signal(signal.SIGINT, on_sigint)
     old_term = signal.signal(signal.SIGTERM, on_sigint)
@@ -243,9 +251,11 @@ def run_live(
         while not stop["flag"]:
             take(100)
             clf.advance()
-            for v in clf.drain():
+            for n, v in enumerate(clf.drain(), 1):
                 verdicts.append(v)
                 on_verdict(v)
+                if n % CHUNK == 0:
+                    probes.drain()
             if proc and proc.poll() is not None:
                 exit_code = proc.returncode
                 # the buffers may still hold the last events
