@@ -21,17 +21,6 @@ typedef __kernel_ulong_t aio_context_t;
  * copy) and large enough for 100k events/s between two polls. */
 BPF_RINGBUF_OUTPUT(events, EVENTS_RING_PAGES);
 /* opens and execs carry a path: their own ring (fd -2 = an exec, path = the new program) */
-struct open_t {
-    u64 ts;
-    u32 pid;
-    u32 tid;
-    s64 fd;
-    s64 flags;
-    s64 dfd;                                            /* openat's directory fd (-100: the cwd) */
-    s64 serial;                                         /* the open's number (FD_DATA), 0 for others */
-    char comm[16];
-    char path[256];
-};
 BPF_RINGBUF_OUTPUT(opens, OPENS_RING_PAGES);                       /* 4 MiB: Python and CUDA start-up open thousands of files */
 BPF_HASH(traced, u32, u8, 65536);                     /* tgids followed (and thread ids of theirs, harmlessly) */
 struct sys_enter_t { u64 ts; s64 fd; s64 buf; s64 count; s64 pos; s64 extra; u32 id; u32 counted; u64 fdv; };
@@ -134,23 +123,29 @@ static __always_inline int is_traced(u32 pid) {
 #endif
 }
 
-static __always_inline int emit(void *ctx, u32 type, u32 id, s64 a0, s64 a1, s64 a2, s64 a3, s64 a4, s64 a5, s64 a6) {
-    u64 pt = bpf_get_current_pid_tgid();
-    u32 pid = pt >> 32;
-    if (!is_traced(pid))
-        return 0;
+/* a record of the current thread in the events ring, stamped now; NULL (counted as lost) when full */
+static __always_inline struct event_t *reserve(u64 pt, u32 type, u32 id) {
     struct event_t *e = events.ringbuf_reserve(sizeof(struct event_t));
     if (!e) {
         count_drop();                   /* full: the reader reports it as lost */
-        return 0;
+        return NULL;
     }
     e->ts = bpf_ktime_get_ns();
-    e->pid = pid;
+    e->pid = pt >> 32;
     e->tid = (u32)pt;
     e->type = type;
     e->id = id;
-    e->a[0] = a0; e->a[1] = a1; e->a[2] = a2; e->a[3] = a3; e->a[4] = a4; e->a[5] = a5; e->a[6] = a6;
     bpf_get_current_comm(&e->comm, sizeof(e->comm));
+    return e;
+}
+static __always_inline int emit(void *ctx, u32 type, u32 id, s64 a0, s64 a1, s64 a2, s64 a3, s64 a4, s64 a5, s64 a6) {
+    u64 pt = bpf_get_current_pid_tgid();
+    if (!is_traced(pt >> 32))
+        return 0;
+    struct event_t *e = reserve(pt, type, id);
+    if (!e)
+        return 0;
+    e->a[0] = a0; e->a[1] = a1; e->a[2] = a2; e->a[3] = a3; e->a[4] = a4; e->a[5] = a5; e->a[6] = a6;
     events.ringbuf_submit(e, 0);
     return 0;
 }
@@ -410,18 +405,13 @@ static __always_inline int sys_exit(void *ctx, s64 ret) {
         }
         id = id == SYS_DUP ? FDEV_DUP : id == SYS_LSEEK ? FDEV_LSEEK : FDEV_MMAP;
     }
-    struct event_t *e = events.ringbuf_reserve(sizeof(struct event_t));
+    struct event_t *e = reserve(pt, type, id);
     if (!e) {
-        count_drop();
         sys_args.delete(&pt);
         return 0;
     }
-    u64 now = bpf_ktime_get_ns();
+    u64 now = e->ts;
     e->ts = s->ts;
-    e->pid = pt >> 32;
-    e->tid = (u32)pt;
-    e->type = type;
-    e->id = id;
     if (type == EV_FD) {
         /* dup: a0 old fd, a1 new fd, a2 cloexec; lseek: a0 fd, a1 new position; mmap: a0 fd, a1 address, a2 length, a3 file offset */
         e->a[0] = s->fd; e->a[1] = ret; e->a[2] = s->count; e->a[3] = s->pos; e->a[4] = 0; e->a[5] = 0; e->a[6] = 0;
@@ -432,7 +422,6 @@ static __always_inline int sys_exit(void *ctx, s64 ret) {
         e->a[5] = ret;
         e->a[6] = now - s->ts;                       /* syscall latency */
     }
-    bpf_get_current_comm(&e->comm, sizeof(e->comm));
     sys_args.delete(&pt);
     events.ringbuf_submit(e, 0);
     return 0;
@@ -579,25 +568,7 @@ TRACEPOINT_PROBE(io_uring, io_uring_complete) {
 
 /* ---- the descriptor table, from the kernel: paths are never looked up later (a reused fd number
  * can never be reported under its old file) ---------------------------------------------------- */
-static __always_inline int small_event(u32 type, u32 id, s64 a0, s64 a1) {
-    u64 pt = bpf_get_current_pid_tgid();
-    if (!is_traced(pt >> 32))
-        return 0;
-    struct event_t *e = events.ringbuf_reserve(sizeof(struct event_t));
-    if (!e) {
-        count_drop();
-        return 0;
-    }
-    e->ts = bpf_ktime_get_ns();
-    e->pid = pt >> 32;
-    e->tid = (u32)pt;
-    e->type = type;
-    e->id = id;
-    e->a[0] = a0; e->a[1] = a1; e->a[2] = 0; e->a[3] = 0; e->a[4] = 0; e->a[5] = 0; e->a[6] = 0;
-    bpf_get_current_comm(&e->comm, sizeof(e->comm));
-    events.ringbuf_submit(e, 0);
-    return 0;
-}
+static __always_inline int small_event(u32 type, u32 id, s64 a0, s64 a1) { return emit(0, type, id, a0, a1, 0, 0, 0, 0, 0); }
 static __always_inline int fd_event(u32 id, s64 a0, s64 a1) { return small_event(EV_FD, id, a0, a1); }
 TRACEPOINT_PROBE(syscalls, sys_enter_close) {
     u64 pt = bpf_get_current_pid_tgid();
@@ -690,22 +661,7 @@ TRACEPOINT_PROBE(filemap, mm_filemap_add_to_page_cache) {
     struct inode_key_t ik = {args->s_dev, args->i_ino};
     if (!data_inodes.lookup(&ik) && bpf_ktime_get_ns() - *mt > 200000000ULL)
         return 0;
-    struct event_t *e = events.ringbuf_reserve(sizeof(struct event_t));
-    if (!e) {
-        count_drop();
-        return 0;
-    }
-    e->ts = bpf_ktime_get_ns();
-    e->pid = pt >> 32;
-    e->tid = (u32)pt;
-    e->type = EV_PAGES;
-    e->id = 0;
-    e->a[0] = args->s_dev; e->a[1] = args->i_ino; e->a[2] = args->index;
-    e->a[3] = 1 << args->order;
-    e->a[4] = 0; e->a[5] = 0; e->a[6] = 0;
-    bpf_get_current_comm(&e->comm, sizeof(e->comm));
-    events.ringbuf_submit(e, 0);
-    return 0;
+    return emit(args, EV_PAGES, 0, args->s_dev, args->i_ino, args->index, 1 << args->order, 0, 0, 0);
 }
 
 /* ---- process trees: children join the traced set in the kernel, before they run ---------------- */
@@ -894,10 +850,10 @@ static __always_inline int open_exit(void *ctx, s64 ret) {
     opens.ringbuf_submit(o, 0);
     return 0;
 }
+/* One program for the four exits (their records have the same layout: ret after the syscall
+ * number): the path checks cost the verifier 1-2 s per copy on the dev VM, so bpf.py attaches this
+ * one to sys_exit_open, sys_exit_creat and sys_exit_openat2 too (SHARED_TRACEPOINTS). */
 TRACEPOINT_PROBE(syscalls, sys_exit_openat) { return open_exit(args, args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_exit_open) { return open_exit(args, args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_exit_creat) { return open_exit(args, args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_exit_openat2) { return open_exit(args, args->ret); }
 
 /* ---- block layer: which device served the bytes (with --block: two events per request) --------- */
 #if TRACE_BLOCK

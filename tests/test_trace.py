@@ -308,10 +308,10 @@ def test_live_uprobes_and_usdt_fire_on_the_real_libcufile(tmp_path):
 
 @live
 def test_kernel_probe_programs_load_through_the_verifier():
-    from gdsdiag.trace.bpf import import_bcc, probe_source, program_text
+    from gdsdiag.trace.bpf import import_bcc, kprobes_text, program_text
 
     bcc = import_bcc()
-    b = bcc.BPF(text=probe_source("nvfs_kprobes.c"))
+    b = bcc.BPF(text=kprobes_text())
     for fn in (
         "kret_nvfs_blk_rq_map_sg",
         "kret_nvfs_dma_map_sg_attrs",

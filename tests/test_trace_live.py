@@ -345,3 +345,26 @@ def test_host_io_of_a_process_without_cuda_is_counted_in_the_kernel(datadir):
     ]
     assert summ["routes"]["HOST"]["count"] >= 144 and summ["ios_counted_in_kernel"] >= 144
     assert summ["events"] < 1000, summ["events"]
+
+
+def test_second_start_loads_the_compiled_program_from_the_cache(tmp_path):
+    """bcc compiles with clang at every start; the compiled program is kept per (text, kernel, bcc)
+    and a second trace with the same options loads it without clang. A cache file someone else
+    could have written is not used."""
+    from gdsdiag.trace import bpfcache
+
+    home = tmp_path / "home"  # a cache of its own
+    env = {**_env(), "HOME": str(home)}
+    cmd = [sys.executable, "-m", "gdsdiag", "trace", "--json", "--", "/bin/true"]
+    starts = []
+    for _ in range(2):
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env)
+        assert r.returncode == 0, r.stderr
+        starts.append(_parse(r.stdout)[1]["startup_s"])
+    assert starts[0]["cached"] is False and starts[1]["cached"] is True
+    files = list((home / ".cache" / "gdsdiag" / "bpf").iterdir())
+    assert len(files) == 1 and (files[0].stat().st_mode & 0o777) == 0o600
+    os.chmod(files[0], 0o666)  # writable by others: not trusted
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env)
+    assert _parse(r.stdout)[1]["startup_s"]["cached"] is False
+    assert bpfcache.FORMAT == 1

@@ -28,13 +28,13 @@ from ..errors import EXIT_OK, EXIT_WARN, GdsdiagError, refuse_existing
 )
 @click.option("--duration", type=float, help="Stop after this many seconds.")
 @click.option("--path", "path_filter", metavar="DIR", help="Only report I/O to files under DIR.")
+@click.option("--json", "as_json", is_flag=True, help="JSON lines: one per I/O, then a summary.")
 @click.option(
     "--libcufile",
     "libcufile_path",
     metavar="PATH",
     help="Compile USDT probes for this libcufile (default: the bindings' copy and those running processes map; every copy a traced process maps gets uprobes).",
 )
-@click.option("--json", "as_json", is_flag=True, help="JSON lines: one per I/O, then a summary.")
 @click.option("--record", "record_path", metavar="FILE", help="Keep the raw events (JSON lines) for --replay.")
 @click.option("--replay", "replay_path", metavar="FILE", help="Re-analyse a recording (no root or bcc needed).")
 @click.option(

@@ -13,7 +13,7 @@ import sys
 import time
 
 from ..errors import GdsdiagError
-from .eventdefs import AIO_MAX, BATCH_MAX, EVENT_SIZE, EVENT_STRUCT, FD_KINDS, c_defines
+from .eventdefs import AIO_MAX, BATCH_MAX, EVENT_SIZE, EVENT_STRUCT, FD_KINDS, OPEN_FIELDS, OPEN_STRUCT, c_defines
 from .events import API_NAMES, FD_NAMES, KINDS, KPROBE_NAMES, PROC_NAMES, SYS_NAMES, Event
 
 # USDT probes that name the route, with the argument count seen in libcufile 1.15 (x86-64).
@@ -174,7 +174,7 @@ def program_text(
 
 
 def kprobes_text() -> str:
-    return probe_source("nvfs_kprobes.c").replace("/*EVENTDEFS*/", c_defines("kev_t"), 1)
+    return probe_source("nvfs_kprobes.c").replace("/*EVENTDEFS*/", c_defines("kev_t", opens=False), 1)
 
 
 def ebpf_text(
@@ -210,7 +210,12 @@ def _kernel_headers_hint(msg: str) -> GdsdiagError:
 
 
 _TS = operator.attrgetter("ts")
+_OpenRecord = __import__("collections").namedtuple("_OpenRecord", [f for f, *_ in OPEN_FIELDS])
 FD_PSEUDO, FD_DATA = dict(FD_KINDS)["FD_PSEUDO"], dict(FD_KINDS)["FD_DATA"]
+# tracepoints served by another's program (same record layout), verified once: (tracepoint, program)
+SHARED_TRACEPOINTS = [
+    (f"syscalls:sys_exit_{name}", "tracepoint__syscalls__sys_exit_openat") for name in ("open", "creat", "openat2")
+]
 RAW_BACKLOG = 1_000_000  # records held undecoded at most (~130 MiB)
 ADOPTED_SERIAL = 1 << 52  # serials of descriptors adopted from /proc (the kernel's count from 1 << 12)
 
@@ -261,10 +266,12 @@ class Probes:
         bcc = import_bcc()
         self.bcc = bcc
         t = time.monotonic()
-        try:
-            self.b = bcc.BPF(text=src, cflags=["-Wno-macro-redefined"])
-        except Exception as e:
-            raise _kernel_headers_hint(str(e)) from None
+        self.b = self._compile_or_cached(bcc, src)
+        for tp, fn in SHARED_TRACEPOINTS:
+            try:  # (a kernel without the syscall, e.g. open/creat on arm64, has no tracepoint for it)
+                self.b.attach_tracepoint(tp=tp, fn_name=fn)
+            except Exception as e:
+                self.failed.append(f"tracepoint {tp}: {e}")
         self.timing["compile_load_s"] = round(time.monotonic() - t, 2)
         t = time.monotonic()
         self.attached += [
@@ -300,6 +307,33 @@ class Probes:
         self.b["opens"].open_ring_buffer(self._on_open)
         if self.kb is not None:
             self.kb["kevents"].open_perf_buffer(self._on_kevent, page_cnt=64, lost_cb=self._on_lost)
+
+    def _compile_or_cached(self, bcc, src: str):
+        """bcc's compile of the program, or the same program loaded from the cache of an earlier
+        compile (bpfcache.py: same text, kernel and bcc); a compile fills the cache."""
+        from . import bpfcache
+
+        cflags = ["-Wno-macro-redefined"]
+        k = bpfcache.key(src, cflags, str(getattr(bcc, "__version__", "?"))) if bpfcache.enabled() else None
+        doc = bpfcache.load(k) if k else None
+        if doc is not None:
+            try:
+                b = bpfcache.cached_bpf(bcc, doc)
+                self.timing["cached"] = True
+                return b
+            except Exception as e:  # the kernel refused it: compile as if there were no cache
+                self.failed.append(f"compiled-program cache not used ({e}); compiled instead")
+        try:
+            b = bcc.BPF(text=src, cflags=cflags)
+        except Exception as e:
+            raise _kernel_headers_hint(str(e)) from None
+        self.timing["cached"] = False
+        if k:
+            try:
+                bpfcache.save(b, k)
+            except Exception as e:  # never a reason to stop the trace
+                self.failed.append(f"compiled-program cache not written: {e}")
+        return b
 
     def _usdt_notes(self, lib: str) -> list:
         from ..platform.libcufile import read_usdt_notes
@@ -567,10 +601,11 @@ class Probes:
             out.append(Event(ts, pid, tid, kind, name, args, comm))
 
     def _on_open(self, ctx, data, size) -> None:
-        r = self.b["opens"].event(data)
-        path = r.path.decode(errors="replace")
+        r = _OpenRecord(*OPEN_STRUCT.unpack_from(ctypes.string_at(data, OPEN_STRUCT.size)))
+        path = r.path.split(b"\0", 1)[0].decode(errors="replace")
         if r.fd == -2:
-            self._events.append(Event(r.ts, r.pid, r.tid, "proc", "exec", [], r.comm.decode(errors="replace"), path))
+            comm = r.comm.split(b"\0", 1)[0].decode(errors="replace")
+            self._events.append(Event(r.ts, r.pid, r.tid, "proc", "exec", [], comm, path))
             return
         if path and not path.startswith("/"):
             # relative to the cwd or to a directory fd (directory fds are not traced: they carry no
