@@ -118,8 +118,11 @@ def main():
             r, out = run([sys.executable, "-m", "gdsdiag", "trace", "--json", *flags, "--", *wcmd])
             wall = time.monotonic() - t0
             traced_cpu = run.cpu
-            rate = next(float(x) for x in out if not x.startswith("{"))
-            summ = json.loads(next(x for x in reversed(out) if x.startswith('{"type": "summary"')))
+            rate = next((float(x) for x in out if not x.startswith("{")), None)
+            summ = next((json.loads(x) for x in reversed(out) if x.startswith('{"type": "summary"')), None)
+            if rate is None or summ is None:  # the traced run failed: say how, keep the other rounds
+                rounds.append({"failed": f"rc {r.returncode}: {r.stderr.strip()[-300:]}"})
+                continue
             ios = [json.loads(x) for x in out if x.startswith('{"type": "io"')]
             extra = traced_cpu - base_cpu - fixed
             events = summ["events"]
@@ -140,7 +143,7 @@ def main():
                     "startup_s": summ.get("startup_s"),
                 }
             )
-        ratios = sorted(x["ratio"] for x in rounds)
+        ratios = sorted(x["ratio"] for x in rounds if "ratio" in x) or [0.0]
         print(
             json.dumps(
                 {
