@@ -88,3 +88,14 @@ def test_a_read_after_counted_reads_starts_where_they_left_the_position(tmp_path
     )
     ios = [json.loads(x) for x in r.stdout.splitlines() if '"type": "io"' in x]
     assert [(v["offset"], v["size"]) for v in ios] == [(3 * 65536, 65536), (4 * 65536, 65536)]
+
+
+def test_exporter_route_counters_take_the_kernels_counters_too():
+    """gdsdiag exporter --trace counts routes per verdict; host I/O counted in the kernel arrives as
+    rows (validate.adapters.trace_window hands them over) and counts the same."""
+    from gdsdiag.exporter.collect import TraceCounters
+
+    c = TraceCounters()
+    c.add_counted({"route": "HOST", "comm": "app", "op": "read", "count": 1000, "bytes": 4096000})
+    c.add_counted({"route": "HOST", "comm": "app", "op": "read", "count": 10, "bytes": 655360})
+    assert c.ios[("HOST", "app", "read")] == 1010 and c.bytes[("HOST", "app", "read")] == 4096000 + 655360

@@ -99,7 +99,8 @@ def render_summary(console: Console, res, as_json: bool) -> None:
         p99 = f"{s['p99_us']:.0f}" if s["p99_us"] is not None else "-"
         console.print(
             Text(
-                f"{route}{sub}: {s['count']} I/Os, {_size(s['bytes'])}, p50 {p50} µs, p99 {p99} µs",
+                f"{route}{sub}: {s['count']} I/Os, {_size(s['bytes'])}, p50 {p50} µs, p99 {p99} µs"
+                + (f" ({s['counted_in_kernel']} counted in the kernel)" if s.get("counted_in_kernel") else ""),
                 style=f"bold {_STYLE.get(route, '')}",
             )
         )
