@@ -368,3 +368,41 @@ def test_second_start_loads_the_compiled_program_from_the_cache(tmp_path):
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env)
     assert _parse(r.stdout)[1]["startup_s"]["cached"] is False
     assert bpfcache.FORMAT == 1
+
+
+FLIP = r"""
+import os, sys
+d = sys.argv[1]
+fd = os.open(os.path.join(d, "seq.dat"), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+os.write(fd, b"s" * (8 * 65536))
+os.lseek(fd, 0, os.SEEK_SET)
+for _ in range(3):
+    os.read(fd, 65536)                      # counted in the kernel: no CUDA library opened yet
+lib = os.path.join(d, "libcudart.so.99")    # what loading the CUDA runtime looks like to the probe
+open(lib, "wb").close()
+os.close(os.open(lib, os.O_RDONLY))
+os.read(fd, 65536)                          # sent per I/O now, at the position the counted reads left
+os.pread(fd, 65536, 5 * 65536)
+"""
+
+
+def test_counted_reads_then_cuda_loaded_keeps_the_file_position(datadir, tmp_path):
+    """A process that reads before it loads a CUDA library: the first reads are counted in the kernel,
+    the later ones sent one by one (a CUDA copy may follow them), and the first of those starts
+    where the counted ones left the file position."""
+    script = tmp_path / "flip.py"
+    script.write_text(FLIP)
+    r = subprocess.run(
+        [sys.executable, "-m", "gdsdiag", "trace", "--json", "--", PY, str(script), datadir],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env=_env(),
+    )
+    assert r.returncode == 0, r.stderr
+    ios, summ = _parse(r.stdout)
+    got = [(v["api"], v["offset"], v["size"]) for v in ios if v["path"] and v["path"].endswith("/seq.dat")]
+    assert got == [("read", 3 * 65536, 65536), ("pread64", 5 * 65536, 65536)]
+    rows = [x for x in summ["host_io_counted"] if x["path"].endswith("/seq.dat")]
+    assert sorted((x["api"], x["count"], x["bytes"]) for x in rows) == [("read", 3, 3 * 65536), ("write", 1, 8 * 65536)]
+    assert summ["lost_events"] == 0
