@@ -58,6 +58,9 @@ else:
         for i in range(ops):
             fh.read(buf, 4096, (i * 4096) % size)
         dt = time.perf_counter() - t
+# the rate goes to a file of its own: under the trace, stdout is shared with the tracer's JSON lines
+with open(sys.argv[6], "w") as f:
+    f.write(f"{ops / dt}\n")
 print(ops / dt)
 """
 
@@ -106,19 +109,31 @@ def main():
         wl = os.path.join(d, "wl.py")
         with open(wl, "w") as f:
             f.write(WORKLOAD)
-        wcmd = [sys.executable, wl, a.mode, path, str(ops), str(a.bs), str(a.rate)]
+        res_path = os.path.join(d, "rate.txt")
+        wcmd = [sys.executable, wl, a.mode, path, str(ops), str(a.bs), str(a.rate), res_path]
+
+        def rate_of_run():
+            try:
+                with open(res_path) as f:
+                    return float(f.read())
+            except (OSError, ValueError):
+                return None
+            finally:
+                if os.path.exists(res_path):
+                    os.unlink(res_path)
+
         rounds = []
         # the tracer's fixed cost (compile, attach, a trivial program)
         run([sys.executable, "-m", "gdsdiag", "trace", "--json", *flags, "--", "/bin/true"])
         fixed = run.cpu
         for _ in range(a.rounds):
             r, out = run(wcmd)
-            base, base_cpu = float(out[-1]), run.cpu
+            base, base_cpu = rate_of_run(), run.cpu
             t0 = time.monotonic()
             r, out = run([sys.executable, "-m", "gdsdiag", "trace", "--json", *flags, "--", *wcmd])
             wall = time.monotonic() - t0
             traced_cpu = run.cpu
-            rate = next((float(x) for x in out if not x.startswith("{")), None)
+            rate = rate_of_run()
             summ = next((json.loads(x) for x in reversed(out) if x.startswith('{"type": "summary"')), None)
             if rate is None or summ is None:  # the traced run failed: say how, keep the other rounds
                 rounds.append({"failed": f"rc {r.returncode}: {r.stderr.strip()[-300:]}"})
