@@ -89,7 +89,7 @@ bench cufile-4k cufile --ops 50000 --rounds 2
 echo "overhead done at $(( $(date +%s) - T0 )) s" >> "$S"
 
 # 4. start-up: where it goes (bcc compile with and without USDT handlers)
-timeout 90 python3 benchmarks/trace_startup.py --rounds 2 > "$OUT/startup.json" 2>&1
+timeout 150 python3 benchmarks/trace_startup.py --rounds 1 > "$OUT/startup.json" 2>&1
 tail -20 "$OUT/startup.json" >> "$S"
 echo "all done at $(( $(date +%s) - T0 )) s" >> "$S"
 cat "$S"
