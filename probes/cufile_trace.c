@@ -4,7 +4,7 @@
  * the probe table, because bpf_usdt_readarg() needs each probe's argument count at compile time);
  * uprobes/uretprobes on the exported cuFile API; syscall tracepoints; block tracepoints. Every
  * handler filters by process in the kernel (the 'traced' map, or everything with TRACE_ALL), so a
- * busy node costs one hash lookup per foreign event. Events go out through a per-CPU perf buffer.
+ * busy node costs one hash lookup per foreign event. Events go out through two ring buffers.
  * Nothing here reads kernel structs: it compiles against any kernel headers bcc can find.
  */
 #include <uapi/linux/ptrace.h>
@@ -13,108 +13,93 @@
 typedef int rwf_t;
 typedef __kernel_ulong_t aio_context_t;
 
-#define EV_API_ENTER   1
-#define EV_API_EXIT    2
-#define EV_USDT        3
-#define EV_SYS_ENTER   4
-#define EV_SYS_EXIT    5
-#define EV_BLK_ISSUE   6
-#define EV_BLK_DONE    7
-#define EV_HANDLE      8
-#define EV_BATCH_REQ   9
-#define EV_PROC       11    /* process tree: id 1 fork (a0 parent tgid, a1 child pid), 2 exec, 3 exit */
-#define EV_FD         12    /* descriptor table: id 1 close, 2 dup (a0 old, a1 new, a2 cloexec), 3 lseek (a0 fd, a1 pos), 5 unnamed open (a0 fd), 6 mmap */
-#define EV_PAGES      13    /* page-cache fill outside read syscalls (mmap faults): a0 dev, a1 ino, a2 index, a3 pages */
-
-/* API ids (match gdsdiag/trace/events.py API_NAMES) */
-#define API_READ 1
-#define API_WRITE 2
-#define API_READ_ASYNC 3
-#define API_WRITE_ASYNC 4
-#define API_BATCH_SUBMIT 5
-#define API_BATCH_STATUS 6
-#define API_HANDLE_REGISTER 7
-#define API_HANDLE_DEREGISTER 8
-#define API_BUF_REGISTER 9
-#define API_DRIVER_OPEN 10
-#define API_GET_VERSION 11
-#define API_MEMCPY 12
-
-/* syscall ids */
-#define SYS_PREAD64 1
-#define SYS_PWRITE64 2
-#define SYS_PREADV 3
-#define SYS_PWRITEV 4
-#define SYS_PREADV2 5
-#define SYS_PWRITEV2 6
-#define SYS_IOCTL 7
-#define SYS_IO_SUBMIT 8
-#define SYS_IO_URING_ENTER 9
-#define SYS_READ 10
-#define SYS_WRITE 11
-#define SYS_READV 12
-#define SYS_WRITEV 13
-#define SYS_COPY_FILE_RANGE 14
-#define SYS_SENDFILE 15
-#define SYS_SPLICE 16
-#define SYS_URING 17          /* one io_uring request, joined from its submit/file_get/complete tracepoints */
-#define SYS_AIO 18            /* one iocb of io_submit (a4: IOCB_CMD_*) */
-/* fd-table syscalls (enter -> exit state only, emitted as EV_FD) */
-#define SYS_DUP 30
-#define SYS_LSEEK 31
-#define SYS_MMAP 32
-
-struct event_t {
-    u64 ts;
-    u32 pid;
-    u32 tid;
-    u32 type;
-    u32 id;
-    s64 a[7];
-    char comm[16];
-};
+/* Event ids, fd kinds, constants and struct event_t are generated from gdsdiag/trace/eventdefs.py
+ * (the decoder's table) and put here when the program is loaded: gdsdiag trace --ebpf prints it. */
+/*EVENTDEFS*/
 
 /* One shared ring buffer (16 MiB): cheaper per event than perf buffers (reserve/submit, no extra
  * copy) and large enough for 100k events/s between two polls. */
-BPF_RINGBUF_OUTPUT(events, 4096);
+BPF_RINGBUF_OUTPUT(events, EVENTS_RING_PAGES);
 /* opens and execs carry a path: their own ring (fd -2 = an exec, path = the new program) */
-struct open_t {
-    u64 ts;
-    u32 pid;
-    u32 tid;
-    s64 fd;
-    s64 flags;
-    s64 dfd;                                            /* openat's directory fd (-100: the cwd) */
-    char comm[16];
-    char path[256];
-};
-BPF_RINGBUF_OUTPUT(opens, 1024);                        /* 4 MiB: Python and CUDA start-up open thousands of files */
+BPF_RINGBUF_OUTPUT(opens, OPENS_RING_PAGES);                       /* 4 MiB: Python and CUDA start-up open thousands of files */
 BPF_HASH(traced, u32, u8, 65536);                     /* tgids followed (and thread ids of theirs, harmlessly) */
-struct sys_enter_t { u64 ts; s64 fd; s64 buf; s64 count; s64 pos; s64 extra; u32 id; };
+struct sys_enter_t { u64 ts; s64 fd; s64 buf; s64 count; s64 pos; s64 extra; u32 id; u32 counted; u64 fdv; };
 BPF_HASH(sys_args, u64, struct sys_enter_t, 10240);    /* tid -> syscall arguments (for the exit) */
 BPF_HASH(handle_reg, u64, u64, 1024);                   /* tid -> CUfileHandle_t* being registered */
 BPF_HASH(handle_fd, u64, s64, 1024);                    /* tid -> fd being registered */
 BPF_HASH(blk_inflight, u64, u32, 10240);                /* (dev<<40 ^ sector) -> pid that issued */
 BPF_HASH(in_api, u64, u8, 10240);                       /* tid inside cuFileRead/Write: skip libcufile's own copies */
 
-/* (tgid << 32 | fd) of descriptors that are not file data (libraries, /proc, /sys, /dev, pipes,
- * sockets, eventfds, epoll): their reads, writes and mmaps are dropped here, not in Python */
-BPF_HASH(nodata, u64, u8, 65536);
+/* What the kernel knows of each descriptor, (tgid << 32 | fd) -> kind | serial << 8. The kind says
+ * what its I/O, mmaps, dups and close emit:
+ *   FD_NODATA   libraries, Python sources, pipes, sockets, eventfds…: nothing
+ *   FD_PSEUDO   a file or directory of /sys, /proc or /dev, or one opened relative to such a
+ *               directory (libcufile's driver open walks sysfs with openat(dirfd, "vendor") by the
+ *               thousand): nothing, and what is opened relative to it is FD_PSEUDO too
+ *   FD_NAMEDDIR a directory opened by absolute path: no I/O, but the reader knows its name (files
+ *               opened relative to it are named after it), so its close and dups are reported
+ *   FD_DATA     a data file the reader was told about (serial: the open's number, which names the
+ *               file in the in-kernel host-I/O counters)
+ * Decided by path, not by the file's superblock magic: reading struct file needs kernel headers
+ * that match the running kernel exactly (bcc has no CO-RE), and this program must compile against
+ * any headers bcc finds (the dev VM runs 6.18 with Debian's 6.1 headers). An LRU map: entries of
+ * processes that exit with descriptors open are evicted, never a reason for a failed update. */
+BPF_TABLE("lru_hash", u64, u64, fdinfo, 262144);
+/* tgids whose descriptors the kernel may not know (forked from, or adopted as, a process holding
+ * named descriptors): their closes, dups and lseeks of unknown descriptors are still reported */
+BPF_HASH(heirs, u32, u8, 65536);
+BPF_HASH(holders, u32, u8, 65536);                     /* tgids that opened a named descriptor */
+static __always_inline u64 fd_key(u64 pt, s64 fd) { return (pt & 0xffffffff00000000ULL) | (u32)fd; }
+static __always_inline void set_fd(u64 pt, s64 fd, u64 v) {
+    u64 k = fd_key(pt, fd);
+    if (fd >= 0)
+        fdinfo.update(&k, &v);
+    if ((v & 0xff) == FD_DATA || (v & 0xff) == FD_NAMEDDIR) {
+        u32 tgid = pt >> 32;
+        u8 one = 1;
+        holders.update(&tgid, &one);
+    }
+}
+static __always_inline void mark_nodata(u64 pt, s64 fd) { set_fd(pt, fd, FD_NODATA); }
+static __always_inline u64 fd_kind(u64 pt, s64 fd) {
+    u64 k = fd_key(pt, fd);
+    u64 *v = fdinfo.lookup(&k);
+    return v ? *v : 0;
+}
+static __always_inline int kind_nodata(u64 v) { return (v & 0xff) && (v & 0xff) != FD_DATA; }
+static __always_inline int kind_named(u64 v) { return (v & 0xff) == FD_DATA || (v & 0xff) == FD_NAMEDDIR; }
+static __always_inline int is_nodata(u64 pt, s64 fd) { return kind_nodata(fd_kind(pt, fd)); }
+/* a number for each data open: a per-CPU counter and the CPU (no atomic fetch needed) */
+BPF_PERCPU_ARRAY(open_serial, u64, 1);
+static __always_inline u64 next_serial(void) {
+    int z = 0;
+    u64 *c = open_serial.lookup(&z);
+    u64 n = 0;
+    if (c) {
+        *c += 1;
+        n = *c;
+    }
+    return (n << 12) | (bpf_get_smp_processor_id() & 0xfff);
+}
+static __always_inline int is_heir(u64 pt) {
+    u32 tgid = pt >> 32;
+    return heirs.lookup(&tgid) != NULL;
+}
 BPF_HASH(mmap_data, u32, u64, 10240);                  /* tgid -> time of its last data-file mmap */
 struct inode_key_t { u64 dev; u64 ino; };
 BPF_HASH(data_inodes, struct inode_key_t, u8, 65536);  /* files opened as data (filled in by the reader) */
-static __always_inline u64 fd_key(u64 pt, s64 fd) { return (pt & 0xffffffff00000000ULL) | (u32)fd; }
-static __always_inline void mark_nodata(u64 pt, s64 fd) {
-    u64 k = fd_key(pt, fd);
-    u8 one = 1;
-    if (fd >= 0)
-        nodata.update(&k, &one);
-}
-static __always_inline int is_nodata(u64 pt, s64 fd) {
-    u64 k = fd_key(pt, fd);
-    return nodata.lookup(&k) != NULL;
-}
 
+/* Host I/O counted in the kernel: read/write/pread/pwrite and their v-forms on a data file, in a
+ * process that has opened no CUDA library (gpu_procs), outside libcufile's calls, are added to a
+ * counter per (process, open, syscall, size class) instead of sent one by one: no CUDA copy can
+ * make them DRAM_BOUNCE, and sending each to Python cost 16-45 us of CPU. PER_IO sends them all
+ * (--per-io). A CUDA library opened later flips the process to per-I/O records; the bytes that
+ * read/write moved while counted travel with its next per-I/O record (a4), so file positions hold. */
+struct agg_key_t { u32 tgid; u32 id; u64 serial; u32 bucket; u32 pad; };
+struct agg_val_t { u64 count; u64 bytes; u64 errors; u64 lat_ns; u64 first_ts; u64 last_ts; };
+BPF_HASH(hostagg, struct agg_key_t, struct agg_val_t, 65536);
+BPF_HASH(gpu_procs, u32, u8, 65536);                  /* tgids that opened libcuda/libcudart/libcufile */
+BPF_TABLE("lru_hash", u64, u64, pos_skip, 65536);   /* open serial -> bytes read()/write() moved while counted */
 BPF_ARRAY(drops, u64, 1);
 static __always_inline void count_drop(void) {
     int k = 0;
@@ -138,23 +123,29 @@ static __always_inline int is_traced(u32 pid) {
 #endif
 }
 
-static __always_inline int emit(void *ctx, u32 type, u32 id, s64 a0, s64 a1, s64 a2, s64 a3, s64 a4, s64 a5, s64 a6) {
-    u64 pt = bpf_get_current_pid_tgid();
-    u32 pid = pt >> 32;
-    if (!is_traced(pid))
-        return 0;
+/* a record of the current thread in the events ring, stamped now; NULL (counted as lost) when full */
+static __always_inline struct event_t *reserve(u64 pt, u32 type, u32 id) {
     struct event_t *e = events.ringbuf_reserve(sizeof(struct event_t));
     if (!e) {
         count_drop();                   /* full: the reader reports it as lost */
-        return 0;
+        return NULL;
     }
     e->ts = bpf_ktime_get_ns();
-    e->pid = pid;
+    e->pid = pt >> 32;
     e->tid = (u32)pt;
     e->type = type;
     e->id = id;
-    e->a[0] = a0; e->a[1] = a1; e->a[2] = a2; e->a[3] = a3; e->a[4] = a4; e->a[5] = a5; e->a[6] = a6;
     bpf_get_current_comm(&e->comm, sizeof(e->comm));
+    return e;
+}
+static __always_inline int emit(void *ctx, u32 type, u32 id, s64 a0, s64 a1, s64 a2, s64 a3, s64 a4, s64 a5, s64 a6) {
+    u64 pt = bpf_get_current_pid_tgid();
+    if (!is_traced(pt >> 32))
+        return 0;
+    struct event_t *e = reserve(pt, type, id);
+    if (!e)
+        return 0;
+    e->a[0] = a0; e->a[1] = a1; e->a[2] = a2; e->a[3] = a3; e->a[4] = a4; e->a[5] = a5; e->a[6] = a6;
     events.ringbuf_submit(e, 0);
     return 0;
 }
@@ -199,7 +190,6 @@ int api_write_async_exit(struct pt_regs *ctx) { return emit(ctx, EV_API_EXIT, AP
  * file_offset@16, devPtr_offset@24, size@32, fh@40, opcode@48, cookie@56 — offsets checked against
  * cufile.h by tests/test_cufile_header.py. The process filter runs once, not per request, to keep
  * the unrolled loop small enough for the verifier. */
-#define BATCH_MAX 8
 struct cufile_io_params_t { u32 mode; u32 pad; u64 devptr; s64 file_offset; s64 devptr_offset; u64 size; u64 fh; u32 opcode; u32 pad2; u64 cookie; };
 /* The per-request blocks are generated by gdsdiag/trace/bpf.py (BATCH_BLOCKS below), written out
  * one by one: bcc cannot relocate BPF-to-BPF calls, its rewriter does not see perf_submit inside a
@@ -300,9 +290,18 @@ static __always_inline int sys_enter(void *ctx, u32 id, s64 fd, s64 buf, s64 cou
     if (!is_traced(pt >> 32))
         return 0;
     /* reads and writes of what is not file data stop here (ioctl on nvidia-fs's /dev node does not) */
-    if (id != SYS_IOCTL && id != SYS_IO_URING_ENTER && id != SYS_IO_SUBMIT && id != SYS_DUP && is_nodata(pt, fd))
+    u64 v = fd_kind(pt, fd);
+    if (id != SYS_IOCTL && id != SYS_IO_URING_ENTER && id != SYS_IO_SUBMIT && id != SYS_DUP && kind_nodata(v))
         return 0;
-    struct sys_enter_t s = {bpf_ktime_get_ns(), fd, buf, count, pos, extra, id};
+    /* decided here, once: host I/O on a data file that the exit adds to the counters (host_io_counted) */
+    u32 counted = 0;
+#if !PER_IO
+    if ((v & 0xff) == FD_DATA && (id <= SYS_PWRITEV2 || (id >= SYS_READ && id <= SYS_WRITEV))) {
+        u32 tgid = pt >> 32;
+        counted = !gpu_procs.lookup(&tgid) && !inside_api();
+    }
+#endif
+    struct sys_enter_t s = {bpf_ktime_get_ns(), fd, buf, count, pos, extra, id, counted, v};
     sys_args.update(&pt, &s);
     return 0;
 }
@@ -318,12 +317,62 @@ static __always_inline s64 user_off(s64 p) {      /* loff_t *: NULL means "the f
         bpf_probe_read_user(&v, sizeof(v), (void *)p);
     return v;
 }
+/* 1: this I/O was added to hostagg (nothing to send) */
+static __always_inline int host_io_counted(u64 pt, u32 id, u64 serial, struct sys_enter_t *s, s64 ret) {
+    u32 tgid = pt >> 32;
+    /* size class b: [2^(b-1), 2^b) bytes moved (asked for, when it failed; bcc's bpf_log2l(1) is 1),
+     * the size the reader reports for such an I/O */
+    int vform = id == SYS_PREADV || id == SYS_PWRITEV || id == SYS_PREADV2 || id == SYS_PWRITEV2 || id == SYS_READV ||
+                id == SYS_WRITEV;
+    u64 sz = ret >= 0 ? (u64)ret : (vform ? 0 : s->count);
+    struct agg_key_t k = {tgid, id, serial, sz ? bpf_log2l(sz) : 0, 0};
+    struct agg_val_t zero = {};
+    struct agg_val_t *a = hostagg.lookup_or_try_init(&k, &zero);
+    if (!a)
+        return 0;                              /* the map is full: sent one by one instead */
+    u64 now = bpf_ktime_get_ns();
+    __sync_fetch_and_add(&a->count, 1);
+    if (ret > 0)
+        __sync_fetch_and_add(&a->bytes, ret);
+    else if (ret < 0)
+        __sync_fetch_and_add(&a->errors, 1);
+    __sync_fetch_and_add(&a->lat_ns, now - s->ts);
+    if (!a->first_ts)
+        a->first_ts = s->ts;
+    a->last_ts = now;
+    if (id >= SYS_READ && ret > 0) {
+        u64 *ps = pos_skip.lookup(&serial);
+        if (ps) {
+            __sync_fetch_and_add(ps, ret);
+        } else {
+            u64 r = ret;
+            pos_skip.update(&serial, &r);
+        }
+    }
+    sys_args.delete(&pt);
+    return 1;
+}
 static __always_inline int sys_exit(void *ctx, s64 ret) {
     u64 pt = bpf_get_current_pid_tgid();
     struct sys_enter_t *s = sys_args.lookup(&pt);
     if (!s)
         return 0;
     u32 type = EV_SYS_EXIT, id = s->id;
+    s64 skipped = s->extra;
+    if (s->counted && host_io_counted(pt, id, s->fdv >> 8, s, ret))
+        return 0;
+    if (id >= SYS_READ && id <= SYS_WRITEV) {
+        u64 v = s->fdv;
+        if ((v & 0xff) == FD_DATA) {
+            /* bytes moved at the file position while counted: the reader advances it first */
+            u64 serial = v >> 8;
+            u64 *ps = pos_skip.lookup(&serial);
+            if (ps && *ps) {
+                skipped = *ps;
+                *ps = 0;
+            }
+        }
+    }
     if (id >= SYS_DUP) {
         /* descriptor bookkeeping: only successful calls change the table */
         if (ret < 0) {
@@ -331,45 +380,48 @@ static __always_inline int sys_exit(void *ctx, s64 ret) {
             return 0;
         }
         type = EV_FD;
+        u64 old = s->fdv;
+        int report = kind_named(old) || (!old && is_heir(pt));
         if (id == SYS_DUP) {
             u64 nk = fd_key(pt, ret);
-            if (is_nodata(pt, s->fd)) {
-                u8 one = 1;
-                nodata.update(&nk, &one);
-            } else {
-                nodata.delete(&nk);
-            }
+            report = report || kind_named(fd_kind(pt, ret));
+            if (old)
+                fdinfo.update(&nk, &old);
+            else
+                fdinfo.delete(&nk);
+        }
+        if (id == SYS_LSEEK && (old & 0xff) == FD_DATA) {
+            u64 serial = old >> 8;
+            pos_skip.delete(&serial);          /* the lseek's result is the position from now on */
+        }
+        if (!report && id != SYS_MMAP) {
+            sys_args.delete(&pt);
+            return 0;                          /* the reader never knew that descriptor */
         }
         if (id == SYS_MMAP) {
             u32 tgid = pt >> 32;
             u64 now = bpf_ktime_get_ns();
             mmap_data.update(&tgid, &now);
         }
-        id = id == SYS_DUP ? 2 : id == SYS_LSEEK ? 3 : 6;
+        id = id == SYS_DUP ? FDEV_DUP : id == SYS_LSEEK ? FDEV_LSEEK : FDEV_MMAP;
     }
-    struct event_t *e = events.ringbuf_reserve(sizeof(struct event_t));
+    struct event_t *e = reserve(pt, type, id);
     if (!e) {
-        count_drop();
         sys_args.delete(&pt);
         return 0;
     }
-    u64 now = bpf_ktime_get_ns();
+    u64 now = e->ts;
     e->ts = s->ts;
-    e->pid = pt >> 32;
-    e->tid = (u32)pt;
-    e->type = type;
-    e->id = id;
     if (type == EV_FD) {
         /* dup: a0 old fd, a1 new fd, a2 cloexec; lseek: a0 fd, a1 new position; mmap: a0 fd, a1 address, a2 length, a3 file offset */
         e->a[0] = s->fd; e->a[1] = ret; e->a[2] = s->count; e->a[3] = s->pos; e->a[4] = 0; e->a[5] = 0; e->a[6] = 0;
-        if (id == 3)
+        if (id == FDEV_LSEEK)
             e->a[2] = 0;
     } else {
-        e->a[0] = s->fd; e->a[1] = s->buf; e->a[2] = s->count; e->a[3] = s->pos; e->a[4] = s->extra;
+        e->a[0] = s->fd; e->a[1] = s->buf; e->a[2] = s->count; e->a[3] = s->pos; e->a[4] = skipped;
         e->a[5] = ret;
         e->a[6] = now - s->ts;                       /* syscall latency */
     }
-    bpf_get_current_comm(&e->comm, sizeof(e->comm));
     sys_args.delete(&pt);
     events.ringbuf_submit(e, 0);
     return 0;
@@ -516,37 +568,23 @@ TRACEPOINT_PROBE(io_uring, io_uring_complete) {
 
 /* ---- the descriptor table, from the kernel: paths are never looked up later (a reused fd number
  * can never be reported under its old file) ---------------------------------------------------- */
-static __always_inline int small_event(u32 type, u32 id, s64 a0, s64 a1) {
-    u64 pt = bpf_get_current_pid_tgid();
-    if (!is_traced(pt >> 32))
-        return 0;
-    struct event_t *e = events.ringbuf_reserve(sizeof(struct event_t));
-    if (!e) {
-        count_drop();
-        return 0;
-    }
-    e->ts = bpf_ktime_get_ns();
-    e->pid = pt >> 32;
-    e->tid = (u32)pt;
-    e->type = type;
-    e->id = id;
-    e->a[0] = a0; e->a[1] = a1; e->a[2] = 0; e->a[3] = 0; e->a[4] = 0; e->a[5] = 0; e->a[6] = 0;
-    bpf_get_current_comm(&e->comm, sizeof(e->comm));
-    events.ringbuf_submit(e, 0);
-    return 0;
-}
+static __always_inline int small_event(u32 type, u32 id, s64 a0, s64 a1) { return emit(0, type, id, a0, a1, 0, 0, 0, 0, 0); }
 static __always_inline int fd_event(u32 id, s64 a0, s64 a1) { return small_event(EV_FD, id, a0, a1); }
 TRACEPOINT_PROBE(syscalls, sys_enter_close) {
     u64 pt = bpf_get_current_pid_tgid();
+    if (!is_traced(pt >> 32))
+        return 0;
     u64 k = fd_key(pt, args->fd);
-    u8 *nd = nodata.lookup(&k);
-    if (nd) {
-        u8 named = *nd == 2;
-        nodata.delete(&k);
+    u64 *v = fdinfo.lookup(&k);
+    if (v) {
+        int named = kind_named(*v);
+        fdinfo.delete(&k);
         if (!named)
             return 0;            /* the reader never knew it: nothing to forget */
+    } else if (!is_heir(pt)) {
+        return 0;                /* opened before the trace, or not by an open the reader saw */
     }
-    return fd_event(1, args->fd, 0);
+    return fd_event(FDEV_CLOSE, args->fd, 0);
 }
 /* descriptors that are never file data: pipes, sockets, eventfds, epoll */
 static __always_inline int nodata_ret(s64 ret) {
@@ -560,6 +598,9 @@ TRACEPOINT_PROBE(syscalls, sys_exit_accept) { return nodata_ret(args->ret); }
 TRACEPOINT_PROBE(syscalls, sys_exit_accept4) { return nodata_ret(args->ret); }
 TRACEPOINT_PROBE(syscalls, sys_exit_eventfd2) { return nodata_ret(args->ret); }
 TRACEPOINT_PROBE(syscalls, sys_exit_epoll_create1) { return nodata_ret(args->ret); }
+TRACEPOINT_PROBE(syscalls, sys_exit_memfd_create) { return nodata_ret(args->ret); }
+TRACEPOINT_PROBE(syscalls, sys_exit_timerfd_create) { return nodata_ret(args->ret); }
+TRACEPOINT_PROBE(syscalls, sys_exit_inotify_init1) { return nodata_ret(args->ret); }
 BPF_HASH(pipe_args, u64, u64, 1024);
 TRACEPOINT_PROBE(syscalls, sys_enter_pipe2) {
     u64 pt = bpf_get_current_pid_tgid();
@@ -620,22 +661,7 @@ TRACEPOINT_PROBE(filemap, mm_filemap_add_to_page_cache) {
     struct inode_key_t ik = {args->s_dev, args->i_ino};
     if (!data_inodes.lookup(&ik) && bpf_ktime_get_ns() - *mt > 200000000ULL)
         return 0;
-    struct event_t *e = events.ringbuf_reserve(sizeof(struct event_t));
-    if (!e) {
-        count_drop();
-        return 0;
-    }
-    e->ts = bpf_ktime_get_ns();
-    e->pid = pt >> 32;
-    e->tid = (u32)pt;
-    e->type = EV_PAGES;
-    e->id = 0;
-    e->a[0] = args->s_dev; e->a[1] = args->i_ino; e->a[2] = args->index;
-    e->a[3] = 1 << args->order;
-    e->a[4] = 0; e->a[5] = 0; e->a[6] = 0;
-    bpf_get_current_comm(&e->comm, sizeof(e->comm));
-    events.ringbuf_submit(e, 0);
-    return 0;
+    return emit(args, EV_PAGES, 0, args->s_dev, args->i_ino, args->index, 1 << args->order, 0, 0, 0);
 }
 
 /* ---- process trees: children join the traced set in the kernel, before they run ---------------- */
@@ -646,8 +672,14 @@ TRACEPOINT_PROBE(sched, sched_process_fork) {
     u32 child = args->child_pid;
     u8 one = 1;
     traced.update(&child, &one);
+    /* the child holds the parent's descriptors under its own tgid, which the kernel map does not
+     * know: report its closes; and it has the parent's libraries mapped */
+    if (holders.lookup(&parent) || heirs.lookup(&parent))
+        heirs.update(&child, &one);
+    if (gpu_procs.lookup(&parent))
+        gpu_procs.update(&child, &one);
     /* the child's comm is the parent's until it execs */
-    return small_event(EV_PROC, 1, parent, child);
+    return small_event(EV_PROC, PROC_FORK, parent, child);
 }
 TRACEPOINT_PROBE(sched, sched_process_exec) {
     u64 pt = bpf_get_current_pid_tgid();
@@ -664,6 +696,7 @@ TRACEPOINT_PROBE(sched, sched_process_exec) {
 #endif
     if (!is_traced(pid))
         return 0;
+    gpu_procs.delete(&pid);                 /* a new program: CUDA libraries are opened again */
     struct open_t o = {};
     o.ts = bpf_ktime_get_ns();
     o.pid = pid;
@@ -681,12 +714,17 @@ TRACEPOINT_PROBE(sched, sched_process_exit) {
     u32 tgid = pt >> 32, tid = (u32)pt;
     if (tid != tgid) {
         traced.delete(&tid);                /* a thread of a traced process (fork added it) */
+        heirs.delete(&tid);
+        gpu_procs.delete(&tid);
         return 0;
     }
     if (!args->group_dead || !traced.lookup(&tgid))
         return 0;
-    small_event(EV_PROC, 3, tgid, 0);
+    small_event(EV_PROC, PROC_EXIT, tgid, 0);
     traced.delete(&tgid);
+    heirs.delete(&tgid);
+    holders.delete(&tgid);
+    gpu_procs.delete(&tgid);
     return 0;
 }
 
@@ -733,9 +771,10 @@ static __always_inline int open_exit(void *ctx, s64 ret) {
     o->fd = ret;
     o->flags = flags;
     o->dfd = dfd;
+    o->serial = 0;
     o->comm[0] = 0;
     int n = bpf_probe_read_user_str(&o->path, sizeof(o->path), (void *)fname);
-    int skip = 0, gpulib = 0;
+    int skip = 0, gpulib = 0, pseudo = 0;
     /* shared objects (".so" then "." or the end) are code, not data; "/libcu…" (libcufile, libcuda)
      * is still named so the reader can probe that copy */
     for (int i = 0; i < 250; i++) {
@@ -745,7 +784,7 @@ static __always_inline int open_exit(void *ctx, s64 ret) {
         if (c == '.' && o->path[i + 1] == 's' && o->path[i + 2] == 'o' && (o->path[i + 3] == 0 || o->path[i + 3] == '.'))
             skip = 1;
         if (c == '/' && o->path[i + 1] == 'l' && o->path[i + 2] == 'i' && o->path[i + 3] == 'b' && o->path[i + 4] == 'c' && o->path[i + 5] == 'u')
-            gpulib = 1;
+            gpulib = 1 + (o->path[i + 6] == 'd' || o->path[i + 6] == 'f');   /* 2: libcuda*, libcudart*, libcufile* */
     }
     /* Python sources are code, not data: ".py", ".pyc" endings */
     if (n > 4 && n < (int)sizeof(o->path)) {
@@ -759,14 +798,17 @@ static __always_inline int open_exit(void *ctx, s64 ret) {
     if (o->path[0] == '/' && ((o->path[1] == 'p' && o->path[2] == 'r' && o->path[3] == 'o' && o->path[4] == 'c') ||
                               (o->path[1] == 's' && o->path[2] == 'y' && o->path[3] == 's' && o->path[4] == '/') ||
                               (o->path[1] == 'd' && o->path[2] == 'e' && o->path[3] == 'v' && o->path[4] == '/')))
-        skip = 1;
+        skip = pseudo = 1;
+    /* and relative to a directory of theirs: libcufile's driver open walks sysfs so */
+    if (o->path[0] != '/' && dfd >= 0 && (fd_kind(pt, dfd) & 0xff) == FD_PSEUDO)
+        skip = pseudo = 1;
     /* /proc/self/fd/N and /proc/PID/fd/N re-open the file another descriptor has open (the sweep
      * drops O_NOFOLLOW this way; fio and kvikio are handed its file so): file data, which the
      * reader names after the descriptor it re-opens */
-    if (skip && !(flags & (0200000 | 010000000)) && o->path[1] == 'p' && o->path[5] == '/') {  /* not O_DIRECTORY/O_PATH walks */
+    if (skip && !(flags & (0200000 | 010000000)) && o->path[0] == '/' && o->path[1] == 'p' && o->path[5] == '/') {  /* not O_DIRECTORY/O_PATH walks */
         if (o->path[6] == 's' && o->path[7] == 'e' && o->path[8] == 'l' && o->path[9] == 'f' && o->path[10] == '/' &&
             o->path[11] == 'f' && o->path[12] == 'd' && o->path[13] == '/')
-            skip = 0;
+            skip = pseudo = 0;
         u8 j = 6;
         for (int i = 0; i < 10; i++) {
             char c = o->path[j];
@@ -775,38 +817,43 @@ static __always_inline int open_exit(void *ctx, s64 ret) {
             j++;
         }
         if (j > 6 && j < 20 && o->path[j] == '/' && o->path[j + 1] == 'f' && o->path[j + 2] == 'd' && o->path[j + 3] == '/')
-            skip = 0;
+            skip = pseudo = 0;
     }
-    u64 k = fd_key(pt, ret);
+    if (gpulib == 2) {
+        u32 tgid = pt >> 32;
+        gpu_procs.update(&tgid, &one);   /* its I/O is sent one by one from now on (a CUDA copy may follow) */
+    }
     /* directories and O_PATH descriptors carry no file data (libcufile walks sysfs with tens of
      * thousands of openat(dirfd, "..") / O_PATH opens on start-up); one opened by an absolute path
-     * is still named (nodata value 2: its close is reported), so files opened relative to it can be */
+     * is still named (its close is reported), so files opened relative to it can be */
     if (!skip && (flags & (0200000 | 010000000))) {
         if (o->path[0] == '/') {
-            u8 two = 2;
-            nodata.update(&k, &two);
+            set_fd(pt, ret, FD_NAMEDDIR);
             opens.ringbuf_submit(o, 0);
             return 0;
         }
         skip = 1;
     }
     if (skip) {
-        nodata.update(&k, &one);
-        if (!(skip && gpulib)) {
-            /* not data, but the fd number now means something else: say so in a small record */
+        /* not data: recorded here only (its reads, writes, mmaps and close then emit nothing); a
+         * libcufile/libcuda copy is still named so the reader can probe it */
+        set_fd(pt, ret, pseudo ? FD_PSEUDO : FD_NODATA);
+        if (!gpulib) {
             opens.ringbuf_discard(o, 0);
-            return fd_event(5, ret, 0);
+            return 0;
         }
     } else {
-        nodata.delete(&k);
+        u64 serial = next_serial();
+        o->serial = serial;
+        set_fd(pt, ret, FD_DATA | serial << 8);
     }
     opens.ringbuf_submit(o, 0);
     return 0;
 }
+/* One program for the four exits (their records have the same layout: ret after the syscall
+ * number): the path checks cost the verifier 1-2 s per copy on the dev VM, so bpf.py attaches this
+ * one to sys_exit_open, sys_exit_creat and sys_exit_openat2 too (SHARED_TRACEPOINTS). */
 TRACEPOINT_PROBE(syscalls, sys_exit_openat) { return open_exit(args, args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_exit_open) { return open_exit(args, args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_exit_creat) { return open_exit(args, args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_exit_openat2) { return open_exit(args, args->ret); }
 
 /* ---- block layer: which device served the bytes (with --block: two events per request) --------- */
 #if TRACE_BLOCK

@@ -12,22 +12,8 @@
  */
 #include <uapi/linux/ptrace.h>
 
-#define K_MAP_SG 1
-#define K_DMA_MAP_SG 2
-#define K_ITER_START 3
-#define K_GET_DMA 4
-#define K_P2PDMA_SEGMENT 5
-#define K_IO_START 6
-
-struct kev_t {
-    u64 ts;
-    u32 pid;
-    u32 tid;
-    u32 type;   /* 10 = kernel probe */
-    u32 id;
-    s64 a[7];
-    char comm[16];
-};
+/* K_* ids, EV_KPROBE and struct kev_t (the layout of event_t) come from gdsdiag/trace/eventdefs.py */
+/*EVENTDEFS*/
 BPF_PERF_OUTPUT(kevents);
 
 static __always_inline int kemit(struct pt_regs *ctx, u32 id, s64 ret) {
@@ -36,7 +22,7 @@ static __always_inline int kemit(struct pt_regs *ctx, u32 id, s64 ret) {
     e.ts = bpf_ktime_get_ns();
     e.pid = pt >> 32;
     e.tid = (u32)pt;
-    e.type = 10;
+    e.type = EV_KPROBE;
     e.id = id;
     e.a[0] = ret;
     bpf_get_current_comm(&e.comm, sizeof(e.comm));

@@ -263,7 +263,7 @@ def _trace(tmp_path, *cmd):
     # in tmp_path: libcufile writes its cufile.log into the working directory
     env = {**os.environ, "PYTHONPATH": os.path.dirname(HERE) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     r = subprocess.run(
-        [sys.executable, "-m", "gdsdiag", "trace", "--json", "--record", str(rec), "--", *cmd],
+        [sys.executable, "-m", "gdsdiag", "trace", "--json", "--per-io", "--record", str(rec), "--", *cmd],
         capture_output=True,
         text=True,
         timeout=300,
@@ -322,10 +322,10 @@ def test_live_uprobes_and_usdt_fire_on_the_real_libcufile(tmp_path):
 
 @live
 def test_kernel_probe_programs_load_through_the_verifier():
-    from gdsdiag.trace.bpf import import_bcc, probe_source, program_text
+    from gdsdiag.trace.bpf import import_bcc, kprobes_text, program_text
 
     bcc = import_bcc()
-    b = bcc.BPF(text=probe_source("nvfs_kprobes.c"))
+    b = bcc.BPF(text=kprobes_text())
     for fn in (
         "kret_nvfs_blk_rq_map_sg",
         "kret_nvfs_dma_map_sg_attrs",

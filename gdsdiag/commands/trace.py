@@ -28,24 +28,53 @@ from ..errors import EXIT_OK, EXIT_WARN, GdsdiagError, refuse_existing
 )
 @click.option("--duration", type=float, help="Stop after this many seconds.")
 @click.option("--path", "path_filter", metavar="DIR", help="Only report I/O to files under DIR.")
+@click.option("--json", "as_json", is_flag=True, help="JSON lines: one per I/O, then a summary.")
 @click.option(
     "--libcufile",
     "libcufile_path",
     metavar="PATH",
     help="Compile USDT probes for this libcufile (default: the bindings' copy and those running processes map; every copy a traced process maps gets uprobes).",
 )
-@click.option("--json", "as_json", is_flag=True, help="JSON lines: one per I/O, then a summary.")
 @click.option("--record", "record_path", metavar="FILE", help="Keep the raw events (JSON lines) for --replay.")
 @click.option("--replay", "replay_path", metavar="FILE", help="Re-analyse a recording (no root or bcc needed).")
 @click.option(
     "--block", is_flag=True, help="Also record block-layer requests (device, sector, latency): two more events per I/O."
 )
+@click.option(
+    "--per-io",
+    is_flag=True,
+    help="A line for every host I/O too (by default the kernel counts the file I/O of processes without CUDA "
+    "per file, syscall and size, which costs far less per I/O).",
+)
+@click.option(
+    "--ebpf", is_flag=True, help="Print the eBPF program these options would load (generated C, for bcc) and exit."
+)
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
-def trace(pids, cgroup, comm, duration, path_filter, libcufile_path, as_json, record_path, replay_path, block, cmd):
+def trace(
+    pids,
+    cgroup,
+    comm,
+    duration,
+    path_filter,
+    libcufile_path,
+    as_json,
+    record_path,
+    replay_path,
+    block,
+    per_io,
+    ebpf,
+    cmd,
+):
     """Per-I/O route verdicts, live: NVFS / P2PDMA / RDMA (P2P), PEER_GPU, COMPAT, DRAM_BOUNCE or
     HOST (off the GPU data path), with the evidence each came from. Trace a command and all it starts
     (gdsdiag trace -- python3 app.py), --pid trees, a --cgroup, a --comm, or everything. Needs root
     and bcc; --replay works anywhere."""
+    if ebpf:
+        from ..trace.bpf import ebpf_text
+
+        selective = bool(cmd or pids or comm or cgroup)
+        sys.stdout.write(ebpf_text(libcufile_path, selective, block, cgroup, comm, per_io))
+        sys.exit(EXIT_OK)
     from rich.console import Console
 
     from ..render.trace_out import LinePrinter, render_summary
@@ -78,6 +107,7 @@ def trace(pids, cgroup, comm, duration, path_filter, libcufile_path, as_json, re
                 cgroup,
                 comm,
                 on_status=lambda m: console.print(m, style="dim"),
+                per_io=per_io,
             )
         render_summary(console, res, as_json)
         if getattr(res, "stopped_by", None):  # Ctrl-C / TERM / HUP mid-trace: summary shown, then 130/143/129

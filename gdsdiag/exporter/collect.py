@@ -171,12 +171,19 @@ class TraceCounters:
         self.limit = limit
 
     def __call__(self, v) -> None:
+        self._add(v.route, v.comm, v.op, 1, max(v.size, 0))
+
+    def add_counted(self, row: dict) -> None:
+        """A counter of host I/O the kernel kept (gdsdiag/trace/counted.py): many I/Os at once."""
+        self._add(row["route"], row["comm"], row["op"], row["count"], row["bytes"])
+
+    def _add(self, route, comm, op, n: int, nbytes: int) -> None:
         with self.lock:
-            comm = v.comm if v.comm in self.comms or len(self.comms) < self.limit else "other"
+            comm = comm if comm in self.comms or len(self.comms) < self.limit else "other"
             self.comms.add(comm) if comm != "other" else None
-            key = (v.route, comm, v.op)
-            self.ios[key] += 1
-            self.bytes[key] += max(v.size, 0)
+            key = (route, comm, op)
+            self.ios[key] += n
+            self.bytes[key] += nbytes
 
     def families(self) -> list:
         ios = CounterMetricFamily(

@@ -91,7 +91,7 @@ def render_summary(console: Console, res, as_json: bool) -> None:
         sys.stdout.write(json.dumps(res.summary_json()) + "\n")
         return
     console.print()
-    if not res.verdicts:
+    if not res.verdicts and not getattr(res, "counted", []):
         console.print("no cuFile or file I/O seen", style="yellow")
     for route, s in res.summary.items():
         sub = f" ({', '.join(s['subtypes'])})" if s["subtypes"] else ""
@@ -99,7 +99,8 @@ def render_summary(console: Console, res, as_json: bool) -> None:
         p99 = f"{s['p99_us']:.0f}" if s["p99_us"] is not None else "-"
         console.print(
             Text(
-                f"{route}{sub}: {s['count']} I/Os, {_size(s['bytes'])}, p50 {p50} µs, p99 {p99} µs",
+                f"{route}{sub}: {s['count']} I/Os, {_size(s['bytes'])}, p50 {p50} µs, p99 {p99} µs"
+                + (f" ({s['counted_in_kernel']} counted in the kernel)" if s.get("counted_in_kernel") else ""),
                 style=f"bold {_STYLE.get(route, '')}",
             )
         )
@@ -110,6 +111,23 @@ def render_summary(console: Console, res, as_json: bool) -> None:
             for lo, hi, c in hist:
                 bar = "*" * int(40 * c / top)
                 console.print(f"{lo:>10} -> {hi:<10} : {c:<8} |{bar:<40}|", markup=False)
+    counted = getattr(res, "counted", [])
+    if counted:
+        console.print(
+            f"host I/O counted in the kernel (processes without CUDA; --per-io for a line each): "
+            f"{sum(r['count'] for r in counted)} I/Os",
+            style="bold dim",
+        )
+        for r in counted[:40]:
+            mean = f"{r['mean_latency_us']:.1f}" if r["mean_latency_us"] is not None else "-"
+            console.print(
+                f"  {r['comm'][:14] + '/' + str(r['pid']):22} {r['api']:9} {r['path']}  {r['count']} x {r['size_class']}"
+                f" = {_size(r['bytes'])}, mean {mean} µs" + (f", {r['errors']} errors" if r["errors"] else ""),
+                markup=False,
+                style="dim",
+            )
+        if len(counted) > 40:
+            console.print(f"  … {len(counted) - 40} more (all in --json)", style="dim")
     if res.processes:
         console.print("processes:", style="bold")
         for p in res.processes:

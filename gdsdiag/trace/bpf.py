@@ -13,6 +13,7 @@ import sys
 import time
 
 from ..errors import GdsdiagError
+from .eventdefs import AIO_MAX, BATCH_MAX, EVENT_SIZE, EVENT_STRUCT, FD_KINDS, OPEN_FIELDS, OPEN_STRUCT, c_defines
 from .events import API_NAMES, FD_NAMES, KINDS, KPROBE_NAMES, PROC_NAMES, SYS_NAMES, Event
 
 # USDT probes that name the route, with the argument count seen in libcufile 1.15 (x86-64).
@@ -115,9 +116,6 @@ def kprobes_available() -> bool:
 USDT_ARGS_USED = {"cufio_core:cufio_px_read": 3, "cufio_core:cufio_px_write": 3}
 
 
-BATCH_MAX = 8
-
-
 def _batch_blocks() -> str:
     """One explicit block per batch request, each one read of the 64-byte CUfileIOParams_t (fh@40,
     devPtr_base@8, size@32, file_offset@16, cookie@56, opcode@48): one read per request instead of
@@ -132,9 +130,6 @@ def _batch_blocks() -> str:
         events.ringbuf_output(&e, sizeof(e), 0);
     }}""")
     return "\n".join(out)
-
-
-AIO_MAX = 8
 
 
 def _aio_blocks() -> str:
@@ -160,17 +155,49 @@ def _comm_match(comm: str | None) -> tuple[int, str]:
 
 
 def program_text(
-    trace_all: bool, block: bool = False, cgroup: tuple[int, int] | None = None, comm: str | None = None
+    trace_all: bool,
+    block: bool = False,
+    cgroup: tuple[int, int] | None = None,
+    comm: str | None = None,
+    per_io: bool = False,
 ) -> str:
     src = probe_source("cufile_trace.c")
     cg_id, cg_level = cgroup or (0, 0)
     n, match = _comm_match(comm)
     defs = (
         f"#define TRACE_ALL {1 if trace_all else 0}\n#define TRACE_BLOCK {1 if block else 0}\n"
+        f"#define PER_IO {1 if per_io else 0}\n"
         f"#define CGROUP_ID {cg_id}ULL\n#define CGROUP_LEVEL {cg_level}\n#define COMM_LEN {n}\n#define COMM_MATCH {match}\n"
     )
-    src = src.replace("#define EV_API_ENTER", defs + "#define EV_API_ENTER", 1)
+    src = src.replace("/*EVENTDEFS*/", c_defines() + defs, 1)
     return src.replace("/*BATCH_BLOCKS*/", _batch_blocks()).replace("/*AIO_BLOCKS*/", _aio_blocks())
+
+
+def kprobes_text() -> str:
+    return probe_source("nvfs_kprobes.c").replace("/*EVENTDEFS*/", c_defines("kev_t", opens=False), 1)
+
+
+def ebpf_text(
+    libcufile: str | None, selective: bool, block: bool, cgroup: str | None, comm: str | None, per_io: bool
+) -> str:
+    """The program a trace with these options compiles (before it is running: USDT handlers for the
+    --libcufile copy or the bindings' one; copies that traced processes map add handlers of the
+    same generator), as bcc's tools print with --ebpf."""
+    from .procs import cgroup_target
+
+    if libcufile:
+        libs = [libcufile]
+    else:
+        from ..platform.libcufile import locate
+
+        libs = [p for p in [locate().path] if p]
+    cg = cgroup_target(cgroup)[:2] if cgroup else None
+    p = Probes(libs, [], trace_all=not selective, block=block, cgroup=cg, comm=comm, per_io=per_io, load=False)
+    return (
+        p.src
+        + "\n/* ---- nvfs_kprobes.c: loaded too where nvidia-fs / P2PDMA symbols and kprobes exist ---- */\n"
+        + kprobes_text()
+    )
 
 
 def _kernel_headers_hint(msg: str) -> GdsdiagError:
@@ -183,6 +210,14 @@ def _kernel_headers_hint(msg: str) -> GdsdiagError:
 
 
 _TS = operator.attrgetter("ts")
+_OpenRecord = __import__("collections").namedtuple("_OpenRecord", [f for f, *_ in OPEN_FIELDS])
+FD_PSEUDO, FD_DATA = dict(FD_KINDS)["FD_PSEUDO"], dict(FD_KINDS)["FD_DATA"]
+# tracepoints served by another's program (same record layout), verified once: (tracepoint, program)
+SHARED_TRACEPOINTS = [
+    (f"syscalls:sys_exit_{name}", "tracepoint__syscalls__sys_exit_openat") for name in ("open", "creat", "openat2")
+]
+RAW_BACKLOG = 1_000_000  # records held undecoded at most (~130 MiB)
+ADOPTED_SERIAL = 1 << 52  # serials of descriptors adopted from /proc (the kernel's count from 1 << 12)
 
 
 class Probes:
@@ -190,7 +225,7 @@ class Probes:
 
     def __init__(
         self,
-        libcufile: str | None,
+        libcufile: str | list[str] | None,
         pids: list[int],
         trace_all: bool,
         want_kprobes: bool = True,
@@ -199,9 +234,11 @@ class Probes:
         comm: str | None = None,
         cmd: list[str] | None = None,
         preattach: bool = True,
+        per_io: bool = False,
+        load: bool = True,
     ):
-        bcc = import_bcc()
-        self.bcc = bcc
+        """Generate the program (USDT handlers for the libcufile copies given), compile, load and
+        attach it; with load=False only generate it (``self.src``: --ebpf, no root or bcc needed)."""
         self.attached: list[str] = []
         self.failed: list[str] = []
         self.lost = 0
@@ -211,7 +248,7 @@ class Probes:
         self.usdt_names: dict[int, str] = {}
         self.timing: dict[str, float] = {}
         t = time.monotonic()
-        src = program_text(trace_all, block, cgroup, comm)
+        src = program_text(trace_all, block, cgroup, comm, per_io)
         self.libcufile = libcufile
         self.libraries: list[dict] = []  # every libcufile / libcuda copy probed: path, kind, probes, pids
         self._lib_keys: dict[tuple[int, int], dict] = {}
@@ -230,11 +267,18 @@ class Probes:
                 "libcufile not found: no cuFile probes until a traced process maps one (syscall tracepoints meanwhile)"
             )
         self.timing["usdt_s"] = round(time.monotonic() - t, 2)
+        self.src = src
+        if not load:
+            return
+        bcc = import_bcc()
+        self.bcc = bcc
         t = time.monotonic()
-        try:
-            self.b = bcc.BPF(text=src, cflags=["-Wno-macro-redefined"])
-        except Exception as e:
-            raise _kernel_headers_hint(str(e)) from None
+        self.b = self._compile_or_cached(bcc, src)
+        for tp, fn in SHARED_TRACEPOINTS:
+            try:  # (a kernel without the syscall, e.g. open/creat on arm64, has no tracepoint for it)
+                self.b.attach_tracepoint(tp=tp, fn_name=fn)
+            except Exception as e:
+                self.failed.append(f"tracepoint {tp}: {e}")
         self.timing["compile_load_s"] = round(time.monotonic() - t, 2)
         t = time.monotonic()
         self.attached += [
@@ -265,9 +309,11 @@ class Probes:
         if want_kprobes:
             self._kprobes()
         self.timing["attach_s"] = round(time.monotonic() - t, 2)
-        self.b["events"].open_ring_buffer(self._on_event)
-        self._ev_ptr = None
+        self._raw: list[bytes] = []  # event records as they came, decoded in one pass per poll
+        self._backlog_lost = 0
         self._comms: dict[bytes, str] = {}
+        self._adopt_serial = ADOPTED_SERIAL
+        self.b["events"].open_ring_buffer(self._on_event)
         self.b["opens"].open_ring_buffer(self._on_open)
         if self.kb is not None:
             self.kb["kevents"].open_perf_buffer(self._on_kevent, page_cnt=64, lost_cb=self._on_lost)
@@ -284,6 +330,33 @@ class Probes:
             out = []
         self.timing["preattach_search_s"] = round(time.monotonic() - t, 2)
         return out
+
+    def _compile_or_cached(self, bcc, src: str):
+        """bcc's compile of the program, or the same program loaded from the cache of an earlier
+        compile (bpfcache.py: same text, kernel and bcc); a compile fills the cache."""
+        from . import bpfcache
+
+        cflags = ["-Wno-macro-redefined"]
+        k = bpfcache.key(src, cflags, str(getattr(bcc, "__version__", "?"))) if bpfcache.enabled() else None
+        doc = bpfcache.load(k) if k else None
+        if doc is not None:
+            try:
+                b = bpfcache.cached_bpf(bcc, doc)
+                self.timing["cached"] = True
+                return b
+            except Exception as e:  # the kernel refused it: compile as if there were no cache
+                self.failed.append(f"compiled-program cache not used ({e}); compiled instead")
+        try:
+            b = bcc.BPF(text=src, cflags=cflags)
+        except Exception as e:
+            raise _kernel_headers_hint(str(e)) from None
+        self.timing["cached"] = False
+        if k:
+            try:
+                bpfcache.save(b, k)
+            except Exception as e:  # never a reason to stop the trace
+                self.failed.append(f"compiled-program cache not written: {e}")
+        return b
 
     def _usdt_notes(self, lib: str) -> list:
         from ..platform.libcufile import read_usdt_notes
@@ -310,7 +383,7 @@ class Probes:
         the arguments read), shared with any copy of the same build."""
         from .usdt import UnsupportedSpec, handler, layout
 
-        out = []
+        out: list[str] = []
         for site in self._usdt_notes(lib):
             lay = layout(site, USDT_ARGS_USED.get(site.key, 0))
             if lay in self._layouts:
@@ -397,6 +470,9 @@ class Probes:
             return
         for p in paths:
             base = os.path.basename(p)
+            if base.startswith(("libcufile.so", "libcuda.so", "libcudart.so")):
+                # a process with CUDA mapped: its host I/O is sent one by one (a copy may follow)
+                self.b["gpu_procs"][ctypes.c_uint32(pid)] = ctypes.c_uint8(1)
             if base.startswith(("libcufile.so", "libcuda.so")) and not p.endswith(" (deleted)"):
                 self.attach_library(p, pid)
 
@@ -471,7 +547,7 @@ class Probes:
         if not kprobes_available():
             self.failed.append("nvidia-fs / P2PDMA kernel probes: this kernel has no kprobes")
             return
-        self.kb = self.bcc.BPF(text=probe_source("nvfs_kprobes.c"))
+        self.kb = self.bcc.BPF(text=kprobes_text())
         for sym, fn, ret in present:
             if not sym:
                 continue
@@ -496,46 +572,75 @@ class Probes:
             if info is None:
                 continue
             self._events.append(Event(ts, pid, pid, "proc", "adopt", [info.ppid], info.comm, info.exe))
+            # descriptors it opened before the trace: the kernel learns their kinds here, and that
+            # this process may hold others it never saw opened (their closes are reported)
+            self.b["heirs"][ctypes.c_uint32(pid)] = ctypes.c_uint8(1)
             for fd, path, pos, flags, dev, ino in open_files(pid):
                 self.add_data_inode(dev, ino)
-                self._events.append(Event(ts, pid, pid, "open", "adopted", [fd, flags, pos, dev, ino], info.comm, path))
+                serial = 0
+                if path.startswith(("/proc/", "/sys/", "/dev/")):
+                    kind = FD_PSEUDO
+                else:
+                    self._adopt_serial += 1
+                    serial = self._adopt_serial
+                    kind = FD_DATA | serial << 8
+                self.b["fdinfo"][ctypes.c_uint64(pid << 32 | fd)] = ctypes.c_uint64(kind)
+                self._events.append(
+                    Event(ts, pid, pid, "open", "adopted", [fd, flags, pos, dev, ino, -100, serial], info.comm, path)
+                )
 
     def _on_event(self, ctx, data, size) -> None:
-        # the hot path: one cast (the record type bcc derived, looked up once), no per-event table lookup
-        if self._ev_ptr is None:
-            t = self.b["events"]
-            r = t.event(data)
-            self._ev_ptr = ctypes.POINTER(t._event_class)
+        # the hot path: keep the bytes; poll() decodes them all at once
+        if len(self._raw) < RAW_BACKLOG:
+            self._raw.append(ctypes.string_at(data, size))
         else:
-            r = ctypes.cast(data, self._ev_ptr).contents
-        kind = KINDS.get(r.type, str(r.type))
-        args = list(r.a)
-        if kind == "usdt":
-            name = self.usdt_names.get(r.id, f"usdt#{r.id}")
-            args = args[: min(args[6], 6)] if args[6] else []
-        elif kind == "sys_exit":
-            name = SYS_NAMES.get(r.id, str(r.id))
-        elif kind in ("fd", "proc"):
-            name = (FD_NAMES if kind == "fd" else PROC_NAMES).get(r.id, str(r.id))
-        elif kind == "pages":
-            name = "page_cache_fill"
-        elif kind in ("blk_issue", "blk_done"):
-            name = "block_rq_issue" if kind == "blk_issue" else "block_rq_complete"
-        else:
-            name = API_NAMES.get(r.id, str(r.id))
-        comm = self._comms.get(r.comm)
-        if comm is None:
-            comm = self._comms[r.comm] = r.comm.decode(errors="replace")
-        path = None
-        if kind == "handle" and r.id == 7:  # cuFileHandleRegister (rare): the fd's file as it is now
-            path = _fd_path(r.pid, args[1])
-        self._events.append(Event(r.ts, r.pid, r.tid, kind, name, args, comm, path))
+            self._backlog_lost += 1  # (~100 MiB waiting: dropped as the full ring would, and counted)
+
+    def drain(self) -> None:
+        """Move what the kernel has written into memory now, without waiting and without decoding
+        (the live loop calls it between chunks of classification, so bursts do not overflow the ring)."""
+        self.b.ring_buffer_consume()
+
+    def _decode(self) -> None:
+        """Every record taken since the last poll, decoded in one struct.iter_unpack pass over their
+        bytes (no per-field ctypes access)."""
+        raw, self._raw = self._raw, []
+        if not raw:
+            return
+        buf = b"".join(r if len(r) == EVENT_SIZE else r[:EVENT_SIZE].ljust(EVENT_SIZE, b"\0") for r in raw)
+        comms = self._comms
+        out = self._events
+        usdt = self.usdt_names
+        for ts, pid, tid, typ, rid, a0, a1, a2, a3, a4, a5, a6, craw in EVENT_STRUCT.iter_unpack(buf):
+            kind = KINDS.get(typ, str(typ))
+            args = [a0, a1, a2, a3, a4, a5, a6]
+            if kind == "sys_exit":
+                name = SYS_NAMES.get(rid, str(rid))
+            elif kind == "usdt":
+                name = usdt.get(rid, f"usdt#{rid}")
+                args = args[: min(a6, 6)] if a6 else []
+            elif kind in ("fd", "proc"):
+                name = (FD_NAMES if kind == "fd" else PROC_NAMES).get(rid, str(rid))
+            elif kind == "pages":
+                name = "page_cache_fill"
+            elif kind in ("blk_issue", "blk_done"):
+                name = "block_rq_issue" if kind == "blk_issue" else "block_rq_complete"
+            else:
+                name = API_NAMES.get(rid, str(rid))
+            comm = comms.get(craw)
+            if comm is None:
+                comm = comms[craw] = craw.split(b"\0", 1)[0].decode(errors="replace")
+            path = None
+            if kind == "handle" and rid == 7:  # cuFileHandleRegister (rare): the fd's file as it is now
+                path = _fd_path(pid, a1)
+            out.append(Event(ts, pid, tid, kind, name, args, comm, path))
 
     def _on_open(self, ctx, data, size) -> None:
-        r = self.b["opens"].event(data)
-        path = r.path.decode(errors="replace")
+        r = _OpenRecord(*OPEN_STRUCT.unpack_from(ctypes.string_at(data, OPEN_STRUCT.size)))
+        path = r.path.split(b"\0", 1)[0].decode(errors="replace")
         if r.fd == -2:
-            self._events.append(Event(r.ts, r.pid, r.tid, "proc", "exec", [], r.comm.decode(errors="replace"), path))
+            comm = r.comm.split(b"\0", 1)[0].decode(errors="replace")
+            self._events.append(Event(r.ts, r.pid, r.tid, "proc", "exec", [], comm, path))
             return
         if path and not path.startswith("/"):
             # relative to the cwd or to a directory fd (directory fds are not traced: they carry no
@@ -557,7 +662,9 @@ class Probes:
                 self.add_data_inode(dev, ino)
             except OSError:
                 pass
-        self._events.append(Event(r.ts, r.pid, r.tid, "open", "openat", [r.fd, r.flags, 0, dev, ino, r.dfd], "", path))
+        self._events.append(
+            Event(r.ts, r.pid, r.tid, "open", "openat", [r.fd, r.flags, 0, dev, ino, r.dfd, r.serial], "", path)
+        )
 
     def add_data_inode(self, dev: int, ino: int) -> None:
         """Page-cache fills of this file count (the kernel drops those of other files)."""
@@ -591,8 +698,9 @@ class Probes:
         them with final=True)."""
         self.b.ring_buffer_poll(timeout=timeout_ms)
         self.b.ring_buffer_consume()
+        self._decode()
         try:
-            self.lost = int(self.b["drops"][0].value) + self._perf_lost
+            self.lost = int(self.b["drops"][0].value) + self._perf_lost + self._backlog_lost
         except Exception:
             pass
         if self.kb is not None:
@@ -606,6 +714,38 @@ class Probes:
         i = bisect.bisect_right(list(map(_TS, evs)), time.monotonic_ns() - self.REORDER_NS)
         self._held = evs[i:]
         return evs[:i]
+
+    def counted_host_io(self) -> list[Event]:
+        """The host I/O the kernel counted instead of sending (hostagg), one "counted" event per
+        (process, open, syscall, size class): args [serial, size class, count, bytes, errors,
+        latency ns, first ts, last ts]; the reader names the file by the open's serial."""
+        out: list[Event] = []
+        try:
+            items = list(self.b["hostagg"].items())
+        except Exception:
+            return out
+        for k, v in items:
+            out.append(
+                Event(
+                    int(v.last_ts),
+                    int(k.tgid),
+                    int(k.tgid),
+                    "counted",
+                    SYS_NAMES.get(int(k.id), str(k.id)),
+                    [
+                        int(k.serial),
+                        int(k.bucket),
+                        int(v.count),
+                        int(v.bytes),
+                        int(v.errors),
+                        int(v.lat_ns),
+                        int(v.first_ts),
+                        int(v.last_ts),
+                    ],
+                )
+            )
+        out.sort(key=_TS)
+        return out
 
     def close(self) -> None:
         for b in (self.b, self.kb):

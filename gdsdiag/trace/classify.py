@@ -374,6 +374,7 @@ class Classifier:
             if name in POSITIONED:
                 off = a[3]
             else:
+                d.pos += a[4]  # bytes moved at the position while the kernel counted them (record v3)
                 off = -1 if (d.append and op == "write") else d.pos
                 if ret > 0:
                     d.pos = (d.pos + ret) if off >= 0 else d.pos

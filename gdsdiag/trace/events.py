@@ -6,82 +6,18 @@ import json
 from dataclasses import dataclass, field
 
 from ..errors import GdsdiagError
+from . import eventdefs
 
-# ids used by probes/cufile_trace.c
-(
-    EV_API_ENTER,
-    EV_API_EXIT,
-    EV_USDT,
-    EV_SYS_ENTER,
-    EV_SYS_EXIT,
-    EV_BLK_ISSUE,
-    EV_BLK_DONE,
-    EV_HANDLE,
-    EV_BATCH_REQ,
-    EV_KPROBE,
-) = range(1, 11)
+# ids used by probes/cufile_trace.c and nvfs_kprobes.c: generated into them from eventdefs.py
+EV_API_ENTER, EV_API_EXIT, EV_USDT, EV_SYS_ENTER, EV_SYS_EXIT = 1, 2, 3, 4, 5
+EV_BLK_ISSUE, EV_BLK_DONE, EV_HANDLE, EV_BATCH_REQ, EV_KPROBE = 6, 7, 8, 9, 10
 EV_PROC, EV_FD, EV_PAGES = 11, 12, 13
-KINDS = {
-    EV_API_ENTER: "api_enter",
-    EV_API_EXIT: "api_exit",
-    EV_USDT: "usdt",
-    EV_SYS_EXIT: "sys_exit",
-    EV_BLK_ISSUE: "blk_issue",
-    EV_BLK_DONE: "blk_done",
-    EV_HANDLE: "handle",
-    EV_BATCH_REQ: "batch_req",
-    EV_KPROBE: "kprobe",
-    EV_PROC: "proc",
-    EV_FD: "fd",
-    EV_PAGES: "pages",
-}
-API_NAMES = {
-    1: "cuFileRead",
-    2: "cuFileWrite",
-    3: "cuFileReadAsync",
-    4: "cuFileWriteAsync",
-    5: "cuFileBatchIOSubmit",
-    6: "cuFileBatchIOGetStatus",
-    7: "cuFileHandleRegister",
-    8: "cuFileHandleDeregister",
-    9: "cuFileBufRegister",
-    10: "cuFileDriverOpen",
-    11: "cuFileGetVersion",
-    12: "cuMemcpy",
-}
-SYS_NAMES = {
-    1: "pread64",
-    2: "pwrite64",
-    3: "preadv",
-    4: "pwritev",
-    5: "preadv2",
-    6: "pwritev2",
-    7: "ioctl",
-    8: "io_submit",
-    9: "io_uring_enter",
-    10: "read",
-    11: "write",
-    12: "readv",
-    13: "writev",
-    14: "copy_file_range",
-    15: "sendfile",
-    16: "splice",
-    17: "io_uring",
-    18: "aio",
-}
-# descriptor-table events: close (a0 fd), dup (a0 old, a1 new, a2 cloexec), lseek (a0 fd, a1 new position),
-# unnamed_open (a0 fd: a library, /proc … file whose path is not sent), mmap (a0 fd, a1 address, a2 length, a3 offset)
-FD_NAMES = {1: "close", 2: "dup", 3: "lseek", 5: "unnamed_open", 6: "mmap"}
-# process events: fork (a0 parent, a1 child), exit (a0 pid); exec and adopt come with a path (the program)
-PROC_NAMES = {1: "fork", 2: "exec", 3: "exit"}
-KPROBE_NAMES = {
-    1: "nvfs_blk_rq_map_sg",
-    2: "nvfs_dma_map_sg_attrs",
-    3: "nvfs_blk_rq_dma_map_iter_start",
-    4: "nvfs_get_dma",
-    5: "pci_p2pdma_map_segment",
-    6: "nvfs_io_start_op",
-}
+KINDS = {v: kind for _, v, kind in eventdefs.KINDS if kind != "sys_enter"}
+API_NAMES = eventdefs.names(eventdefs.API)
+SYS_NAMES = eventdefs.names(eventdefs.SYSCALLS)
+FD_NAMES = eventdefs.names(eventdefs.FD_EVENTS)
+PROC_NAMES = eventdefs.names(eventdefs.PROC_EVENTS)
+KPROBE_NAMES = eventdefs.names(eventdefs.KPROBE_EVENTS)
 NVFS_IOCTLS = {
     0x40047401: "NVFS_IOCTL_REMOVE",
     0x40047402: "NVFS_IOCTL_READ",
@@ -95,7 +31,10 @@ NVFS_IOCTLS = {
 
 # 2: v-form syscalls carry the first iovec's base address (a1), not the iovec array's; opens carry
 # [fd, flags, position]; fd/proc/pages events and read/write/io_uring/aio exist
-RECORD_VERSION = 2
+# 3: opens carry [fd, flags, position, dev, ino, dirfd, serial]; read/write/readv/writev carry in a4
+# the bytes moved at the file position while the kernel counted them; "counted" events (host I/O
+# counted in the kernel, gdsdiag/trace/counted.py) close the recording; no unnamed_open events
+RECORD_VERSION = 3
 
 
 @dataclass
@@ -103,7 +42,7 @@ class Event:
     ts: int  # ns, CLOCK_MONOTONIC (bpf_ktime_get_ns)
     pid: int
     tid: int
-    kind: str  # api_enter | api_exit | usdt | sys_exit | blk_issue | blk_done | handle | batch_req | kprobe | open | fd | proc | pages
+    kind: str  # api_enter | api_exit | usdt | sys_exit | blk_issue | blk_done | handle | batch_req | kprobe | open | fd | proc | pages | counted
     name: str  # cuFileRead, cufio_core:cufio_px_read, pread64, nvfs_get_dma …
     args: list = field(default_factory=list)
     comm: str = ""

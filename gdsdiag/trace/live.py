@@ -32,12 +32,15 @@ class TraceResult:
     timing: dict = field(default_factory=dict)
     libraries: list[dict] = field(default_factory=list)
     stopped_by: int | None = None  # the signal (INT/TERM/HUP) that ended a live trace early
+    counted: list[dict] = field(default_factory=list)  # host I/O counted in the kernel (counted.py)
 
     def summary_json(self) -> schema.Summary:
         return {
             "type": "summary",
             "routes": self.summary,
-            "ios": len(self.verdicts),
+            "ios": len(self.verdicts) + sum(r["count"] for r in self.counted),
+            "ios_counted_in_kernel": sum(r["count"] for r in self.counted),
+            "host_io_counted": self.counted,
             "events": self.events,
             "lost_events": self.lost,
             "probes_attached": self.attached,
@@ -49,11 +52,29 @@ class TraceResult:
         }
 
 
-def _processes(clf) -> list[dict]:
-    return [
-        {k: p.get(k) for k in ("pid", "ppid", "comm", "exe", "ios")}
-        for p in sorted(clf.procs.values(), key=lambda p: p["pid"])
-    ]
+CHUNK = 1024  # events (or verdicts) handled between two drains of the ring buffers
+
+
+def _processes(clf, counted: list[dict] | None = None) -> list[dict]:
+    extra: dict[int, int] = {}
+    for r in counted or []:
+        extra[r["pid"]] = extra.get(r["pid"], 0) + r["count"]
+    out = []
+    for p in sorted(clf.procs.values(), key=lambda p: p["pid"]):
+        d = {k: p.get(k) for k in ("pid", "ppid", "comm", "exe", "ios")}
+        d["ios"] = (d["ios"] or 0) + extra.get(p["pid"], 0)
+        out.append(d)
+    return out
+
+
+def _finish(clf, counter, verdicts, **kw) -> TraceResult:
+    """The result: per-I/O verdicts plus the host I/O the kernel counted, in one summary."""
+    from .counted import merge_summary
+
+    rows = counter.rows(clf._path_ok)
+    summary = summarize(verdicts)
+    merge_summary(summary, rows)
+    return TraceResult(verdicts, summary, processes=_processes(clf, rows), counted=rows, **kw)
 
 
 def mapped_libraries(pid: int, prefix: str) -> list[str]:
@@ -105,6 +126,7 @@ def run_live(
     cgroup: str | None = None,
     comm: str | None = None,
     on_status=None,
+    per_io: bool = False,
 ) -> TraceResult:
     """Trace CMD (held at a gate until the probes are live), the processes PIDS and all their
     descendants, a cgroup, processes named COMM, or (none given) everything."""
@@ -153,6 +175,7 @@ def run_live(
             comm=comm,
             cmd=cmd,
             preattach=not libcufile,  # --libcufile: that copy only, as asked
+            per_io=per_io,
         )
     except BaseException:
         if proc:
@@ -182,7 +205,10 @@ def run_live(
     }
     if record_file is not None:
         record_file.write(json.dumps({"gdsdiag_trace_record": RECORD_VERSION, **header}) + "\n")
+    from .counted import CountedIo
+
     clf = Classifier(path_filter)
+    counter = CountedIo()
     verdicts: list[IoVerdict] = []
     nevents = 0
     stop = {"flag": False, "signum": None}
@@ -206,10 +232,16 @@ def run_live(
                 rescan.add(e.pid)
         for p in rescan:
             probes.scan_maps(p)
-        if record_file is not None:
-            record_file.write("".join(json.dumps(e.to_list()) + "\n" for e in evs))
-        for e in evs:
-            clf.feed(e)
+        # the ring is emptied into memory (cheap: bytes copied) every CHUNK events of this slower work,
+        # so a burst waits in memory instead of overflowing the ring while Python classifies
+        for i in range(0, len(evs), CHUNK):
+            part = evs[i : i + CHUNK]
+            if record_file is not None:
+                record_file.write("".join(json.dumps(e.to_list()) + "\n" for e in part))
+            for e in part:
+                clf.feed(e)
+                counter.feed(e)
+            probes.drain()
 
     old = signal.signal(signal.SIGINT, on_sigint)
     old_term = signal.signal(signal.SIGTERM, on_sigint)
@@ -225,9 +257,11 @@ def run_live(
         while not stop["flag"]:
             take(100)
             clf.advance()
-            for v in clf.drain():
+            for n, v in enumerate(clf.drain(), 1):
                 verdicts.append(v)
                 on_verdict(v)
+                if n % CHUNK == 0:
+                    probes.drain()
             if proc and proc.poll() is not None:
                 exit_code = proc.returncode
                 # the buffers may still hold the last events
@@ -245,6 +279,12 @@ def run_live(
                 break
         # Ctrl-C, --duration or the processes' end: what is still in the ring buffers counts too
         take(0, final=True)
+        counted = probes.counted_host_io()
+        if record_file is not None:
+            record_file.write("".join(json.dumps(e.to_list()) + "\n" for e in counted))
+        for e in counted:
+            counter.feed(e)
+        nevents += len(counted)
     finally:
         signal.signal(signal.SIGINT, old)
         signal.signal(signal.SIGTERM, old_term)
@@ -260,42 +300,44 @@ def run_live(
     for v in clf.drain():
         verdicts.append(v)
         on_verdict(v)
-    res = TraceResult(
+    return _finish(
+        clf,
+        counter,
         verdicts,
-        summarize(verdicts),
-        probes.attached,
-        probes.failed,
-        probes.lost,
-        nevents,
-        exit_code,
-        header,
-        _processes(clf),
-        timing,
+        attached=probes.attached,
+        failed=probes.failed,
+        lost=probes.lost,
+        events=nevents,
+        exit_code=exit_code,
+        header=header,
+        timing=timing,
         stopped_by=stop["signum"],
+        libraries=probes.libraries,
     )
-    res.libraries = probes.libraries
-    return res
 
 
 def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
+    from .counted import CountedIo
     from .events import read_record
 
     header, events = read_record(path)
     clf = Classifier(path_filter, int(header.get("gdsdiag_trace_record", 1)))
+    counter = CountedIo()
     for e in sorted(events, key=lambda e: e.ts):
         clf.feed(e)
+        counter.feed(e)
     clf.flush()
     verdicts = [v for v in clf.drain() if v.path is None or clf._path_ok(v.path)]
     for v in verdicts:
         on_verdict(v)
-    return TraceResult(
+    return _finish(
+        clf,
+        counter,
         verdicts,
-        summarize(verdicts),
-        header.get("probes_attached", []),
-        header.get("probes_not_attached", []),
-        header.get("lost", 0),
-        len(events),
-        None,
-        header,
-        _processes(clf),
+        attached=header.get("probes_attached", []),
+        failed=header.get("probes_not_attached", []),
+        lost=header.get("lost", 0),
+        events=len(events),
+        exit_code=None,
+        header=header,
     )

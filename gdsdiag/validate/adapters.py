@@ -169,4 +169,8 @@ def trace_window(seconds: float, path_filter: str | None, on_verdict) -> None:
     """Trace every process for ``seconds`` (trace.live.run_live), feeding each verdict to on_verdict."""
     from ..trace.live import run_live
 
-    run_live(None, None, seconds, path_filter, None, on_verdict)
+    res = run_live(None, None, seconds, path_filter, None, on_verdict)
+    add = getattr(on_verdict, "add_counted", None)
+    if add is not None:
+        for row in res.counted:  # host I/O the kernel counted (no per-I/O verdict)
+            add(row)

@@ -67,7 +67,7 @@ for s in sorted(d(_find_libcuda())):
 [ -n "${ONLY:-}" ] || timeout 45 python3 -m gdsdiag trace -- $FIO --ioengine=libcufile --gpu_dev_ids=0 --cuda_io=posix > "$OUT/fio-posix-text.txt" 2>&1
 python3 tests/workloads/cuda_doors.py > "$OUT/cuda-doors.txt" 2>&1
 echo "workloads done at $(( $(date +%s) - T0 )) s" >> "$OUT/summary.txt"
-[ -n "${SKIP_OVERHEAD:-}" ] || BS=4096 timeout 40 python3 benchmarks/trace_overhead.py posix --ops 200000 --rounds 1 > "$OUT/overhead-posix-4k.json" 2>&1
+[ -n "${SKIP_OVERHEAD:-}" ] || timeout 40 python3 benchmarks/trace_overhead.py posix --bs 4096 --ops 200000 --rounds 1 > "$OUT/overhead-posix-4k.json" 2>&1
 echo "overhead bench done at $(( $(date +%s) - T0 )) s" >> "$OUT/summary.txt"
 # the live tests with what is left of the call (BUDGET seconds in all)
 left=$(( ${BUDGET:-220} - ($(date +%s) - T0) ))

@@ -1,0 +1,103 @@
+"""Host I/O the kernel counted instead of sending one by one (probes/cufile_trace.c hostagg).
+
+A read/write/pread/pwrite (or v-form) on a data file, by a process that has opened no CUDA library
+and is not inside a cuFile call, cannot become DRAM_BOUNCE: no CUDA copy can follow it in that
+process image. The kernel adds it to a counter per (process, open, syscall, size class), and the
+trace reads the counters at its end as "counted" events (live and in --record files). This module
+names each counter's file from the open events (their serial, args[6]) and folds the counters into
+the summary as HOST I/O: every I/O is still counted, with its bytes; offsets are not kept (--per-io
+sends every I/O with its offset).
+"""
+
+from __future__ import annotations
+
+from ..routes import Route
+from .classify import MIN_APP_IO, SKIP_PREFIXES, SKIP_SUFFIX_RE
+from .events import Event
+
+READS = {"pread64", "preadv", "preadv2", "read", "readv"}
+
+
+def size_class(bucket: int) -> str:
+    """The probe's size class b: [2^(b-1), 2^b) bytes (so 4 KiB is 13, shown "4KiB-8KiB"), 0 for none."""
+    if bucket <= 0:
+        return "0"
+    lo = 1 << (bucket - 1)
+    return f"{_human(lo)}-{_human(2 * lo)}"
+
+
+# below this the reader drops host I/O as "small" (classify.MIN_APP_IO): classes up to 2 KiB-4 KiB
+SMALL_BUCKET = MIN_APP_IO.bit_length() - 1
+
+
+def _human(n: int) -> str:
+    for unit, mult in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= mult and n % mult == 0:
+            return f"{n // mult}{unit}"
+    return str(n)
+
+
+class CountedIo:
+    """Feed it every event (after the classifier, which resolves open paths); ``rows()`` at the end."""
+
+    def __init__(self) -> None:
+        self.paths: dict[int, str | None] = {}  # open serial -> path
+        self.comms: dict[int, str] = {}
+        self.counted: list[Event] = []
+
+    def feed(self, e: Event) -> None:
+        if e.kind == "open" and len(e.args) > 6 and e.args[6]:
+            self.paths[e.args[6]] = e.path
+        elif e.kind == "proc" and e.comm:
+            self.comms[e.pid] = e.comm
+        elif e.kind == "counted":
+            self.counted.append(e)
+
+    def rows(self, path_ok) -> list[dict]:
+        """One row per counter whose file is data under the path filter (path_ok(path) -> bool)."""
+        out = []
+        for e in self.counted:
+            serial, bucket, count, nbytes, errors, lat_ns = (list(e.args) + [0] * 6)[:6]
+            path = self.paths.get(serial)
+            if bucket <= SMALL_BUCKET:
+                continue  # headers and configs, as the reader drops them when sent one by one
+            if path is None or path.startswith(SKIP_PREFIXES) or SKIP_SUFFIX_RE.search(path) or not path_ok(path):
+                continue
+            out.append(
+                {
+                    "pid": e.pid,
+                    "comm": self.comms.get(e.pid, e.comm),
+                    "api": e.name,
+                    "op": "read" if e.name in READS else "write",
+                    "path": path,
+                    "size_class": size_class(bucket),
+                    "count": count,
+                    "bytes": nbytes,
+                    "errors": errors,
+                    "mean_latency_us": round(lat_ns / count / 1000, 2) if count else None,
+                    "route": Route.HOST,
+                }
+            )
+        return out
+
+
+def merge_summary(summary: dict, rows: list[dict]) -> None:
+    """Add the counted I/O to the HOST route of the summary (count, bytes; their latencies are
+    means per counter, so they stay out of the percentiles and the histogram)."""
+    if not rows:
+        return
+    n = sum(r["count"] for r in rows)
+    b = sum(r["bytes"] for r in rows)
+    h = summary.get(Route.HOST)
+    if h is None:
+        h = summary[Route.HOST] = {
+            "count": 0,
+            "bytes": 0,
+            "subtypes": [],
+            "p50_us": None,
+            "p99_us": None,
+            "hist_us": [],
+        }
+    h["count"] += n
+    h["bytes"] += b
+    h["counted_in_kernel"] = h.get("counted_in_kernel", 0) + n
