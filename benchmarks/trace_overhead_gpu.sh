@@ -5,6 +5,8 @@
 # Goals: <= 3 % throughput loss at 50k ops/s, 0 lost at 100k events/s, live within 5 s; and no lost
 # events while libcufile's cuFileDriverOpen walks sysfs (fio's forked libcufile jobs lost 51,379
 # events with the previous probe). Every step has its own timeout; summary.txt collects one line each.
+# SKIP_APPS=1: no fio/kvikio steps (gpu_trace_run.sh runs them); ROUNDS=N: rounds per benchmark;
+# SKIP_STARTUP=1: no start-up benchmark (each trace's summary has startup_s).
 set -u
 OUT=${OUT:-/tmp/gdsdiag-out}
 mkdir -p "$OUT"
@@ -48,8 +50,8 @@ timeout 120 python3 -m gdsdiag trace --json --per-io -- python3 tests/workloads/
 line flood-per-io "$OUT/flood.jsonl" "$D/"
 
 # 2. the real one: fio's libcufile engine, forked jobs (each calls cuFileDriverOpen), and kvikio
-( gds_build_fio ../.device || gds_build_fio .device ) > "$OUT/fio-build.txt" 2>&1
-if [ -x /tmp/fio/fio ]; then
+[ -n "${SKIP_APPS:-}" ] || ( gds_build_fio ../.device || gds_build_fio .device ) > "$OUT/fio-build.txt" 2>&1
+if [ -z "${SKIP_APPS:-}" ] && [ -x /tmp/fio/fio ]; then
   FIO="/tmp/fio/fio --name=r --directory=$D --size=8M --bs=128k --numjobs=2 --rw=read --direct=1"
   $FIO --ioengine=psync > "$OUT/fio-layout.txt" 2>&1
   timeout 60 python3 -m gdsdiag trace --json -- $FIO --ioengine=libcufile --gpu_dev_ids=0 --cuda_io=cufile \
@@ -59,9 +61,9 @@ if [ -x /tmp/fio/fio ]; then
     > "$OUT/fio-psync.jsonl" 2> "$OUT/fio-psync.jsonl.err"
   line fio-psync-counted "$OUT/fio-psync.jsonl" "$D/"
 fi
-KVIKIO_COMPAT_MODE=OFF timeout 60 python3 -m gdsdiag trace --json -- python3 tests/workloads/kvikio_load.py "$D" \
+[ -n "${SKIP_APPS:-}" ] || KVIKIO_COMPAT_MODE=OFF timeout 60 python3 -m gdsdiag trace --json -- python3 tests/workloads/kvikio_load.py "$D" \
   > "$OUT/kvikio-compat-off.jsonl" 2> "$OUT/kvikio-compat-off.jsonl.err"
-line kvikio-compat-off "$OUT/kvikio-compat-off.jsonl" "$D/"
+[ -n "${SKIP_APPS:-}" ] || line kvikio-compat-off "$OUT/kvikio-compat-off.jsonl" "$D/"
 echo "flood and real apps done at $(( $(date +%s) - T0 )) s" >> "$S"
 
 # 3. cost per event: host I/O counted in the kernel (no CUDA in the process) and sent per I/O
@@ -81,15 +83,18 @@ for r in d["rounds"]:
           "us/event {tracer_cpu_us_per_io} us/io".format(**r))
 PY
 }
-bench posix-4k-counted posix --bs 4096 --ops 400000 --rounds 3
-bench posix-128k-counted posix --bs 131072 --ops 100000 --rounds 3
-bench posix-4k-per-io-50k posix --bs 4096 --ops 250000 --rate 50000 --rounds 2 --per-io
-bench posix-4k-per-io-100k posix --bs 4096 --ops 500000 --rate 100000 --rounds 2 --per-io
-bench cufile-4k cufile --ops 50000 --rounds 2
+R=${ROUNDS:-3}; R2=${ROUNDS:-2}
+bench posix-4k-counted posix --bs 4096 --ops 400000 --rounds $R
+bench posix-128k-counted posix --bs 131072 --ops 100000 --rounds $R
+bench posix-4k-per-io-50k posix --bs 4096 --ops 250000 --rate 50000 --rounds $R2 --per-io
+bench posix-4k-per-io-100k posix --bs 4096 --ops 500000 --rate 100000 --rounds $R2 --per-io
+bench cufile-4k cufile --ops 50000 --rounds $R2
 echo "overhead done at $(( $(date +%s) - T0 )) s" >> "$S"
 
 # 4. start-up: where it goes (bcc compile with and without USDT handlers)
-timeout 150 python3 benchmarks/trace_startup.py --rounds 1 > "$OUT/startup.json" 2>&1
-tail -20 "$OUT/startup.json" >> "$S"
+if [ -z "${SKIP_STARTUP:-}" ]; then
+  timeout 150 python3 benchmarks/trace_startup.py --rounds 1 > "$OUT/startup.json" 2>&1
+  tail -20 "$OUT/startup.json" >> "$S"
+fi
 echo "all done at $(( $(date +%s) - T0 )) s" >> "$S"
 cat "$S"
