@@ -240,6 +240,13 @@ def compare(value, tp, where: str, problems: list[str], documented: bool) -> Non
         return
     if origin is dict and isinstance(value, dict):
         _, item = typing.get_args(tp)
+        if documented and _is_typeddict(item) and value and all(isinstance(v, dict) for v in value.values()):
+            # as for lists: an optional key (HOST's counted_in_kernel) is shown on one entry only
+            merged = {}
+            for v in value.values():
+                merged.update({k: x for k, x in v.items() if k not in merged})
+            compare(merged, item, f"{where}[*]", problems, documented)
+            return
         for k, v in value.items():
             compare(v, item, f"{where}[{k!r}]", problems, documented)
 

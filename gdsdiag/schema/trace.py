@@ -26,13 +26,33 @@ class IoLine(TypedDict):
     evidence: list[str]
 
 
-class RouteStats(TypedDict):
+class _RouteStats(TypedDict):
     count: int
     bytes: int
     subtypes: list[str]
     p50_us: float | None
     p99_us: float | None
     hist_us: list[list[int]]
+
+
+class RouteStats(_RouteStats, total=False):
+    counted_in_kernel: int  # HOST only, when host I/O was counted in the kernel (trace/counted.py)
+
+
+class CountedRow(TypedDict):
+    """One kernel counter: host I/O of a process without CUDA, per (process, file, syscall, size class)."""
+
+    pid: int
+    comm: str
+    api: str
+    op: str
+    path: str
+    size_class: str
+    count: int
+    bytes: int
+    errors: int
+    mean_latency_us: float | None
+    route: str
 
 
 class Process(TypedDict):
@@ -55,6 +75,8 @@ class Summary(TypedDict):
     type: str  # "summary"
     routes: dict[str, RouteStats]
     ios: int
+    ios_counted_in_kernel: int
+    host_io_counted: list[CountedRow]
     events: int
     lost_events: int
     probes_attached: list[str]

@@ -40,7 +40,7 @@ class TraceResult:
             "routes": self.summary,
             "ios": len(self.verdicts) + sum(r["count"] for r in self.counted),
             "ios_counted_in_kernel": sum(r["count"] for r in self.counted),
-            "host_io_counted": self.counted,
+            "host_io_counted": cast("list[schema.CountedRow]", self.counted),
             "events": self.events,
             "lost_events": self.lost,
             "probes_attached": self.attached,
