@@ -48,7 +48,8 @@ LAYERS = {
     "gdsdiag.trace.procs": 3,
     # bindings
     "gdsdiag.cufile": 2,
-    "gdsdiag.trace.events": 2,  # the event table the probes are generated from
+    "gdsdiag.trace.events": 2,  # the recorded event and its reader
+    "gdsdiag.trace.eventdefs": 2,  # the table the probes' ids, constants and structs are generated from
     "gdsdiag.trace.usdt": 2,
     "gdsdiag.trace.elfsyms": 2,
     "gdsdiag.trace.cudadoors": 2,
