@@ -631,7 +631,7 @@ class Probes:
             if comm is None:
                 comm = comms[craw] = craw.split(b"\0", 1)[0].decode(errors="replace")
             path = None
-            if kind == "handle" and rid == 7:  # cuFileHandleRegister (rare): the fd's file as it is now
+            if kind == "handle" and name == "cuFileHandleRegister":  # (rare): the fd's file as it is now
                 path = _fd_path(pid, a1)
             out.append(Event(ts, pid, tid, kind, name, args, comm, path))
 
