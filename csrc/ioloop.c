@@ -33,7 +33,7 @@
 
 #define GOLDEN 0x9E3779B97F4A7C15ULL
 
-int gd_abi_version(void) { return 3; }
+int gd_abi_version(void) { return 4; }
 
 int64_t gd_now_ns(void)
 {
@@ -211,7 +211,7 @@ static int prepare_write(struct gd_job *j, int slot, int64_t off)
 }
 
 /* after a completed I/O: check what was read (GPU data through scratch), note what was written */
-static int after_io(struct gd_job *j, int slot, int64_t off)
+static int after_io(struct gd_job *j, int slot, int64_t off, int64_t prev)
 {
     if (!j->verify)
         return 0;
@@ -238,7 +238,13 @@ static int after_io(struct gd_job *j, int slot, int64_t off)
     j->verify_ns += d;
     j->own_ns += d;
     if (bad >= 0) {
-        fail(j, GD_ERR_MISMATCH, 0, 0, bad);
+        /* what the wrong bytes are tells stale data (this slot's previous block), a block from
+         * elsewhere, or bytes no I/O of this sweep wrote apart: the word is kept for the report */
+        uint64_t word;
+        memcpy(&word, data + ((bad - off) & ~(int64_t)7), sizeof word);
+        if (!j->err_kind)
+            j->err_aux = prev;
+        fail(j, GD_ERR_MISMATCH, slot + 1, (int64_t)word, bad);
         return -1;
     }
     j->verified_bytes += j->bs;
@@ -284,7 +290,7 @@ static int64_t sync_io(struct gd_job *j, int64_t off)
 
 static int run_sync(struct gd_job *j)
 {
-    int64_t seq = 0, issued = 0;
+    int64_t seq = 0, issued = 0, prev = -1;
     while (take(j, issued)) {
         int64_t off = next_offset(j, &seq);
         if (j->is_write && prepare_write(j, 0, off))
@@ -302,8 +308,9 @@ static int run_sync(struct gd_job *j)
             break;
         }
         record(j, now - t, now);
-        if (after_io(j, 0, off))
+        if (after_io(j, 0, off, prev))
             break;
+        prev = off;
     }
     return j->err_kind;
 }
@@ -324,6 +331,7 @@ struct qops {
 struct qstate {
     int depth;
     int64_t *t_issue, *slot_off;
+    int64_t *slot_prev;           /* the slot's previous I/O (data offset), -1 before its first */
     int *busy;
     int *done_slot;               /* reap's output: slots completed, their result (bytes or -errno/-code), */
     int64_t *done_res, *done_t;   /* and when the completion was seen */
@@ -339,18 +347,22 @@ static int q_alloc(struct qstate *q, int depth)
     q->depth = depth;
     q->t_issue = calloc((size_t)depth, sizeof(int64_t));
     q->slot_off = calloc((size_t)depth, sizeof(int64_t));
+    q->slot_prev = malloc((size_t)depth * sizeof(int64_t));
+    for (int i = 0; q->slot_prev && i < depth; i++)
+        q->slot_prev[i] = -1;
     q->done_res = calloc((size_t)depth, sizeof(int64_t));
     q->done_t = calloc((size_t)depth, sizeof(int64_t));
     q->busy = calloc((size_t)depth, sizeof(int));
     q->done_slot = calloc((size_t)depth, sizeof(int));
     q->fifo = calloc((size_t)depth, sizeof(int));
-    return q->t_issue && q->slot_off && q->done_res && q->done_t && q->busy && q->done_slot && q->fifo ? 0 : -1;
+    return q->t_issue && q->slot_off && q->slot_prev && q->done_res && q->done_t && q->busy && q->done_slot && q->fifo ? 0 : -1;
 }
 
 static void q_free(struct qstate *q)
 {
     free(q->t_issue);
     free(q->slot_off);
+    free(q->slot_prev);
     free(q->done_res);
     free(q->done_t);
     free(q->busy);
@@ -450,10 +462,11 @@ static int run_queued(struct gd_job *j, const struct qops *ops, struct qstate *q
                 continue;
             }
             record(j, now - q->t_issue[s], now);
-            if (after_io(j, s, off)) {
+            if (after_io(j, s, off, q->slot_prev[s])) {
                 stopping = 1;
                 continue;
             }
+            q->slot_prev[s] = off;
             if (stopping)
                 continue;
             int r = start_slot(j, ops, q, s, &seq, &issued);

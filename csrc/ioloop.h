@@ -13,7 +13,8 @@
 #define GD_ERR_NONE 0
 #define GD_ERR_IO 1               /* the call failed: err = errno (or cuFile error code for cufile) */
 #define GD_ERR_SHORT 2            /* fewer bytes than asked: err_ret = bytes done */
-#define GD_ERR_MISMATCH 3         /* data differs: err_offset = first bad byte (data offset) */
+#define GD_ERR_MISMATCH 3         /* data differs: err_offset = first bad byte (data offset), err = slot + 1,
+                                     err_ret = the 8 bytes found in its word, err_aux = the slot's previous I/O */
 #define GD_ERR_COPY 4             /* a CUDA copy (bounce / GPU verification) failed: err = CUresult */
 #define GD_ERR_SETUP 5            /* io_uring could not be set up: err = errno */
 #define GD_ERR_CUDA 6             /* a CUDA stream call (synchronize/query) failed: err = CUresult */
@@ -64,6 +65,7 @@ struct gd_job {
     int err;
     int64_t err_ret;
     int64_t err_offset;
+    int64_t err_aux;              /* mismatch: data offset of the slot's previous I/O, -1 if none */
     int64_t own_ns;               /* internal: own work (data generation/checks) since the last completion */
     /* cufile-batch / cufile-async (set by Python; NULL otherwise) */
     void **queues;                /* iodepth entries: CUfileBatchHandle_t (each set up for 1) or CUstream (registered) */

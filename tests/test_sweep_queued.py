@@ -125,6 +125,45 @@ def test_a_wrong_byte_is_a_mismatch_with_its_offset(fake, sweep_file, api):
         fh.write(bytes([b[0] ^ 0xFF]))
     j, _ = run_job(fake, sf, getattr(lib, ENGINES[api]))
     assert j.err_kind == lib.GD_ERR_MISMATCH and j.err_offset == bad
+    # one flipped byte: the word is no pattern word of this file, and the report says so
+    from types import SimpleNamespace
+
+    from gdsdiag.sweep.engines.base import PointSpec, mismatch_origin
+
+    spec = PointSpec("cufile-batch", "read", 4096, 1, iodepth=8)
+    said = mismatch_origin(
+        spec,
+        SimpleNamespace(err=j.err, err_offset=j.err_offset, err_ret=j.err_ret, err_aux=j.err_aux, seed=sf.seed),
+        sf.size,
+    )
+    assert said.startswith("; the word there is 0x") and "no part of this file's data" in said
+
+
+@pytest.mark.parametrize("api", ["batch", "stream"])
+def test_a_mismatch_says_whose_bytes_were_there(fake, sweep_file, api):
+    """A request that reports success without its data leaves the slot's previous block in the
+    buffer; the loop keeps the word found and the slot's previous I/O, and the report names it."""
+    from types import SimpleNamespace
+
+    from gdsdiag.sweep.engines.base import PointSpec, mismatch_origin
+
+    sf = sweep_file
+    lose = 40 * 4096  # sequential, depth 8: slot 0 reads blocks 0, 8, 16, ... so 40 follows 32
+    ctypes.c_long.in_dll(fake, "fake_lose_at").value = files.HEADER_SIZE + lose
+    try:
+        j, _ = run_job(fake, sf, getattr(lib, ENGINES[api]))
+    finally:
+        ctypes.c_long.in_dll(fake, "fake_lose_at").value = -1
+    # the first differing byte of the block's first word (blocks' patterns can share low bytes)
+    assert j.err_kind == lib.GD_ERR_MISMATCH and lose <= j.err_offset < lose + 8
+    assert j.err == 1 and j.err_aux == 32 * 4096  # slot 0, and what it read before
+    spec = PointSpec("cufile-" + ("batch" if api == "batch" else "async"), "read", 4096, 1, iodepth=8)
+    said = mismatch_origin(
+        spec,
+        SimpleNamespace(err=j.err, err_offset=j.err_offset, err_ret=j.err_ret, err_aux=j.err_aux, seed=sf.seed),
+        sf.size,
+    )
+    assert "holds the block at data offset 131072 (-8 blocks), which slot 0 read before" in said
 
 
 @pytest.mark.parametrize("api", ["batch", "stream"])

@@ -112,7 +112,7 @@ def load():
             if why is None:
                 try:
                     lib = ffi().dlopen(out)
-                    if lib.gd_abi_version() != 3:
+                    if lib.gd_abi_version() != 4:
                         lib, why = None, f"{out} is from another gdsdiag version"
                 except OSError as e:
                     lib, why = None, f"cannot load {out}: {e}"

@@ -10,6 +10,15 @@ from __future__ import annotations
 GOLDEN = 0x9E3779B97F4A7C15
 
 
+GOLDEN_INV = pow(GOLDEN, -1, 1 << 64)  # GOLDEN is odd, so the pattern can be run backwards
+
+
+def word_origin(word: int, seed: int) -> int:
+    """The data offset whose pattern word ``word`` is (any 8 bytes map to one; it is the sweep's own
+    data only if it falls inside the data region)."""
+    return (((word ^ seed) * GOLDEN_INV) & ((1 << 64) - 1)) * 8
+
+
 def host_fill(buf, data_offset: int, seed: int) -> None:
     """Fill a writable buffer (len multiple of 8) with the pattern of data offset ``data_offset``."""
     import numpy as np

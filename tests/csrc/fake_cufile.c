@@ -33,6 +33,7 @@ struct fake_queue {   /* a batch handle or a stream: at most one request */
 };
 
 long fake_fail_at = -1;   /* this file offset fails with EIO */
+long fake_lose_at = -1;   /* this file offset reports success without moving data (a lost transfer) */
 long fake_submits, fake_max_busy, fake_busy_now;
 
 static void run(struct fake_queue *q)
@@ -44,6 +45,8 @@ static void run(struct fake_queue *q)
     }
     if (q->off == fake_fail_at) {
         q->ret = -EIO;
+    } else if (q->off == fake_lose_at) {
+        q->ret = (ssize_t)q->size;
     } else {
         q->ret = q->write ? pwrite(q->fd, q->buf, q->size, q->off) : pread(q->fd, q->buf, q->size, q->off);
         if (q->ret < 0)

@@ -37,7 +37,7 @@ _abandoned: list = []  # workers stuck in an I/O: their buffers must outlive the
 # struct gd_job's results and live state, zeroed after a worker's warm-up read
 RESULT_FIELDS = tuple(
     "ops bytes t_start_ns t_end_ns last_done_ns inflight max_gap_ns own_ns lat_min_ns lat_max_ns lat_sum_ns "
-    "verify_ns verified_bytes err_kind err err_ret err_offset".split()
+    "verify_ns verified_bytes err_kind err err_ret err_offset err_aux".split()
 )
 
 
@@ -143,6 +143,7 @@ class Worker:
 
     def __init__(self, point: Point, idx: int):
         self.point, self.spec, self.sf, self.idx = point, point.spec, point.sf, idx
+        self.times: dict[str, int] = {}  # monotonic ns of each setup/run step (GDSDIAG_SWEEP_DEBUG)
         import numpy as np
 
         f = point.ffi
@@ -375,9 +376,12 @@ def run_workers(engine, spec: PointSpec, sf: SweepFile, progress=None) -> PointR
     barrier = threading.Barrier(n + 1, action=start)
 
     def body(w: Worker) -> None:
+        w.times = {"begin": time.monotonic_ns()}
         try:
             w.prepare()
+            w.times["prepared"] = time.monotonic_ns()
             w.warmup()
+            w.times["warm"] = time.monotonic_ns()
         except GdsdiagError as e:
             w.setup_error = e.cause
         except Exception as e:  # a cuFile or CUDA error during setup: keep its name
@@ -386,9 +390,11 @@ def run_workers(engine, spec: PointSpec, sf: SweepFile, progress=None) -> PointR
             barrier.wait()
         except threading.BrokenBarrierError:
             w.setup_error = w.setup_error or "the point was abandoned before it started"
+        w.times["started"] = time.monotonic_ns()
         try:
             if w.setup_error is None and not point.stop[0]:
                 w.run()
+            w.times["ran"] = time.monotonic_ns()
         except GdsdiagError as e:
             w.run_error = e.cause
             point.stop[0] = 1
@@ -433,9 +439,11 @@ def run_workers(engine, spec: PointSpec, sf: SweepFile, progress=None) -> PointR
         _abandoned.append((point, workers))
         raise PointError(f"{spec.mode} {spec.rw} bs={spec.bs}: " + "; ".join(stuck), _stall_fix(spec))
     res = _collect(point, workers, cpu)
+    if os.environ.get("GDSDIAG_SWEEP_DEBUG"):
+        _log_workers(spec, point, workers)
     for w in workers:
         w.release()
-    judge(spec, res, workers)
+    judge(spec, res, workers, sf.size)
     return res
 
 
@@ -529,7 +537,60 @@ def _stall_fix(spec: PointSpec) -> str:
     return "the storage stopped answering: check dmesg and the device"
 
 
-def judge(spec: PointSpec, res: PointResult, workers: list) -> None:
+def _log_workers(spec: PointSpec, point: Point, workers: list) -> None:
+    """GDSDIAG_SWEEP_DEBUG=1: what each worker did and when, relative to the point's start (the
+    timer starts when the last worker is ready), on stderr. For a point that is slow, short or
+    empty, this says whether the time went to setup (CUDA context, registration, the warm-up I/O)
+    or to the I/O itself. A debugging aid, so it bypasses the renderers."""
+    import sys
+
+    t0 = point.t0_ns or 0
+
+    def at(name: str) -> str:
+        t = w.times.get(name)
+        return "-" if t is None or not t0 else f"{(t - t0) / 1e6:+.1f}"
+
+    for w in workers:
+        j = w.job
+        sys.stderr.write(
+            f"gdsdiag sweep worker {w.idx} [{spec.mode} {spec.rw} bs={spec.bs} qd={spec.iodepth}]: "
+            f"setup {at('begin')} ms, prepared {at('prepared')}, warm-up done {at('warm')}, "
+            f"released {at('started')}, loop returned {at('ran')}; ops {int(j.ops)}, "
+            f"latency max {int(j.lat_max_ns) / 1e3:.0f} us, longest silence {int(j.max_gap_ns) / 1e3:.0f} us, "
+            f"error kind {int(j.err_kind)}{'' if w.setup_error is None else ', setup: ' + str(w.setup_error)}\n"
+        )
+
+
+def mismatch_origin(spec: PointSpec, j, data_size: int | None) -> str:
+    """What the wrong bytes are, when the C loop kept them (err = slot + 1, err_ret = the word found,
+    err_aux = the slot's previous I/O): a block of this file from elsewhere, this slot's previous
+    block (data that had not arrived when the I/O reported completion), or bytes no pattern of this
+    file holds (zeros, garbage, another file)."""
+    from .. import pattern
+
+    if not int(j.err) or not data_size:
+        return ""
+    bad, word = int(j.err_offset), int(j.err_ret) & ((1 << 64) - 1)
+    word_at = bad - bad % 8
+    slot = f"slot {int(j.err) - 1}" if spec.iodepth > 1 else "the worker"
+    prev = int(j.err_aux)
+    src = pattern.word_origin(word, j.seed)
+    if src >= data_size:
+        what = "zeros" if word == 0 else f"0x{word:016x}"
+        return f"; the word there is {what}, which is no part of this file's data"
+    shift = src - word_at
+    block = bad - bad % spec.bs
+    if shift % spec.bs == 0:
+        moved = f"the block at data offset {block + shift} ({shift // spec.bs:+d} blocks)"
+    else:
+        moved = f"data offset {src + bad % 8} (shifted {shift:+d} bytes)"
+    if prev >= 0 and src == prev + (word_at - block):
+        return f"; it holds {moved}, which {slot} read before: the I/O reported completion before its data reached the buffer"
+    last = f"{slot}'s previous I/O was data offset {prev}" if prev >= 0 else f"it was {slot}'s first I/O"
+    return f"; it holds {moved} ({last})"
+
+
+def judge(spec: PointSpec, res: PointResult, workers: list, data_size: int | None = None) -> None:
     """Raise when the point has no trustworthy number (the order: wrong data, failed I/O, a worker
     that did not run, too few I/Os, a stall)."""
     from ..latency import hist_percentile
@@ -540,7 +601,7 @@ def judge(spec: PointSpec, res: PointResult, workers: list) -> None:
         if j.err_kind == 3:
             raise VerifyError(
                 f"{where}: data mismatch at file offset {HEADER_SIZE + int(j.err_offset)} "
-                f"(data offset {int(j.err_offset)})",
+                f"(data offset {int(j.err_offset)}){mismatch_origin(spec, j, data_size)}",
                 "the data read back differs from what was written: check the storage and the path",
             )
     for w in workers:

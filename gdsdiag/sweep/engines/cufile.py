@@ -91,8 +91,11 @@ class Worker(gpu.GpuPattern, _Worker):
             for _ in range(depth):  # one at a time, so close() destroys those set up before a failure
                 self.batches.append(cufile.Batch(1).__enter__())
         if self.api == "stream":
+            # GDSDIAG_SWEEP_STREAMS=blocking: streams that synchronise with the legacy default
+            # stream (the one the verification copies use), to tell stream-ordering faults apart
+            blocking = os.environ.get("GDSDIAG_SWEEP_STREAMS") == "blocking"
             for _ in range(depth):
-                s = cp.cuda.Stream(non_blocking=True)
+                s = cp.cuda.Stream(non_blocking=not blocking)
                 self.streams.append((s, cufile.StreamRegistration(s).register()))
             self.stream = self.streams[0][0]
         else:

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Issue 10's two open questions plus the GPU tests, in one GPU-machine call:
+#   source .device/env.sh; bash benchmarks/gpu_async_zero.sh $OUT
+# 1. tests/test_cufile_gpu.py and tests/test_sweep_gpu.py (real libcufile, real H200).
+# 2. The cufile-async verified-read mismatch: the failing command, then one change at a time
+#    (threads, iodepth, blocking streams, block size) and cufile-batch as the control. The
+#    mismatch report now names whose bytes were found (tests/test_sweep_queued.py).
+# 3. The 0-IOPS points: cold processes (fresh CuPy kernel cache) of the issue's command with
+#    GDSDIAG_SWEEP_DEBUG=1 (each worker's setup / warm-up / run times), and the same command on the
+#    sweep as the issue measured it (OLD=dir of that tree, e.g. commit 302c85b), to see whether a
+#    worker's first cuFile I/O is what ate the old timed window.
+# Each step is time-boxed; everything goes into $OUT/raw, packed into $OUT/results.tgz after
+# each step (the device returns a few files per call).
+set -u
+OUT0=${1:-/tmp/out}; OUT=$OUT0/raw; mkdir -p "$OUT"
+BUDGET=${BUDGET:-480}; START=$(date +%s)
+left() { echo $(( BUDGET - ($(date +%s) - START) )); }
+log() { echo "== $(date -u +%T) $*" | tee -a "$OUT/run.log"; }
+pack() { tar -C "$OUT" -czf "$OUT0/results.tgz.tmp" . && mv "$OUT0/results.tgz.tmp" "$OUT0/results.tgz"; cp "$OUT/run.log" "$OUT0/run.log"; }
+PY=${PYTHON:-python3}
+for k in .device ../.device; do [ -f $k/env.sh ] && { source $k/env.sh; break; }; done
+cuf=$($PY -c 'import nvidia.cu13, os; print(os.path.join(list(nvidia.cu13.__path__)[0], "lib"))' 2>/dev/null)
+export LD_LIBRARY_PATH=${cuf:+$cuf:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export PYTHONPATH=$PWD
+D=${D:-/var/tmp/gds-async}; mkdir -p $D; gds_udev_entry $D >/dev/null 2>&1; gds_udev_entry /tmp >/dev/null 2>&1
+log "machine: $(nproc) CPUs, $(uname -r), $($PY --version 2>&1), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
+$PY -c 'from gdsdiag.sweep import native; l, w = native.load(); print("C loop:", "built" if l else "NOT built: " + str(w))' 2>&1 | tee -a "$OUT/run.log"
+
+if [ -z "${SKIP_TESTS:-}" ]; then
+  log "GPU tests"
+  timeout 240 $PY -m pytest -v -p no:cacheprovider tests/test_cufile_gpu.py tests/test_sweep_gpu.py >"$OUT/gpu-tests.txt" 2>&1
+  echo "rc=$?" >>"$OUT/gpu-tests.txt"; tail -3 "$OUT/gpu-tests.txt" | tee -a "$OUT/run.log"; grep -E "FAILED|ERROR" "$OUT/gpu-tests.txt" | head -20 | tee -a "$OUT/run.log"; pack
+fi
+
+# sw NAME ARGS...: one verified sweep, its verdict line into run.log
+sw() { local name=$1; shift
+  if [ "$(left)" -lt 30 ]; then log "SKIP $name: $(left) s left"; return; fi
+  log "sweep $name: ${ENVS:-} $*"
+  env ${ENVS:-} GDSDIAG_SWEEP_DEBUG=1 timeout 60 $PY -m gdsdiag sweep --dir $D --size ${SIZE:-512M} --time ${T:-2s} --json "$@" >"$OUT/$name.json" 2>"$OUT/$name.txt"
+  echo "rc=$?" >>"$OUT/$name.txt"
+  $PY - "$OUT/$name.json" <<'PY' 2>&1 | tee -a "$OUT/run.log"
+import json, sys
+try:
+    doc = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("  (no JSON:", e, ")"); sys.exit()
+for p in doc.get("points", []):
+    s = p.get("summary") or {}
+    print(f"  {p.get('mode')} {p.get('rw')} bs={p.get('bs')} thr={p.get('threads')} qd={p.get('iodepth')}: "
+          f"{s.get('iops')} IOPS {s.get('gbps')} GB/s verified {p.get('verified_bytes')} error {p.get('error')}")
+PY
+  grep -E "^rc=|error|mismatch" "$OUT/$name.txt" | grep -v "error kind" | tail -3 | tee -a "$OUT/run.log"; pack; }
+
+if [ -z "${SKIP_ASYNC:-}" ]; then
+  sw a_repro1 --mode cufile-async --rw read --bs 1m --threads 2 --iodepth 8
+  sw a_repro2 --mode cufile-async --rw read --bs 1m --threads 2 --iodepth 8
+  sw a_thr1 --mode cufile-async --rw read --bs 1m --threads 1 --iodepth 8
+  sw a_qd2 --mode cufile-async --rw read --bs 1m --threads 2 --iodepth 2
+  sw a_qd1 --mode cufile-async --rw read --bs 1m --threads 2 --iodepth 1
+  ENVS=GDSDIAG_SWEEP_STREAMS=blocking sw a_blocking --mode cufile-async --rw read --bs 1m --threads 2 --iodepth 8
+  sw a_4k --mode cufile-async --rw read --bs 4k --threads 2 --iodepth 8
+  sw b_control --mode cufile-batch --rw read --bs 1m --threads 2 --iodepth 8
+  sw a_write --mode cufile-async --rw write --bs 1m --threads 2 --iodepth 8
+fi
+
+if [ -z "${SKIP_ZERO:-}" ]; then
+  for i in 1 2 3; do
+    ENVS="CUPY_CACHE_DIR=$(mktemp -d)" T=4s sw z_new$i --mode cufile --rw read --bs 4k,1m --threads 4 --no-verify
+    grep "gdsdiag sweep worker" "$OUT/z_new$i.txt" | head -8 | tee -a "$OUT/run.log"
+  done
+  if [ -n "${OLD:-}" ] && [ -d "$OLD" ]; then
+    for i in 1 2 3; do
+      if [ "$(left)" -lt 40 ]; then log "SKIP old$i"; break; fi
+      log "old sweep ($OLD) $i: --mode cufile --rw read --bs 4k,1m --threads 4 --time 4s --no-verify (fresh CuPy cache)"
+      ( cd $OLD && env CUPY_CACHE_DIR=$(mktemp -d) PYTHONPATH=$PWD timeout 90 $PY -m gdsdiag sweep --dir $D --size ${SIZE:-512M} --time 4s --mode cufile --rw read --bs 4k,1m --threads 4 --no-verify --json ) >"$OUT/z_old$i.json" 2>"$OUT/z_old$i.txt"
+      echo "rc=$?" >>"$OUT/z_old$i.txt"
+      $PY -c '
+import json, sys
+doc = json.load(open(sys.argv[1]))
+for p in doc.get("points", []):
+    s = p.get("summary") or {}
+    print("  old", p.get("mode"), p.get("bs"), p.get("threads"), {k: s.get(k) for k in ("ops", "iops", "gbps", "bytes")}, p.get("error"))
+' "$OUT/z_old$i.json" 2>&1 | tee -a "$OUT/run.log"; pack
+    done
+  fi
+fi
+log "done, $(left) s left of $BUDGET"
+pack
