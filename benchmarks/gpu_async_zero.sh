@@ -12,7 +12,7 @@
 # Each step is time-boxed; everything goes into $OUT/raw, packed into $OUT/results.tgz after
 # each step (the device returns a few files per call).
 set -u
-OUT0=${1:-/tmp/out}; OUT=$OUT0/raw; mkdir -p "$OUT"
+OUT0=${1:-/tmp/out}; OUT=$OUT0/k/e/e/p/raw; mkdir -p "$OUT"  # deep: only the packed files come back
 BUDGET=${BUDGET:-480}; START=$(date +%s)
 left() { echo $(( BUDGET - ($(date +%s) - START) )); }
 log() { echo "== $(date -u +%T) $*" | tee -a "$OUT/run.log"; }
@@ -21,7 +21,7 @@ PY=${PYTHON:-python3}
 for k in .device ../.device; do [ -f $k/env.sh ] && { source $k/env.sh; break; }; done
 cuf=$($PY -c 'import nvidia.cu13, os; print(os.path.join(list(nvidia.cu13.__path__)[0], "lib"))' 2>/dev/null)
 export LD_LIBRARY_PATH=${cuf:+$cuf:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export PYTHONPATH=$PWD
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 D=${D:-/var/tmp/gds-async}; mkdir -p $D; gds_udev_entry $D >/dev/null 2>&1; gds_udev_entry /tmp >/dev/null 2>&1
 log "machine: $(nproc) CPUs, $(uname -r), $($PY --version 2>&1), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
 $PY -c 'from gdsdiag.sweep import native; l, w = native.load(); print("C loop:", "built" if l else "NOT built: " + str(w))' 2>&1 | tee -a "$OUT/run.log"
@@ -72,15 +72,18 @@ if [ -z "${SKIP_ZERO:-}" ]; then
     for i in 1 2 3; do
       if [ "$(left)" -lt 40 ]; then log "SKIP old$i"; break; fi
       log "old sweep ($OLD) $i: --mode cufile --rw read --bs 4k,1m --threads 4 --time 4s --no-verify (fresh CuPy cache)"
-      ( cd $OLD && env CUPY_CACHE_DIR=$(mktemp -d) PYTHONPATH=$PWD timeout 90 $PY -m gdsdiag sweep --dir $D --size ${SIZE:-512M} --time 4s --mode cufile --rw read --bs 4k,1m --threads 4 --no-verify --json ) >"$OUT/z_old$i.json" 2>"$OUT/z_old$i.txt"
+      ( cd $OLD && env CUPY_CACHE_DIR=$(mktemp -d) PYTHONPATH=$PWD:${PYTHONPATH#*:} timeout 90 $PY -m gdsdiag sweep --dir $D --size ${SIZE:-512M} --time 4s --mode cufile --rw read --bs 4k,1m --threads 4 --no-verify --json ) >"$OUT/z_old$i.json" 2>"$OUT/z_old$i.txt"
       echo "rc=$?" >>"$OUT/z_old$i.txt"
       $PY -c '
 import json, sys
-doc = json.load(open(sys.argv[1]))
+try:
+    doc = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("  old: no JSON:", e); sys.exit()
 for p in doc.get("points", []):
     s = p.get("summary") or {}
     print("  old", p.get("mode"), p.get("bs"), p.get("threads"), {k: s.get(k) for k in ("ops", "iops", "gbps", "bytes")}, p.get("error"))
-' "$OUT/z_old$i.json" 2>&1 | tee -a "$OUT/run.log"; pack
+' "$OUT/z_old$i.json" 2>&1 | tee -a "$OUT/run.log"; grep -E "^rc=|rror" "$OUT/z_old$i.txt" | tail -3 | tee -a "$OUT/run.log"; pack
     done
   fi
 fi
