@@ -2,7 +2,8 @@
 # Issue 10's two open questions plus the GPU tests, in one GPU-machine call:
 #   source .device/env.sh; bash benchmarks/gpu_async_zero.sh $OUT
 # 1. tests/test_cufile_gpu.py and tests/test_sweep_gpu.py (real libcufile, real H200).
-# 2. The cufile-async verified-read mismatch: the failing command, then one change at a time
+# 2. The cufile-async verified-read mismatch: a reproducer outside the sweep and the three buffer
+#    layouts (GDSDIAG_SWEEP_ASYNC_BUFFERS); ASYNC_VARIANTS=1 adds the failing command, then one change at a time
 #    (threads, iodepth, blocking streams, block size) and cufile-batch as the control. The
 #    mismatch report now names whose bytes were found (tests/test_sweep_queued.py).
 # 3. The 0-IOPS points: cold processes (fresh CuPy kernel cache) of the issue's command with
@@ -51,7 +52,17 @@ for p in doc.get("points", []):
 PY
   grep -E "^rc=|error|mismatch" "$OUT/$name.txt" | grep -v "error kind" | tail -3 | tee -a "$OUT/run.log"; pack; }
 
-if [ -z "${SKIP_ASYNC:-}" ]; then
+if [ -z "${SKIP_LAYOUTS:-}" ]; then
+  log "reproducer outside the sweep: benchmarks/cufile_async_repro.py"
+  timeout 120 $PY benchmarks/cufile_async_repro.py $D --rounds 20 2>&1 | tee "$OUT/repro.txt" | tee -a "$OUT/run.log"; pack
+  for lay in shared based separate; do
+    ENVS=GDSDIAG_SWEEP_ASYNC_BUFFERS=$lay sw l_${lay}_r1m --mode cufile-async --rw read --bs 1m --threads 2 --iodepth 8
+    ENVS=GDSDIAG_SWEEP_ASYNC_BUFFERS=$lay sw l_${lay}_w1m --mode cufile-async --rw write --bs 1m --threads 2 --iodepth 8
+    ENVS=GDSDIAG_SWEEP_ASYNC_BUFFERS=$lay sw l_${lay}_r4k --mode cufile-async --rw read --bs 4k --threads 2 --iodepth 8
+  done
+fi
+
+if [ -n "${ASYNC_VARIANTS:-}" ]; then
   sw a_repro1 --mode cufile-async --rw read --bs 1m --threads 2 --iodepth 8
   sw a_repro2 --mode cufile-async --rw read --bs 1m --threads 2 --iodepth 8
   sw a_thr1 --mode cufile-async --rw read --bs 1m --threads 1 --iodepth 8

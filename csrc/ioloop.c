@@ -173,6 +173,12 @@ int gd_sizeof_cufile(int which)
     return which == 0 ? (int)sizeof(struct cf_params) : which == 1 ? (int)sizeof(struct cf_event) : (int)sizeof(cf_err_t);
 }
 
+/* GPU memory of a slot: its own allocation (slot_buf), else its part of gpu_buf */
+static uint64_t slot_dev(const struct gd_job *j, int slot)
+{
+    return j->slot_buf ? j->slot_buf[slot] : j->gpu_buf + (uint64_t)slot * (uint64_t)j->bs;
+}
+
 /* the data is in GPU memory (the cuFile engines): generated / checked through the scratch copy */
 static int on_gpu(const struct gd_job *j)
 {
@@ -189,7 +195,7 @@ static int prepare_write(struct gd_job *j, int slot, int64_t off)
     int64_t t = gd_now_ns();
     if (on_gpu(j)) {
         gd_fill(j->scratch, j->bs, off, j->seed);
-        int r = ((htod_fn)j->cu_htod)(j->gpu_buf + (uint64_t)slot * j->bs, j->scratch, (size_t)j->bs);
+        int r = ((htod_fn)j->cu_htod)(slot_dev(j, slot), j->scratch, (size_t)j->bs);
         if (r) {
             fail(j, GD_ERR_COPY, r, 0, off);
             return -1;
@@ -226,7 +232,7 @@ static int after_io(struct gd_job *j, int slot, int64_t off, int64_t prev)
     const char *data = j->host_buf + slot * j->bs;
     if (on_gpu(j) || j->bounce) {
         /* check the bytes that reached the GPU, not the host staging copy */
-        int r = ((dtoh_fn)j->cu_dtoh)(j->scratch, j->gpu_buf + (uint64_t)slot * j->bs, (size_t)j->bs);
+        int r = ((dtoh_fn)j->cu_dtoh)(j->scratch, slot_dev(j, slot), (size_t)j->bs);
         if (r) {
             fail(j, GD_ERR_COPY, r, 0, off);
             return -1;
@@ -582,9 +588,12 @@ static int stream_issue(struct gd_job *j, struct qstate *q, int slot, int64_t of
     struct stream_eng *e = q->eng;
     e->size[slot] = (size_t)j->bs;
     e->foff[slot] = (off_t)(j->data_base + off);
-    e->boff[slot] = (off_t)((int64_t)slot * j->bs);
+    /* slot_buf: each request names its own buffer with offset 0, else one base and an offset
+     * (GDSDIAG_SWEEP_ASYNC_BUFFERS, gdsdiag/sweep/engines/cufile.py says which libcufile gets right) */
+    e->boff[slot] = j->slot_buf ? 0 : (off_t)((int64_t)slot * j->bs);
     e->done[slot] = 0;
-    cf_err_t r = ((cf_async_fn)j->cf_async_io)(j->cufile_handle, (void *)(uintptr_t)j->gpu_buf, &e->size[slot],
+    uint64_t base = j->slot_buf ? j->slot_buf[slot] : j->gpu_buf;
+    cf_err_t r = ((cf_async_fn)j->cf_async_io)(j->cufile_handle, (void *)(uintptr_t)base, &e->size[slot],
                                                &e->foff[slot], &e->boff[slot], &e->done[slot], j->queues[slot]);
     if (r.err) {
         fail(j, GD_ERR_IO, r.err, 0, off);

@@ -74,6 +74,7 @@ struct gd_job {
     void *cf_async_io;            /* cuFileReadAsync or cuFileWriteAsync */
     void *cu_stream_sync;         /* cuStreamSynchronize (int (*)(void *stream)) */
     void *cu_stream_query;        /* cuStreamQuery */
+    uint64_t *slot_buf;           /* cufile-async: iodepth device pointers, one buffer per slot (base, offset 0); NULL: gpu_buf + slot x bs */
 };
 
 int gd_run(struct gd_job *j);

@@ -42,7 +42,7 @@ def _addr(fake, name):
     return ctypes.cast(getattr(fake, name), ctypes.c_void_p).value
 
 
-def run_job(fake, sf, engine, *, write=False, depth=8, bs=4096, ops=300, verify=True, random=False):
+def run_job(fake, sf, engine, *, write=False, depth=8, bs=4096, ops=300, verify=True, random=False, own_bufs=False):
     """One worker's point through gd_run with the mock's function pointers; (job, written bitmap)."""
     import numpy as np
 
@@ -50,7 +50,8 @@ def run_job(fake, sf, engine, *, write=False, depth=8, bs=4096, ops=300, verify=
     for name in ("fake_submits", "fake_max_busy", "fake_busy_now"):
         ctypes.c_long.in_dll(fake, name).value = 0
     # the "device" buffer is page-aligned host memory here (the mock's pread/pwrite is O_DIRECT)
-    gpu = ctypes.c_char.from_buffer(mmap.mmap(-1, bs * depth))
+    LAST["gpu"] = mm = mmap.mmap(-1, bs * depth)
+    gpu = ctypes.c_char.from_buffer(mm)
     scratch = ctypes.c_char.from_buffer(mmap.mmap(-1, bs))
     queues = [ctypes.create_string_buffer(256) for _ in range(depth)]  # struct fake_queue each
     fd = ctypes.c_int(sf.fd)
@@ -75,6 +76,11 @@ def run_job(fake, sf, engine, *, write=False, depth=8, bs=4096, ops=300, verify=
     j.cu_stream_query = f.cast("void *", _addr(fake, "fake_stream_query"))
     j.cu_htod = f.cast("void *", _addr(fake, "fake_htod"))
     j.cu_dtoh = f.cast("void *", _addr(fake, "fake_dtoh"))
+    if own_bufs:  # cufile-async's slot_buf: a buffer per slot, named with offset 0
+        slots = [ctypes.c_char.from_buffer(mmap.mmap(-1, bs)) for _ in range(depth)]
+        slot_buf = f.new("uint64_t[]", [ctypes.addressof(b) for b in slots])
+        j.slot_buf = slot_buf
+        keep += [slots, slot_buf]
     hist = f.new("uint64_t[]", lib.GD_HIST_N)
     stop = f.new("int *")
     wc = f.from_buffer(written)
@@ -85,6 +91,7 @@ def run_job(fake, sf, engine, *, write=False, depth=8, bs=4096, ops=300, verify=
     return j, written
 
 
+LAST: dict = {}  # the last run_job's shared "device" buffer
 ENGINES = {"batch": "GD_ENGINE_CUFILE_BATCH", "stream": "GD_ENGINE_CUFILE_STREAM"}
 
 
@@ -98,6 +105,27 @@ def test_reads_keep_iodepth_in_flight_and_check_every_byte(fake, sweep_file, api
     # fio's iodepth: the queue was kept full (8 requests outstanding), never more
     assert ctypes.c_long.in_dll(fake, "fake_max_busy").value == 8
     assert ctypes.c_long.in_dll(fake, "fake_busy_now").value == 0  # nothing left in flight
+
+
+@pytest.mark.parametrize("write", [False, True])
+def test_stream_slots_in_their_own_buffers(fake, sweep_file, tmp_path, write):
+    # GDSDIAG_SWEEP_ASYNC_BUFFERS=based|separate: each request names its own buffer (offset 0);
+    # the data read is checked there, and what is written comes from there
+    sf = sweep_file
+    if write:
+        os.makedirs(tmp_path / "w")
+        sf = files.SweepFile(str(tmp_path / "w"), 8 << 20)
+        os.ftruncate(sf.fd, files.HEADER_SIZE + sf.size)
+    j, written = run_job(fake, sf, lib.GD_ENGINE_CUFILE_STREAM, write=write, own_bufs=True)
+    assert j.err_kind == 0 and j.ops == 300
+    assert LAST["gpu"][:] == bytes(len(LAST["gpu"]))  # the shared buffer was never used
+    if write:
+        ranges = written_ranges(written, 4096)
+        checked, bad, _ = verify_written(sf, ranges)
+        sf.remove()
+        assert bad is None and checked == 300 * 4096
+    else:
+        assert j.verified_bytes == 300 * 4096
 
 
 @pytest.mark.parametrize("api", ["batch", "stream"])

@@ -50,6 +50,17 @@ def per_thread_handles() -> bool:
     return os.environ.get("GDSDIAG_SWEEP_CUFILE_HANDLES") == "thread"
 
 
+ASYNC_BUFFERS = ("shared", "based", "separate")
+
+
+def async_buffers() -> str:
+    """How cufile-async names each slot's GPU memory (GDSDIAG_SWEEP_ASYNC_BUFFERS): ``shared`` one
+    base pointer and bufPtr_offset = slot x bs, ``based`` base = buffer + slot x bs and offset 0,
+    ``separate`` one allocation per slot and offset 0."""
+    v = os.environ.get("GDSDIAG_SWEEP_ASYNC_BUFFERS", "shared")
+    return v if v in ASYNC_BUFFERS else "shared"
+
+
 def _addr(L, fn) -> int:
     return int(L.ffi.cast("uintptr_t", fn))
 
@@ -71,6 +82,7 @@ class Worker(gpu.GpuPattern, _Worker):
         self.reg = None
         self.batches: list = []
         self.streams: list = []  # (cupy stream, its cuFile registration)
+        self.slot_arrays: list = []  # cufile-async, separate buffers: (cupy array, its registration)
         self.scratch = None
         self.pinned = False
         self.own_fd = -1
@@ -122,6 +134,18 @@ class Worker(gpu.GpuPattern, _Worker):
             sync, query = gpu.stream_fns()
             j.cu_stream_sync, j.cu_stream_query = f.cast("void *", sync), f.cast("void *", query)
             self._queues = f.new("void *[]", [f.cast("void *", s.ptr) for s, _ in self.streams])
+            layout = async_buffers()
+            self.loop_extra["async_buffers"] = layout
+            if layout == "based":
+                ptrs = [self.gbuf.data.ptr + i * spec.bs for i in range(spec.iodepth)]
+            elif layout == "separate":
+                for _ in range(spec.iodepth):
+                    a = cp.empty(spec.bs, dtype=cp.uint8)
+                    self.slot_arrays.append((a, cufile.BufferRegistration(a).register()))
+                ptrs = [a.data.ptr for a, _ in self.slot_arrays]
+            if layout != "shared":
+                self._slot_buf = f.new("uint64_t[]", ptrs)
+                j.slot_buf = self._slot_buf
         if self.api != "sync":
             j.queues = self._queues
         htod, dtoh = gpu.copy_fns()
@@ -168,6 +192,8 @@ class Worker(gpu.GpuPattern, _Worker):
             s, r = self.streams.pop()
             s.synchronize()
             r.deregister()
+        while self.slot_arrays:
+            self.slot_arrays.pop()[1].deregister()
         if self.reg is not None:
             self.reg.deregister()
             self.reg = None
