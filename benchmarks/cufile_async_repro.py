@@ -53,6 +53,7 @@ def main() -> int:
                 regs = [cufile.StreamRegistration(s).register() for s in streams]
                 big = cp.zeros(depth * bs, dtype=cp.uint8)
                 sep = [cp.zeros(bs, dtype=cp.uint8) for _ in range(depth)]
+                bregs = [cufile.BufferRegistration(b).register() for b in [big, *sep]]  # as the sweep does
                 for layout in ("shared", "based", "separate", "one-stream"):
                     wrong: collections.Counter = collections.Counter()
                     n = 0
@@ -79,7 +80,12 @@ def main() -> int:
                             got = (big[i * bs : (i + 1) * bs] if layout != "separate" else sep[i]).view(cp.uint32)
                             want = (first + i) * per
                             head = int(got[0])
-                            ok = op.result == bs and head == want and bool((got[:1024] == want).all())
+                            try:
+                                res = op.result
+                            except Exception as e:  # a failed request: counted, with its error
+                                wrong[f"error {e}"] += 1
+                                continue
+                            ok = res == bs and head == want and bool((got[:1024] == want).all())
                             ok = ok and int(got[-1]) == want + per - 1
                             if not ok:
                                 held = "untouched" if head == 0xEEEEEEEE else f"{(head - want) / per:+.0f} blocks"
@@ -90,7 +96,7 @@ def main() -> int:
                         + (f" ({dict(wrong)})" if wrong else ""),
                         flush=True,
                     )
-                for reg in regs:
+                for reg in regs + bregs:
                     reg.deregister()
     finally:
         fh.deregister()

@@ -48,7 +48,11 @@ except Exception as e:
 for p in doc.get("points", []):
     s = p.get("summary") or {}
     print(f"  {p.get('mode')} {p.get('rw')} bs={p.get('bs')} thr={p.get('threads')} qd={p.get('iodepth')}: "
-          f"{s.get('iops')} IOPS {s.get('gbps')} GB/s verified {p.get('verified_bytes')} error {p.get('error')}")
+          f"{s.get('iops')} IOPS {s.get('gbps')} GB/s verified {p.get('verified_bytes')} error {p.get('error')}"
+          f" loop {(p.get('loop') or {}).get('engine')}")
+    f = p.get("fio")
+    if f:
+        print("    fio:", {k: f.get(k) for k in ("gbps", "iops", "ratio", "ratio_gbps", "ratio_iops") if k in f} or str(f)[:300])
 PY
   grep -E "^rc=|error|mismatch" "$OUT/$name.txt" | grep -v "error kind" | tail -3 | tee -a "$OUT/run.log"; pack; }
 
@@ -97,6 +101,28 @@ for p in doc.get("points", []):
 ' "$OUT/z_old$i.json" 2>&1 | tee -a "$OUT/run.log"; grep -E "^rc=|rror" "$OUT/z_old$i.txt" | tail -3 | tee -a "$OUT/run.log"; pack
     done
   fi
+fi
+# CMP=1: cufile 1 MiB x 4 threads (the goal table's miss), interleaved: the C loop with fio's libcufile
+# job before and after it, the Python loop (GDSDIAG_PYTHON_LOOP=1), and the old tree (OLD)
+if [ -n "${CMP:-}" ]; then
+  ( gds_build_fio ) 2>&1 | tail -1 | tee -a "$OUT/run.log"; export GDSDIAG_FIO=/tmp/fio/fio
+  for i in 1 2 3; do
+    SIZE=2G T=4s sw c_new$i --mode cufile --rw read --bs 1m --threads 4 --no-verify --compare-fio
+    ENVS=GDSDIAG_PYTHON_LOOP=1 SIZE=2G T=4s sw c_py$i --mode cufile --rw read --bs 1m --threads 4 --no-verify
+    if [ -n "${OLD:-}" ] && [ "$(left)" -gt 40 ]; then
+      ( cd $OLD && env PYTHONPATH=$PWD:${PYTHONPATH#*:} timeout 90 $PY -m gdsdiag sweep --dir $D --size 2G --time 4s --mode cufile --rw read --bs 1m --threads 4 --no-verify --json ) >"$OUT/c_old$i.json" 2>"$OUT/c_old$i.txt"
+      $PY -c '
+import json, sys
+try:
+    doc = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("  old: no JSON:", e); sys.exit()
+for p in doc.get("points", []):
+    s = p.get("summary") or {}
+    print("  old", p.get("mode"), p.get("bs"), p.get("threads"), {k: s.get(k) for k in ("ops", "iops", "gbps")}, p.get("error"))
+' "$OUT/c_old$i.json" 2>&1 | tee -a "$OUT/run.log"; pack
+    fi
+  done
 fi
 log "done, $(left) s left of $BUDGET"
 pack

@@ -54,11 +54,18 @@ ASYNC_BUFFERS = ("shared", "based", "separate")
 
 
 def async_buffers() -> str:
-    """How cufile-async names each slot's GPU memory (GDSDIAG_SWEEP_ASYNC_BUFFERS): ``shared`` one
-    base pointer and bufPtr_offset = slot x bs, ``based`` base = buffer + slot x bs and offset 0,
-    ``separate`` one allocation per slot and offset 0."""
-    v = os.environ.get("GDSDIAG_SWEEP_ASYNC_BUFFERS", "shared")
-    return v if v in ASYNC_BUFFERS else "shared"
+    """How cufile-async names each slot's GPU memory (GDSDIAG_SWEEP_ASYNC_BUFFERS): ``based`` (the
+    default) base = buffer + slot x bs and bufPtr_offset 0, ``separate`` one allocation per slot,
+    ``shared`` one base pointer for every slot and bufPtr_offset = slot x bs.
+
+    ``shared`` is what cufile.h allows, but libcufile 1.15 in compatibility mode puts the data of
+    concurrent stream requests that share a base pointer into each other's buffers: on the H200
+    2 of 2 sweeps at --iodepth 8 read another request's block (+1 to +3 blocks away) and wrote
+    another slot's data to disk, at 4 KiB and 1 MiB, with one or two threads, blocking streams or
+    not; --iodepth 1, ``based`` and ``separate`` were clean (docs/sweep.md, "cufile-async buffers").
+    ``shared`` stays selectable to show it."""
+    v = os.environ.get("GDSDIAG_SWEEP_ASYNC_BUFFERS", "based")
+    return v if v in ASYNC_BUFFERS else "based"
 
 
 def _addr(L, fn) -> int:
