@@ -103,11 +103,13 @@ for p in doc.get("points", []):
   fi
 fi
 # CMP=1: cufile 1 MiB x 4 threads (the goal table's miss), interleaved: the C loop with fio's libcufile
-# job before and after it, the Python loop (GDSDIAG_PYTHON_LOOP=1), and the old tree (OLD)
+# job before and after it, the Python loop (GDSDIAG_PYTHON_LOOP=1), and the old tree (OLD);
+# ROUNDS=N rounds (3), CT=point time of the C-loop points (4s), C_ONLY=1 only the C loop and fio
 if [ -n "${CMP:-}" ]; then
   ( gds_build_fio ) 2>&1 | tail -1 | tee -a "$OUT/run.log"; export GDSDIAG_FIO=/tmp/fio/fio
-  for i in 1 2 3; do
-    SIZE=2G T=4s sw c_new$i --mode cufile --rw read --bs 1m --threads 4 --no-verify --compare-fio
+  for i in $(seq ${ROUNDS:-3}); do
+    SIZE=2G T=${CT:-4s} sw c_new$i --mode cufile --rw read --bs 1m --threads 4 --no-verify --compare-fio
+    [ -n "${C_ONLY:-}" ] && continue
     ENVS=GDSDIAG_PYTHON_LOOP=1 SIZE=2G T=4s sw c_py$i --mode cufile --rw read --bs 1m --threads 4 --no-verify
     if [ -n "${OLD:-}" ] && [ "$(left)" -gt 40 ]; then
       ( cd $OLD && env PYTHONPATH=$PWD:${PYTHONPATH#*:} timeout 90 $PY -m gdsdiag sweep --dir $D --size 2G --time 4s --mode cufile --rw read --bs 1m --threads 4 --no-verify --json ) >"$OUT/c_old$i.json" 2>"$OUT/c_old$i.txt"
