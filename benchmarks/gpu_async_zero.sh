@@ -56,6 +56,22 @@ for p in doc.get("points", []):
 PY
   grep -E "^rc=|error|mismatch" "$OUT/$name.txt" | grep -v "error kind" | tail -3 | tee -a "$OUT/run.log"; pack; }
 
+# old_sw NAME SIZE ARGS...: cufile read x 4 threads, 4 s, --no-verify, on the OLD tree (CACHE=1: fresh CuPy cache)
+old_sw() { local name=$1 size=$2; shift 2
+  log "old sweep ($OLD) $name: --size $size --mode cufile --rw read --threads 4 --time 4s --no-verify $*"
+  ( cd $OLD && env ${CACHE:+CUPY_CACHE_DIR=$(mktemp -d)} PYTHONPATH=$PWD:${PYTHONPATH#*:} timeout 90 $PY -m gdsdiag sweep --dir $D --size $size --time 4s --mode cufile --rw read --threads 4 --no-verify --json "$@" ) >"$OUT/$name.json" 2>"$OUT/$name.txt"
+  echo "rc=$?" >>"$OUT/$name.txt"
+  $PY -c '
+import json, sys
+try:
+    doc = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("  old: no JSON:", e); sys.exit()
+for p in doc.get("points", []):
+    s = p.get("summary") or {}
+    print("  old", p.get("mode"), p.get("bs"), p.get("threads"), {k: s.get(k) for k in ("ops", "iops", "gbps")}, p.get("error"))
+' "$OUT/$name.json" 2>&1 | tee -a "$OUT/run.log"; grep -E "^rc=|rror" "$OUT/$name.txt" | tail -3 | tee -a "$OUT/run.log"; pack; }
+
 if [ -z "${SKIP_LAYOUTS:-}" ]; then
   log "reproducer outside the sweep: benchmarks/cufile_async_repro.py"
   timeout 120 $PY benchmarks/cufile_async_repro.py $D --rounds 20 2>&1 | tee "$OUT/repro.txt" | tee -a "$OUT/run.log"; pack
@@ -86,19 +102,7 @@ if [ -z "${SKIP_ZERO:-}" ]; then
   if [ -n "${OLD:-}" ] && [ -d "$OLD" ]; then
     for i in 1 2 3; do
       if [ "$(left)" -lt 40 ]; then log "SKIP old$i"; break; fi
-      log "old sweep ($OLD) $i: --mode cufile --rw read --bs 4k,1m --threads 4 --time 4s --no-verify (fresh CuPy cache)"
-      ( cd $OLD && env CUPY_CACHE_DIR=$(mktemp -d) PYTHONPATH=$PWD:${PYTHONPATH#*:} timeout 90 $PY -m gdsdiag sweep --dir $D --size ${SIZE:-512M} --time 4s --mode cufile --rw read --bs 4k,1m --threads 4 --no-verify --json ) >"$OUT/z_old$i.json" 2>"$OUT/z_old$i.txt"
-      echo "rc=$?" >>"$OUT/z_old$i.txt"
-      $PY -c '
-import json, sys
-try:
-    doc = json.load(open(sys.argv[1]))
-except Exception as e:
-    print("  old: no JSON:", e); sys.exit()
-for p in doc.get("points", []):
-    s = p.get("summary") or {}
-    print("  old", p.get("mode"), p.get("bs"), p.get("threads"), {k: s.get(k) for k in ("ops", "iops", "gbps", "bytes")}, p.get("error"))
-' "$OUT/z_old$i.json" 2>&1 | tee -a "$OUT/run.log"; grep -E "^rc=|rror" "$OUT/z_old$i.txt" | tail -3 | tee -a "$OUT/run.log"; pack
+      CACHE=1 old_sw z_old$i ${SIZE:-512M} --bs 4k,1m
     done
   fi
 fi
@@ -112,17 +116,7 @@ if [ -n "${CMP:-}" ]; then
     [ -n "${C_ONLY:-}" ] && continue
     ENVS=GDSDIAG_PYTHON_LOOP=1 SIZE=2G T=4s sw c_py$i --mode cufile --rw read --bs 1m --threads 4 --no-verify
     if [ -n "${OLD:-}" ] && [ "$(left)" -gt 40 ]; then
-      ( cd $OLD && env PYTHONPATH=$PWD:${PYTHONPATH#*:} timeout 90 $PY -m gdsdiag sweep --dir $D --size 2G --time 4s --mode cufile --rw read --bs 1m --threads 4 --no-verify --json ) >"$OUT/c_old$i.json" 2>"$OUT/c_old$i.txt"
-      $PY -c '
-import json, sys
-try:
-    doc = json.load(open(sys.argv[1]))
-except Exception as e:
-    print("  old: no JSON:", e); sys.exit()
-for p in doc.get("points", []):
-    s = p.get("summary") or {}
-    print("  old", p.get("mode"), p.get("bs"), p.get("threads"), {k: s.get(k) for k in ("ops", "iops", "gbps")}, p.get("error"))
-' "$OUT/c_old$i.json" 2>&1 | tee -a "$OUT/run.log"; pack
+      old_sw c_old$i 2G --bs 1m
     fi
   done
 fi
