@@ -9,10 +9,12 @@ pairs + findings + JSON) and the whole process (python start included), best of 
 conditions they were measured under (benchmarks/conditions.py): machine, load average before and
 after, Python build, the file system the tree was generated on, cached bytecode for the children.
 
-    python3 benchmarks/topology_1000.py [--runs 5] [--dir DIR]   (DIR: where to generate the tree)
+    python3 benchmarks/topology_1000.py [--runs 5] [--dir DIR] [--code CHECKOUT]
+    (DIR: where to generate the tree; CHECKOUT: the gdsdiag tree to time, default this one)
 """
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -24,7 +26,6 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
 from conditions import child_env, describe, load  # noqa: E402
@@ -116,15 +117,27 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--dir", default=None, help="where to generate the tree (default: the temp directory)")
+    ap.add_argument(
+        "--code",
+        default=os.path.join(HERE, ".."),
+        help="the gdsdiag checkout to time (default: this one); another commit's tree, for before/after "
+        "figures on the same generated tree",
+    )
     args = ap.parse_args()
+    code = os.path.abspath(args.code)
+    sys.path.insert(0, code)
     with tempfile.TemporaryDirectory(dir=args.dir) as root, tempfile.TemporaryDirectory() as pycache:
         cond = describe(root)
         n = generate(root)
-        from gdsdiag.commands._common import paused_gc
         from gdsdiag.render.topology_json import document
         from gdsdiag.topology.findings import find
         from gdsdiag.topology.load import from_root
         from gdsdiag.topology.pairs import analyse_all
+
+        try:
+            from gdsdiag.commands._common import paused_gc
+        except ImportError:  # a commit from before the command paused the collector
+            paused_gc = contextlib.nullcontext
 
         best = best_cpu = float("inf")
         for _ in range(args.runs):
@@ -138,7 +151,7 @@ def main():
             best_cpu = min(best_cpu, time.process_time() - c0)
         whole = whole_cpu = float("inf")
         env = child_env(pycache)
-        env["PYTHONPATH"] = os.path.join(HERE, "..")  # the checkout under test, whatever the cwd
+        env["PYTHONPATH"] = code  # the checkout under test, whatever the cwd
         argv = [sys.executable, "-m", "gdsdiag", "topology", "--root", root, "--json"]
         subprocess.run(argv, stdout=subprocess.DEVNULL, check=False, env=env, cwd=root)  # warm-up: bytecode
         for _ in range(args.runs):
@@ -152,6 +165,7 @@ def main():
         print(
             json.dumps(
                 {
+                    "code": code,
                     "functions": n,
                     "devices_read": len(topo.devices),
                     "gpus": gpus,
