@@ -200,9 +200,22 @@ def decode(data: bytes) -> ConfigSpace:
     return cs
 
 
-# The two capability lists are walked inline (no generator, no closures): a large node decodes
-# 1,000+ config spaces per run. Each walk ends at a null pointer, or (with a problem noted) at a
-# pointer out of range or a loop: config space comes from files anyone may edit.
+# The two capability lists are walked with plain loops (no generator, no closures): a large node
+# decodes 1,000+ config spaces per run. Each walk ends at a null pointer, or (with a problem noted)
+# at a pointer out of range or a loop: config space comes from files anyone may edit.
+
+
+def _ends(cs: ConfigSpace, ptr: int, seen: set[int], out_of_range: str | None, most: int, kind: str) -> bool:
+    """True, with the problem noted, when a capability walk must end at ``ptr``: the pointer is out
+    of range (``out_of_range`` says how) or the list loops; else ``ptr`` joins ``seen``."""
+    if out_of_range:
+        cs.problems.append(out_of_range)
+        return True
+    if ptr in seen or len(seen) >= most:
+        cs.problems.append(f"{kind} list loops at {ptr:#x}")
+        return True
+    seen.add(ptr)
+    return False
 
 
 def _walk_standard(data: bytes, cs: ConfigSpace) -> None:
@@ -211,16 +224,13 @@ def _walk_standard(data: bytes, cs: ConfigSpace) -> None:
     seen: set[int] = set()
     ptr = data[0x34] & 0xFC
     while ptr:
+        why = None
         if ptr + 2 > limit and size < STD_CONFIG_SIZE:
-            cs.problems.append(f"capability at {ptr:#x} beyond the {size} readable bytes")
+            why = f"capability at {ptr:#x} beyond the {size} readable bytes"
+        elif ptr < 0x40 or ptr + 2 > limit:
+            why = f"capability pointer {ptr:#x} out of range"
+        if _ends(cs, ptr, seen, why, 48, "capability"):
             return
-        if ptr < 0x40 or ptr + 2 > limit:
-            cs.problems.append(f"capability pointer {ptr:#x} out of range")
-            return
-        if ptr in seen or len(seen) >= 48:
-            cs.problems.append(f"capability list loops at {ptr:#x}")
-            return
-        seen.add(ptr)
         cap_id = data[ptr]
         cs.capabilities.append(cap_id)
         if cap_id == CAP_ID_PCIE:
@@ -256,13 +266,9 @@ def _walk_extended(data: bytes, cs: ConfigSpace) -> None:
     seen: set[int] = set()
     ptr = 0x100
     while ptr:
-        if ptr < 0x100 or ptr + 4 > size:
-            cs.problems.append(f"extended capability pointer {ptr:#x} out of range")
+        why = f"extended capability pointer {ptr:#x} out of range" if ptr < 0x100 or ptr + 4 > size else None
+        if _ends(cs, ptr, seen, why, 1024, "extended capability"):
             return
-        if ptr in seen or len(seen) >= 1024:
-            cs.problems.append(f"extended capability list loops at {ptr:#x}")
-            return
-        seen.add(ptr)
         header = _U32.unpack_from(data, ptr)[0]
         if header in (0, 0xFFFFFFFF):
             return
