@@ -135,8 +135,12 @@ def main():
         from gdsdiag.topology.pairs import analyse_all
 
         try:
-            from gdsdiag.commands._common import paused_gc
+            from gdsdiag.commands._common import json_text, paused_gc
         except ImportError:  # a commit from before the command paused the collector
+
+            def json_text(doc, pretty=False):
+                return json.dumps(doc, separators=(",", ":"))
+
             paused_gc = contextlib.nullcontext
 
         best = best_cpu = float("inf")
@@ -146,7 +150,7 @@ def main():
                 topo = from_root(root)
                 pairs = analyse_all(topo)
                 doc = document(topo, pairs, find(topo, pairs))
-            json.dumps(doc, separators=(",", ":"))  # what --json writes to a pipe
+            json_text(doc, pretty=False)  # what --json writes to a pipe
             best = min(best, time.perf_counter() - t0)
             best_cpu = min(best_cpu, time.process_time() - c0)
         whole = whole_cpu = float("inf")
