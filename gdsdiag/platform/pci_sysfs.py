@@ -118,8 +118,9 @@ def _place(
     """The function at canonical path ``real``, placed under its host bridge; None (and a
     problem) when the path does not name it."""
     parts = real.split("/")
-    chain = [p for p in parts if BDF_RE.match(p)]
-    hosts = [p for p in parts if HOST_RE.match(p)]
+    # the plain tests first: both patterns need them, and most components (sys, devices) fail them
+    chain = [p for p in parts if ":" in p and BDF_RE.match(p)]
+    hosts = [p for p in parts if p.startswith("pci") and HOST_RE.match(p)]
     if not chain or chain[-1] != name:
         fs.problems.append(f"{name}: device path {real} does not end in its own address")
         return None
