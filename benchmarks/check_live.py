@@ -2,7 +2,7 @@
 """Time the whole `gdsdiag check` process on this node (live root), best of N, with the conditions
 it ran under (benchmarks/conditions.py). Goal (issue 11): < 0.5 s.
 
-    python3 benchmarks/check_live.py [--runs 10] [--args "check --json"]
+    python3 benchmarks/check_live.py [--runs 10] [--args "check --json"] [--code CHECKOUT]
 """
 
 import argparse
@@ -25,11 +25,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--args", default="check", help="the gdsdiag command line to time (default: check)")
+    ap.add_argument(
+        "--code",
+        default=os.path.join(HERE, ".."),
+        help="the gdsdiag checkout to time (default: this one); another commit's tree, for before/after figures",
+    )
     args = ap.parse_args()
     cond = describe()
     with tempfile.TemporaryDirectory() as pycache, tempfile.TemporaryDirectory() as cwd:
         env = child_env(pycache)
-        env["PYTHONPATH"] = os.path.join(HERE, "..")  # the checkout under test, whatever the cwd
+        env["PYTHONPATH"] = os.path.abspath(args.code)  # the checkout under test, whatever the cwd
         argv = [sys.executable, "-m", "gdsdiag", *shlex.split(args.args)]
         subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=cwd)  # warm-up
         walls, cpus = [], []
@@ -44,6 +49,7 @@ def main():
         json.dumps(
             {
                 "command": "gdsdiag " + args.args,
+                "code": os.path.abspath(args.code),
                 "exit_code": rc,
                 "best_s": round(walls[0], 3),
                 "median_s": round(walls[len(walls) // 2], 3),

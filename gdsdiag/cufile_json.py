@@ -8,7 +8,6 @@ nearest known name, because libcufile ignores a misspelt key silently and runs o
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 import json
 import os
@@ -293,6 +292,8 @@ def _validate(node: dict, prefix: str, issues: list[ConfigIssue]) -> None:
             continue
         spec = SCHEMA.get(key)
         if spec is None:
+            import difflib  # only for an unknown key: not every 'check' needs it
+
             # spelling hints cost ~2 ms each: a hostile file with 60,000 keys took 36 s
             near = (
                 difflib.get_close_matches(key, list(SCHEMA) + sorted(SECTIONS), n=1, cutoff=0.75)

@@ -134,23 +134,6 @@ def kv_shape(cfg: dict, dtype: str | None = None, where: str = "config.json") ->
     )
 
 
-@dataclass
-class KvEstimate:
-    tokens: int
-    bytes: int
-    read_gbps: float
-    write_gbps: float
-    t_load_s: float
-    t_store_s: float
-    t_recompute_s: float | None
-    break_even_hit_rate: float | None  # None: no prefill rate given
-    note: str
-
-    def to_json(self) -> schema.Estimate:
-        # the fields are the document's keys (tests/test_json_schema.py checks them against the type)
-        return cast("schema.Estimate", dict(self.__dict__))
-
-
 def break_even(t_recompute: float, t_load: float, t_store: float) -> float | None:
     """Smallest hit rate p with p·(T_recompute − T_load) > (1 − p)·T_store; None if loading is never
     faster than recomputing (offload cannot pay at any hit rate)."""
@@ -162,7 +145,9 @@ def break_even(t_recompute: float, t_load: float, t_store: float) -> float | Non
 
 def estimate(
     shape: KvShape, tokens: int, read_gbps: float, write_gbps: float, prefill_tps: float | None = None
-) -> KvEstimate:
+) -> schema.Estimate:
+    """The estimate as the ``estimate`` object of the gdsdiag.kv/1 document: that TypedDict is its
+    one definition (schema/kv.py), the text output reads the same keys."""
     if tokens <= 0:
         raise GdsdiagError(f"--tokens {tokens} must be positive", "give the prefix length in tokens")
     if read_gbps <= 0 or write_gbps <= 0:
@@ -185,7 +170,17 @@ def estimate(
             if p is not None
             else "loading is slower than recomputing: offload to this storage never pays"
         )
-    return KvEstimate(tokens, nbytes, read_gbps, write_gbps, t_load, t_store, t_rc, p, note)
+    return {
+        "tokens": tokens,
+        "bytes": nbytes,
+        "read_gbps": read_gbps,
+        "write_gbps": write_gbps,
+        "t_load_s": t_load,
+        "t_store_s": t_store,
+        "t_recompute_s": t_rc,
+        "break_even_hit_rate": p,  # None: no prefill rate given, or offload never pays
+        "note": note,
+    }
 
 
 def gbps_from_sweep(doc: dict, where: str = "sweep") -> tuple[float, float, str]:

@@ -218,7 +218,14 @@ def test_typed_function_table_matches_the_cdef():
     decls = re.findall(r"^\s*((?:const\s+)?[A-Za-z_]\w*\s*\**)\s*(cuFile\w+)\s*\(([^)]*)\);", cdef_text(), re.M)
     assert len(decls) >= 40
     ret_map = {"CUfileError_t": "CuFileStatus", "void": "None", "ssize_t": "int", "long": "int"}
+    from gdsdiag.cufile import _types
+
     typed = {n: f for n, f in vars(CuFileLib).items() if n.startswith("cuFile")}
+    # functions declared as attributes of a callable Protocol type (one signature, several names)
+    for n, ann in CuFileLib.__annotations__.items():
+        if n.startswith("cuFile"):
+            assert n not in typed, n
+            typed[n] = getattr(_types, ann).__call__
     assert set(typed) == {name for _, name, _ in decls}
     for ret, name, args in decls:
         sig = inspect.signature(typed[name])

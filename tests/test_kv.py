@@ -71,11 +71,13 @@ def test_break_even_formula():
 def test_estimate_llama_at_2gbps():
     s = kv_shape(cfg("llama-3.1-70b.config.json"))
     e = estimate(s, 8192, 2.0, 1.0, prefill_tps=4000)
-    assert e.bytes == 327_680 * 8192
-    assert e.t_load_s == pytest.approx(327_680 * 8192 / 2e9)
-    assert e.t_store_s == pytest.approx(2 * e.t_load_s)
-    assert e.t_recompute_s == pytest.approx(8192 / 4000)
-    assert e.break_even_hit_rate == pytest.approx(e.t_store_s / (e.t_recompute_s - e.t_load_s + e.t_store_s))
+    assert e["bytes"] == 327_680 * 8192
+    assert e["t_load_s"] == pytest.approx(327_680 * 8192 / 2e9)
+    assert e["t_store_s"] == pytest.approx(2 * e["t_load_s"])
+    assert e["t_recompute_s"] == pytest.approx(8192 / 4000)
+    assert e["break_even_hit_rate"] == pytest.approx(
+        e["t_store_s"] / (e["t_recompute_s"] - e["t_load_s"] + e["t_store_s"])
+    )
 
 
 def test_gbps_from_real_sweep():

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
-from ._common import emit_json, json_option, node_options, paths_option
+from ._common import emit_json, exit_leaving_heap, json_option, node_options, paths_option
 
 
 @click.command()
@@ -35,4 +33,4 @@ def check(root, snapshot, paths, gdscheck_file, libcufile_path, verbose, as_json
         from ..render.check_text import render
 
         render(Console(), report, verbose)
-    sys.exit(report.exit_code())
+    exit_leaving_heap(report.exit_code())

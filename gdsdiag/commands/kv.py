@@ -78,15 +78,15 @@ def kv(model_config, sweep_file, gbps, tokens, prefill_tps, kv_dtype, as_json):
             "model_config": model_config,
             "shape": shape.to_json(),
             "bandwidth_source": source,
-            "estimate": est.to_json(),
+            "estimate": est,
         }
         emit_json(doc)
     else:
         click.echo(
             f"{shape.model}: {shape.attention}, {shape.bytes_per_token:,} B/token ({shape.formula}; {shape.dtype})"
         )
-        click.echo(f"prefix of {tokens:,} tokens = {_human_bytes(est.bytes)}")
+        click.echo(f"prefix of {tokens:,} tokens = {_human_bytes(est['bytes'])}")
         click.echo(f"bandwidth: read {rd:.3f} GB/s, write {wr:.3f} GB/s ({source})")
-        click.echo(f"load {_ms(est.t_load_s)}, store {_ms(est.t_store_s)}, recompute {_ms(est.t_recompute_s)}")
-        click.echo(est.note)
+        click.echo(f"load {_ms(est['t_load_s'])}, store {_ms(est['t_store_s'])}, recompute {_ms(est['t_recompute_s'])}")
+        click.echo(est["note"])
     sys.exit(EXIT_OK)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
-from ._common import emit_json, json_option, node_options
+from ._common import emit_json, exit_leaving_heap, json_option, node_options, paused_gc
 
 
 @click.command()
@@ -45,11 +43,14 @@ def topology(
     """The PCIe graph between GPUs, NVMe and NICs, and whether P2P DMA can work on each pair."""
     from ..topology.report import topology as run_topology
 
-    report = run_topology(root, snapshot, lspci_files, numa_map, cross_check, smi_file)
-    if as_json:
-        from ..render.topology_json import document
+    with paused_gc():
+        report = run_topology(root, snapshot, lspci_files, numa_map, cross_check, smi_file)
+        if as_json:
+            from ..render.topology_json import document
 
-        emit_json(document(report.topo, report.pairs, report.findings, report.cross_check, report.routing))
+            doc = document(report.topo, report.pairs, report.findings, report.cross_check, report.routing)
+    if as_json:
+        emit_json(doc)
     else:
         from rich.console import Console
 
@@ -73,4 +74,4 @@ def topology(
             from ..importers.nvidia_smi import render_cross_check
 
             render_cross_check(console, report.cross_check)
-    sys.exit(report.exit_code)
+    exit_leaving_heap(report.exit_code)

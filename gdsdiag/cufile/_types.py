@@ -21,6 +21,22 @@ class CuFileStatus(Protocol):
     cu_err: int
 
 
+class AsyncIo(Protocol):
+    """cuFileReadAsync and cuFileWriteAsync (the sixth argument is bytes_read_p or bytes_written_p)."""
+
+    def __call__(
+        self,
+        fh: CData,
+        bufPtr_base: CData,
+        size_p: CData,
+        file_offset_p: CData,
+        bufPtr_offset_p: CData,
+        bytes_done_p: CData,
+        stream: CData,
+        /,
+    ) -> CuFileStatus: ...
+
+
 class CuFileLib(Protocol):
     # enum constants of the cdef that the bindings pass to libcufile
     CU_FILE_HANDLE_TYPE_OPAQUE_FD: int
@@ -49,28 +65,11 @@ class CuFileLib(Protocol):
     ) -> CuFileStatus: ...
     def cuFileBatchIOCancel(self, batch_idp: CData, /) -> CuFileStatus: ...
     def cuFileBatchIODestroy(self, batch_idp: CData, /) -> None: ...
-    def cuFileReadAsync(
-        self,
-        fh: CData,
-        bufPtr_base: CData,
-        size_p: CData,
-        file_offset_p: CData,
-        bufPtr_offset_p: CData,
-        bytes_read_p: CData,
-        stream: CData,
-        /,
-    ) -> CuFileStatus: ...
-    def cuFileWriteAsync(
-        self,
-        fh: CData,
-        bufPtr_base: CData,
-        size_p: CData,
-        file_offset_p: CData,
-        bufPtr_offset_p: CData,
-        bytes_written_p: CData,
-        stream: CData,
-        /,
-    ) -> CuFileStatus: ...
+
+    # the two asynchronous calls share one C signature, argument for argument
+    cuFileReadAsync: AsyncIo
+    cuFileWriteAsync: AsyncIo
+
     def cuFileStreamRegister(self, stream: CData, flags: int, /) -> CuFileStatus: ...
     def cuFileStreamDeregister(self, stream: CData, /) -> CuFileStatus: ...
     def cuFileGetVersion(self, version: CData, /) -> CuFileStatus: ...

@@ -123,7 +123,7 @@ class FsRoot:
         (docs/security.md): a link to /etc/shadow reads the tree's /etc/shadow, or nothing."""
         if self.is_live:
             return os.open(self.host(path), flags)
-        from .inroot import Unsupported, open_in_root
+        from .inroot import Unsupported, open_in_root  # ctypes: only under --root
 
         if getattr(self, "_rootfd", None) is None:
             self._rootfd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)

@@ -8,7 +8,6 @@ import errno
 import mmap
 import os
 import re
-import secrets
 from dataclasses import dataclass, field
 
 from .fsroot import FsRoot
@@ -178,6 +177,8 @@ class ODirectProbe:
 def odirect_probe(directory: str) -> ODirectProbe:
     """Create gdsdiag-check-*.tmp in ``directory`` (O_EXCL: never an existing file), write and read
     back 4 KiB with O_DIRECT from a page-aligned buffer, compare, and remove the file."""
+    import secrets  # here, not at the top: hashlib/hmac cost every 'check' ~5 ms, used only with --path
+
     name = os.path.join(directory, f"gdsdiag-check-{os.getpid()}-{secrets.token_hex(4)}.tmp")
     created = False
     fd = -1

@@ -118,8 +118,9 @@ def _place(
     """The function at canonical path ``real``, placed under its host bridge; None (and a
     problem) when the path does not name it."""
     parts = real.split("/")
-    chain = [p for p in parts if BDF_RE.match(p)]
-    hosts = [p for p in parts if HOST_RE.match(p)]
+    # the plain tests first: both patterns need them, and most components (sys, devices) fail them
+    chain = [p for p in parts if ":" in p and BDF_RE.match(p)]
+    hosts = [p for p in parts if p.startswith("pci") and HOST_RE.match(p)]
     if not chain or chain[-1] != name:
         fs.problems.append(f"{name}: device path {real} does not end in its own address")
         return None
@@ -146,13 +147,53 @@ def _nonneg(v: int | None) -> int | None:
     return None if v is None or v < 0 else v
 
 
+def parse_pci_uevent(text: str | None) -> tuple[int, int, int, int, int] | None:
+    """(class, vendor, device, subsystem vendor, subsystem device) from a PCI function's ``uevent``
+    file, or None when it lacks any of them (then the five attribute files are read).
+
+    One file instead of five, and the same values: the kernel prints ``PCI_CLASS=%04X``,
+    ``PCI_ID=%04X:%04X`` and ``PCI_SUBSYS_ID=%04X:%04X`` from pdev->class, ->vendor, ->device,
+    ->subsystem_vendor and ->subsystem_device (pci_uevent(), drivers/pci/pci-driver.c), the very
+    fields the ``class``/``vendor``/``device``/``subsystem_*`` attributes print (pci_config_attr(),
+    drivers/pci/pci-sysfs.c) -- after quirks, and for SR-IOV virtual functions, whose config header
+    reads 0xffff, the same as the files. Every capture with both (the hwloc trees, the snapshots)
+    agrees on every function (tests/test_pci_uevent.py)."""
+    if not text:
+        return None
+    cls = ident = subsys = None
+    for line in text.splitlines():
+        key, _, val = line.partition("=")
+        if key == "PCI_CLASS":
+            cls = val
+        elif key == "PCI_ID":
+            ident = val
+        elif key == "PCI_SUBSYS_ID":
+            subsys = val
+    if cls is None or ident is None or subsys is None:
+        return None
+    ven, _, dev = ident.partition(":")
+    sven, _, sdev = subsys.partition(":")
+    try:
+        out = (int(cls, 16), int(ven, 16), int(dev, 16), int(sven, 16), int(sdev, 16))
+    except ValueError:
+        return None
+    # anything the attribute files could not have printed (a hand-edited tree) reads them instead
+    if out[0] > 0xFFFFFF or any(v > 0xFFFF for v in out[1:]) or min(out) < 0:
+        return None
+    return out
+
+
 def _read_attrs(d: AttrDir, path: str, bdf: str, hb: str, parent: str | None) -> PciFunction:
     fn = PciFunction(bdf=bdf, host_bridge=hb, parent_bdf=parent, source=path)
-    fn.class_code = d.read_int("class", 16)
-    fn.vendor = d.read_int("vendor", 16)
-    fn.device = d.read_int("device", 16)
-    fn.subsystem_vendor = d.read_int("subsystem_vendor", 16)
-    fn.subsystem_device = d.read_int("subsystem_device", 16)
+    ids = parse_pci_uevent(d.read_text("uevent"))
+    if ids is not None:
+        fn.class_code, fn.vendor, fn.device, fn.subsystem_vendor, fn.subsystem_device = ids
+    else:
+        fn.class_code = d.read_int("class", 16)
+        fn.vendor = d.read_int("vendor", 16)
+        fn.device = d.read_int("device", 16)
+        fn.subsystem_vendor = d.read_int("subsystem_vendor", 16)
+        fn.subsystem_device = d.read_int("subsystem_device", 16)
     fn.driver = d.readlink_name("driver")
     fn.numa_node = _nonneg(d.read_int("numa_node"))
     fn.numa_source = "numa_node" if fn.numa_node is not None else None

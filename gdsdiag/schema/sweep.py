@@ -1,5 +1,6 @@
-"""``gdsdiag.sweep/1`` (docs/json.md): the document's frame. A point is still built from its
-record's fields (sweep/runner.py ``PointRecord.to_json``), so its keys are typed loosely here."""
+"""``gdsdiag.sweep/1`` (docs/json.md). A point is ``PointRecord``'s fields in order
+(sweep/runner.py ``to_json``), typed as ``Point``; its ``route_detail`` and ``fio`` objects stay
+open (``dict[str, object]``): their keys depend on the mode and on what the node has."""
 
 from __future__ import annotations
 
@@ -29,10 +30,69 @@ class Config(TypedDict):
     compare_fio: bool
 
 
+# "p99.9" is not an identifier: the functional form
+LatencyUs = TypedDict(
+    "LatencyUs",
+    {
+        "p50": float | None,
+        "p90": float | None,
+        "p99": float | None,
+        "p99.9": float | None,
+        "min": float | None,
+        "max": float | None,
+        "mean": float | None,
+    },
+)
+
+
+class Summary(TypedDict, total=False):
+    """A point's figures (sweep/latency.py ``summarize_hist``); ``{}`` on an ERROR point."""
+
+    ops: int
+    bytes: int
+    seconds: float
+    gbps: float | None
+    iops: float | None
+    lat_us: LatencyUs
+    max_gap_ms: float
+    request_bytes: int  # kvikio only: threads x bs, what one request asks for
+
+
+class Loop(TypedDict, total=False):
+    """Which I/O loop ran the point (sweep/engines/base.py); ``{}`` on an ERROR point."""
+
+    kind: str  # "c" | "python"
+    engine: str  # "c psync", "c io_uring iodepth 32", "c cufile", ... or "python"
+    buffers: str  # "2 MiB-aligned, MADV_HUGEPAGE" | "4 KiB pages"
+    cufile_handles: str  # cuFile modes only: "one per point" | "per thread"
+    async_buffers: str  # cufile-async only: "based" | "separate" | "shared" (GDSDIAG_SWEEP_ASYNC_BUFFERS)
+    why: str  # python loops only: why the C loop could not run
+
+
+class Point(TypedDict):
+    mode: str
+    rw: str
+    bs: int
+    threads: int
+    summary: Summary
+    cpu_percent: float
+    verified_bytes: int
+    route: str  # HOST, DRAM_BOUNCE, NVFS, P2PDMA, COMPAT, ..., ERROR
+    route_detail: dict[str, object]  # cufile_stats, cufile_batch_stats, nvidia_fs: when measured
+    route_warning: str | None
+    ceilings: dict[str, float]  # host_mode, pinned_copy, link: GB/s this point is compared with
+    ratio: float | None  # GB/s / the lowest ceiling
+    error: str | None
+    iodepth: int
+    loop: Loop
+    verify_seconds: float
+    fio: dict[str, object] | None  # --compare-fio only
+
+
 class SweepDoc(TypedDict):
     schema: str
     machine: Machine
     config: Config
     prepare_seconds: float
     ceilings: dict[str, object]
-    points: list[dict[str, object]]
+    points: list[Point]
