@@ -158,7 +158,14 @@ def _late_dlopen_trace(tmp_path, extra_args):
     rec = tmp_path / "rec.jsonl"
     py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {**os.environ, "LD_LIBRARY_PATH": str(vend), "PYTHONPATH": here}
+    # the vendored copy first; what is already there stays (the GPU machine's kit finds libbcc and
+    # the tracer's own packages through these two)
+    keep = {k: os.environ[k] for k in ("LD_LIBRARY_PATH", "PYTHONPATH") if os.environ.get(k)}
+    env = {
+        **os.environ,
+        "LD_LIBRARY_PATH": ":".join([str(vend), *keep.get("LD_LIBRARY_PATH", "").split(":")]).rstrip(":"),
+        "PYTHONPATH": ":".join([here, *keep.get("PYTHONPATH", "").split(":")]).rstrip(":"),
+    }
     r = subprocess.run(
         [sys.executable, "-m", "gdsdiag", "trace", "--json", "--record", str(rec), *extra_args, "--", py, str(user)],
         capture_output=True,
