@@ -202,7 +202,7 @@ static int prepare_write(struct gd_job *j, int slot, int64_t off)
         }
     } else if (j->bounce) {
         gd_fill(j->host_buf + slot * j->bs, j->bs, off, j->seed);
-        int r = ((htod_fn)j->cu_htod)(j->gpu_buf + (uint64_t)slot * j->bs, j->host_buf + slot * j->bs, (size_t)j->bs);
+        int r = ((htod_fn)j->cu_htod)(slot_dev(j, slot), j->host_buf + slot * j->bs, (size_t)j->bs);
         if (r) {
             fail(j, GD_ERR_COPY, r, 0, off);
             return -1;
@@ -422,7 +422,7 @@ static int bounce_in(struct gd_job *j, int slot, int64_t res)
 {
     if (j->is_write || !j->bounce || res != j->bs)
         return 0;
-    int c = ((htod_fn)j->cu_htod)(j->gpu_buf + (uint64_t)slot * j->bs, j->host_buf + slot * j->bs, (size_t)j->bs);
+    int c = ((htod_fn)j->cu_htod)(slot_dev(j, slot), j->host_buf + slot * j->bs, (size_t)j->bs);
     if (c)
         fail(j, GD_ERR_COPY, c, 0, 0);
     return c ? -1 : 1;
@@ -784,7 +784,7 @@ static int uring_issue(struct gd_job *j, struct qstate *q, int slot, int64_t off
 {
     struct ring *r = q->eng;
     if (j->is_write && j->bounce) {
-        int c = ((dtoh_fn)j->cu_dtoh)(r->iov[slot].iov_base, j->gpu_buf + (uint64_t)slot * j->bs, (size_t)j->bs);
+        int c = ((dtoh_fn)j->cu_dtoh)(r->iov[slot].iov_base, slot_dev(j, slot), (size_t)j->bs);
         if (c) {
             fail(j, GD_ERR_COPY, c, 0, off);
             return -1;

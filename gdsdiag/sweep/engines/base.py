@@ -546,7 +546,7 @@ def _log_workers(spec: PointSpec, point: Point, workers: list) -> None:
 
     t0 = point.t0_ns or 0
 
-    def at(name: str) -> str:
+    def at(w: Worker, name: str) -> str:
         t = w.times.get(name)
         return "-" if t is None or not t0 else f"{(t - t0) / 1e6:+.1f}"
 
@@ -554,8 +554,8 @@ def _log_workers(spec: PointSpec, point: Point, workers: list) -> None:
         j = w.job
         sys.stderr.write(
             f"gdsdiag sweep worker {w.idx} [{spec.mode} {spec.rw} bs={spec.bs} qd={spec.iodepth}]: "
-            f"setup {at('begin')} ms, prepared {at('prepared')}, warm-up done {at('warm')}, "
-            f"released {at('started')}, loop returned {at('ran')}; ops {int(j.ops)}, "
+            f"setup {at(w, 'begin')} ms, prepared {at(w, 'prepared')}, warm-up done {at(w, 'warm')}, "
+            f"released {at(w, 'started')}, loop returned {at(w, 'ran')}; ops {int(j.ops)}, "
             f"latency max {int(j.lat_max_ns) / 1e3:.0f} us, longest silence {int(j.max_gap_ns) / 1e3:.0f} us, "
             f"error kind {int(j.err_kind)}{'' if w.setup_error is None else ', setup: ' + str(w.setup_error)}\n"
         )
