@@ -15,32 +15,47 @@ from .errors import (
     GdsdiagError,
 )
 
+# The CLI layer: one module per command under gdsdiag/commands (parse, render, exit); the work
+# is done by the report functions of the packages they call. A command's module is imported when
+# that command runs (or --help lists them all): `gdsdiag topology` need not load the sweep's or
+# the exporter's options, a tenth of its start-up (docs/benchmarks.md).
+COMMANDS = {  # name -> (module under gdsdiag.commands, the click command in it)
+    "topology": ("topology", "topology"),
+    "check": ("check", "check"),
+    "cufile": ("cufile", "cufile_cmd"),
+    "sweep": ("sweep", "sweep"),
+    "trace": ("trace", "trace"),
+    "snapshot": ("snapshot", "snapshot"),
+    "explain": ("explain", "explain"),
+    "diff": ("diff", "diff"),
+    "validate": ("validate", "validate"),
+    "report": ("report", "report"),
+    "exporter": ("exporter", "exporter"),
+    "kv": ("kv", "kv"),
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class _Commands(click.Group):
+    """The commands of COMMANDS, each imported at its first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        where = COMMANDS.get(cmd_name)
+        if where is None:
+            return None
+        import importlib
+
+        command = getattr(importlib.import_module(f"gdsdiag.commands.{where[0]}"), where[1])
+        assert isinstance(command, click.Command) and command.name == cmd_name, (cmd_name, command)
+        return command
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gdsdiag")
 def cli() -> None:
     """Diagnose the GPUDirect Storage data path: PCIe topology, drivers, and the route I/O takes."""
-
-
-# The CLI layer: one module per command under gdsdiag/commands (parse, render, exit); the work
-# is done by the report functions of the packages they call.
-from .commands import check, cufile, diff, explain, exporter, kv, report, snapshot, sweep, topology, trace, validate  # noqa: E402
-
-for _command in (
-    topology.topology,
-    check.check,
-    cufile.cufile_cmd,
-    sweep.sweep,
-    trace.trace,
-    snapshot.snapshot,
-    explain.explain,
-    diff.diff,
-    validate.validate,
-    report.report,
-    exporter.exporter,
-    kv.kv,
-):
-    cli.add_command(_command)
 
 
 def main() -> None:

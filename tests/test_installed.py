@@ -83,9 +83,11 @@ def test_suite_imports_the_installed_package_not_the_checkout():
 
 
 def _commands() -> list[str]:
+    import click
+
     from gdsdiag.cli import cli
 
-    return sorted(cli.commands)
+    return cli.list_commands(click.Context(cli))
 
 
 @pytest.mark.parametrize("command", _commands())

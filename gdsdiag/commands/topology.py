@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
-from ._common import emit_json, exit_leaving_heap, json_option, node_options, paused_gc
+from ._common import exit_leaving_heap, json_option, json_text, node_options, paused_gc
 
 
 @click.command()
@@ -46,11 +48,15 @@ def topology(
     with paused_gc():
         report = run_topology(root, snapshot, lspci_files, numa_map, cross_check, smi_file)
         if as_json:
-            from ..render.topology_json import document
+            from ..render.topology_json import document, document_text
 
-            doc = document(report.topo, report.pairs, report.findings, report.cross_check, report.routing)
+            parts = (report.topo, report.pairs, report.findings, report.cross_check, report.routing)
+            if sys.stdout.isatty():  # a person: indented (commands/_common.json_text)
+                text = json_text(document(*parts), pretty=True)
+            else:  # a program: the same compact text emit_json writes, made faster (render/topology_json)
+                text = document_text(*parts)
     if as_json:
-        emit_json(doc)
+        sys.stdout.write(text + "\n")
     else:
         from rich.console import Console
 

@@ -158,18 +158,15 @@ class ConfigSpace:
     problems: list[str] = field(default_factory=list)
 
 
-def _u16(b: bytes, o: int) -> int:
-    return b[o] | b[o + 1] << 8
-
-
 # little-endian, as config space is (PCI Local Bus Specification 6.1)
 _U32 = struct.Struct("<I")
 _ACS_REGS = struct.Struct("<HH")  # ACS Capability, ACS Control
 _PCIE_REGS = struct.Struct("<HIHHIHH")
 
 
-def _payload(code: int) -> int:
-    return 128 << (code & 7) if (code & 7) <= 5 else 0
+# Max_Payload_Size / Max_Read_Request_Size encodings 0-5: 128 << code bytes; 6 and 7 reserved
+_PAYLOAD = (128, 256, 512, 1024, 2048, 4096, 0, 0)
+_HEADER = struct.Struct("<HHxxH")  # Vendor ID, Device ID, (Command), Status
 
 
 def decode(data: bytes) -> ConfigSpace:
@@ -178,7 +175,7 @@ def decode(data: bytes) -> ConfigSpace:
     if len(data) < 64:
         cs.problems.append(f"config space truncated ({len(data)} bytes, need at least 64)")
         return cs
-    cs.vendor, cs.device = _u16(data, 0), _u16(data, 2)
+    cs.vendor, cs.device, status = _HEADER.unpack_from(data)
     if cs.vendor == 0xFFFF:
         cs.problems.append("config space reads all-ones (device gone or not readable)")
         return cs
@@ -186,7 +183,6 @@ def decode(data: bytes) -> ConfigSpace:
     cs.header_type = data[0x0E] & 0x7F
     if cs.header_type == 1:
         cs.secondary_bus = data[0x19]
-    status = _u16(data, 0x06)
     if status & 0x10:
         _walk_standard(data, cs)
     if len(data) < EXT_CONFIG_SIZE:
@@ -249,9 +245,9 @@ def _decode_pcie(data: bytes, o: int) -> PcieCapability:
     return PcieCapability(
         version=flags & 0xF,
         port_type=ptype,
-        max_payload_supported=_payload(devcap & 7),
-        max_payload=_payload(devctl >> 5),
-        max_read_request=_payload(devctl >> 12),
+        max_payload_supported=_PAYLOAD[devcap & 7],
+        max_payload=_PAYLOAD[devctl >> 5 & 7],
+        max_read_request=_PAYLOAD[devctl >> 12 & 7],
         relaxed_ordering=bool(devctl & 0x10),
         link_cap_speed_gts=LINK_SPEED_GTS.get(lnkcap & 0xF) if has_link else None,
         link_cap_width=(lnkcap >> 4 & 0x3F) or None if has_link else None,

@@ -123,13 +123,13 @@ class FsRoot:
         (docs/security.md): a link to /etc/shadow reads the tree's /etc/shadow, or nothing."""
         if self.is_live:
             return os.open(self.host(path), flags)
-        from .inroot import Unsupported, open_in_root  # ctypes: only under --root
-
-        if getattr(self, "_rootfd", None) is None:
-            self._rootfd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        rootfd = self.__dict__.get("_rootfd")
+        if rootfd is None:
+            rootfd = self._rootfd = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        inroot = _inroot()  # ctypes: loaded only under --root
         try:
-            return open_in_root(self._rootfd, path, flags)
-        except Unsupported:
+            return inroot.open_in_root(rootfd, path, flags)
+        except inroot.Unsupported:
             return os.open(self.host(self.resolve(path)), flags | os.O_NOFOLLOW)
 
     def __del__(self):
@@ -156,12 +156,10 @@ class FsRoot:
         except OSError:
             real = self.follow_link(path)
             return real, self.attrs(real)
-        if target.startswith("/"):
-            out = os.path.normpath(target)
-        else:
-            out = os.path.normpath(os.path.join(os.path.dirname(path), target))
+        # os.path.join(os.path.dirname(path), target), spelt out: thousands of calls on a large node
+        out = os.path.normpath(target if target.startswith("/") else path.rpartition("/")[0] + "/" + target)
         try:
-            fd = self._open(out, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = self._open(out, _DIR_FLAGS)
         except OSError:
             real = self.resolve(path)
             return real, self.attrs(real)
@@ -188,6 +186,18 @@ class FsRoot:
         return _to_int(self, path, text, base)
 
 
+def _inroot():  # the module, imported at the first --root open (it loads ctypes)
+    global _INROOT
+    if _INROOT is None:
+        from . import inroot
+
+        _INROOT = inroot
+    return _INROOT
+
+
+_INROOT = None
+
+
 def _to_int(fs: FsRoot, path: str, text: str, base: int) -> int | None:
     try:
         return int(text.split()[0], base)
@@ -196,6 +206,7 @@ def _to_int(fs: FsRoot, path: str, text: str, base: int) -> int | None:
         return None
 
 
+_DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _ATTR_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW
 
 

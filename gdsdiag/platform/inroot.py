@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import sys
 
 SYS_OPENAT2 = 437  # the same number on every Linux architecture (asm-generic)
 RESOLVE_NO_MAGICLINKS = 0x02
@@ -35,6 +36,8 @@ _supported = True
 _NR = ctypes.c_long(SYS_OPENAT2)
 _HOW_SIZE = ctypes.c_size_t(ctypes.sizeof(_OpenHow))
 _hows: dict[int, _OpenHow] = {}
+# os.fsencode's codec, looked up once
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 
 
 def open_in_root(rootfd: int, path: str, flags: int) -> int:
@@ -50,8 +53,8 @@ def open_in_root(rootfd: int, path: str, flags: int) -> int:
         how = _hows[flags] = _OpenHow(flags, 0, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
     fd = _libc.syscall(
         _NR,
-        ctypes.c_int(rootfd),
-        os.fsencode(path.lstrip("/") or "."),  # bytes pass as char *
+        rootfd,  # a Python int passes as a C int
+        (path.lstrip("/") or ".").encode(_FS_ENCODING, _FS_ERRORS),  # bytes pass as char *
         ctypes.byref(how),
         _HOW_SIZE,
     )

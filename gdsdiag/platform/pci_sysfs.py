@@ -18,6 +18,9 @@ from .fsroot import AttrDir, FsRoot
 BDF_RE = re.compile(r"^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")
 HOST_RE = re.compile(r"^pci([0-9a-f]{4,8}):([0-9a-f]{2})$")
 LOOKS_LIKE_BDF_RE = re.compile(r"^[0-9a-fA-F]+:[0-9a-fA-F]+:[0-9a-fA-F]+\.[0-9a-fA-F]+$")
+# BDF_RE and HOST_RE as whole components of a path ("/" or the end on either side)
+PATH_BDF_RE = re.compile(r"(?<![^/])([0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])(?![^/])")
+PATH_HOST_RE = re.compile(r"(?<![^/])pci([0-9a-f]{4,8}):([0-9a-f]{2})(?![^/])")
 SPEED_RE = re.compile(r"([0-9.]+)\s*GT/s")
 NVIDIA = 0x10DE
 
@@ -92,14 +95,19 @@ def read_functions(
         if fn is None:
             continue
         functions.append(fn)
-        bridges.setdefault(fn.host_bridge, HostBridge(id=fn.host_bridge))
+        if fn.host_bridge not in bridges:
+            bridges[fn.host_bridge] = HostBridge(id=fn.host_bridge)
     # The host bridge's identity for the kernel's p2pdma whitelist is function 00.0 on its root bus.
     by_bdf = {f.bdf: f for f in functions}
+    nodes_of: dict[str, set[int]] = {hb: set() for hb in bridges}
+    for f in functions:
+        if f.numa_node is not None:
+            nodes_of[f.host_bridge].add(f.numa_node)
     for hb in bridges.values():
         f0 = by_bdf.get(f"{hb.id}:00.0")
         if f0 is not None:
             hb.vendor, hb.device = f0.vendor, f0.device
-        nodes = {f.numa_node for f in functions if f.host_bridge == hb.id and f.numa_node is not None}
+        nodes = nodes_of[hb.id]
         if len(nodes) == 1:
             hb.numa_node = nodes.pop()
         elif len(nodes) > 1:
@@ -117,16 +125,14 @@ def _place(
 ) -> PciFunction | None:
     """The function at canonical path ``real``, placed under its host bridge; None (and a
     problem) when the path does not name it."""
-    parts = real.split("/")
-    # the plain tests first: both patterns need them, and most components (sys, devices) fail them
-    chain = [p for p in parts if ":" in p and BDF_RE.match(p)]
-    hosts = [p for p in parts if p.startswith("pci") and HOST_RE.match(p)]
+    # every path component that is a whole PCI address / host bridge name, in one pass each
+    chain = PATH_BDF_RE.findall(real)
+    hosts = PATH_HOST_RE.findall(real)
     if not chain or chain[-1] != name:
         fs.problems.append(f"{name}: device path {real} does not end in its own address")
         return None
-    m = HOST_RE.match(hosts[-1]) if hosts else None
-    if m:
-        hb = f"{m.group(1)}:{m.group(2)}"
+    if hosts:
+        hb = "%s:%s" % hosts[-1]
     else:
         # Virtual buses (e.g. VMD, Hyper-V) have no pciDDDD:BB component: use the top function's bus.
         hb = bus_of(chain[0])
@@ -160,6 +166,11 @@ def parse_pci_uevent(text: str | None) -> tuple[int, int, int, int, int] | None:
     agrees on every function (tests/test_pci_uevent.py)."""
     if not text:
         return None
+    m = _UEVENT_IDS_RE.search(text)
+    if m is not None and text.count("PCI_") == _UEVENT_PCI_KEYS:
+        # the kernel's own layout: the three lines in a row, and no second copy of any of them
+        cls, ven, dev, sven, sdev = m.groups()
+        return _checked_ids((int(cls, 16), int(ven, 16), int(dev, 16), int(sven, 16), int(sdev, 16)))
     cls = ident = subsys = None
     for line in text.splitlines():
         key, _, val = line.partition("=")
@@ -177,8 +188,22 @@ def parse_pci_uevent(text: str | None) -> tuple[int, int, int, int, int] | None:
         out = (int(cls, 16), int(ven, 16), int(dev, 16), int(sven, 16), int(sdev, 16))
     except ValueError:
         return None
+    return _checked_ids(out)
+
+
+# pci_uevent() (drivers/pci/pci-driver.c) prints PCI_CLASS, PCI_ID and PCI_SUBSYS_ID one after
+# the other, then PCI_SLOT_NAME; MODALIAS holds no "PCI_". Five "PCI_" in all.
+_UEVENT_IDS_RE = re.compile(
+    r"^PCI_CLASS=([0-9A-F]{1,8})\nPCI_ID=([0-9A-F]{1,8}):([0-9A-F]{1,8})\n"
+    r"PCI_SUBSYS_ID=([0-9A-F]{1,8}):([0-9A-F]{1,8})$",
+    re.M,
+)
+_UEVENT_PCI_KEYS = 4
+
+
+def _checked_ids(out: tuple[int, int, int, int, int]) -> tuple[int, int, int, int, int] | None:
     # anything the attribute files could not have printed (a hand-edited tree) reads them instead
-    if out[0] > 0xFFFFFF or any(v > 0xFFFF for v in out[1:]) or min(out) < 0:
+    if out[0] > 0xFFFFFF or max(out[1:]) > 0xFFFF or min(out) < 0:
         return None
     return out
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from json.encoder import encode_basestring_ascii as _json_str
 from typing import TYPE_CHECKING, cast
 
 from ..topology.findings import Finding
@@ -53,6 +55,29 @@ def document(
     if cross_check is not None:
         doc["cross_check"] = cast("list[schema.CrossCheckCell]", cross_check)
     return doc
+
+
+def document_text(
+    topo: Topology,
+    pairs: list[PairAnalysis],
+    findings: list[Finding],
+    cross_check: list[dict] | None = None,
+    routing: list[dict] | None = None,
+) -> str:
+    """The compact JSON text of ``document(...)`` (what ``--json`` writes to a pipe), the same
+    bytes, with the pairs written by ``PairAnalysis.json_text`` instead of the encoder walking
+    4,720 dicts that repeat the same hops (docs/benchmarks.md)."""
+    doc = document(topo, [], findings, cross_check, routing)
+    parts = []
+    for key, value in doc.items():
+        text = "[" + ",".join(p.json_text() for p in pairs) + "]" if key == "pairs" else _compact(value)
+        parts.append(f"{_json_str(key)}:{text}")
+    return "{" + ",".join(parts) + "}"
+
+
+def _compact(value: object) -> str:
+    # commands/_common.json_text's compact form: documents are trees, no cycle check
+    return json.dumps(value, separators=(",", ":"), check_circular=False)
 
 
 def _hex(v: int | None, width: int) -> str | None:

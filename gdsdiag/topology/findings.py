@@ -97,8 +97,12 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
                     )
                 )
     # Placement: GPU with no storage/NIC under the same switch.
+    storage_pairs: dict[int, list[PairAnalysis]] = {}  # GPU (by id) -> its pairs with NVMe and NICs
+    for p in pairs:
+        if p.b.role in (Role.NVME, Role.NIC):
+            storage_pairs.setdefault(id(p.a), []).append(p)
     for gpu in topo.by_role(Role.GPU):
-        mine = [p for p in pairs if p.a is gpu and p.b.role in (Role.NVME, Role.NIC)]
+        mine = storage_pairs.get(id(gpu), [])
         if mine and not any(p.smi in (SmiLevel.PIX, SmiLevel.PXB) for p in mine):
             best = min(mine, key=lambda p: list(SmiLevel).index(p.smi))
             out.append(

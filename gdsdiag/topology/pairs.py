@@ -16,8 +16,10 @@ Sources of each rule:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from enum import Enum
+from json.encoder import encode_basestring_ascii as _json_str
 from typing import TYPE_CHECKING
 
 from ..pci.records import Link
@@ -96,6 +98,26 @@ class LinkHop:
             doc = self.__dict__["_json"] = built
         return doc.copy()
 
+    def json_text(self) -> str:
+        """``to_json()`` as compact JSON text, encoded once: a hop stands in many pairs."""
+        text = self.__dict__.get("_json_text")
+        if text is None:
+            text = self.__dict__["_json_text"] = _compact(self.to_json())
+        return text
+
+
+def _compact(doc: object) -> str:
+    # what ``gdsdiag ... --json`` writes to a pipe (commands/_common.json_text)
+    return json.dumps(doc, separators=(",", ":"), check_circular=False)
+
+
+def _json_opt(s: str | None) -> str:
+    return "null" if s is None else _json_str(s)
+
+
+def _json_strs(items: list[str]) -> str:
+    return "[" + ",".join(map(_json_str, items)) + "]"
+
 
 def _narrower(best: LinkHop | None, h: LinkHop | None) -> LinkHop | None:
     """The narrower of two hops with a known bandwidth; the first on a tie (as min() over the path)."""
@@ -151,6 +173,54 @@ class PairAnalysis:
             "reasons": self.reasons,
         }
 
+    def json_text(self) -> str:
+        """``_compact(self.to_json())``, byte for byte, written from pieces: the hops' text is
+        encoded once per hop, not once per pair. A large node's 4,720 pairs are three quarters of
+        its 4 MB topology document, and encoding their dicts was a fifth of ``topology --json``'s
+        time (docs/benchmarks.md). ``to_json`` stays the definition of the record;
+        tests/test_topology_json_text.py checks the two agree on every tree the tests read."""
+        smi = self.smi._value_
+        nv = self.nvlink
+        return "".join(
+            (
+                '{"a":',
+                _json_str(self.a.bdf),
+                ',"a_label":',
+                _json_opt(self.a.label),
+                ',"b":',
+                _json_str(self.b.bdf),
+                ',"b_label":',
+                _json_opt(self.b.label),
+                ',"b_role":',
+                _json_str(self.b.role._value_),
+                ',"nvidia_smi":',
+                _json_str(nv.label if nv else smi),
+                ',"pcie":',
+                _json_str(smi),
+                ',"nccl":',
+                _json_str(self.nccl._value_),
+                ',"nvlink":',
+                _compact(nv.to_json()) if nv else "null",
+                ',"path":',
+                _json_strs(self.path),
+                ',"narrowest_link":',
+                self.narrowest.json_text() if self.narrowest else "null",
+                ',"below_max_links":[',
+                ",".join(h.json_text() for h in self.hops if h.downtrained),
+                '],"acs_redirect_bridges":',
+                _json_strs(self.acs_redirect_bridges),
+                ',"acs_unknown_bridges":',
+                _json_strs(self.acs_unknown_bridges),
+                ',"p2pdma_map":',
+                _json_str(self.p2pdma._value_),
+                ',"p2p":',
+                _json_str(self.verdict._value_),
+                ',"reasons":',
+                _json_strs(self.reasons),
+                "}",
+            )
+        )
+
 
 def _split_at_common(a: Device, b: Device) -> tuple[list[Device], Device | None, list[Device]]:
     """(bridges above a below the common one, the common bridge or None, same for b)."""
@@ -176,6 +246,24 @@ def _nccl_nodes(chain: list[Device]) -> list[str]:
         if d.switch_id and (not out or out[-1] != d.switch_id):
             out.append(d.switch_id)
     return out
+
+
+def _device_nccl_nodes(d: Device) -> list[str]:
+    # cached: the tree is fixed, and the pair analysis asks for each endpoint's list many times
+    nodes = d.__dict__.get("_nccl_nodes")
+    if nodes is None:
+        nodes = d.__dict__["_nccl_nodes"] = _nccl_nodes(d.ancestors())
+    return nodes
+
+
+def _acs_facts(d: Device) -> tuple[bool, bool]:
+    """(ACS redirects peer traffic, ACS state unknown) for a bridge, read once per bridge: a large
+    node's pair analysis visits each bridge thousands of times."""
+    facts = d.__dict__.get("_acs_facts")
+    if facts is None:
+        acs = d.fn.acs_control
+        facts = d.__dict__["_acs_facts"] = (acs is not None and acs.redirects, not d.fn.acs_known)
+    return facts
 
 
 def _hop(d: Device) -> LinkHop | None:
@@ -246,7 +334,7 @@ def _between(topo: Topology, a: Device, b: Device) -> _Between:
         smi = SmiLevel.NODE
         if numa_a is None or numa_b is None:
             reasons.append("NUMA node of a host bridge unknown: NODE assumed (could be SYS)")
-    na, nb = _nccl_nodes(a.ancestors()), _nccl_nodes(b.ancestors())
+    na, nb = _device_nccl_nodes(a), _device_nccl_nodes(b)
     shared = [s for s in na if s in nb]
     if shared:
         first = shared[0]
@@ -279,8 +367,8 @@ def _between(topo: Topology, a: Device, b: Device) -> _Between:
         checked = side_bridges
     else:
         checked = side_bridges + [common]
-    redirect = [d.bdf for d in checked if d.fn.acs_control is not None and d.fn.acs_control.redirects]
-    unknown = [d.bdf for d in checked if not d.fn.acs_known]
+    redirect = [d.bdf for d in checked if _acs_facts(d)[0]]
+    unknown = [d.bdf for d in checked if _acs_facts(d)[1]]
     p2pdma = _p2pdma_map(topo, a, b, common, redirect, unknown, reasons)
     return _Between(up_a, up_b, smi, nccl, path, mid_hops, mid_narrowest, redirect, unknown, p2pdma, reasons)
 
@@ -300,7 +388,8 @@ def analyse_pair(topo: Topology, a: Device, b: Device, memo: dict[tuple, _Betwee
         key = (_between_key(topo, a), _between_key(topo, b))
         hit = memo.get(key)
         mid = hit if hit is not None else memo.setdefault(key, _between(topo, a, b))
-    smi, redirect, unknown, p2pdma = mid.smi, list(mid.redirect), list(mid.unknown), mid.p2pdma
+    # the bridge lists are shared by every pair below the same two parents: read-only
+    smi, redirect, unknown, p2pdma = mid.smi, mid.redirect, mid.unknown, mid.p2pdma
     reasons = list(mid.reasons)
     path = [a.bdf, *mid.mid_path, b.bdf]
     hop_a, hop_b = _hop(a), _hop(b)
