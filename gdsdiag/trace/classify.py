@@ -100,6 +100,45 @@ class _HostIo:
     note: str
 
 
+def io_line(
+    ts: int,
+    pid: int,
+    tid: int,
+    comm: str,
+    api: str,
+    op: str,
+    path: str | None,
+    offset: int,
+    size: int,
+    ret: int | None,
+    latency_ns: int | None,
+    route: Route,
+    subtype: str | None,
+    confidence: str,
+    evidence: list[str],
+) -> schema.IoLine:
+    """A verdict: the ``trace --json`` io line itself (``schema.trace.IoLine``, where its fields are
+    described), built here only, its keys in the order --json writes them."""
+    return {
+        "type": "io",
+        "ts": ts,
+        "pid": pid,
+        "tid": tid,
+        "comm": comm,
+        "api": api,
+        "op": op,
+        "path": path,
+        "offset": offset,
+        "size": size,
+        "ret": ret,
+        "latency_ns": latency_ns,
+        "route": route,
+        "subtype": subtype,
+        "confidence": confidence,
+        "evidence": evidence,
+    }
+
+
 @dataclass
 class _Pending:
     pid: int
@@ -677,24 +716,9 @@ class Classifier:
             ev.append("some requests mapped CPU pages")
         lat = (p.t_end - p.t_start) if p.t_end is not None else None
         self._proc(p.pid, p.comm)["ios"] += 1
-        return {
-            "type": "io",
-            "ts": p.t_start,
-            "pid": p.pid,
-            "tid": p.tid,
-            "comm": p.comm,
-            "api": p.api,
-            "op": p.op,
-            "path": path,
-            "offset": p.offset,
-            "size": p.size,
-            "ret": p.ret,
-            "latency_ns": lat,
-            "route": route,
-            "subtype": sub,
-            "confidence": conf,
-            "evidence": ev,
-        }
+        return io_line(
+            p.t_start, p.pid, p.tid, p.comm, p.api, p.op, path, p.offset, p.size, p.ret, lat, route, sub, conf, ev
+        )
 
     def _copy_of(self, io: _HostIo):
         """The CUDA copy that moved this I/O's bytes: after a read, host-to-device from its buffer;
@@ -815,24 +839,23 @@ class Classifier:
                 + ("no CUDA copy of its buffer" if self.memcpy.get(e.pid) else "the process made no CUDA copy")
             )
         self._proc(e.pid, e.comm)["ios"] += 1
-        return {
-            "type": "io",
-            "ts": e.ts,
-            "pid": e.pid,
-            "tid": e.tid,
-            "comm": e.comm,
-            "api": io.api,
-            "op": io.op,
-            "path": io.path,
-            "offset": io.offset,
-            "size": io.size,
-            "ret": io.ret,
-            "latency_ns": io.latency,
-            "route": route,
-            "subtype": None,
-            "confidence": conf,
-            "evidence": ev,
-        }
+        return io_line(
+            e.ts,
+            e.pid,
+            e.tid,
+            e.comm,
+            io.api,
+            io.op,
+            io.path,
+            io.offset,
+            io.size,
+            io.ret,
+            io.latency,
+            route,
+            None,
+            conf,
+            ev,
+        )
 
 
 def classify(events: list[Event], path_filter: str | None = None, record_version: int = 2) -> list[schema.IoLine]:
