@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import FIXTURES, live
+from conftest import FIXTURES, GDSDIAG, live
 
 from gdsdiag.routes import Route
 from gdsdiag.trace.classify import classify, log2_hist, summarize
@@ -243,6 +243,26 @@ def test_a_call_with_no_evidence_is_unknown_and_path_filter():
         ev(3, "sys_exit", "pread64", [4, 0, 4096, 0, 0, 512, 100]),
     ]
     assert classify(noise) == []
+
+
+def test_a_verdict_is_its_json_line():
+    """The classifier's verdicts are gdsdiag/schema/trace.py's IoLine documents (one definition of
+    the fields): 'trace --json' writes each as it is, its keys in the type's order."""
+    import typing
+
+    from gdsdiag.schema.trace import IoLine
+
+    routes = set()
+    for name in ("cufile", "cupy-load"):  # cuFile calls' verdicts (COMPAT), host I/O's (HOST, DRAM_BOUNCE)
+        rec = os.path.join(FIXTURES, "trace", f"trace-h200-{name}.jsonl.gz")
+        header, events = read_record(rec)
+        vs = classify(events, record_version=int(header.get("gdsdiag_trace_record", 1)))
+        routes |= {v["route"] for v in vs}
+        assert vs and all(list(v) == list(typing.get_type_hints(IoLine)) and v["type"] == "io" for v in vs)
+        r = subprocess.run([*GDSDIAG, "trace", "--replay", rec, "--json"], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert [x for x in r.stdout.splitlines() if x.startswith('{"type": "io"')] == [json.dumps(v) for v in vs]
+    assert routes == {COMPAT, HOST, DRAM_BOUNCE}
 
 
 def test_summary_histogram_and_percentiles():
