@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import FIXTURES, live
+from conftest import FIXTURES, GDSDIAG, live
 
 from gdsdiag.routes import Route
 from gdsdiag.trace.classify import classify, log2_hist, summarize
@@ -64,10 +64,16 @@ def test_compat_read_with_chunks_on_worker_threads_is_folded_into_one_call():
         )
     s.append(ev(2061700.0, "api_exit", "cuFileRead", [0x2000000], tid=439))
     (v,) = classify(s)
-    assert (v.api, v.op, v.offset, v.size, v.ret) == ("cuFileRead", "read", 0x4000000, 0x2000000, 0x2000000)
-    assert v.route == COMPAT and v.confidence == "high" and v.path == "/data/f.dat"
-    assert "usdt cufio_core:cufio_px_read ×4" in v.evidence and any(e.startswith("pread64") for e in v.evidence)
-    assert abs(v.latency_ns / 1e3 - (2061700.0 - 2041534.3)) < 1
+    assert (v["api"], v["op"], v["offset"], v["size"], v["ret"]) == (
+        "cuFileRead",
+        "read",
+        0x4000000,
+        0x2000000,
+        0x2000000,
+    )
+    assert v["route"] == COMPAT and v["confidence"] == "high" and v["path"] == "/data/f.dat"
+    assert "usdt cufio_core:cufio_px_read ×4" in v["evidence"] and any(e.startswith("pread64") for e in v["evidence"])
+    assert abs(v["latency_ns"] / 1e3 - (2061700.0 - 2041534.3)) < 1
 
 
 def test_unaligned_compat_read_on_libcufiles_second_fd():
@@ -80,7 +86,7 @@ def test_unaligned_compat_read_on_libcufiles_second_fd():
         ev(1050, "api_exit", "cuFileRead", [0x100064]),
     ]
     (v,) = classify(s)
-    assert v.route == COMPAT and v.offset == 0x3007 and v.size == 0x100064 and v.confidence == "high"
+    assert v["route"] == COMPAT and v["offset"] == 0x3007 and v["size"] == 0x100064 and v["confidence"] == "high"
 
 
 # --- routes the project's machines cannot run: streams constructed from NVIDIA's sources ----------
@@ -96,8 +102,8 @@ def test_constructed_from_docs_nvidia_fs_p2p_read():
         ev(320, "api_exit", "cuFileRead", [MiB]),
     ]
     (v,) = classify(s)
-    assert (v.route, v.subtype, v.confidence) == (Route.NVFS, "nvidia-fs", "high")
-    assert "ioctl NVFS_IOCTL_READ" in v.evidence
+    assert (v["route"], v["subtype"], v["confidence"]) == (Route.NVFS, "nvidia-fs", "high")
+    assert "ioctl NVFS_IOCTL_READ" in v["evidence"]
 
 
 def test_constructed_from_docs_nvidia_fs_without_usdt_uses_ioctl_and_kernel_returns():
@@ -108,9 +114,9 @@ def test_constructed_from_docs_nvidia_fs_without_usdt_uses_ioctl_and_kernel_retu
         ev(20, "sys_exit", "ioctl", [92, 0x7FFE0000, 0, 0, 0x40047404, 0, 300_000]),
     ]
     (v,) = classify(base + [ev(400, "api_exit", "cuFileWrite", [MiB])])
-    assert (v.route, v.confidence) == (Route.NVFS, "medium")
+    assert (v["route"], v["confidence"]) == (Route.NVFS, "medium")
     (v,) = classify(base + [ev(100, "kprobe", "nvfs_get_dma", [0]), ev(400, "api_exit", "cuFileWrite", [MiB])])
-    assert (v.route, v.subtype, v.confidence) == (Route.NVFS, "nvidia-fs", "high")
+    assert (v["route"], v["subtype"], v["confidence"]) == (Route.NVFS, "nvidia-fs", "high")
 
 
 def test_constructed_from_docs_pci_p2pdma():
@@ -122,7 +128,7 @@ def test_constructed_from_docs_pci_p2pdma():
         ev(300, "api_exit", "cuFileRead", [MiB]),
     ]
     (v,) = classify(s)
-    assert (v.route, v.subtype) == (Route.P2PDMA, "pci-p2pdma")
+    assert (v["route"], v["subtype"]) == (Route.P2PDMA, "pci-p2pdma")
 
 
 def test_constructed_from_docs_dynamic_routing_through_a_peer_gpu():
@@ -134,7 +140,7 @@ def test_constructed_from_docs_dynamic_routing_through_a_peer_gpu():
         ev(300, "api_exit", "cuFileRead", [MiB]),
     ]
     (v,) = classify(s)
-    assert v.route == PEER_GPU
+    assert v["route"] == PEER_GPU
 
 
 def test_constructed_from_docs_sys_mem_staging_by_the_application():
@@ -146,38 +152,45 @@ def test_constructed_from_docs_sys_mem_staging_by_the_application():
         ev(2100, "api_enter", "cuMemcpy", [0x7F2000000000, 0x7F1000000000, 4 * MiB, 1]),
     ]
     (v,) = classify(s)
-    assert (v.route, v.confidence, v.size, v.offset, v.path) == (DRAM_BOUNCE, "high", 4 * MiB, 8 * MiB, "/kv/cache.bin")
-    assert any(x.startswith("CUDA copy host 0x7f1000000000 -> GPU 0x7f2000000000, 4194304 bytes") for x in v.evidence)
+    assert (v["route"], v["confidence"], v["size"], v["offset"], v["path"]) == (
+        DRAM_BOUNCE,
+        "high",
+        4 * MiB,
+        8 * MiB,
+        "/kv/cache.bin",
+    )
+    assert any(
+        x.startswith("CUDA copy host 0x7f1000000000 -> GPU 0x7f2000000000, 4194304 bytes") for x in v["evidence"]
+    )
     # without the copy it is host I/O, not on the GPU data path
     (v,) = classify(s[:2])
-    assert (v.route, v.confidence) == (HOST, "medium") and "the process made no CUDA copy" in v.evidence[-1]
+    assert (v["route"], v["confidence"]) == (HOST, "medium") and "the process made no CUDA copy" in v["evidence"][-1]
     # a copy of another buffer of another size, or in the wrong direction, is no evidence
     other = ev(2100, "api_enter", "cuMemcpy", [0x7F2000000000, 0x7F3000000000, 2 * MiB, 1])
     wrong = ev(2100, "api_enter", "cuMemcpy", [0x7F1000000000, 0x7F2000000000, 4 * MiB, 2])
-    assert [v.route for v in classify(s[:2] + [other])] == [HOST]
-    assert [v.route for v in classify(s[:2] + [wrong])] == [HOST]
+    assert [v["route"] for v in classify(s[:2] + [other])] == [HOST]
+    assert [v["route"] for v in classify(s[:2] + [wrong])] == [HOST]
     # staged through another host buffer of the same size (CuPy's asarray copies a NumPy array into
     # pinned memory first; seen on the GPU machine): paired by order, the first copy of that size
     # after the read with no other read of that size in between (high, and the evidence says why) ...
     staged = ev(2100, "api_enter", "cuMemcpy", [0x7F2000000000, 0x7F3000000000, 4 * MiB, 1])
     (v,) = classify(s[:2] + [staged])
-    assert (v.route, v.confidence) == (DRAM_BOUNCE, "high") and "no other read of that size in between" in v.evidence[
-        -1
-    ]
+    assert (v["route"], v["confidence"]) == (DRAM_BOUNCE, "high")
+    assert "no other read of that size in between" in v["evidence"][-1]
     # ... read, copy, read, copy (cupy_load.py's shape): each read its own copy, both high ...
     read2 = ev(5000, "sys_exit", "pread64", [7, 0x7F1000800000, 4 * MiB, 0, 0, 4 * MiB, 2_000_000])
     staged2 = ev(7000, "api_enter", "cuMemcpy", [0x7F2000400000, 0x7F3000000000, 4 * MiB, 1])
     vs = classify(s[:2] + [staged, read2, staged2])
-    assert [(v.route, v.confidence) for v in vs] == [(DRAM_BOUNCE, "high")] * 2
-    assert ["0x7f2000000000" in vs[0].evidence[-1], "0x7f2000400000" in vs[1].evidence[-1]] == [True, True]
+    assert [(v["route"], v["confidence"]) for v in vs] == [(DRAM_BOUNCE, "high")] * 2
+    assert ["0x7f2000000000" in vs[0]["evidence"][-1], "0x7f2000400000" in vs[1]["evidence"][-1]] == [True, True]
     # ... medium when two reads of that size came before one copy: either could have fed it
     read2.ts = 20
     vs = classify(s[:2] + [read2, staged])
-    assert [(v.route, v.confidence) for v in vs] == [(DRAM_BOUNCE, "medium")] * 2
-    assert all("staged" in v.evidence[-1] and "no other read" not in v.evidence[-1] for v in vs)
+    assert [(v["route"], v["confidence"]) for v in vs] == [(DRAM_BOUNCE, "medium")] * 2
+    assert all("staged" in v["evidence"][-1] and "no other read" not in v["evidence"][-1] for v in vs)
     # a copy of part of the buffer (the application copies a slice) still ties the read to the GPU
     part = ev(2100, "api_enter", "cuMemcpy", [0x7F2000000000, 0x7F1000100000, MiB, 0])
-    assert [v.route for v in classify(s[:2] + [part])] == [DRAM_BOUNCE]
+    assert [v["route"] for v in classify(s[:2] + [part])] == [DRAM_BOUNCE]
     # a write: the device-to-host copy into its buffer comes before it
     w = [
         ev(0, "open", "openat", [8], path="/kv/out.bin"),
@@ -185,7 +198,7 @@ def test_constructed_from_docs_sys_mem_staging_by_the_application():
         ev(10, "sys_exit", "pwrite64", [8, 0x7F1000000000, MiB, 0, 0, MiB, 1000]),
     ]
     (v,) = classify(w)
-    assert (v.route, v.op, v.confidence) == (DRAM_BOUNCE, "write", "high")
+    assert (v["route"], v["op"], v["confidence"]) == (DRAM_BOUNCE, "write", "high")
 
 
 def test_async_and_batch_calls_collect_their_evidence_later():
@@ -203,7 +216,7 @@ def test_async_and_batch_calls_collect_their_evidence_later():
         for i in range(2)
     ]
     vs = classify(s)
-    assert [(v.api, v.route, v.offset, v.size) for v in vs] == [
+    assert [(v["api"], v["route"], v["offset"], v["size"]) for v in vs] == [
         ("cuFileReadAsync", COMPAT, 16 * MiB, 4 * MiB),
         ("cuFileBatchIO", COMPAT, 0, 65536),
         ("cuFileBatchIO", COMPAT, 65536, 65536),
@@ -216,7 +229,7 @@ def test_a_call_with_no_evidence_is_unknown_and_path_filter():
         ev(300, "api_exit", "cuFileRead", [MiB]),
     ]
     (v,) = classify(s)
-    assert v.route == UNKNOWN and v.confidence == "low"
+    assert v["route"] == UNKNOWN and v["confidence"] == "low"
     app = [
         ev(0, "open", "openat", [7], path="/other/x.bin"),
         ev(10, "sys_exit", "pread64", [7, 0, MiB, 0, 0, MiB, 1000]),
@@ -230,6 +243,26 @@ def test_a_call_with_no_evidence_is_unknown_and_path_filter():
         ev(3, "sys_exit", "pread64", [4, 0, 4096, 0, 0, 512, 100]),
     ]
     assert classify(noise) == []
+
+
+def test_a_verdict_is_its_json_line():
+    """The classifier's verdicts are gdsdiag/schema/trace.py's IoLine documents (one definition of
+    the fields): 'trace --json' writes each as it is, its keys in the type's order."""
+    import typing
+
+    from gdsdiag.schema.trace import IoLine
+
+    routes = set()
+    for name in ("cufile", "cupy-load"):  # cuFile calls' verdicts (COMPAT), host I/O's (HOST, DRAM_BOUNCE)
+        rec = os.path.join(FIXTURES, "trace", f"trace-h200-{name}.jsonl.gz")
+        header, events = read_record(rec)
+        vs = classify(events, record_version=int(header.get("gdsdiag_trace_record", 1)))
+        routes |= {v["route"] for v in vs}
+        assert vs and all(list(v) == list(typing.get_type_hints(IoLine)) and v["type"] == "io" for v in vs)
+        r = subprocess.run([*GDSDIAG, "trace", "--replay", rec, "--json"], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert [x for x in r.stdout.splitlines() if x.startswith('{"type": "io"')] == [json.dumps(v) for v in vs]
+    assert routes == {COMPAT, HOST, DRAM_BOUNCE}
 
 
 def test_summary_histogram_and_percentiles():
@@ -366,7 +399,7 @@ def test_replay_gpu_machine_cufile_workload_all_compat_with_exact_shapes():
     assert "GPU machine" in header["source"]
     vs = classify(events)
     f = "/var/tmp/tw/gdsdiag-trace-workload.dat"
-    assert [(v.api, v.op, v.offset, v.size) for v in vs] == [
+    assert [(v["api"], v["op"], v["offset"], v["size"]) for v in vs] == [
         ("cuFileWrite", "write", 0, 8 * MiB),
         ("cuFileRead", "read", 0, 8 * MiB),
         ("cuFileRead", "read", 0x3007, MiB + 100),
@@ -375,13 +408,13 @@ def test_replay_gpu_machine_cufile_workload_all_compat_with_exact_shapes():
     ] + [("cuFileBatchIO", "read", i * 65536, 65536) for i in range(8)] + [
         ("cuFileReadAsync", "read", 16 * MiB, 4 * MiB)
     ] + [("cuFileRead", "read", i * 4 * MiB, 4 * MiB) for i in range(4)]
-    assert all(v.route == COMPAT and v.path == f for v in vs)
-    sync = [v for v in vs if v.api in ("cuFileRead", "cuFileWrite")]
-    assert all(v.confidence == "high" for v in sync)  # cufio_px_* USDT and pread64/pwrite64 both seen
-    assert "usdt cufio_core:cufio_px_read ×4" in vs[4].evidence and "pread64 fd 37 ×4" in vs[4].evidence
-    assert vs[2].evidence[0] == "pread64 fd 38"  # the unaligned read: libcufile's second fd
-    assert {v.comm for v in vs[-4:]} == {"kvikio-0"}  # kvikio's pool thread, through cuFile
-    assert all(v.evidence == ["io_submit"] for v in vs[5:13])  # compat batch I/O goes through Linux AIO
+    assert all(v["route"] == COMPAT and v["path"] == f for v in vs)
+    sync = [v for v in vs if v["api"] in ("cuFileRead", "cuFileWrite")]
+    assert all(v["confidence"] == "high" for v in sync)  # cufio_px_* USDT and pread64/pwrite64 both seen
+    assert "usdt cufio_core:cufio_px_read ×4" in vs[4]["evidence"] and "pread64 fd 37 ×4" in vs[4]["evidence"]
+    assert vs[2]["evidence"][0] == "pread64 fd 38"  # the unaligned read: libcufile's second fd
+    assert {v["comm"] for v in vs[-4:]} == {"kvikio-0"}  # kvikio's pool thread, through cuFile
+    assert all(v["evidence"] == ["io_submit"] for v in vs[5:13])  # compat batch I/O goes through Linux AIO
 
 
 def test_replay_gpu_machine_application_staging_is_dram_bounce_with_cuda_copies():
@@ -390,14 +423,14 @@ def test_replay_gpu_machine_application_staging_is_dram_bounce_with_cuda_copies(
     preparation and verification touch no GPU buffer and are HOST."""
     header, events = read_record(os.path.join(FIXTURES, "trace", "trace-h200-bounce.jsonl.gz"))
     assert header["gdsdiag_trace_record"] == 1
-    vs = [v for v in classify(events, record_version=1) if v.path and "gdsdiag-sweep-" in v.path]
-    bounce = [(v.op, v.size, v.route, v.confidence) for v in vs if v.size == MiB]
+    vs = [v for v in classify(events, record_version=1) if v["path"] and "gdsdiag-sweep-" in v["path"]]
+    bounce = [(v["op"], v["size"], v["route"], v["confidence"]) for v in vs if v["size"] == MiB]
     assert bounce == [("read", MiB, DRAM_BOUNCE, "medium")] * 8 + [("write", MiB, DRAM_BOUNCE, "medium")] * 8
-    assert all(any(e.startswith("CUDA copy") for e in v.evidence) for v in vs if v.size == MiB)
-    prep = [v for v in vs if v.size == 8 * MiB]
-    assert len(prep) == 9 and all(v.route == HOST for v in prep)
+    assert all(any(e.startswith("CUDA copy") for e in v["evidence"]) for v in vs if v["size"] == MiB)
+    prep = [v for v in vs if v["size"] == 8 * MiB]
+    assert len(prep) == 9 and all(v["route"] == HOST for v in prep)
     assert not [
-        v for v in classify(events, record_version=1) if v.route in (COMPAT, Route.NVFS, Route.P2PDMA, Route.RDMA)
+        v for v in classify(events, record_version=1) if v["route"] in (COMPAT, Route.NVFS, Route.P2PDMA, Route.RDMA)
     ]
 
 
@@ -431,7 +464,7 @@ def _gpu_fixture(name):
     header, events = read_record(os.path.join(FIXTURES, "trace", f"trace-h200-{name}.jsonl.gz"))
     assert "GPU machine" in header["source"] and header["gdsdiag_trace_record"] == 2
     return [
-        (v.api, v.op, os.path.basename(v.path), v.offset, v.size, v.route, v.confidence)
+        (v["api"], v["op"], os.path.basename(v["path"]), v["offset"], v["size"], v["route"], v["confidence"])
         for v in classify(events, path_filter="/var/tmp/t9trace")
     ], classify(events, path_filter="/var/tmp/t9trace")
 
@@ -448,9 +481,9 @@ def test_replay_gpu_machine_cupy_loader_numpy_then_asarray():
         ("write", "write", "cupy-out.dat", 0, E, DRAM_BOUNCE, "high"),
         ("read", "read", "cupy-out.dat", 0, E, DRAM_BOUNCE, "high"),
     ]
-    assert "staged" in vs[1].evidence[-1] and vs[2].evidence[-1].startswith("CUDA copy GPU ")
+    assert "staged" in vs[1]["evidence"][-1] and vs[2]["evidence"][-1].startswith("CUDA copy GPU ")
     # each read its own copy: the first to the cupy.asarray buffer, the second to the check's
-    assert vs[1].evidence[-1].split(" -> GPU ")[1][:14] != vs[3].evidence[-1].split(" -> GPU ")[1][:14]
+    assert vs[1]["evidence"][-1].split(" -> GPU ")[1][:14] != vs[3]["evidence"][-1].split(" -> GPU ")[1][:14]
 
 
 def test_replay_gpu_machine_kvikio_through_cufile_and_its_own_posix_path():
@@ -465,7 +498,7 @@ def test_replay_gpu_machine_kvikio_through_cufile_and_its_own_posix_path():
     assert [g[:5] for g in got] == [("write", "write", "kvikio.dat", 0, 16 * MiB)] + [
         ("pread64", "read", "kvikio.dat", i * 4 * MiB, 4 * MiB) for i in range(4)
     ]
-    assert {v.comm for v in vs[1:]} == {"kvikio-0"}
+    assert {v["comm"] for v in vs[1:]} == {"kvikio-0"}
 
 
 def test_cuda_copy_doors_by_name():

@@ -31,7 +31,10 @@ def test_kvikio_posix_path_copies_through_cuMemcpyBatchAsync():
     cpp/src/shim/cuda.cpp, cudaAPI::cuda_memcpy_async). Every read is DRAM_BOUNCE, high, the copy its
     evidence; the 16 MiB write of os.urandom bytes is host I/O."""
     events, vs = _replay("kvikio-posix-batch")
-    got = [(v.api, v.op, os.path.basename(v.path), v.offset, v.size, v.route, v.confidence) for v in vs]
+    got = [
+        (v["api"], v["op"], os.path.basename(v["path"]), v["offset"], v["size"], v["route"], v["confidence"])
+        for v in vs
+    ]
     assert got == [("write", "write", "kvikio.dat", 0, 16 * MiB, Route.HOST, "medium")] + [
         ("pread64", "read", "kvikio.dat", i * 4 * MiB, 4 * MiB, Route.DRAM_BOUNCE, "high") for i in range(4)
     ]
@@ -39,8 +42,10 @@ def test_kvikio_posix_path_copies_through_cuMemcpyBatchAsync():
     # the batch handler's events: unified addresses (direction tag 0), one copy per batch of one
     assert copies and all(c.args[3] == 0 and c.args[4] == 1 and c.args[5] == 0 for c in copies)
     for v in vs[1:]:
-        host = int(v.evidence[0].split("into host memory ")[1], 16)
-        assert v.evidence[-1].startswith(f"CUDA copy host {host:#x} -> GPU ") and "4194304 bytes" in v.evidence[-1]
+        host = int(v["evidence"][0].split("into host memory ")[1], 16)
+        assert (
+            v["evidence"][-1].startswith(f"CUDA copy host {host:#x} -> GPU ") and "4194304 bytes" in v["evidence"][-1]
+        )
 
 
 def test_torch_save_and_load_of_a_gpu_tensor():
@@ -49,14 +54,14 @@ def test_torch_save_and_load_of_a_gpu_tensor():
     the storage record into host memory, then host-to-device from that buffer). The small reads of
     the zip directory never reach the GPU: host I/O."""
     _, vs = _replay("torch-load")
-    big = [v for v in vs if v.size >= MiB]
-    assert [(v.api, v.op, v.route, v.confidence) for v in big] == [
+    big = [v for v in vs if v["size"] >= MiB]
+    assert [(v["api"], v["op"], v["route"], v["confidence"]) for v in big] == [
         ("writev", "write", Route.DRAM_BOUNCE, "medium"),
         ("read", "read", Route.DRAM_BOUNCE, "high"),
     ]
-    assert "one of its 2 iovecs" in big[0].evidence[-1] and "16777216 bytes" in big[0].evidence[-1]
-    assert big[1].evidence[-1].startswith("CUDA copy host ") and "16777216 bytes" in big[1].evidence[-1]
-    assert {(v.route, v.size <= 4096) for v in vs if v.size < MiB} == {(Route.HOST, True)}
+    assert "one of its 2 iovecs" in big[0]["evidence"][-1] and "16777216 bytes" in big[0]["evidence"][-1]
+    assert big[1]["evidence"][-1].startswith("CUDA copy host ") and "16777216 bytes" in big[1]["evidence"][-1]
+    assert {(v["route"], v["size"] <= 4096) for v in vs if v["size"] < MiB} == {(Route.HOST, True)}
 
 
 def test_torch_load_mmap_pages_faulted_in_by_the_copy():
@@ -64,10 +69,10 @@ def test_torch_load_mmap_pages_faulted_in_by_the_copy():
     the host-to-device copy reads the mapping, and the page-cache fills it causes follow the copy's
     start. Each run of filled pages is DRAM_BOUNCE, high: the copy's host range is the mapping's."""
     _, vs = _replay("torch-load-mmap")
-    mm = [v for v in vs if v.api == "mmap"]
-    assert mm and sum(v.size for v in mm) >= 16 * MiB - 128 * 1024
-    assert {(v.route, v.confidence) for v in mm} == {(Route.DRAM_BOUNCE, "high")}
-    assert all("started" in v.evidence[-1] and "fill these pages" in v.evidence[-1] for v in mm)
+    mm = [v for v in vs if v["api"] == "mmap"]
+    assert mm and sum(v["size"] for v in mm) >= 16 * MiB - 128 * 1024
+    assert {(v["route"], v["confidence"]) for v in mm} == {(Route.DRAM_BOUNCE, "high")}
+    assert all("started" in v["evidence"][-1] and "fill these pages" in v["evidence"][-1] for v in mm)
 
 
 def ev(ts_us, kind, name, args, pid=100, path=None):
@@ -84,10 +89,10 @@ def test_handle_path_from_proc_when_the_open_was_not_seen():
         ev(30, "api_exit", "cuFileRead", [131072]),
     ]
     (v,) = classify(s)
-    assert (v.path, v.route, v.confidence) == ("/var/tmp/t9trace/r.0.0", Route.COMPAT, "medium")
+    assert (v["path"], v["route"], v["confidence"]) == ("/var/tmp/t9trace/r.0.0", Route.COMPAT, "medium")
     traced = [ev(0, "open", "openat", [40], path="/data/traced.dat")]
     (v,) = classify(traced + s)
-    assert v.path == "/data/traced.dat"
+    assert v["path"] == "/data/traced.dat"
 
 
 def test_cufile_read_named_by_the_file_its_pread_reads_when_the_registration_was_lost():
@@ -101,8 +106,13 @@ def test_cufile_read_named_by_the_file_its_pread_reads_when_the_registration_was
         ev(30, "api_exit", "cuFileRead", [131072]),
     ]
     (v,) = classify(s)
-    assert (v.path, v.offset, v.route, v.confidence) == ("/var/tmp/t9trace/r.1.0", 131072, Route.COMPAT, "high")
-    assert "pread64 fd 41" in v.evidence
+    assert (v["path"], v["offset"], v["route"], v["confidence"]) == (
+        "/var/tmp/t9trace/r.1.0",
+        131072,
+        Route.COMPAT,
+        "high",
+    )
+    assert "pread64 fd 41" in v["evidence"]
 
 
 def test_library_search_finds_copies_a_program_would_load(tmp_path):
@@ -223,16 +233,16 @@ def test_iovec_rule_needs_the_direction_and_a_size_that_fits():
     ]
     d2h = ev(5, "api_enter", "cuMemcpy", [0x7F24A0656040, 0x7F2498800000, 16 * MiB, 2])
     (v,) = classify(base[:1] + [d2h] + base[1:])
-    assert (v.route, v.confidence) == (Route.DRAM_BOUNCE, "medium") and "one of its 2 iovecs" in v.evidence[-1]
+    assert (v["route"], v["confidence"]) == (Route.DRAM_BOUNCE, "medium") and "one of its 2 iovecs" in v["evidence"][-1]
     big = ev(5, "api_enter", "cuMemcpy", [0x7F24A0656040, 0x7F2498800000, 32 * MiB, 2])
     h2d = ev(5, "api_enter", "cuMemcpy", [0x7F2498800000, 0x7F24A0656040, 16 * MiB, 1])
     for c in (big, h2d):
         (v,) = classify(base[:1] + [c] + base[1:])
-        assert v.route == Route.HOST
+        assert v["route"] == Route.HOST
     # a single-iovec writev has its one buffer traced: a smaller copy of other memory is no evidence
     one = [base[0], d2h, ev(30, "sys_exit", "writev", [45, 0x48125360, 1, -1, 0, 32 * MiB, 9000])]
     (v,) = classify(one)
-    assert v.route == Route.HOST
+    assert v["route"] == Route.HOST
 
 
 def test_mmap_fill_pairs_with_an_earlier_copy_only_of_its_mapping():
@@ -247,6 +257,12 @@ def test_mmap_fill_pairs_with_an_earlier_copy_only_of_its_mapping():
     mine = ev(10, "api_enter", "cuMemcpy", [0x7F4156000000, 0x7F4158E002C0, 16 * MiB, 1])
     other = ev(10, "api_enter", "cuMemcpy", [0x7F4156000000, 0x7F0000000000, 16 * MiB, 1])
     (v,) = classify(s + [mine])
-    assert (v.api, v.offset, v.size, v.route, v.confidence) == ("mmap", 21 * 4096, 3 * 4096, Route.DRAM_BOUNCE, "high")
+    assert (v["api"], v["offset"], v["size"], v["route"], v["confidence"]) == (
+        "mmap",
+        21 * 4096,
+        3 * 4096,
+        Route.DRAM_BOUNCE,
+        "high",
+    )
     (v,) = classify(s + [other])
-    assert v.route == Route.HOST
+    assert v["route"] == Route.HOST

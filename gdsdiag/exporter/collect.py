@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from ..platform.fsroot import FsRoot
 from ..platform.nvfs_proc import parse_stats
+
+if TYPE_CHECKING:
+    from ..schema import trace as schema
 
 MAX_COMMS = 16  # distinct process names kept as label values; the rest are "other"
 STATUSES = ("PASS", "WARN", "FAIL", "SKIP")
@@ -170,8 +174,8 @@ class TraceCounters:
         self.comms: set[str] = set()
         self.limit = limit
 
-    def __call__(self, v) -> None:
-        self._add(v.route, v.comm, v.op, 1, max(v.size, 0))
+    def __call__(self, v: schema.IoLine) -> None:
+        self._add(v["route"], v["comm"], v["op"], 1, max(v["size"], 0))
 
     def add_counted(self, row: dict) -> None:
         """A counter of host I/O the kernel kept (gdsdiag/trace/counted.py): many I/Os at once."""

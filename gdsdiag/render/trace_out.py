@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.text import Text
 
 from ..sweep.latency import human_size
+
+if TYPE_CHECKING:
+    from ..schema import trace as schema
 
 _STYLE = {
     "NVFS": "green",
@@ -44,11 +48,11 @@ class LinePrinter:
         self.in_window = 0
         self.suppressed = 0
         self.header_done = False
-        self.t0 = None
+        self.t0: int | None = None  # the first line's time: lines show seconds since it
 
-    def __call__(self, v) -> None:
+    def __call__(self, v: schema.IoLine) -> None:
         if self.as_json:
-            sys.stdout.write(json.dumps({"type": "io", **v.to_json()}) + "\n")
+            sys.stdout.write(json.dumps(v) + "\n")
             return
         now = int(time.monotonic())
         if now != self.window:
@@ -71,18 +75,18 @@ class LinePrinter:
             )
             self.header_done = True
         if self.t0 is None:
-            self.t0 = v.ts
-        path = v.path or "?"
+            self.t0 = v["ts"]
+        path = v["path"] or "?"
         if len(path) > 28:
             path = "…" + path[-27:]
-        lat = f"{v.latency_ns / 1e6:.3f}" if v.latency_ns is not None else "-"
-        route = v.route + (f"/{v.subtype}" if v.subtype else "")
+        lat = f"{v['latency_ns'] / 1e6:.3f}" if v["latency_ns"] is not None else "-"
+        route = v["route"] + (f"/{v['subtype']}" if v["subtype"] else "")
         t = Text(
-            f"{(v.ts - self.t0) / 1e9:9.3f} {v.comm[:14] + '/' + str(v.pid):22} {v.op[:5]:5} {path:28} {v.offset:>10} "
-            f"{_size(v.size):>6} {lat:>8} "
+            f"{(v['ts'] - self.t0) / 1e9:9.3f} {v['comm'][:14] + '/' + str(v['pid']):22} {v['op'][:5]:5} {path:28} {v['offset']:>10} "
+            f"{_size(v['size']):>6} {lat:>8} "
         )
-        t.append(f"{route:12}", style=_STYLE.get(v.route, ""))
-        t.append(f" [{v.confidence}] " + "; ".join(v.evidence[:3]), style="dim")
+        t.append(f"{route:12}", style=_STYLE.get(v["route"], ""))
+        t.append(f" [{v['confidence']}] " + "; ".join(v["evidence"][:3]), style="dim")
         self.console.print(t, overflow="ellipsis", no_wrap=True)
 
 

@@ -1,6 +1,7 @@
 """``gdsdiag trace --json`` (docs/json.md): JSON lines, one ``io`` object per I/O, then one
-``summary``. The io line is written from ``trace.classify.IoVerdict``'s fields and typed here as
-they are; the summary is built in ``trace.live.TraceResult.summary_json`` with this type."""
+``summary``. The io line is the classifier's verdict itself: ``trace.classify`` builds each I/O's
+verdict as an ``IoLine`` and ``--json`` writes it as it is (the one definition of its fields); the
+summary is built in ``trace.live.TraceResult.summary_json`` with this type."""
 
 from __future__ import annotations
 
@@ -8,21 +9,23 @@ from typing import TypedDict
 
 
 class IoLine(TypedDict):
+    """One I/O's route verdict (trace.classify)."""
+
     type: str  # "io"
-    ts: int
+    ts: int  # ns, CLOCK_MONOTONIC (the probes' clock)
     pid: int
     tid: int
     comm: str
-    api: str
-    op: str
+    api: str  # cuFileRead … or the syscall name for application I/O
+    op: str  # read | write
     path: str | None
     offset: int
     size: int
     ret: int | None
     latency_ns: int | None
-    route: str
+    route: str  # a routes.Route (a str enum)
     subtype: str | None
-    confidence: str
+    confidence: str  # high | medium | low
     evidence: list[str]
 
 

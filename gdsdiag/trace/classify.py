@@ -34,9 +34,13 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..routes import Route
 from .events import NVFS_IOCTLS, Event
+
+if TYPE_CHECKING:
+    from ..schema import trace as schema
 
 ROUTES = (
     Route.NVFS,
@@ -96,26 +100,43 @@ class _HostIo:
     note: str
 
 
-@dataclass
-class IoVerdict:
-    ts: int
-    pid: int
-    tid: int
-    comm: str
-    api: str  # cuFileRead … or the syscall name for application I/O
-    op: str  # read | write
-    path: str | None
-    offset: int
-    size: int
-    ret: int | None
-    latency_ns: int | None
-    route: str
-    subtype: str | None
-    confidence: str  # high | medium | low
-    evidence: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict:
-        return dict(self.__dict__)
+def io_line(
+    ts: int,
+    pid: int,
+    tid: int,
+    comm: str,
+    api: str,
+    op: str,
+    path: str | None,
+    offset: int,
+    size: int,
+    ret: int | None,
+    latency_ns: int | None,
+    route: Route,
+    subtype: str | None,
+    confidence: str,
+    evidence: list[str],
+) -> schema.IoLine:
+    """A verdict: the ``trace --json`` io line itself (``schema.trace.IoLine``, where its fields are
+    described), built here only, its keys in the order --json writes them."""
+    return {
+        "type": "io",
+        "ts": ts,
+        "pid": pid,
+        "tid": tid,
+        "comm": comm,
+        "api": api,
+        "op": op,
+        "path": path,
+        "offset": offset,
+        "size": size,
+        "ret": ret,
+        "latency_ns": latency_ns,
+        "route": route,
+        "subtype": subtype,
+        "confidence": confidence,
+        "evidence": evidence,
+    }
 
 
 @dataclass
@@ -158,8 +179,9 @@ def _op_of(name: str) -> str | None:
 
 
 class Classifier:
-    """Feed events in (roughly) time order with ``feed``; collect ``IoVerdict``s from ``drain`` and at
-    the end from ``flush``. Keeps per-process state only for I/O still open."""
+    """Feed events in (roughly) time order with ``feed``; collect the verdicts from ``drain`` and at
+    the end from ``flush``: each the ``trace --json`` io line itself (``schema.trace.IoLine``), so the
+    field list is written once and the JSON output is the verdict as it is. Keeps per-process state only for I/O still open."""
 
     def __init__(self, path_filter: str | None = None, record_version: int = 2):
         self.path_filter = path_filter.rstrip("/") + "/" if path_filter else None
@@ -177,7 +199,7 @@ class Classifier:
             tuple[int, int, int], list
         ] = {}  # (pid, dev, ino) -> [first ts, last ts, first index, next index, event]
         self.api_stack: dict[tuple[int, int], list[_Pending]] = {}
-        self.out: list[IoVerdict] = []
+        self.out: list[schema.IoLine] = []
         self.now = 0
         self.notes: list[str] = []
         self.counts = {"events": 0, "api_calls": 0, "unmatched_exits": 0, "small_io": 0}
@@ -653,9 +675,9 @@ class Classifier:
 
     def flush(self) -> None:
         self._advance(final=True)
-        self.out.sort(key=lambda v: v.ts)
+        self.out.sort(key=lambda v: v["ts"])
 
-    def drain(self) -> list[IoVerdict]:
+    def drain(self) -> list[schema.IoLine]:
         out, self.out = self.out, []
         return out
 
@@ -664,7 +686,7 @@ class Classifier:
             return True
         return bool(path) and (path.rstrip("/") + "/").startswith(self.path_filter)
 
-    def _verdict(self, p: _Pending) -> IoVerdict:
+    def _verdict(self, p: _Pending) -> schema.IoLine:
         path = p.path or self.handles.get((p.pid, p.handle), (None, None))[1]
         ev = [f"{k}" + (f" ×{n}" if n > 1 else "") for k, n in p.evidence.items()]
         kinds = p.kinds
@@ -694,7 +716,7 @@ class Classifier:
             ev.append("some requests mapped CPU pages")
         lat = (p.t_end - p.t_start) if p.t_end is not None else None
         self._proc(p.pid, p.comm)["ios"] += 1
-        return IoVerdict(
+        return io_line(
             p.t_start, p.pid, p.tid, p.comm, p.api, p.op, path, p.offset, p.size, p.ret, lat, route, sub, conf, ev
         )
 
@@ -770,7 +792,7 @@ class Classifier:
         )
         return best, "staged-only" if not between and consumed else "staged"
 
-    def _host_verdict(self, io: _HostIo) -> IoVerdict:
+    def _host_verdict(self, io: _HostIo) -> schema.IoLine:
         e = io.e
         ev = [
             (f"{io.api} fd {e.args[0]}" if io.api != "mmap" else "mmap'd pages")
@@ -817,7 +839,7 @@ class Classifier:
                 + ("no CUDA copy of its buffer" if self.memcpy.get(e.pid) else "the process made no CUDA copy")
             )
         self._proc(e.pid, e.comm)["ios"] += 1
-        return IoVerdict(
+        return io_line(
             e.ts,
             e.pid,
             e.tid,
@@ -836,7 +858,7 @@ class Classifier:
         )
 
 
-def classify(events: list[Event], path_filter: str | None = None, record_version: int = 2) -> list[IoVerdict]:
+def classify(events: list[Event], path_filter: str | None = None, record_version: int = 2) -> list[schema.IoLine]:
     """The whole stream at once (replay): events are ordered by time first."""
     c = Classifier(path_filter, record_version)
     for e in sorted(events, key=lambda e: e.ts):
@@ -844,7 +866,7 @@ def classify(events: list[Event], path_filter: str | None = None, record_version
     c.flush()
     verdicts = c.drain()
     if c.path_filter:
-        verdicts = [v for v in verdicts if v.path is None or c._path_ok(v.path)]
+        verdicts = [v for v in verdicts if v["path"] is None or c._path_ok(v["path"])]
     return verdicts
 
 
@@ -863,19 +885,19 @@ def log2_hist(values_us: list[float]) -> list[tuple[int, int, int]]:
     return [((0 if b == 0 else 1 << (b - 1)), (1 << b) - 1, buckets.get(b, 0)) for b in range(0, hi + 1)]
 
 
-def summarize(verdicts: list[IoVerdict]) -> dict:
+def summarize(verdicts: list[schema.IoLine]) -> dict:
     from ..sweep.latency import percentile
 
     out = {}
     for r in ROUTES:
-        vs = [v for v in verdicts if v.route == r]
+        vs = [v for v in verdicts if v["route"] == r]
         if not vs:
             continue
-        lats = sorted(v.latency_ns / 1000 for v in vs if v.latency_ns is not None)
+        lats = sorted(v["latency_ns"] / 1000 for v in vs if v["latency_ns"] is not None)
         out[r] = {
             "count": len(vs),
-            "bytes": sum(max(v.size, 0) for v in vs),
-            "subtypes": sorted({v.subtype for v in vs if v.subtype}),
+            "bytes": sum(max(v["size"], 0) for v in vs),
+            "subtypes": sorted({v["subtype"] for v in vs if v["subtype"]}),
             "p50_us": percentile(lats, 50),
             "p99_us": percentile(lats, 99),
             "hist_us": log2_hist(lats),

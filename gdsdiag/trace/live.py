@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 from ..errors import GdsdiagError
-from .classify import Classifier, IoVerdict, summarize
+from .classify import Classifier, summarize
 from .events import RECORD_VERSION
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class TraceResult:
-    verdicts: list[IoVerdict]
+    verdicts: list[schema.IoLine]
     summary: dict
     attached: list[str]
     failed: list[str]
@@ -209,7 +209,7 @@ def run_live(
 
     clf = Classifier(path_filter)
     counter = CountedIo()
-    verdicts: list[IoVerdict] = []
+    verdicts: list[schema.IoLine] = []
     nevents = 0
     stop = {"flag": False, "signum": None}
 
@@ -327,7 +327,7 @@ def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
         clf.feed(e)
         counter.feed(e)
     clf.flush()
-    verdicts = [v for v in clf.drain() if v.path is None or clf._path_ok(v.path)]
+    verdicts = [v for v in clf.drain() if v["path"] is None or clf._path_ok(v["path"])]
     for v in verdicts:
         on_verdict(v)
     return _finish(
