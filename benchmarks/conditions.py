@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import platform
 import sys
-import sysconfig
 
 
 def fs_of(path: str) -> str:
@@ -52,12 +51,29 @@ def child_env(cache_dir: str) -> dict[str, str]:
     return env
 
 
-def describe(input_path: str | None = None) -> dict[str, object]:
+_BUILD = (
+    "import platform, sys, sysconfig; v = sysconfig.get_config_var; "
+    "shared = 'libpython' in open('/proc/self/maps').read(); "
+    'print(f"{platform.python_implementation()} {platform.python_version()} ({sys.executable}; "'
+    "f\"libpython {'a shared library' if shared else 'linked in'}, \""
+    "f\"CFLAGS {'-O3' if '-O3' in (v('CFLAGS') or '') else 'no -O3'})\")"
+)
+
+
+def python_build(python: str = sys.executable) -> str:
+    """'CPython 3.11.2 (/usr/bin/python3; libpython linked in, CFLAGS no -O3)': the interpreter the
+    children run, which decides much of a figure (whether libpython is a shared library, mapped in
+    /proc/self/maps, costs every call an indirection: Debian links it into /usr/bin/python3.11)."""
+    import subprocess
+
+    r = subprocess.run([python, "-c", _BUILD], capture_output=True, text=True, check=False)
+    return r.stdout.strip() or f"{python}: {r.stderr.strip()[-200:]}"
+
+
+def describe(input_path: str | None = None, python: str = sys.executable) -> dict[str, object]:
     return {
         "machine": f"{os.cpu_count()} CPUs ({cpu_model()}), {platform.system()} {platform.release()}",
-        "python": f"{platform.python_implementation()} {platform.python_version()} ({sys.executable}; "
-        f"{'shared' if sysconfig.get_config_var('Py_ENABLE_SHARED') else 'static'} libpython, "
-        f"CFLAGS {'-O3' if '-O3' in (sysconfig.get_config_var('CFLAGS') or '') else 'no -O3'})",
+        "python": python_build(python),
         "input_storage": fs_of(input_path) if input_path else None,
         "children_bytecode": "cached (PYTHONPYCACHEPREFIX, warm-up run first)",
         "load_average_before": load(),

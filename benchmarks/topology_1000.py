@@ -4,18 +4,17 @@
 Layout (synthetic load, not hardware claims): 8 host bridges (one PCI domain each) x 5 root ports x
 (switch with 8 downstream ports x 3 functions) = 1,360 functions. Endpoint roles follow a large
 GPU node: 16 GPUs, 64 NVMe, 32 NICs, the rest other functions, so the pair analysis does the work it
-does on such a node (16 x 111 pairs). Reports the in-process analysis time (read + build +
-pairs + findings + JSON) and the whole process (python start included), best of N runs, with the
+does on such a node (16 x 111 pairs). Reports the in-process analysis time (the command's report:
+read + build + pairs + findings + dynamic-routing notes; and its --json text for a pipe) and the whole process (python start included), best of N runs, with the
 conditions they were measured under (benchmarks/conditions.py): machine, load average before and
 after, Python build, the file system the tree was generated on, cached bytecode for the children.
 
-    python3 benchmarks/topology_1000.py [--runs 5] [--dir DIR] [--code CHECKOUT]
-    (DIR: where to generate the tree; CHECKOUT: the gdsdiag tree to time, default this one)
+    python3 benchmarks/topology_1000.py [--runs 5] [--dir DIR] [--code CHECKOUT] [--python PY]
+    (DIR: where to generate the tree; CHECKOUT: the gdsdiag tree to time, default this one; PY: the
+    interpreter of the timed processes, e.g. the README venv's ~/.gdsdiag/bin/python)
 """
 
 import argparse
-import contextlib
-import gc
 import json
 import os
 import re
@@ -114,6 +113,32 @@ def generate(root):
     return n
 
 
+# Run in a fresh process per timing: what the command does between its imports and its exit -- the
+# report (read, build, pairs, findings, dynamic-routing notes) and the --json text for a pipe.
+ANALYSIS = """
+import contextlib, json, sys, time
+from gdsdiag.render.topology_json import document
+from gdsdiag.topology.report import topology
+try:
+    from gdsdiag.commands._common import json_text, paused_gc
+except ImportError:  # a commit from before the command paused the collector
+    json_text = lambda doc, pretty=False: json.dumps(doc, separators=(",", ":"))
+    paused_gc = contextlib.nullcontext
+try:  # the pairs written from pieces, as the command does since 2026-12-01
+    from gdsdiag.render.topology_json import document_text
+except ImportError:
+    document_text = lambda r: json_text(document(r.topo, r.pairs, r.findings, r.cross_check, r.routing), pretty=False)
+t0, c0 = time.perf_counter(), time.process_time()
+with paused_gc():
+    report = topology(sys.argv[1])
+    document_text(report)
+wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+gpus = sum(1 for d in report.topo.devices.values() if d.role.value == "gpu")
+print(json.dumps({"wall_s": wall, "cpu_s": cpu, "devices": len(report.topo.devices), "gpus": gpus,
+                  "pairs": len(report.pairs)}))
+"""
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
@@ -124,44 +149,29 @@ def main():
         help="the gdsdiag checkout to time (default: this one); another commit's tree, for before/after "
         "figures on the same generated tree",
     )
+    ap.add_argument(
+        "--python",
+        default=sys.executable,
+        help="the interpreter the timed processes run (default: this one); e.g. the README venv's "
+        "~/.gdsdiag/bin/python, the distribution's build, which users run",
+    )
     args = ap.parse_args()
     code = os.path.abspath(args.code)
     sys.path.insert(0, code)
     with tempfile.TemporaryDirectory(dir=args.dir) as root, tempfile.TemporaryDirectory() as pycache:
-        cond = describe(root)
+        cond = describe(root, args.python)
         n = generate(root)
-        from gdsdiag.render.topology_json import document
-        from gdsdiag.topology.findings import find
-        from gdsdiag.topology.load import from_root
-        from gdsdiag.topology.pairs import analyse_all
-
-        try:
-            from gdsdiag.commands._common import json_text, paused_gc
-        except ImportError:  # a commit from before the command paused the collector
-
-            def json_text(doc, pretty=False):
-                return json.dumps(doc, separators=(",", ":"))
-
-            paused_gc = contextlib.nullcontext
-
-        best = best_cpu = float("inf")
-        for _ in range(args.runs):
-            # the last run's graph freed first (outside the timing): with the collector paused it
-            # would still hold its memory, and the run would time fresh pages, not the analysis
-            topo = pairs = doc = None
-            gc.collect()
-            t0, c0 = time.perf_counter(), time.process_time()
-            with paused_gc():  # as the command runs it
-                topo = from_root(root)
-                pairs = analyse_all(topo)
-                doc = document(topo, pairs, find(topo, pairs))
-            json_text(doc, pretty=False)  # what --json writes to a pipe
-            best = min(best, time.perf_counter() - t0)
-            best_cpu = min(best_cpu, time.process_time() - c0)
-        whole = whole_cpu = float("inf")
         env = child_env(pycache)
         env["PYTHONPATH"] = code  # the checkout under test, whatever the cwd
-        argv = [sys.executable, "-m", "gdsdiag", "topology", "--root", root, "--json"]
+        analysis = [args.python, "-c", ANALYSIS, root]
+        subprocess.run(analysis, stdout=subprocess.DEVNULL, check=True, env=env, cwd=root)  # warm-up: bytecode
+        best = best_cpu = float("inf")
+        for _ in range(args.runs):
+            # a fresh process each time, as a user's run is: the same heap state, nothing left over
+            out = json.loads(subprocess.run(analysis, capture_output=True, check=True, env=env, cwd=root).stdout)
+            best, best_cpu = min(best, out["wall_s"]), min(best_cpu, out["cpu_s"])
+        whole = whole_cpu = float("inf")
+        argv = [args.python, "-m", "gdsdiag", "topology", "--root", root, "--json"]
         subprocess.run(argv, stdout=subprocess.DEVNULL, check=False, env=env, cwd=root)  # warm-up: bytecode
         for _ in range(args.runs):
             t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -170,15 +180,15 @@ def main():
             r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             whole = min(whole, time.perf_counter() - t0)
             whole_cpu = min(whole_cpu, r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
-        gpus = len([d for d in topo.devices.values() if d.role.value == "gpu"])
+
         print(
             json.dumps(
                 {
                     "code": code,
                     "functions": n,
-                    "devices_read": len(topo.devices),
-                    "gpus": gpus,
-                    "pairs": len(pairs),
+                    "devices_read": out["devices"],
+                    "gpus": out["gpus"],
+                    "pairs": out["pairs"],
                     "analysis_s": round(best, 4),
                     "whole_process_s": round(whole, 4),
                     # CPU seconds (user + system) of the same runs: on a loaded machine the wall

@@ -13,7 +13,7 @@ from hgx_fixture import build_dgx2h
 
 from gdsdiag.commands._common import json_text
 from gdsdiag.render.topology_json import document, document_text
-from gdsdiag.topology.report import topology
+from gdsdiag.topology.report import TopologyReport, topology
 
 SNAPSHOTS = sorted(
     os.path.join(FIXTURES, "snapshots", f)
@@ -30,7 +30,7 @@ LSPCI = [
 
 def _both(report):
     parts = (report.topo, report.pairs, report.findings, report.cross_check, report.routing)
-    return document_text(*parts), json_text(document(*parts), pretty=False)
+    return document_text(report), json_text(document(*parts), pretty=False)
 
 
 def _same(fast: str, reference: str, what: str = "") -> None:
@@ -84,8 +84,8 @@ def test_hwloc_trees_same_bytes(hwloc_trees):
     for name in hwloc_trees:
         topo = from_root(hwloc_trees[name])
         pairs = analyse_all(topo)
-        findings = find(topo, pairs)
-        _same(document_text(topo, pairs, findings), json_text(document(topo, pairs, findings), pretty=False), name)
+        report = TopologyReport(topo, pairs, find(topo, pairs))
+        _same(document_text(report), json_text(document(topo, pairs, report.findings), pretty=False), name)
 
 
 def test_installed_command_writes_the_reference_bytes(tmp_path):

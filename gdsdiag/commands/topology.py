@@ -50,11 +50,11 @@ def topology(
         if as_json:
             from ..render.topology_json import document, document_text
 
-            parts = (report.topo, report.pairs, report.findings, report.cross_check, report.routing)
             if sys.stdout.isatty():  # a person: indented (commands/_common.json_text)
+                parts = (report.topo, report.pairs, report.findings, report.cross_check, report.routing)
                 text = json_text(document(*parts), pretty=True)
             else:  # a program: the same compact text emit_json writes, made faster (render/topology_json)
-                text = document_text(*parts)
+                text = document_text(report)
     if as_json:
         sys.stdout.write(text + "\n")
     else:

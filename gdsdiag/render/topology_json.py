@@ -12,6 +12,7 @@ from ..topology.pairs import PairAnalysis
 
 if TYPE_CHECKING:
     from ..schema import topology as schema
+    from ..topology.report import TopologyReport
 
 SCHEMA = "gdsdiag.topology/1"
 
@@ -57,20 +58,14 @@ def document(
     return doc
 
 
-def document_text(
-    topo: Topology,
-    pairs: list[PairAnalysis],
-    findings: list[Finding],
-    cross_check: list[dict] | None = None,
-    routing: list[dict] | None = None,
-) -> str:
-    """The compact JSON text of ``document(...)`` (what ``--json`` writes to a pipe), the same
+def document_text(report: TopologyReport) -> str:
+    """The compact JSON text of the report's ``document(...)`` (what ``--json`` writes to a pipe), the same
     bytes, with the pairs written by ``PairAnalysis.json_text`` instead of the encoder walking
     4,720 dicts that repeat the same hops (docs/benchmarks.md)."""
-    doc = document(topo, [], findings, cross_check, routing)
+    doc = document(report.topo, [], report.findings, report.cross_check, report.routing)
     parts = []
     for key, value in doc.items():
-        text = "[" + ",".join(p.json_text() for p in pairs) + "]" if key == "pairs" else _compact(value)
+        text = "[" + ",".join(p.json_text() for p in report.pairs) + "]" if key == "pairs" else _compact(value)
         parts.append(f"{_json_str(key)}:{text}")
     return "{" + ",".join(parts) + "}"
 
