@@ -143,6 +143,9 @@ class PairAnalysis:
     verdict: P2pVerdict
     reasons: list[str] = field(default_factory=list)
     nvlink: NvLinkPair | None = None
+    # what the pair took from the bridges between its devices (shared with every pair below the
+    # same two parents): json_text encodes that part once for all of them
+    mid: _Between | None = field(default=None, repr=False, compare=False)
 
     @property
     def label(self) -> str:
@@ -174,52 +177,82 @@ class PairAnalysis:
         }
 
     def json_text(self) -> str:
-        """``_compact(self.to_json())``, byte for byte, written from pieces: the hops' text is
-        encoded once per hop, not once per pair. A large node's 4,720 pairs are three quarters of
-        its 4 MB topology document, and encoding their dicts was a fifth of ``topology --json``'s
-        time (docs/benchmarks.md). ``to_json`` stays the definition of the record;
+        """``_compact(self.to_json())``, byte for byte, put together from pieces encoded once: each
+        device's address and labels, each hop, and what the pair shares with every pair below the
+        same two parents (``mid``). A large node's 4,720 pairs are three quarters of its 4 MB
+        topology document, and encoding their dicts was a fifth of ``topology --json``'s time
+        (docs/benchmarks.md). ``to_json`` stays the definition of the record;
         tests/test_topology_json_text.py checks the two agree on every tree the tests read."""
-        smi = self.smi._value_
         nv = self.nvlink
+        smi, pcie_nccl, path_mid, acs_p2pdma = _shared_json(self)
         return "".join(
             (
                 '{"a":',
-                _json_str(self.a.bdf),
+                _json_bdf(self.a),
                 ',"a_label":',
                 _json_opt(self.a.label),
-                ',"b":',
-                _json_str(self.b.bdf),
-                ',"b_label":',
-                _json_opt(self.b.label),
-                ',"b_role":',
-                _json_str(self.b.role._value_),
+                _json_as_b(self.b),
                 ',"nvidia_smi":',
-                _json_str(nv.label if nv else smi),
-                ',"pcie":',
-                _json_str(smi),
-                ',"nccl":',
-                _json_str(self.nccl._value_),
+                _json_str(nv.label) if nv else smi,
+                pcie_nccl,
                 ',"nvlink":',
                 _compact(nv.to_json()) if nv else "null",
-                ',"path":',
-                _json_strs(self.path),
-                ',"narrowest_link":',
+                ',"path":[',
+                _json_bdf(self.a),
+                path_mid,
+                ",",
+                _json_bdf(self.b),
+                '],"narrowest_link":',
                 self.narrowest.json_text() if self.narrowest else "null",
                 ',"below_max_links":[',
                 ",".join(h.json_text() for h in self.hops if h.downtrained),
-                '],"acs_redirect_bridges":',
-                _json_strs(self.acs_redirect_bridges),
-                ',"acs_unknown_bridges":',
-                _json_strs(self.acs_unknown_bridges),
-                ',"p2pdma_map":',
-                _json_str(self.p2pdma._value_),
+                "]",
+                acs_p2pdma,
                 ',"p2p":',
                 _json_str(self.verdict._value_),
                 ',"reasons":',
-                _json_strs(self.reasons),
+                _json_strs(self.reasons) if self.reasons else "[]",
                 "}",
             )
         )
+
+
+def _json_bdf(d: Device) -> str:
+    text = d.__dict__.get("_json_bdf")
+    if text is None:
+        text = d.__dict__["_json_bdf"] = _json_str(d.bdf)
+    return text
+
+
+def _json_as_b(d: Device) -> str:
+    """The pair's b, b_label and b_role members for device ``d``, encoded once per device."""
+    text = d.__dict__.get("_json_as_b")
+    if text is None:
+        text = d.__dict__["_json_as_b"] = (
+            f',"b":{_json_bdf(d)},"b_label":{_json_opt(d.label)},"b_role":{_json_str(d.role._value_)}'
+        )
+    return text
+
+
+def _shared_json(p: PairAnalysis) -> tuple[str, str, str, str]:
+    """The members a pair takes from its ``mid``, encoded once per mid: the PCIe level, the
+    pcie/nccl members, the path between the two devices (each element with its leading comma) and
+    the ACS lists with the P2PDMA map."""
+    cached = p.mid.__dict__.get("_json") if p.mid is not None else None
+    if cached is not None:
+        return cached
+    smi = _json_str(p.smi._value_)
+    text = (
+        smi,
+        f',"pcie":{smi},"nccl":{_json_str(p.nccl._value_)}',
+        "".join("," + _json_str(x) for x in p.path[1:-1]),
+        f',"acs_redirect_bridges":{_json_strs(p.acs_redirect_bridges)}'
+        f',"acs_unknown_bridges":{_json_strs(p.acs_unknown_bridges)}'
+        f',"p2pdma_map":{_json_str(p.p2pdma._value_)}',
+    )
+    if p.mid is not None:
+        p.mid.__dict__["_json"] = text
+    return text
 
 
 def _split_at_common(a: Device, b: Device) -> tuple[list[Device], Device | None, list[Device]]:
@@ -423,6 +456,7 @@ def analyse_pair(topo: Topology, a: Device, b: Device, memo: dict[tuple, _Betwee
         verdict=verdict,
         reasons=reasons,
         nvlink=nv,
+        mid=mid,
     )
 
 
