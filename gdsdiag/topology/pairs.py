@@ -423,13 +423,25 @@ def analyse_pair(topo: Topology, a: Device, b: Device, memo: dict[tuple, _Betwee
         mid = hit if hit is not None else memo.setdefault(key, _between(topo, a, b))
     # the bridge lists are shared by every pair below the same two parents: read-only
     smi, redirect, unknown, p2pdma = mid.smi, mid.redirect, mid.unknown, mid.p2pdma
-    reasons = list(mid.reasons)
-    path = [a.bdf, *mid.mid_path, b.bdf]
+    path = [a.fn.bdf, *mid.mid_path, b.fn.bdf]
     hop_a, hop_b = _hop(a), _hop(b)
     hops = [h for h in (hop_a, *mid.mid_hops, hop_b) if h is not None]
     narrowest = _narrower(_narrower(_narrower(None, hop_a), mid.mid_narrowest), hop_b)
 
-    verdict = _verdict(topo, a, b, smi, p2pdma, redirect, unknown, reasons)
+    if _translated(topo, a) or _translated(topo, b):
+        reasons = list(mid.reasons)
+        verdict = _verdict(topo, a, b, smi, p2pdma, redirect, unknown, reasons)
+    else:
+        # without an IOMMU translating for either device the verdict and its reasons depend only
+        # on what the pair shares with every pair below the same two parents
+        shared = mid.__dict__.get("_verdict")
+        if shared is None:
+            shared_reasons = list(mid.reasons)
+            shared = mid.__dict__["_verdict"] = (
+                _verdict(topo, a, b, smi, p2pdma, redirect, unknown, shared_reasons),
+                shared_reasons,
+            )
+        verdict, reasons = shared[0], list(shared[1])
     nv = topo.nvlink.between(a.bdf, b.bdf) if topo.nvlink is not None else None
     if nv is not None and nv.p2p_ok is not False:
         # CUDA peer copies between these GPUs take NVLink; the PCIe verdict above stays in the
@@ -505,6 +517,15 @@ def _p2pdma_map(topo, a, b, common, redirect, unknown, reasons) -> P2pDmaMap:
         reasons.append("the host bridge is not on the kernel's P2PDMA whitelist (AMD Zen or listed Intel root ports)")
         return P2pDmaMap.NOT_SUPPORTED
     return P2pDmaMap.THRU_HOST_BRIDGE
+
+
+def _translated(topo: Topology, d: Device) -> bool:
+    """Is the IOMMU translating for ``d`` (its group's type DMA or DMA-FQ)? Asked once per device."""
+    known = d.__dict__.get("_translated")
+    if known is None:
+        t = topo.iommu.group_type_of(d.fn.iommu_group)
+        known = d.__dict__["_translated"] = bool(t and t.startswith("DMA"))
+    return known
 
 
 def _verdict(topo, a, b, smi, p2pdma, redirect, unknown, reasons) -> P2pVerdict:
