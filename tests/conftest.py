@@ -50,22 +50,9 @@ def live(test):
     return test
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the items
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist with --dist loadgroup (tests/run.sh runs the whole suite so): every test
-    that is not live goes to one group, so one worker runs them one after another as a plain run
-    would (they are CPU-bound: more workers than the 2 cores only add start-up and contention);
-    each live test is its own unit on the other workers. A live test spends most of its time in the
-    kernel, not on a CPU: every probe a trace detaches waits for an RCU grace period (~0.2 s here,
-    63 probes: ~8 s per trace, serialised by the kernel's event_mutex), so live traces overlap the
-    host tests instead of queueing behind them."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        if item.get_closest_marker("live") is None:
-            item.add_marker(pytest.mark.xdist_group("host"))
-    # live units go out in collection order: the one that runs three traces (two of them compiling)
-    # starts first, so it does not end last
+    # tests/run.sh runs the live tests on pytest-xdist workers, handed out in collection order: the
+    # one that runs three traces (two of them compiling) starts first, so it does not end last
     items.sort(key=lambda item: item.name not in LONGEST_LIVE)
 
 
@@ -76,8 +63,7 @@ LONGEST_LIVE = {"test_second_start_loads_the_compiled_program_from_the_cache"}
 def probe_program():
     """The generated probe program (no CUDA doors: program_text(False)) compiled by bcc once per
     run: clang takes ~8 s of CPU for it here, and two tests only look at what it compiled to
-    (its record layout, and that its programs pass the verifier). Tests that use it carry
-    xdist_group("probe-program") so they share one worker, and this one compile."""
+    (its record layout, and that its programs pass the verifier)."""
     from gdsdiag.trace.bpf import import_bcc, program_text
 
     bcc = import_bcc()

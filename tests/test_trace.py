@@ -323,7 +323,6 @@ def test_live_uprobes_and_usdt_fire_on_the_real_libcufile(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("probe-program")
 @live
 def test_kernel_probe_programs_load_through_the_verifier(probe_program):
     from gdsdiag.trace.bpf import import_bcc, kprobes_text

@@ -117,7 +117,6 @@ def test_ebpf_needs_no_root_and_no_bcc(monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("probe-program")
 @live
 def test_bcc_sees_the_record_layout_the_decoder_reads(probe_program):
     """Compile the generated program: bcc's ctypes class for the events ring (from the C struct it
