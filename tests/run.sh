@@ -4,6 +4,8 @@
 # and runs the suite against that install from a directory outside the checkout, through the
 # installed `gdsdiag` console script (tests/conftest.py: GDSDIAG_TEST_INSTALLED=1).
 #   PYTHON=/path/to/python3 bash tests/run.sh [pytest args]   # another interpreter (no bcc unless it sees one)
+#   GDSDIAG_TEST_WORKERS=0 bash tests/run.sh --pdb             # the whole suite in one process
+#   bash tests/run.sh -m "not slow"                             # without the tests over ~10 s (pytest.ini)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 py=${PYTHON:-/usr/bin/python3}
