@@ -14,7 +14,7 @@ setup(
         f"Programming Language :: Python :: 3.{m}" for m in (10, 11, 12)],  # each run by .ci/run
     install_requires=["click>=8", "rich>=12", "psutil>=5", "pyudev>=0.21", "cffi>=1.15", "numpy>=1.22", "PyYAML>=5.4"],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6", "nvidia-cufile==1.15.1.6", "matplotlib>=3.5",
+        "test": ["pytest>=7", "pytest-xdist>=3", "hypothesis>=6", "nvidia-cufile==1.15.1.6", "matplotlib>=3.5",
                  "junitparser>=3", "prometheus-client>=0.16", "kubernetes-validate>=1.28"],
         "plot": ["matplotlib>=3.5"],   # gdsdiag sweep --plot, gdsdiag report --png
         "exporter": ["prometheus-client>=0.16"],   # gdsdiag exporter

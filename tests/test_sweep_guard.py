@@ -346,6 +346,7 @@ def test_io_buffers_are_huge_page_aligned_unless_asked(monkeypatch):
     b.close()
 
 
+@pytest.mark.slow
 def test_compare_fio_runs_fio_around_each_point(tmp_path):
     import shutil
 

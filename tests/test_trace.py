@@ -307,6 +307,7 @@ def _trace(tmp_path, *cmd):
     return r, [x for x in lines if x["type"] == "io"], next(x for x in lines if x["type"] == "summary"), rec
 
 
+@pytest.mark.slow
 @live
 def test_live_posix_workload_without_a_gpu_is_host_io(tmp_path):
     """O_DIRECT pwritev/preadv through a host buffer nobody copies to a GPU: HOST, not DRAM_BOUNCE."""
@@ -329,6 +330,7 @@ def test_live_posix_workload_without_a_gpu_is_host_io(tmp_path):
     ]
 
 
+@pytest.mark.slow
 @live
 def test_live_uprobes_and_usdt_fire_on_the_real_libcufile(tmp_path):
     pytest.importorskip("cffi")
@@ -353,9 +355,10 @@ def test_live_uprobes_and_usdt_fire_on_the_real_libcufile(tmp_path):
     assert any(a.startswith("uprobes 11 cuFile API functions and ") for a in header["probes_attached"])
 
 
+@pytest.mark.slow
 @live
-def test_kernel_probe_programs_load_through_the_verifier():
-    from gdsdiag.trace.bpf import import_bcc, kprobes_text, program_text
+def test_kernel_probe_programs_load_through_the_verifier(probe_program):
+    from gdsdiag.trace.bpf import import_bcc, kprobes_text
 
     bcc = import_bcc()
     b = bcc.BPF(text=kprobes_text())
@@ -369,10 +372,8 @@ def test_kernel_probe_programs_load_through_the_verifier():
     ):
         assert b.load_func(fn, bcc.BPF.KPROBE).fd >= 0
     b.cleanup()
-    b = bcc.BPF(text=program_text(False))
     for fn in ("api_batch_submit_enter", "memcpy_2d", "memcpy_htod", "memcpy_dtoh", "memcpy_any", "api_read_enter"):
-        assert b.load_func(fn, bcc.BPF.KPROBE).fd >= 0
-    b.cleanup()
+        assert probe_program.load_func(fn, bcc.BPF.KPROBE).fd >= 0
 
 
 def test_not_root_and_missing_bcc_are_one_clear_line(monkeypatch):

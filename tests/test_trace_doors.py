@@ -193,6 +193,7 @@ def _late_dlopen_trace(tmp_path, extra_args):
     return summ, calls, str(vend / "libcufile.so.0")
 
 
+@pytest.mark.slow
 @pytest.mark.live
 @pytest.mark.skipif(bcc_unavailable() is not None, reason=str(bcc_unavailable()))
 def test_a_copy_loaded_late_is_probed_before_its_first_call(tmp_path):

@@ -116,26 +116,21 @@ def test_ebpf_needs_no_root_and_no_bcc(monkeypatch):
     assert "#define TRACE_BLOCK 1" in r.output and "#define TRACE_ALL 1" in r.output
 
 
+@pytest.mark.slow
 @live
-def test_bcc_sees_the_record_layout_the_decoder_reads():
+def test_bcc_sees_the_record_layout_the_decoder_reads(probe_program):
     """Compile the generated program: bcc's ctypes class for the events ring (from the C struct it
     compiled) has the decoder's offsets and size."""
-    from gdsdiag.trace.bpf import import_bcc
-
-    bcc = import_bcc()
     from bcc.table import _get_event_class
 
-    b = bcc.BPF(text=program_text(False), cflags=["-Wno-macro-redefined"])
-    try:
-        cls = _get_event_class(b["events"])
-        assert ctypes.sizeof(cls) == eventdefs.EVENT_SIZE
-        offsets = [getattr(cls, f).offset for f, *_ in eventdefs.EVENT_FIELDS]
-        want, off = [], 0
-        for _, ctype, n, _ in eventdefs.EVENT_FIELDS:
-            want.append(off)
-            off += C_SIZES[ctype] * n
-        assert offsets == want
-        # the constants the kernel uses are the ones the reader writes into its maps
-        assert ctypes.sizeof(b["fdinfo"].Leaf) == 8
-    finally:
-        b.cleanup()
+    b = probe_program
+    cls = _get_event_class(b["events"])
+    assert ctypes.sizeof(cls) == eventdefs.EVENT_SIZE
+    offsets = [getattr(cls, f).offset for f, *_ in eventdefs.EVENT_FIELDS]
+    want, off = [], 0
+    for _, ctype, n, _ in eventdefs.EVENT_FIELDS:
+        want.append(off)
+        off += C_SIZES[ctype] * n
+    assert offsets == want
+    # the constants the kernel uses are the ones the reader writes into its maps
+    assert ctypes.sizeof(b["fdinfo"].Leaf) == 8

@@ -53,6 +53,7 @@ def datadir():
     shutil.rmtree(d, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_process_tree_every_syscall_exact_offsets_and_the_reused_descriptor(datadir, tmp_path):
     cc = shutil.which("cc") or shutil.which("gcc")
     uring = None
@@ -171,6 +172,7 @@ def _start_trace(args, out_path):
     raise AssertionError("the trace did not go live in 300 s")
 
 
+@pytest.mark.slow
 def test_pid_follows_a_running_process_its_existing_child_and_new_children(datadir, tmp_path):
     script = tmp_path / "pre.py"
     script.write_text(PRE)
@@ -194,6 +196,7 @@ def test_pid_follows_a_running_process_its_existing_child_and_new_children(datad
     assert procs[kid]["ppid"] == app.pid and procs[late]["ppid"] == app.pid
 
 
+@pytest.mark.slow
 def test_comm_and_cgroup_select_processes_started_later(datadir, tmp_path):
     root = next((ln.split()[1] for ln in open("/proc/self/mounts") if ln.split()[2] == "cgroup2"), None)
     if root is None:
@@ -238,6 +241,7 @@ print("open", lib.cuFileDriverOpen() & 0xffffffff, flush=True)
 """
 
 
+@pytest.mark.slow
 def test_two_processes_with_two_libcufile_copies_are_both_probed(tmp_path):
     from gdsdiag.platform.libcufile import locate
 
@@ -316,6 +320,7 @@ FLOOD_IOS = (
 )
 
 
+@pytest.mark.slow
 def test_driver_open_flood_of_sysfs_and_procfs_opens_loses_nothing(datadir):
     """libcufile's cuFileDriverOpen walks sysfs/procfs with tens of thousands of open/read/close
     calls, many relative to a directory descriptor (on the GPU machine the old probe lost 51,379
@@ -331,6 +336,7 @@ def test_driver_open_flood_of_sysfs_and_procfs_opens_loses_nothing(datadir):
     assert summ["events"] < 3000, summ["events"]
 
 
+@pytest.mark.slow
 def test_host_io_of_a_process_without_cuda_is_counted_in_the_kernel(datadir):
     """Without --per-io the same program's host I/O is counted in the kernel per (process, file,
     syscall, size class): nothing is sent per I/O, and the summary still accounts every one."""
@@ -347,6 +353,7 @@ def test_host_io_of_a_process_without_cuda_is_counted_in_the_kernel(datadir):
     assert summ["events"] < 1000, summ["events"]
 
 
+@pytest.mark.slow
 def test_second_start_loads_the_compiled_program_from_the_cache(tmp_path):
     """bcc compiles with clang at every start; the compiled program is kept per (text, kernel, bcc)
     and a second trace with the same options loads it without clang. A cache file someone else
@@ -386,6 +393,7 @@ os.pread(fd, 65536, 5 * 65536)
 """
 
 
+@pytest.mark.slow
 def test_counted_reads_then_cuda_loaded_keeps_the_file_position(datadir, tmp_path):
     """A process that reads before it loads a CUDA library: the first reads are counted in the kernel,
     the later ones sent one by one (a CUDA copy may follow them), and the first of those starts

@@ -426,6 +426,8 @@ def test_docs_name_every_rule_and_policy_key():
         assert f"`{key}`" in doc or key.split(".")[-1] in doc, key
 
 
+@pytest.mark.live  # a real trace (it skips below where none can run)
+@pytest.mark.slow
 def test_full_traced_sweep_on_this_machine(tmp_path):
     """--full end to end where it can run here: root + bcc, a host-mode sweep (no GPU here) run as
     'gdsdiag sweep --json' under gdsdiag trace, through the CLI (--keep-going: this machine has no
