@@ -38,7 +38,7 @@ done
 split=1
 for a in "$@"; do [[ "$a" == -m* || "$a" == -k* ]] && split=0; done
 [ "$paths" = 1 ] && split=0
-workers=${GDSDIAG_TEST_WORKERS:-3}
+workers=${GDSDIAG_TEST_WORKERS:-2}
 [ "$workers" -gt 0 ] || split=0
 cd "$work"
 export GDSDIAG_TEST_INSTALLED=1 GDSDIAG_WHEEL="$wheel"
