@@ -29,7 +29,9 @@ class FsRoot:
 
     def host(self, path: str) -> str:
         """The host path for an absolute path inside the root."""
-        return os.path.join(self.root, path.lstrip("/"))
+        # os.path.join(self.root, path.lstrip("/")), spelt out: called for thousands of files
+        # (self.root is absolute and ends in "/" only when it is "/")
+        return ("/" if self.root == "/" else self.root + "/") + path.lstrip("/")
 
     def resolve(self, path: str) -> str:
         """Canonical absolute path (inside the root) of ``path``, links followed."""
@@ -245,10 +247,10 @@ class AttrDir:
             return None, e.strerror or str(e)
         try:
             st = os.fstat(fd)
-            if not (stat.S_ISREG(st.st_mode) and (max_bytes is None or st.st_size <= max_bytes)):
+            if not (st.st_mode & 0o170000 == stat.S_IFREG and (max_bytes is None or st.st_size <= max_bytes)):
                 # the FsRoot's own read says "Is a directory" as open() does for a directory
                 return None, os.strerror(errno.EISDIR) if stat.S_ISDIR(st.st_mode) else check_regular(st, max_bytes)
-            want = limit if limit is not None else max(st.st_size, 4096)
+            want = limit if limit is not None else st.st_size if st.st_size > 4096 else 4096
             data = os.read(fd, want)
             # A short read is the end: a regular file returns all it has, and sysfs hands over a
             # whole attribute in its first read. Only a full read (a file that grew since fstat)
@@ -282,6 +284,6 @@ class AttrDir:
         if self.fd is None:
             return self.fs.readlink_name(f"{self.path}/{name}")
         try:
-            return os.path.basename(os.readlink(name, dir_fd=self.fd).rstrip("/"))
+            return os.readlink(name, dir_fd=self.fd).rstrip("/").rpartition("/")[2]  # the basename
         except OSError:
             return None
