@@ -62,7 +62,9 @@ def main() -> None:
     """The one exception boundary: every GdsdiagError (cuFile and verification errors included)
     becomes one line on stderr and the exit code it carries."""
     from . import signals
+    from .commands import _common
 
+    _common.PROCESS_ENTRY = True  # the process ends with the command (_common.exit_leaving_heap)
     signals.install()  # SIGTERM/SIGHUP clean up like Ctrl-C; exit 143/129 (docs/security.md)
     try:
         cli.main(standalone_mode=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -44,15 +45,29 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
+# True in the process the console script started (cli.main): there the command's end is the
+# process's end. False under click's test runner or a program that embeds the click group.
+PROCESS_ENTRY = False
+
+
 def exit_leaving_heap(code: int) -> NoReturn:
-    """``sys.exit(code)`` for a command whose report holds no open file: the process's objects are
-    left to the OS (``gc.freeze`` at exit, after every other exit handler) instead of being walked
-    and freed one by one by the interpreter's last collection -- 40-80 ms after a large topology
-    on the dev VM (docs/benchmarks.md)."""
+    """``sys.exit(code)`` for a command whose report holds no open file, leaving the process's
+    objects to the OS: a large topology is ~1M objects, and the interpreter's last collection and
+    its teardown freed them one by one -- 40-80 ms after the output was written (docs/benchmarks.md).
+    In the console script's own process the exit handlers run and stdout is flushed, then the
+    process ends there (``os._exit``); elsewhere the collector is frozen at exit instead."""
     import atexit
 
-    atexit.register(gc.freeze)
-    sys.exit(code)
+    if not PROCESS_ENTRY:
+        atexit.register(gc.freeze)
+        sys.exit(code)
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away: as cli.main answers it
+        code = 0
+    atexit._run_exitfuncs()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 # Options several commands share, written once so that their names, defaults and help agree.
