@@ -289,13 +289,13 @@ def _device_nccl_nodes(d: Device) -> list[str]:
     return nodes
 
 
-def _acs_facts(d: Device) -> tuple[bool, bool]:
-    """(ACS redirects peer traffic, ACS state unknown) for a bridge, read once per bridge: a large
-    node's pair analysis visits each bridge thousands of times."""
+def _acs_facts(d: Device) -> tuple[bool, bool, bool]:
+    """(a bridge, ACS redirects peer traffic, ACS state unknown) for a device on a pair's path, read
+    once per device: a large node's pair analysis visits each bridge thousands of times."""
     facts = d.__dict__.get("_acs_facts")
     if facts is None:
         acs = d.fn.acs_control
-        facts = d.__dict__["_acs_facts"] = (acs is not None and acs.redirects, not d.fn.acs_known)
+        facts = d.__dict__["_acs_facts"] = (d.is_bridge, acs is not None and acs.redirects, not d.fn.acs_known)
     return facts
 
 
@@ -379,56 +379,62 @@ def _between(topo: Topology, a: Device, b: Device) -> _Between:
         nccl = NcclLevel.PHB
 
     # --- path between the two devices ---
-    path = [d.bdf for d in up_a]
+    path = [d.fn.bdf for d in up_a]
     if common is not None:
-        path.append(common.bdf)
+        path.append(common.fn.bdf)
     else:
         path.append(f"host-bridge {hb_a}")
         if hb_b != hb_a:
             if smi == SmiLevel.SYS:
                 path += [f"NUMA{numa_a}", f"NUMA{numa_b}"]
             path.append(f"host-bridge {hb_b}")
-    path += [d.bdf for d in reversed(up_b)]
+    path += [d.fn.bdf for d in reversed(up_b)]
     mid_hops = [h for h in (_hop(d) for d in up_a + up_b) if h is not None]
     mid_narrowest = None
     for h in mid_hops:
         mid_narrowest = _narrower(mid_narrowest, h)
 
     # --- ACS on the bridges the kernel checks (p2pdma.c walks both sides up to the common one) ---
-    side_bridges = [d for d in up_a + up_b if d.is_bridge]
-    if common is None:
-        checked = side_bridges
-    else:
-        checked = side_bridges + [common]
-    redirect = [d.bdf for d in checked if _acs_facts(d)[0]]
-    unknown = [d.bdf for d in checked if _acs_facts(d)[1]]
+    # the bridges on either side, then the common one whatever its kind
+    redirect: list[str] = []
+    unknown: list[str] = []
+    for d in up_a + up_b + ([common] if common is not None else []):
+        is_bridge, redirects, acs_unknown = _acs_facts(d)
+        if is_bridge or d is common:
+            if redirects:
+                redirect.append(d.fn.bdf)
+            if acs_unknown:
+                unknown.append(d.fn.bdf)
     p2pdma = _p2pdma_map(topo, a, b, common, redirect, unknown, reasons)
     return _Between(up_a, up_b, smi, nccl, path, mid_hops, mid_narrowest, redirect, unknown, p2pdma, reasons)
 
 
-def _between_key(topo: Topology, d: Device) -> tuple:
-    # everything _between reads of one device: its ancestors (via the parent), host bridge, NUMA node
-    key = d.__dict__.get("_between_key")
-    if key is None:
-        key = d.__dict__["_between_key"] = (id(d.parent), d.fn.host_bridge, topo.numa_of(d))
-    return key
+def _endpoint(topo: Topology, d: Device) -> tuple[tuple, LinkHop | None, bool]:
+    """What a pair reads of one of its devices, gathered once per device: the key of everything
+    _between reads of it (its ancestors via the parent, host bridge, NUMA node), its own link hop,
+    and whether an IOMMU translates for it."""
+    facts = d.__dict__.get("_endpoint")
+    if facts is None:
+        key = (id(d.parent), d.fn.host_bridge, topo.numa_of(d))
+        facts = d.__dict__["_endpoint"] = (key, _hop(d), _translated(topo, d))
+    return facts
 
 
 def analyse_pair(topo: Topology, a: Device, b: Device, memo: dict[tuple, _Between] | None = None) -> PairAnalysis:
+    key_a, hop_a, translated_a = _endpoint(topo, a)
+    key_b, hop_b, translated_b = _endpoint(topo, b)
     if memo is None:
         mid = _between(topo, a, b)
     else:
-        key = (_between_key(topo, a), _between_key(topo, b))
-        hit = memo.get(key)
-        mid = hit if hit is not None else memo.setdefault(key, _between(topo, a, b))
+        hit = memo.get((key_a, key_b))
+        mid = hit if hit is not None else memo.setdefault((key_a, key_b), _between(topo, a, b))
     # the bridge lists are shared by every pair below the same two parents: read-only
     smi, redirect, unknown, p2pdma = mid.smi, mid.redirect, mid.unknown, mid.p2pdma
     path = [a.fn.bdf, *mid.mid_path, b.fn.bdf]
-    hop_a, hop_b = _hop(a), _hop(b)
     hops = [h for h in (hop_a, *mid.mid_hops, hop_b) if h is not None]
     narrowest = _narrower(_narrower(_narrower(None, hop_a), mid.mid_narrowest), hop_b)
 
-    if _translated(topo, a) or _translated(topo, b):
+    if translated_a or translated_b:
         reasons = list(mid.reasons)
         verdict = _verdict(topo, a, b, smi, p2pdma, redirect, unknown, reasons)
     else:
