@@ -13,18 +13,11 @@
 # Each step is time-boxed; everything goes into $OUT/raw, packed into $OUT/results.tgz after
 # each step (the device returns a few files per call).
 set -u
-OUT0=${1:-/tmp/out}; OUT=$OUT0/k/e/e/p/raw; mkdir -p "$OUT"  # deep: only the packed files come back
+source "$(dirname "$0")/gpu_common.sh" "${1:-/tmp/out}"
 BUDGET=${BUDGET:-480}; START=$(date +%s)
 left() { echo $(( BUDGET - ($(date +%s) - START) )); }
-log() { echo "== $(date -u +%T) $*" | tee -a "$OUT/run.log"; }
-pack() { tar -C "$OUT" -czf "$OUT0/results.tgz.tmp" . && mv "$OUT0/results.tgz.tmp" "$OUT0/results.tgz"; cp "$OUT/run.log" "$OUT0/run.log"; }
-PY=${PYTHON:-python3}
-for k in .device ../.device; do [ -f $k/env.sh ] && { source $k/env.sh; break; }; done
-cuf=$($PY -c 'import nvidia.cu13, os; print(os.path.join(list(nvidia.cu13.__path__)[0], "lib"))' 2>/dev/null)
-export LD_LIBRARY_PATH=${cuf:+$cuf:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 D=${D:-/var/tmp/gds-async}; mkdir -p $D; gds_udev_entry $D >/dev/null 2>&1; gds_udev_entry /tmp >/dev/null 2>&1
-log "machine: $(nproc) CPUs, $(uname -r), $($PY --version 2>&1), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
+machine_line
 $PY -c 'from gdsdiag.sweep import native; l, w = native.load(); print("C loop:", "built" if l else "NOT built: " + str(w))' 2>&1 | tee -a "$OUT/run.log"
 
 if [ -z "${SKIP_TESTS:-}" ]; then

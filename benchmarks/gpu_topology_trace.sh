@@ -9,17 +9,10 @@
 #    themselves) and the GPU tests of cuFile and the sweep.
 # Everything goes into $OUT/raw, packed into $OUT/results.tgz after each step.
 set -u
-OUT0=${1:-/tmp/out}; OUT=$OUT0/k/e/e/p/raw; mkdir -p "$OUT"  # deep: only the packed files come back
-log() { echo "== $(date -u +%T) $*" | tee -a "$OUT/run.log"; }
-pack() { tar -C "$OUT" -czf "$OUT0/results.tgz.tmp" . && mv "$OUT0/results.tgz.tmp" "$OUT0/results.tgz"; cp "$OUT/run.log" "$OUT0/run.log"; }
-PY=${PYTHON:-python3}
-for k in .device ../.device; do [ -f $k/env.sh ] && { source $k/env.sh; break; }; done
-cuf=$($PY -c 'import nvidia.cu13, os; print(os.path.join(list(nvidia.cu13.__path__)[0], "lib"))' 2>/dev/null)
-export LD_LIBRARY_PATH=${cuf:+$cuf:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-base=${PYTHONPATH:-}
-export PYTHONPATH=$PWD${base:+:$base}
+source "$(dirname "$0")/gpu_common.sh" "${1:-/tmp/out}"
+base=$BASE_PYTHONPATH
 mkdir -p /var/tmp/gds-t && gds_udev_entry /var/tmp/gds-t >/dev/null 2>&1
-log "machine: $(nproc) CPUs, $(uname -r), $($PY --version 2>&1), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
+machine_line
 
 log "topology on this node: new vs old tree"
 for tree in new old; do
