@@ -9,9 +9,11 @@ read + build + pairs + findings + dynamic-routing notes; and its --json text for
 conditions they were measured under (benchmarks/conditions.py): machine, load average before and
 after, Python build, the file system the tree was generated on, cached bytecode for the children.
 
-    python3 benchmarks/topology_1000.py [--runs 5] [--dir DIR] [--code CHECKOUT] [--python PY]
-    (DIR: where to generate the tree; CHECKOUT: the gdsdiag tree to time, default this one; PY: the
-    interpreter of the timed processes, e.g. the README venv's ~/.gdsdiag/bin/python)
+    python3 benchmarks/topology_1000.py [--runs 5] [--dir DIR] [--code CHECKOUT] [--against OTHER]
+                                        [--python PY] [--instructions]
+    (DIR: where to generate the tree; CHECKOUT: the gdsdiag tree to time, default this one; OTHER:
+    a second tree timed in turn with it; PY: the interpreter of the timed processes, e.g. the README
+    venv's ~/.gdsdiag/bin/python; --instructions: also each tree's instruction count, valgrind)
 """
 
 import argparse
@@ -19,6 +21,8 @@ import json
 import os
 import re
 import resource
+import shutil
+import statistics
 import struct
 import subprocess
 import sys
@@ -139,6 +143,25 @@ print(json.dumps({"wall_s": wall, "cpu_s": cpu, "devices": len(report.topo.devic
 """
 
 
+def _instructions(argv: list[str], env: dict[str, str], cwd: str) -> float | None:
+    """Millions of instructions the process runs in user space (valgrind's callgrind): unlike the
+    seconds, the same from one minute to the next on a shared host whose other tenants make this
+    VM's CPU time swing by up to 2x (docs/benchmarks.md). None without valgrind."""
+    if shutil.which("valgrind") is None:
+        return None
+    r = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=cwd,
+        check=False,
+    )
+    m = re.search(r"Collected : (\d+)", r.stderr)
+    return round(int(m.group(1)) / 1e6, 1) if m else None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
@@ -150,51 +173,79 @@ def main():
         "figures on the same generated tree",
     )
     ap.add_argument(
+        "--against",
+        metavar="CHECKOUT",
+        help="time this checkout too, one run of each in turn (the order swapped every round), so that "
+        "both meet the same minutes of a shared host",
+    )
+    ap.add_argument(
         "--python",
         default=sys.executable,
         help="the interpreter the timed processes run (default: this one); e.g. the README venv's "
         "~/.gdsdiag/bin/python, the distribution's build, which users run",
     )
+    ap.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count each checkout's instructions for one whole process under valgrind (slow: ~1 min)",
+    )
     args = ap.parse_args()
-    code = os.path.abspath(args.code)
-    sys.path.insert(0, code)
+    codes = [os.path.abspath(args.code)] + ([os.path.abspath(args.against)] if args.against else [])
     with tempfile.TemporaryDirectory(dir=args.dir) as root, tempfile.TemporaryDirectory() as pycache:
         cond = describe(root, args.python)
         n = generate(root)
         env = child_env(pycache)
-        env["PYTHONPATH"] = code  # the checkout under test, whatever the cwd
         analysis = [args.python, "-c", ANALYSIS, root]
-        subprocess.run(analysis, stdout=subprocess.DEVNULL, check=True, env=env, cwd=root)  # warm-up: bytecode
-        best = best_cpu = float("inf")
-        for _ in range(args.runs):
-            # a fresh process each time, as a user's run is: the same heap state, nothing left over
-            out = json.loads(subprocess.run(analysis, capture_output=True, check=True, env=env, cwd=root).stdout)
-            best, best_cpu = min(best, out["wall_s"]), min(best_cpu, out["cpu_s"])
-        whole = whole_cpu = float("inf")
         argv = [args.python, "-m", "gdsdiag", "topology", "--root", root, "--json"]
-        subprocess.run(argv, stdout=subprocess.DEVNULL, check=False, env=env, cwd=root)  # warm-up: bytecode
-        for _ in range(args.runs):
-            t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-            # stdout is a pipe to nothing: the compact (machine) JSON, as any program reading it gets
-            subprocess.run(argv, stdout=subprocess.DEVNULL, check=False, env=env, cwd=root)
-            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            whole = min(whole, time.perf_counter() - t0)
-            whole_cpu = min(whole_cpu, r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
-
+        times: dict[str, dict[str, list[float]]] = {c: {k: [] for k in ("an", "an_cpu", "wh", "wh_cpu")} for c in codes}
+        envs = {c: dict(env, PYTHONPATH=c) for c in codes}  # the checkout under test, whatever the cwd
+        for c in codes:  # warm-up: bytecode
+            subprocess.run(analysis, stdout=subprocess.DEVNULL, check=True, env=envs[c], cwd=root)
+            subprocess.run(argv, stdout=subprocess.DEVNULL, check=False, env=envs[c], cwd=root)
+        for i in range(args.runs):
+            for c in codes if i % 2 == 0 else codes[::-1]:
+                # a fresh process each time, as a user's run is: the same heap state, nothing left over
+                out = json.loads(
+                    subprocess.run(analysis, capture_output=True, check=True, env=envs[c], cwd=root).stdout
+                )
+                times[c]["an"].append(out["wall_s"])
+                times[c]["an_cpu"].append(out["cpu_s"])
+                t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+                # stdout is a pipe to nothing: the compact (machine) JSON, as any program reading it gets
+                subprocess.run(argv, stdout=subprocess.DEVNULL, check=False, env=envs[c], cwd=root)
+                r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                times[c]["wh"].append(time.perf_counter() - t0)
+                times[c]["wh_cpu"].append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
+        results = []
+        for c in codes:
+            t = times[c]
+            results.append(
+                {
+                    "code": c,
+                    # best of the runs, then the median; CPU seconds (user + system) of the same
+                    # runs: on a loaded machine the wall time includes waiting for a CPU
+                    "analysis_s": round(min(t["an"]), 4),
+                    "analysis_cpu_s": round(min(t["an_cpu"]), 4),
+                    "analysis_median_s": round(statistics.median(t["an"]), 4),
+                    "whole_process_s": round(min(t["wh"]), 4),
+                    "whole_process_cpu_s": round(min(t["wh_cpu"]), 4),
+                    "whole_process_median_s": round(statistics.median(t["wh"]), 4),
+                    **(
+                        {"whole_process_instructions_m": _instructions(argv, envs[c], root)}
+                        if args.instructions
+                        else {}
+                    ),
+                }
+            )
         print(
             json.dumps(
                 {
-                    "code": code,
                     "functions": n,
                     "devices_read": out["devices"],
                     "gpus": out["gpus"],
                     "pairs": out["pairs"],
-                    "analysis_s": round(best, 4),
-                    "whole_process_s": round(whole, 4),
-                    # CPU seconds (user + system) of the same runs: on a loaded machine the wall
-                    # time includes waiting for a CPU, this does not
-                    "analysis_cpu_s": round(best_cpu, 4),
-                    "whole_process_cpu_s": round(whole_cpu, 4),
+                    "runs": args.runs,
+                    "results": results,
                     "goal_analysis_s": 0.3,
                     "goal_whole_s": 0.5,
                     **cond,
