@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU-machine call for issue 11's last changes (2026-12-01):
-#   source .device/env.sh; OLD=.gpu-old bash benchmarks/gpu_topology_trace.sh $OUT
+#   source .device/env.sh; OLD=.gpu-old [TESTS="tests/..."] bash benchmarks/gpu_topology_trace.sh $OUT
 # 1. `gdsdiag topology` on the H200 node's own sysfs, as root: --json to a pipe (the text now written
 #    from pieces, render/topology_json.document_text) and the text report, with this tree and with
 #    the tree before the change (OLD: a copy of it, e.g. `git archive e0e7e31 gdsdiag`): the
@@ -40,8 +40,8 @@ done
 pack
 
 log "trace + GPU tests"
-timeout 470 $PY -m pytest -v -p no:cacheprovider tests/test_trace.py tests/test_trace_live.py tests/test_trace_doors.py \
-  tests/test_topology_json_text.py tests/test_cufile_gpu.py tests/test_sweep_gpu.py >"$OUT/tests.txt" 2>&1
+TESTS=${TESTS:-tests/test_trace.py tests/test_trace_live.py tests/test_trace_doors.py tests/test_topology_json_text.py tests/test_cufile_gpu.py tests/test_sweep_gpu.py}
+timeout 470 $PY -m pytest -v -p no:cacheprovider $TESTS >"$OUT/tests.txt" 2>&1
 echo "rc=$?" >>"$OUT/tests.txt"
 tail -3 "$OUT/tests.txt" | tee -a "$OUT/run.log"
 grep -E "FAILED|ERROR|SKIPPED" "$OUT/tests.txt" | head -30 | tee -a "$OUT/run.log"
