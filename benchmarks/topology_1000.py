@@ -149,15 +149,8 @@ def _instructions(argv: list[str], env: dict[str, str], cwd: str) -> float | Non
     VM's CPU time swing by up to 2x (docs/benchmarks.md). None without valgrind."""
     if shutil.which("valgrind") is None:
         return None
-    r = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=cwd,
-        check=False,
-    )
+    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv]
+    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
     m = re.search(r"Collected : (\d+)", r.stderr)
     return round(int(m.group(1)) / 1e6, 1) if m else None
 
