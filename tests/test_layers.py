@@ -61,6 +61,7 @@ LAYERS = {
     "gdsdiag.schema": 0,
     "gdsdiag.bounded": 0,
     "gdsdiag.textparse": 0,
+    "gdsdiag.jsontext": 0,
     "gdsdiag.signals": 0,
 }
 

@@ -67,10 +67,7 @@ class FsRoot:
             target = os.readlink(self.host(path))
         except OSError:
             return self.resolve(path)
-        if target.startswith("/"):
-            out = os.path.normpath(target)
-        else:
-            out = os.path.normpath(os.path.join(os.path.dirname(path), target))
+        out = _link_target(path, target)
         if os.path.isdir(self.host(out)) and not os.path.islink(self.host(out)):
             return out
         return self.resolve(path)
@@ -158,8 +155,7 @@ class FsRoot:
         except OSError:
             real = self.follow_link(path)
             return real, self.attrs(real)
-        # os.path.join(os.path.dirname(path), target), spelt out: thousands of calls on a large node
-        out = os.path.normpath(target if target.startswith("/") else path.rpartition("/")[0] + "/" + target)
+        out = _link_target(path, target)
         try:
             fd = self._open(out, _DIR_FLAGS)
         except OSError:
@@ -186,6 +182,12 @@ class FsRoot:
         if text is None:
             return None
         return _to_int(self, path, text, base)
+
+
+def _link_target(path: str, target: str) -> str:
+    """Where the link at ``path`` (absolute, inside the root) points: ``target`` made absolute and
+    normal. os.path.join(os.path.dirname(path), target), spelt out: thousands of calls on a large node."""
+    return os.path.normpath(target if target.startswith("/") else path.rpartition("/")[0] + "/" + target)
 
 
 def _inroot():  # the module, imported at the first --root open (it loads ctypes)

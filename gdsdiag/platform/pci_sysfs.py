@@ -192,7 +192,7 @@ def parse_pci_uevent(text: str | None) -> tuple[int, int, int, int, int] | None:
 
 
 # pci_uevent() (drivers/pci/pci-driver.c) prints PCI_CLASS, PCI_ID and PCI_SUBSYS_ID one after
-# the other, then PCI_SLOT_NAME; MODALIAS holds no "PCI_". Five "PCI_" in all.
+# the other, then PCI_SLOT_NAME; MODALIAS holds no "PCI_". Four "PCI_" in all.
 _UEVENT_IDS_RE = re.compile(
     r"^PCI_CLASS=([0-9A-F]{1,8})\nPCI_ID=([0-9A-F]{1,8}):([0-9A-F]{1,8})\n"
     r"PCI_SUBSYS_ID=([0-9A-F]{1,8}):([0-9A-F]{1,8})$",

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from json.encoder import encode_basestring_ascii as _json_str
 from typing import TYPE_CHECKING, cast
 
+from ..jsontext import compact as _compact
+from ..jsontext import integer as _json_int
+from ..jsontext import optional as _json_opt
+from ..jsontext import string as _json_str
+from ..jsontext import strings as _json_strs
 from ..pci.config_space import AcsControl
 from ..pci.records import Link
 from ..topology.findings import Finding
@@ -86,11 +89,6 @@ def document_text(report: TopologyReport) -> str:
 
 def _devices(topo: Topology) -> list[Device]:
     return sorted(topo.devices.values(), key=lambda d: d.bdf)
-
-
-def _compact(value: object) -> str:
-    # commands/_common.json_text's compact form: documents are trees, no cycle check
-    return json.dumps(value, separators=(",", ":"), check_circular=False)
 
 
 def _hex(v: int | None, width: int) -> str | None:
@@ -229,15 +227,3 @@ def _acs_text(acs: AcsControl | None) -> str:
         return "null"
     # AcsControl.from_bits hands out one record per value; keyed by the value all the same
     return _once(lambda: {"control": acs.to_json(), "redirect": acs.redirects}, ("acs", acs))
-
-
-def _json_opt(s: str | None) -> str:
-    return "null" if s is None else _json_str(s)
-
-
-def _json_int(v: int | None) -> str:
-    return "null" if v is None else str(int(v))
-
-
-def _json_strs(items: list[str]) -> str:
-    return "[" + ",".join(map(_json_str, items)) + "]"

@@ -16,12 +16,14 @@ Sources of each rule:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from enum import Enum
-from json.encoder import encode_basestring_ascii as _json_str
 from typing import TYPE_CHECKING
 
+from ..jsontext import compact as _compact
+from ..jsontext import optional as _json_opt
+from ..jsontext import string as _json_str
+from ..jsontext import strings as _json_strs
 from ..pci.records import Link
 from .model import Device, Role, Topology
 from .nvlink import NvLinkPair
@@ -104,19 +106,6 @@ class LinkHop:
         if text is None:
             text = self.__dict__["_json_text"] = _compact(self.to_json())
         return text
-
-
-def _compact(doc: object) -> str:
-    # what ``gdsdiag ... --json`` writes to a pipe (commands/_common.json_text)
-    return json.dumps(doc, separators=(",", ":"), check_circular=False)
-
-
-def _json_opt(s: str | None) -> str:
-    return "null" if s is None else _json_str(s)
-
-
-def _json_strs(items: list[str]) -> str:
-    return "[" + ",".join(map(_json_str, items)) + "]"
 
 
 def _narrower(best: LinkHop | None, h: LinkHop | None) -> LinkHop | None:
@@ -416,7 +405,7 @@ def _endpoint(topo: Topology, d: Device) -> tuple[tuple, LinkHop | None, bool]:
     facts = d.__dict__.get("_endpoint")
     if facts is None:
         key = (id(d.parent), d.fn.host_bridge, topo.numa_of(d))
-        facts = d.__dict__["_endpoint"] = (key, _hop(d), _translated(topo, d))
+        facts = d.__dict__["_endpoint"] = (key, _hop(d), _translating_type(topo, d) is not None)
     return facts
 
 
@@ -525,19 +514,14 @@ def _p2pdma_map(topo, a, b, common, redirect, unknown, reasons) -> P2pDmaMap:
     return P2pDmaMap.THRU_HOST_BRIDGE
 
 
-def _translated(topo: Topology, d: Device) -> bool:
-    """Is the IOMMU translating for ``d`` (its group's type DMA or DMA-FQ)? Asked once per device."""
-    known = d.__dict__.get("_translated")
-    if known is None:
-        t = topo.iommu.group_type_of(d.fn.iommu_group)
-        known = d.__dict__["_translated"] = bool(t and t.startswith("DMA"))
-    return known
+def _translating_type(topo: Topology, d: Device) -> str | None:
+    """The type of ``d``'s IOMMU group (DMA, DMA-FQ) when the IOMMU translates for it, else None."""
+    t = topo.iommu.group_type_of(d.fn.iommu_group)
+    return t if t and t.startswith("DMA") else None
 
 
 def _verdict(topo, a, b, smi, p2pdma, redirect, unknown, reasons) -> P2pVerdict:
-    gt_a = topo.iommu.group_type_of(a.fn.iommu_group)
-    gt_b = topo.iommu.group_type_of(b.fn.iommu_group)
-    translated = [f"{d.bdf} ({t})" for d, t in ((a, gt_a), (b, gt_b)) if t and t.startswith("DMA")]
+    translated = [f"{d.bdf} ({t})" for d in (a, b) if (t := _translating_type(topo, d))]
     no = False
     if translated:
         reasons.append("IOMMU translating for " + ", ".join(translated) + ": nvidia-fs P2P needs IOMMU off or iommu=pt")
