@@ -220,6 +220,11 @@ RAW_BACKLOG = 1_000_000  # records held undecoded at most (~130 MiB)
 ADOPTED_SERIAL = 1 << 52  # serials of descriptors adopted from /proc (the kernel's count from 1 << 12)
 
 
+# The flags the probe program is compiled with: tests/conftest.py compiles it with the same, so the
+# record layout and verifier tests check what the tool loads.
+CFLAGS = ("-Wno-macro-redefined",)
+
+
 class Probes:
     """The attached programs; ``poll()`` returns the Events that arrived."""
 
@@ -336,7 +341,7 @@ class Probes:
         compile (bpfcache.py: same text, kernel and bcc); a compile fills the cache."""
         from . import bpfcache
 
-        cflags = ["-Wno-macro-redefined"]
+        cflags = list(CFLAGS)
         k = bpfcache.key(src, cflags, str(getattr(bcc, "__version__", "?"))) if bpfcache.enabled() else None
         doc = bpfcache.load(k) if k else None
         if doc is not None:
