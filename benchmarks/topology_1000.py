@@ -4,8 +4,9 @@
 Layout (synthetic load, not hardware claims): 8 host bridges (one PCI domain each) x 5 root ports x
 (switch with 8 downstream ports x 3 functions) = 1,360 functions. Endpoint roles follow a large
 GPU node: 16 GPUs, 64 NVMe, 32 NICs, the rest other functions, so the pair analysis does the work it
-does on such a node (16 x 111 pairs). Reports the in-process analysis time (the command's report:
-read + build + pairs + findings + dynamic-routing notes; and its --json text for a pipe) and the whole process (python start included), best of N runs, with the
+does on such a node (16 x 111 pairs). Reports the analysis time, measured inside a fresh process
+(the command's report: read + build + pairs + findings + dynamic-routing notes; and its --json text
+for a pipe), and the whole process (python start included), best and median of N runs, with the
 conditions they were measured under (benchmarks/conditions.py): machine, load average before and
 after, Python build, the file system the tree was generated on, cached bytecode for the children.
 
