@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..routes import Route
+from .dataflow import DataFlow, MappedFile, Source
 from .events import NVFS_IOCTLS, Event
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ HOLD_NS = 100_000_000  # wait this long (event time) before taking a syscall as 
 COPY_WINDOW_NS = 3_000_000_000  # a CUDA copy this close to a host I/O, of its buffer, makes it DRAM_BOUNCE
 FINALIZE_NS = 50_000_000  # evidence from other CPUs can arrive after the API exit
 ASYNC_TIMEOUT_NS = 5_000_000_000
+ADVANCE_NS = 20_000_000  # finalise at least this often in event time (the live loop polls every 0.1 s)
 PAGE_RUN_GAP_NS = 100_000_000  # page-cache fills of one file closer than this are one mmap read
 _PROC_FD_RE = __import__("re").compile(r"^/proc/(self|thread-self|\d+)/fd/(\d+)$")
 SKIP_PREFIXES = ("/proc/", "/sys/", "/dev/", "/run/", "pipe:", "socket:", "anon_inode:")
@@ -204,6 +206,10 @@ class Classifier:
         self.notes: list[str] = []
         self.counts = {"events": 0, "api_calls": 0, "unmatched_exits": 0, "small_io": 0}
         self.recent_reads: dict[int, deque] = {}  # pid -> (ts, size) of recent host reads
+        self.flow = DataFlow(self.job_of)  # file bytes in host memory and the copies that take them
+        self.files: dict[str, dict] = {}  # path -> what its bytes did (file_summary)
+        self.cgroup_job = False  # --cgroup: the whole cgroup is one job
+        self._advanced = 0  # event time of the last _advance (replay finalises as the live loop does)
         self._handlers = {
             "sys_exit": self._on_syscall,
             "open": self._on_open,
@@ -225,7 +231,7 @@ class Classifier:
         handler = self._handlers.get(e.kind)
         if handler is not None:
             handler(e)
-        if self.counts["events"] % 512 == 0:
+        if self.counts["events"] % 512 == 0 or e.ts - self._advanced > ADVANCE_NS:
             self._advance()
 
     def advance(self) -> None:
@@ -253,6 +259,7 @@ class Classifier:
                         self.cloexec.add((child, fd))
             for m in self.mmaps.get(parent, []):
                 self.mmaps.setdefault(child, []).append(m)
+                self.flow.add_map(child, m[2], e.ts, m[0], m[1], m[3])
             p = self._proc(child, e.comm)
             p["ppid"] = parent
         elif e.name == "exec":
@@ -324,6 +331,10 @@ class Classifier:
             d = self.fds.get(key)
             if d is not None:
                 self.mmaps.setdefault(e.pid, []).append((a[1], a[2], d.path, a[3]))
+                if self._is_data(d.path):
+                    self.flow.add_map(e.pid, d.path, e.ts, a[1], a[2], a[3])
+            elif a[1] > 0 and a[2] > 0:
+                self.flow.add_foreign_map(e.pid, e.ts, a[1], a[2])
 
     def _on_pages(self, e: Event) -> None:
         """Page-cache fills outside read syscalls (mmap faults and their readahead): consecutive
@@ -348,28 +359,26 @@ class Classifier:
             return  # a library or a file opened before the trace: not named, not data
         e = run[4]
         off, size = run[2] * 4096, (run[3] - run[2]) * 4096
-        # the mapping that holds these file pages gives their host address (for a CUDA copy from it)
-        buf = None
-        for addr, length, mpath, moff in self.mmaps.get(pid, []):
-            if mpath == path and moff <= off < moff + length:
-                buf = addr + off - moff
-                break
-        if path.startswith(SKIP_PREFIXES) or SKIP_SUFFIX_RE.search(path) or not self._path_ok(path):
+        if not self._is_data(path):
             return
-        self._hold(
-            _HostIo(
-                e,
-                "mmap",
-                "read",
-                path,
-                off,
-                size,
-                size,
-                buf,
-                run[1] - run[0],
-                "page-cache fill of a mmap'd file" + ("" if buf is not None else " (mapping address not seen)"),
-            )
-        )
+        # a mapped file's pages faulting in, or readahead of a file read next (the data-flow model
+        # tells the two apart by whether this process maps the file)
+        self.flow.add_fill(pid, path, run[0], off, off + size, run[1] - run[0], e)
+
+    def _is_data(self, path: str) -> bool:
+        return not (path.startswith(SKIP_PREFIXES) or SKIP_SUFFIX_RE.search(path)) and self._path_ok(path)
+
+    def job_of(self, pid: int) -> int:
+        """The traced tree a process belongs to: its topmost traced ancestor (the cgroup, for --cgroup)."""
+        if self.cgroup_job:
+            return 0
+        seen = 0
+        p = self.procs.get(pid)
+        while p is not None and p.get("ppid") in self.procs and seen < 64:
+            pid = p["ppid"]
+            p = self.procs.get(pid)
+            seen += 1
+        return pid
 
     # -- host I/O: the syscalls ------------------------------------------------------------------------
     def _desc(self, e: Event, fd: int) -> _Desc | None:
@@ -478,9 +487,11 @@ class Classifier:
         self._hold(io)
 
     def _hold(self, io: _HostIo) -> None:
+        if io.op == "read" and io.path is not None:
+            e = io.e
+            self.flow.add_read(Source(e.pid, self.job_of(e.pid), e.ts, io.path, io.offset, io.size, io.buf, io))
+            return
         self.held.append(io)
-        if io.op == "read":
-            self.recent_reads.setdefault(io.e.pid, deque(maxlen=4096)).append((io.e.ts, io.size))
 
     def _on_handle(self, e: Event) -> None:
         if e.name == "cuFileHandleRegister" and len(e.args) > 1:
@@ -497,6 +508,9 @@ class Classifier:
     def _on_api_enter(self, e: Event) -> None:
         if e.name == "cuMemcpy":
             self.memcpy.setdefault(e.pid, deque(maxlen=4096)).append(e)
+            dst, src, n, d = (e.args + [0, 0, 0, 0])[:4]
+            self.flow.copy(e.ts, e.pid, dst, src, n, d)
+            self._take_flow()
             return
         if e.name not in ("cuFileRead", "cuFileWrite", "cuFileReadAsync", "cuFileWriteAsync"):
             self.api_stack.setdefault((e.pid, e.tid), []).append(
@@ -644,6 +658,7 @@ class Classifier:
     # -- finalisation ----------------------------------------------------------------------------
     def _advance(self, final: bool = False) -> None:
         now = self.now
+        self._advanced = now
         keep = []
         for p in self.pending:
             done = final
@@ -656,7 +671,7 @@ class Classifier:
             if final and p.t_end is None:
                 p.t_end = p.last_ts or p.t_start
             if done:
-                self.out.append(self._verdict(p))
+                self._emit(self._verdict(p))
             else:
                 keep.append(p)
         self.pending = keep
@@ -671,7 +686,9 @@ class Classifier:
                 break
             held.popleft()
             if not self._match_syscall(io) and io.path is not None:
-                self.out.append(self._host_verdict(io))
+                self._emit(self._host_verdict(io))
+        self.flow.advance(now, final)
+        self._take_flow()
 
     def flush(self) -> None:
         self._advance(final=True)
@@ -719,6 +736,213 @@ class Classifier:
         return io_line(
             p.t_start, p.pid, p.tid, p.comm, p.api, p.op, path, p.offset, p.size, p.ret, lat, route, sub, conf, ev
         )
+
+    # -- verdicts of the data-flow model -----------------------------------------------------------
+    def _emit(self, v: schema.IoLine, cached: int = 0, filled: int = 0, how: str = "") -> None:
+        """Every verdict goes out here, and into the per-file account (file_summary)."""
+        self.out.append(v)
+        path = v["path"]
+        if not path:
+            return
+        f = self.files.get(path)
+        if f is None:
+            f = self.files[path] = {
+                "path": path,
+                "ios": 0,
+                "bytes": 0,
+                "routes": {},
+                "page_cache_bytes": 0,
+                "device_fill_bytes": 0,
+                "via": set(),
+                "pids": set(),
+                "how": set(),
+                "max_offset": 0,
+            }
+        n = max(v["size"], 0)
+        f["ios"] += 1
+        f["bytes"] += n
+        f["routes"][v["route"]] = f["routes"].get(v["route"], 0) + n
+        f["page_cache_bytes"] += cached
+        f["device_fill_bytes"] += filled
+        f["via"].add("cuFile" if v["api"].startswith("cuFile") else "mmap" if v["api"] == "mmap" else v["api"])
+        f["pids"].add(v["pid"])
+        if how:
+            f["how"].add(how)
+        if v["offset"] >= 0:
+            f["max_offset"] = max(f["max_offset"], v["offset"] + n)
+
+    def _take_flow(self) -> None:
+        done, chunks, fills = self.flow.take_done()
+        for src in done:
+            io = src.payload
+            if isinstance(io, _HostIo) and self._match_syscall(io):
+                continue  # libcufile's own pread after all (its call was seen late)
+            self._emit(*self._source_verdict(src))
+        for ch in chunks:
+            self._emit(*self._chunk_verdict(ch))
+        for mf, path, pid, ts, lo, hi, lat, e in fills:
+            self._emit(*self._fill_verdict(mf, path, pid, ts, lo, hi, lat, e))
+
+    def _copy_text(self, c: list, t: int, how: str, link: str = "") -> str:
+        ts, pid, dst, src, n, _ = c
+        dt = (ts - t) / 1e6
+        when = f"{dt:+.3f} ms after it" if dt >= 0 else f"started {-dt:.3f} ms before (it faulted these pages in)"
+        text = f"CUDA copy host {src:#x} -> GPU {dst:#x}, {n} bytes, {when}"
+        if how == "staged":
+            text += (
+                " from another host buffer (staged through host memory; the CPU copy into it is not traced: "
+                "inferred from order, the process's oldest file bytes not yet copied)"
+            )
+        elif how == "job":
+            comm = self._proc(pid)["comm"] or "?"
+            text += f" by {comm}/{pid}, another process of the same traced tree; {link}"
+        return text
+
+    def _source_verdict(self, src: Source) -> tuple:
+        io = src.payload
+        assert isinstance(io, _HostIo)
+        e = io.e
+        ev = [
+            f"{io.api} fd {e.args[0]}"
+            + (f" into host memory {io.buf:#x}" if io.buf else "")
+            + (f" ({io.note})" if io.note else "")
+        ]
+        if src.copy is not None and src.consumed * 2 >= max(src.size, 1):
+            ev.append(self._copy_text(src.copy, e.ts, src.how, src.link))
+            if src.copies > 1 or src.consumed < src.size:
+                ev.append(f"{src.consumed} of its {src.size} bytes taken by {src.copies} CUDA copies")
+            route = Route.DRAM_BOUNCE
+            conf = "high" if src.how == "direct" or (src.how == "staged" and src.exact) else "medium"
+            if io.buf is None and src.how == "direct":
+                conf = "medium"
+            how = src.how
+        else:
+            route, conf, how = Route.HOST, "medium", ""
+            if src.consumed:
+                ev.append(f"only {src.consumed} of its {src.size} bytes were followed by a CUDA copy")
+            ev.append(
+                "host I/O, not on the GPU data path: "
+                + ("no CUDA copy took its bytes" if self.memcpy.get(e.pid) else "the process made no CUDA copy")
+            )
+        self._proc(e.pid, e.comm)["ios"] += 1
+        line = io_line(
+            e.ts, e.pid, e.tid, e.comm, io.api, io.op, io.path, io.offset, io.size, io.ret, io.latency, route, None, conf, ev
+        )
+        return line, 0, 0, how
+
+    def _chunk_verdict(self, ch) -> tuple:
+        mf: MappedFile = ch.mf
+        size = ch.hi - ch.lo
+        filled = mf.filled.overlap(ch.lo, ch.hi)
+        cached = size - filled
+        addr = next((a + ch.lo - off for a, ln, off in mf.maps if off <= ch.lo < off + ln), None)
+        ev = [
+            "mmap'd file" + (f" at host {addr:#x}" if addr is not None else ""),
+            (
+                "page cache, no device I/O"
+                if not filled
+                else f"{filled} bytes filled from the device during the trace"
+                + (f", {cached} from the page cache" if cached else "")
+            ),
+            self._copy_text(ch.copy, ch.ts, ch.how, ch.link),
+        ]
+        conf = "high" if ch.how == "direct" else "medium"
+        p = self._proc(mf.pid)
+        p["ios"] += 1
+        line = io_line(
+            ch.ts,
+            mf.pid,
+            mf.pid,
+            p["comm"] or "",
+            "mmap",
+            "read",
+            mf.path,
+            ch.lo,
+            size,
+            size,
+            None,
+            Route.DRAM_BOUNCE,
+            "page-cache" if not filled else None,
+            conf,
+            ev,
+        )
+        return line, cached, filled, ch.how
+
+    def _fill_verdict(self, mf, path: str, pid: int, ts: int, lo: int, hi: int, lat: int, e: Event) -> tuple:
+        what = (
+            "page-cache fill of a mmap'd file"
+            if mf is not None
+            else "page-cache fill with no read or mapping of it in this process (readahead or fadvise "
+            "no read followed, or a mapping made before the trace)"
+        )
+        ev = [what, "host I/O, not on the GPU data path: no CUDA copy took these bytes"]
+        p = self._proc(pid, e.comm)
+        p["ios"] += 1
+        line = io_line(
+            ts, pid, e.tid, e.comm or p["comm"] or "", "mmap", "read", path, lo, hi - lo, hi - lo, lat, Route.HOST, None, "medium", ev
+        )
+        return line, 0, hi - lo, ""
+
+    def file_summary(self) -> list[dict]:
+        """Per file: its bytes per route, how they got there, and why — the user's question, answered."""
+        out = []
+        for f in sorted(self.files.values(), key=lambda f: -f["bytes"]):
+            total = f["bytes"] or 1
+            r = f["routes"]
+            p2p = sum(n for k, n in r.items() if Route(k).is_p2p)
+            bounce = r.get(Route.DRAM_BOUNCE, 0)
+            host = r.get(Route.HOST, 0)
+            compat = r.get(Route.COMPAT, 0)
+            mm = f["page_cache_bytes"] + f["device_fill_bytes"]
+            why = []
+            if bounce:
+                via = "mmap" if "mmap" in f["via"] else "read"
+                why.append(
+                    "no cuFile call: the program "
+                    + ("mapped the file" if via == "mmap" else "read it into host memory")
+                    + " and copied it to the GPU"
+                    + (" through a host staging buffer" if "staged" in f["how"] else "")
+                    + (" (read by one process of the job, copied by another)" if "job" in f["how"] else "")
+                )
+            if compat:
+                why.append("cuFile ran in compatibility mode (POSIX I/O through libcufile's bounce buffers)")
+            if p2p:
+                why.append("cuFile took a P2P route")
+            if host and not (bounce or compat or p2p):
+                why.append("no CUDA copy took these bytes: host I/O, not on the GPU data path")
+            out.append(
+                {
+                    "path": f["path"],
+                    "ios": f["ios"],
+                    "bytes": f["bytes"],
+                    "extent": f["max_offset"],
+                    "routes": dict(r),
+                    "to_gpu_share": round((bounce + compat + p2p) / total, 4),
+                    "p2p_share": round(p2p / total, 4),
+                    "page_cache_hit": round(f["page_cache_bytes"] / mm, 4) if mm else None,
+                    "via": sorted(f["via"]),
+                    "pids": sorted(f["pids"]),
+                    "how": sorted(f["how"]),
+                    "why": "; ".join(why),
+                }
+            )
+        return out
+
+    def tree_summary(self) -> list[dict]:
+        """Per traced process tree (job): the bytes of its files on each route."""
+        jobs: dict[int, dict] = {}
+        for f in self.files.values():
+            for pid in f["pids"]:
+                j = self.job_of(pid)
+                d = jobs.setdefault(j, {"root": j, "comm": self._proc(j)["comm"], "pids": set(), "routes": {}})
+                d["pids"].add(pid)
+        for v_path, f in self.files.items():
+            j = self.job_of(min(f["pids"])) if f["pids"] else None
+            if j is None:
+                continue
+            for k, n in f["routes"].items():
+                jobs[j]["routes"][k] = jobs[j]["routes"].get(k, 0) + n
+        return [{**d, "pids": sorted(d["pids"])} for d in jobs.values()]
 
     def _copy_of(self, io: _HostIo):
         """The CUDA copy that moved this I/O's bytes: after a read, host-to-device from its buffer;

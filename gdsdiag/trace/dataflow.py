@@ -1,0 +1,460 @@
+"""Where file bytes go on their way to a GPU: the trace's data-flow model (pure; no I/O, no probes).
+
+A host I/O outside cuFile (read-family syscalls, Linux AIO, io_uring, page-cache fills of a mapped
+file, the pages of a mapping that were already cached) puts *file bytes in host memory*: a
+``Source``. A host-to-device CUDA copy takes bytes out of host memory: it *consumes* sources. What a
+copy consumes decides the route of the source's bytes: consumed → DRAM_BOUNCE, never consumed within
+the window → HOST. Which source a copy consumes, strongest evidence first:
+
+1. **direct** — the copy's host range overlaps the source's buffer (a read's buffer, a mapping of the
+   file): exact bytes and file offsets, high confidence;
+2. **staged, same process** — the bytes went through a host staging buffer first (a CPU copy into
+   pinned memory, a decode, a tensor made from mapped bytes). A CPU copy is invisible to the probes,
+   so this is inferred from order: the process's oldest file bytes not yet consumed, within the
+   window. One read then one copy of the same size is high; anything else medium;
+3. **staged, same job** — another process of the traced tree (a data-loader worker) read the bytes;
+   the copying process has no unconsumed file bytes of its own: medium, with the link that was seen
+   (a mapping of a descriptor the copier never opened: shared memory passed to it), or, none seen, the
+   job's byte accounting.
+
+A mapped file is one source per (process, file) with an interval set of its file offsets: what the
+trace saw filled (device I/O) and what copies consumed; bytes consumed that were never filled came
+from the page cache ("page cache, no device I/O"), so a warm model load is reported with its bytes.
+Page-cache fills of a file the process has not mapped (readahead, fadvise WILLNEED) belong to the read
+that follows them: a later read of that range absorbs them; what no read claims within the window is
+reported on its own (a mapping made before the trace, say). Every byte of a file is put on a route
+once per time it really entered host memory; a copy that consumes bytes already consumed adds none.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections import deque
+from dataclasses import dataclass, field
+
+WINDOW_NS = 3_000_000_000  # file bytes in host memory this old, never copied, are HOST
+MAP_SETTLE_NS = 250_000_000  # a copy from a mapping faults pages in as it runs: wait for those fills
+MIN_STAGED_COPY = 4096  # smaller copies (kernel arguments, scalars) never stand for file data
+ABSORB_MIN = 4096  # readahead left over after the reads (a few bytes at the file's start): dropped
+
+
+# Files a staging inference never takes bytes from: the system's and the interpreter's own files and
+# text configs (an OpenSSL config, a package's METADATA, the locale archive, a tokenizer.json) are read
+# by every GPU program and are not what it copies to the GPU. A copy *from* their buffer (direct) still
+# counts: the address proves it.
+NOT_STAGED_RE = re.compile(
+    r"^/(usr|etc|lib|lib32|lib64|bin|sbin|boot|var/lib/(dpkg|apt))/"
+    r"|/(site|dist)-packages/|\.(dist|egg)-info/"
+    r"|\.(json|jsonl|txt|md|ya?ml|toml|cfg|conf|cnf|ini|py|pyc|so(\.\d+)*|cache|xml|html|csv|log|lock)$",
+    re.IGNORECASE,
+)
+
+
+def staged_ok(path: str) -> bool:
+    return NOT_STAGED_RE.search(path) is None
+
+
+class Intervals:
+    """A set of [start, end) integer intervals, kept merged and sorted."""
+
+    __slots__ = ("starts", "ends")
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+
+    def add(self, lo: int, hi: int) -> None:
+        if hi <= lo:
+            return
+        i = bisect.bisect_left(self.ends, lo)
+        j = i
+        while j < len(self.starts) and self.starts[j] <= hi:
+            lo, hi = min(lo, self.starts[j]), max(hi, self.ends[j])
+            j += 1
+        self.starts[i:j] = [lo]
+        self.ends[i:j] = [hi]
+
+    def remove(self, lo: int, hi: int) -> None:
+        if hi <= lo:
+            return
+        out_s, out_e = [], []
+        for s, e in zip(self.starts, self.ends):
+            if e <= lo or s >= hi:
+                out_s.append(s)
+                out_e.append(e)
+                continue
+            if s < lo:
+                out_s.append(s)
+                out_e.append(lo)
+            if e > hi:
+                out_s.append(hi)
+                out_e.append(e)
+        self.starts, self.ends = out_s, out_e
+
+    def overlap(self, lo: int, hi: int) -> int:
+        n = 0
+        i = bisect.bisect_right(self.ends, lo)
+        while i < len(self.starts) and self.starts[i] < hi:
+            n += min(hi, self.ends[i]) - max(lo, self.starts[i])
+            i += 1
+        return n
+
+    def gaps(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """The parts of [lo, hi) not in the set, in order."""
+        out = []
+        at = lo
+        i = bisect.bisect_right(self.ends, lo)
+        while i < len(self.starts) and self.starts[i] < hi and at < hi:
+            if self.starts[i] > at:
+                out.append((at, self.starts[i]))
+            at = max(at, self.ends[i])
+            i += 1
+        if at < hi:
+            out.append((at, hi))
+        return out
+
+    def items(self) -> list[tuple[int, int]]:
+        return list(zip(self.starts, self.ends))
+
+    def total(self) -> int:
+        return sum(e - s for s, e in zip(self.starts, self.ends))
+
+    def __bool__(self) -> bool:
+        return bool(self.starts)
+
+
+@dataclass
+class Source:
+    """File bytes a host I/O put in host memory: a read's buffer, or what a mapping holds."""
+
+    pid: int
+    job: int
+    ts: int
+    path: str
+    offset: int
+    size: int
+    buf: int | None  # host address of the bytes (None: not traced, e.g. io_uring)
+    payload: object  # the classifier's record of the I/O (its verdict line is built from it)
+    consumed: int = 0
+    how: str = ""  # "direct" | "staged" | "job": the strongest way a copy took its bytes
+    copy: list | None = None  # the first copy that consumed it: [ts, pid, dst, src, n, direction]
+    copies: int = 0
+    exact: bool = False  # staged one-to-one: a copy of exactly its size, nothing else pending
+    link: str = ""  # for "job": the link seen between reader and copier
+    ok: bool = True  # may a staged copy take its bytes (staged_ok)
+
+    def __post_init__(self) -> None:
+        self.ok = staged_ok(self.path)
+
+    def remaining(self) -> int:
+        return max(self.size - self.consumed, 0)
+
+
+@dataclass
+class MappedFile:
+    """A file mapped by one process: its mappings, what was filled and what copies consumed."""
+
+    pid: int
+    job: int
+    path: str
+    ts: int
+    last_ts: int
+    maps: list[tuple[int, int, int]] = field(default_factory=list)  # (address, length, file offset)
+    size: int = 0  # the largest mapped extent (file offset + length)
+    filled: Intervals = field(default_factory=Intervals)  # file offsets the device filled in the trace
+    fill_runs: list = field(default_factory=list)  # (ts, offset, size, latency, payload) per fill run
+    consumed: Intervals = field(default_factory=Intervals)
+    settling: list = field(default_factory=list)  # consumed chunks waiting MAP_SETTLE_NS for their fills
+    ok: bool = True
+
+    def __post_init__(self) -> None:
+        self.ok = staged_ok(self.path)
+
+    def add_map(self, addr: int, length: int, off: int) -> None:
+        if (addr, length, off) not in self.maps:
+            self.maps.append((addr, length, off))
+        self.size = max(self.size, off + length)
+
+    def direct(self, host: int, n: int) -> tuple[int, int] | None:
+        """The file interval a copy of [host, host + n) reads, if it lies in a mapping of this file."""
+        for addr, length, off in self.maps:
+            if addr <= host < addr + length:
+                lo = off + host - addr
+                return lo, min(lo + n, off + length)
+        return None
+
+
+@dataclass
+class Chunk:
+    """Bytes a copy took from a mapped file: a verdict of their own once their fills have settled."""
+
+    mf: MappedFile
+    ts: int  # the copy's time
+    lo: int
+    hi: int
+    how: str
+    copy: list
+    link: str = ""
+
+
+class DataFlow:
+    """Sources in, copies in; out come finished sources (with what consumed them) and mapped-file
+    chunks. ``job_of`` names the traced tree a process belongs to."""
+
+    def __init__(self, job_of) -> None:
+        self.job_of = job_of
+        self.by_pid: dict[int, deque[Source]] = {}  # unconsumed read sources, oldest first
+        self.by_job: dict[int, set[int]] = {}  # job -> pids with sources or mappings
+        self.mapped: dict[tuple[int, str], MappedFile] = {}
+        self.loose_fills: dict[tuple[int, str], list] = {}  # fills of unmapped files: [ts, lo, hi, lat, payload]
+        self.read_cover: dict[tuple[int, str], Intervals] = {}  # file ranges each process read (absorbs readahead)
+        self.foreign_maps: dict[int, list[tuple[int, int, int]]] = {}  # pid -> (ts, address, length) of
+        # mappings of descriptors it never opened (shared memory another process passed it)
+        self.done: list[Source] = []
+        self.chunks: list[Chunk] = []
+        self.expired_fills: list = []  # (MappedFile or None, path, pid, ts, lo, hi, lat, payload)
+        self.copied_unexplained: dict[int, int] = {}  # pid -> host-to-device bytes no file byte explains
+        self.copied_bytes: dict[int, int] = {}  # pid -> host-to-device bytes copied
+
+    # -- sources ---------------------------------------------------------------------------------
+    def add_read(self, src: Source) -> None:
+        """A read-family I/O: it absorbs the loose readahead fills of its range first."""
+        if src.offset >= 0 and src.size > 0:
+            self.read_cover.setdefault((src.pid, src.path), Intervals()).add(src.offset, src.offset + src.size)
+        fills = self.loose_fills.get((src.pid, src.path))
+        if fills:
+            keep = []
+            for f in fills:
+                lo, hi = f[1], f[2]
+                if hi <= src.offset or lo >= src.offset + src.size:
+                    keep.append(f)
+                    continue
+                for a, b in ((lo, min(hi, src.offset)), (max(lo, src.offset + src.size), hi)):
+                    if b - a >= ABSORB_MIN:
+                        keep.append([f[0], a, b, f[3], f[4]])
+            self.loose_fills[(src.pid, src.path)] = keep
+        self.by_pid.setdefault(src.pid, deque()).append(src)
+        self.by_job.setdefault(src.job, set()).add(src.pid)
+
+    def add_map(self, pid: int, path: str, ts: int, addr: int, length: int, off: int) -> None:
+        key = (pid, path)
+        mf = self.mapped.get(key)
+        if mf is None:
+            mf = self.mapped[key] = MappedFile(pid, self.job_of(pid), path, ts, ts)
+            self.by_job.setdefault(mf.job, set()).add(pid)
+        mf.add_map(addr, length, off)
+        mf.last_ts = max(mf.last_ts, ts)
+
+    def add_foreign_map(self, pid: int, ts: int, addr: int, length: int) -> None:
+        self.foreign_maps.setdefault(pid, []).append((ts, addr, length))
+        del self.foreign_maps[pid][:-64]
+
+    def add_fill(self, pid: int, path: str, ts: int, lo: int, hi: int, lat: int, payload) -> None:
+        """A run of page-cache fills outside read syscalls: a mapping faulting in, or readahead."""
+        mf = self.mapped.get((pid, path))
+        if mf is not None and mf.ts <= ts:
+            hi = min(hi, mf.size) if mf.size > lo else hi  # (the last page reaches past the end of the file)
+            mf.filled.add(lo, hi)
+            mf.fill_runs.append((ts, lo, hi, lat, payload))
+            mf.last_ts = max(mf.last_ts, ts)
+            return
+        # readahead of a range this process read (the fill run is closed after the read arrived)
+        cover = self.read_cover.get((pid, path))
+        parts = cover.gaps(lo, hi) if cover else [(lo, hi)]
+        for a, b in parts:
+            if b - a >= ABSORB_MIN:
+                self.loose_fills.setdefault((pid, path), []).append([ts, a, b, lat, payload])
+
+    # -- copies ----------------------------------------------------------------------------------
+    def copy(self, ts: int, pid: int, dst: int, src: int, n: int, direction: int) -> None:
+        """A CUDA copy (direction 1 host-to-device, 0 unified: the host side is found by address)."""
+        if n <= 0 or direction not in (0, 1):
+            return
+        c = [ts, pid, dst, src, n, direction]
+        if direction == 1:
+            self.copied_bytes[pid] = self.copied_bytes.get(pid, 0) + n
+        if self._direct(c):
+            return
+        if direction != 1 or n < MIN_STAGED_COPY:
+            return
+        left = self._staged(c, n)
+        if left > 0:
+            self.copied_unexplained[pid] = self.copied_unexplained.get(pid, 0) + left
+
+    def _direct(self, c: list) -> bool:
+        ts, pid, _, host, n, _ = c
+        q = self.by_pid.get(pid)
+        if q:
+            for s in reversed(q):  # the newest read of that buffer (a buffer reused is copied again)
+                if s.buf is not None and s.buf < host + n and host < s.buf + max(s.size, 1) and s.ts <= ts + 1:
+                    take = min(host + n, s.buf + s.size) - max(host, s.buf)
+                    self._consume(s, max(take, 0), "direct", c)
+                    return True
+        for (mpid, _), mf in self.mapped.items():
+            if mpid != pid:
+                continue
+            iv = mf.direct(host, n)
+            if iv is not None:
+                self._take_mapped(mf, iv[0], iv[1], "direct", c)
+                return True
+        # a read consumed already, copied again (or a mapping's bytes copied twice): no new file bytes
+        return False
+
+    def _staged(self, c: list, n: int, job_wide: bool = True) -> int:
+        ts, pid = c[0], c[1]
+        left = n
+        # the process's own file bytes first, oldest first (reads and mapped files by their time)
+        left = self._staged_from(pid, c, left, "staged")
+        if left <= 0 or not job_wide:
+            return left
+        job = self.job_of(pid)
+        for other in sorted(self.by_job.get(job, ()), key=lambda p: self._oldest(p)):
+            if other == pid:
+                continue
+            left = self._staged_from(other, c, left, "job")
+            if left <= 0:
+                break
+        return left
+
+    def _oldest(self, pid: int) -> int:
+        q = self.by_pid.get(pid)
+        return q[0].ts if q else 1 << 62
+
+    def _staged_from(self, pid: int, c: list, left: int, how: str) -> int:
+        ts = c[0]
+        q = self.by_pid.get(pid)
+        maps = sorted(
+            (
+                mf
+                for (mpid, _), mf in self.mapped.items()
+                if mpid == pid and mf.ok and mf.consumed.total() < mf.size and mf.ts <= ts
+            ),
+            key=lambda m: m.ts,
+        )
+        skipped: list[Source] = []
+        while q and not q[0].ok:  # (kept for a direct copy; a staged one passes over them)
+            skipped.append(q.popleft())
+        try:
+            return self._staged_loop(pid, c, left, how, q, maps, skipped)
+        finally:
+            if q is not None:
+                q.extendleft(reversed(skipped))
+
+    def _staged_loop(self, pid, c, left, how, q, maps, skipped) -> int:
+        ts = c[0]
+        while left > 0:
+            while q and not q[0].ok:
+                skipped.append(q.popleft())
+            s = q[0] if q else None
+            if s is not None and s.ts > ts:
+                s = None  # (a read after the copy cannot be its source)
+            if s is not None and (not maps or s.ts <= min(m.ts for m in maps) or how == "job"):
+                take = min(left, s.remaining())
+                exact = how == "staged" and take == s.size == left and s.consumed == 0 and len(q) == 1
+                self._consume(s, take, how, c, exact)
+                left -= take
+                continue
+            if not maps:
+                break
+            mf = maps[0]
+            got = self._staged_mapped(mf, left, how, c)
+            if got == 0:
+                maps.pop(0)
+                continue
+            left -= got
+        return left
+
+    def _staged_mapped(self, mf: MappedFile, n: int, how: str, c: list) -> int:
+        """Take n bytes of a mapped file for a staged copy: first what the device filled and no copy
+        took (the pages just faulted in), then the lowest offsets not taken (pages from the cache)."""
+        got = 0
+        for lo, hi in mf.filled.items():
+            for a, b in mf.consumed.gaps(lo, hi):
+                take = min(b - a, n - got)
+                self._take_mapped(mf, a, a + take, how, c)
+                got += take
+                if got >= n:
+                    return got
+        for a, b in mf.consumed.gaps(0, mf.size):
+            take = min(b - a, n - got)
+            self._take_mapped(mf, a, a + take, how, c)
+            got += take
+            if got >= n:
+                break
+        return got
+
+    def _take_mapped(self, mf: MappedFile, lo: int, hi: int, how: str, c: list) -> None:
+        for a, b in mf.consumed.gaps(lo, hi):
+            mf.consumed.add(a, b)
+            mf.settling.append(Chunk(mf, c[0], a, b, how, c, self._link(mf.pid, c[1]) if how == "job" else ""))
+        mf.last_ts = max(mf.last_ts, c[0])
+
+    def _consume(self, s: Source, take: int, how: str, c: list, exact: bool = False) -> None:
+        s.consumed += take
+        s.copies += 1
+        if s.copy is None:
+            s.copy, s.how, s.exact = c, how, exact
+            if how == "job":
+                s.link = self._link(s.pid, c[1])
+        if s.remaining() <= 0:
+            q = self.by_pid.get(s.pid)
+            if q is not None:
+                try:
+                    q.remove(s)
+                except ValueError:
+                    pass
+            self.done.append(s)
+
+    def _link(self, reader: int, copier: int) -> str:
+        """What ties a reader's bytes to another process's copy: a descriptor the copier mapped but
+        never opened (shared memory the reader passed it), or nothing seen."""
+        seen = self.foreign_maps.get(copier)
+        if seen:
+            _, addr, length = seen[-1]
+            return (
+                f"pid {copier} mapped {length} bytes of a descriptor it never opened (shared memory passed "
+                f"between the job's processes, as data-loader workers do)"
+            )
+        return "no link seen between the two processes: by the job's byte accounting"
+
+    # -- time ------------------------------------------------------------------------------------
+    def advance(self, now: int, final: bool = False) -> None:
+        """Finish what is old enough: unconsumed reads past the window, settled mapping chunks,
+        mappings and loose fills idle for the window."""
+        for pid, q in list(self.by_pid.items()):
+            while q and (final or q[0].ts + WINDOW_NS < now):
+                self.done.append(q.popleft())
+            if not q:
+                del self.by_pid[pid]
+        for key, mf in list(self.mapped.items()):
+            keep = []
+            for ch in mf.settling:
+                if final or ch.ts + MAP_SETTLE_NS < now:
+                    self.chunks.append(ch)
+                else:
+                    keep.append(ch)
+            mf.settling = keep
+            if final or (mf.last_ts + WINDOW_NS < now and not mf.settling):
+                for ts, lo, hi, lat, payload in mf.fill_runs:
+                    for a, b in mf.consumed.gaps(lo, hi):
+                        self.expired_fills.append((mf, mf.path, mf.pid, ts, a, b, lat, payload))
+                mf.fill_runs = []
+                if not final:
+                    del self.mapped[key]
+        for key, fills in list(self.loose_fills.items()):
+            keep = []
+            for f in fills:
+                if final or f[0] + WINDOW_NS < now:
+                    self.expired_fills.append((None, key[1], key[0], f[0], f[1], f[2], f[3], f[4]))
+                else:
+                    keep.append(f)
+            if keep:
+                self.loose_fills[key] = keep
+            else:
+                del self.loose_fills[key]
+
+    def take_done(self) -> tuple[list[Source], list[Chunk], list]:
+        out = (self.done, self.chunks, self.expired_fills)
+        self.done, self.chunks, self.expired_fills = [], [], []
+        return out
