@@ -90,6 +90,42 @@ class LinePrinter:
         self.console.print(t, overflow="ellipsis", no_wrap=True)
 
 
+def file_line(f: dict) -> str:
+    """'model.x: 64 MiB, 100 % reached the GPU through host memory (mmap, page cache hit 40 %), 0 % P2P —
+    why: …' (the GPU's index is not in the evidence: a device pointer does not name its GPU)."""
+    r = f["routes"]
+    total = f["bytes"] or 1
+    parts = []
+    for route, label in (
+        ("DRAM_BOUNCE", "reached the GPU through host memory"),
+        ("COMPAT", "went through cuFile's compatibility mode"),
+        ("HOST", "stayed in host memory (no CUDA copy took it)"),
+        ("UNKNOWN", "took a route nothing conclusive named"),
+    ):
+        n = r.get(route, 0)
+        if n:
+            extra = ""
+            if route == "DRAM_BOUNCE":
+                how = ", ".join(f["via"])
+                if f.get("page_cache_hit") is not None:
+                    how += f", page cache hit {100 * f['page_cache_hit']:.0f} %"
+                extra = f" ({how})"
+            parts.append(f"{100 * n / total:.0f} % {label}{extra}")
+    p2p = f.get("p2p_share", 0)
+    parts.append(f"{100 * p2p:.0f} % P2P")
+    return f"{f['path']}: {_size(f['bytes'])}, " + ", ".join(parts) + (f" — why: {f['why']}" if f.get("why") else "")
+
+
+def _render_files(console: Console, files: list[dict]) -> None:
+    if not files:
+        return
+    console.print("per file:", style="bold")
+    for f in files[:40]:
+        console.print("  " + file_line(f), markup=False, highlight=False, soft_wrap=True)  # (copyable: never wrapped)
+    if len(files) > 40:
+        console.print(f"  … {len(files) - 40} more (all in --json)", style="dim")
+
+
 def render_summary(console: Console, res, as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json.dumps(res.summary_json()) + "\n")
@@ -115,6 +151,7 @@ def render_summary(console: Console, res, as_json: bool) -> None:
             for lo, hi, c in hist:
                 bar = "*" * int(40 * c / top)
                 console.print(f"{lo:>10} -> {hi:<10} : {c:<8} |{bar:<40}|", markup=False)
+    _render_files(console, getattr(res, "files", []))
     counted = getattr(res, "counted", [])
     if counted:
         console.print(

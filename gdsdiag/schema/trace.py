@@ -74,6 +74,32 @@ class Library(TypedDict):
     pids: list[int]
 
 
+class FileRow(TypedDict):
+    """One file's bytes in the trace, per route, and why (trace.classify.Classifier.file_summary)."""
+
+    path: str
+    ios: int
+    bytes: int  # the sizes of its I/O lines added up (a range really read twice counts twice)
+    extent: int  # the highest file offset reached
+    routes: dict[str, int]  # route -> bytes
+    to_gpu_share: float  # bytes that reached a GPU (DRAM_BOUNCE, COMPAT, P2P routes) / bytes
+    p2p_share: float
+    page_cache_hit: float | None  # of its mapped bytes, the share that came from the page cache
+    via: list[str]  # read, pread64, mmap, cuFile, io_uring, …
+    pids: list[int]
+    how: list[str]  # direct | staged | job: how copies took its bytes (dataflow.py)
+    why: str
+
+
+class TreeRow(TypedDict):
+    """One traced process tree (job): the bytes of its files on each route."""
+
+    root: int
+    comm: str | None
+    pids: list[int]
+    routes: dict[str, int]
+
+
 class Summary(TypedDict):
     type: str  # "summary"
     routes: dict[str, RouteStats]
@@ -88,3 +114,5 @@ class Summary(TypedDict):
     processes: list[Process]
     libraries: list[Library]
     startup_s: dict[str, float]
+    files: list[FileRow]
+    trees: list[TreeRow]

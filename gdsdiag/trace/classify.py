@@ -786,7 +786,13 @@ class Classifier:
     def _copy_text(self, c: list, t: int, how: str, link: str = "") -> str:
         ts, pid, dst, src, n, _ = c
         dt = (ts - t) / 1e6
-        when = f"{dt:+.3f} ms after it" if dt >= 0 else f"started {-dt:.3f} ms before (it faulted these pages in)"
+        when = (
+            "which took these bytes of the mapping"
+            if t == ts
+            else f"{dt:+.3f} ms after it"
+            if dt >= 0
+            else f"started {-dt:.3f} ms before (it faulted these pages in)"
+        )
         text = f"CUDA copy host {src:#x} -> GPU {dst:#x}, {n} bytes, {when}"
         if how == "staged":
             text += (
@@ -807,14 +813,18 @@ class Classifier:
             + (f" into host memory {io.buf:#x}" if io.buf else "")
             + (f" ({io.note})" if io.note else "")
         ]
-        if src.copy is not None and src.consumed * 2 >= max(src.size, 1):
+        # a copy from the read's own buffer ties it to the GPU whatever part it copied (the address proves
+        # it); an inferred (staged) tie needs at least half of its bytes taken
+        if src.copy is not None and (src.how == "direct" or src.consumed * 2 >= max(src.size, 1)):
             ev.append(self._copy_text(src.copy, e.ts, src.how, src.link))
             if src.copies > 1 or src.consumed < src.size:
                 ev.append(f"{src.consumed} of its {src.size} bytes taken by {src.copies} CUDA copies")
             route = Route.DRAM_BOUNCE
             conf = "high" if src.how == "direct" or (src.how == "staged" and src.exact) else "medium"
-            if io.buf is None and src.how == "direct":
-                conf = "medium"
+            if io.buf is None:
+                conf = "medium"  # (no buffer address traced: io_uring, version-1 records of the v-forms)
+            elif src.how == "staged" and src.exact:
+                ev.append("one read, then one copy of exactly its size: paired one to one")
             how = src.how
         else:
             route, conf, how = Route.HOST, "medium", ""

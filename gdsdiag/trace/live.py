@@ -33,6 +33,8 @@ class TraceResult:
     libraries: list[dict] = field(default_factory=list)
     stopped_by: int | None = None  # the signal (INT/TERM/HUP) that ended a live trace early
     counted: list[dict] = field(default_factory=list)  # host I/O counted in the kernel (counted.py)
+    files: list[dict] = field(default_factory=list)  # per file: bytes per route and why (Classifier.file_summary)
+    trees: list[dict] = field(default_factory=list)  # per traced process tree (Classifier.tree_summary)
 
     def summary_json(self) -> schema.Summary:
         return {
@@ -49,6 +51,8 @@ class TraceResult:
             "processes": cast("list[schema.Process]", self.processes),
             "libraries": cast("list[schema.Library]", self.libraries),
             "startup_s": self.timing,
+            "files": cast("list[schema.FileRow]", self.files),
+            "trees": cast("list[schema.TreeRow]", self.trees),
         }
 
 
@@ -74,7 +78,15 @@ def _finish(clf, counter, verdicts, **kw) -> TraceResult:
     rows = counter.rows(clf._path_ok)
     summary = summarize(verdicts)
     merge_summary(summary, rows)
-    return TraceResult(verdicts, summary, processes=_processes(clf, rows), counted=rows, **kw)
+    return TraceResult(
+        verdicts,
+        summary,
+        processes=_processes(clf, rows),
+        counted=rows,
+        files=clf.file_summary(),
+        trees=clf.tree_summary(),
+        **kw,
+    )
 
 
 def mapped_libraries(pid: int, prefix: str) -> list[str]:
