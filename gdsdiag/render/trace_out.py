@@ -110,7 +110,8 @@ def file_line(f: dict) -> str:
                 if f.get("page_cache_hit") is not None:
                     how += f", page cache hit {100 * f['page_cache_hit']:.0f} %"
                 extra = f" ({how})"
-            parts.append(f"{100 * n / total:.0f} % {label}{extra}")
+            pct = 100 * n / total
+            parts.append(f"{'<1' if 0 < pct < 0.5 else f'{pct:.0f}'} % {label}{extra}")
     p2p = f.get("p2p_share", 0)
     parts.append(f"{100 * p2p:.0f} % P2P")
     return f"{f['path']}: {_size(f['bytes'])}, " + ", ".join(parts) + (f" — why: {f['why']}" if f.get("why") else "")
