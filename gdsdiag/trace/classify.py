@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from ..routes import Route
 from .dataflow import DataFlow, MappedFile, Source
+from .evidence import KPROBE_EVIDENCE, SYSCALL_EVIDENCE, decide, usdt_kind
 from .events import NVFS_IOCTLS, Event
 
 if TYPE_CHECKING:
@@ -591,39 +592,24 @@ class Classifier:
         name = e.name
         a = e.args
         if e.kind == "usdt":
-            short = name.split(":", 1)[-1]
-            if short.startswith(("cufio_px_", "cufio_gds_", "cufio_rdma_")) and "retry" not in short:
-                op = _op_of(short)
-                off = a[1] if short.startswith("cufio_px_") and len(a) > 1 else None
-                nbytes = a[2] if short.startswith("cufio_px_") and len(a) > 2 else 0
-                kind = "px" if "_px_" in short else "gds" if "_gds_" in short else "rdma"
-                cands = self._candidates(e, op, off)
+            kind, matched = usdt_kind(name)
+            if matched:
+                # the probe fires per syscall of the call (libcufile splits large requests): matched to
+                # the call covering its file offset; only the POSIX probes carry offset and size
+                px = kind == "px"
+                off = a[1] if px and len(a) > 1 else None
+                nbytes = a[2] if px and len(a) > 2 else 0
+                cands = self._candidates(e, _op_of(name.split(":", 1)[-1]), off)
                 if cands:
                     cands[0].add(f"usdt {name}", kind, e.ts, nbytes)
                 return
-            kind = (
-                "dr"
-                if name.startswith("cufio-dr")
-                else "bb"
-                if "-bb" in short
-                else "p2pdma"
-                if name.startswith("cuf-p2p")
-                else "retry"
-                if "retry" in short
-                else "other"
-            )
             for p in self._candidates(e, None, None)[:1]:
                 p.add(f"usdt {name}", kind, e.ts)
             return
         if e.kind == "kprobe":
             ret = a[0] if a else 0
-            kind = {
-                "nvfs_get_dma": "nvfs_k" if ret == 0 else "",
-                "nvfs_blk_rq_map_sg": "nvfs_k" if ret > 0 else "cpu_k",
-                "nvfs_dma_map_sg_attrs": "nvfs_k" if ret > 0 else "cpu_k",
-                "nvfs_blk_rq_dma_map_iter_start": "nvfs_k" if ret == 1 else "cpu_k",
-                "pci_p2pdma_map_segment": "p2pdma" if ret in (3, 4) else "",
-            }.get(name, "")
+            rule = KPROBE_EVIDENCE.get(name)
+            kind = rule(ret) if rule is not None else ""
             if kind:
                 for p in self._candidates(e, None, None)[:1]:
                     p.add(f"kprobe {name}={ret}", kind, e.ts)
@@ -635,13 +621,13 @@ class Classifier:
             op = "read" if label == "NVFS_IOCTL_READ" else "write" if label == "NVFS_IOCTL_WRITE" else None
             if op:
                 for p in self._candidates(e, op, None)[:1]:
-                    p.add(f"ioctl {label}", "nvfs_ioctl", e.ts)
+                    p.add(f"ioctl {label}", SYSCALL_EVIDENCE["ioctl"], e.ts)
             return
         if name in ("io_submit", "io_uring_enter"):
             # one submission carries many requests (libcufile's compat batch path uses io_submit)
             for p in self._candidates(e, None, None):
                 if p.api == "cuFileBatchIO" or p.is_async:
-                    p.add(f"{name}", "aio", e.ts)
+                    p.add(f"{name}", SYSCALL_EVIDENCE[name], e.ts)
 
     def _match_syscall(self, io: _HostIo) -> bool:
         """Is this pread/pwrite (or AIO request) libcufile's own, inside a cuFile call on its file?"""
@@ -650,7 +636,7 @@ class Classifier:
         cands = self._candidates(io.e, io.op, io.offset)
         if not cands:
             return False
-        cands[0].add(f"{io.api} fd {io.e.args[0]}", "posix", io.e.ts, 0)
+        cands[0].add(f"{io.api} fd {io.e.args[0]}", SYSCALL_EVIDENCE[io.api], io.e.ts, 0)
         if cands[0].path is None and io.path is not None:
             cands[0].path = io.path  # the handle's registration was not seen: the file it read names it
         return True
@@ -706,31 +692,8 @@ class Classifier:
     def _verdict(self, p: _Pending) -> schema.IoLine:
         path = p.path or self.handles.get((p.pid, p.handle), (None, None))[1]
         ev = [f"{k}" + (f" ×{n}" if n > 1 else "") for k, n in p.evidence.items()]
-        kinds = p.kinds
-        sub = None
-        if "gds" in kinds or "nvfs_k" in kinds:
-            route, sub, conf = Route.NVFS, "nvidia-fs", "high"
-        elif "nvfs_ioctl" in kinds:
-            route, sub, conf = Route.NVFS, "nvidia-fs", "medium"
-        elif "p2pdma" in kinds:
-            route, sub, conf = Route.P2PDMA, "pci-p2pdma", "high"
-        elif "rdma" in kinds:
-            route, sub, conf = Route.RDMA, "rdma", "high"
-        elif "dr" in kinds:
-            route, sub, conf = Route.PEER_GPU, "dynamic-routing", "medium"
-        elif "px" in kinds or "posix" in kinds or "aio" in kinds:
-            route = Route.COMPAT
-            conf = "high" if ("px" in kinds and "posix" in kinds) else "medium"
-            if "bb" in kinds:
-                ev.append("through libcufile's bounce buffers")
-        elif "bb" in kinds:
-            route, conf = Route.UNKNOWN, "low"
-            ev.append("bounce-buffer probes only")
-        else:
-            route, conf = Route.UNKNOWN, "low"
-            ev.append("no route evidence fired inside this call")
-        if "cpu_k" in kinds and route.is_p2p:
-            ev.append("some requests mapped CPU pages")
+        route, sub, conf, notes = decide(p.kinds)  # evidence.ROUTE_RULES: the one table
+        ev += notes
         lat = (p.t_end - p.t_start) if p.t_end is not None else None
         self._proc(p.pid, p.comm)["ios"] += 1
         return io_line(
