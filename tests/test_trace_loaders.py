@@ -48,7 +48,7 @@ def test_loader_bytes_reach_the_gpu_as_dram_bounce(run):
         assert _union((v["offset"], v["offset"] + v["size"]) for v in mine) <= t["size"], (run, path)
         assert all(v["evidence"] and v["confidence"] in ("high", "medium") for v in mine)
     files = {f["path"]: f for f in res.files}
-    for path, t in truth["files"].items():
+    for path in truth["files"]:
         assert files[path]["to_gpu_share"] >= 0.99 and files[path]["why"].startswith("no cuFile call")
 
 
@@ -60,7 +60,9 @@ def test_warm_loads_are_page_cache_hits_and_cold_ones_device_fills():
         f = next(f for f in res.files if f["path"] == path)
         assert f["page_cache_hit"] == pytest.approx(hit, abs=0.02), run
         if hit == 1.0:
-            assert any(v["subtype"] == "page-cache" and "page cache, no device I/O" in v["evidence"] for v in res.verdicts)
+            assert any(
+                v["subtype"] == "page-cache" and "page cache, no device I/O" in v["evidence"] for v in res.verdicts
+            )
 
 
 def test_data_loader_workers_read_and_the_main_process_copies():

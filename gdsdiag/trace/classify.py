@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING
 
 from ..routes import Route
 from .dataflow import DataFlow, MappedFile, Source
-from .evidence import KPROBE_EVIDENCE, SYSCALL_EVIDENCE, decide, usdt_kind
 from .events import NVFS_IOCTLS, Event
+from .evidence import KPROBE_EVIDENCE, SYSCALL_EVIDENCE, decide, usdt_kind
 
 if TYPE_CHECKING:
     from ..schema import trace as schema
@@ -70,6 +70,7 @@ SKIP_PREFIXES = ("/proc/", "/sys/", "/dev/", "/run/", "pipe:", "socket:", "anon_
 # the dynamic loader and interpreters read ELF headers and sources with pread: not data I/O
 SKIP_SUFFIX_RE = __import__("re").compile(r"(\.so(\.\d+)*|\.py|\.pyc)$")
 MIN_APP_IO = 4096
+IN_KERNEL = {"copy_file_range", "sendfile", "splice"}  # both sides in the kernel: never a GPU
 O_APPEND, O_CLOEXEC = 0o2000, 0o2000000
 URING_READ_OPS, URING_WRITE_OPS = (
     {1, 4, 22},
@@ -206,7 +207,6 @@ class Classifier:
         self.now = 0
         self.notes: list[str] = []
         self.counts = {"events": 0, "api_calls": 0, "unmatched_exits": 0, "small_io": 0}
-        self.recent_reads: dict[int, deque] = {}  # pid -> (ts, size) of recent host reads
         self.flow = DataFlow(self.job_of)  # file bytes in host memory and the copies that take them
         self.files: dict[str, dict] = {}  # path -> what its bytes did (file_summary)
         self.cgroup_job = False  # --cgroup: the whole cgroup is one job
@@ -488,7 +488,7 @@ class Classifier:
         self._hold(io)
 
     def _hold(self, io: _HostIo) -> None:
-        if io.op == "read" and io.path is not None:
+        if io.op == "read" and io.path is not None and io.api not in IN_KERNEL:
             e = io.e
             self.flow.add_read(Source(e.pid, self.job_of(e.pid), e.ts, io.path, io.offset, io.size, io.buf, io))
             return
@@ -799,7 +799,21 @@ class Classifier:
             )
         self._proc(e.pid, e.comm)["ios"] += 1
         line = io_line(
-            e.ts, e.pid, e.tid, e.comm, io.api, io.op, io.path, io.offset, io.size, io.ret, io.latency, route, None, conf, ev
+            e.ts,
+            e.pid,
+            e.tid,
+            e.comm,
+            io.api,
+            io.op,
+            io.path,
+            io.offset,
+            io.size,
+            io.ret,
+            io.latency,
+            route,
+            None,
+            conf,
+            ev,
         )
         return line, 0, 0, how
 
@@ -852,7 +866,21 @@ class Classifier:
         p = self._proc(pid, e.comm)
         p["ios"] += 1
         line = io_line(
-            ts, pid, e.tid, e.comm or p["comm"] or "", "mmap", "read", path, lo, hi - lo, hi - lo, lat, Route.HOST, None, "medium", ev
+            ts,
+            pid,
+            e.tid,
+            e.comm or p["comm"] or "",
+            "mmap",
+            "read",
+            path,
+            lo,
+            hi - lo,
+            hi - lo,
+            lat,
+            Route.HOST,
+            None,
+            "medium",
+            ev,
         )
         return line, 0, hi - lo, ""
 
@@ -909,85 +937,51 @@ class Classifier:
                 j = self.job_of(pid)
                 d = jobs.setdefault(j, {"root": j, "comm": self._proc(j)["comm"], "pids": set(), "routes": {}})
                 d["pids"].add(pid)
-        for v_path, f in self.files.items():
-            j = self.job_of(min(f["pids"])) if f["pids"] else None
-            if j is None:
+        for f in self.files.values():
+            if not f["pids"]:
                 continue
+            j = self.job_of(min(f["pids"]))
             for k, n in f["routes"].items():
                 jobs[j]["routes"][k] = jobs[j]["routes"].get(k, 0) + n
         return [{**d, "pids": sorted(d["pids"])} for d in jobs.values()]
 
     def _copy_of(self, io: _HostIo):
-        """The CUDA copy that moved this I/O's bytes: after a read, host-to-device from its buffer;
-        before a write, device-to-host into it. With the buffer address unknown (io_uring, version-1
-        records of the v-forms) only direction, size and time can match: medium confidence."""
+        """The device-to-host CUDA copy whose bytes this write put in the file: into its buffer before
+        it (the nearest wins: a buffer reused is filled again); with the buffer address unknown
+        (io_uring, version-1 records of the v-forms) or in a later iovec, by direction and size; else a
+        copy of its size into another buffer (staged). Reads are the data-flow model's (dataflow.py)."""
         copies = self.memcpy.get(io.e.pid)
-        if not copies:
+        if not copies or io.op != "write" or io.api in IN_KERNEL:
             return None, None
         t = io.e.ts
-        lo, hi = (t, t + COPY_WINDOW_NS) if io.op == "read" else (t - COPY_WINDOW_NS, t)
-        if io.api == "mmap":
-            # the copy itself may be what faults the mapped pages in (torch.load(mmap=True) then
-            # .cuda(): the driver reads the mapping, the fills follow the copy's start)
-            lo = t - COPY_WINDOW_NS
-        want = 1 if io.op == "read" else 2
+        lo = t - COPY_WINDOW_NS
         end = io.buf + max(io.size, 1) if io.buf is not None else None
         best = None
         for c in copies:
-            if not lo <= c.ts <= hi:
+            if not lo <= c.ts <= t:
                 continue
             dst, src, n, d = (c.args + [0, 0, 0, 0])[:4]
-            if d not in (want, 0) or n <= 0:
+            if d not in (2, 0) or n <= 0:
                 continue
             if io.buf is not None:
-                host = src if io.op == "read" else dst
-                if host < end and io.buf < host + n:
-                    # the nearest in time wins (a buffer reused for the next I/O is copied again)
-                    if best is None or abs(c.ts - t) < abs(best.ts - t):
-                        best = c
-            elif d == want and n == io.size and best is None:
+                if dst < end and io.buf < dst + n and (best is None or c.ts > best.ts):
+                    best = c
+            elif d == 2 and n == io.size and best is None:
                 best = c
         if best is not None:
             return best, "high" if io.buf is not None else "medium"
         # a v-form with several iovecs: only the first one's base is traced (torch.save writes a zip
-        # header and the tensor's bytes in one writev); a copy of the right direction that fits in the
-        # I/O's bytes is taken, at medium, the nearest in time
+        # header and the tensor's bytes in one writev); a copy that fits in the I/O's bytes, the nearest
         if io.api in VFORMS and len(io.e.args) > 2 and io.e.args[2] > 1:
-            fits = [
-                c for c in copies if lo <= c.ts <= hi and (c.args + [0] * 4)[3] == want and 0 < c.args[2] <= io.size
-            ]
+            fits = [c for c in copies if lo <= c.ts <= t and (c.args + [0] * 4)[3] == 2 and 0 < c.args[2] <= io.size]
             if fits:
-                return min(fits, key=lambda c: abs(c.ts - t)), "iovec"
-        # staged: the bytes went through another host buffer first (CuPy copies a pageable NumPy
-        # array into its pinned pool with a host memcpy, then host-to-device from there): the same
-        # size, the right direction, in the window. That host memcpy is not traced (a uprobe on libc's
-        # memcpy would trap every copy of every process), so for a read the pairing is by order: the
-        # first such copy after it, high when no other read of that size came between the two and the
-        # read of that size before it (if any, in the window) had such a copy before this read began.
-        staged = sorted(
-            (
-                c
-                for c in copies
-                # (after a read only: a staging copy cannot come before the bytes were read)
-                if (t if io.op == "read" else lo) <= c.ts <= hi
-                and (c.args + [0] * 4)[3] == want
-                and (c.args + [0] * 3)[2] == io.size
-            ),
-            key=lambda c: c.ts,
-        )
-        if not staged:
-            return None, None
-        if io.op != "read":
-            return min(staged, key=lambda c: abs(c.ts - t)), "staged"
-        best = staged[0]
-        reads = [ts for ts, n in self.recent_reads.get(io.e.pid, ()) if n == io.size and ts != t]
-        between = any(t < ts <= best.ts for ts in reads)
-        before = [ts for ts in reads if t - COPY_WINDOW_NS <= ts < t]
-        consumed = not before or any(
-            max(before) < c.ts < t and (c.args + [0] * 4)[3] == want and (c.args + [0] * 3)[2] == io.size
-            for c in copies
-        )
-        return best, "staged-only" if not between and consumed else "staged"
+                return max(fits, key=lambda c: c.ts), "iovec"
+        staged = [
+            c for c in copies if lo <= c.ts <= t and (c.args + [0] * 4)[3] == 2 and (c.args + [0] * 3)[2] == io.size
+        ]
+        if staged:
+            return max(staged, key=lambda c: c.ts), "staged"
+        return None, None
 
     def _host_verdict(self, io: _HostIo) -> schema.IoLine:
         e = io.e
@@ -1010,24 +1004,12 @@ class Classifier:
             how = {
                 "high": "",
                 "medium": " (buffer address not traced: matched by direction and size)",
-                "iovec": f" into one of its {e.args[2]} iovecs (only the first one's address is traced: matched by "
-                "direction and a size within the I/O's)"
-                if io.op == "read"
-                else f" from one of its {e.args[2]} iovecs (only the first one's address is traced: matched by "
+                "iovec": f" from one of its {e.args[2]} iovecs (only the first one's address is traced: matched by "
                 "direction and a size within the I/O's)",
-                "staged": " from another host buffer of the same size (staged, e.g. through pinned memory)",
-                "staged-only": " from another host buffer of the same size (staged, e.g. through pinned "
-                "memory): the first copy of that size after it, and no other read of that size in between",
+                "staged": " into another host buffer of the same size (staged, e.g. through pinned memory)",
             }[conf]
-            if io.op == "read" and dt < 0:  # mmap'd pages the copy itself faulted in
-                ev.append(
-                    f"CUDA copy host {src:#x} -> GPU {dst:#x}, {n} bytes, started {-dt:.3f} ms before (its reads of the mapping fill these pages){how}"
-                )
-            elif io.op == "read":
-                ev.append(f"CUDA copy host {src:#x} -> GPU {dst:#x}, {n} bytes, {dt:+.3f} ms after it{how}")
-            else:
-                ev.append(f"CUDA copy GPU {src:#x} -> host {dst:#x}, {n} bytes, {-dt:.3f} ms before it{how}")
-            conf = {"staged": "medium", "staged-only": "high", "iovec": "medium"}.get(conf, conf)
+            ev.append(f"CUDA copy GPU {src:#x} -> host {dst:#x}, {n} bytes, {-dt:.3f} ms before it{how}")
+            conf = {"staged": "medium", "iovec": "medium"}.get(conf, conf)
             route = Route.DRAM_BOUNCE
         else:
             route, conf = Route.HOST, "medium"

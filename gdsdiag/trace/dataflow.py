@@ -302,7 +302,7 @@ class DataFlow:
         return False
 
     def _staged(self, c: list, n: int, job_wide: bool = True) -> int:
-        ts, pid = c[0], c[1]
+        pid = c[1]
         left = n
         # the process's own file bytes first, oldest first (reads and mapped files by their time)
         left = self._staged_from(pid, c, left, "staged")

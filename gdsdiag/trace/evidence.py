@@ -102,9 +102,7 @@ ROUTE_RULES: tuple[RouteRule, ...] = (
     RouteRule(frozenset({"p2pdma"}), Route.P2PDMA, "pci-p2pdma", "high"),
     RouteRule(frozenset({"rdma"}), Route.RDMA, "rdma", "high"),
     RouteRule(frozenset({"dr"}), Route.PEER_GPU, "dynamic-routing", "medium"),
-    RouteRule(
-        frozenset({"px", "posix", "aio"}), Route.COMPAT, None, "high", frozenset({"px", "posix"}), "medium"
-    ),
+    RouteRule(frozenset({"px", "posix", "aio"}), Route.COMPAT, None, "high", frozenset({"px", "posix"}), "medium"),
 )
 
 

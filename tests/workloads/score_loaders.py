@@ -98,7 +98,9 @@ def main(argv: list[str]) -> int:
                 )
     print(f"{'workload':<18} {'expected':<12} {'truth bytes':>12} {'right':>7} {'once':>5}")
     for run, (want, good, once) in agg.items():
-        print(f"{run:<18} {'DRAM_BOUNCE':<12} {want:>12} {100 * good / max(want, 1):>6.1f}% {'yes' if once else 'NO':>5}")
+        print(
+            f"{run:<18} {'DRAM_BOUNCE':<12} {want:>12} {100 * good / max(want, 1):>6.1f}% {'yes' if once else 'NO':>5}"
+        )
     return 1 if bad else 0
 
 
