@@ -34,6 +34,9 @@ from collections import deque
 from dataclasses import dataclass, field
 
 WINDOW_NS = 3_000_000_000  # file bytes in host memory this old, never copied, are HOST
+MAP_IDLE_NS = 30_000_000_000  # a mapped file no copy touched for this long is forgotten (a warm load may
+# map its files, then build the model for seconds before the first copy; its fills are reported at WINDOW_NS)
+DIRECT_SCAN = 256  # reads searched newest first for a copy that starts inside (not at) their buffer
 MAP_SETTLE_NS = 250_000_000  # a copy from a mapping faults pages in as it runs: wait for those fills
 MIN_STAGED_COPY = 4096  # smaller copies (kernel arguments, scalars) never stand for file data
 ABSORB_MIN = 4096  # readahead left over after the reads (a few bytes at the file's start): dropped
@@ -51,8 +54,16 @@ NOT_STAGED_RE = re.compile(
 )
 
 
+_STAGED_OK: dict[str, bool] = {}
+
+
 def staged_ok(path: str) -> bool:
-    return NOT_STAGED_RE.search(path) is None
+    ok = _STAGED_OK.get(path)
+    if ok is None:
+        if len(_STAGED_OK) > 65536:  # (bounded: a data set of millions of files)
+            _STAGED_OK.clear()
+        ok = _STAGED_OK[path] = NOT_STAGED_RE.search(path) is None
+    return ok
 
 
 class Intervals:
@@ -143,6 +154,7 @@ class Source:
     exact: bool = False  # staged one-to-one: a copy of exactly its size, nothing else pending
     link: str = ""  # for "job": the link seen between reader and copier
     ok: bool = True  # may a staged copy take its bytes (staged_ok)
+    finished: bool = False  # every byte taken: out of the queue (removed lazily)
 
     def __post_init__(self) -> None:
         self.ok = staged_ok(self.path)
@@ -207,6 +219,8 @@ class DataFlow:
         self.by_pid: dict[int, deque[Source]] = {}  # unconsumed read sources, oldest first
         self.by_job: dict[int, set[int]] = {}  # job -> pids with sources or mappings
         self.mapped: dict[tuple[int, str], MappedFile] = {}
+        self.maps_of: dict[int, list[MappedFile]] = {}  # pid -> its mapped files, by first mapping
+        self.by_page: dict[tuple[int, int], Source] = {}  # (pid, buffer >> 12) -> newest read into it
         self.loose_fills: dict[tuple[int, str], list] = {}  # fills of unmapped files: [ts, lo, hi, lat, payload]
         self.read_cover: dict[tuple[int, str], Intervals] = {}  # file ranges each process read (absorbs readahead)
         self.foreign_maps: dict[int, list[tuple[int, int, int]]] = {}  # pid -> (ts, address, length) of
@@ -236,15 +250,27 @@ class DataFlow:
             self.loose_fills[(src.pid, src.path)] = keep
         self.by_pid.setdefault(src.pid, deque()).append(src)
         self.by_job.setdefault(src.job, set()).add(src.pid)
+        if src.buf is not None:
+            self.by_page[(src.pid, src.buf >> 12)] = src
 
     def add_map(self, pid: int, path: str, ts: int, addr: int, length: int, off: int) -> None:
         key = (pid, path)
         mf = self.mapped.get(key)
         if mf is None:
             mf = self.mapped[key] = MappedFile(pid, self.job_of(pid), path, ts, ts)
+            self.maps_of.setdefault(pid, []).append(mf)
             self.by_job.setdefault(mf.job, set()).add(pid)
         mf.add_map(addr, length, off)
         mf.last_ts = max(mf.last_ts, ts)
+
+    def unmap_all(self, pid: int) -> None:
+        """The process exec'd: its mappings are gone (fills no copy took are reported now)."""
+        for mf in self.maps_of.pop(pid, []):
+            for ts, lo, hi, lat, payload in mf.fill_runs:
+                for a, b in mf.consumed.gaps(lo, hi):
+                    self.expired_fills.append((mf, mf.path, mf.pid, ts, a, b, lat, payload))
+            self.chunks += mf.settling
+            self.mapped.pop((pid, mf.path), None)
 
     def add_foreign_map(self, pid: int, ts: int, addr: int, length: int) -> None:
         self.foreign_maps.setdefault(pid, []).append((ts, addr, length))
@@ -283,22 +309,29 @@ class DataFlow:
             self.copied_unexplained[pid] = self.copied_unexplained.get(pid, 0) + left
 
     def _direct(self, c: list) -> bool:
+        """A copy of a read's buffer or of a mapping of the file. A buffer whose read was taken already
+        (copied again, to a second GPU say) adds no file bytes, and is no staged copy either."""
         ts, pid, _, host, n, _ = c
-        q = self.by_pid.get(pid)
-        if q:
-            for s in reversed(q):  # the newest read of that buffer (a buffer reused is copied again)
-                if s.buf is not None and s.buf < host + n and host < s.buf + max(s.size, 1) and s.ts <= ts + 1:
-                    take = min(host + n, s.buf + s.size) - max(host, s.buf)
-                    self._consume(s, max(take, 0), "direct", c)
-                    return True
-        for (mpid, _), mf in self.mapped.items():
-            if mpid != pid:
-                continue
+        s = self.by_page.get((pid, host >> 12))
+        if s is None or not (s.buf is not None and s.buf <= host < s.buf + max(s.size, 1)):
+            s = None
+            q = self.by_pid.get(pid)
+            for k, cand in enumerate(reversed(q or ())):  # the newest read of that buffer (reused buffers)
+                if k >= DIRECT_SCAN:
+                    break
+                if cand.buf is not None and cand.buf < host + n and host < cand.buf + max(cand.size, 1):
+                    s = cand
+                    break
+        if s is not None and s.ts <= ts + 1:
+            if not s.finished:
+                take = min(host + n, s.buf + s.size) - max(host, s.buf)  # type: ignore[operator]
+                self._consume(s, max(take, 0), "direct", c)
+            return True
+        for mf in self.maps_of.get(pid, ()):
             iv = mf.direct(host, n)
             if iv is not None:
-                self._take_mapped(mf, iv[0], iv[1], "direct", c)
+                self._take_mapped(mf, iv[0], iv[1], "direct", c)  # (bytes taken already add nothing)
                 return True
-        # a read consumed already, copied again (or a mapping's bytes copied twice): no new file bytes
         return False
 
     def _staged(self, c: list, n: int, job_wide: bool = True) -> int:
@@ -319,22 +352,15 @@ class DataFlow:
 
     def _oldest(self, pid: int) -> int:
         q = self.by_pid.get(pid)
+        while q and q[0].finished:
+            q.popleft()
         return q[0].ts if q else 1 << 62
 
     def _staged_from(self, pid: int, c: list, left: int, how: str) -> int:
         ts = c[0]
         q = self.by_pid.get(pid)
-        maps = sorted(
-            (
-                mf
-                for (mpid, _), mf in self.mapped.items()
-                if mpid == pid and mf.ok and mf.consumed.total() < mf.size and mf.ts <= ts
-            ),
-            key=lambda m: m.ts,
-        )
+        maps = [mf for mf in self.maps_of.get(pid, ()) if mf.ok and mf.ts <= ts and mf.consumed.total() < mf.size]
         skipped: list[Source] = []
-        while q and not q[0].ok:  # (kept for a direct copy; a staged one passes over them)
-            skipped.append(q.popleft())
         try:
             return self._staged_loop(pid, c, left, how, q, maps, skipped)
         finally:
@@ -344,8 +370,10 @@ class DataFlow:
     def _staged_loop(self, pid, c, left, how, q, maps, skipped) -> int:
         ts = c[0]
         while left > 0:
-            while q and not q[0].ok:
-                skipped.append(q.popleft())
+            while q and (q[0].finished or not q[0].ok):
+                f = q.popleft()
+                if not f.finished:
+                    skipped.append(f)  # (kept for a direct copy; a staged one passes over them)
             s = q[0] if q else None
             if s is not None and s.ts > ts:
                 s = None  # (a read after the copy cannot be its source)
@@ -397,13 +425,8 @@ class DataFlow:
             s.copy, s.how, s.exact = c, how, exact
             if how == "job":
                 s.link = self._link(s.pid, c[1])
-        if s.remaining() <= 0:
-            q = self.by_pid.get(s.pid)
-            if q is not None:
-                try:
-                    q.remove(s)
-                except ValueError:
-                    pass
+        if s.remaining() <= 0 and not s.finished:
+            s.finished = True  # (left in its queue: dropped when it reaches the front)
             self.done.append(s)
 
     def _link(self, reader: int, copier: int) -> str:
@@ -423,8 +446,13 @@ class DataFlow:
         """Finish what is old enough: unconsumed reads past the window, settled mapping chunks,
         mappings and loose fills idle for the window."""
         for pid, q in list(self.by_pid.items()):
-            while q and (final or q[0].ts + WINDOW_NS < now):
-                self.done.append(q.popleft())
+            while q and (final or q[0].finished or q[0].ts + WINDOW_NS < now):
+                s = q.popleft()
+                if not s.finished:
+                    s.finished = True
+                    self.done.append(s)
+                if s.buf is not None and self.by_page.get((pid, s.buf >> 12)) is s:
+                    del self.by_page[(pid, s.buf >> 12)]
             if not q:
                 del self.by_pid[pid]
         for key, mf in list(self.mapped.items()):
@@ -435,13 +463,22 @@ class DataFlow:
                 else:
                     keep.append(ch)
             mf.settling = keep
-            if final or (mf.last_ts + WINDOW_NS < now and not mf.settling):
-                for ts, lo, hi, lat, payload in mf.fill_runs:
+            # fills no copy took within the window are host I/O; their bytes are spoken for then
+            runs = []
+            for run in mf.fill_runs:
+                ts, lo, hi, lat, payload = run
+                if final or ts + WINDOW_NS < now:
                     for a, b in mf.consumed.gaps(lo, hi):
                         self.expired_fills.append((mf, mf.path, mf.pid, ts, a, b, lat, payload))
-                mf.fill_runs = []
-                if not final:
-                    del self.mapped[key]
+                        mf.consumed.add(a, b)
+                else:
+                    runs.append(run)
+            mf.fill_runs = runs
+            if not final and mf.last_ts + MAP_IDLE_NS < now and not mf.settling and not mf.fill_runs:
+                del self.mapped[key]
+                self.maps_of[mf.pid].remove(mf)
+                if not self.maps_of[mf.pid]:
+                    del self.maps_of[mf.pid]
         for key, fills in list(self.loose_fills.items()):
             keep = []
             for f in fills:
