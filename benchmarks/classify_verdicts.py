@@ -113,7 +113,7 @@ def main() -> None:
     print(f"recordings: {len(recs)} files, {n_rec} verdicts, {t_rec * 1e3:.1f} ms (CPU, best of {a.rounds})")
     print(f"host: {a.ios} pread64 -> {a.ios} verdicts, {t_host * 1e3:.1f} ms, {t_host / a.ios * 1e6:.2f} µs/verdict")
     for name, stream in (("bounce", bounce), ("staged", staged), ("compat", compat)):
-        t = best(lambda: classify(stream), a.rounds)
+        t = best(lambda s=stream: classify(s), a.rounds)
         print(
             f"{name}: {a.ios} verdicts, {t * 1e3:.1f} ms, {t / a.ios * 1e6:.2f} µs/verdict, {a.ios / t:,.0f} verdicts/s"
         )

@@ -216,7 +216,7 @@ class _Calls:
             if not q:
                 del self.ended[pid]
         for pid, lst in list(self.inflight.items()):
-            keep = []
+            keep: list[_Pending] = []
             for p in lst:
                 done = final
                 if p.is_async:
