@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN
+from ..errors import EXIT_FAIL, EXIT_OK, EXIT_TOOL_ERROR, EXIT_WARN
 from ..platform.roots import node_root
 from .findings import Finding, find
 from .model import Topology
@@ -18,6 +18,7 @@ class TopologyReport:
     pairs: list[PairAnalysis]
     findings: list[Finding]
     cross_check: list[dict] | None = None  # nvidia-smi cells, when asked for
+    cross_check_input: dict | None = None  # what of the nvidia-smi text was not read or compared
     routing: list[dict] | None = None  # cuFile dynamic-routing notes (topology.routing)
 
     @property
@@ -28,9 +29,15 @@ class TopologyReport:
     @property
     def exit_code(self) -> int:
         sev = {f.severity for f in self.findings}
+        # A cross-check asked for that compared nothing did not do its job: never exit 0 (or 1)
+        if self.cross_check is not None and not any(c["agree"] is not None for c in self.cross_check):
+            return EXIT_TOOL_ERROR
         if "fail" in sev:
             return EXIT_FAIL
-        if "warn" in sev or self.disagreements:
+        # Cells not compared, or text not read, are not agreement: a warning, named in the output
+        not_compared = any(c["agree"] is None for c in self.cross_check or [])
+        unread = bool(self.cross_check_input and self.cross_check_input.get("unread"))
+        if "warn" in sev or self.disagreements or not_compared or unread:
             return EXIT_WARN
         return EXIT_OK
 
@@ -74,7 +81,7 @@ def topology(
 
     report = TopologyReport(topo, pairs, find(topo, pairs), routing=dynamic_routing(topo, pairs))
     if smi_text is not None:
-        from ..importers.nvidia_smi import cross_check as run_cross_check
+        from ..importers.nvidia_smi import cross_check_report
 
-        report.cross_check = run_cross_check(topo, pairs, smi_text, smi_source)
+        report.cross_check, report.cross_check_input = cross_check_report(topo, pairs, smi_text, smi_source)
     return report

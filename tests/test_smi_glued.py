@@ -1,0 +1,112 @@
+"""nvidia-smi topo -m as wide matrices really print it: fields glued with no space between them
+(a header 'NIC7NIC8', cells 'SYSSYS', 'NODEPIX', ' X PIX'), read by the cell vocabulary rather
+than by whitespace; every line not read is named; exit codes follow what was compared. Each
+capture names its source in its first line (tests/fixtures/corpus/nvidia-smi-topo/)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+from conftest import CORPUS, GDSDIAG
+
+from gdsdiag.importers import nvidia_smi
+
+NCCL311 = os.path.join(CORPUS, "nvidia-smi-topo", "nccl-tests311-8xa100-10nic-glued-nic7nic8.txt")
+SGLANG = os.path.join(CORPUS, "nvidia-smi-topo", "sglang14092-8xh20-36nic-glued-cells.txt")
+ASUS_TREE = os.path.join(CORPUS, "lspci-tree", "asus-esc8000a-e12-highpoint-nvme-switch.txt")
+ASUS_SMI = os.path.join(CORPUS, "nvidia-smi-topo", "asus-esc8000a-e12-4xrtx6000ada-cx7.txt")
+
+
+def cli(*args):
+    return subprocess.run([*GDSDIAG, *args], capture_output=True, text=True, timeout=300)
+
+
+def capture(path: str) -> str:
+    """What was captured: the corpus file less its three '#' lines (source, machine, date)."""
+    return "".join(open(path).readlines()[3:])
+
+
+def _square_and_symmetric(m):
+    # topo -m is symmetric with X on the diagonal: one shifted cell anywhere breaks both
+    for r in m.columns:
+        assert m.cells[(r, r)] == "X", r
+        for c in m.columns:
+            assert m.cells[(r, c)] == m.cells[(c, r)], (r, c)
+
+
+def test_glued_header_and_cells_nccl_tests_311():
+    m = nvidia_smi.parse(capture(NCCL311))
+    assert m.columns == [f"GPU{i}" for i in range(8)] + [f"NIC{i}" for i in range(10)]
+    _square_and_symmetric(m)
+    assert m.cells[("GPU6", "NIC7")] == "PXB" and m.cells[("GPU6", "NIC8")] == "SYS"
+    assert m.cells[("NIC8", "NIC9")] == "PIX" and m.cells[("NIC7", "NIC6")] == "PIX"
+    assert m.numa == {"GPU0": 3, "GPU1": 3, "GPU2": 1, "GPU3": 1, "GPU4": 7, "GPU5": 7, "GPU6": 5, "GPU7": 5}
+    assert m.cpu_affinity["GPU4"] == "56-63,120-127" and m.gpu_numa_id["GPU0"] is None
+    assert "header: NIC7NIC8" in m.split_glued and "GPU6: PXBSYS" in m.split_glued
+    assert m.unread == []
+
+
+def test_glued_cells_36_nics_sglang_14092():
+    m = nvidia_smi.parse(capture(SGLANG))
+    assert len(m.columns) == 44 and m.columns[-1] == "NIC35"
+    _square_and_symmetric(m)
+    assert m.cells[("GPU0", "NIC34")] == "NODE" and m.cells[("GPU0", "NIC35")] == "PIX"
+    assert m.cells[("GPU2", "NIC12")] == "PIX" and m.cells[("GPU2", "NIC13")] == "PIX"
+    assert m.cells[("GPU4", "NIC32")] == "PIX" and m.cells[("GPU4", "NIC35")] == "SYS"
+    # the affinity cells after a glued last pair are read as affinity, not as a NIC label
+    assert m.cpu_affinity["GPU0"] == "0-55,112-167" and m.cpu_affinity["GPU7"] == "70-99,102-107"
+    assert m.numa == {f"GPU{i}": 0 if i < 4 else 1 for i in range(8)}
+    assert m.nic_legend["NIC35"] == "mlx5_bond_3"
+    # sglang's own lines around the matrix are named, not dropped
+    assert [u.split(":", 2)[0] for u in m.unread] == ["line 1", "line 98"]
+    assert "NVIDIA Topology:" in m.unread[0] and "ulimit soft: 655350" in m.unread[1]
+
+
+def test_the_corpus_captures_read_whole():
+    for name in sorted(os.listdir(os.path.join(CORPUS, "nvidia-smi-topo"))):
+        m = nvidia_smi.parse(capture(os.path.join(CORPUS, "nvidia-smi-topo", name)))
+        _square_and_symmetric(m)
+        assert not m.rows_unread, (name, m.unread)
+
+
+def test_nodelist_range_is_bounded():
+    assert nvidia_smi._nodelist("0,3-9,11-17") == [0, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15, 16, 17]
+    with pytest.raises(ValueError, match="not expanded"):
+        nvidia_smi._nodelist("0-4000000000")
+    with pytest.raises(ValueError, match="backwards"):
+        nvidia_smi._nodelist("9-3")
+    text = capture(ASUS_SMI).replace("0-31    0 ", "0-31    0-4000000000 ", 1)
+    m = nvidia_smi.parse(text)
+    assert m.numa["GPU0"] is None and any("0-4000000000" in u and "not expanded" in u for u in m.unread)
+
+
+def test_a_row_it_cannot_read_is_named_and_not_compared():
+    # one cell of GPU1's row turned into a word nvidia-smi never prints: the row is not guessed at
+    text = capture(ASUS_SMI).replace("GPU1    NODE     X      SYS", "GPU1    NODE     X      BOGUS", 1)
+    m = nvidia_smi.parse(text)
+    assert m.rows_unread == ["GPU1"] and "GPU2='BOGUS'" in m.unread[0]
+
+
+def test_cli_glued_text_from_another_node_is_exit_3_and_says_so():
+    # the 4-GPU ASUS tree against the 8-GPU H20 node's text: never compared, one line says why
+    args = ("topology", "--lspci", ASUS_TREE, "--numa", "0000:00-7f=0,0000:80-ff=1", "--nvidia-smi", SGLANG)
+    r = cli(*args, "--json")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 3
+    assert doc["cross_check_input"]["compared"] == 0
+    assert doc["cross_check_input"]["other_node"][0] == "it lists 8 GPUs, this node has 4"
+    text = cli(*args).stdout
+    assert "not this node's" in text and "nothing was compared" in text
+    assert "not read: line 4: before the matrix" in text  # the corpus file's '#' lines and sglang's
+
+
+def test_cli_same_node_agreement_is_exit_0_only_when_every_cell_compared():
+    r = cli("topology", "--lspci", ASUS_TREE, "--numa", "0000:00-7f=0,0000:80-ff=1", "--nvidia-smi", ASUS_SMI, "--json")
+    doc = json.loads(r.stdout)
+    assert doc["cross_check_input"]["not_compared"] == 0 and doc["cross_check_input"]["compared"] == 28
+    # the corpus file's three '#' lines are not nvidia-smi's: named, and a warning (exit 1)
+    assert len(doc["cross_check_input"]["unread"]) == 3 and r.returncode == 1
+
