@@ -68,6 +68,12 @@ def test_cross_check_with_saved_nvidia_smi():
         (("topology", "--lspci", "/nonexistent.txt"), "cannot read /nonexistent.txt"),
         (("topology", "--from", __file__), "is not a readable tar archive"),
         (("topology", "--nvidia-smi", __file__, "--from", H200), "no 'nvidia-smi topo -m' matrix found"),
+        # a bad root is an error, never an empty report with exit 0 (issue 22)
+        (("topology", "--root", "/nonexistent"), "--root /nonexistent: no such directory"),
+        (("check", "--root", "/nonexistent"), "--root /nonexistent: no such directory"),
+        (("check", "--root", __file__), "not a directory"),
+        (("topology", "--root", os.path.dirname(__file__)), "holds neither sys/ nor proc/"),
+        (("snapshot", "-o", "/tmp/gdsdiag-never-written.tar.gz", "--root", "/nonexistent"), "no such directory"),
     ],
 )
 def test_bad_input_one_line_exit_3(args, needle):

@@ -263,6 +263,8 @@ def test_docs_json_md_matches_the_type(schema):
 @pytest.mark.parametrize("schema", sorted(TYPED))
 def test_real_output_matches_the_type(schema, tmp_path):
     (tmp_path / "empty").mkdir()
+    # a tree with nothing in it but proc/: a root with neither sys/ nor proc/ is exit 3 (issue 22)
+    (tmp_path / "empty" / "proc").mkdir()
     disk = tempfile.mkdtemp(prefix="gdsdiag-schema-", dir="/var/tmp")  # /tmp may be tmpfs (no O_DIRECT)
     places = {"OUT": str(tmp_path / "s.tar.gz"), "EMPTY": str(tmp_path / "empty"), "DISK": disk}
     argv = [places.get(a, a) for a in REAL[schema]]
