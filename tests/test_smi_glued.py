@@ -109,4 +109,3 @@ def test_cli_same_node_agreement_is_exit_0_only_when_every_cell_compared():
     assert doc["cross_check_input"]["not_compared"] == 0 and doc["cross_check_input"]["compared"] == 28
     # the corpus file's three '#' lines are not nvidia-smi's: named, and a warning (exit 1)
     assert len(doc["cross_check_input"]["unread"]) == 3 and r.returncode == 1
-

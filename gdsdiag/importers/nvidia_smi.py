@@ -134,7 +134,11 @@ def parse(text: str) -> SmiMatrix:
         m.split_glued += [f"{row}: {g}" for g in glued_cells]
         if len(cells) < len(devs) or any(c is None for c in cells):
             bad = [f"{devs[j]}={_word_at(ln[rm.end() :], j)!r}" for j, c in enumerate(cells) if c is None]
-            why = f"{len(cells)} cells for {len(devs)} columns" if len(cells) < len(devs) else "unknown cells " + ", ".join(bad)
+            why = (
+                f"{len(cells)} cells for {len(devs)} columns"
+                if len(cells) < len(devs)
+                else "unknown cells " + ", ".join(bad)
+            )
             unread.append(f"line {i + 1}: row {row} not read ({why}): {ln.strip()[:160]!r}")
             m.rows_unread.append(row)
             continue
@@ -184,7 +188,9 @@ def _affinity(m: SmiMatrix, row: str, aff: list[str], vals: list[str], lineno: i
     which keeps the order (a NIC row has none; 'N/A' stands in for an unknown one). A value of the
     wrong shape is named and not used."""
     if len(vals) > len(aff):
-        unread.append(f"line {lineno}: row {row}: {len(vals) - len(aff)} cells past the last column: {vals[len(aff):]}")
+        unread.append(
+            f"line {lineno}: row {row}: {len(vals) - len(aff)} cells past the last column: {vals[len(aff) :]}"
+        )
     for head, v in zip(aff, vals):
         if head == "CPU Affinity":
             if CPULIST_RE.match(v) or v == "N/A":
@@ -330,7 +336,9 @@ def other_node(topo: Topology, m: SmiMatrix) -> list[str]:
     differ = [
         f"{row} NUMA {m.numa[row]} here {topo.numa_of(gpus[row])}"
         for row in theirs
-        if row in gpus and m.numa.get(row) is not None and topo.numa_of(gpus[row]) is not None
+        if row in gpus
+        and m.numa.get(row) is not None
+        and topo.numa_of(gpus[row]) is not None
         and m.numa[row] != topo.numa_of(gpus[row])
     ]
     if differ and len(differ) == sum(1 for r in theirs if r in gpus and m.numa.get(r) is not None):
@@ -351,15 +359,25 @@ def cross_check_report(topo: Topology, pairs, text: str, text_source: str | None
         if row.startswith("GPU"):
             for col in m.columns:
                 if col != row:
-                    out.append({"row": row, "column": col, "nvidia_smi": None, "gdsdiag": None, "agree": None,
-                                "note": "not compared: nvidia-smi's row could not be read (see cross_check_input.unread)"})
+                    out.append(
+                        {
+                            "row": row,
+                            "column": col,
+                            "nvidia_smi": None,
+                            "gdsdiag": None,
+                            "agree": None,
+                            "note": "not compared: nvidia-smi's row could not be read (see cross_check_input.unread)",
+                        }
+                    )
     for (row, col), theirs in m.cells.items():
         if row == col or not row.startswith("GPU") or theirs == "X":
             continue
         a, b = ours.get(row), ours.get(col)
         entry: dict[str, object] = {"row": row, "column": col, "nvidia_smi": theirs}
         if foreign:
-            entry.update(gdsdiag=None, agree=None, note="not compared: the text is not this node's: " + "; ".join(foreign))
+            entry.update(
+                gdsdiag=None, agree=None, note="not compared: the text is not this node's: " + "; ".join(foreign)
+            )
             out.append(entry)
             continue
         if a is None or b is None:
@@ -426,14 +444,19 @@ def render_cross_check(console, results: list[dict], meta: dict | None = None) -
             console.print(Text("cross-check: nothing was compared (exit 3)", style="bold red"))
         if meta.get("other_node"):
             console.print(
-                "  the nvidia-smi text is not this node's (or not this view of it): " + "; ".join(meta["other_node"])
+                "  the nvidia-smi text is not this node's (or not this view of it): "
+                + "; ".join(meta["other_node"])
                 + " — run 'nvidia-smi topo -m' on this node, outside any job or container that hides GPUs",
-                markup=False, highlight=False, soft_wrap=True,
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
             )
             shown = [r for r in shown if not str(r.get("note", "")).startswith("not compared: the text is not")]
         for r in shown:
             word = "differs" if r["agree"] is False else "not compared"
-            line = f"  {r['row']}/{r['column']}: nvidia-smi {r['nvidia_smi']}, gdsdiag {r.get('gdsdiag') or '-'} — {word}"
+            line = (
+                f"  {r['row']}/{r['column']}: nvidia-smi {r['nvidia_smi']}, gdsdiag {r.get('gdsdiag') or '-'} — {word}"
+            )
             note = r.get("note", "")
             if note and not note.startswith("not compared"):
                 line += f" ({note})"
@@ -443,8 +466,11 @@ def render_cross_check(console, results: list[dict], meta: dict | None = None) -
     if meta.get("split_glued"):
         console.print(
             f"  nvidia-smi glued {len(meta['split_glued'])} pairs of fields with no space between them; read apart: "
-            + ", ".join(meta["split_glued"][:6]) + (" ..." if len(meta["split_glued"]) > 6 else ""),
-            markup=False, highlight=False, soft_wrap=True,
+            + ", ".join(meta["split_glued"][:6])
+            + (" ..." if len(meta["split_glued"]) > 6 else ""),
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
         )
     for u in meta.get("unread", []):
         console.print(f"  not read: {u}", markup=False, highlight=False, soft_wrap=True, style="yellow")
