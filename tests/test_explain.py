@@ -342,3 +342,45 @@ def test_text_of_no_known_kind_still_gets_cufile_error_codes():
     assert [ln.text for ln in rep.unknown] == [
         'raise RuntimeError(f"{name} failed (cuFile err={status.err}, cuda_err={status.cu_err})")'
     ]
+
+
+# --- issue 22: trimmed pastes, and the lines libcufile 1.15-1.20 write on a node without the driver ---
+
+
+def _trimmed(text: str, drop_pid: bool) -> str:
+    """The real lines as people paste them: the timestamp cut, and with drop_pid the [pid tid] too."""
+    cut = r"^\s*\d\d-\d\d-\d{4} \d\d:\d\d:\d\d:\d+\s+" + (r"\[pid=\d+ tid=\d+\]\s+" if drop_pid else "")
+    return "\n".join(re.sub(cut, "", ln) for ln in text.splitlines() if not ln.startswith("#"))
+
+
+@pytest.mark.parametrize("drop_pid", [False, True])
+@pytest.mark.parametrize(
+    "name",
+    ["gds-nvidia-fs-31-rocky-nvme-not-registered.cufile.log", "gdsdiag-cpu-libcufile-1.20.0.107-no-driver.cufile.log"],
+)
+def test_trimmed_cufile_log_is_recognised_by_content(name, drop_pid):
+    from gdsdiag.explain.readers import detect
+
+    full = read_input(os.path.join(FIX, name))
+    cut = _trimmed(full, drop_pid)
+    assert "[pid=" not in cut if drop_pid else "[pid=" in cut
+    assert detect(cut) == "cufile-log"
+    a, b = explain_texts([("full", full)]), explain_texts([("cut", cut)])
+    assert [g.explanation.id for g in a.groups] == [g.explanation.id for g in b.groups]
+    assert len(b.unknown) == len(a.unknown)
+
+
+@pytest.mark.parametrize("ver", ["1.15.1.6", "1.18.1.6", "1.20.0.107"])
+def test_libcufile_no_driver_lines_are_explained(ver):
+    rep = explain_paths([os.path.join(FIX, f"gdsdiag-cpu-libcufile-{ver}-no-driver.cufile.log")])
+    assert not rep.unknown_that_matter, [ln.text for ln in rep.unknown_that_matter]
+    ids = {g.explanation.id for g in rep.groups}
+    assert "cuda-symbols-missing" in ids
+    if ver != "1.15.1.6":  # 1.16+ log the loader's reason and look for nvidia-fs before spinning
+        assert {"lib-dlopen-error", "nvfs-devcount-missing", "driver-compat-mode"} <= ids
+
+
+def test_unrecognised_text_suggests_kind(tmp_path):
+    p = tmp_path / "x.txt"
+    p.write_text("something nobody wrote\n")
+    assert "say which with --kind" in _run(str(p)).stdout

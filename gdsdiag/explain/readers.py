@@ -63,6 +63,13 @@ CUFILE_RX = re.compile(
     r"^\s*(?P<time>(?P<d>\d\d)-(?P<mo>\d\d)-(?P<y>\d{4}) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d):(?P<ms>\d+))"
     r"\s+\[pid=(?P<pid>\d+) tid=(?P<tid>\d+)\]\s+(?P<level>[A-Z]+)\s+(?P<comp>[\w.\-]+):\d+\s?(?P<msg>.*)$"
 )
+# The same line with its timestamp (and often the [pid tid] part) cut off, as people trim what
+# they paste: "[pid=3006 tid=3006] ERROR  cufio-fs:78 ..." or "ERROR  cufio-fs:204 NVMe Driver ...".
+# The level word followed by a component:line is cufile.log's own shape, so it is read by content.
+CUFILE_TRIM_RX = re.compile(
+    r"^\s*(?:\[pid=(?P<pid>\d+) tid=(?P<tid>\d+)\]\s+)?(?P<level>ERROR|WARN|NOTICE|INFO|DEBUG|TRACE)\s+"
+    r"(?P<comp>[\w.\-]+):\d+\s?(?P<msg>.*)$"
+)
 DMESG_RX = re.compile(r"^\s*\[\s*(?P<time>\d+\.\d+)\]\s?(?P<msg>.*)$")
 GDSIO_RX = re.compile(r"^IoType: \w+ XferType: \w+|(^|[\s/$])gdsio(_verify)?\s+-|file register error:")
 GDSCHECK_RX = re.compile(
@@ -76,7 +83,7 @@ def detect(text: str) -> str | None:
     """The kind of a pasted text, by which known line shape dominates; None when none fits."""
     score = dict.fromkeys(("cufile-log", "gdsio", "gdscheck", "nvfs-stats", "dmesg"), 0)
     for raw in text.splitlines()[:20000]:
-        if CUFILE_RX.match(raw):
+        if CUFILE_RX.match(raw) or CUFILE_TRIM_RX.match(raw):
             score["cufile-log"] += 1
         elif GDSIO_RX.search(raw.strip()):
             score["gdsio"] += 3
@@ -122,6 +129,11 @@ def split(path: str, text: str, kind: str) -> tuple[list[Line], int]:
                     m["comp"],
                 )
             )
+            continue
+        t = CUFILE_TRIM_RX.match(raw) if kind == "cufile-log" else None
+        if t:
+            pid, tid = (int(t["pid"]), int(t["tid"])) if t["pid"] else (None, None)
+            out.append(Line(path, n, "cufile-log", t["msg"].strip(), raw, t["level"], pid, tid, None, None, t["comp"]))
             continue
         if kind == "dmesg":
             d = DMESG_RX.match(raw)
