@@ -36,8 +36,10 @@ def test_topology_json_from_gpu_machine_snapshot():
     (pair,) = doc["pairs"]
     assert pair["a_label"] == "GPU0" and pair["b_label"] == "eth0"
     assert pair["nvidia_smi"] == "PHB" and pair["p2pdma_map"] == "NOT_SUPPORTED" and pair["p2p"] == "NO_P2P"
-    assert r.returncode == 1  # the P2PDMA warning finding
-    assert {f["id"] for f in doc["findings"]} >= {"p2pdma-not-supported"}
+    # the only pair P2PDMA refuses is GPU↔virtio NIC, which does no peer DMA at all: no warning
+    # (issue 22), so nothing is left above info
+    assert r.returncode == 0
+    assert "p2pdma-not-supported" not in {f["id"] for f in doc["findings"]}
 
 
 def test_topology_text_tree_and_matrix():

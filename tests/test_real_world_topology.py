@@ -187,3 +187,17 @@ def test_dynamic_routing_on_the_asus_tree_is_sys_mem_only():
     )
     r = dynamic_routing(topo, analyse_all(topo))
     assert len(r) == 4 * 4 and {e["policy"] for e in r} == {"SYS_MEM"}
+
+
+def test_nvlinked_gpus_without_an_nvlink_source_are_unknown_not_no_p2p():
+    """The H200x2 snapshot alone has no NVLink source (NVML is live-only): the two GPUs, NV18-joined
+    on the real machine, must read '?' (unknown), not 'PHB!' (no P2P). With the node's nvidia-smi
+    text they read NV18. The GPU↔virtio NIC pair keeps its PCIe verdict."""
+    plain = cli("topology", "--from", H200X2, "--matrix").stdout.splitlines()
+    row = next(ln for ln in plain if ln.split()[:2] == ["GPU0", "X"])
+    assert row.split()[:4] == ["GPU0", "X", "?", "PHB!"]
+    doc = json.loads(cli("topology", "--from", H200X2, "--json").stdout)
+    (gg,) = [p for p in doc["pairs"] if p["a_label"] == "GPU0" and p["b_label"] == "GPU1"]
+    assert gg["p2p"] == "UNKNOWN" and gg["reasons"][0].startswith("no NVLink source")
+    joined = cli("topology", "--from", H200X2, "--nvidia-smi", H200X2_SMI, "--matrix").stdout.splitlines()
+    assert next(ln for ln in joined if ln.split()[:2] == ["GPU0", "X"]).split()[2] == "NV18"

@@ -154,7 +154,8 @@ def parse(text: str) -> SmiMatrix:
         elif ln.strip() and not any(r.match(ln) for r in KNOWN_LINE_RES):
             unread.append(f"line {i + 1}: not part of 'nvidia-smi topo -m': {ln.strip()[:120]!r}")
     for i, ln in enumerate(lines[:header_i]):
-        if ln.strip() and not any(r.match(ln) for r in KNOWN_LINE_RES):
+        # '#' lines on top are comments (a capture's source lines, as explain reads them too)
+        if ln.strip() and not ln.startswith("#") and not any(r.match(ln) for r in KNOWN_LINE_RES):
             unread.append(f"line {i + 1}: before the matrix, not read: {ln.strip()[:120]!r}")
     m.unread = sorted(unread, key=lambda u: int(u.split(":")[0].split()[1]))
     if not m.cells:
@@ -402,6 +403,13 @@ def cross_check_report(topo: Topology, pairs, text: str, text_source: str | None
                 )
             else:
                 entry.update(gdsdiag=p.label, agree=p.label == theirs, note=f"NVLink from {p.nvlink.source}")
+        elif p.label == "?":
+            entry.update(
+                gdsdiag="?",
+                agree=None,
+                note="not compared: gdsdiag cannot tell NODE from SYS here (a host bridge's NUMA node is unknown; "
+                "lspci imports take --numa)",
+            )
         else:
             entry.update(gdsdiag=p.label, agree=p.label == theirs)
         if "order among" in how.get(col, ""):

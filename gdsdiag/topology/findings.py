@@ -12,6 +12,9 @@ if TYPE_CHECKING:
     from ..schema import topology as schema
 
 
+VIRTIO_VENDOR = 0x1AF4  # Red Hat, Inc.: the virtio PCI devices (VIRTIO spec 1.2, 4.1.2)
+
+
 @dataclass
 class Finding:
     id: str
@@ -116,8 +119,16 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
                     "across root ports traffic is bounded by the root complex",
                 )
             )
-    # GPU pairs joined by NVLink do not use PCI P2PDMA between them: no warning for those
-    not_supported = [p for p in pairs if p.p2pdma == P2pDmaMap.NOT_SUPPORTED and p.nvlink is None]
+    # GPU pairs joined by NVLink do not use PCI P2PDMA between them: no warning for those. Nor for
+    # paravirtual (virtio) devices: a virtio NIC or disk does no peer DMA of any kind, so the kernel
+    # refusing P2PDMA to it changes nothing (every VM has one; issue 22: a warning, exit 1, on each)
+    not_supported = [
+        p
+        for p in pairs
+        if p.p2pdma == P2pDmaMap.NOT_SUPPORTED
+        and p.nvlink is None
+        and VIRTIO_VENDOR not in (p.a.fn.vendor, p.b.fn.vendor)
+    ]
     if not_supported:
         out.append(
             Finding(
