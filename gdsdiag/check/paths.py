@@ -129,7 +129,8 @@ def analyse_path(ctx: CheckContext, path: str, routes: list[Route]) -> tuple[Pat
                 path=path,
             )
         )
-    route, why = _route(ctx, m, kinds, routes, odirect_ok)
+    levels = _md_levels(chain) if chain is not None else set()
+    route, why = _route(ctx, m, kinds, routes, odirect_ok, levels)
     reasons += why
     topo_rows: list[schema.PathTopology] = []
     if pcis:
@@ -169,7 +170,53 @@ def analyse_path(ctx: CheckContext, path: str, routes: list[Route]) -> tuple[Pat
     return pv, results
 
 
-def _route(ctx, m, kinds: set[str], routes: list[Route], odirect_ok: bool) -> tuple[Route, list[str]]:
+# md RAID and PCI P2PDMA. Linux passes P2PDMA through md only from commit 02666132403a ("md: propagate
+# BLK_FEAT_PCI_P2PDMA from member devices to RAID device", Kiran Kumar Modukuri of NVIDIA, block tree
+# 2026-05-26, https://git.zx2c4.com/laptop-kernel/commit/scripts/Makefile.thinlto?id=02666132403aec8fc5de315002894f713ef17dbc):
+# raid0, raid1 and raid10 when every member supports it; parity RAID (raid4/5/6) never, as parity
+# needs CPU access to the pages. Before it an md device never advertises P2PDMA. NVIDIA's "GDS Support
+# for NVMe Drives Using Linux PCI P2PDMA" (Release 615, https://docs.nvidia.com/deploy/gds-support-for-nvme/intro.html)
+# still says RAID0 over NVMe is not supported in that release: so on a kernel with the commit the
+# route is possible, not promised, and the reasons say both.
+MD_P2PDMA_LEVELS = {"raid0", "raid1", "raid10"}
+MD_P2PDMA_KERNEL = (7, 2)  # the first release after the commit reached the block tree (7.1's cycle)
+
+
+def _md_levels(node) -> set[str]:
+    """The md levels ('raid0', ...) anywhere in a block chain."""
+    out = {node.detail.strip()} if node.kind == "md" else set()
+    for b in node.below:
+        out |= _md_levels(b)
+    return out
+
+
+def _md_p2pdma(ctx, levels: set[str]) -> tuple[bool, str]:
+    """(whether md may pass P2PDMA through here, why)."""
+    from ..platform.kernel import kernel_version_tuple
+
+    parity = sorted(lv for lv in levels if lv not in MD_P2PDMA_LEVELS)
+    if parity:
+        return (
+            False,
+            f"md {', '.join(parity)}: parity/other RAID levels never pass PCI P2PDMA through (CPU computes parity)",
+        )
+    ver = kernel_version_tuple(ctx.release)
+    if ver is None:
+        return False, "md RAID: kernel version unknown, cannot tell whether md passes PCI P2PDMA through"
+    if ver < MD_P2PDMA_KERNEL:
+        return False, (
+            f"md {', '.join(sorted(levels)) or 'RAID'} on kernel {ver[0]}.{ver[1]}: md passes PCI P2PDMA through only "
+            f"from Linux {MD_P2PDMA_KERNEL[0]}.{MD_P2PDMA_KERNEL[1]} (commit 02666132403a)"
+        )
+    return True, (
+        f"md {', '.join(sorted(levels))} on kernel {ver[0]}.{ver[1]}: md passes PCI P2PDMA through when every member "
+        "supports it (commit 02666132403a); NVIDIA's P2PDMA guide (Release 615) does not yet list RAID0 as supported"
+    )
+
+
+def _route(
+    ctx, m, kinds: set[str], routes: list[Route], odirect_ok: bool, md_levels: set[str] | None = None
+) -> tuple[Route, list[str]]:
     allow = ctx.cufile.get("properties.allow_compat_mode")
     fallback = Route.COMPAT if Route.COMPAT in routes else Route.NONE
     why: list[str] = []
@@ -188,10 +235,17 @@ def _route(ctx, m, kinds: set[str], routes: list[Route], odirect_ok: bool) -> tu
             if Route.NVFS in routes:
                 why.append("NVMe namespace with a GDS-aware nvme driver and nvidia-fs loaded")
                 return Route.NVFS, why
-            if Route.P2PDMA in routes and not kinds & {"md", "nvme-multipath"}:
-                wants = ctx.cufile.get("properties.use_pci_p2pdma") or ctx.cufile.get("block.nvme.use_pci_p2pdma")
+            md_ok, md_why = _md_p2pdma(ctx, md_levels or set()) if "md" in kinds else (True, "")
+            if md_why:
+                why.append(md_why)
+            if Route.P2PDMA in routes and md_ok and "nvme-multipath" not in kinds:
+                keys = ["properties.use_pci_p2pdma", "block.nvme.use_pci_p2pdma"]
+                if "md" in kinds:
+                    keys.append("block.raid.use_pci_p2pdma")
+                wants = any(ctx.cufile.get(k) for k in keys)
                 if wants:
-                    return Route.P2PDMA, ["NVMe namespace, kernel P2PDMA ready and use_pci_p2pdma set"]
+                    what = "md RAID over NVMe" if "md" in kinds else "NVMe namespace"
+                    return Route.P2PDMA, why + [f"{what}, kernel P2PDMA ready and use_pci_p2pdma set"]
                 why.append("P2PDMA is ready but cufile.json does not set use_pci_p2pdma")
             if "nvme-multipath" in kinds:
                 why.append("native NVMe multipath: not supported by PCI P2PDMA")
