@@ -110,3 +110,50 @@ def test_cli_same_node_agreement_is_exit_0_only_when_every_cell_compared():
     # the corpus file's three '#' lines on top are comments; every line of the capture was read
     assert doc["cross_check_input"]["unread"] == []
     assert r.returncode == max([0] + [{"info": 0, "warn": 1, "fail": 2}[f["severity"]] for f in doc["findings"]])
+
+
+# --- pastes judged on their own: 'lspci -vvv | grep ACSCtl' and 'nvidia-smi nvlink -s' ---
+
+NCCL629_GREP = os.path.join(CORPUS, "lspci-vvv", "nccl-629-acsctl-grep-mixed-redirect.txt")
+PUGET_GREP = os.path.join(CORPUS, "lspci-vvv", "puget-wrx90-acsctl-grep-all-disabled.txt")
+AZHPC_NVLINK = os.path.join(CORPUS, "nvidia-smi-nvlink", "azhpc-v100-sxm2-two-links-inactive.txt")
+
+
+def test_bare_acsctl_grep_with_redirect_is_a_warning():
+    r = cli("topology", "--lspci", NCCL629_GREP, "--json")
+    doc = json.loads(r.stdout)
+    (f,) = [f for f in doc["findings"] if f["id"] == "acs-grep-redirect"]
+    assert f["severity"] == "warn" and f["title"].startswith("ACS redirect on 4 of 15 ACS-capable ports")
+    assert r.returncode == 1
+
+
+def test_bare_acsctl_grep_all_off_is_judged_clear():
+    r = cli("topology", "--lspci", PUGET_GREP, "--json")
+    doc = json.loads(r.stdout)
+    assert [f["title"] for f in doc["findings"] if f["id"] == "acs-grep-clear"] == [
+        "no ACS redirect on any of the 26 ACS-capable ports"
+    ]
+    assert r.returncode == 0
+
+
+def test_lspci_lines_not_read_are_named(tmp_path):
+    # the real tree with a shell's own line pasted into it: named, the tree still read
+    text = open(os.path.join(CORPUS, "lspci-tree", "gigabyte-e251-u70-pex8747-cx6dx-v100-same-switch.txt")).read()
+    p = tmp_path / "t.txt"
+    p.write_text(text + "bash: lspcii: command not found\n")
+    doc = json.loads(cli("topology", "--lspci", str(p), "--json").stdout)
+    probs = [f["title"] for f in doc["findings"] if f["id"] == "read-problem"]
+    assert any("not read: 'bash: lspcii: command not found'" in t for t in probs)
+    assert any(d["role"] == "gpu" for d in doc["devices"])
+
+
+def test_nvlink_status_alone_is_judged():
+    # Azure/azhpc-diagnostics#73: GPU 3 with links 3 and 5 down, the text alone (no node to place it)
+    # (read against the one-GPU H200 snapshot, which has no GPU 3 and no NVLink source of its own,
+    # so the result is the same on any machine)
+    h200 = os.path.join(os.path.dirname(CORPUS), "snapshots", "h200-vm-2026-11-29.tar.gz")
+    r = cli("topology", "--from", h200, "--nvidia-smi", AZHPC_NVLINK, "--json")
+    doc = json.loads(r.stdout)
+    (f,) = [f for f in doc["findings"] if f["id"].startswith("nvlink-inactive")]
+    assert f["severity"] == "warn" and "2 NVLink(s) inactive, 4 active" in f["title"]
+    assert "cross_check" not in doc and r.returncode == 1

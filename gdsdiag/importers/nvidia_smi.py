@@ -91,6 +91,11 @@ def _scan(text: str, pattern: re.Pattern[str], limit: int | None = None) -> tupl
     return out, glued, text[pos:]
 
 
+def has_matrix(text: str) -> bool:
+    """Whether the text holds a 'topo -m' header line (GPU0 first, indented)."""
+    return any(re.match(r"^\s+GPU0(?![0-9])", ANSI_RE.sub("", ln)) for ln in text.splitlines())
+
+
 def parse(text: str) -> SmiMatrix:
     lines = [ANSI_RE.sub("", ln).rstrip("\n") for ln in text.splitlines()]
     header_i = next((i for i, ln in enumerate(lines) if re.match(r"^\s+GPU0(?![0-9])", ln)), None)

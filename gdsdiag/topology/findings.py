@@ -43,6 +43,35 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
                 "GDS best-practices guide shows); P2P otherwise detours through the root complex",
             )
         )
+    # A bare 'grep ACSCtl' paste: no device named, so no pair; the settings are still a finding
+    for g in topo.acs_grep:
+        where = f"{g['path']}: {g['lines']} ACSCtl lines, settings " + ", ".join(g["settings"])
+        if g["unreadable"]:
+            where += f"; {g['unreadable']} lines without all seven flags (not read)"
+        if g["redirect"]:
+            out.append(
+                Finding(
+                    "acs-grep-redirect",
+                    "warn",
+                    f"ACS redirect on {g['redirect']} of {g['lines']} ACS-capable ports (which ports: unknown, "
+                    "the grep names no device)",
+                    where,
+                    "if these ports lie between GPUs and their NVMe/NIC, disable ACS redirect on them (BIOS 'ACS' "
+                    "option or setpci at boot); send 'lspci -tv' and the full 'sudo lspci -vvv' to place them",
+                )
+            )
+        else:
+            out.append(
+                Finding(
+                    "acs-grep-clear",
+                    "info" if g["lines"] and not g["unreadable"] else "warn",
+                    f"no ACS redirect on any of the {g['lines']} ACS-capable ports"
+                    if not g["unreadable"]
+                    else f"no ACS redirect on the {g['lines'] - g['unreadable']} ports read; {g['unreadable']} unread",
+                    where,
+                    "nothing to do for ACS; send 'lspci -tv' for the rest of the topology",
+                )
+            )
     unknown = sorted({b for p in pairs for b in p.acs_unknown_bridges})
     if unknown:
         listed = ", ".join(unknown[:8]) + (" …" if len(unknown) > 8 else "")
@@ -127,6 +156,7 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
         for p in pairs
         if p.p2pdma == P2pDmaMap.NOT_SUPPORTED
         and p.nvlink is None
+        and not p.nvlink_unknown  # two GPUs that NVLink may join: PCI P2PDMA may never be asked for
         and VIRTIO_VENDOR not in (p.a.fn.vendor, p.b.fn.vendor)
     ]
     if not_supported:
@@ -154,6 +184,17 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
                         "that stays down after a reset needs the GPU/baseboard serviced",
                     )
                 )
+        for i, text in enumerate(topo.nvlink_unplaced):
+            out.append(
+                Finding(
+                    f"nvlink-inactive:text{i}",
+                    "warn",
+                    text,
+                    topo.nvlink.source,
+                    "check 'nvidia-smi nvlink -e' error counters and the fabric manager (NVSwitch systems); a link "
+                    "that stays down after a reset needs the GPU/baseboard serviced",
+                )
+            )
         for prob in topo.nvlink.problems:
             out.append(Finding("read-problem", "info", prob, topo.nvlink.source, "check the capture"))
     for note in topo.notes:

@@ -447,15 +447,26 @@ def analyse_pair(topo: Topology, a: Device, b: Device, memo: dict[tuple, _Betwee
             )
         verdict, reasons = shared[0], list(shared[1])
     nv = topo.nvlink.between(a.bdf, b.bdf) if topo.nvlink is not None else None
-    if nv is None and topo.nvlink is None and verdict == P2pVerdict.NO and a.role == Role.GPU and b.role == Role.GPU:
+    if (
+        nv is None
+        and verdict == P2pVerdict.NO
+        and a.role == Role.GPU
+        and b.role == Role.GPU
+        and _nvlink_unknown(topo, a, b)
+    ):
         # No NVLink source at all (a snapshot without NVML or nvidia-smi text, an lspci import):
         # GPUs joined by NVLink (every SXM board) send peer traffic over it, whatever the PCIe
         # path allows, so "no P2P" between two GPUs is not known here (issue 22: NVLinked H200s
         # showed PHB!). A storage or NIC pair through either GPU keeps its PCIe verdict.
         reasons.insert(
             0,
-            "no NVLink source (" + (topo.nvlink_note or "none read") + "): if NVLink joins these GPUs their peer "
-            f"traffic takes it, so the PCIe verdict ({verdict.value}) does not decide GPU P2P",
+            (
+                "no NVLink source (" + (topo.nvlink_note or "none read") + ")"
+                if topo.nvlink is None
+                else f"{topo.nvlink.source}: NVLinks active, but to which peer is not said"
+            )
+            + f": if NVLink joins these GPUs their peer traffic takes it, so the PCIe verdict ({verdict.value}) "
+            "does not decide GPU P2P",
         )
         verdict = P2pVerdict.UNKNOWN
         nvlink_unknown = True
@@ -489,6 +500,18 @@ def analyse_pair(topo: Topology, a: Device, b: Device, memo: dict[tuple, _Betwee
         nvlink_unknown=nvlink_unknown,
         mid=mid,
     )
+
+
+def _nvlink_unknown(topo: Topology, a: Device, b: Device) -> bool:
+    """Whether nothing says if NVLink joins ``a`` and ``b``: no NVLink source at all, or one that
+    has link states but no pairs ('nvidia-smi nvlink -s' alone) while either GPU has active links
+    (to the other, or to an NVSwitch: the text does not say)."""
+    info = topo.nvlink
+    if info is None:
+        return True
+    if info.pairs:
+        return False
+    return any(g.links_active for bdf, g in info.gpus.items() if bdf in (a.bdf, b.bdf))
 
 
 def host_bridge_allows(topo: Topology, hb_a: str, hb_b: str) -> bool | None:

@@ -69,8 +69,11 @@ def topology(
     if cross_check or smi_file:
         from ..importers.nvidia_smi import read_smi_text
 
+        from ..importers.nvidia_smi import has_matrix
+
         smi_text = read_smi_text(smi_file)
-        smi_source = f"nvidia-smi topo -m text ({smi_file or 'run now'})"
+        what = "topo -m" if has_matrix(smi_text) else "nvlink -s"
+        smi_source = f"nvidia-smi {what} text ({smi_file or 'run now'})"
         if topo.nvlink is None:  # the text is the only NVLink source there is
             from .load import attach_nvlink_status, attach_smi_text
 
@@ -81,7 +84,13 @@ def topology(
 
     report = TopologyReport(topo, pairs, find(topo, pairs), routing=dynamic_routing(topo, pairs))
     if smi_text is not None:
-        from ..importers.nvidia_smi import cross_check_report
+        from ..importers.nvidia_smi import cross_check_report, parse_nvlink_status
 
-        report.cross_check, report.cross_check_input = cross_check_report(topo, pairs, smi_text, smi_source)
+        if has_matrix(smi_text):
+            report.cross_check, report.cross_check_input = cross_check_report(topo, pairs, smi_text, smi_source)
+        elif not parse_nvlink_status(smi_text):
+            # neither a matrix nor link states: the one-line error parse() gives
+            cross_check_report(topo, pairs, smi_text, smi_source)
+        # else: an 'nvidia-smi nvlink -s' text alone, read for its link states (findings); there
+        # is no matrix to cross-check, so no cross-check (and no "nothing compared")
     return report
