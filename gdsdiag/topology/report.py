@@ -67,9 +67,7 @@ def topology(
             topo.problems += [n for n in enrich(topo) if "differs" in n]
     smi_text = smi_source = None
     if cross_check or smi_file:
-        from ..importers.nvidia_smi import read_smi_text
-
-        from ..importers.nvidia_smi import has_matrix
+        from ..importers.nvidia_smi import has_matrix, read_smi_text
 
         smi_text = read_smi_text(smi_file)
         what = "topo -m" if has_matrix(smi_text) else "nvlink -s"
