@@ -259,17 +259,23 @@ def test_cli_check_errors(args, needle):
     assert r.returncode == 3 and needle in r.stderr and "Traceback" not in r.stderr
 
 
-def test_md_raid_p2pdma_rule_follows_the_kernel():
-    """md passes PCI P2PDMA through for raid0/1/10 from Linux 7.2 (commit 02666132403a), never for
-    parity RAID (gdsdiag/check/paths.py cites both sources)."""
+def test_md_raid_p2pdma_rule_follows_nvidia_guidance():
+    """RAID0 over NVMe may take P2PDMA on NVIDIA Grace or Linux >= 7.1 (NVIDIA's gds-diag; kernel
+    commit 02666132403a), other levels never (gdsdiag/check/paths.py cites both)."""
     from types import SimpleNamespace
 
     from gdsdiag.check.paths import _md_p2pdma
 
-    ok, why = _md_p2pdma(SimpleNamespace(release="7.2.0-1-amd64"), {"raid0"})
-    assert ok and "02666132403a" in why and "Release 615" in why
-    ok, why = _md_p2pdma(SimpleNamespace(release="6.8.0-45-generic"), {"raid0"})
-    assert not ok and "only from Linux 7.2" in why
-    ok, why = _md_p2pdma(SimpleNamespace(release="7.3.0"), {"raid0", "raid5"})
+    def ctx(release, cpuinfo=""):
+        return SimpleNamespace(release=release, fs=SimpleNamespace(read_text=lambda p: cpuinfo))
+
+    ok, why = _md_p2pdma(ctx("7.1.10-cmp"), {"raid0"})
+    assert ok and "block.raid.use_pci_p2pdma" in why and "Release 615" in why
+    ok, why = _md_p2pdma(ctx("6.8.0-45-generic"), {"raid0"})
+    assert not ok and "needs NVIDIA Grace or Linux 7.1" in why
+    grace = "CPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x0\nCPU part\t: 0xd4f\n"
+    assert _md_p2pdma(ctx("6.8.0-1013-nvidia-64k", grace), {"raid0"})[0] is True
+    ok, why = _md_p2pdma(ctx("7.3.0"), {"raid0", "raid5"})
     assert not ok and "raid5" in why
-    assert _md_p2pdma(SimpleNamespace(release=None), {"raid1"})[0] is False
+    assert _md_p2pdma(ctx("7.3.0"), {"raid1"})[0] is False
+    assert _md_p2pdma(ctx(None), {"raid0"})[0] is False

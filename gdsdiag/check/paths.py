@@ -170,16 +170,18 @@ def analyse_path(ctx: CheckContext, path: str, routes: list[Route]) -> tuple[Pat
     return pv, results
 
 
-# md RAID and PCI P2PDMA. Linux passes P2PDMA through md only from commit 02666132403a ("md: propagate
-# BLK_FEAT_PCI_P2PDMA from member devices to RAID device", Kiran Kumar Modukuri of NVIDIA, block tree
-# 2026-05-26, https://git.zx2c4.com/laptop-kernel/commit/scripts/Makefile.thinlto?id=02666132403aec8fc5de315002894f713ef17dbc):
-# raid0, raid1 and raid10 when every member supports it; parity RAID (raid4/5/6) never, as parity
-# needs CPU access to the pages. Before it an md device never advertises P2PDMA. NVIDIA's "GDS Support
-# for NVMe Drives Using Linux PCI P2PDMA" (Release 615, https://docs.nvidia.com/deploy/gds-support-for-nvme/intro.html)
-# still says RAID0 over NVMe is not supported in that release: so on a kernel with the commit the
-# route is possible, not promised, and the reasons say both.
-MD_P2PDMA_LEVELS = {"raid0", "raid1", "raid10"}
-MD_P2PDMA_KERNEL = (7, 2)  # the first release after the commit reached the block tree (7.1's cycle)
+# md RAID and PCI P2PDMA, per NVIDIA's current guidance: its gds-diag tool (NVIDIA/MagnumIO,
+# gds-diag/checks/gds_report.py@13e31ef9520e, _raid0_p2pdma_architecture_check) treats RAID0 over
+# NVMe as a P2PDMA route on NVIDIA Grace, or on Linux 7.1 or newer elsewhere, with
+# block.raid.use_pci_p2pdma true ("and runtime testing confirms activation"); other RAID levels are
+# not a direct GDS route. The kernel side is commit 02666132403a ("md: propagate BLK_FEAT_PCI_P2PDMA
+# from member devices to RAID device", NVIDIA's Kiran Kumar Modukuri, 2026-05,
+# https://git.zx2c4.com/laptop-kernel/commit/scripts/Makefile.thinlto?id=02666132403aec8fc5de315002894f713ef17dbc;
+# it also passes raid1/raid10 through, parity RAID never). The older "GDS Support for NVMe Drives
+# Using Linux PCI P2PDMA" (Release 615) still says RAID0 is not supported there.
+MD_P2PDMA_LEVELS = {"raid0"}
+MD_P2PDMA_KERNEL = (7, 1)
+GRACE_CPU_PART = "0xd4f"  # Arm Neoverse V2, the NVIDIA Grace core (/proc/cpuinfo 'CPU part')
 
 
 def _md_levels(node) -> set[str]:
@@ -190,27 +192,35 @@ def _md_levels(node) -> set[str]:
     return out
 
 
+def _is_grace(ctx) -> bool:
+    info = ctx.fs.read_text("/proc/cpuinfo") or ""
+    return "CPU implementer\t: 0x41" in info and f"CPU part\t: {GRACE_CPU_PART}" in info
+
+
 def _md_p2pdma(ctx, levels: set[str]) -> tuple[bool, str]:
     """(whether md may pass P2PDMA through here, why)."""
     from ..platform.kernel import kernel_version_tuple
 
-    parity = sorted(lv for lv in levels if lv not in MD_P2PDMA_LEVELS)
-    if parity:
-        return (
-            False,
-            f"md {', '.join(parity)}: parity/other RAID levels never pass PCI P2PDMA through (CPU computes parity)",
+    other = sorted(lv for lv in levels if lv not in MD_P2PDMA_LEVELS)
+    if other:
+        return False, (
+            f"md {', '.join(other)}: NVIDIA documents only RAID0 over NVMe as a P2PDMA route (parity RAID can "
+            "never pass it: the CPU computes parity)"
         )
     ver = kernel_version_tuple(ctx.release)
-    if ver is None:
-        return False, "md RAID: kernel version unknown, cannot tell whether md passes PCI P2PDMA through"
-    if ver < MD_P2PDMA_KERNEL:
+    grace = _is_grace(ctx)
+    if ver is None and not grace:
+        return False, "md RAID0: kernel version unknown, cannot tell whether md passes PCI P2PDMA through"
+    if not grace and ver is not None and ver < MD_P2PDMA_KERNEL:
         return False, (
-            f"md {', '.join(sorted(levels)) or 'RAID'} on kernel {ver[0]}.{ver[1]}: md passes PCI P2PDMA through only "
-            f"from Linux {MD_P2PDMA_KERNEL[0]}.{MD_P2PDMA_KERNEL[1]} (commit 02666132403a)"
+            f"md RAID0 on kernel {ver[0]}.{ver[1]}: RAID0 P2PDMA needs NVIDIA Grace or Linux "
+            f"{MD_P2PDMA_KERNEL[0]}.{MD_P2PDMA_KERNEL[1]} or newer (NVIDIA gds-diag; kernel commit 02666132403a)"
         )
+    where = "NVIDIA Grace" if grace else f"kernel {ver[0]}.{ver[1]}" if ver else "this node"
     return True, (
-        f"md {', '.join(sorted(levels))} on kernel {ver[0]}.{ver[1]}: md passes PCI P2PDMA through when every member "
-        "supports it (commit 02666132403a); NVIDIA's P2PDMA guide (Release 615) does not yet list RAID0 as supported"
+        f"md RAID0 on {where}: a P2PDMA route when block.raid.use_pci_p2pdma is true and every member supports "
+        "P2PDMA (NVIDIA gds-diag: confirm by a run, e.g. gdsdiag trace; the older P2PDMA guide, Release 615, "
+        "still lists RAID0 as unsupported)"
     )
 
 
