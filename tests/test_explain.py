@@ -384,3 +384,21 @@ def test_unrecognised_text_suggests_kind(tmp_path):
     p = tmp_path / "x.txt"
     p.write_text("something nobody wrote\n")
     assert "say which with --kind" in _run(str(p)).stdout
+
+
+def test_gdscheck_platform_info_acs_switch_is_an_error():
+    """gdscheck 1.16+'s PLATFORM INFO 'Found ACS enabled for switch' (NVIDIA's own gds-diag test
+    text) is an error: the run must not exit 0 on an ACS problem."""
+    path = os.path.join(FIX, "nvidia-gds-diag-gdscheck-1.16-modes-platform-info-acs.txt")
+    rep = explain_paths([path])
+    assert not rep.unknown
+    (g,) = [g for g in rep.groups if g.explanation.id == "gdscheck-acs-switch"]
+    assert g.explanation.severity == "error" and g.explanation.fields.get("bdf") in (None, "0000:40:01.1")
+    assert _run(path).returncode == 2
+
+
+def test_gdscheck_1_16_rows_are_known():
+    # gds-nvidia-fs#77: gdscheck.py 1.16.1.26 with an ENVIRONMENT row, VIRTIOFS and Userspace RDMA rows
+    rep = explain_paths([os.path.join(FIX, "gds-nvidia-fs-77-gdscheck-1.16.1.26.txt")])
+    assert not rep.unknown, [ln.text for ln in rep.unknown]
+    assert {"gdscheck-env-row", "gdscheck-command", "gdscheck-driver-row"} <= {g.explanation.id for g in rep.groups}
