@@ -402,3 +402,27 @@ def test_gdscheck_1_16_rows_are_known():
     rep = explain_paths([os.path.join(FIX, "gds-nvidia-fs-77-gdscheck-1.16.1.26.txt")])
     assert not rep.unknown, [ln.text for ln in rep.unknown]
     assert {"gdscheck-env-row", "gdscheck-command", "gdscheck-driver-row"} <= {g.explanation.id for g in rep.groups}
+
+
+def test_gds_stats_is_read_and_posix_fallback_is_a_warning():
+    """NVIDIA's gds_stats -l 3 example (configuration guide, DGX-2): every line known; then the same
+    real text with GPU 2's reads counted as POSIX, as a compat run shows it, is a warning."""
+    from gdsdiag.explain.readers import detect
+
+    path = os.path.join(FIX, "nvidia-config-guide-dgx2-gds-stats-l3.txt")
+    text = read_input(path)
+    assert detect(text) == "gds-stats"
+    rep = explain_texts([(path, text)])
+    assert not rep.unknown, [ln.text for ln in rep.unknown]
+    assert {"gds-stats-version", "gds-stats-gpu", "gds-stats-histogram"} <= {g.explanation.id for g in rep.groups}
+    assert _run(path).returncode == 0
+    compat = text.replace("n=78193 posix=0", "n=78193 posix=78193", 1)
+    ids = {g.explanation.id: g.explanation.severity for g in explain_texts([("c", compat)]).groups}
+    assert ids["gds-stats-gpu-posix"] == "warn"
+
+
+def test_nvfs_stats_ver_2_0_is_known_and_says_what_it_lacks():
+    rep = explain_paths([os.path.join(FIX, "nvidia-config-guide-nfs-client-nvfs-stats-ver2.0.txt")])
+    assert not rep.unknown, [ln.text for ln in rep.unknown]
+    (g,) = [g for g in rep.groups if g.explanation.id == "nvfs-stats-ver2"]
+    assert "a counter it lacks is not zero" in g.explanation.meaning
