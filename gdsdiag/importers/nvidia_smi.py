@@ -38,7 +38,7 @@ KNOWN_LINE_RES = (
     re.compile(r"^\s*Legend:\s*$"),
     re.compile(r"^\s*NIC Legend:\s*$"),
     re.compile(r"^\s*(X|SYS|NODE|PHB|PXB|PIX|SOC|NV#|C2C)\s*=\s*\S"),
-    re.compile(r"^\s*(\S+@\S+[:~].*)?[$#]?\s*(sudo\s+)?nvidia-smi\s+(topo|nvlink)\b.*$"),
+    re.compile(r"^\s*(\S+@\S+[:~].*)?([$#]|\S*>)?\s*(sudo\s+)?nvidia-smi\s+(topo|nvlink)\b.*$"),
     # 'nvidia-smi nvlink -s' pasted with the matrix: read by parse_nvlink_status
     re.compile(r"^GPU \d+: .+"),
     re.compile(r"^\s*Link \d+: (?:[0-9.]+ GB/s|<inactive>)\s*$"),
@@ -91,14 +91,29 @@ def _scan(text: str, pattern: re.Pattern[str], limit: int | None = None) -> tupl
     return out, glued, text[pos:]
 
 
+def _header_index(lines: list[str]) -> int | None:
+    """The 'topo -m' header line: GPU0 first, indented (as nvidia-smi prints it); else, for text
+    whose leading whitespace was lost (a web page: NVIDIA's configuration guide shows 'GPU0 GPU1
+    ...' flush left), a line that starts with GPU0 and holds nothing but column labels."""
+    for i, ln in enumerate(lines):
+        if re.match(r"^\s+GPU0(?![0-9])", ln):
+            return i
+    for i, ln in enumerate(lines):
+        if re.match(r"^GPU0\s+GPU1(?![0-9])", ln):
+            labels, _, rest = _scan(ln, LABEL_RE)
+            if labels and None not in labels and not rest.strip():
+                return i
+    return None
+
+
 def has_matrix(text: str) -> bool:
-    """Whether the text holds a 'topo -m' header line (GPU0 first, indented)."""
-    return any(re.match(r"^\s+GPU0(?![0-9])", ANSI_RE.sub("", ln)) for ln in text.splitlines())
+    """Whether the text holds a 'topo -m' header line."""
+    return _header_index([ANSI_RE.sub("", ln) for ln in text.splitlines()]) is not None
 
 
 def parse(text: str) -> SmiMatrix:
     lines = [ANSI_RE.sub("", ln).rstrip("\n") for ln in text.splitlines()]
-    header_i = next((i for i, ln in enumerate(lines) if re.match(r"^\s+GPU0(?![0-9])", ln)), None)
+    header_i = _header_index(lines)
     if header_i is None:
         raise GdsdiagError(
             "no 'nvidia-smi topo -m' matrix found (header starting with GPU0)",
@@ -128,7 +143,9 @@ def parse(text: str) -> SmiMatrix:
                 break
             continue
         rm = ROW_RE.match(ln)
-        if rm is None or rm.group(1) not in devs:
+        # a row whose label is no column is still a row: 'topo -mp' trimmed to its first columns
+        # (NVIDIA's configuration guide shows 8 of a DGX-2's columns for all 16 GPUs and 4 NICs)
+        if rm is None:
             if m.cells:
                 break  # the matrix is over: what follows is checked line by line below
             unread.append(f"line {i + 1}: not a matrix row: {ln.strip()[:120]!r}")
