@@ -169,3 +169,27 @@ def test_flush_left_trimmed_matrix_from_nvidia_configuration_guide():
     assert m.columns == [f"GPU{i}" for i in range(8)]
     assert m.cells[("mlx5_1", "GPU2")] == "PIX" and m.cells[("GPU12", "GPU0")] == "SYS" and len(m.cells) == 160
     assert m.unread == []
+
+
+def test_inactive_links_the_matrix_accounts_for_are_not_called_broken():
+    """A GPU whose NV# links to its peers add up to its active links: the inactive ones join no peer
+    (unused by design on boards that leave links unwired), so the finding is info, not 'needs
+    servicing'. With NVSwitch links (the peers' count says nothing about each link) it stays warn."""
+    from gdsdiag.pci.nvlink import NvLinkGpu, NvLinkInfo, NvLinkPair
+    from gdsdiag.platform.roots import node_root
+    from gdsdiag.topology.findings import find
+    from gdsdiag.topology.load import from_root
+    from gdsdiag.topology.model import Role
+    from gdsdiag.topology.pairs import analyse_all
+
+    h200x2 = os.path.join(os.path.dirname(CORPUS), "snapshots", "h200x2-vm-snapshot-2026-11-30.tar.gz")
+    with node_root(snapshot=h200x2) as fs:
+        topo = from_root(fs)
+    a, b = sorted(d.bdf for d in topo.by_role(Role.GPU))
+    for via_switch, severity in ((False, "info"), (True, "warn")):
+        info = NvLinkInfo(source="test")
+        info.add(NvLinkPair(a, b, 4, via_nvswitch=via_switch, source="test"))
+        info.gpus[a] = NvLinkGpu(a, links_active=4, links_inactive=2)
+        topo.nvlink = info
+        (f,) = [f for f in find(topo, analyse_all(topo)) if f.id == f"nvlink-inactive:{a}"]
+        assert f.severity == severity, via_switch

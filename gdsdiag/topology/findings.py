@@ -174,11 +174,32 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
         for bdf, g in sorted(topo.nvlink.gpus.items()):
             if g.links_inactive:
                 dev = topo.devices.get(bdf)
+                # Links to peer GPUs (not an NVSwitch) the matrix names: when they add up to the
+                # active links, every peer the board wires is reached and the inactive links join
+                # nothing -- unused by design on boards that leave some unwired -- so no repair
+                # is claimed, only the fact (issue 22: "needs servicing" on such a box)
+                to_peers = sum(p.links for p in topo.nvlink.pairs.values() if bdf in (p.a, p.b) and not p.via_nvswitch)
+                by_design = bool(to_peers) and to_peers == g.links_active
+                title = (
+                    f"{dev.display() if dev else bdf}: {g.links_inactive} NVLink(s) inactive, {g.links_active} active"
+                )
+                if by_design:
+                    out.append(
+                        Finding(
+                            f"nvlink-inactive:{bdf}",
+                            "info",
+                            title + f" (the matrix's NV# cells to peer GPUs account for all {g.links_active} active)",
+                            topo.nvlink.source,
+                            "nothing, if the board does not wire those links; if it does ('nvidia-smi nvlink -c' lists "
+                            "each link's capabilities), check 'nvidia-smi nvlink -e' error counters",
+                        )
+                    )
+                    continue
                 out.append(
                     Finding(
                         f"nvlink-inactive:{bdf}",
                         "warn",
-                        f"{dev.display() if dev else bdf}: {g.links_inactive} NVLink(s) inactive, {g.links_active} active",
+                        title,
                         topo.nvlink.source,
                         "check 'nvidia-smi nvlink -e' error counters and the fabric manager (NVSwitch systems); a link "
                         "that stays down after a reset needs the GPU/baseboard serviced",
