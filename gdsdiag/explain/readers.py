@@ -135,10 +135,12 @@ def split(path: str, text: str, kind: str) -> tuple[list[Line], int]:
                 )
             )
             continue
-        t = CUFILE_TRIM_RX.match(raw) if kind == "cufile-log" else None
-        if t:
-            pid, tid = (int(t["pid"]), int(t["tid"])) if t["pid"] else (None, None)
-            out.append(Line(path, n, "cufile-log", t["msg"].strip(), raw, t["level"], pid, tid, None, None, t["comp"]))
+        trim = CUFILE_TRIM_RX.match(raw) if kind == "cufile-log" else None
+        if trim:
+            pid, tid = (int(trim["pid"]), int(trim["tid"])) if trim["pid"] else (None, None)
+            out.append(
+                Line(path, n, "cufile-log", trim["msg"].strip(), raw, trim["level"], pid, tid, None, None, trim["comp"])
+            )
             continue
         if kind == "dmesg":
             d = DMESG_RX.match(raw)

@@ -44,16 +44,16 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
             )
         )
     # A bare 'grep ACSCtl' paste: no device named, so no pair; the settings are still a finding
-    for g in topo.acs_grep:
-        where = f"{g['path']}: {g['lines']} ACSCtl lines, settings " + ", ".join(g["settings"])
-        if g["unreadable"]:
-            where += f"; {g['unreadable']} lines without all seven flags (not read)"
-        if g["redirect"]:
+    for grep in topo.acs_grep:
+        where = f"{grep['path']}: {grep['lines']} ACSCtl lines, settings " + ", ".join(grep["settings"])
+        if grep["unreadable"]:
+            where += f"; {grep['unreadable']} lines without all seven flags (not read)"
+        if grep["redirect"]:
             out.append(
                 Finding(
                     "acs-grep-redirect",
                     "warn",
-                    f"ACS redirect on {g['redirect']} of {g['lines']} ACS-capable ports (which ports: unknown, "
+                    f"ACS redirect on {grep['redirect']} of {grep['lines']} ACS-capable ports (which ports: unknown, "
                     "the grep names no device)",
                     where,
                     "if these ports lie between GPUs and their NVMe/NIC, disable ACS redirect on them (BIOS 'ACS' "
@@ -64,10 +64,10 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
             out.append(
                 Finding(
                     "acs-grep-clear",
-                    "info" if g["lines"] and not g["unreadable"] else "warn",
-                    f"no ACS redirect on any of the {g['lines']} ACS-capable ports"
-                    if not g["unreadable"]
-                    else f"no ACS redirect on the {g['lines'] - g['unreadable']} ports read; {g['unreadable']} unread",
+                    "info" if grep["lines"] and not grep["unreadable"] else "warn",
+                    f"no ACS redirect on any of the {grep['lines']} ACS-capable ports"
+                    if not grep["unreadable"]
+                    else f"no ACS redirect on the {grep['lines'] - grep['unreadable']} ports read; {grep['unreadable']} unread",
                     where,
                     "nothing to do for ACS; send 'lspci -tv' for the rest of the topology",
                 )
