@@ -193,3 +193,13 @@ def test_inactive_links_the_matrix_accounts_for_are_not_called_broken():
         topo.nvlink = info
         (f,) = [f for f in find(topo, analyse_all(topo)) if f.id == f"nvlink-inactive:{a}"]
         assert f.severity == severity, via_switch
+
+
+def test_a_hostile_header_stays_linear_and_its_report_small():
+    header = "        GPU0\t" + "\t".join(f"foo{i}" for i in range(20000)) + "\n"
+    row = "GPU0\t X \t" + "\t".join("SYS" for _ in range(20000)) + "\n"
+    m = nvidia_smi.parse(header + row)
+    assert len(m.columns) == 20001 and len(m.unread) == nvidia_smi.MAX_UNREAD + 1
+    assert m.unread[-1] == "19950 more lines or cells not read"
+    m = nvidia_smi.parse("        GPU0\tNIC0\tCPU Affinity\nGPU0 X SYS " + "0-4000000000," * 1000 + "\n")
+    assert len(m.unread) == 1 and len(m.unread[0]) < 200

@@ -122,11 +122,12 @@ def parse(text: str) -> SmiMatrix:
     labels, glued, _ = _scan(lines[header_i], LABEL_RE)
     unread: list[str] = []
     header: list[str] = []
-    for i, lab in enumerate(labels):
+    unknown_words = iter(_unknown_words(lines[header_i], labels))
+    for lab in labels:
         if lab is None:
             # A column name of no known pattern (an older driver's own device names): kept as a
             # column so the cells stay in place, and named.
-            name = _nth_unknown_word(lines[header_i], i, labels)
+            name = next(unknown_words, "?")
             unread.append(f"line {header_i + 1}: header column '{name}' is not a GPU/NIC label; read as a device")
             header.append(name)
         else:
@@ -179,7 +180,10 @@ def parse(text: str) -> SmiMatrix:
         # '#' lines on top are comments (a capture's source lines, as explain reads them too)
         if ln.strip() and not ln.startswith("#") and not any(r.match(ln) for r in KNOWN_LINE_RES):
             unread.append(f"line {i + 1}: before the matrix, not read: {ln.strip()[:120]!r}")
-    m.unread = sorted(unread, key=lambda u: int(u.split(":")[0].split()[1]))
+    unread.sort(key=lambda u: int(u.split(":")[0].split()[1]))
+    if len(unread) > MAX_UNREAD:  # every one counted, the first named: a hostile text stays small
+        unread = unread[:MAX_UNREAD] + [f"{len(unread) - MAX_UNREAD} more lines or cells not read"]
+    m.unread = unread
     if not m.cells:
         raise GdsdiagError(
             "the nvidia-smi matrix has no rows it could read" + (f" ({m.unread[0]})" if m.unread else ""),
@@ -188,22 +192,28 @@ def parse(text: str) -> SmiMatrix:
     return m
 
 
+MAX_UNREAD = 50
+
+
+def _clip(value: str, n: int = 60) -> str:
+    """A value quoted for a message, cut to ``n`` characters (one line, whatever the input holds)."""
+    return repr(value if len(value) <= n else value[:n] + "...")
+
+
 def _word_at(text: str, j: int) -> str:
     """The j-th whitespace word of ``text`` (for naming an unknown cell); '' past the end."""
     words = text.split()
     return words[j] if j < len(words) else ""
 
 
-def _nth_unknown_word(line: str, i: int, labels: list[str | None]) -> str:
-    """The header word read as the i-th (unknown) label: the words of the line with the known
-    labels and affinity headings taken out, in order."""
-    rest = line
-    for lab in labels:
-        if lab is not None:
-            rest = rest.replace(lab, " ", 1)
-    unknown = rest.split()
-    k = sum(1 for lab in labels[:i] if lab is None)
-    return unknown[k] if k < len(unknown) else "?"
+def _unknown_words(line: str, labels: list[str | None]) -> list[str]:
+    """The header words read as unknown labels, in order: the line's words once the known labels
+    (and affinity headings) are cut out, in one pass (a hostile header of many words stays linear)."""
+    known = [lab for lab in labels if lab is not None]
+    if not known:
+        return line.split()
+    pattern = re.compile("|".join(re.escape(k) for k in sorted(set(known), key=len, reverse=True)))
+    return pattern.sub(" ", line).split()
 
 
 def _affinity(m: SmiMatrix, row: str, aff: list[str], vals: list[str], lineno: int, unread: list[str]) -> None:
@@ -219,7 +229,7 @@ def _affinity(m: SmiMatrix, row: str, aff: list[str], vals: list[str], lineno: i
             if CPULIST_RE.match(v) or v == "N/A":
                 m.cpu_affinity[row] = v
             else:
-                unread.append(f"line {lineno}: row {row}: CPU Affinity {v!r} is not a CPU list")
+                unread.append(f"line {lineno}: row {row}: CPU Affinity {_clip(v)} is not a CPU list")
         elif head == "NUMA Affinity":
             if v == "N/A":
                 m.numa_affinity[row], m.numa[row] = [], None
@@ -227,7 +237,7 @@ def _affinity(m: SmiMatrix, row: str, aff: list[str], vals: list[str], lineno: i
             try:
                 nodes = _nodelist(v)
             except ValueError as e:
-                unread.append(f"line {lineno}: row {row}: NUMA Affinity {v!r} {e}")
+                unread.append(f"line {lineno}: row {row}: NUMA Affinity {_clip(v)} {e}")
                 m.numa[row] = None
                 continue
             m.numa_affinity[row] = nodes
@@ -239,7 +249,7 @@ def _affinity(m: SmiMatrix, row: str, aff: list[str], vals: list[str], lineno: i
             elif v == "N/A":
                 m.gpu_numa_id[row] = None
             else:
-                unread.append(f"line {lineno}: row {row}: GPU NUMA ID {v!r} is not a node number")
+                unread.append(f"line {lineno}: row {row}: GPU NUMA ID {_clip(v)} is not a node number")
 
 
 def parse_nvlink_status(text: str) -> list[dict]:
