@@ -84,11 +84,17 @@ def test_nodelist_range_is_bounded():
     assert m.numa["GPU0"] is None and any("0-4000000000" in u and "not expanded" in u for u in m.unread)
 
 
-def test_a_row_it_cannot_read_is_named_and_not_compared():
-    # one cell of GPU1's row turned into a word nvidia-smi never prints: the row is not guessed at
+def test_an_unknown_cell_is_unknown_and_a_short_row_is_not_read():
+    # one cell of GPU1's row turned into a word nvidia-smi never prints: that cell is '?', the
+    # others stay in place; a row missing a cell is not guessed at (its CPU list is not a cell)
     text = capture(ASUS_SMI).replace("GPU1    NODE     X      SYS", "GPU1    NODE     X      BOGUS", 1)
     m = nvidia_smi.parse(text)
-    assert m.rows_unread == ["GPU1"] and "GPU2='BOGUS'" in m.unread[0]
+    assert m.cells[("GPU1", "GPU2")] == "?" and m.cells[("GPU1", "GPU3")] == "SYS"
+    assert m.cpu_affinity["GPU1"] == "0-31"
+    assert "row GPU1, column GPU2: cell 'BOGUS' is of no known kind" in m.unread[0]
+    short = capture(ASUS_SMI).replace("GPU1    NODE     X      SYS", "GPU1    NODE     X", 1)
+    m = nvidia_smi.parse(short)
+    assert m.rows_unread == ["GPU1"] and "7 cells for 8 columns" in m.unread[0]
 
 
 def test_cli_glued_text_from_another_node_is_exit_3_and_says_so():

@@ -64,12 +64,21 @@ class SmiMatrix:
         return self.nic_legend.get(col, col)
 
 
-def _scan(text: str, pattern: re.Pattern[str], limit: int | None = None) -> tuple[list[str | None], list[str], str]:
-    """(tokens, glued words, rest): ``text`` read as ``pattern`` tokens with optional whitespace
-    between them, up to ``limit`` tokens. A whitespace word that is not made of such tokens counts
-    as one token, None (unknown); 'rest' is what follows the last token read."""
+# Where the device cells end: an affinity value ('0-55,112-167', '0', 'N/A') is never a cell, so a
+# row short of cells stops there instead of taking its CPU list for a cell
+_AFFINITY_START = re.compile(r"\d|N/A")
+
+
+def _scan(
+    text: str, pattern: re.Pattern[str], limit: int | None = None, stop: re.Pattern[str] | None = None
+) -> tuple[list[str | None], list[str], str, dict[int, str]]:
+    """(tokens, glued words, rest, unknown): ``text`` read as ``pattern`` tokens with optional
+    whitespace between them, up to ``limit`` tokens or a word ``stop`` matches. A whitespace word
+    that is not made of such tokens counts as one token, None, its text in ``unknown`` under its
+    index; 'rest' is what follows the last token read."""
     out: list[str | None] = []
     glued: list[str] = []
+    unknown: dict[int, str] = {}
     pos = 0
     while limit is None or len(out) < limit:
         while pos < len(text) and text[pos].isspace():
@@ -81,6 +90,9 @@ def _scan(text: str, pattern: re.Pattern[str], limit: int | None = None) -> tupl
             word_end += 1
         m = pattern.match(text, pos)
         if m is None:
+            if stop is not None and stop.match(text, pos):
+                break
+            unknown[len(out)] = text[pos:word_end]
             out.append(None)
             pos = word_end
             continue
@@ -88,7 +100,7 @@ def _scan(text: str, pattern: re.Pattern[str], limit: int | None = None) -> tupl
             glued.append(text[pos:word_end])
         out.append(m.group())
         pos = m.end()
-    return out, glued, text[pos:]
+    return out, glued, text[pos:], unknown
 
 
 def _header_index(lines: list[str]) -> int | None:
@@ -100,7 +112,7 @@ def _header_index(lines: list[str]) -> int | None:
             return i
     for i, ln in enumerate(lines):
         if re.match(r"^GPU0\s+GPU1(?![0-9])", ln):
-            labels, _, rest = _scan(ln, LABEL_RE)
+            labels, _, rest, _ = _scan(ln, LABEL_RE)
             if labels and None not in labels and not rest.strip():
                 return i
     return None
@@ -119,7 +131,7 @@ def parse(text: str) -> SmiMatrix:
             "no 'nvidia-smi topo -m' matrix found (header starting with GPU0)",
             "pass the output of 'nvidia-smi topo -m' unchanged",
         )
-    labels, glued, _ = _scan(lines[header_i], LABEL_RE)
+    labels, glued, _, _ = _scan(lines[header_i], LABEL_RE)
     unread: list[str] = []
     header: list[str] = []
     unknown_words = iter(_unknown_words(lines[header_i], labels))
@@ -153,20 +165,19 @@ def parse(text: str) -> SmiMatrix:
             continue
         matrix_end = i
         row = rm.group(1)
-        cells, glued_cells, rest = _scan(ln[rm.end() :], CELL_RE, len(devs))
+        cells, glued_cells, rest, odd = _scan(ln[rm.end() :], CELL_RE, len(devs), _AFFINITY_START)
         m.split_glued += [f"{row}: {g}" for g in glued_cells]
-        if len(cells) < len(devs) or any(c is None for c in cells):
-            bad = [f"{devs[j]}={_word_at(ln[rm.end() :], j)!r}" for j, c in enumerate(cells) if c is None]
-            why = (
-                f"{len(cells)} cells for {len(devs)} columns"
-                if len(cells) < len(devs)
-                else "unknown cells " + ", ".join(bad)
-            )
-            unread.append(f"line {i + 1}: row {row} not read ({why}): {ln.strip()[:160]!r}")
+        if len(cells) < len(devs):
+            why = f"{len(cells)} cells for {len(devs)} columns"
+            unread.append(f"line {i + 1}: row {row} not read ({why}): {_clip(ln.strip(), 160)}")
             m.rows_unread.append(row)
             continue
+        # A whole-word cell of no known kind, in a row of the right length: the others are in place,
+        # that one is '?' (never compared) and named
+        for j, word in odd.items():
+            unread.append(f"line {i + 1}: row {row}, column {devs[j]}: cell {_clip(word)} is of no known kind")
         for col, val in zip(devs, cells):
-            m.cells[(row, col)] = str(val)
+            m.cells[(row, col)] = val if val is not None else "?"
         _affinity(m, row, aff, rest.split(), i + 1, unread)
     for i, ln in enumerate(lines):
         if i <= matrix_end:
@@ -198,12 +209,6 @@ MAX_UNREAD = 50
 def _clip(value: str, n: int = 60) -> str:
     """A value quoted for a message, cut to ``n`` characters (one line, whatever the input holds)."""
     return repr(value if len(value) <= n else value[:n] + "...")
-
-
-def _word_at(text: str, j: int) -> str:
-    """The j-th whitespace word of ``text`` (for naming an unknown cell); '' past the end."""
-    words = text.split()
-    return words[j] if j < len(words) else ""
 
 
 def _unknown_words(line: str, labels: list[str | None]) -> list[str]:
@@ -411,6 +416,10 @@ def cross_check_report(topo: Topology, pairs, text: str, text_source: str | None
             entry.update(
                 gdsdiag=None, agree=None, note="not compared: the text is not this node's: " + "; ".join(foreign)
             )
+            out.append(entry)
+            continue
+        if theirs == "?":
+            entry.update(gdsdiag=None, agree=None, note="not compared: nvidia-smi's cell is of no known kind")
             out.append(entry)
             continue
         if a is None or b is None:
