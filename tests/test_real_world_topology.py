@@ -103,8 +103,9 @@ def test_cli_cross_check_json_and_exit(tmp_path):
     assert doc["nvlink"]["pairs"][0]["links"] == 18
     # the NVLink came from the same text: not an independent comparison
     assert [c["agree"] for c in doc["cross_check"]] == [None, None]
-    # nothing at all was compared: exit 3, never 0 or 1 (docs/json.md), and the input says why
-    assert doc["cross_check_input"]["compared"] == 0 and r.returncode == 3
+    # no cell was compared, only the two GPUs' NUMA nodes (sysfs vs the text): exit 1, not 0
+    assert doc["cross_check_input"]["compared"] == 0 and r.returncode == 1
+    assert [x["agree"] for x in doc["cross_check_input"]["numa"]] == [True, True]
 
 
 def test_cli_presentation_parts_and_pipe(tmp_path):

@@ -209,3 +209,16 @@ def test_a_hostile_header_stays_linear_and_its_report_small():
     assert m.unread[-1] == "19950 more lines or cells not read"
     m = nvidia_smi.parse("        GPU0\tNIC0\tCPU Affinity\nGPU0 X SYS " + "0-4000000000," * 1000 + "\n")
     assert len(m.unread) == 1 and len(m.unread[0]) < 200
+
+
+def test_numa_affinity_is_compared_per_gpu_row():
+    args = ["topology", "--lspci", ASUS_TREE, "--nvidia-smi", ASUS_SMI, "--json"]
+    good = json.loads(cli(*args[:3], "--numa", "0000:00-7f=0,0000:80-ff=1", *args[3:]).stdout)["cross_check_input"]
+    assert [r["agree"] for r in good["numa"]] == [True] * 4
+    # the sockets swapped in --numa: every GPU row disagrees (exit 1), the text is still this node's
+    r = cli(*args[:3], "--numa", "0000:00-7f=1,0000:80-ff=0", *args[3:])
+    bad = json.loads(r.stdout)["cross_check_input"]
+    assert [x["agree"] for x in bad["numa"]] == [False] * 4 and bad["other_node"] == [] and r.returncode == 1
+    # no --numa: gdsdiag does not know, nothing is claimed
+    none = json.loads(cli(*args).stdout)["cross_check_input"]
+    assert all(x["agree"] is None and x["gdsdiag"] is None for x in none["numa"])

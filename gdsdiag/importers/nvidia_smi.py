@@ -370,17 +370,8 @@ def other_node(topo: Topology, m: SmiMatrix) -> list[str]:
     legend = set(m.nic_legend.values())
     if named and legend and not (named & legend):
         why.append(f"none of its NICs ({', '.join(sorted(legend)[:4])}...) is on this node")
-    gpus = {d.label: d for d in ours}
-    differ = [
-        f"{row} NUMA {m.numa[row]} here {topo.numa_of(gpus[row])}"
-        for row in theirs
-        if row in gpus
-        and m.numa.get(row) is not None
-        and topo.numa_of(gpus[row]) is not None
-        and m.numa[row] != topo.numa_of(gpus[row])
-    ]
-    if differ and len(differ) == sum(1 for r in theirs if r in gpus and m.numa.get(r) is not None):
-        why.append("every GPU's NUMA node differs (" + "; ".join(differ[:3]) + ")")
+    # (NUMA nodes that differ are not taken as another node: firmware's numa_node can be wrong, and
+    # an lspci import's --numa is the user's; they are compared per GPU row, cross_check_input.numa)
     return why
 
 
@@ -461,10 +452,33 @@ def cross_check_report(topo: Topology, pairs, text: str, text_source: str | None
         "unread": m.unread,
         "split_glued": m.split_glued,
         "other_node": foreign,
+        "numa": [] if foreign else _numa_rows(topo, m, ours),
         "compared": sum(1 for e in out if e["agree"] is not None),
         "not_compared": sum(1 for e in out if e["agree"] is None),
     }
     return out, meta
+
+
+def _numa_rows(topo: Topology, m: SmiMatrix, ours: dict) -> list[dict]:
+    """Per GPU row: nvidia-smi's NUMA Affinity (its CPU node, the first listed) against the NUMA
+    node gdsdiag reads for that GPU; agree None when either side does not say."""
+    out = []
+    for row in [c for c in m.columns if c.startswith("GPU")]:
+        if row not in m.numa:
+            continue
+        dev = ours.get(row)
+        theirs = m.numa[row]
+        mine = topo.numa_of(dev) if dev is not None else None
+        entry: dict = {"row": row, "nvidia_smi": theirs, "gdsdiag": mine}
+        if theirs is None or mine is None:
+            entry.update(
+                agree=None,
+                note="not compared: " + ("nvidia-smi says N/A" if theirs is None else "gdsdiag does not know"),
+            )
+        else:
+            entry["agree"] = theirs == mine
+        out.append(entry)
+    return out
 
 
 def summary(results: list[dict]) -> str:
@@ -485,12 +499,16 @@ def render_cross_check(console, results: list[dict], meta: dict | None = None) -
     if not results:
         console.print("cross-check: nvidia-smi lists no GPU pair or NIC to compare", style="yellow")
     else:
-        compared = sum(1 for r in results if r["agree"] is not None)
+        compared = sum(1 for r in results if r["agree"] is not None) + sum(
+            1 for r in meta.get("numa") or [] if r["agree"] is not None
+        )
         shown = [r for r in results if r["agree"] is not True]
         style = "red" if any(r["agree"] is False for r in results) else "yellow" if shown else "green"
         console.print(Text(summary(results), style=f"bold {style}"))
         if not compared:
-            console.print(Text("cross-check: nothing was compared (exit 3)", style="bold red"))
+            console.print(
+                Text("cross-check: nothing was compared, no cell and no NUMA node (exit 3)", style="bold red")
+            )
         if meta.get("other_node"):
             console.print(
                 "  the nvidia-smi text is not this node's (or not this view of it): "
@@ -512,6 +530,21 @@ def render_cross_check(console, results: list[dict], meta: dict | None = None) -
             elif note:
                 line += note[len("not compared") :]
             console.print(line, markup=False, highlight=False, soft_wrap=True)
+    numa = meta.get("numa") or []
+    differ = [r for r in numa if r["agree"] is False]
+    if numa:
+        same = sum(1 for r in numa if r["agree"] is True)
+        console.print(
+            f"NUMA affinity of {len(numa)} GPU rows: {same} agree, {len(differ)} disagree"
+            + (f", {len(numa) - same - len(differ)} not compared" if len(numa) - same - len(differ) else ""),
+            markup=False,
+            highlight=False,
+            style="red" if differ else None,
+        )
+        for r in differ:
+            console.print(
+                f"  {r['row']}: nvidia-smi NUMA {r['nvidia_smi']}, gdsdiag {r['gdsdiag']} — differs", markup=False
+            )
     if meta.get("split_glued"):
         console.print(
             f"  nvidia-smi glued {len(meta['split_glued'])} pairs of fields with no space between them; read apart: "

@@ -190,10 +190,22 @@ class CrossCheckCell(_Cell, total=False):
     note: str
 
 
+class _NumaRow(TypedDict):
+    row: str
+    nvidia_smi: int | None
+    gdsdiag: int | None
+    agree: bool | None
+
+
+class NumaRow(_NumaRow, total=False):
+    note: str
+
+
 class CrossCheckInput(TypedDict):
     unread: list[str]  # every line or cell of the nvidia-smi text not read, with its line number
     split_glued: list[str]  # fields nvidia-smi printed with no space between them, read apart
     other_node: list[str]  # why the text is not this node's (then no cell is compared)
+    numa: list[NumaRow]  # per GPU row: nvidia-smi's NUMA Affinity (CPU node) against gdsdiag's
     compared: int
     not_compared: int
 

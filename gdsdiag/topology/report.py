@@ -23,19 +23,28 @@ class TopologyReport:
 
     @property
     def disagreements(self) -> int:
-        # only cells compared and found different; a cell not compared (agree None) is not one
-        return sum(1 for c in self.cross_check or [] if c["agree"] is False)
+        # only cells compared and found different (and GPU rows whose NUMA node differs); a cell
+        # not compared (agree None) is not one
+        numa = (self.cross_check_input or {}).get("numa") or []
+        return sum(1 for c in self.cross_check or [] if c["agree"] is False) + sum(
+            1 for r in numa if r["agree"] is False
+        )
 
     @property
     def exit_code(self) -> int:
         sev = {f.severity for f in self.findings}
         # A cross-check asked for that compared nothing did not do its job: never exit 0 (or 1)
-        if self.cross_check is not None and not any(c["agree"] is not None for c in self.cross_check):
+        numa = (self.cross_check_input or {}).get("numa") or []
+        if (
+            self.cross_check is not None
+            and not any(c["agree"] is not None for c in self.cross_check)
+            and not any(r["agree"] is not None for r in numa)
+        ):
             return EXIT_TOOL_ERROR
         if "fail" in sev:
             return EXIT_FAIL
         # Cells not compared, or text not read, are not agreement: a warning, named in the output
-        not_compared = any(c["agree"] is None for c in self.cross_check or [])
+        not_compared = any(c["agree"] is None for c in self.cross_check or []) or any(r["agree"] is None for r in numa)
         unread = bool(self.cross_check_input and self.cross_check_input.get("unread"))
         if "warn" in sev or self.disagreements or not_compared or unread:
             return EXIT_WARN
