@@ -96,3 +96,13 @@ def test_snapshot_refuses_to_overwrite(tmp_path):
     r = run("snapshot", "-o", str(f))
     assert r.returncode == 3 and "exists" in r.stderr
     assert f.read_bytes() == b"user data"
+
+
+def test_a_root_with_no_pci_device_is_exit_3(tmp_path):
+    # sys/ and proc/ but nothing in them: not a node topology can describe (issue 22: it used to
+    # print 'IOMMU: off', 'no findings' and exit 0)
+    (tmp_path / "sys").mkdir()
+    (tmp_path / "proc").mkdir()
+    r = run("topology", "--root", str(tmp_path))
+    assert r.returncode == 3 and "no PCI devices under its sys/bus/pci/devices" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not r.stdout

@@ -68,6 +68,15 @@ def topology(
 
         with node_root(root, snapshot) as fs:
             topo = from_root(fs)
+            if not snapshot and not topo.devices and not fs.listdir("/sys/bus/pci/devices"):
+                # a directory tree with no PCI device at all is not a node this command can
+                # describe: an empty report ("no findings", exit 0) reads as a healthy node
+                from ..errors import GdsdiagError
+
+                raise GdsdiagError(
+                    f"--root {root}: no PCI devices under its sys/bus/pci/devices",
+                    "pass the top of a node's tree (the directory holding its sys/ and proc/), or --from a snapshot",
+                )
         if snapshot:
             topo.source = snapshot
         elif fs.is_live:
