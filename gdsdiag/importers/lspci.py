@@ -369,7 +369,8 @@ def unread_lines(path: str, text: str, kind: str) -> list[str]:
         if kind == "tree":
             ok = bool(TREE_ROOT_RE.search(raw) or TREE_DEV_RE.search(raw) or not s.strip("-+\\| `"))
         elif kind == "vvv":
-            ok = raw.startswith((" ", "\t")) or bool(HEADER_RE.match(raw.rstrip()))
+            # indented lines belong to the block above; '-x' hex dump rows ('00: b5 13 ...') too
+            ok = raw.startswith((" ", "\t")) or bool(HEADER_RE.match(raw.rstrip()) or HEX_RE.match(raw.rstrip()))
         elif kind == "grep":
             ok = "ACSCtl:" in raw
         else:
