@@ -127,3 +127,54 @@ def test_file_handle_registration_without_driver_fails_cleanly(tmp_path):
     assert fh.fd == -1  # the fd it opened was closed on failure
     with pytest.raises(errors.ERRORS["CU_FILE_HANDLE_NOT_REGISTERED"]):
         fh.read(0x1000, 4096)
+
+
+def test_driver_open_is_not_called_where_it_would_spin():
+    """libcufile >= 1.16 spins in cuFileDriverOpen without libcuda.so.1 (measured: 1.16.1.26 to
+    1.20.0.107, gdsdiag/cufile/probe.py); 1.15 fails at once. The child decides by version."""
+    from gdsdiag.cufile import probe
+
+    assert probe._would_spin(1150) == ""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libcuda.so.1")
+        pytest.skip("libcuda.so.1 loads here: driver open would not spin")
+    except OSError:
+        pass
+    assert "cuFileDriverOpen not called: libcuda.so.1 cannot be loaded" in probe._would_spin(1160)
+    assert "libcufile 1.20 spins" in probe._would_spin(1200)
+
+
+_WHEELS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".whl")
+
+
+@pytest.mark.skipif(HAS_GPU, reason="a GPU is present: driver open would succeed")
+@pytest.mark.parametrize("ver", ["1.16.1.26", "1.20.0.107"])
+def test_cufile_command_answers_at_once_with_a_spinning_release(ver, tmp_path):
+    """'gdsdiag cufile' with a release that spins answers in seconds, not after the 30 s timeout.
+    Needs the wheel in .whl/ (git-ignored; benchmarks/gpu_cufile_matrix.sh says how to fetch it)."""
+    import glob
+    import time
+    import zipfile
+
+    from conftest import GDSDIAG
+
+    wheels = glob.glob(os.path.join(_WHEELS, f"nvidia_cufile-{ver}-*.whl"))
+    if not wheels:
+        pytest.skip(f"no nvidia-cufile {ver} wheel in .whl/")
+    zipfile.ZipFile(wheels[0]).extractall(tmp_path)
+    (lib,) = glob.glob(str(tmp_path / "nvidia" / "*" / "lib" / "libcufile.so.0"))
+    t = time.monotonic()
+    r = subprocess.run(
+        [*GDSDIAG, "cufile", "--json", "--libcufile", lib],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "GDSDIAG_LOG_DIR": str(tmp_path / "logs")},
+    )
+    took = time.monotonic() - t
+    doc = json.loads(r.stdout)
+    assert took < 10 and r.returncode == 2, (took, r.stderr)
+    assert doc["version"] == int(ver.split(".")[0]) * 1000 + int(ver.split(".")[1]) * 10
+    assert doc["driver_open"]["name"] == "NOT_CALLED" and doc["driver_open"]["hung"] is False

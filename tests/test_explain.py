@@ -342,3 +342,87 @@ def test_text_of_no_known_kind_still_gets_cufile_error_codes():
     assert [ln.text for ln in rep.unknown] == [
         'raise RuntimeError(f"{name} failed (cuFile err={status.err}, cuda_err={status.cu_err})")'
     ]
+
+
+# --- issue 22: trimmed pastes, and the lines libcufile 1.15-1.20 write on a node without the driver ---
+
+
+def _trimmed(text: str, drop_pid: bool) -> str:
+    """The real lines as people paste them: the timestamp cut, and with drop_pid the [pid tid] too."""
+    cut = r"^\s*\d\d-\d\d-\d{4} \d\d:\d\d:\d\d:\d+\s+" + (r"\[pid=\d+ tid=\d+\]\s+" if drop_pid else "")
+    return "\n".join(re.sub(cut, "", ln) for ln in text.splitlines() if not ln.startswith("#"))
+
+
+@pytest.mark.parametrize("drop_pid", [False, True])
+@pytest.mark.parametrize(
+    "name",
+    ["gds-nvidia-fs-31-rocky-nvme-not-registered.cufile.log", "gdsdiag-cpu-libcufile-1.20.0.107-no-driver.cufile.log"],
+)
+def test_trimmed_cufile_log_is_recognised_by_content(name, drop_pid):
+    from gdsdiag.explain.readers import detect
+
+    full = read_input(os.path.join(FIX, name))
+    cut = _trimmed(full, drop_pid)
+    assert "[pid=" not in cut if drop_pid else "[pid=" in cut
+    assert detect(cut) == "cufile-log"
+    a, b = explain_texts([("full", full)]), explain_texts([("cut", cut)])
+    assert [g.explanation.id for g in a.groups] == [g.explanation.id for g in b.groups]
+    assert len(b.unknown) == len(a.unknown)
+
+
+@pytest.mark.parametrize("ver", ["1.15.1.6", "1.18.1.6", "1.20.0.107"])
+def test_libcufile_no_driver_lines_are_explained(ver):
+    rep = explain_paths([os.path.join(FIX, f"gdsdiag-cpu-libcufile-{ver}-no-driver.cufile.log")])
+    assert not rep.unknown_that_matter, [ln.text for ln in rep.unknown_that_matter]
+    ids = {g.explanation.id for g in rep.groups}
+    assert "cuda-symbols-missing" in ids
+    if ver != "1.15.1.6":  # 1.16+ log the loader's reason and look for nvidia-fs before spinning
+        assert {"lib-dlopen-error", "nvfs-devcount-missing", "driver-compat-mode"} <= ids
+
+
+def test_unrecognised_text_suggests_kind(tmp_path):
+    p = tmp_path / "x.txt"
+    p.write_text("something nobody wrote\n")
+    assert "say which with --kind" in _run(str(p)).stdout
+
+
+def test_gdscheck_platform_info_acs_switch_is_an_error():
+    """gdscheck 1.16+'s PLATFORM INFO 'Found ACS enabled for switch' (NVIDIA's own gds-diag test
+    text) is an error: the run must not exit 0 on an ACS problem."""
+    path = os.path.join(FIX, "nvidia-gds-diag-gdscheck-1.16-modes-platform-info-acs.txt")
+    rep = explain_paths([path])
+    assert not rep.unknown
+    (g,) = [g for g in rep.groups if g.explanation.id == "gdscheck-acs-switch"]
+    assert g.explanation.severity == "error" and g.explanation.fields.get("bdf") in (None, "0000:40:01.1")
+    assert _run(path).returncode == 2
+
+
+def test_gdscheck_1_16_rows_are_known():
+    # gds-nvidia-fs#77: gdscheck.py 1.16.1.26 with an ENVIRONMENT row, VIRTIOFS and Userspace RDMA rows
+    rep = explain_paths([os.path.join(FIX, "gds-nvidia-fs-77-gdscheck-1.16.1.26.txt")])
+    assert not rep.unknown, [ln.text for ln in rep.unknown]
+    assert {"gdscheck-env-row", "gdscheck-command", "gdscheck-driver-row"} <= {g.explanation.id for g in rep.groups}
+
+
+def test_gds_stats_is_read_and_posix_fallback_is_a_warning():
+    """NVIDIA's gds_stats -l 3 example (configuration guide, DGX-2): every line known; then the same
+    real text with GPU 2's reads counted as POSIX, as a compat run shows it, is a warning."""
+    from gdsdiag.explain.readers import detect
+
+    path = os.path.join(FIX, "nvidia-config-guide-dgx2-gds-stats-l3.txt")
+    text = read_input(path)
+    assert detect(text) == "gds-stats"
+    rep = explain_texts([(path, text)])
+    assert not rep.unknown, [ln.text for ln in rep.unknown]
+    assert {"gds-stats-version", "gds-stats-gpu", "gds-stats-histogram"} <= {g.explanation.id for g in rep.groups}
+    assert _run(path).returncode == 0
+    compat = text.replace("n=78193 posix=0", "n=78193 posix=78193", 1)
+    ids = {g.explanation.id: g.explanation.severity for g in explain_texts([("c", compat)]).groups}
+    assert ids["gds-stats-gpu-posix"] == "warn"
+
+
+def test_nvfs_stats_ver_2_0_is_known_and_says_what_it_lacks():
+    rep = explain_paths([os.path.join(FIX, "nvidia-config-guide-nfs-client-nvfs-stats-ver2.0.txt")])
+    assert not rep.unknown, [ln.text for ln in rep.unknown]
+    (g,) = [g for g in rep.groups if g.explanation.id == "nvfs-stats-ver2"]
+    assert "a counter it lacks is not zero" in g.explanation.meaning

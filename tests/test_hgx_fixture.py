@@ -70,7 +70,10 @@ def test_p2p_verdicts(dgx2h):
     else:
         assert same_inner.p2pdma == P2pDmaMap.THRU_HOST_BRIDGE
         assert same_inner.acs_redirect_bridges == ["0000:33:00.0", "0000:33:10.0"]
-        assert same_inner.verdict == P2pVerdict.NO
+        # two GPUs and no NVLink source (a DGX-2H joins all 16 by NVSwitch): "no P2P" is not known
+        # from the PCIe path alone (issue 22); the PCIe reasons stay
+        assert same_inner.verdict == P2pVerdict.UNKNOWN and same_inner.nvlink_unknown
+        assert "the PCIe verdict (NO_P2P) does not decide GPU P2P" in same_inner.reasons[0]
         assert any("IOMMU translating" in r for r in same_inner.reasons)
         assert topo.iommu.mode == "translated" and {"acs-redirect", "iommu-translating"} <= ids
 

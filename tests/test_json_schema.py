@@ -263,6 +263,8 @@ def test_docs_json_md_matches_the_type(schema):
 @pytest.mark.parametrize("schema", sorted(TYPED))
 def test_real_output_matches_the_type(schema, tmp_path):
     (tmp_path / "empty").mkdir()
+    # a tree with nothing in it but proc/: a root with neither sys/ nor proc/ is exit 3 (issue 22)
+    (tmp_path / "empty" / "proc").mkdir()
     disk = tempfile.mkdtemp(prefix="gdsdiag-schema-", dir="/var/tmp")  # /tmp may be tmpfs (no O_DIRECT)
     places = {"OUT": str(tmp_path / "s.tar.gz"), "EMPTY": str(tmp_path / "empty"), "DISK": disk}
     argv = [places.get(a, a) for a in REAL[schema]]
@@ -272,8 +274,11 @@ def test_real_output_matches_the_type(schema, tmp_path):
         shutil.rmtree(disk, ignore_errors=True)
     if schema in ("gdsdiag.cufile/1", "gdsdiag.sweep/1") and r.returncode == 3:
         pytest.skip(f"cannot run here: {r.stderr.strip()}")
-    assert r.returncode in (0, 1, 2), r.stderr
-    doc = json.loads(r.stdout)
+    doc = json.loads(r.stdout) if r.stdout.strip() else {}
+    # A cross-check that compares nothing is exit 3 (docs/json.md); the H200x2 snapshot with its own
+    # text compares the NUMA nodes only (its NV# cells' only NVLink source is that same text)
+    nothing_compared = doc.get("cross_check_input", {}).get("compared") == 0
+    assert r.returncode in (0, 1, 2) or (r.returncode == 3 and nothing_compared), r.stderr
     assert doc["schema"] == schema
     problems: list[str] = []
     compare(doc, TYPED[schema], schema, problems, documented=False)

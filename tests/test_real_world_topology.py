@@ -89,7 +89,9 @@ def test_cross_check_never_matches_a_nic_by_position(tmp_path):
     res = nvidia_smi.cross_check(topo, analyse_all(topo), open(PUGET_SMI).read())
     nic = [r for r in res if r["column"].startswith("NIC")]
     assert len(nic) == 4
-    assert all(r["agree"] is None and "no NIC named mlx5_" in r["note"] for r in nic)
+    # Puget's text names mlx5 NICs, this node has only eth0: the text is another node's, so no
+    # cell is compared at all (not even the GPU pair, whose indices need not name the same cards)
+    assert all(r["agree"] is None and "none of its NICs (mlx5_0, mlx5_1...) is on this node" in r["note"] for r in res)
     assert not any(r.get("b") == "0000:00:03.0" for r in res)
 
 
@@ -101,7 +103,9 @@ def test_cli_cross_check_json_and_exit(tmp_path):
     assert doc["nvlink"]["pairs"][0]["links"] == 18
     # the NVLink came from the same text: not an independent comparison
     assert [c["agree"] for c in doc["cross_check"]] == [None, None]
-    assert r.returncode == 1  # GPU↔virtio-NIC P2PDMA warning remains; no disagreement added
+    # no cell was compared, only the two GPUs' NUMA nodes (sysfs vs the text): exit 1, not 0
+    assert doc["cross_check_input"]["compared"] == 0 and r.returncode == 1
+    assert [x["agree"] for x in doc["cross_check_input"]["numa"]] == [True, True]
 
 
 def test_cli_presentation_parts_and_pipe(tmp_path):
@@ -184,3 +188,17 @@ def test_dynamic_routing_on_the_asus_tree_is_sys_mem_only():
     )
     r = dynamic_routing(topo, analyse_all(topo))
     assert len(r) == 4 * 4 and {e["policy"] for e in r} == {"SYS_MEM"}
+
+
+def test_nvlinked_gpus_without_an_nvlink_source_are_unknown_not_no_p2p():
+    """The H200x2 snapshot alone has no NVLink source (NVML is live-only): the two GPUs, NV18-joined
+    on the real machine, must read '?' (unknown), not 'PHB!' (no P2P). With the node's nvidia-smi
+    text they read NV18. The GPU↔virtio NIC pair keeps its PCIe verdict."""
+    plain = cli("topology", "--from", H200X2, "--matrix").stdout.splitlines()
+    row = next(ln for ln in plain if ln.split()[:2] == ["GPU0", "X"])
+    assert row.split()[:4] == ["GPU0", "X", "?", "PHB!"]
+    doc = json.loads(cli("topology", "--from", H200X2, "--json").stdout)
+    (gg,) = [p for p in doc["pairs"] if p["a_label"] == "GPU0" and p["b_label"] == "GPU1"]
+    assert gg["p2p"] == "UNKNOWN" and gg["reasons"][0].startswith("no NVLink source")
+    joined = cli("topology", "--from", H200X2, "--nvidia-smi", H200X2_SMI, "--matrix").stdout.splitlines()
+    assert next(ln for ln in joined if ln.split()[:2] == ["GPU0", "X"]).split()[2] == "NV18"

@@ -30,7 +30,7 @@ LSPCI = [
 
 def _both(report):
     parts = (report.topo, report.pairs, report.findings, report.cross_check, report.routing)
-    return document_text(report), json_text(document(*parts), pretty=False)
+    return document_text(report), json_text(document(*parts, cross_check_input=report.cross_check_input), pretty=False)
 
 
 def _same(fast: str, reference: str, what: str = "") -> None:

@@ -811,16 +811,23 @@ def check_libcufile(ctx: CheckContext) -> list[CheckResult]:
 
 
 def check_container(ctx: CheckContext) -> list[CheckResult]:
-    signs = ctx.in_container()
+    signs, weak = ctx.container_evidence()
     out = []
     udev_dir = ctx.fs.exists("/run/udev/data") or ctx.fs.exists("/run/udev/control")
+    looked = "/run/.containerenv, /proc/1/environ container=, /proc/1/cgroup, /.dockerenv + overlay root"
+    if signs:
+        said = "inside a container (rests on: " + "; ".join(signs) + ")"
+    elif weak:
+        said = "not known to be a container: only " + "; ".join(weak)
+    else:
+        said = "not in a container (no sign in " + looked + ")"
     out.append(
         CheckResult(
             "platform.container",
             "container",
             Status.INFO,
-            "inside a container" if signs else "not in a container",
-            [_ev(s, "present") for s in signs] or [_ev("/.dockerenv, /run/.containerenv, /proc/1/cgroup", "no sign")],
+            said,
+            [_ev(s, "present") for s in signs + weak] or [_ev(looked, "no sign")],
         )
     )
     out.append(

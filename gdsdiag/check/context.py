@@ -95,15 +95,40 @@ class CheckContext:
         return mounts.read_mounts(self.fs)
 
     def in_container(self) -> list[str]:
-        signs = []
-        for f in ("/.dockerenv", "/run/.containerenv"):
-            if self.fs.exists(f):
-                signs.append(f)
+        """The evidence that this is a container, each sign named; [] when there is none that holds.
+        /.dockerenv alone is not enough: a VM (or host) image built from a container carries it
+        (issue 22: 'inside a container' on a VM). It counts with an overlay root filesystem."""
+        return self.container_evidence()[0]
+
+    def container_evidence(self) -> tuple[list[str], list[str]]:
+        """(signs that it is a container, signs too weak alone). Signs: podman's /run/.containerenv,
+        container=... in PID 1's environment (systemd's convention, set by podman, LXC, systemd-nspawn),
+        PID 1's cgroup naming a container runtime (cgroup v1, or a v2 path), Kubernetes' service
+        variable; /.dockerenv with the root filesystem on overlay (an image's layers)."""
+        strong: list[str] = []
+        weak: list[str] = []
+        if self.fs.exists("/run/.containerenv"):
+            strong.append("/run/.containerenv (podman)")
+        env = self.fs.read_text("/proc/1/environ") or ""
+        for var in env.split("\0"):
+            if var.startswith("container="):
+                strong.append(f"/proc/1/environ {var[:40]}")
+                break
         cg = self.fs.read_text("/proc/1/cgroup") or ""
         for word in ("docker", "kubepods", "containerd", "libpod", "lxc"):
             if word in cg:
-                signs.append(f"/proc/1/cgroup mentions {word}")
+                strong.append(f"/proc/1/cgroup mentions {word}")
                 break
         if self.live and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            signs.append("KUBERNETES_SERVICE_HOST is set")
-        return signs
+            strong.append("KUBERNETES_SERVICE_HOST is set")
+        if self.fs.exists("/.dockerenv"):
+            root = next((m for m in self.mounts if m.mount_point == "/"), None)
+            if root is not None and root.fstype == "overlay":
+                strong.append("/.dockerenv with the root filesystem on overlay")
+            else:
+                weak.append(
+                    "/.dockerenv present, root filesystem "
+                    + (root.fstype if root is not None else "unknown")
+                    + " (an image built from a container carries the file)"
+                )
+        return strong, weak

@@ -129,7 +129,8 @@ def analyse_path(ctx: CheckContext, path: str, routes: list[Route]) -> tuple[Pat
                 path=path,
             )
         )
-    route, why = _route(ctx, m, kinds, routes, odirect_ok)
+    levels = _md_levels(chain) if chain is not None else set()
+    route, why = _route(ctx, m, kinds, routes, odirect_ok, levels)
     reasons += why
     topo_rows: list[schema.PathTopology] = []
     if pcis:
@@ -169,7 +170,63 @@ def analyse_path(ctx: CheckContext, path: str, routes: list[Route]) -> tuple[Pat
     return pv, results
 
 
-def _route(ctx, m, kinds: set[str], routes: list[Route], odirect_ok: bool) -> tuple[Route, list[str]]:
+# md RAID and PCI P2PDMA, per NVIDIA's current guidance: its gds-diag tool (NVIDIA/MagnumIO,
+# gds-diag/checks/gds_report.py@13e31ef9520e, _raid0_p2pdma_architecture_check) treats RAID0 over
+# NVMe as a P2PDMA route on NVIDIA Grace, or on Linux 7.1 or newer elsewhere, with
+# block.raid.use_pci_p2pdma true ("and runtime testing confirms activation"); other RAID levels are
+# not a direct GDS route. The kernel side is commit 02666132403a ("md: propagate BLK_FEAT_PCI_P2PDMA
+# from member devices to RAID device", NVIDIA's Kiran Kumar Modukuri, 2026-05,
+# https://git.zx2c4.com/laptop-kernel/commit/scripts/Makefile.thinlto?id=02666132403aec8fc5de315002894f713ef17dbc;
+# it also passes raid1/raid10 through, parity RAID never). The older "GDS Support for NVMe Drives
+# Using Linux PCI P2PDMA" (Release 615) still says RAID0 is not supported there.
+MD_P2PDMA_LEVELS = {"raid0"}
+MD_P2PDMA_KERNEL = (7, 1)
+GRACE_CPU_PART = "0xd4f"  # Arm Neoverse V2, the NVIDIA Grace core (/proc/cpuinfo 'CPU part')
+
+
+def _md_levels(node) -> set[str]:
+    """The md levels ('raid0', ...) anywhere in a block chain."""
+    out = {node.detail.strip()} if node.kind == "md" else set()
+    for b in node.below:
+        out |= _md_levels(b)
+    return out
+
+
+def _is_grace(ctx) -> bool:
+    info = ctx.fs.read_text("/proc/cpuinfo") or ""
+    return "CPU implementer\t: 0x41" in info and f"CPU part\t: {GRACE_CPU_PART}" in info
+
+
+def _md_p2pdma(ctx, levels: set[str]) -> tuple[bool, str]:
+    """(whether md may pass P2PDMA through here, why)."""
+    from ..platform.kernel import kernel_version_tuple
+
+    other = sorted(lv for lv in levels if lv not in MD_P2PDMA_LEVELS)
+    if other:
+        return False, (
+            f"md {', '.join(other)}: NVIDIA documents only RAID0 over NVMe as a P2PDMA route (parity RAID can "
+            "never pass it: the CPU computes parity)"
+        )
+    ver = kernel_version_tuple(ctx.release)
+    grace = _is_grace(ctx)
+    if ver is None and not grace:
+        return False, "md RAID0: kernel version unknown, cannot tell whether md passes PCI P2PDMA through"
+    if not grace and ver is not None and ver < MD_P2PDMA_KERNEL:
+        return False, (
+            f"md RAID0 on kernel {ver[0]}.{ver[1]}: RAID0 P2PDMA needs NVIDIA Grace or Linux "
+            f"{MD_P2PDMA_KERNEL[0]}.{MD_P2PDMA_KERNEL[1]} or newer (NVIDIA gds-diag; kernel commit 02666132403a)"
+        )
+    where = "NVIDIA Grace" if grace else f"kernel {ver[0]}.{ver[1]}" if ver else "this node"
+    return True, (
+        f"md RAID0 on {where}: a P2PDMA route when block.raid.use_pci_p2pdma is true and every member supports "
+        "P2PDMA (NVIDIA gds-diag: confirm by a run, e.g. gdsdiag trace; the older P2PDMA guide, Release 615, "
+        "still lists RAID0 as unsupported)"
+    )
+
+
+def _route(
+    ctx, m, kinds: set[str], routes: list[Route], odirect_ok: bool, md_levels: set[str] | None = None
+) -> tuple[Route, list[str]]:
     allow = ctx.cufile.get("properties.allow_compat_mode")
     fallback = Route.COMPAT if Route.COMPAT in routes else Route.NONE
     why: list[str] = []
@@ -188,10 +245,17 @@ def _route(ctx, m, kinds: set[str], routes: list[Route], odirect_ok: bool) -> tu
             if Route.NVFS in routes:
                 why.append("NVMe namespace with a GDS-aware nvme driver and nvidia-fs loaded")
                 return Route.NVFS, why
-            if Route.P2PDMA in routes and not kinds & {"md", "nvme-multipath"}:
-                wants = ctx.cufile.get("properties.use_pci_p2pdma") or ctx.cufile.get("block.nvme.use_pci_p2pdma")
+            md_ok, md_why = _md_p2pdma(ctx, md_levels or set()) if "md" in kinds else (True, "")
+            if md_why:
+                why.append(md_why)
+            if Route.P2PDMA in routes and md_ok and "nvme-multipath" not in kinds:
+                keys = ["properties.use_pci_p2pdma", "block.nvme.use_pci_p2pdma"]
+                if "md" in kinds:
+                    keys.append("block.raid.use_pci_p2pdma")
+                wants = any(ctx.cufile.get(k) for k in keys)
                 if wants:
-                    return Route.P2PDMA, ["NVMe namespace, kernel P2PDMA ready and use_pci_p2pdma set"]
+                    what = "md RAID over NVMe" if "md" in kinds else "NVMe namespace"
+                    return Route.P2PDMA, why + [f"{what}, kernel P2PDMA ready and use_pci_p2pdma set"]
                 why.append("P2PDMA is ready but cufile.json does not set use_pci_p2pdma")
             if "nvme-multipath" in kinds:
                 why.append("native NVMe multipath: not supported by PCI P2PDMA")

@@ -21,12 +21,17 @@ def cufile_cmd(libcufile_path, no_open, timeout, as_json):
     driver opens (decoded properties) or fails (named error and the cufile.log tail)."""
     from ..cufile.report import cufile_info
 
+    if not no_open and not as_json and sys.stderr.isatty():
+        # the open runs in a child that may take the whole timeout: say so before waiting
+        click.echo(f"opening the cuFile driver in a child process (at most {timeout:g} s)...", err=True)
     report = cufile_info(libcufile_path, not no_open, timeout)
     doc = report.doc
     if as_json:
         emit_json(doc)
     else:
-        click.echo(f"libcufile {doc['version']} at {doc['library']} (via {doc['found_via']}); log {doc['log']}")
+        v = doc["version"]  # cuFileGetVersion: 1200 is 1.20 (it carries no patch level: 1.15.1 is 1150)
+        shown = f"{v // 1000}.{v % 1000 // 10}" if isinstance(v, int) else str(v)
+        click.echo(f"libcufile {shown} at {doc['library']} (via {doc['found_via']}); log {doc['log']}")
         d = doc["driver_open"]
         if d is None:
             click.echo("driver open: not tried (--no-open)")
@@ -37,6 +42,8 @@ def cufile_cmd(libcufile_path, no_open, timeout, as_json):
                 f"control {', '.join(p['control_flags']) or '-'}, storage {', '.join(p['status_flags']) or '-'}, "
                 f"max direct I/O {p['max_direct_io_size_kb']} KiB"
             )
+        elif d.get("name") == "NOT_CALLED":
+            click.echo(f"driver open: NOT CALLED — {d['error']}")
         else:
             click.echo(f"driver open: FAILED — {d['error']}")
             if d.get("log_tail"):

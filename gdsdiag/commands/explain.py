@@ -8,7 +8,7 @@ import click
 
 from ._common import emit_json, json_option
 
-KINDS = ("cufile-log", "gdsio", "gdscheck", "nvfs-stats", "dmesg")
+KINDS = ("cufile-log", "gdsio", "gdscheck", "nvfs-stats", "gds-stats", "dmesg")
 
 
 @click.command()

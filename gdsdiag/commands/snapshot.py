@@ -22,8 +22,10 @@ def snapshot(output, root, redact, as_json):
     /proc/driver/nvidia*, nvidia-fs procfs, kernel config, cufile.json), plus topology and check
     results, versions, nvidia-smi -q / topo -m, cufile.log tails and nvidia/nvme kernel log lines,
     with a manifest. Analyse it elsewhere with --from; 'tar xzf' unpacks it too."""
+    from ..platform.roots import require_node_root
     from ..snapshot import create
 
+    require_node_root(root)  # an empty archive with exit 0 would look like a capture
     info = create(output, root, redact=redact)
     if as_json:
         doc: SnapshotDoc = {

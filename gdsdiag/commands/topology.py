@@ -52,7 +52,7 @@ def topology(
 
             if sys.stdout.isatty():  # a person: indented (commands/_common.json_text)
                 parts = (report.topo, report.pairs, report.findings, report.cross_check, report.routing)
-                text = json_text(document(*parts), pretty=True)
+                text = json_text(document(*parts, cross_check_input=report.cross_check_input), pretty=True)
             else:  # a program: the same compact text emit_json writes, made faster (render/topology_json)
                 text = document_text(report)
     if as_json:
@@ -79,5 +79,5 @@ def topology(
         if report.cross_check is not None:
             from ..importers.nvidia_smi import render_cross_check
 
-            render_cross_check(console, report.cross_check)
+            render_cross_check(console, report.cross_check, report.cross_check_input)
     exit_leaving_heap(report.exit_code)

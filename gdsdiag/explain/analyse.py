@@ -27,6 +27,8 @@ def matters(line: Line) -> bool:
         return (line.level or "") in ("ERROR", "WARN", "WARNING")
     if line.kind == "nvfs-stats":
         return bool(_NVFS_ERR_RX.search(line.text))
+    if line.kind == "gds-stats":
+        return bool(re.search(r"\b(err|posix)=[1-9]|Errors\s*:\s*[1-9]", line.text))
     if line.kind == "dmesg":
         return bool(_DMESG_OURS_RX.search(line.text) and _MATTERS_RX.search(line.text))
     if line.kind == "gdscheck" and re.match(r"^[\w ]+\s*:\s*Unsupported\s*$", line.text):

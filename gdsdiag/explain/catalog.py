@@ -12,7 +12,7 @@ from functools import lru_cache
 from ..cufile.errors import CUDA_ERRORS, HINTS, OP_ERRORS
 
 SEVERITIES = ("error", "warn", "info")
-KINDS = ("cufile-log", "gdsio", "gdscheck", "nvfs-stats", "dmesg")
+KINDS = ("cufile-log", "gdsio", "gdscheck", "nvfs-stats", "gds-stats", "dmesg")
 _DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "messages.json")
 
 

@@ -63,25 +63,36 @@ CUFILE_RX = re.compile(
     r"^\s*(?P<time>(?P<d>\d\d)-(?P<mo>\d\d)-(?P<y>\d{4}) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d):(?P<ms>\d+))"
     r"\s+\[pid=(?P<pid>\d+) tid=(?P<tid>\d+)\]\s+(?P<level>[A-Z]+)\s+(?P<comp>[\w.\-]+):\d+\s?(?P<msg>.*)$"
 )
+# The same line with its timestamp (and often the [pid tid] part) cut off, as people trim what
+# they paste: "[pid=3006 tid=3006] ERROR  cufio-fs:78 ..." or "ERROR  cufio-fs:204 NVMe Driver ...".
+# The level word followed by a component:line is cufile.log's own shape, so it is read by content.
+CUFILE_TRIM_RX = re.compile(
+    r"^\s*(?:\[pid=(?P<pid>\d+) tid=(?P<tid>\d+)\]\s+)?(?P<level>ERROR|WARN|NOTICE|INFO|DEBUG|TRACE)\s+"
+    r"(?P<comp>[\w.\-]+):\d+\s?(?P<msg>.*)$"
+)
 DMESG_RX = re.compile(r"^\s*\[\s*(?P<time>\d+\.\d+)\]\s?(?P<msg>.*)$")
 GDSIO_RX = re.compile(r"^IoType: \w+ XferType: \w+|(^|[\s/$])gdsio(_verify)?\s+-|file register error:")
 GDSCHECK_RX = re.compile(
     r"^\s*(GDS release version|DRIVER CONFIGURATION:|cuFile CONFIGURATION:|CUFILE CONFIGURATION:|"
     r"Platform verification (succeeded|failed)|--rdma_device_status)"
 )
+# NVIDIA's gds_stats (cuFile user-space counters of a running process)
+GDS_STATS_RX = re.compile(r"^\s*(cuFile STATS VERSION\s*:|GLOBAL STATS:|PER_GPU STATS:|READ-WRITE SIZE HISTOGRAM\s*:)")
 NVFS_RX = re.compile(r"^\s*(NVFS statistics\(ver:|NVFS Driver\(version:|Bar1-map\s*:|Mmap\s*:)")
 
 
 def detect(text: str) -> str | None:
     """The kind of a pasted text, by which known line shape dominates; None when none fits."""
-    score = dict.fromkeys(("cufile-log", "gdsio", "gdscheck", "nvfs-stats", "dmesg"), 0)
+    score = dict.fromkeys(("cufile-log", "gdsio", "gdscheck", "nvfs-stats", "gds-stats", "dmesg"), 0)
     for raw in text.splitlines()[:20000]:
-        if CUFILE_RX.match(raw):
+        if CUFILE_RX.match(raw) or CUFILE_TRIM_RX.match(raw):
             score["cufile-log"] += 1
         elif GDSIO_RX.search(raw.strip()):
             score["gdsio"] += 3
         elif GDSCHECK_RX.match(raw):
             score["gdscheck"] += 3
+        elif GDS_STATS_RX.match(raw):
+            score["gds-stats"] += 3
         elif NVFS_RX.match(raw):
             score["nvfs-stats"] += 3
         elif DMESG_RX.match(raw):
@@ -101,7 +112,8 @@ def split(path: str, text: str, kind: str) -> tuple[list[Line], int]:
     skipped = 0
     for n, raw in enumerate(text.splitlines(), 1):
         s = raw.strip()
-        if not s or _is_header(n, raw) or not s.strip("=-"):
+        # blank, the capture's '#' lines, separators, and the '. . .' elisions of NVIDIA's own examples
+        if not s or _is_header(n, raw) or not s.strip("=-") or not s.strip(". "):
             skipped += 1
             continue
         m = CUFILE_RX.match(raw)
@@ -123,6 +135,13 @@ def split(path: str, text: str, kind: str) -> tuple[list[Line], int]:
                 )
             )
             continue
+        trim = CUFILE_TRIM_RX.match(raw) if kind == "cufile-log" else None
+        if trim:
+            pid, tid = (int(trim["pid"]), int(trim["tid"])) if trim["pid"] else (None, None)
+            out.append(
+                Line(path, n, "cufile-log", trim["msg"].strip(), raw, trim["level"], pid, tid, None, None, trim["comp"])
+            )
+            continue
         if kind == "dmesg":
             d = DMESG_RX.match(raw)
             if d:
@@ -133,5 +152,7 @@ def split(path: str, text: str, kind: str) -> tuple[list[Line], int]:
             continue
         if kind == "gdsio":
             s = re.sub(r"^\$\s+", "", s)  # pasted shell prompts
+        if kind in ("gds-stats", "nvfs-stats"):
+            s = re.sub(r"^\S+> (?=(gds_stats|cat)\b)", "", s)  # a pasted prompt ('dgx2> gds_stats -p ...')
         out.append(Line(path, n, kind, s, raw))
     return out, skipped

@@ -294,9 +294,11 @@ def load_lspci(paths, numa_spec: str | None = None) -> Topology:
             tree_fns += tree
         blocks = parse_vvv(text)
         details.update(blocks)
-        if not blocks and not tree and "ACSCtl:" in text:
+        grep = not blocks and not tree and "ACSCtl:" in text
+        if grep:
             greps.append((p, acsctl_lines(text)))
-    if not tree_fns and not details:
+        problems += unread_lines(p, text, "tree" if tree else "vvv" if blocks else "grep" if grep else "none")
+    if not tree_fns and not details and not greps:
         raise GdsdiagError("no lspci tree or device blocks found", "send 'lspci -tv' and 'sudo lspci -vvvxxxx' output")
     if tree_fns and not any(f.name for f in tree_fns) and not details:
         problems.append(
@@ -304,7 +306,7 @@ def load_lspci(paths, numa_spec: str | None = None) -> Topology:
             "(send 'lspci -tv', or add plain 'lspci' output for the names)"
         )
     functions = _merge(tree_fns, details)
-    grep_notes, grep_problems = _apply_acs_grep(functions, greps)
+    grep_notes, grep_problems = _apply_acs_grep(functions, greps) if functions else ([], [])
     problems += grep_problems
     numa = _parse_numa_map(numa_spec)
     host_bridges: dict[str, HostBridge] = {}
@@ -330,7 +332,54 @@ def load_lspci(paths, numa_spec: str | None = None) -> Topology:
     topo.origin = "lspci"
     topo.notes += grep_notes
     topo.problems += problems
+    if not tree_fns and not details:
+        # only 'grep ACSCtl' pastes (what forum threads hold): no device, but the ACS settings
+        # themselves are judged (topology.findings: acs-grep)
+        topo.acs_grep = [_grep_summary(path, lines) for path, lines in greps]
     return topo
+
+
+def _grep_summary(path: str, lines: list[AcsControl | None]) -> dict:
+    parsed = [a for a in lines if a is not None]
+    return {
+        "path": path,
+        "lines": len(lines),
+        "unreadable": len(lines) - len(parsed),
+        "redirect": sum(1 for a in parsed if a.redirects),
+        "settings": sorted({a.flags() for a in parsed}),
+    }
+
+
+# What a line of each kind of lspci text may be, beyond what the parsers take: a line matching
+# none is named in the topology's problems (issue 22: an importer never drops a line in silence).
+_PROMPT_RE = re.compile(r"^\s*(\S+@\S+[:~].*)?[$#]\s*(sudo\s+)?lspci\b|^\s*(sudo\s+)?lspci\s+-")
+_MAX_NAMED = 20
+
+
+def unread_lines(path: str, text: str, kind: str) -> list[str]:
+    """'PATH: line N not read: ...' for each line of ``text`` that no parser of its kind takes:
+    tree: neither a root nor a device entry nor a connector-only line; vvv: a non-indented line
+    that is not a device header (indented lines belong to the block above them); grep: a line
+    without 'ACSCtl:'. The first _MAX_NAMED are named, then a count."""
+    out: list[str] = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        s = raw.strip()
+        if not s or raw.startswith("#") or _PROMPT_RE.match(raw):
+            continue
+        if kind == "tree":
+            ok = bool(TREE_ROOT_RE.search(raw) or TREE_DEV_RE.search(raw) or not s.strip("-+\\| `"))
+        elif kind == "vvv":
+            # indented lines belong to the block above; '-x' hex dump rows ('00: b5 13 ...') too
+            ok = raw.startswith((" ", "\t")) or bool(HEADER_RE.match(raw.rstrip()) or HEX_RE.match(raw.rstrip()))
+        elif kind == "grep":
+            ok = "ACSCtl:" in raw
+        else:
+            ok = False
+        if not ok:
+            out.append(f"{path}: line {n} not read: {s[:120]!r}")
+    if len(out) > _MAX_NAMED:
+        out = out[:_MAX_NAMED] + [f"{path}: {len(out) - _MAX_NAMED} more lines not read"]
+    return out
 
 
 def _apply_acs_grep(functions: list[PciFunction], greps) -> tuple[list[str], list[str]]:

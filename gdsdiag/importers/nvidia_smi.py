@@ -20,6 +20,30 @@ ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 LEVELS = {"X", "PIX", "PXB", "PHB", "NODE", "SYS", "SOC"}
 AFFINITY_HEADERS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 
+# nvidia-smi pads cells with tabs and spaces but, on wide matrices, drops the separator between two
+# fields now and then: a header 'NIC7NIC8' (NVIDIA/nccl-tests#311), cells 'NODENODE', 'PIXSYS',
+# ' X PIX' (sgl-project/sglang#14092, 36 NICs). Splitting on whitespace then shifts every later cell
+# by one, so rows and headers are read as a sequence of the tokens nvidia-smi can print, not of
+# whitespace-separated words. NV# is at most two digits (NV18 on NVSwitch systems): a third digit
+# would be a CPU list glued to it.
+CELL_RE = re.compile(r"X|SYS|NODE|PHB|PXB|PIX|SOC|NV\d{1,2}(?![0-9])")
+LABEL_RE = re.compile(r"CPU Affinity|NUMA Affinity|GPU NUMA ID|GPU\d+|NIC\d+|mlx\d+_(?:bond_)?\d+")
+ROW_RE = re.compile(r"^(GPU\d+|NIC\d+|mlx\d+_(?:bond_)?\d+)(?=\s|[A-Z])")
+CPULIST_RE = re.compile(r"^\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*$")
+# Linux's largest NUMA node count (CONFIG_NODES_SHIFT 10: MAX_NUMNODES 1024): a list naming more
+# nodes than that is not a node list, and is not expanded.
+MAX_NODES = 1024
+# Lines around the matrix that nvidia-smi itself prints, or a shell echoing the command.
+KNOWN_LINE_RES = (
+    re.compile(r"^\s*Legend:\s*$"),
+    re.compile(r"^\s*NIC Legend:\s*$"),
+    re.compile(r"^\s*(X|SYS|NODE|PHB|PXB|PIX|SOC|NV#|C2C)\s*=\s*\S"),
+    re.compile(r"^\s*(\S+@\S+[:~].*)?([$#]|\S*>)?\s*(sudo\s+)?nvidia-smi\s+(topo|nvlink)\b.*$"),
+    # 'nvidia-smi nvlink -s' pasted with the matrix: read by parse_nvlink_status
+    re.compile(r"^GPU \d+: .+"),
+    re.compile(r"^\s*Link \d+: (?:[0-9.]+ GB/s|<inactive>)\s*$"),
+)
+
 
 @dataclass
 class SmiMatrix:
@@ -30,54 +54,207 @@ class SmiMatrix:
     numa_affinity: dict[str, list[int]] = field(default_factory=dict)  # every node listed: '0,3-9,11-17'
     gpu_numa_id: dict[str, int | None] = field(default_factory=dict)  # the node that is the GPU's memory
     nic_legend: dict[str, str] = field(default_factory=dict)
+    # Every line or cell the parser did not read, named ('line 12: ...'): never dropped in silence.
+    unread: list[str] = field(default_factory=list)
+    # Glued fields the parser split (what it read, so a person can check it): 'GPU0: NODENODE'.
+    split_glued: list[str] = field(default_factory=list)
+    rows_unread: list[str] = field(default_factory=list)  # matrix rows named in unread
 
     def device_name(self, col: str) -> str:
         return self.nic_legend.get(col, col)
 
 
+# Where the device cells end: an affinity value ('0-55,112-167', '0', 'N/A') is never a cell, so a
+# row short of cells stops there instead of taking its CPU list for a cell
+_AFFINITY_START = re.compile(r"\d|N/A")
+
+
+def _scan(
+    text: str, pattern: re.Pattern[str], limit: int | None = None, stop: re.Pattern[str] | None = None
+) -> tuple[list[str | None], list[str], str, dict[int, str]]:
+    """(tokens, glued words, rest, unknown): ``text`` read as ``pattern`` tokens with optional
+    whitespace between them, up to ``limit`` tokens or a word ``stop`` matches. A whitespace word
+    that is not made of such tokens counts as one token, None, its text in ``unknown`` under its
+    index; 'rest' is what follows the last token read."""
+    out: list[str | None] = []
+    glued: list[str] = []
+    unknown: dict[int, str] = {}
+    pos = 0
+    while limit is None or len(out) < limit:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos >= len(text):
+            break
+        word_end = pos
+        while word_end < len(text) and not text[word_end].isspace():
+            word_end += 1
+        m = pattern.match(text, pos)
+        if m is None:
+            if stop is not None and stop.match(text, pos):
+                break
+            unknown[len(out)] = text[pos:word_end]
+            out.append(None)
+            pos = word_end
+            continue
+        if m.end() < word_end and pattern.match(text, m.end()) is not None:
+            glued.append(text[pos:word_end])
+        out.append(m.group())
+        pos = m.end()
+    return out, glued, text[pos:], unknown
+
+
+def _header_index(lines: list[str]) -> int | None:
+    """The 'topo -m' header line: GPU0 first, indented (as nvidia-smi prints it); else, for text
+    whose leading whitespace was lost (a web page: NVIDIA's configuration guide shows 'GPU0 GPU1
+    ...' flush left), a line that starts with GPU0 and holds nothing but column labels."""
+    for i, ln in enumerate(lines):
+        if re.match(r"^\s+GPU0(?![0-9])", ln):
+            return i
+    for i, ln in enumerate(lines):
+        if re.match(r"^GPU0\s+GPU1(?![0-9])", ln):
+            labels, _, rest, _ = _scan(ln, LABEL_RE)
+            if labels and None not in labels and not rest.strip():
+                return i
+    return None
+
+
+def has_matrix(text: str) -> bool:
+    """Whether the text holds a 'topo -m' header line."""
+    return _header_index([ANSI_RE.sub("", ln) for ln in text.splitlines()]) is not None
+
+
 def parse(text: str) -> SmiMatrix:
     lines = [ANSI_RE.sub("", ln).rstrip("\n") for ln in text.splitlines()]
-    header_i = next((i for i, ln in enumerate(lines) if re.match(r"^\s+GPU0\b", ln)), None)
+    header_i = _header_index(lines)
     if header_i is None:
         raise GdsdiagError(
             "no 'nvidia-smi topo -m' matrix found (header starting with GPU0)",
             "pass the output of 'nvidia-smi topo -m' unchanged",
         )
-    header = [t for t in re.split(r"\t|\s{2,}", lines[header_i].strip()) if t]
+    labels, glued, _, _ = _scan(lines[header_i], LABEL_RE)
+    unread: list[str] = []
+    header: list[str] = []
+    unknown_words = iter(_unknown_words(lines[header_i], labels))
+    for lab in labels:
+        if lab is None:
+            # A column name of no known pattern (an older driver's own device names): kept as a
+            # column so the cells stay in place, and named.
+            name = next(unknown_words, "?")
+            unread.append(f"line {header_i + 1}: header column '{name}' is not a GPU/NIC label; read as a device")
+            header.append(name)
+        else:
+            header.append(lab)
     devs = [t for t in header if t not in AFFINITY_HEADERS]
     aff = [t for t in header if t in AFFINITY_HEADERS]
     m = SmiMatrix(columns=devs)
-    for ln in lines[header_i + 1 :]:
+    m.split_glued += [f"header: {g}" for g in glued]
+    matrix_end = header_i
+    for i in range(header_i + 1, len(lines)):
+        ln = lines[i]
         if not ln.strip():
             if m.cells:
                 break
             continue
-        toks = ln.split()
-        row, cells = toks[0], toks[1:]
-        if row not in devs:
-            break
-        for col, val in zip(devs, cells[: len(devs)]):
-            m.cells[(row, col)] = val
-        # Affinity cells in header order; empty cells vanish in split(), which keeps the order
-        # (a NIC row has none; 'N/A' stands in for an unknown one)
-        rest = dict(zip(aff, cells[len(devs) :]))
-        if "CPU Affinity" in rest:
-            m.cpu_affinity[row] = rest["CPU Affinity"]
-        if "NUMA Affinity" in rest:
-            nodes = _nodelist(rest["NUMA Affinity"])
-            m.numa_affinity[row] = nodes
-            # Grace Hopper/Blackwell list the CPU node first, then memory-only nodes: '0,3-9,11-17'
-            m.numa[row] = nodes[0] if nodes else None
-        if "GPU NUMA ID" in rest:
-            v = rest["GPU NUMA ID"]
-            m.gpu_numa_id[row] = int(v) if v.isdigit() else None
-    for ln in lines:
+        rm = ROW_RE.match(ln)
+        # a row whose label is no column is still a row: 'topo -mp' trimmed to its first columns
+        # (NVIDIA's configuration guide shows 8 of a DGX-2's columns for all 16 GPUs and 4 NICs)
+        if rm is None:
+            if m.cells:
+                break  # the matrix is over: what follows is checked line by line below
+            unread.append(f"line {i + 1}: not a matrix row: {ln.strip()[:120]!r}")
+            continue
+        matrix_end = i
+        row = rm.group(1)
+        cells, glued_cells, rest, odd = _scan(ln[rm.end() :], CELL_RE, len(devs), _AFFINITY_START)
+        m.split_glued += [f"{row}: {g}" for g in glued_cells]
+        if len(cells) < len(devs):
+            why = f"{len(cells)} cells for {len(devs)} columns"
+            unread.append(f"line {i + 1}: row {row} not read ({why}): {_clip(ln.strip(), 160)}")
+            m.rows_unread.append(row)
+            continue
+        # A whole-word cell of no known kind, in a row of the right length: the others are in place,
+        # that one is '?' (never compared) and named
+        for j, word in odd.items():
+            unread.append(f"line {i + 1}: row {row}, column {devs[j]}: cell {_clip(word)} is of no known kind")
+        for col, val in zip(devs, cells):
+            m.cells[(row, col)] = val if val is not None else "?"
+        _affinity(m, row, aff, rest.split(), i + 1, unread)
+    for i, ln in enumerate(lines):
+        if i <= matrix_end:
+            continue
         mm = re.match(r"^\s*(NIC\d+):\s*(\S+)\s*$", ln)
         if mm:
             m.nic_legend[mm.group(1)] = mm.group(2)
+        elif ln.strip() and not any(r.match(ln) for r in KNOWN_LINE_RES):
+            unread.append(f"line {i + 1}: not part of 'nvidia-smi topo -m': {ln.strip()[:120]!r}")
+    for i, ln in enumerate(lines[:header_i]):
+        # '#' lines on top are comments (a capture's source lines, as explain reads them too)
+        if ln.strip() and not ln.startswith("#") and not any(r.match(ln) for r in KNOWN_LINE_RES):
+            unread.append(f"line {i + 1}: before the matrix, not read: {ln.strip()[:120]!r}")
+    unread.sort(key=lambda u: int(u.split(":")[0].split()[1]))
+    if len(unread) > MAX_UNREAD:  # every one counted, the first named: a hostile text stays small
+        unread = unread[:MAX_UNREAD] + [f"{len(unread) - MAX_UNREAD} more lines or cells not read"]
+    m.unread = unread
     if not m.cells:
-        raise GdsdiagError("the nvidia-smi matrix has no rows", "pass the whole 'nvidia-smi topo -m' output")
+        raise GdsdiagError(
+            "the nvidia-smi matrix has no rows it could read" + (f" ({m.unread[0]})" if m.unread else ""),
+            "pass the whole 'nvidia-smi topo -m' output",
+        )
     return m
+
+
+MAX_UNREAD = 50
+
+
+def _clip(value: str, n: int = 60) -> str:
+    """A value quoted for a message, cut to ``n`` characters (one line, whatever the input holds)."""
+    return repr(value if len(value) <= n else value[:n] + "...")
+
+
+def _unknown_words(line: str, labels: list[str | None]) -> list[str]:
+    """The header words read as unknown labels, in order: the line's words once the known labels
+    (and affinity headings) are cut out, in one pass (a hostile header of many words stays linear)."""
+    known = [lab for lab in labels if lab is not None]
+    if not known:
+        return line.split()
+    pattern = re.compile("|".join(re.escape(k) for k in sorted(set(known), key=len, reverse=True)))
+    return pattern.sub(" ", line).split()
+
+
+def _affinity(m: SmiMatrix, row: str, aff: list[str], vals: list[str], lineno: int, unread: list[str]) -> None:
+    """The affinity cells after the device cells, in header order. Empty cells vanish in split(),
+    which keeps the order (a NIC row has none; 'N/A' stands in for an unknown one). A value of the
+    wrong shape is named and not used."""
+    if len(vals) > len(aff):
+        unread.append(
+            f"line {lineno}: row {row}: {len(vals) - len(aff)} cells past the last column: {vals[len(aff) :]}"
+        )
+    for head, v in zip(aff, vals):
+        if head == "CPU Affinity":
+            if CPULIST_RE.match(v) or v == "N/A":
+                m.cpu_affinity[row] = v
+            else:
+                unread.append(f"line {lineno}: row {row}: CPU Affinity {_clip(v)} is not a CPU list")
+        elif head == "NUMA Affinity":
+            if v == "N/A":
+                m.numa_affinity[row], m.numa[row] = [], None
+                continue
+            try:
+                nodes = _nodelist(v)
+            except ValueError as e:
+                unread.append(f"line {lineno}: row {row}: NUMA Affinity {_clip(v)} {e}")
+                m.numa[row] = None
+                continue
+            m.numa_affinity[row] = nodes
+            # Grace Hopper/Blackwell list the CPU node first, then memory-only nodes: '0,3-9,11-17'
+            m.numa[row] = nodes[0] if nodes else None
+        elif head == "GPU NUMA ID":
+            if v.isdigit():
+                m.gpu_numa_id[row] = int(v)
+            elif v == "N/A":
+                m.gpu_numa_id[row] = None
+            else:
+                unread.append(f"line {lineno}: row {row}: GPU NUMA ID {_clip(v)} is not a node number")
 
 
 def parse_nvlink_status(text: str) -> list[dict]:
@@ -97,13 +274,20 @@ def parse_nvlink_status(text: str) -> list[dict]:
 
 
 def _nodelist(text: str) -> list[int]:
-    """'0,3-9,11-17' -> [0, 3, 4, ..., 17]; 'N/A' -> []. Order kept: the first is the CPU node."""
+    """'0,3-9,11-17' -> [0, 3, 4, ..., 17]. Order kept: the first is the CPU node. ValueError
+    (saying why) for text that is not a node list, or one naming more than MAX_NODES nodes: a
+    range such as '0-4000000000' is refused before it is expanded."""
     out: list[int] = []
     for part in text.split(","):
         lo, sep, hi = part.strip().partition("-")
         if not lo.isdigit() or (sep and not hi.isdigit()):
-            return []
-        out.extend(range(int(lo), int(hi) + 1) if sep else [int(lo)])
+            raise ValueError("is not a NUMA node list")
+        first, last = int(lo), int(hi) if sep else int(lo)
+        if last < first:
+            raise ValueError(f"has a backwards range {part.strip()}")
+        if last >= MAX_NODES or len(out) + last - first + 1 > MAX_NODES:
+            raise ValueError(f"names nodes past {MAX_NODES - 1} (Linux's MAX_NUMNODES is {MAX_NODES}): not expanded")
+        out.extend(range(first, last + 1))
     return out
 
 
@@ -161,15 +345,74 @@ def _match_devices(topo: Topology, m: SmiMatrix) -> tuple[dict[str, object], dic
 def cross_check(topo: Topology, pairs, text: str, text_source: str | None = None) -> list[dict]:
     """One entry per GPU-row cell: ``agree`` True/False when compared, None when not compared
     (with the reason in ``note``): a cell not compared is never counted as agreeing."""
+    return cross_check_report(topo, pairs, text, text_source)[0]
+
+
+def other_node(topo: Topology, m: SmiMatrix) -> list[str]:
+    """Why the text cannot be this node's (or this view's: a Slurm job or a container that sees a
+    subset of the GPUs numbers them from 0 again, so GPU indices no longer name the same cards).
+    Empty when nothing says so."""
+    why: list[str] = []
+    ours = topo.by_role(Role.GPU)
+    theirs = [c for c in m.columns if c.startswith("GPU")]
+    if ours and len(theirs) != len(ours):
+        why.append(f"it lists {len(theirs)} GPUs, this node has {len(ours)}")
+    cpus = set().union(*topo.cpu.node_cpus.values()) if topo.cpu.node_cpus else set()
+    if cpus:
+        listed: set[int] = set()
+        for v in m.cpu_affinity.values():
+            if v != "N/A":
+                if CPULIST_RE.match(v):  # only its largest number: '0-4000000000' is never expanded
+                    listed.add(max(int(x) for x in re.split(r"[-,]", v)))
+        if listed and max(listed) > max(cpus):
+            why.append(f"its CPU affinity names CPU {max(listed)}, this node's last CPU is {max(cpus)}")
+    named = {n for d in topo.by_role(Role.NIC) for n in d.names}
+    legend = set(m.nic_legend.values())
+    if named and legend and not (named & legend):
+        why.append(f"none of its NICs ({', '.join(sorted(legend)[:4])}...) is on this node")
+    # (NUMA nodes that differ are not taken as another node: firmware's numa_node can be wrong, and
+    # an lspci import's --numa is the user's; they are compared per GPU row, cross_check_input.numa)
+    return why
+
+
+def cross_check_report(topo: Topology, pairs, text: str, text_source: str | None = None) -> tuple[list[dict], dict]:
+    """(cells, input): the cells of ``cross_check`` and what the text held that was not compared:
+    ``unread`` (lines and cells named), ``split_glued`` (glued fields read apart), ``other_node``
+    (why the text is not this node's: then no cell is compared), ``compared`` / ``not_compared``."""
     m = parse(text)
     ours, how = _match_devices(topo, m)
+    foreign = other_node(topo, m)
     by_pair = {(p.a.bdf, p.b.bdf): p for p in pairs}
-    out = []
+    out: list[dict] = []
+    for row in m.rows_unread:
+        if row.startswith("GPU"):
+            for col in m.columns:
+                if col != row:
+                    out.append(
+                        {
+                            "row": row,
+                            "column": col,
+                            "nvidia_smi": None,
+                            "gdsdiag": None,
+                            "agree": None,
+                            "note": "not compared: nvidia-smi's row could not be read (see cross_check_input.unread)",
+                        }
+                    )
     for (row, col), theirs in m.cells.items():
         if row == col or not row.startswith("GPU") or theirs == "X":
             continue
         a, b = ours.get(row), ours.get(col)
         entry: dict[str, object] = {"row": row, "column": col, "nvidia_smi": theirs}
+        if foreign:
+            entry.update(
+                gdsdiag=None, agree=None, note="not compared: the text is not this node's: " + "; ".join(foreign)
+            )
+            out.append(entry)
+            continue
+        if theirs == "?":
+            entry.update(gdsdiag=None, agree=None, note="not compared: nvidia-smi's cell is of no known kind")
+            out.append(entry)
+            continue
         if a is None or b is None:
             entry.update(gdsdiag=None, agree=None, note="not compared: " + (how[row] if a is None else how[col]))
             out.append(entry)
@@ -192,11 +435,48 @@ def cross_check(topo: Topology, pairs, text: str, text_source: str | None = None
                 )
             else:
                 entry.update(gdsdiag=p.label, agree=p.label == theirs, note=f"NVLink from {p.nvlink.source}")
+        elif p.label == "?":
+            entry.update(
+                gdsdiag="?",
+                agree=None,
+                note="not compared: gdsdiag cannot tell NODE from SYS here (a host bridge's NUMA node is unknown; "
+                "lspci imports take --numa)",
+            )
         else:
             entry.update(gdsdiag=p.label, agree=p.label == theirs)
         if "order among" in how.get(col, ""):
             prev = str(entry.get("note") or "")
             entry["note"] = (prev + "; " if prev else "") + "matched by " + how[col]
+        out.append(entry)
+    meta = {
+        "unread": m.unread,
+        "split_glued": m.split_glued,
+        "other_node": foreign,
+        "numa": [] if foreign else _numa_rows(topo, m, ours),
+        "compared": sum(1 for e in out if e["agree"] is not None),
+        "not_compared": sum(1 for e in out if e["agree"] is None),
+    }
+    return out, meta
+
+
+def _numa_rows(topo: Topology, m: SmiMatrix, ours: dict) -> list[dict]:
+    """Per GPU row: nvidia-smi's NUMA Affinity (its CPU node, the first listed) against the NUMA
+    node gdsdiag reads for that GPU; agree None when either side does not say."""
+    out = []
+    for row in [c for c in m.columns if c.startswith("GPU")]:
+        if row not in m.numa:
+            continue
+        dev = ours.get(row)
+        theirs = m.numa[row]
+        mine = topo.numa_of(dev) if dev is not None else None
+        entry: dict = {"row": row, "nvidia_smi": theirs, "gdsdiag": mine}
+        if theirs is None or mine is None:
+            entry.update(
+                agree=None,
+                note="not compared: " + ("nvidia-smi says N/A" if theirs is None else "gdsdiag does not know"),
+            )
+        else:
+            entry["agree"] = theirs == mine
         out.append(entry)
     return out
 
@@ -209,22 +489,70 @@ def summary(results: list[dict]) -> str:
     return f"cross-check with nvidia-smi, {len(results)} cells: " + ", ".join(parts)
 
 
-def render_cross_check(console, results: list[dict]) -> None:
-    """A summary line, then one line per cell that is not an agreement (differs / not compared)."""
+def render_cross_check(console, results: list[dict], meta: dict | None = None) -> None:
+    """A summary line, then one line per cell that is not an agreement (differs / not compared),
+    then every line or cell of the text that was not read. A text that is not this node's gets
+    one line saying why instead of a line per cell."""
     from rich.text import Text
 
+    meta = meta or {}
     if not results:
         console.print("cross-check: nvidia-smi lists no GPU pair or NIC to compare", style="yellow")
-        return
-    shown = [r for r in results if r["agree"] is not True]
-    style = "red" if any(r["agree"] is False for r in results) else "yellow" if shown else "green"
-    console.print(Text(summary(results), style=f"bold {style}"))
-    for r in shown:
-        word = "differs" if r["agree"] is False else "not compared"
-        line = f"  {r['row']}/{r['column']}: nvidia-smi {r['nvidia_smi']}, gdsdiag {r.get('gdsdiag') or '-'} — {word}"
-        note = r.get("note", "")
-        if note and not note.startswith("not compared"):
-            line += f" ({note})"
-        elif note:
-            line += note[len("not compared") :]
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    else:
+        compared = sum(1 for r in results if r["agree"] is not None) + sum(
+            1 for r in meta.get("numa") or [] if r["agree"] is not None
+        )
+        shown = [r for r in results if r["agree"] is not True]
+        style = "red" if any(r["agree"] is False for r in results) else "yellow" if shown else "green"
+        console.print(Text(summary(results), style=f"bold {style}"))
+        if not compared:
+            console.print(
+                Text("cross-check: nothing was compared, no cell and no NUMA node (exit 3)", style="bold red")
+            )
+        if meta.get("other_node"):
+            console.print(
+                "  the nvidia-smi text is not this node's (or not this view of it): "
+                + "; ".join(meta["other_node"])
+                + " — run 'nvidia-smi topo -m' on this node, outside any job or container that hides GPUs",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+            shown = [r for r in shown if not str(r.get("note", "")).startswith("not compared: the text is not")]
+        for r in shown:
+            word = "differs" if r["agree"] is False else "not compared"
+            line = (
+                f"  {r['row']}/{r['column']}: nvidia-smi {r['nvidia_smi']}, gdsdiag {r.get('gdsdiag') or '-'} — {word}"
+            )
+            note = r.get("note", "")
+            if note and not note.startswith("not compared"):
+                line += f" ({note})"
+            elif note:
+                line += note[len("not compared") :]
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+    numa = meta.get("numa") or []
+    differ = [r for r in numa if r["agree"] is False]
+    if numa:
+        same = sum(1 for r in numa if r["agree"] is True)
+        console.print(
+            f"NUMA affinity of {len(numa)} GPU rows: {same} agree, {len(differ)} disagree"
+            + (f", {len(numa) - same - len(differ)} not compared" if len(numa) - same - len(differ) else ""),
+            markup=False,
+            highlight=False,
+            style="red" if differ else None,
+        )
+        for r in differ:
+            console.print(
+                f"  {r['row']}: nvidia-smi NUMA {r['nvidia_smi']}, gdsdiag {r['gdsdiag']} — differs", markup=False
+            )
+    if meta.get("split_glued"):
+        console.print(
+            f"  nvidia-smi glued {len(meta['split_glued'])} pairs of fields with no space between them; read apart: "
+            + ", ".join(meta["split_glued"][:6])
+            + (" ..." if len(meta["split_glued"]) > 6 else ""),
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    for u in meta.get("unread", []):
+        console.print(f"  not read: {u}", markup=False, highlight=False, soft_wrap=True, style="yellow")

@@ -23,11 +23,17 @@ def _pids(g) -> str:
     return f"  {len(pids)} pid{'s' if len(pids) > 1 else ''} ({shown})"
 
 
+# what to do when the content did not say which tool wrote it
+_UNRECOGNISED = (
+    "unrecognised text (if it is cufile.log, gdsio, gdscheck, nvidia-fs stats or dmesg output, say which with --kind)"
+)
+
+
 def lines(report, verbose: bool = False) -> list[str]:
     out: list[str] = []
     for f in report.files:
         out.append(
-            f"{f.path}: {f.kind or 'unrecognised text'}, {f.explained} lines explained, "
+            f"{f.path}: {f.kind or _UNRECOGNISED}, {f.explained} lines explained, "
             f"{f.unknown} unknown, {f.skipped} blank/structural"
         )
     out.append("")

@@ -31,6 +31,7 @@ def document(
     routing: list[dict] | None = None,
     *,
     with_devices: bool = True,
+    cross_check_input: dict | None = None,
 ) -> schema.TopologyDoc:
     """The document; ``with_devices=False`` leaves the devices list empty, for document_text,
     which writes it from pieces."""
@@ -65,6 +66,8 @@ def document(
     }
     if cross_check is not None:
         doc["cross_check"] = cast("list[schema.CrossCheckCell]", cross_check)
+    if cross_check_input is not None:
+        doc["cross_check_input"] = cast("schema.CrossCheckInput", cross_check_input)
     return doc
 
 
@@ -74,7 +77,15 @@ def document_text(report: TopologyReport) -> str:
     ``PairAnalysis.json_text``) instead of the encoder walking thousands of dicts that repeat the
     same links and hops: on a large node that took a fifth of ``topology --json``'s time
     (docs/benchmarks.md). tests/test_topology_json_text.py checks both ways give the same bytes."""
-    doc = document(report.topo, [], report.findings, report.cross_check, report.routing, with_devices=False)
+    doc = document(
+        report.topo,
+        [],
+        report.findings,
+        report.cross_check,
+        report.routing,
+        with_devices=False,
+        cross_check_input=report.cross_check_input,
+    )
     parts = []
     for key, value in doc.items():
         if key == "devices":

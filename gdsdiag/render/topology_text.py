@@ -43,6 +43,8 @@ LEGEND = [
     "PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)",
     "PIX  = Connection traversing at most a single PCIe bridge",
     "NV#  = Connection traversing a bonded set of # NVLinks (GPU peer traffic goes over NVLink)",
+    "?    = not known from this input: NODE or SYS (NUMA placement unknown: lspci imports take --numa), "
+    "or two GPUs with no NVLink source",
     "mark after a PCIe level: none = P2P below a common bridge, ~ = P2P through the root complex, "
     "! = no P2P, ? = unknown (see --json 'reasons' or docs/topology.md)",
 ]
@@ -203,7 +205,8 @@ def matrix(topo: Topology, pairs: list[PairAnalysis], width: int = 200) -> list[
                     row.append(Text("-"))
                 else:
                     mark = "" if p.nvlink else _VERDICT_MARK[p.verdict]
-                    row.append(Text(p.label + mark, style=_VERDICT_STYLE[p.verdict]))
+                    cell = "?" if p.nvlink_unknown else p.label + mark
+                    row.append(Text(cell, style=_VERDICT_STYLE[p.verdict]))
             cpu, numa, gnode = aff[g.bdf]
             row += [Text(cpu), Text(numa)] + ([Text(gnode or "N/A")] if gpu_numa else [])
             t.add_row(*row)

@@ -179,7 +179,7 @@ class Finding(TypedDict):
 class _Cell(TypedDict):
     row: str
     column: str
-    nvidia_smi: str
+    nvidia_smi: str | None  # None: nvidia-smi's row could not be read (cross_check_input.unread says why)
     gdsdiag: str | None
     agree: bool | None
 
@@ -188,6 +188,26 @@ class CrossCheckCell(_Cell, total=False):
     a: str | None
     b: str | None
     note: str
+
+
+class _NumaRow(TypedDict):
+    row: str
+    nvidia_smi: int | None
+    gdsdiag: int | None
+    agree: bool | None
+
+
+class NumaRow(_NumaRow, total=False):
+    note: str
+
+
+class CrossCheckInput(TypedDict):
+    unread: list[str]  # every line or cell of the nvidia-smi text not read, with its line number
+    split_glued: list[str]  # fields nvidia-smi printed with no space between them, read apart
+    other_node: list[str]  # why the text is not this node's (then no cell is compared)
+    numa: list[NumaRow]  # per GPU row: nvidia-smi's NUMA Affinity (CPU node) against gdsdiag's
+    compared: int
+    not_compared: int
 
 
 class _TopologyDoc(TypedDict):
@@ -205,3 +225,4 @@ class _TopologyDoc(TypedDict):
 
 class TopologyDoc(_TopologyDoc, total=False):
     cross_check: list[CrossCheckCell]  # only with --cross-check / --nvidia-smi
+    cross_check_input: CrossCheckInput  # with cross_check

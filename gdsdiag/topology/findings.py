@@ -12,6 +12,9 @@ if TYPE_CHECKING:
     from ..schema import topology as schema
 
 
+VIRTIO_VENDOR = 0x1AF4  # Red Hat, Inc.: the virtio PCI devices (VIRTIO spec 1.2, 4.1.2)
+
+
 @dataclass
 class Finding:
     id: str
@@ -40,6 +43,35 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
                 "GDS best-practices guide shows); P2P otherwise detours through the root complex",
             )
         )
+    # A bare 'grep ACSCtl' paste: no device named, so no pair; the settings are still a finding
+    for grep in topo.acs_grep:
+        where = f"{grep['path']}: {grep['lines']} ACSCtl lines, settings " + ", ".join(grep["settings"])
+        if grep["unreadable"]:
+            where += f"; {grep['unreadable']} lines without all seven flags (not read)"
+        if grep["redirect"]:
+            out.append(
+                Finding(
+                    "acs-grep-redirect",
+                    "warn",
+                    f"ACS redirect on {grep['redirect']} of {grep['lines']} ACS-capable ports (which ports: unknown, "
+                    "the grep names no device)",
+                    where,
+                    "if these ports lie between GPUs and their NVMe/NIC, disable ACS redirect on them (BIOS 'ACS' "
+                    "option or setpci at boot); send 'lspci -tv' and the full 'sudo lspci -vvv' to place them",
+                )
+            )
+        else:
+            out.append(
+                Finding(
+                    "acs-grep-clear",
+                    "info" if grep["lines"] and not grep["unreadable"] else "warn",
+                    f"no ACS redirect on any of the {grep['lines']} ACS-capable ports"
+                    if not grep["unreadable"]
+                    else f"no ACS redirect on the {grep['lines'] - grep['unreadable']} ports read; {grep['unreadable']} unread",
+                    where,
+                    "nothing to do for ACS; send 'lspci -tv' for the rest of the topology",
+                )
+            )
     unknown = sorted({b for p in pairs for b in p.acs_unknown_bridges})
     if unknown:
         listed = ", ".join(unknown[:8]) + (" …" if len(unknown) > 8 else "")
@@ -116,8 +148,17 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
                     "across root ports traffic is bounded by the root complex",
                 )
             )
-    # GPU pairs joined by NVLink do not use PCI P2PDMA between them: no warning for those
-    not_supported = [p for p in pairs if p.p2pdma == P2pDmaMap.NOT_SUPPORTED and p.nvlink is None]
+    # GPU pairs joined by NVLink do not use PCI P2PDMA between them: no warning for those. Nor for
+    # paravirtual (virtio) devices: a virtio NIC or disk does no peer DMA of any kind, so the kernel
+    # refusing P2PDMA to it changes nothing (every VM has one; issue 22: a warning, exit 1, on each)
+    not_supported = [
+        p
+        for p in pairs
+        if p.p2pdma == P2pDmaMap.NOT_SUPPORTED
+        and p.nvlink is None
+        and not p.nvlink_unknown  # two GPUs that NVLink may join: PCI P2PDMA may never be asked for
+        and VIRTIO_VENDOR not in (p.a.fn.vendor, p.b.fn.vendor)
+    ]
     if not_supported:
         out.append(
             Finding(
@@ -133,16 +174,48 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
         for bdf, g in sorted(topo.nvlink.gpus.items()):
             if g.links_inactive:
                 dev = topo.devices.get(bdf)
+                # Links to peer GPUs (not an NVSwitch) the matrix names: when they add up to the
+                # active links, every peer the board wires is reached and the inactive links join
+                # nothing -- unused by design on boards that leave some unwired -- so no repair
+                # is claimed, only the fact (issue 22: "needs servicing" on such a box)
+                to_peers = sum(p.links for p in topo.nvlink.pairs.values() if bdf in (p.a, p.b) and not p.via_nvswitch)
+                by_design = bool(to_peers) and to_peers == g.links_active
+                title = (
+                    f"{dev.display() if dev else bdf}: {g.links_inactive} NVLink(s) inactive, {g.links_active} active"
+                )
+                if by_design:
+                    out.append(
+                        Finding(
+                            f"nvlink-inactive:{bdf}",
+                            "info",
+                            title + f" (the matrix's NV# cells to peer GPUs account for all {g.links_active} active)",
+                            topo.nvlink.source,
+                            "nothing, if the board does not wire those links; if it does ('nvidia-smi nvlink -c' lists "
+                            "each link's capabilities), check 'nvidia-smi nvlink -e' error counters",
+                        )
+                    )
+                    continue
                 out.append(
                     Finding(
                         f"nvlink-inactive:{bdf}",
                         "warn",
-                        f"{dev.display() if dev else bdf}: {g.links_inactive} NVLink(s) inactive, {g.links_active} active",
+                        title,
                         topo.nvlink.source,
                         "check 'nvidia-smi nvlink -e' error counters and the fabric manager (NVSwitch systems); a link "
                         "that stays down after a reset needs the GPU/baseboard serviced",
                     )
                 )
+        for i, text in enumerate(topo.nvlink_unplaced):
+            out.append(
+                Finding(
+                    f"nvlink-inactive:text{i}",
+                    "warn",
+                    text,
+                    topo.nvlink.source,
+                    "check 'nvidia-smi nvlink -e' error counters and the fabric manager (NVSwitch systems); a link "
+                    "that stays down after a reset needs the GPU/baseboard serviced",
+                )
+            )
         for prob in topo.nvlink.problems:
             out.append(Finding("read-problem", "info", prob, topo.nvlink.source, "check the capture"))
     for note in topo.notes:

@@ -109,6 +109,11 @@ class Topology:
     nvlink_note: str = ""  # why there is no NVLink data (shown, never silent)
     origin: str = "sysfs"  # sysfs (live, snapshot, any root) | lspci (a text someone sent)
     notes: list[str] = field(default_factory=list)  # how an input was used (not a problem), e.g. an ACSCtl grep applied
+    # 'lspci -vvv | grep ACSCtl' pastes given with no tree or device blocks: per file, the lines and
+    # how many redirect (the grep names no device, so nothing can be placed; the settings are judged)
+    acs_grep: list[dict] = field(default_factory=list)
+    # 'nvidia-smi nvlink -s' GPUs with links down that are not on this topology (the text alone)
+    nvlink_unplaced: list[str] = field(default_factory=list)
 
     def by_role(self, *roles: Role) -> list[Device]:
         return [d for d in self.devices.values() if d.role in roles]

@@ -49,6 +49,13 @@ def apply_link_status(topo, info: NvLinkInfo, gpus: list[dict], source: str) -> 
         d = ours.get(f"GPU{g['index']}")
         if d is None:
             info.problems.append(f"{source}: GPU {g['index']} is not in this topology")
+            down = sum(1 for v in g["links"].values() if v is None)
+            if down:
+                # judged from the text alone (a forum paste, no node to place it on): still a warning
+                topo.nvlink_unplaced.append(
+                    f"GPU {g['index']} ({g['name']}) in {source}: {down} NVLink(s) inactive, "
+                    f"{len(g['links']) - down} active"
+                )
             continue
         speeds = g["links"].values()
         entry = info.gpus.setdefault(d.bdf, NvLinkGpu(d.bdf))

@@ -38,6 +38,9 @@ class SmiLevel(str, Enum):
     PHB = "PHB"
     NODE = "NODE"
     SYS = "SYS"
+    # Across host bridges whose NUMA nodes are not both known (an lspci import without --numa):
+    # NODE or SYS, and the input cannot tell which (issue 22: never state NODE without support)
+    UNKNOWN = "?"
 
 
 class NcclLevel(str, Enum):
@@ -132,6 +135,9 @@ class PairAnalysis:
     verdict: P2pVerdict
     reasons: list[str] = field(default_factory=list)
     nvlink: NvLinkPair | None = None
+    # two GPUs whose PCIe path allows no P2P, with no NVLink source to say whether NVLink joins
+    # them: the verdict is UNKNOWN and the matrix cell '?' (what nvidia-smi prints is not known)
+    nvlink_unknown: bool = False
     # what the pair took from the bridges between its devices (shared with every pair below the
     # same two parents): json_text encodes that part once for all of them
     mid: _Between | None = field(default=None, repr=False, compare=False)
@@ -352,10 +358,13 @@ def _between(topo: Topology, a: Device, b: Device) -> _Between:
         smi = SmiLevel.PHB
     elif numa_a is not None and numa_b is not None and numa_a != numa_b:
         smi = SmiLevel.SYS
+    elif numa_a is None or numa_b is None:
+        smi = SmiLevel.UNKNOWN
+        reasons.append(
+            "NUMA node of a host bridge unknown: NODE or SYS, the input cannot tell (lspci imports: give --numa)"
+        )
     else:
         smi = SmiLevel.NODE
-        if numa_a is None or numa_b is None:
-            reasons.append("NUMA node of a host bridge unknown: NODE assumed (could be SYS)")
     na, nb = _device_nccl_nodes(a), _device_nccl_nodes(b)
     shared = [s for s in na if s in nb]
     if shared:
@@ -438,6 +447,31 @@ def analyse_pair(topo: Topology, a: Device, b: Device, memo: dict[tuple, _Betwee
             )
         verdict, reasons = shared[0], list(shared[1])
     nv = topo.nvlink.between(a.bdf, b.bdf) if topo.nvlink is not None else None
+    if (
+        nv is None
+        and verdict == P2pVerdict.NO
+        and a.role == Role.GPU
+        and b.role == Role.GPU
+        and _nvlink_unknown(topo, a, b)
+    ):
+        # No NVLink source at all (a snapshot without NVML or nvidia-smi text, an lspci import):
+        # GPUs joined by NVLink (every SXM board) send peer traffic over it, whatever the PCIe
+        # path allows, so "no P2P" between two GPUs is not known here (issue 22: NVLinked H200s
+        # showed PHB!). A storage or NIC pair through either GPU keeps its PCIe verdict.
+        reasons.insert(
+            0,
+            (
+                "no NVLink source (" + (topo.nvlink_note or "none read") + ")"
+                if topo.nvlink is None
+                else f"{topo.nvlink.source}: NVLinks active, but to which peer is not said"
+            )
+            + f": if NVLink joins these GPUs their peer traffic takes it, so the PCIe verdict ({verdict.value}) "
+            "does not decide GPU P2P",
+        )
+        verdict = P2pVerdict.UNKNOWN
+        nvlink_unknown = True
+    else:
+        nvlink_unknown = False
     if nv is not None and nv.p2p_ok is not False:
         # CUDA peer copies between these GPUs take NVLink; the PCIe verdict above stays in the
         # reasons (it still decides a storage or NIC path through either GPU).
@@ -463,8 +497,21 @@ def analyse_pair(topo: Topology, a: Device, b: Device, memo: dict[tuple, _Betwee
         verdict=verdict,
         reasons=reasons,
         nvlink=nv,
+        nvlink_unknown=nvlink_unknown,
         mid=mid,
     )
+
+
+def _nvlink_unknown(topo: Topology, a: Device, b: Device) -> bool:
+    """Whether nothing says if NVLink joins ``a`` and ``b``: no NVLink source at all, or one that
+    has link states but no pairs ('nvidia-smi nvlink -s' alone) while either GPU has active links
+    (to the other, or to an NVSwitch: the text does not say)."""
+    info = topo.nvlink
+    if info is None:
+        return True
+    if info.pairs:
+        return False
+    return any(g.links_active for bdf, g in info.gpus.items() if bdf in (a.bdf, b.bdf))
 
 
 def host_bridge_allows(topo: Topology, hb_a: str, hb_b: str) -> bool | None:
