@@ -31,6 +31,21 @@ tr dl-spawn-warm warm dl-spawn
 tr pq-load-cold cold pq-load
 tr np-memmap-warm warm np-memmap
 tr np-memmap-cold cold np-memmap
+tr jax-load-cold cold jax-load
+tr h5-load-warm warm h5-load
+# a running process found by --pid (imports and CUDA done before the trace): st-load once it sees DIR/go
+if [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" st-pid "* ]]; then
+  python3 $L evict "$D" > "$OUT/st-pid.cache.txt" 2>&1; rm -f "$D/go"
+  python3 $L st-wait "$D" > "$OUT/st-pid.app.txt" 2>&1 &
+  for _ in $(seq 300); do grep -q '^ready' "$OUT/st-pid.app.txt" 2>/dev/null && break; sleep 0.1; done
+  pid=$(awk '/^ready/ {print $2}' "$OUT/st-pid.app.txt")
+  timeout 60 python3 -m gdsdiag trace --json --record "$OUT/st-pid.rec.jsonl" --pid "$pid" > "$OUT/st-pid.jsonl" 2> "$OUT/st-pid.err" &
+  tp=$!
+  for _ in $(seq 300); do grep -q 'tracing' "$OUT/st-pid.err" 2>/dev/null && break; sleep 0.1; done
+  touch "$D/go"; wait $tp; echo "rc=$?" >> "$OUT/st-pid.err"
+  grep '^GROUND_TRUTH' "$OUT/st-pid.app.txt" >> "$OUT/st-pid.jsonl"; gzip -f "$OUT/st-pid.rec.jsonl"
+  echo "== st-pid done at $(( $(date +%s) - T0 )) s" >> "$OUT/progress.txt"
+fi
 python3 tests/workloads/score_loaders.py "$OUT"/*.jsonl > "$OUT/score.txt" 2>&1
 echo "all done at $(( $(date +%s) - T0 )) s" >> "$OUT/progress.txt"
 rm -rf "$D"

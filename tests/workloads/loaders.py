@@ -16,6 +16,9 @@ LOADER is one of:
   pq-load     pyarrow.parquet.read_table (its own thread pool, snappy pages decoded into its own
               buffers) then cupy.asarray of each column
   np-memmap   numpy.load(mmap_mode="r") then cupy.asarray (a copy from the mapping)
+  jax-load    numpy.fromfile then jax.device_put (JAX's own driver calls)
+  h5-load     h5py dataset reads then cupy.asarray (HDF5's own reads into NumPy buffers)
+  st-wait     st-load, started untraced: it waits for DIR/go before loading (for `trace --pid`)
 
 Each loader prints one line `GROUND_TRUTH {json}`: for every file it read, the bytes of it that reached
 the GPU and the route they took (no cuFile call in any of these: host memory, DRAM_BOUNCE), the file's
@@ -38,6 +41,8 @@ def _paths(d: str) -> dict:
         "dl": os.path.join(d, "samples"),
         "pq": os.path.join(d, "table.parquet"),
         "npy": os.path.join(d, "array.npy"),
+        "raw": os.path.join(d, "raw.bin"),
+        "h5": os.path.join(d, "data.h5"),
     }
 
 
@@ -75,6 +80,12 @@ def prepare(d: str) -> None:
     cols.update({f"f{i}": rng.standard_normal(n) for i in range(2)})
     pq.write_table(pa.table(cols), p["pq"], compression="snappy")
     np.save(p["npy"], rng.standard_normal((2048, 4096), dtype=np.float32))
+    rng.standard_normal(4 << 20, dtype=np.float32).tofile(p["raw"])
+    import h5py
+
+    with h5py.File(p["h5"], "w") as h:
+        for i in range(4):
+            h.create_dataset(f"d{i}", data=rng.standard_normal((1024, 2048), dtype=np.float32))
     for f in _files(d):
         fd = os.open(f, os.O_RDONLY)
         os.fsync(fd)
@@ -253,6 +264,47 @@ def np_memmap(d: str) -> None:
     _truth("np-memmap", {path: g.nbytes}, {"bytes_to_gpu": g.nbytes})
 
 
+def jax_load(d: str) -> None:
+    import jax
+    import numpy as np
+
+    path = _paths(d)["raw"]
+    a = np.fromfile(path, dtype=np.float32)
+    g = jax.device_put(a, jax.devices("gpu")[0])
+    g.block_until_ready()
+    _truth("jax-load", {path: a.nbytes}, {"bytes_to_gpu": a.nbytes, "device": str(g.devices())})
+
+
+def h5_load(d: str) -> None:
+    import cupy
+    import h5py
+
+    path = _paths(d)["h5"]
+    nbytes = 0
+    with h5py.File(path, "r") as h:
+        for k in h:
+            g = cupy.asarray(h[k][...])
+            nbytes += g.nbytes
+    cupy.cuda.runtime.deviceSynchronize()
+    _truth("h5-load", {path: nbytes}, {"bytes_to_gpu": nbytes})
+
+
+def st_wait(d: str) -> None:
+    """Imports done and CUDA up before the trace attaches (a running server, as --pid finds it)."""
+    import time
+
+    import torch
+
+    torch.zeros(1, device="cuda")
+    print(f"ready {os.getpid()}", flush=True)
+    go = os.path.join(d, "go")
+    for _ in range(600):
+        if os.path.exists(go):
+            break
+        time.sleep(0.05)
+    st_load(d)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 3:
         print(__doc__, file=sys.stderr)
@@ -268,6 +320,9 @@ def main(argv: list[str]) -> int:
         "dl-spawn": lambda d: dl_load(d, "spawn"),
         "pq-load": pq_load,
         "np-memmap": np_memmap,
+        "jax-load": jax_load,
+        "h5-load": h5_load,
+        "st-wait": st_wait,
     }
     if what not in fns:
         print(f"unknown loader {what}; one of {', '.join(fns)}", file=sys.stderr)

@@ -1,0 +1,119 @@
+"""The data-flow model's rules (gdsdiag/trace/dataflow.py), each on the smallest event stream that
+shows it. Constructed streams: the shapes are the ones the GPU machine's recordings show
+(tests/test_trace_loaders.py replays those); here each rule is pinned down on its own."""
+
+from __future__ import annotations
+
+from gdsdiag.routes import Route
+from gdsdiag.trace.classify import classify
+from gdsdiag.trace.dataflow import Intervals, staged_ok
+from gdsdiag.trace.events import Event
+
+MiB = 1 << 20
+
+
+def ev(ts_us, kind, name, args, pid=100, path=None, comm="app"):
+    return Event(int(ts_us * 1000), pid, pid, kind, name, list(args), comm, path)
+
+
+def read(ts_us, fd, buf, size, off, pid=100):
+    return ev(ts_us, "sys_exit", "pread64", [fd, buf, size, off, 0, size, 1000], pid=pid)
+
+
+def h2d(ts_us, dst, src, n, pid=100):
+    return ev(ts_us, "api_enter", "cuMemcpy", [dst, src, n, 1], pid=pid)
+
+
+def test_intervals():
+    s = Intervals()
+    s.add(0, 10)
+    s.add(20, 30)
+    s.add(5, 22)
+    assert s.items() == [(0, 30)] and s.total() == 30
+    s.remove(10, 12)
+    assert s.items() == [(0, 10), (12, 30)]
+    assert s.gaps(0, 40) == [(10, 12), (30, 40)] and s.overlap(8, 14) == 4
+
+
+def test_a_buffer_copied_twice_adds_no_bytes_and_steals_no_other_read():
+    """Read A into B, copy B; read C into D (another file), copy B again (to a second GPU): the second
+    copy is of A's buffer again, not a staged copy of C."""
+    s = [
+        ev(0, "open", "openat", [7], path="/data/a.bin"),
+        ev(1, "open", "openat", [8], path="/data/c.bin"),
+        read(10, 7, 0x7F1000000000, 4 * MiB, 0),
+        h2d(20, 0x7E0000000000, 0x7F1000000000, 4 * MiB),
+        read(30, 8, 0x7F2000000000, 4 * MiB, 0),
+        h2d(40, 0x7E1000000000, 0x7F1000000000, 4 * MiB),
+    ]
+    vs = {v["path"]: v for v in classify(s)}
+    assert (vs["/data/a.bin"]["route"], vs["/data/a.bin"]["confidence"]) == (Route.DRAM_BOUNCE, "high")
+    assert vs["/data/c.bin"]["route"] == Route.HOST
+
+
+def test_readahead_belongs_to_the_read_that_follows():
+    """fadvise(WILLNEED) fills pages, then a pread of that range: one I/O, not two (pyarrow's
+    parquet reader; the old classifier counted such a file 125 %)."""
+    s = [
+        ev(0, "open", "openat", [7, 0, 0, 1, 77], path="/data/t.parquet"),
+        ev(10, "pages", "page_cache_fill", [1, 77, 0, 512]),  # 2 MiB of readahead, no mapping
+        read(50, 7, 0x7F1000000000, 2 * MiB, 0),
+        h2d(900_000, 0x7E0000000000, 0x7F3000000000, 8 * MiB),
+    ]
+    vs = classify(s)
+    assert [(v["api"], v["size"], v["route"]) for v in vs] == [("pread64", 2 * MiB, Route.DRAM_BOUNCE)]
+    # no read follows: the fills are reported on their own, as host I/O (nothing took them)
+    vs = classify(s[:2])
+    assert [(v["api"], v["size"], v["route"]) for v in vs] == [("mmap", 2 * MiB, Route.HOST)]
+    assert "no read or mapping" in vs[0]["evidence"][0]
+
+
+def test_warm_mapped_file_is_a_page_cache_hit_with_its_bytes():
+    """A mapped file whose pages were cached: no fill at all, and a copy from the mapping."""
+    s = [
+        ev(0, "open", "openat", [7, 0, 0, 1, 77], path="/m/w.safetensors"),
+        ev(1, "fd", "mmap", [7, 0x7F4000000000, 16 * MiB, 0]),
+        h2d(100, 0x7E0000000000, 0x7F4000001000, 8 * MiB),
+    ]
+    (v,) = classify(s)
+    assert (v["api"], v["offset"], v["size"], v["route"], v["subtype"], v["confidence"]) == (
+        "mmap",
+        0x1000,
+        8 * MiB,
+        Route.DRAM_BOUNCE,
+        "page-cache",
+        "high",
+    )
+    assert "page cache, no device I/O" in v["evidence"]
+
+
+def test_workers_read_the_main_process_copies():
+    """A forked worker reads; its parent maps a descriptor it never opened (the shared memory the
+    worker passes) and copies: one job, medium, with the link named."""
+    s = [
+        ev(0, "proc", "adopt", [1], pid=100),
+        ev(1, "proc", "fork", [100, 200], pid=100),
+        ev(2, "open", "openat", [5], pid=200, path="/data/s0.bin"),
+        read(10, 5, 0x7F1000000000, 2 * MiB, 0, pid=200),
+        ev(20, "fd", "mmap", [34, 0x7F5000000000, 2 * MiB, 0], pid=100),
+        h2d(30, 0x7E0000000000, 0x7F6000000000, 2 * MiB, pid=100),
+    ]
+    (v,) = classify(s)
+    assert (v["pid"], v["route"], v["confidence"]) == (200, Route.DRAM_BOUNCE, "medium")
+    assert "another process of the same traced tree" in v["evidence"][1]
+    assert "a descriptor it never opened" in v["evidence"][1]
+    # a process outside the tree copying is no evidence
+    other = [e for e in s if not (e.kind == "proc" and e.name == "fork")]
+    (v,) = classify(other)
+    assert v["route"] == Route.HOST
+
+
+def test_system_files_are_never_staged_but_a_copy_of_their_buffer_counts():
+    assert not staged_ok("/usr/lib/ssl/openssl.cnf") and not staged_ok("/x/model/tokenizer.json")
+    assert staged_ok("/data/shard-00001.safetensors") and staged_ok("/home/u/.cache/hf/model.bin")
+    s = [
+        ev(0, "open", "openat", [7], path="/usr/share/big.dat"),
+        read(10, 7, 0x7F1000000000, 4 * MiB, 0),
+    ]
+    assert [v["route"] for v in classify(s + [h2d(20, 0x7E0000000000, 0x7F9000000000, 4 * MiB)])] == [Route.HOST]
+    assert [v["route"] for v in classify(s + [h2d(20, 0x7E0000000000, 0x7F1000000000, 4 * MiB)])] == [Route.DRAM_BOUNCE]
