@@ -117,3 +117,21 @@ def test_system_files_are_never_staged_but_a_copy_of_their_buffer_counts():
     ]
     assert [v["route"] for v in classify(s + [h2d(20, 0x7E0000000000, 0x7F9000000000, 4 * MiB)])] == [Route.HOST]
     assert [v["route"] for v in classify(s + [h2d(20, 0x7E0000000000, 0x7F1000000000, 4 * MiB)])] == [Route.DRAM_BOUNCE]
+
+
+def test_a_host_tool_in_the_tree_never_feeds_another_process_copy():
+    """`sh -c 'cp … ; python load.py'`: the cp (exec'd, no CUDA library opened) reads while the
+    Python process copies to the GPU: cp's bytes stay HOST (pure host tools are never DRAM_BOUNCE)."""
+    s = [
+        ev(0, "proc", "adopt", [1], pid=100),
+        ev(1, "proc", "fork", [100, 300], pid=100),
+        ev(2, "proc", "exec", [], pid=300, path="/usr/bin/cp", comm="cp"),
+        ev(3, "open", "openat", [5], pid=300, path="/data/big.bin"),
+        read(10, 5, 0x7F1000000000, 2 * MiB, 0, pid=300),
+        h2d(30, 0x7E0000000000, 0x7F6000000000, 2 * MiB, pid=100),
+    ]
+    (v,) = classify(s)
+    assert (v["pid"], v["route"]) == (300, Route.HOST)
+    # the same child without the exec (a forked worker of a CUDA process) does feed it
+    (v,) = classify([e for e in s if e.name != "exec"])
+    assert (v["pid"], v["route"]) == (300, Route.DRAM_BOUNCE)

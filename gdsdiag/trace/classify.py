@@ -70,6 +70,7 @@ SKIP_PREFIXES = ("/proc/", "/sys/", "/dev/", "/run/", "pipe:", "socket:", "anon_
 # the dynamic loader and interpreters read ELF headers and sources with pread: not data I/O
 SKIP_SUFFIX_RE = __import__("re").compile(r"(\.so(\.\d+)*|\.py|\.pyc)$")
 MIN_APP_IO = 4096
+CUDA_LIBS = ("libcuda.so", "libcudart.so", "libcufile.so")
 MAX_FILES = 20_000  # files accounted one by one in the summary; the rest together
 IN_KERNEL = {"copy_file_range", "sendfile", "splice"}  # both sides in the kernel: never a GPU
 O_APPEND, O_CLOEXEC = 0o2000, 0o2000000
@@ -272,6 +273,10 @@ class Classifier:
         self.flow = DataFlow(self.job_of)  # file bytes in host memory and the copies that take them
         self.files: dict[str, dict] = {}  # path -> what its bytes did (file_summary)
         self.cgroup_job = False  # --cgroup: the whole cgroup is one job
+        # processes that opened a CUDA library (or were forked from one, or adopted with --pid): only
+        # their file bytes can be another process's staged copy (a cp or tar in the same tree cannot)
+        self.cuda_procs: set[int] = set()
+        self.flow.can_feed = self.cuda_procs.__contains__
         self._advanced = 0  # event time of the last _advance (replay finalises as the live loop does)
         self._handlers = {
             "sys_exit": self._on_syscall,
@@ -322,6 +327,8 @@ class Classifier:
                         self.cloexec.add((child, fd))
             p = self._proc(child, e.comm)
             p["ppid"] = parent
+            if parent in self.cuda_procs:
+                self.cuda_procs.add(child)
             for m in self.mmaps.get(parent, []):  # (after the parent link: the child is in its job)
                 self.mmaps.setdefault(child, []).append(m)
                 if self._is_data(m[2]):
@@ -335,8 +342,10 @@ class Classifier:
                 self.fds.pop(key, None)
                 self.cloexec.discard(key)
             self.mmaps.pop(e.pid, None)
+            self.cuda_procs.discard(e.pid)  # a new program opens its libraries again
             self.flow.unmap_all(e.pid)  # a new program: the old image's mappings are gone
         elif e.name == "adopt":
+            self.cuda_procs.add(e.pid)  # (its libraries were mapped before the trace: not known)
             p = self._proc(e.pid, e.comm)
             p["ppid"] = a[0] if a else None
             p["exe"] = e.path
@@ -352,6 +361,8 @@ class Classifier:
         if not e.path:
             self.fds.pop(key, None)
             return
+        if e.path.rsplit("/", 1)[-1].startswith(CUDA_LIBS):
+            self.cuda_procs.add(e.pid)
         flags = e.args[1] if len(e.args) > 1 else 0
         pos = e.args[2] if len(e.args) > 2 else 0
         if not e.path.startswith("/") and len(e.args) > 5 and e.args[5] >= 0:

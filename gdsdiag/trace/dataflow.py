@@ -216,6 +216,7 @@ class DataFlow:
 
     def __init__(self, job_of) -> None:
         self.job_of = job_of
+        self.can_feed = lambda pid: True  # may this process's file bytes be another's staged copy
         self.by_pid: dict[int, deque[Source]] = {}  # unconsumed read sources, oldest first
         self.by_job: dict[int, set[int]] = {}  # job -> pids with sources or mappings
         self.mapped: dict[tuple[int, str], MappedFile] = {}
@@ -343,7 +344,7 @@ class DataFlow:
             return left
         job = self.job_of(pid)
         for other in sorted(self.by_job.get(job, ()), key=lambda p: self._oldest(p)):
-            if other == pid:
+            if other == pid or not self.can_feed(other):
                 continue
             left = self._staged_from(other, c, left, "job")
             if left <= 0:

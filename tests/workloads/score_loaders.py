@@ -79,7 +79,7 @@ def main(argv: list[str]) -> int:
     replay = "--replay" in argv
     runs = [a for a in argv if not a.startswith("--")]
     bad = 0
-    agg: dict[str, list] = collections.defaultdict(lambda: [0, 0, True])
+    agg: dict[str, list] = collections.defaultdict(lambda: [0, 0, True, collections.Counter()])
     for run in runs:
         for r in score(run, replay):
             if "error" in r:
@@ -90,16 +90,20 @@ def main(argv: list[str]) -> int:
             a[0] += r["truth_bytes"]
             a[1] += int(r["share"] * r["truth_bytes"])
             a[2] = a[2] and r["counted_once"]
+            a[3].update(r["confidence"])
             if r["share"] < 1.0 or not r["counted_once"]:
                 bad += 1
                 print(
                     f"   {r['run']:<16} {r['file']:<24} want {r['expected']} {r['truth_bytes']} seen {r['seen']} "
                     f"once={r['counted_once']} conf={r['confidence']} e.g. {r['evidence'][:3]}"
                 )
-    print(f"{'workload':<18} {'expected':<12} {'truth bytes':>12} {'right':>7} {'once':>5}")
-    for run, (want, good, once) in agg.items():
+    print(
+        f"{'workload':<18} {'expected':<12} {'truth bytes':>12} {'right':>7} {'once':>5}  confidence of its I/O lines"
+    )
+    for run, (want, good, once, conf) in agg.items():
+        c = ", ".join(f"{k} {n}" for k, n in sorted(conf.items()))
         print(
-            f"{run:<18} {'DRAM_BOUNCE':<12} {want:>12} {100 * good / max(want, 1):>6.1f}% {'yes' if once else 'NO':>5}"
+            f"{run:<18} {'DRAM_BOUNCE':<12} {want:>12} {100 * good / max(want, 1):>6.1f}% {'yes' if once else 'NO':>5}  {c}"
         )
     return 1 if bad else 0
 
