@@ -127,6 +127,26 @@ def _render_files(console: Console, files: list[dict]) -> None:
         console.print(f"  … {len(files) - 40} more (all in --json)", style="dim")
 
 
+def _render_trees(console: Console, trees: list[dict]) -> None:
+    """One line per traced process tree with file I/O: its bytes per route (a data loader's workers
+    and the process that copies to the GPU are one tree)."""
+    shown = [t for t in trees if t["routes"]]
+    if len(shown) < 1:
+        return
+    console.print("per process tree:", style="bold")
+    for t in shown[:20]:
+        total = sum(t["routes"].values()) or 1
+        mix = ", ".join(
+            f"{r} {_size(n)} ({100 * n / total:.0f} %)" for r, n in sorted(t["routes"].items(), key=lambda x: -x[1])
+        )
+        console.print(
+            f"  {t.get('comm') or '?'}/{t['root']} ({len(t['pids'])} process{'es' if len(t['pids']) != 1 else ''}): {mix}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
 def render_summary(console: Console, res, as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json.dumps(res.summary_json()) + "\n")
@@ -153,6 +173,7 @@ def render_summary(console: Console, res, as_json: bool) -> None:
                 bar = "*" * int(40 * c / top)
                 console.print(f"{lo:>10} -> {hi:<10} : {c:<8} |{bar:<40}|", markup=False)
     _render_files(console, getattr(res, "files", []))
+    _render_trees(console, getattr(res, "trees", []))
     counted = getattr(res, "counted", [])
     if counted:
         console.print(
