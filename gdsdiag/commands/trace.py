@@ -84,11 +84,17 @@ def trace(
         console = Console(stderr=as_json, width=200)  # logs and pipes keep the evidence column
     printer = LinePrinter(console, as_json)
     rec = None
+
+    def summary(res) -> None:
+        render_summary(console, res, as_json)
+        sys.stdout.flush()  # out before the probes are detached (seconds of the kernel's time)
+
     try:
         if replay_path:
             from ..trace.live import replay
 
             res = replay(replay_path, path_filter, printer)
+            summary(res)
         else:
             if record_path:
                 refuse_existing(record_path, "--record")
@@ -108,8 +114,8 @@ def trace(
                 comm,
                 on_status=lambda m: console.print(m, style="dim"),
                 per_io=per_io,
+                on_end=summary,
             )
-        render_summary(console, res, as_json)
         if getattr(res, "stopped_by", None):  # Ctrl-C / TERM / HUP mid-trace: summary shown, then 130/143/129
             from ..signals import EXIT_FOR_SIGNAL
 

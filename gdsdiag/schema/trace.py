@@ -74,6 +74,12 @@ class Library(TypedDict):
     pids: list[int]
 
 
+class LostRow(TypedDict):
+    pid: int
+    comm: str | None
+    lost: int
+
+
 class Summary(TypedDict):
     type: str  # "summary"
     routes: dict[str, RouteStats]
@@ -82,6 +88,7 @@ class Summary(TypedDict):
     host_io_counted: list[CountedRow]
     events: int
     lost_events: int
+    lost_by_process: list[LostRow]
     probes_attached: list[str]
     probes_not_attached: list[str]
     traced_exit_code: int | None

@@ -9,6 +9,7 @@ import ctypes.util
 import glob
 import operator
 import os
+import struct
 import sys
 import time
 
@@ -146,31 +147,34 @@ def _aio_blocks() -> str:
     return "\n".join(out)
 
 
-def _comm_match(comm: str | None) -> tuple[int, str]:
-    if not comm:
-        return 0, "0"
-    b = comm.encode()[:15]
-    conds = [f"comm[{i}] == {c}" for i, c in enumerate(b)] + [f"comm[{len(b)}] == 0"]
-    return len(b), "(" + " && ".join(conds) + ")"
-
-
-def program_text(
-    trace_all: bool,
-    block: bool = False,
-    cgroup: tuple[int, int] | None = None,
-    comm: str | None = None,
-    per_io: bool = False,
-) -> str:
+def program_text(block: bool = False) -> str:
+    """The probe program's C text. What to trace (--pid/--cgroup/--comm, everything) and --per-io
+    are not in it: they go into its 'config' map at load time (set_config), so one compiled program
+    (and one entry of the compiled-program cache) serves every filter. --block adds tracepoints."""
     src = probe_source("cufile_trace.c")
-    cg_id, cg_level = cgroup or (0, 0)
-    n, match = _comm_match(comm)
-    defs = (
-        f"#define TRACE_ALL {1 if trace_all else 0}\n#define TRACE_BLOCK {1 if block else 0}\n"
-        f"#define PER_IO {1 if per_io else 0}\n"
-        f"#define CGROUP_ID {cg_id}ULL\n#define CGROUP_LEVEL {cg_level}\n#define COMM_LEN {n}\n#define COMM_MATCH {match}\n"
-    )
+    defs = f"#define TRACE_BLOCK {1 if block else 0}\n"
     src = src.replace("/*EVENTDEFS*/", c_defines() + defs, 1)
     return src.replace("/*BATCH_BLOCKS*/", _batch_blocks()).replace("/*AIO_BLOCKS*/", _aio_blocks())
+
+
+def config_values(
+    trace_all: bool, cgroup: tuple[int, int] | None, comm: str | None, per_io: bool
+) -> tuple[int, int, int, int, int, int, int]:
+    """The probe program's 'config' record (struct config_t): cgroup id and level, trace_all, per_io,
+    the --comm name's length and its 16 bytes, NUL-padded, as two little-endian words."""
+    cg_id, cg_level = cgroup or (0, 0)
+    name = (comm or "").encode()[:15]
+    w0, w1 = struct.unpack("<QQ", name.ljust(16, b"\0"))
+    return cg_id, cg_level, int(trace_all), int(per_io), len(name), w0, w1
+
+
+def config_comment(values: tuple) -> str:
+    cg_id, cg_level, trace_all, per_io, n, w0, w1 = values
+    comm = struct.pack("<QQ", w0, w1)[:n].decode(errors="replace")
+    return (
+        f"/* config (written into the 'config' map at load time, not compiled in): trace_all={trace_all} "
+        f"cgroup_id={cg_id} cgroup_level={cg_level} comm={comm!r} per_io={per_io} */\n"
+    )
 
 
 def kprobes_text() -> str:
@@ -195,6 +199,8 @@ def ebpf_text(
     p = Probes(libs, [], trace_all=not selective, block=block, cgroup=cg, comm=comm, per_io=per_io, load=False)
     return (
         p.src
+        + "\n"
+        + config_comment(p.config)
         + "\n/* ---- nvfs_kprobes.c: loaded too where nvidia-fs / P2PDMA symbols and kprobes exist ---- */\n"
         + kprobes_text()
     )
@@ -253,7 +259,8 @@ class Probes:
         self.usdt_names: dict[int, str] = {}
         self.timing: dict[str, float] = {}
         t = time.monotonic()
-        src = program_text(trace_all, block, cgroup, comm, per_io)
+        src = program_text(block)
+        self.config = config_values(trace_all, cgroup, comm, per_io)
         self.libcufile = libcufile
         self.libraries: list[dict] = []  # every libcufile / libcuda copy probed: path, kind, probes, pids
         self._lib_keys: dict[tuple[int, int], dict] = {}
@@ -279,6 +286,7 @@ class Probes:
         self.bcc = bcc
         t = time.monotonic()
         self.b = self._compile_or_cached(bcc, src)
+        self.set_config()
         for tp, fn in SHARED_TRACEPOINTS:
             try:  # (a kernel without the syscall, e.g. open/creat on arm64, has no tracepoint for it)
                 self.b.attach_tracepoint(tp=tp, fn_name=fn)
@@ -562,6 +570,23 @@ class Probes:
             except Exception as e:
                 self.failed.append(f"kprobe {sym}: {e}")
 
+    def set_config(self) -> None:
+        """What to trace, into the program's 'config' map (before any probe is attached)."""
+        t = self.b["config"]
+        cg_id, cg_level, trace_all, per_io, n, w0, w1 = self.config
+        v = t.Leaf()
+        v.cgroup_id, v.cgroup_level, v.trace_all, v.per_io, v.comm_len = cg_id, cg_level, trace_all, per_io, n
+        v.comm[0], v.comm[1] = w0, w1
+        t[ctypes.c_int(0)] = v
+
+    def lost_by_process(self) -> list[dict]:
+        """Events the kernel dropped (ring full), per process: [{pid, lost}], most first."""
+        try:
+            items = [(int(k.value), int(v.value)) for k, v in self.b["drops_by_tgid"].items()]
+        except Exception:
+            return []
+        return [{"pid": p, "lost": n} for p, n in sorted(items, key=lambda x: (-x[1], x[0])) if n]
+
     def add_pid(self, pid: int) -> None:
         self.b["traced"][ctypes.c_uint32(pid)] = ctypes.c_uint8(1)
 
@@ -753,12 +778,12 @@ class Probes:
         return out
 
     def close(self) -> None:
-        for b in (self.b, self.kb):
-            if b is not None:
-                try:
-                    b.cleanup()
-                except Exception:
-                    pass
+        """Detach every probe (all at once: detach.py) and free the maps; safe to call twice."""
+        from .detach import detach_all
+
+        bpfs = [getattr(self, "b", None), getattr(self, "kb", None)]
+        self.b = self.kb = None
+        self.timing.update(detach_all(bpfs))
 
 
 def cuda_copy_handler(sym: str) -> str | None:

@@ -33,6 +33,7 @@ class TraceResult:
     libraries: list[dict] = field(default_factory=list)
     stopped_by: int | None = None  # the signal (INT/TERM/HUP) that ended a live trace early
     counted: list[dict] = field(default_factory=list)  # host I/O counted in the kernel (counted.py)
+    lost_by_process: list[dict] = field(default_factory=list)  # events the kernel dropped, per process
 
     def summary_json(self) -> schema.Summary:
         return {
@@ -43,6 +44,7 @@ class TraceResult:
             "host_io_counted": cast("list[schema.CountedRow]", self.counted),
             "events": self.events,
             "lost_events": self.lost,
+            "lost_by_process": cast("list[schema.LostRow]", self.lost_by_process),
             "probes_attached": self.attached,
             "probes_not_attached": self.failed,
             "traced_exit_code": self.exit_code,
@@ -74,7 +76,20 @@ def _finish(clf, counter, verdicts, **kw) -> TraceResult:
     rows = counter.rows(clf._path_ok)
     summary = summarize(verdicts)
     merge_summary(summary, rows)
-    return TraceResult(verdicts, summary, processes=_processes(clf, rows), counted=rows, **kw)
+    lost = kw.pop("lost_by_process", [])
+    named = [{"pid": r["pid"], "comm": _comm(clf, r["pid"]), "lost": r["lost"]} for r in lost]
+    return TraceResult(verdicts, summary, processes=_processes(clf, rows), counted=rows, lost_by_process=named, **kw)
+
+
+def _comm(clf, pid: int) -> str | None:
+    """The name of a process the trace followed, or as /proc has it now."""
+    info = clf.procs.get(pid)
+    if info and info.get("comm"):
+        return info["comm"]
+    from .procs import describe
+
+    d = describe(pid)
+    return d.comm if d else None
 
 
 def mapped_libraries(pid: int, prefix: str) -> list[str]:
@@ -107,11 +122,20 @@ def _gate_child(cmd: list[str]):
     # the pipe closes, read fails and CMD never runs untraced (exit 125).
     # The pipe is moved to fd 3 in the child: dash accepts only one-digit descriptors in '<&N'.
     gate = 'IFS= read -r word <&3 && [ "$word" = go ] || exit 125; exec 3<&-; exec "$@"'
-    proc = subprocess.Popen(
-        ["/bin/sh", "-c", gate, "gdsdiag-trace-gate", *cmd], pass_fds=(3,), preexec_fn=lambda: os.dup2(r, 3)
-    )
+    # Its own process group (unless gdsdiag is a terminal's foreground job) and a parent-death
+    # signal, so the whole tree can be stopped and nothing outlives a killed gdsdiag (tree.py).
+    from .tree import Tree, child_setup, foreground_of_terminal
+
+    own_group = not foreground_of_terminal()
+    setup = child_setup(own_group, os.getpid())
+
+    def preexec() -> None:
+        os.dup2(r, 3)
+        setup()
+
+    proc = subprocess.Popen(["/bin/sh", "-c", gate, "gdsdiag-trace-gate", *cmd], pass_fds=(3,), preexec_fn=preexec)
     os.close(r)
-    return proc, w
+    return Tree(proc, own_group), w
 
 
 def run_live(
@@ -127,9 +151,12 @@ def run_live(
     comm: str | None = None,
     on_status=None,
     per_io: bool = False,
+    on_end=None,
 ) -> TraceResult:
     """Trace CMD (held at a gate until the probes are live), the processes PIDS and all their
-    descendants, a cgroup, processes named COMM, or (none given) everything."""
+    descendants, a cgroup, processes named COMM, or (none given) everything. ON_END(result) is
+    called as soon as the result is complete, before the probes are detached (which takes the
+    kernel seconds): the summary is out while they go."""
     from .bpf import Probes, preflight
     from .procs import by_comm, cgroup_pids, cgroup_target, descendants
 
@@ -142,9 +169,10 @@ def run_live(
             raise GdsdiagError(f"no process {p}", "give the pid of a running process")
     cg = cgroup_target(cgroup) if cgroup else None
     say("attaching…")
-    proc, gate = (None, None)
+    tree, gate = (None, None)
     if cmd:
-        proc, gate = _gate_child(cmd)
+        tree, gate = _gate_child(cmd)
+    proc = tree.proc if tree else None
     roots = pids + ([proc.pid] if proc else [])
     if comm:
         roots += by_comm(comm)
@@ -178,9 +206,10 @@ def run_live(
             per_io=per_io,
         )
     except BaseException:
-        if proc:
-            os.close(gate)
-            proc.kill()
+        if tree:
+            os.close(gate)  # the gate never opens: the command never runs untraced
+            tree.stop(0)
+            tree.done()
         raise
     t_attached = time.monotonic()
     # a fork between the /proc walk and the attach is caught by walking again now that the kernel follows
@@ -243,41 +272,55 @@ def run_live(
                 counter.feed(e)
             probes.drain()
 
-    old = signal.signal(signal.SIGINT, on_sigint)
-    old_term = signal.signal(signal.SIGTERM, on_sigint)
-    old_hup = signal.signal(signal.SIGHUP, on_sigint)
+    # The handlers stay until the probes are gone: a second signal only notes itself, so neither the
+    # summary nor the detach is cut short.
+    old = {sig: signal.signal(sig, on_sigint) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     t_end = time.monotonic() + duration if duration else None
     exit_code = None
     timing = {"attach_s": round(t_attached - t0, 2), **probes.timing}
     say(f"tracing, Ctrl-C to end (live after {t_attached - t0:.1f} s)")
     try:
-        if proc:
-            os.write(gate, b"go\n")
-            os.close(gate)
-        while not stop["flag"]:
-            take(100)
-            clf.advance()
-            for n, v in enumerate(clf.drain(), 1):
-                verdicts.append(v)
-                on_verdict(v)
-                if n % CHUNK == 0:
-                    probes.drain()
-            if proc and proc.poll() is not None:
-                exit_code = proc.returncode
-                # the buffers may still hold the last events
-                for _ in range(3):
-                    take(50)
-                break
-            if (
-                pids
-                and not cmd
-                and not any(os.path.exists(f"/proc/{p}") for p in existing)
-                and not any(os.path.exists(f"/proc/{p}") for p, info in clf.procs.items() if not info.get("exited"))
-            ):
-                break  # every followed process has gone, children started later too
-            if t_end and time.monotonic() >= t_end:
-                break
-        # Ctrl-C, --duration or the processes' end: what is still in the ring buffers counts too
+        try:
+            if proc:
+                os.write(gate, b"go\n")
+                os.close(gate)
+                gate = None
+            while not stop["flag"]:
+                take(100)
+                clf.advance()
+                for n, v in enumerate(clf.drain(), 1):
+                    verdicts.append(v)
+                    on_verdict(v)
+                    if n % CHUNK == 0:
+                        probes.drain()
+                if proc and proc.poll() is not None:
+                    exit_code = proc.returncode
+                    # the buffers may still hold the last events: the kernel wakes the reader only
+                    # now and then, so drain without waiting until a poll brings nothing
+                    for _ in range(3):
+                        take(20)
+                    break
+                if (
+                    pids
+                    and not cmd
+                    and not any(os.path.exists(f"/proc/{p}") for p in existing)
+                    and not any(
+                        os.path.exists(f"/proc/{p}") for p, info in clf.procs.items() if not info.get("exited")
+                    )
+                ):
+                    break  # every followed process has gone, children started later too
+                if t_end and time.monotonic() >= t_end:
+                    break
+        finally:
+            # Ctrl-C, TERM, HUP, --duration or an error: the command's whole tree stops with the trace
+            # (a command that ended by itself leaves what it started in the background running)
+            if tree is not None:
+                if gate is not None:
+                    os.close(gate)
+                if proc is not None and proc.poll() is None:
+                    exit_code = tree.stop()
+                tree.done()
+        # what is still in the ring buffers counts too
         take(0, final=True)
         counted = probes.counted_host_io()
         if record_file is not None:
@@ -285,35 +328,36 @@ def run_live(
         for e in counted:
             counter.feed(e)
         nevents += len(counted)
+        clf.flush()
+        for v in clf.drain():
+            verdicts.append(v)
+            on_verdict(v)
+        timing["end_s"] = round(time.monotonic() - t_attached, 3)
+        res = _finish(
+            clf,
+            counter,
+            verdicts,
+            attached=probes.attached,
+            failed=probes.failed,
+            lost=probes.lost,
+            events=nevents,
+            exit_code=exit_code,
+            header=header,
+            timing=timing,
+            stopped_by=stop["signum"],
+            libraries=probes.libraries,
+            lost_by_process=probes.lost_by_process(),
+        )
+        if record_file is not None:
+            record_file.flush()
+        if on_end is not None:
+            on_end(res)  # the summary, before the detach
     finally:
-        signal.signal(signal.SIGINT, old)
-        signal.signal(signal.SIGTERM, old_term)
-        signal.signal(signal.SIGHUP, old_hup)
-        probes.close()  # detach every probe, whatever happened
-        if proc and proc.poll() is None:
-            proc.terminate()
-            try:
-                exit_code = proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-    clf.flush()
-    for v in clf.drain():
-        verdicts.append(v)
-        on_verdict(v)
-    return _finish(
-        clf,
-        counter,
-        verdicts,
-        attached=probes.attached,
-        failed=probes.failed,
-        lost=probes.lost,
-        events=nevents,
-        exit_code=exit_code,
-        header=header,
-        timing=timing,
-        stopped_by=stop["signum"],
-        libraries=probes.libraries,
-    )
+        probes.close()  # detach every probe, whatever happened (all at once: detach.py)
+        for sig, h in old.items():
+            signal.signal(sig, h)
+    timing.update({k: v for k, v in probes.timing.items() if k in ("probes", "detach_s")})
+    return res
 
 
 def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
