@@ -447,63 +447,20 @@ static __always_inline int sys_exit(void *ctx, s64 ret) {
     events.ringbuf_submit(e, 0);
     return 0;
 }
-TRACEPOINT_PROBE(syscalls, sys_enter_pread64) { return sys_enter(args, SYS_PREAD64, args->fd, (s64)args->buf, args->count, args->pos, 0); }
-TRACEPOINT_PROBE(syscalls, sys_exit_pread64) { return sys_exit(args, args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_enter_pwrite64) { return sys_enter(args, SYS_PWRITE64, args->fd, (s64)args->buf, args->count, args->pos, 0); }
-TRACEPOINT_PROBE(syscalls, sys_exit_pwrite64) { return sys_exit(args, args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_enter_preadv) { return sys_enter(args, SYS_PREADV, args->fd, iov_base((s64)args->vec), args->vlen, args->pos_l, 0); }
-TRACEPOINT_PROBE(syscalls, sys_exit_preadv) { return sys_exit(args, args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_enter_pwritev) { return sys_enter(args, SYS_PWRITEV, args->fd, iov_base((s64)args->vec), args->vlen, args->pos_l, 0); }
-TRACEPOINT_PROBE(syscalls, sys_exit_pwritev) { return sys_exit(args, args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_enter_preadv2) { return sys_enter(args, SYS_PREADV2, args->fd, iov_base((s64)args->vec), args->vlen, args->pos_l, args->flags); }
-TRACEPOINT_PROBE(syscalls, sys_exit_preadv2) { return sys_exit(args, args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_enter_pwritev2) { return sys_enter(args, SYS_PWRITEV2, args->fd, iov_base((s64)args->vec), args->vlen, args->pos_l, args->flags); }
-TRACEPOINT_PROBE(syscalls, sys_exit_pwritev2) { return sys_exit(args, args->ret); }
-/* read/write/readv/writev: the offset is the file position, kept per (process, fd) by the reader
- * from open, lseek and the byte counts (pos = -1 here) */
-TRACEPOINT_PROBE(syscalls, sys_enter_read) { return sys_enter(args, SYS_READ, args->fd, (s64)args->buf, args->count, -1, 0); }
-TRACEPOINT_PROBE(syscalls, sys_exit_read) { return sys_exit(args, args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_enter_write) { return sys_enter(args, SYS_WRITE, args->fd, (s64)args->buf, args->count, -1, 0); }
-TRACEPOINT_PROBE(syscalls, sys_exit_write) { return sys_exit(args, args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_enter_readv) { return sys_enter(args, SYS_READV, args->fd, iov_base((s64)args->vec), args->vlen, -1, 0); }
-TRACEPOINT_PROBE(syscalls, sys_exit_readv) { return sys_exit(args, args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_enter_writev) { return sys_enter(args, SYS_WRITEV, args->fd, iov_base((s64)args->vec), args->vlen, -1, 0); }
-TRACEPOINT_PROBE(syscalls, sys_exit_writev) { return sys_exit(args, args->ret); }
-/* file-to-file and file-to-pipe copies: a0 fd in, a1 fd out, a2 length, a3 offset in, a4 offset out (-1: file position) */
-TRACEPOINT_PROBE(syscalls, sys_enter_copy_file_range) {
-    return sys_enter(args, SYS_COPY_FILE_RANGE, args->fd_in, args->fd_out, args->len, user_off((s64)args->off_in), user_off((s64)args->off_out));
-}
-TRACEPOINT_PROBE(syscalls, sys_exit_copy_file_range) { return sys_exit(args, args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_enter_sendfile64) { return sys_enter(args, SYS_SENDFILE, args->in_fd, args->out_fd, args->count, user_off((s64)args->offset), -1); }
-TRACEPOINT_PROBE(syscalls, sys_exit_sendfile64) { return sys_exit(args, args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_enter_splice) {
-    return sys_enter(args, SYS_SPLICE, args->fd_in, args->fd_out, args->len, user_off((s64)args->off_in), user_off((s64)args->off_out));
-}
-TRACEPOINT_PROBE(syscalls, sys_exit_splice) { return sys_exit(args, args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_enter_ioctl) {
-    /* only nvidia-fs ioctls: _IOW('t', 1..8, int) = 0x40047401..0x40047408 (gds-nvidia-fs src/nvfs-core.h) */
-    if (args->cmd < 0x40047401 || args->cmd > 0x40047408)
-        return 0;
-    return sys_enter(args, SYS_IOCTL, args->fd, args->arg, 0, 0, args->cmd);
-}
-TRACEPOINT_PROBE(syscalls, sys_exit_ioctl) { return sys_exit(args, args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_enter_io_uring_enter) { return sys_enter(args, SYS_IO_URING_ENTER, args->fd, 0, args->to_submit, args->min_complete, args->flags); }
-TRACEPOINT_PROBE(syscalls, sys_exit_io_uring_enter) { return sys_exit(args, args->ret); }
-
 /* Linux AIO: one event per iocb (the first AIO_MAX), read from the iocb the application passed
  * (struct iocb, include/uapi/linux/aio_abi.h: aio_lio_opcode@16 (u16), aio_fildes@20 (u32),
  * aio_buf@24, aio_nbytes@32, aio_offset@40). a: fd, buf, nbytes, offset, opcode, index, 0. The
  * submit itself is still reported (as io_submit) for libcufile's batch path. */
 struct iocb_t { u64 data; u32 key; u32 rw_flags; u16 opcode; s16 reqprio; u32 fildes; u64 buf; u64 nbytes; s64 offset; };
-TRACEPOINT_PROBE(syscalls, sys_enter_io_submit) {
+static __always_inline int aio_submit(s64 ctx_id, s64 nr_arg, s64 iocbpp) {
     u64 pt = bpf_get_current_pid_tgid();
     u32 pid = pt >> 32;
     if (!is_traced(pid))
         return 0;
-    struct sys_enter_t s = {bpf_ktime_get_ns(), (s64)args->ctx_id, (s64)args->iocbpp, args->nr, 0, 0, SYS_IO_SUBMIT};
+    struct sys_enter_t s = {bpf_ktime_get_ns(), ctx_id, iocbpp, nr_arg, 0, 0, SYS_IO_SUBMIT};
     sys_args.update(&pt, &s);
-    long nr = args->nr;
-    void **pp = (void **)args->iocbpp;
+    long nr = nr_arg;
+    void **pp = (void **)iocbpp;
     struct event_t e = {};
     e.ts = s.ts;
     e.pid = pid;
@@ -520,7 +477,6 @@ TRACEPOINT_PROBE(syscalls, sys_enter_io_submit) {
     /*AIO_BLOCKS*/
     return 0;
 }
-TRACEPOINT_PROBE(syscalls, sys_exit_io_submit) { return sys_exit(args, args->ret); }
 
 /* io_uring: the request's opcode at submission, its fd at file_get, its result at completion
  * (which may run in another context: the pid is the submitter's, kept with the request). The file
@@ -591,11 +547,11 @@ TRACEPOINT_PROBE(io_uring, io_uring_complete) {
  * can never be reported under its old file) ---------------------------------------------------- */
 static __always_inline int small_event(u32 type, u32 id, s64 a0, s64 a1) { return emit(0, type, id, a0, a1, 0, 0, 0, 0, 0); }
 static __always_inline int fd_event(u32 id, s64 a0, s64 a1) { return small_event(EV_FD, id, a0, a1); }
-TRACEPOINT_PROBE(syscalls, sys_enter_close) {
+static __always_inline int close_enter(s64 fd) {
     u64 pt = bpf_get_current_pid_tgid();
     if (!is_traced(pt >> 32))
         return 0;
-    u64 k = fd_key(pt, args->fd);
+    u64 k = fd_key(pt, fd);
     u64 *v = fdinfo.lookup(&k);
     if (v) {
         int named = kind_named(*v);
@@ -605,7 +561,7 @@ TRACEPOINT_PROBE(syscalls, sys_enter_close) {
     } else if (!is_heir(pt)) {
         return 0;                /* opened before the trace, or not by an open the reader saw */
     }
-    return fd_event(FDEV_CLOSE, args->fd, 0);
+    return fd_event(FDEV_CLOSE, fd, 0);
 }
 /* descriptors that are never file data: pipes, sockets, eventfds, epoll */
 static __always_inline int nodata_ret(s64 ret) {
@@ -614,60 +570,27 @@ static __always_inline int nodata_ret(s64 ret) {
         mark_nodata(pt, ret);
     return 0;
 }
-TRACEPOINT_PROBE(syscalls, sys_exit_socket) { return nodata_ret(args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_exit_accept) { return nodata_ret(args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_exit_accept4) { return nodata_ret(args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_exit_eventfd2) { return nodata_ret(args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_exit_epoll_create1) { return nodata_ret(args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_exit_memfd_create) { return nodata_ret(args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_exit_timerfd_create) { return nodata_ret(args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_exit_inotify_init1) { return nodata_ret(args->ret); }
 BPF_HASH(pipe_args, u64, u64, 1024);
-TRACEPOINT_PROBE(syscalls, sys_enter_pipe2) {
+static __always_inline int pipe2_enter(s64 fildes) {
     u64 pt = bpf_get_current_pid_tgid();
-    u64 p = (u64)args->fildes;
+    u64 p = (u64)fildes;
     if (is_traced(pt >> 32))
         pipe_args.update(&pt, &p);
     return 0;
 }
-TRACEPOINT_PROBE(syscalls, sys_exit_pipe2) {
+static __always_inline int pipe2_exit(s64 ret) {
     u64 pt = bpf_get_current_pid_tgid();
     u64 *p = pipe_args.lookup(&pt);
     if (!p)
         return 0;
     int fds[2] = {-1, -1};
-    if (args->ret == 0)
+    if (ret == 0)
         bpf_probe_read_user(&fds, sizeof(fds), (void *)*p);
     pipe_args.delete(&pt);
     mark_nodata(pt, fds[0]);
     mark_nodata(pt, fds[1]);
     return 0;
 }
-TRACEPOINT_PROBE(syscalls, sys_enter_dup) { return sys_enter(args, SYS_DUP, args->fildes, 0, 0, 0, 0); }
-TRACEPOINT_PROBE(syscalls, sys_exit_dup) { return sys_exit(args, args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_enter_dup2) { return sys_enter(args, SYS_DUP, args->oldfd, 0, 0, 0, 0); }
-TRACEPOINT_PROBE(syscalls, sys_exit_dup2) { return sys_exit(args, args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_enter_dup3) { return sys_enter(args, SYS_DUP, args->oldfd, 0, (args->flags & 02000000) != 0, 0, 0); }
-TRACEPOINT_PROBE(syscalls, sys_exit_dup3) { return sys_exit(args, args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_enter_fcntl) {
-    /* F_DUPFD 0, F_DUPFD_CLOEXEC 1030 */
-    if (args->cmd != 0 && args->cmd != 1030)
-        return 0;
-    return sys_enter(args, SYS_DUP, args->fd, 0, args->cmd == 1030, 0, 0);
-}
-TRACEPOINT_PROBE(syscalls, sys_exit_fcntl) { return sys_exit(args, args->ret); }
-TRACEPOINT_PROBE(syscalls, sys_enter_lseek) { return sys_enter(args, SYS_LSEEK, args->fd, 0, 0, 0, 0); }
-TRACEPOINT_PROBE(syscalls, sys_exit_lseek) { return sys_exit(args, args->ret); }
-/* mmap of a file: where its pages live in the process (a CUDA copy from there reads the file) */
-TRACEPOINT_PROBE(syscalls, sys_enter_mmap) {
-    if ((int)args->fd < 0)           /* anonymous: the fd is -1 as an int */
-        return 0;
-    if (is_nodata(bpf_get_current_pid_tgid(), (int)args->fd))
-        return 0;                    /* a library's segments */
-    return sys_enter(args, SYS_MMAP, (s64)args->fd, 0, args->len, args->off, 0);
-}
-TRACEPOINT_PROBE(syscalls, sys_exit_mmap) { return sys_exit(args, args->ret); }
-
 /* page-cache fills of a traced process outside its read syscalls: mmap'd files faulting in */
 TRACEPOINT_PROBE(filemap, mm_filemap_add_to_page_cache) {
     u64 pt = bpf_get_current_pid_tgid();
@@ -748,8 +671,6 @@ TRACEPOINT_PROBE(sched, sched_process_exit) {
     return 0;
 }
 
-/* open/openat/openat2/creat: fd -> path from the stream itself, so short-lived programs and
- * --replay keep file names */
 struct open_arg_t { u64 fname; s64 flags; s64 dfd; };
 BPF_HASH(open_args, u64, struct open_arg_t, 10240);
 static __always_inline int open_enter(const char *fname, s64 flags, s64 dfd) {
@@ -759,14 +680,6 @@ static __always_inline int open_enter(const char *fname, s64 flags, s64 dfd) {
     struct open_arg_t a = {(u64)fname, flags, dfd};
     open_args.update(&pt, &a);
     return 0;
-}
-TRACEPOINT_PROBE(syscalls, sys_enter_openat) { return open_enter(args->filename, args->flags, (int)args->dfd); }
-TRACEPOINT_PROBE(syscalls, sys_enter_open) { return open_enter(args->filename, args->flags, -100); }
-TRACEPOINT_PROBE(syscalls, sys_enter_creat) { return open_enter(args->pathname, 01101, -100); }
-TRACEPOINT_PROBE(syscalls, sys_enter_openat2) {
-    s64 flags = 0;
-    bpf_probe_read_user(&flags, sizeof(flags), (void *)args->how);     /* struct open_how: flags first */
-    return open_enter(args->filename, flags, (int)args->dfd);
 }
 static __always_inline int open_exit(void *ctx, s64 ret) {
     u64 pt = bpf_get_current_pid_tgid();
@@ -870,10 +783,140 @@ static __always_inline int open_exit(void *ctx, s64 ret) {
     opens.ringbuf_submit(o, 0);
     return 0;
 }
-/* One program for the four exits (their records have the same layout: ret after the syscall
- * number): the path checks cost the verifier 1-2 s per copy on the dev VM, so bpf.py attaches this
- * one to sys_exit_open, sys_exit_creat and sys_exit_openat2 too (SHARED_TRACEPOINTS). */
-TRACEPOINT_PROBE(syscalls, sys_exit_openat) { return open_exit(args, args->ret); }
+/* ---- every syscall through two tracepoints: raw_syscalls:sys_enter / sys_exit ------------------
+ * One attachment each instead of ~60 per-syscall tracepoints: the kernel waits an RCU grace period
+ * for each tracepoint it detaches (~75 ms on the dev VM), so the per-syscall ones made every trace
+ * end seconds late. The cost here is a switch on the syscall number for every syscall of every
+ * process: the ones not handled return before any map lookup. Arguments are the syscall's own, in
+ * the order of its SYSCALL_DEFINE (what the per-syscall tracepoints named). Numbers are this
+ * architecture's native ones (asm/unistd.h); 32-bit compat syscalls of an ia32 process carry other
+ * numbers, which the per-syscall tracepoints never reported: such processes are not traced
+ * correctly (CUDA has no 32-bit x86 host code). */
+#include <asm/unistd.h>
+TRACEPOINT_PROBE(raw_syscalls, sys_enter) {
+    long nr = args->id;
+    s64 a0 = args->args[0], a1 = args->args[1], a2 = args->args[2], a3 = args->args[3];
+    u32 id;
+    /* most take the fd as 'unsigned int' (what the per-syscall tracepoints recorded): the exceptions
+     * say so */
+    s64 fd = (u32)a0, buf = 0, count = 0, pos = -1, extra = 0;
+    switch (nr) {
+    /* positional I/O: the offset is the call's */
+    case __NR_pread64: id = SYS_PREAD64; buf = a1; count = a2; pos = a3; break;
+    case __NR_pwrite64: id = SYS_PWRITE64; buf = a1; count = a2; pos = a3; break;
+    case __NR_preadv: id = SYS_PREADV; fd = a0; buf = iov_base(a1); count = a2; pos = a3; break;
+    case __NR_pwritev: id = SYS_PWRITEV; fd = a0; buf = iov_base(a1); count = a2; pos = a3; break;
+    case __NR_preadv2: id = SYS_PREADV2; fd = a0; buf = iov_base(a1); count = a2; pos = a3; extra = args->args[5]; break;
+    case __NR_pwritev2: id = SYS_PWRITEV2; fd = a0; buf = iov_base(a1); count = a2; pos = a3; extra = args->args[5]; break;
+    /* read/write/readv/writev: the offset is the file position, kept per (process, fd) by the reader
+     * from open, lseek and the byte counts (pos = -1 here) */
+    case __NR_read: id = SYS_READ; buf = a1; count = a2; break;
+    case __NR_write: id = SYS_WRITE; buf = a1; count = a2; break;
+    case __NR_readv: id = SYS_READV; buf = iov_base(a1); count = a2; break;
+    case __NR_writev: id = SYS_WRITEV; buf = iov_base(a1); count = a2; break;
+    /* file-to-file and file-to-pipe copies: a0 fd in, a1 fd out, a2 length, a3 offset in, a4 offset
+     * out (-1: file position) */
+    case __NR_copy_file_range:     /* (fd_in, off_in, fd_out, off_out, len, flags) */
+    case __NR_splice:              /* (the same order) */
+        id = nr == __NR_splice ? SYS_SPLICE : SYS_COPY_FILE_RANGE;
+        fd = (int)a0; buf = (int)a2; count = args->args[4]; pos = user_off(a1); extra = user_off(a3);
+        break;
+    case __NR_sendfile:            /* sendfile64(out_fd, in_fd, offset, count) */
+        id = SYS_SENDFILE; fd = (int)a1; buf = (int)a0; count = a3; pos = user_off(a2); extra = -1;
+        break;
+    case __NR_ioctl:
+        /* only nvidia-fs ioctls: _IOW('t', 1..8, int) = 0x40047401..0x40047408 (gds-nvidia-fs src/nvfs-core.h) */
+        if ((u32)a1 < 0x40047401 || (u32)a1 > 0x40047408)
+            return 0;
+        id = SYS_IOCTL; buf = a2; pos = 0; extra = (u32)a1;
+        break;
+    case __NR_io_uring_enter:      /* (fd, to_submit, min_complete, flags, ...) */
+        id = SYS_IO_URING_ENTER; count = (u32)a1; pos = (u32)a2; extra = (u32)a3;
+        break;
+    case __NR_io_submit:
+        return aio_submit(a0, a1, a2);
+    /* the descriptor table */
+    case __NR_close:
+        return close_enter((u32)a0);
+    case __NR_pipe2:
+        return pipe2_enter(a0);
+    case __NR_dup: id = SYS_DUP; pos = 0; break;
+#ifdef __NR_dup2
+    case __NR_dup2: id = SYS_DUP; pos = 0; break;
+#endif
+    case __NR_dup3: id = SYS_DUP; count = ((int)a2 & 02000000) != 0; pos = 0; break;
+    case __NR_fcntl:
+        /* F_DUPFD 0, F_DUPFD_CLOEXEC 1030 */
+        if ((u32)a1 != 0 && (u32)a1 != 1030)
+            return 0;
+        id = SYS_DUP; count = (u32)a1 == 1030; pos = 0;
+        break;
+    case __NR_lseek: id = SYS_LSEEK; pos = 0; break;
+    /* mmap of a file: where its pages live in the process (a CUDA copy from there reads the file) */
+    case __NR_mmap:                /* (addr, len, prot, flags, fd, off) */
+        fd = (int)args->args[4];
+        if (fd < 0)                /* anonymous: the fd is -1 as an int */
+            return 0;
+        if (is_nodata(bpf_get_current_pid_tgid(), fd))
+            return 0;              /* a library's segments */
+        id = SYS_MMAP; count = a1; pos = args->args[5];
+        break;
+    /* open/openat/openat2/creat: fd -> path from the stream itself, so short-lived programs and
+     * --replay keep file names */
+    case __NR_openat:
+        return open_enter((const char *)a1, (int)a2, (int)a0);
+#ifdef __NR_open
+    case __NR_open:
+        return open_enter((const char *)a0, (int)a1, -100);
+#endif
+#ifdef __NR_creat
+    case __NR_creat:
+        return open_enter((const char *)a0, 01101, -100);
+#endif
+    case __NR_openat2: {
+        s64 flags = 0;
+        bpf_probe_read_user(&flags, sizeof(flags), (void *)a2);     /* struct open_how: flags first */
+        return open_enter((const char *)a1, flags, (int)a0);
+    }
+    default:
+        return 0;
+    }
+    return sys_enter(args, id, fd, buf, count, pos, extra);
+}
+TRACEPOINT_PROBE(raw_syscalls, sys_exit) {
+    long nr = args->id;
+    s64 ret = args->ret;
+    switch (nr) {
+    case __NR_pread64: case __NR_pwrite64: case __NR_preadv: case __NR_pwritev: case __NR_preadv2:
+    case __NR_pwritev2: case __NR_read: case __NR_write: case __NR_readv: case __NR_writev:
+    case __NR_copy_file_range: case __NR_splice: case __NR_sendfile: case __NR_ioctl:
+    case __NR_io_uring_enter: case __NR_io_submit: case __NR_dup: case __NR_dup3: case __NR_fcntl:
+    case __NR_lseek: case __NR_mmap:
+#ifdef __NR_dup2
+    case __NR_dup2:
+#endif
+        return sys_exit(args, ret);
+    case __NR_openat: case __NR_openat2:
+#ifdef __NR_open
+    case __NR_open:
+#endif
+#ifdef __NR_creat
+    case __NR_creat:
+#endif
+        return open_exit(args, ret);
+    /* descriptors that are never file data: pipes, sockets, eventfds, epoll */
+    case __NR_socket: case __NR_accept4: case __NR_eventfd2: case __NR_epoll_create1:
+    case __NR_memfd_create: case __NR_timerfd_create: case __NR_inotify_init1:
+#ifdef __NR_accept
+    case __NR_accept:
+#endif
+        return nodata_ret(ret);
+    case __NR_pipe2:
+        return pipe2_exit(ret);
+    default:
+        return 0;
+    }
+}
 
 /* ---- block layer: which device served the bytes (with --block: two events per request) --------- */
 #if TRACE_BLOCK

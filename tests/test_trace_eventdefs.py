@@ -97,7 +97,7 @@ def test_ebpf_flag_prints_the_program_and_exits_0():
     assert "#define EV_SYS_EXIT 5" in r.stdout
     # filters and --per-io are not compiled in: the config the program gets at load time is shown
     assert "trace_all=0" in r.stdout and "per_io=1" in r.stdout and "#define PER_IO" not in r.stdout
-    assert "TRACEPOINT_PROBE(syscalls, sys_exit_openat)" in r.stdout and "/*EVENTDEFS*/" not in r.stdout
+    assert "TRACEPOINT_PROBE(raw_syscalls, sys_exit)" in r.stdout and "/*EVENTDEFS*/" not in r.stdout
 
 
 def test_ebpf_needs_no_root_and_no_bcc(monkeypatch):

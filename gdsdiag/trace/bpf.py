@@ -218,10 +218,6 @@ def _kernel_headers_hint(msg: str) -> GdsdiagError:
 _TS = operator.attrgetter("ts")
 _OpenRecord = __import__("collections").namedtuple("_OpenRecord", [f for f, *_ in OPEN_FIELDS])
 FD_PSEUDO, FD_DATA = dict(FD_KINDS)["FD_PSEUDO"], dict(FD_KINDS)["FD_DATA"]
-# tracepoints served by another's program (same record layout), verified once: (tracepoint, program)
-SHARED_TRACEPOINTS = [
-    (f"syscalls:sys_exit_{name}", "tracepoint__syscalls__sys_exit_openat") for name in ("open", "creat", "openat2")
-]
 RAW_BACKLOG = 1_000_000  # records held undecoded at most (~130 MiB)
 ADOPTED_SERIAL = 1 << 52  # serials of descriptors adopted from /proc (the kernel's count from 1 << 12)
 
@@ -287,17 +283,13 @@ class Probes:
         t = time.monotonic()
         self.b = self._compile_or_cached(bcc, src)
         self.set_config()
-        for tp, fn in SHARED_TRACEPOINTS:
-            try:  # (a kernel without the syscall, e.g. open/creat on arm64, has no tracepoint for it)
-                self.b.attach_tracepoint(tp=tp, fn_name=fn)
-            except Exception as e:
-                self.failed.append(f"tracepoint {tp}: {e}")
+        self._um = self._uprobe_links()
         self.timing["compile_load_s"] = round(time.monotonic() - t, 2)
         t = time.monotonic()
         self.attached += [
-            "tracepoint syscalls: open/openat/openat2/creat/close/dup*/fcntl(F_DUPFD)/lseek/mmap, "
-            "read/write/readv/writev/pread64/pwrite64/preadv(2)/pwritev(2), copy_file_range/sendfile/splice, "
-            "ioctl(nvidia-fs), io_submit (per iocb), io_uring_enter",
+            "tracepoint raw_syscalls: sys_enter/sys_exit for open/openat/openat2/creat/close/dup*/"
+            "fcntl(F_DUPFD)/lseek/mmap, read/write/readv/writev/pread64/pwrite64/preadv(2)/pwritev(2), "
+            "copy_file_range/sendfile/splice, ioctl(nvidia-fs), io_submit (per iocb), io_uring_enter",
             "tracepoint io_uring: submit_req/file_get/complete (joined per request)",
             "tracepoint filemap: mm_filemap_add_to_page_cache (mmap page-cache fills)",
             "tracepoint sched: process_fork/exec/exit (process trees, in the kernel)",
@@ -422,7 +414,7 @@ class Probes:
                 missing += 1
                 continue
             try:
-                self.b.attach_uprobe(name=path, addr=site.pc, fn_name=name)
+                self._uprobe(path, name, addr=site.pc)
                 ok += 1
             except Exception as e:
                 self.failed.append(f"usdt {site.key} at {site.pc:#x} in {path}: {e}")
@@ -457,9 +449,9 @@ class Probes:
                     )
                 for sym, enter, ret in API_UPROBES:
                     try:
-                        self.b.attach_uprobe(name=path, sym=sym, fn_name=enter)
+                        self._uprobe(path, enter, sym=sym)
                         if ret:
-                            self.b.attach_uretprobe(name=path, sym=sym, fn_name=ret)
+                            self._uprobe(path, ret, sym=sym, ret=True)
                         lib["uprobes"] += 1
                     except Exception as e:
                         self.failed.append(f"uprobe {sym} in {path}: {e}")
@@ -509,7 +501,7 @@ class Probes:
             if fn is None or syms[sym] in at:
                 continue
             try:
-                self.b.attach_uprobe(name=libcuda, sym=sym, fn_name=fn)
+                self._uprobe(libcuda, fn, sym=sym)
                 at.add(syms[sym])
                 n += 1
             except Exception as e:
@@ -532,7 +524,7 @@ class Probes:
             if addr in at:
                 continue
             try:
-                self.b.attach_uprobe(name=libcuda, addr=addr, fn_name=fn)
+                self._uprobe(libcuda, fn, addr=addr)
                 at.add(addr)
                 extra += 1
             except Exception as e:
@@ -569,6 +561,45 @@ class Probes:
                 self.attached.append(f"{'kretprobe' if ret else 'kprobe'} {sym}")
             except Exception as e:
                 self.failed.append(f"kprobe {sym}: {e}")
+
+    def _uprobe_links(self):
+        """uprobe_multi links for the uprobes (uprobemulti.py: detached in a fraction of the time),
+        unless GDSDIAG_UPROBE_MULTI=0 or this bcc object cannot give its instructions."""
+        from .uprobemulti import UprobeLinks
+
+        if os.environ.get("GDSDIAG_UPROBE_MULTI", "1") == "0":
+            return None
+        b = self.b
+        cached = getattr(b, "insns", None)
+        if cached is not None:  # bpfcache.CachedBPF keeps what it loaded
+            return UprobeLinks(b, lambda fn: cached[fn], b.license)
+        from bcc.libbcc import lib
+
+        mod = b.module
+
+        def insns_of(fn: str) -> bytes:
+            name = fn.encode()
+            start, size = lib.bpf_function_start(mod, name), lib.bpf_function_size(mod, name)
+            if not start:
+                raise KeyError(fn)
+            return ctypes.string_at(start, size)
+
+        return UprobeLinks(b, insns_of, lib.bpf_module_license(mod))
+
+    def _uprobe(self, path: str, fn: str, sym: str | None = None, addr: int | None = None, ret: bool = False):
+        """Attach handler FN at SYM or ADDR of PATH (ret: on return): as a uprobe_multi link where
+        the kernel makes them, else as bcc's perf-event uprobe (the first refusal decides for all)."""
+        from .uprobemulti import Unsupported
+
+        if self._um is not None:
+            try:
+                return self._um.attach(path, fn, sym=sym, addr=addr, ret=ret)
+            except Unsupported as e:
+                if not self._um.links:
+                    self._um = None
+                    self.failed.append(f"uprobe_multi links not made ({e}): perf-event uprobes (slower to detach)")
+        kw = {"sym": sym} if sym is not None else {"addr": addr}
+        (self.b.attach_uretprobe if ret else self.b.attach_uprobe)(name=path, fn_name=fn, **kw)
 
     def set_config(self) -> None:
         """What to trace, into the program's 'config' map (before any probe is attached)."""
@@ -782,8 +813,9 @@ class Probes:
         from .detach import detach_all
 
         bpfs = [getattr(self, "b", None), getattr(self, "kb", None)]
-        self.b = self.kb = None
-        self.timing.update(detach_all(bpfs))
+        um = getattr(self, "_um", None)
+        self.b = self.kb = self._um = None
+        self.timing.update(detach_all(bpfs, um))
 
 
 def cuda_copy_handler(sym: str) -> str | None:

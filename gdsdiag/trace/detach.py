@@ -36,8 +36,9 @@ def probe_fds(b) -> list[int]:
     return fds
 
 
-def detach_all(bpfs) -> dict:
-    """Detach every probe of these bcc.BPF objects, then clean them up; how long each step took."""
+def detach_all(bpfs, links=None) -> dict:
+    """Detach every probe of these bcc.BPF objects and the uprobe_multi LINKS (uprobemulti.py),
+    then clean them up; how long it took."""
     import bcc
     from bcc.libbcc import lib
 
@@ -49,10 +50,17 @@ def detach_all(bpfs) -> dict:
             fcntl.ioctl(fd, PERF_EVENT_IOC_DISABLE, 0)
         except OSError:
             pass
+    link_fds = links.links if links is not None else []
+    fds += link_fds
     if fds:
         with ThreadPoolExecutor(min(THREADS, len(fds)), thread_name_prefix="gdsdiag-detach") as ex:
             list(ex.map(_close, fds))
     t1 = time.monotonic()
+    if links is not None:
+        for fd in links.fds():
+            if fd not in link_fds:
+                _close(fd)  # the programs loaded for the links (no attachment left)
+        links.forget()
     for b in bpfs:
         # what bcc's detach_* do after their close: remove the probe events bcc made in
         # uprobe_events / kprobe_events (none where the kernel has the perf PMUs) and forget them
