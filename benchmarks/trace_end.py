@@ -116,11 +116,11 @@ def round_exit(tree: str, comm: str) -> dict:
 
 
 def round_signal(tree: str, sig: int, twice: bool = False) -> dict:
-    marker = f"gdsdiag-bench-{uuid.uuid4().hex[:8]}"
-    # a shell that ignores TERM, with a child: the trace must stop both
-    script = f'trap "" TERM; sleep 60 & sleep 61; : {marker}'
+    marker = str(3_000_000 + uuid.uuid4().int % 1_000_000)  # the tree's sleeps carry it in their cmdline
+    # a shell that ignores TERM, with a child in the background: the trace must stop all three
+    script = f'trap "" TERM; sleep {marker} & sleep {marker}; : {marker}'
     t0 = time.monotonic()
-    p = spawn(tree, ["--", "/bin/sh", "-c", script, marker])
+    p = spawn(tree, ["--", "/bin/sh", "-c", script])
     wait_live(p, t0)
     time.sleep(1.0)  # (the gate is open and the program running)
     t_sig = time.monotonic()

@@ -244,7 +244,8 @@ def run_live(
 
     def on_sigint(signum, frame):
         stop["flag"] = True
-        stop["signum"] = signum
+        if stop["signum"] is None:  # the first signal names the stop (its exit code); later ones only note
+            stop["signum"] = signum
 
     def take(timeout_ms: int, final: bool = False) -> None:
         """Poll once: record the raw events (if asked) and feed them to the classifier."""
@@ -304,9 +305,7 @@ def run_live(
                     pids
                     and not cmd
                     and not any(os.path.exists(f"/proc/{p}") for p in existing)
-                    and not any(
-                        os.path.exists(f"/proc/{p}") for p, info in clf.procs.items() if not info.get("exited")
-                    )
+                    and not any(os.path.exists(f"/proc/{p}") for p, info in clf.procs.items() if not info.get("exited"))
                 ):
                     break  # every followed process has gone, children started later too
                 if t_end and time.monotonic() >= t_end:

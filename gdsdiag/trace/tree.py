@@ -50,7 +50,8 @@ def child_setup(own_group: bool, parent: int):
     return setup
 
 
-_WATCH = 'trap "" INT TERM HUP QUIT; IFS= read -r word; [ "$word" = done ] || kill -KILL -- "-$1" 2>/dev/null; exit 0'
+# (POSIX kill syntax: dash's kill takes neither -KILL before -- nor a bare -9 before a negative pid)
+_WATCH = 'trap "" INT TERM HUP QUIT; IFS= read -r word; [ "$word" = done ] || kill -s KILL -- "-$1" 2>/dev/null; exit 0'
 
 
 class Tree:
