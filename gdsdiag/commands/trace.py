@@ -27,6 +27,15 @@ from ..errors import EXIT_OK, EXIT_WARN, GdsdiagError, refuse_existing
     "--comm", metavar="NAME", help="Trace processes with this name (and their descendants), also those started later."
 )
 @click.option("--duration", type=float, help="Stop after this many seconds.")
+@click.option(
+    "--interval",
+    "interval_s",
+    type=float,
+    metavar="N",
+    help="Every N seconds: I/Os, GB/s and latency per route and for the busiest processes and files "
+    "(like biolatency 1), then the summary's histograms; the text output then leaves out the per-I/O "
+    "lines (--json keeps them and adds 'interval' lines).",
+)
 @click.option("--path", "path_filter", metavar="DIR", help="Only report I/O to files under DIR.")
 @click.option("--json", "as_json", is_flag=True, help="JSON lines: one per I/O, then a summary.")
 @click.option(
@@ -64,6 +73,7 @@ def trace(
     per_io,
     ebpf,
     cmd,
+    interval_s=None,
 ):
     """Per-I/O route verdicts, live: NVFS / P2PDMA / RDMA (P2P), PEER_GPU, COMPAT, DRAM_BOUNCE or
     HOST (off the GPU data path), with the evidence each came from. Trace a command and all it starts
@@ -83,6 +93,26 @@ def trace(
     if not console.is_terminal:
         console = Console(stderr=as_json, width=200)  # logs and pipes keep the evidence column
     printer = LinePrinter(console, as_json)
+    on_tick = None
+    if interval_s is not None:
+        import math
+
+        from ..errors import UsageError
+        from ..render.trace_interval import IntervalPrinter
+
+        if not math.isfinite(interval_s) or not 0.1 <= interval_s <= 86400:
+            raise UsageError(
+                f"--interval {interval_s}: not a number of seconds from 0.1 to 86400", "use e.g. --interval 1"
+            )
+        ivl = IntervalPrinter(console, as_json, interval_s, replay=bool(replay_path))
+        lines = printer
+
+        def printer(v) -> None:  # (the line printer, and the intervals)
+            ivl.add(v)
+            if as_json:
+                lines(v)
+
+        on_tick = ivl.tick
     rec = None
 
     def summary(res) -> None:
@@ -94,6 +124,8 @@ def trace(
             from ..trace.live import replay
 
             res = replay(replay_path, path_filter, printer)
+            if on_tick is not None:
+                on_tick(final=True)  # (a replay is one interval: the recording's times are not replayed)
             summary(res)
         else:
             if record_path:
@@ -115,6 +147,7 @@ def trace(
                 on_status=lambda m: console.print(m, style="dim"),
                 per_io=per_io,
                 on_end=summary,
+                on_tick=on_tick,
             )
         if getattr(res, "stopped_by", None):  # Ctrl-C / TERM / HUP mid-trace: summary shown, then 130/143/129
             from ..signals import EXIT_FOR_SIGNAL

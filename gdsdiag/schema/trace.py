@@ -95,3 +95,29 @@ class Summary(TypedDict):
     processes: list[Process]
     libraries: list[Library]
     startup_s: dict[str, float]
+
+
+class IntervalStats(TypedDict):
+    count: int
+    bytes: int
+    gbps: float | None
+    p50_us: float | None
+    p99_us: float | None
+
+
+class IntervalRow(IntervalStats):
+    pid: int
+    comm: str
+    path: str | None
+    route: str
+
+
+class Interval(TypedDict):
+    """``--interval N`` (trace.interval): what the last N seconds' verdicts add up to."""
+
+    type: str  # "interval"
+    t_s: float  # seconds since the trace went live, at the interval's end
+    interval_s: float
+    routes: dict[str, IntervalStats]
+    top: list[IntervalRow]  # the busiest (process, file, route) rows, most bytes first
+    rows_left_out: int

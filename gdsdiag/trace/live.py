@@ -152,11 +152,13 @@ def run_live(
     on_status=None,
     per_io: bool = False,
     on_end=None,
+    on_tick=None,
 ) -> TraceResult:
     """Trace CMD (held at a gate until the probes are live), the processes PIDS and all their
     descendants, a cgroup, processes named COMM, or (none given) everything. ON_END(result) is
     called as soon as the result is complete, before the probes are detached (which takes the
-    kernel seconds): the summary is out while they go."""
+    kernel seconds): the summary is out while they go. ON_TICK() is called after each poll (~10 a
+    second) and once more, with final=True, before ON_END (--interval)."""
     from .bpf import Probes, preflight
     from .procs import by_comm, cgroup_pids, cgroup_target, descendants
 
@@ -294,6 +296,8 @@ def run_live(
                     on_verdict(v)
                     if n % CHUNK == 0:
                         probes.drain()
+                if on_tick is not None:
+                    on_tick()
                 if proc and proc.poll() is not None:
                     exit_code = proc.returncode
                     # the buffers may still hold the last events: the kernel wakes the reader only
@@ -331,6 +335,8 @@ def run_live(
         for v in clf.drain():
             verdicts.append(v)
             on_verdict(v)
+        if on_tick is not None:
+            on_tick(final=True)
         timing["end_s"] = round(time.monotonic() - t_attached, 3)
         res = _finish(
             clf,
