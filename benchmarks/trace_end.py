@@ -16,7 +16,9 @@ the cache):
 - ``<SIG>_to_summary_s`` for TERM, INT and HUP sent once the trace is live, while the traced program
   is a shell that ignores SIGTERM and has a child (the whole tree must stop), with ``tree_left``:
   processes of that tree still alive after gdsdiag exited; ``double_TERM``: two TERMs 20 ms apart,
-  whether the summary still came.
+  whether the summary still came; ``TERM_under_load``: the same while the traced program does 4 KiB
+  page-cache preads as fast as it can with ``--per-io`` (far more events than Python classifies),
+  with the events, lost events and those still queued at the stop.
 """
 
 from __future__ import annotations
@@ -60,19 +62,31 @@ def wait_live(p: subprocess.Popen, t0: float, timeout: float = 120) -> float:
         if not line:
             raise RuntimeError("gdsdiag ended before it was live")
         if b"tracing" in line:
+            import threading
+
+            threading.Thread(target=p.stderr.read, daemon=True).start()  # (never a full pipe)
             return time.monotonic() - t0
     raise RuntimeError("never live")
 
 
-def read_summary(p: subprocess.Popen) -> tuple[float | None, dict | None]:
-    """(monotonic time the summary line arrived, the summary), reading stdout to its end."""
-    assert p.stdout is not None
-    t, summ = None, None
-    for line in p.stdout:
-        if b'"type": "summary"' in line:
-            t = time.monotonic()
-            summ = json.loads(line)
-    return t, summ
+def read_summary(p: subprocess.Popen) -> dict:
+    """Reads stdout in a thread: out["t"], out["summary"] once the summary line has arrived (the
+    stdout pipe may stay open after gdsdiag's exit: the old code leaves the traced tree running)."""
+    import threading
+
+    out: dict = {"t": None, "summary": None}
+
+    def reader() -> None:
+        assert p.stdout is not None
+        for line in p.stdout:
+            if b'"type": "summary"' in line:
+                out["t"] = time.monotonic()
+                out["summary"] = json.loads(line)
+
+    th = threading.Thread(target=reader, daemon=True)
+    th.start()
+    out["thread"] = th
+    return out
 
 
 def alive_with(marker: str) -> list[int]:
@@ -102,10 +116,11 @@ def round_exit(tree: str, comm: str) -> dict:
         t0 = time.monotonic()
         p = spawn(tree, ["--comm", comm, "--", "/usr/bin/python3", "-c", prog])
         start = wait_live(p, t0)
-        t_sum, summ = read_summary(p)
+        got = read_summary(p)
         p.wait()
         t_exit = time.monotonic()
-        p.stderr.read()
+        got["thread"].join(5)
+        t_sum, summ = got["t"], got["summary"]
         t_prog = float(open(f.name).read() or "nan")
     return {
         "start_s": round(start, 3),
@@ -115,14 +130,19 @@ def round_exit(tree: str, comm: str) -> dict:
     }
 
 
-def round_signal(tree: str, sig: int, twice: bool = False) -> dict:
+LOAD = "import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY)\nfor i in range(10**10): os.pread(fd, 4096, (i % 1024) * 4096)"
+
+
+def round_signal(tree: str, sig: int, twice: bool = False, load: str | None = None) -> dict:
     marker = str(3_000_000 + uuid.uuid4().int % 1_000_000)  # the tree's sleeps carry it in their cmdline
-    # a shell that ignores TERM, with a child in the background: the trace must stop all three
-    script = f'trap "" TERM; sleep {marker} & sleep {marker}; : {marker}'
+    if load:  # 4 KiB preads from the page cache as fast as they go, each sent to Python (--per-io)
+        args = ["--per-io", "--", "/usr/bin/python3", "-c", LOAD, load, marker]
+    else:  # a shell that ignores TERM, with a child in the background: the trace must stop all three
+        args = ["--", "/bin/sh", "-c", f'trap "" TERM; sleep {marker} & sleep {marker}; : {marker}']
     t0 = time.monotonic()
-    p = spawn(tree, ["--", "/bin/sh", "-c", script])
+    p = spawn(tree, args)
     wait_live(p, t0)
-    time.sleep(1.0)  # (the gate is open and the program running)
+    time.sleep(3.0 if load else 1.0)  # (the gate is open and the program running)
     t_sig = time.monotonic()
     os.kill(p.pid, sig)
     if twice:
@@ -131,14 +151,13 @@ def round_signal(tree: str, sig: int, twice: bool = False) -> dict:
             os.kill(p.pid, sig)
         except ProcessLookupError:
             pass
-    t_sum, summ = read_summary(p)
+    got = read_summary(p)
     try:
         p.wait(60)
     except subprocess.TimeoutExpired:
         p.kill()
         p.wait()
     t_exit = time.monotonic()
-    p.stderr.read()
     time.sleep(0.2)
     left = alive_with(marker)
     for pid in left:  # (the old code leaves them: clean up after the measurement)
@@ -146,13 +165,21 @@ def round_signal(tree: str, sig: int, twice: bool = False) -> dict:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
+    got["thread"].join(5)
+    t_sum = got["t"]
     name = signal.Signals(sig).name[3:]
-    key = f"double_{name}" if twice else name
+    key = f"double_{name}" if twice else f"{name}_under_load" if load else name
+    extra = {}
+    if load and got["summary"]:
+        summ = got["summary"]
+        extra = {f"{key}_events": summ["events"], f"{key}_lost": summ["lost_events"]}
+        extra[f"{key}_unclassified"] = summ.get("unclassified_at_stop")
     return {
         f"{key}_to_summary_s": round(t_sum - t_sig, 3) if t_sum else None,
         f"{key}_to_exit_s": round(t_exit - t_sig, 3),
         f"{key}_tree_left": len(left),
         f"{key}_rc": p.returncode,
+        **extra,
     }
 
 
@@ -175,6 +202,10 @@ def main() -> None:
                 for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                     r.update(round_signal(tree, sig))
                 r.update(round_signal(tree, signal.SIGTERM, twice=True))
+                with tempfile.NamedTemporaryFile(dir="/var/tmp") as data:
+                    data.write(os.urandom(4 << 20))
+                    data.flush()
+                    r.update(round_signal(tree, signal.SIGTERM, load=data.name))
             rounds.append(r)
             print(json.dumps({"tree": tree, "round": i, **r}), file=sys.stderr, flush=True)
         med = {

@@ -125,7 +125,7 @@ def trace(
 
             res = replay(replay_path, path_filter, printer)
             if on_tick is not None:
-                on_tick(final=True)  # (a replay is one interval: the recording's times are not replayed)
+                on_tick(final=True)  # (the last, partial interval)
             summary(res)
         else:
             if record_path:
@@ -152,8 +152,9 @@ def trace(
         if getattr(res, "stopped_by", None):  # Ctrl-C / TERM / HUP mid-trace: summary shown, then 130/143/129
             from ..signals import EXIT_FOR_SIGNAL
 
-            sys.exit(EXIT_FOR_SIGNAL.get(res.stopped_by, 128 + res.stopped_by))
-        sys.exit(EXIT_OK if res.exit_code in (None, 0) else EXIT_WARN)
+            code = EXIT_FOR_SIGNAL.get(res.stopped_by, 128 + res.stopped_by)
+        else:
+            code = EXIT_OK if res.exit_code in (None, 0) else EXIT_WARN
     except GdsdiagError:
         if rec is not None and rec.tell() == 0:  # nothing recorded: do not leave an empty file behind
             rec.close()
@@ -163,3 +164,8 @@ def trace(
     finally:
         if rec is not None:
             rec.close()
+    # a long trace holds millions of objects (events, verdicts): the interpreter's teardown freed
+    # them one by one for seconds after the summary; the OS takes them at once
+    from ._common import exit_leaving_heap
+
+    exit_leaving_heap(code)

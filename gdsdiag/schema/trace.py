@@ -89,6 +89,7 @@ class Summary(TypedDict):
     events: int
     lost_events: int
     lost_by_process: list[LostRow]
+    unclassified_at_stop: int
     probes_attached: list[str]
     probes_not_attached: list[str]
     traced_exit_code: int | None

@@ -657,17 +657,30 @@ class Probes:
         else:
             self._backlog_lost += 1  # (~100 MiB waiting: dropped as the full ring would, and counted)
 
+    def drop_raw_beyond(self, keep: int) -> int:
+        """Keep the KEEP oldest records not yet decoded (the ring's too), drop the rest; how many went."""
+        self.b.ring_buffer_consume()
+        n = max(0, len(self._raw) - keep)
+        if n:
+            del self._raw[keep:]
+        return n
+
     def drain(self) -> None:
         """Move what the kernel has written into memory now, without waiting and without decoding
         (the live loop calls it between chunks of classification, so bursts do not overflow the ring)."""
         self.b.ring_buffer_consume()
 
-    def _decode(self) -> None:
-        """Every record taken since the last poll, decoded in one struct.iter_unpack pass over their
-        bytes (no per-field ctypes access)."""
-        raw, self._raw = self._raw, []
+    def _decode(self, limit: int | None = None) -> int | None:
+        """The records taken since the last poll (the oldest LIMIT of them), decoded in one
+        struct.iter_unpack pass over their bytes (no per-field ctypes access); the timestamp of the
+        last one decoded when records are left undecoded, else None."""
+        raw = self._raw
+        if limit is not None and len(raw) > limit:
+            raw, self._raw = raw[:limit], raw[limit:]
+        else:
+            self._raw = []
         if not raw:
-            return
+            return None
         buf = b"".join(r if len(r) == EVENT_SIZE else r[:EVENT_SIZE].ljust(EVENT_SIZE, b"\0") for r in raw)
         comms = self._comms
         out = self._events
@@ -695,6 +708,7 @@ class Probes:
             if kind == "handle" and name == "cuFileHandleRegister":  # (rare): the fd's file as it is now
                 path = _fd_path(pid, a1)
             out.append(Event(ts, pid, tid, kind, name, args, comm, path))
+        return out[-1].ts if self._raw else None
 
     def _on_open(self, ctx, data, size) -> None:
         r = _OpenRecord(*OPEN_STRUCT.unpack_from(ctypes.string_at(data, OPEN_STRUCT.size)))
@@ -751,15 +765,17 @@ class Probes:
         self._perf_lost += n
 
     REORDER_NS = 50_000_000
+    DECODE_MAX = 65_536  # records decoded per poll: a backlog is worked off in steps the loop can stop between
 
     def poll(self, timeout_ms: int = 100, final: bool = False) -> list[Event]:
         """Events in time order. Two rings (events, opens) are read separately and the kernel wakes
         a reader only now and then: an open can reach us after the write that follows it. So every
         ring is drained, and events younger than REORDER_NS stay back until the next poll (all of
-        them with final=True)."""
+        them with final=True). A backlog is decoded DECODE_MAX records a poll; events are then held
+        back relative to the last record decoded, as the ones not decoded yet are younger."""
         self.b.ring_buffer_poll(timeout=timeout_ms)
         self.b.ring_buffer_consume()
-        self._decode()
+        partial_ts = self._decode(None if final else self.DECODE_MAX)
         try:
             self.lost = int(self.b["drops"][0].value) + self._perf_lost + self._backlog_lost
         except Exception:
@@ -772,7 +788,10 @@ class Probes:
         if final:
             self._held = []
             return evs
-        i = bisect.bisect_right(list(map(_TS, evs)), time.monotonic_ns() - self.REORDER_NS)
+        cut = time.monotonic_ns() - self.REORDER_NS
+        if partial_ts is not None:
+            cut = min(cut, partial_ts - self.REORDER_NS)
+        i = bisect.bisect_right(list(map(_TS, evs)), cut)
         self._held = evs[i:]
         return evs[:i]
 

@@ -34,6 +34,7 @@ class TraceResult:
     stopped_by: int | None = None  # the signal (INT/TERM/HUP) that ended a live trace early
     counted: list[dict] = field(default_factory=list)  # host I/O counted in the kernel (counted.py)
     lost_by_process: list[dict] = field(default_factory=list)  # events the kernel dropped, per process
+    unclassified_at_stop: int = 0  # events still queued when a signal stopped the trace (STOP_BUDGET_S)
 
     def summary_json(self) -> schema.Summary:
         return {
@@ -45,6 +46,7 @@ class TraceResult:
             "events": self.events,
             "lost_events": self.lost,
             "lost_by_process": cast("list[schema.LostRow]", self.lost_by_process),
+            "unclassified_at_stop": self.unclassified_at_stop,
             "probes_attached": self.attached,
             "probes_not_attached": self.failed,
             "traced_exit_code": self.exit_code,
@@ -55,6 +57,12 @@ class TraceResult:
 
 
 CHUNK = 1024  # events (or verdicts) handled between two drains of the ring buffers
+# After INT/TERM/HUP the events still queued are classified for at most this long, and at most
+# STOP_RAW records still undecoded are kept: under a load Python cannot keep up with, the queue can
+# hold a million events (a minute of classifying), and the summary must be out within a second.
+# What is left is counted (``unclassified_at_stop``), never silently dropped.
+STOP_BUDGET_S = 0.3
+STOP_RAW = 100_000
 
 
 def _processes(clf, counted: list[dict] | None = None) -> list[dict]:
@@ -249,11 +257,21 @@ def run_live(
         if stop["signum"] is None:  # the first signal names the stop (its exit code); later ones only note
             stop["signum"] = signum
 
-    def take(timeout_ms: int, final: bool = False) -> None:
-        """Poll once: record the raw events (if asked) and feed them to the classifier."""
-        nonlocal nevents
+    queued: list = []  # events taken but not classified when a stop signal came (oldest first)
+    unclassified = 0
+
+    def take(timeout_ms: int, final: bool = False, deadline: float | None = None) -> None:
+        """Poll once: record the raw events (if asked) and feed them to the classifier. Once a stop
+        signal has come, the rest of a large batch waits for the final call, which works until
+        DEADLINE and counts what is left."""
+        nonlocal nevents, unclassified
+        if deadline is not None:
+            unclassified += probes.drop_raw_beyond(STOP_RAW)
         evs = probes.poll(timeout_ms, final)
         nevents += len(evs)
+        if queued:
+            evs = queued + evs
+            queued.clear()
         # a process that exec'd or mapped a file we do not know as data may have loaded a library:
         # probe any new libcufile / libcuda copy it maps (once per file)
         rescan = set()
@@ -267,6 +285,12 @@ def run_live(
         # the ring is emptied into memory (cheap: bytes copied) every CHUNK events of this slower work,
         # so a burst waits in memory instead of overflowing the ring while Python classifies
         for i in range(0, len(evs), CHUNK):
+            if deadline is not None and time.monotonic() > deadline:
+                unclassified += len(evs) - i
+                break
+            if stop["flag"] and not final:
+                queued.extend(evs[i:])
+                break
             part = evs[i : i + CHUNK]
             if record_file is not None:
                 record_file.write("".join(json.dumps(e.to_list()) + "\n" for e in part))
@@ -323,8 +347,8 @@ def run_live(
                 if proc is not None and proc.poll() is None:
                     exit_code = tree.stop()
                 tree.done()
-        # what is still in the ring buffers counts too
-        take(0, final=True)
+        # what is still in the ring buffers counts too (after a signal: what a half second allows)
+        take(0, final=True, deadline=time.monotonic() + STOP_BUDGET_S if stop["signum"] is not None else None)
         counted = probes.counted_host_io()
         if record_file is not None:
             record_file.write("".join(json.dumps(e.to_list()) + "\n" for e in counted))
@@ -352,6 +376,7 @@ def run_live(
             stopped_by=stop["signum"],
             libraries=probes.libraries,
             lost_by_process=probes.lost_by_process(),
+            unclassified_at_stop=unclassified,
         )
         if record_file is not None:
             record_file.flush()
