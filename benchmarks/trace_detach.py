@@ -18,6 +18,13 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pythonpath(tree: str) -> str:
+    """TREE first, then what the environment had (the GPU machine's kit puts bcc there)."""
+    return os.pathsep.join(x for x in (tree, os.environ.get("PYTHONPATH", "")) if x)
+
+
 CHILD = r"""
 import ctypes, json, os, sys, time
 from gdsdiag.platform.libcufile import locate
@@ -43,7 +50,7 @@ def run(tree: str, fire: bool, env: dict) -> dict:
         capture_output=True,
         text=True,
         cwd=tree,
-        env={**os.environ, "PYTHONPATH": tree, **env},
+        env={**os.environ, "PYTHONPATH": pythonpath(tree), **env},
         timeout=300,
     )
     line = next((x for x in r.stdout.splitlines() if x.startswith("{")), None)

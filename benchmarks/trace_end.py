@@ -37,12 +37,17 @@ import uuid
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def pythonpath(tree: str) -> str:
+    """TREE first, then what the environment had (the GPU machine's kit puts bcc there)."""
+    return os.pathsep.join(x for x in (tree, os.environ.get("PYTHONPATH", "")) if x)
+
+
 def gdsdiag(tree: str) -> list[str]:
     return [sys.executable, "-m", "gdsdiag"]
 
 
 def spawn(tree: str, args: list[str]) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": tree}
+    env = {**os.environ, "PYTHONPATH": pythonpath(tree)}
     return subprocess.Popen(
         [*gdsdiag(tree), "trace", "--json", *args],
         stdout=subprocess.PIPE,
@@ -105,7 +110,10 @@ def alive_with(marker: str) -> list[int]:
 def round_true(tree: str) -> dict:
     t0 = time.monotonic()
     r = subprocess.run(
-        [*gdsdiag(tree), "trace", "--", "true"], capture_output=True, env={**os.environ, "PYTHONPATH": tree}, cwd=tree
+        [*gdsdiag(tree), "trace", "--", "true"],
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": pythonpath(tree)},
+        cwd=tree,
     )
     return {"true_wall_s": round(time.monotonic() - t0, 3), "rc": r.returncode}
 
