@@ -267,21 +267,20 @@ def run_live(
         nonlocal nevents, unclassified
         if deadline is not None:
             unclassified += probes.drop_raw_beyond(STOP_RAW)
-        evs = probes.poll(timeout_ms, final)
-        nevents += len(evs)
-        if queued:
-            evs = queued + evs
-            queued.clear()
+        new = probes.poll(timeout_ms, final)
+        nevents += len(new)
         # a process that exec'd or mapped a file we do not know as data may have loaded a library:
         # probe any new libcufile / libcuda copy it maps (once per file)
         rescan = set()
-        for e in evs:
+        for e in new:
             if e.kind == "open" and e.path and os.path.basename(e.path).startswith(("libcufile.so", "libcuda.so")):
                 probes.attach_library(e.path, e.pid)  # as it is opened, before it is mapped
             elif (e.kind == "proc" and e.name == "exec") or (e.kind == "fd" and e.name == "mmap"):
                 rescan.add(e.pid)
         for p in rescan:
             probes.scan_maps(p)
+        evs = queued + new if queued else new
+        queued.clear()
         # the ring is emptied into memory (cheap: bytes copied) every CHUNK events of this slower work,
         # so a burst waits in memory instead of overflowing the ring while Python classifies
         for i in range(0, len(evs), CHUNK):
