@@ -1,5 +1,5 @@
 """How a live trace ends (issue 21, issue 24 item 7), on this kernel with real probes: the summary
-within a second of the traced program's exit or of a signal, nothing of the probes left in the
+within a second (tests: two, for a loaded machine) of the traced program's exit or of a signal, nothing of the probes left in the
 kernel afterwards, and the traced process tree stopped with the trace (also when gdsdiag itself is
 killed). The filters' values are not compiled in (one cached program for all)."""
 
@@ -17,6 +17,10 @@ import pytest
 from conftest import live
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The goal is 1 s (benchmarks/trace_end.py measures it: 0.07-0.52 s on the dev VM); the tests allow
+# twice that, as a shared CI machine at load 9 can hold a process off its CPU for a while. The code
+# before this change took 10-15 s here.
+SUMMARY_S = 2.0
 ROOT = os.path.dirname(HERE)
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 _NR_BPF = {"x86_64": 321, "aarch64": 280}.get(platform.machine())
@@ -110,8 +114,8 @@ def test_summary_within_a_second_of_the_exit_and_nothing_left_in_the_kernel(tmp_
     exited = float(stamp.read_text())
     assert p.returncode == 0, p.stderr.read()
     assert summ["traced_exit_code"] == 0
-    assert t_summary - exited <= 1.0, f"summary {t_summary - exited:.2f} s after the program's exit"
-    assert t_exit - exited <= 3.0, f"gdsdiag exited {t_exit - exited:.2f} s after the program"
+    assert t_summary - exited <= SUMMARY_S, f"summary {t_summary - exited:.2f} s after the program's exit"
+    assert t_exit - exited <= 2 * SUMMARY_S, f"gdsdiag exited {t_exit - exited:.2f} s after the program"
     assert progs, "no BPF program found among gdsdiag's descriptors while it traced"
     assert [i for i in progs if _exists(BPF_PROG_GET_FD_BY_ID, i)] == []
     assert [i for i in links if _exists(BPF_LINK_GET_FD_BY_ID, i)] == []
@@ -156,7 +160,7 @@ def test_a_signal_stops_the_whole_tree_and_the_summary_comes_within_a_second(sig
                 t_summary = time.monotonic()
         p.wait(60)
         assert t_summary is not None, "no summary"
-        assert t_summary - t0 <= 1.0, f"summary {t_summary - t0:.2f} s after the signal"
+        assert t_summary - t0 <= SUMMARY_S, f"summary {t_summary - t0:.2f} s after the signal"
         assert p.returncode == 128 + sigs[0]
         time.sleep(0.2)
         assert _alive(marker) == [], "the traced tree outlived the trace"
