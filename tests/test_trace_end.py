@@ -1,7 +1,8 @@
 """How a live trace ends (issue 21, issue 24 item 7), on this kernel with real probes: the summary
-within a second (tests: two, for a loaded machine) of the traced program's exit or of a signal, nothing of the probes left in the
-kernel afterwards, and the traced process tree stopped with the trace (also when gdsdiag itself is
-killed). The filters' values are not compiled in (one cached program for all)."""
+within a second (the tests allow two, for a loaded machine) of the traced program's exit or of a
+signal, nothing of the probes left in the kernel afterwards, and the traced process tree stopped
+with the trace (also when gdsdiag itself is killed). The filters' values are not compiled in (one
+cached program for all)."""
 
 import ctypes
 import json
