@@ -219,6 +219,9 @@ _TS = operator.attrgetter("ts")
 _OpenRecord = __import__("collections").namedtuple("_OpenRecord", [f for f, *_ in OPEN_FIELDS])
 FD_PSEUDO, FD_DATA = dict(FD_KINDS)["FD_PSEUDO"], dict(FD_KINDS)["FD_DATA"]
 RAW_BACKLOG = 1_000_000  # records held undecoded at most (~130 MiB)
+# an events-ring record as it lies in the ring (ringread.py): 8-byte header, struct event_t, padding
+REC_STRIDE = (8 + EVENT_SIZE + 7) & ~7
+REC_STRUCT = struct.Struct(f"<8x{EVENT_STRUCT.format.lstrip('<')}{REC_STRIDE - 8 - EVENT_SIZE}x")
 ADOPTED_SERIAL = 1 << 52  # serials of descriptors adopted from /proc (the kernel's count from 1 << 12)
 
 
@@ -314,11 +317,16 @@ class Probes:
         if want_kprobes:
             self._kprobes()
         self.timing["attach_s"] = round(time.monotonic() - t, 2)
-        self._raw: list[bytes] = []  # event records as they came, decoded in one pass per poll
+        # event records as they came (runs of REC_STRIDE-byte records, and how many), decoded in
+        # one pass per poll
+        self._raw: list[tuple[bytes, int]] = []
+        self._raw_n = 0
         self._backlog_lost = 0
         self._comms: dict[bytes, str] = {}
         self._adopt_serial = ADOPTED_SERIAL
-        self.b["events"].open_ring_buffer(self._on_event)
+        self._rr = self._ring_reader()
+        if self._rr is None:
+            self.b["events"].open_ring_buffer(self._on_event)
         self.b["opens"].open_ring_buffer(self._on_open)
         if self.kb is not None:
             self.kb["kevents"].open_perf_buffer(self._on_kevent, page_cnt=64, lost_cb=self._on_lost)
@@ -650,24 +658,63 @@ class Probes:
                     Event(ts, pid, pid, "open", "adopted", [fd, flags, pos, dev, ino, -100, serial], info.comm, path)
                 )
 
+    def _ring_reader(self):
+        """The events ring read from its mapping (ringread.py), or None: bcc's callback then."""
+        from .ringread import RingReader, Unavailable
+
+        if os.environ.get("GDSDIAG_RING_MMAP", "1") == "0":
+            return None
+        t = self.b["events"]
+        try:
+            return RingReader(t.map_fd, int(t.max_entries), EVENT_SIZE)
+        except Unavailable as e:
+            self.failed.append(f"events ring read through bcc's callback ({e})")
+            return None
+
+    def _keep(self, blob: bytes, n: int) -> None:
+        room = RAW_BACKLOG - self._raw_n
+        if n > room:  # (~100 MiB waiting: dropped as the full ring would, and counted)
+            self._backlog_lost += n - max(room, 0)
+            n = max(room, 0)
+            blob = blob[: n * REC_STRIDE]
+        if n:
+            self._raw.append((blob, n))
+            self._raw_n += n
+
     def _on_event(self, ctx, data, size) -> None:
-        # the hot path: keep the bytes; poll() decodes them all at once
-        if len(self._raw) < RAW_BACKLOG:
-            self._raw.append(ctypes.string_at(data, size))
-        else:
-            self._backlog_lost += 1  # (~100 MiB waiting: dropped as the full ring would, and counted)
+        # bcc's callback (where the ring is not read from its mapping): keep the bytes, as they lie in
+        # the ring; poll() decodes them all at once
+        rec = ctypes.string_at(data, min(size, EVENT_SIZE))
+        self._keep(bytes(8) + rec.ljust(REC_STRIDE - 8, b"\0"), 1)
+
+    def _read_events(self) -> None:
+        if self._rr is not None:
+            blob, n = self._rr.read()
+            if n:
+                self._keep(blob, n)
 
     def drop_raw_beyond(self, keep: int) -> int:
         """Keep the KEEP oldest records not yet decoded (the ring's too), drop the rest; how many went."""
-        self.b.ring_buffer_consume()
-        n = max(0, len(self._raw) - keep)
-        if n:
-            del self._raw[keep:]
+        self.drain()
+        n = self._raw_n - keep
+        if n <= 0:
+            return 0
+        drop = n
+        while drop and self._raw:
+            blob, m = self._raw[-1]
+            if m <= drop:
+                self._raw.pop()
+                drop -= m
+            else:
+                self._raw[-1] = (blob[: (m - drop) * REC_STRIDE], m - drop)
+                drop = 0
+        self._raw_n = keep
         return n
 
     def drain(self) -> None:
         """Move what the kernel has written into memory now, without waiting and without decoding
         (the live loop calls it between chunks of classification, so bursts do not overflow the ring)."""
+        self._read_events()
         self.b.ring_buffer_consume()
 
     def _decode(self, limit: int | None = None) -> int | None:
@@ -675,17 +722,31 @@ class Probes:
         struct.iter_unpack pass over their bytes (no per-field ctypes access); the timestamp of the
         last one decoded when records are left undecoded, else None."""
         raw = self._raw
-        if limit is not None and len(raw) > limit:
-            raw, self._raw = raw[:limit], raw[limit:]
-        else:
-            self._raw = []
         if not raw:
             return None
-        buf = b"".join(r if len(r) == EVENT_SIZE else r[:EVENT_SIZE].ljust(EVENT_SIZE, b"\0") for r in raw)
+        if limit is not None and self._raw_n > limit:
+            take, got, i = [], 0, 0
+            while got < limit:
+                blob, n = raw[i]
+                if got + n <= limit:
+                    take.append(blob)
+                    got += n
+                    i += 1
+                else:
+                    k = limit - got
+                    take.append(blob[: k * REC_STRIDE])
+                    raw[i] = (blob[k * REC_STRIDE :], n - k)
+                    got = limit
+            del raw[:i]
+            self._raw_n -= got
+        else:
+            take = [blob for blob, _ in raw]
+            self._raw, self._raw_n = [], 0
+        buf = b"".join(take)
         comms = self._comms
         out = self._events
         usdt = self.usdt_names
-        for ts, pid, tid, typ, rid, a0, a1, a2, a3, a4, a5, a6, craw in EVENT_STRUCT.iter_unpack(buf):
+        for ts, pid, tid, typ, rid, a0, a1, a2, a3, a4, a5, a6, craw in REC_STRUCT.iter_unpack(buf):
             kind = KINDS.get(typ, str(typ))
             args = [a0, a1, a2, a3, a4, a5, a6]
             if kind == "sys_exit":
@@ -773,8 +834,11 @@ class Probes:
         ring is drained, and events younger than REORDER_NS stay back until the next poll (all of
         them with final=True). A backlog is decoded DECODE_MAX records a poll; events are then held
         back relative to the last record decoded, as the ones not decoded yet are younger."""
-        self.b.ring_buffer_poll(timeout=timeout_ms)
-        self.b.ring_buffer_consume()
+        # (bcc's poll waits on the opens ring only when the events ring is read from its mapping:
+        # it is not waited for while the events ring has records)
+        busy = self._rr is not None and self._rr.pending()
+        self.b.ring_buffer_poll(timeout=0 if busy else timeout_ms)
+        self.drain()
         partial_ts = self._decode(None if final else self.DECODE_MAX)
         try:
             self.lost = int(self.b["drops"][0].value) + self._perf_lost + self._backlog_lost
@@ -833,6 +897,9 @@ class Probes:
 
         bpfs = [getattr(self, "b", None), getattr(self, "kb", None)]
         um = getattr(self, "_um", None)
+        if getattr(self, "_rr", None) is not None:
+            self._rr.close()
+            self._rr = None
         self.b = self.kb = self._um = None
         self.timing.update(detach_all(bpfs, um))
 
