@@ -69,7 +69,7 @@ for um in ("1", "0"):
     links = len(p._um.links) if p._um else 0
     perf = len(p.b.uprobe_fds)
     tps = len(p.b.tracepoint_fds)
-    notes = [f for f in p.failed if "uprobe_multi" in f]
+    notes = [f for f in p.failed if "uprobe_multi" in f or "ring" in f]
     p.close()
     print(f"  GDSDIAG_UPROBE_MULTI={um}: uprobe_multi links {links}, perf uprobes {perf}, tracepoints {tps}, "
           f"setup {att:.2f} s, detach {p.timing['detach_s']:.2f} s {notes}")
