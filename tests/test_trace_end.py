@@ -229,3 +229,32 @@ def test_the_events_ring_read_from_its_mapping_gives_what_bccs_callback_gives(tm
         data.unlink()
     assert len(got["1"]) == 6000
     assert got["1"] == got["0"]
+
+
+@live
+def test_interval_lines_add_up_to_the_summary_with_host_io_counted_in_the_kernel(tmp_path):
+    """--interval on a process without CUDA: its reads are counted in the kernel, and the intervals
+    report what the counters gained, adding up to the summary's count."""
+    data = tmp_path / "iv.dat"
+    data.write_bytes(os.urandom(1 << 20))
+    prog = (
+        "import os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+        "for r in range(4):\n"
+        "    for i in range(2000): os.pread(fd, 8192, (i % 128) * 8192)\n"
+        "    time.sleep(0.35)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "gdsdiag", "trace", "--json", "--interval", "0.3", "--", PY, "-c", prog, str(data)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+    ivs = [x for x in lines if x["type"] == "interval"]
+    summ = lines[-1]
+    mine = sum(x["count"] for x in summ["host_io_counted"] if x["path"] == str(data))
+    assert mine == 8000
+    per = [sum(t["count"] for t in x["top"] if t["path"] == str(data)) for x in ivs]
+    assert sum(per) == 8000 and len([n for n in per if n]) >= 2, per  # spread over the intervals

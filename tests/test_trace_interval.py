@@ -80,3 +80,23 @@ def test_documented_interval_line_matches_the_type():
     problems: list[str] = []
     compare(doc, Interval, "trace interval (docs/json.md)", problems, documented=True)
     assert not problems, problems
+
+
+def test_kernel_counted_host_io_counts_by_what_its_counters_gained():
+    now = [0.0]
+    iv = Intervals(1.0, clock=lambda: now[0])
+    iv.tick()
+    row = {"pid": 7, "comm": "cp", "api": "read", "path": "/d/f", "size_class": "4KiB-8KiB", "route": "HOST"}
+    iv.add_counted([{**row, "count": 100, "bytes": 409600}])
+    now[0] = 1.0
+    rec = iv.tick()
+    assert rec["routes"]["HOST"]["count"] == 100 and rec["routes"]["HOST"]["counted_in_kernel"] == 100
+    assert rec["routes"]["HOST"]["p50_us"] is None  # (no per-I/O latencies)
+    iv.add_counted([{**row, "count": 150, "bytes": 614400}])
+    now[0] = 2.0
+    rec = iv.tick()
+    assert rec["routes"]["HOST"]["count"] == 50 and rec["routes"]["HOST"]["bytes"] == 204800
+    assert rec["top"][0]["path"] == "/d/f" and rec["top"][0]["count"] == 50
+    iv.add_counted([{**row, "count": 150, "bytes": 614400}])  # nothing new: an empty interval
+    now[0] = 3.0
+    assert iv.tick()["routes"] == {}

@@ -124,8 +124,8 @@ def trace(
             from ..trace.live import replay
 
             res = replay(replay_path, path_filter, printer)
-            if on_tick is not None:
-                on_tick(final=True)  # (the last, partial interval)
+            if on_tick is not None:  # the last, partial interval (the kernel's counters as recorded at the end)
+                on_tick(final=True, counted=lambda: res.counted)
             summary(res)
         else:
             if record_path:

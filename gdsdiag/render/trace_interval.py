@@ -31,7 +31,10 @@ class IntervalPrinter:
             self.tick()
         self.acc.add(v)
 
-    def tick(self, final: bool = False) -> None:
+    def tick(self, final: bool = False, counted=None) -> None:
+        """COUNTED: a function giving the kernel's host-I/O counters now (read only when due)."""
+        if counted is not None and (final or self.acc.due()):
+            self.acc.add_counted(counted())
         rec = self.acc.tick(final)
         if rec is None:
             return
@@ -51,6 +54,7 @@ class IntervalPrinter:
             t.append(
                 f" {s['count']:>9} {_size(s['bytes']):>9} {_num(s['gbps'], '{:.3f}'):>8} "
                 f"{_num(s['p50_us']):>9} {_num(s['p99_us']):>9}"
+                + (f"  ({s['counted_in_kernel']} counted in the kernel)" if s.get("counted_in_kernel") else "")
             )
             c.print(t)
         for r in rec["top"]:

@@ -98,7 +98,7 @@ class Summary(TypedDict):
     startup_s: dict[str, float]
 
 
-class IntervalStats(TypedDict):
+class _IntervalStats(TypedDict):
     count: int
     bytes: int
     gbps: float | None
@@ -106,7 +106,11 @@ class IntervalStats(TypedDict):
     p99_us: float | None
 
 
-class IntervalRow(IntervalStats):
+class IntervalStats(_IntervalStats, total=False):
+    counted_in_kernel: int  # HOST: I/Os the kernel counted in this interval (no latencies)
+
+
+class IntervalRow(_IntervalStats):
     pid: int
     comm: str
     path: str | None

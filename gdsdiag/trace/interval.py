@@ -3,8 +3,10 @@ bcc's ``biolatency 1``: per route the I/O count, bytes, GB/s and latency percent
 busiest (process, file, route) rows. A verdict counts in the interval in which it is printed
 (DRAM_BOUNCE verdicts, which wait for their CUDA copy, land in the interval they were decided in).
 A --replay has no wall clock to follow: its intervals are cut by the verdicts' own timestamps.
-Host I/O that the kernel counts instead of sending (processes without CUDA; docs/trace.md) is not
-in the intervals: it appears in the final summary, or per I/O with --per-io."""
+Host I/O that the kernel counts instead of sending (processes without CUDA; docs/trace.md) comes in
+as the growth of its counters since the last interval (``add_counted``): counts, bytes and GB/s, and
+``counted_in_kernel`` on the HOST route; it has no per-I/O latencies, so it stays out of the
+percentiles, as in the summary."""
 
 from __future__ import annotations
 
@@ -53,11 +55,35 @@ class Intervals:
         self.every = every_s
         self.clock = clock
         self.t0 = self.start = None  # set by the first tick or verdict
+        self._counters: dict[tuple, tuple[int, int]] = {}  # kernel counter -> (count, bytes) last seen
         self._reset()
 
     def _reset(self) -> None:
         self.routes: dict[str, _Acc] = {}
         self.rows: dict[tuple, _Acc] = {}
+        self.counted_n = 0
+
+    def due(self) -> bool:
+        return self.start is not None and self.clock() - self.start >= self.every
+
+    def add_counted(self, rows: list[dict]) -> None:
+        """The kernel's host-I/O counters as they stand now (counted.CountedIo rows, cumulative):
+        what they gained since the last call counts in this interval."""
+        seen = self._counters
+        for r in rows:
+            key = (r["pid"], r["api"], r["path"], r["size_class"])
+            n0, b0 = seen.get(key, (0, 0))
+            dn, db = r["count"] - n0, r["bytes"] - b0
+            seen[key] = (r["count"], r["bytes"])
+            if dn <= 0:
+                continue
+            for acc in (
+                self.routes.setdefault(r["route"], _Acc()),
+                self.rows.setdefault((r["pid"], r["comm"], r["path"], r["route"]), _Acc()),
+            ):
+                acc.count += dn
+                acc.bytes += max(db, 0)
+            self.counted_n += dn
 
     def add(self, v: schema.IoLine) -> None:
         if self.start is None:
@@ -87,11 +113,14 @@ class Intervals:
         if final and not self.routes:
             return None
         busiest = sorted(self.rows.items(), key=lambda kv: (-kv[1].bytes, -kv[1].count))[:TOP]
+        routes = {r: a.out(secs) for r, a in sorted(self.routes.items())}
+        if self.counted_n and "HOST" in routes:
+            routes["HOST"]["counted_in_kernel"] = self.counted_n
         rec = {
             "type": "interval",
             "t_s": round(now - self.t0, 3),
             "interval_s": round(secs, 3),
-            "routes": {r: a.out(secs) for r, a in sorted(self.routes.items())},
+            "routes": routes,
             "top": [
                 {"pid": pid, "comm": comm, "path": path, "route": route, **a.out(secs)}
                 for (pid, comm, path, route), a in busiest

@@ -165,8 +165,9 @@ def run_live(
     """Trace CMD (held at a gate until the probes are live), the processes PIDS and all their
     descendants, a cgroup, processes named COMM, or (none given) everything. ON_END(result) is
     called as soon as the result is complete, before the probes are detached (which takes the
-    kernel seconds): the summary is out while they go. ON_TICK() is called after each poll (~10 a
-    second) and once more, with final=True, before ON_END (--interval)."""
+    kernel seconds): the summary is out while they go. ON_TICK(counted=F) is called after each poll
+    (~10 a second) and once more, with final=True, before ON_END (--interval); F() gives the
+    kernel's host-I/O counters as rows (counted.CountedIo), read only when the caller asks."""
     from .bpf import Probes, preflight
     from .procs import by_comm, cgroup_pids, cgroup_target, descendants
 
@@ -257,6 +258,12 @@ def run_live(
         if stop["signum"] is None:  # the first signal names the stop (its exit code); later ones only note
             stop["signum"] = signum
 
+    def counted_now() -> list[dict]:
+        """The kernel's host-I/O counters as they stand, named as the summary names them."""
+        now = CountedIo()
+        now.paths, now.comms, now.counted = counter.paths, counter.comms, probes.counted_host_io()
+        return now.rows(clf._path_ok)
+
     queued: list = []  # events taken but not classified when a stop signal came (oldest first)
     unclassified = 0
 
@@ -320,7 +327,7 @@ def run_live(
                     if n % CHUNK == 0:
                         probes.drain()
                 if on_tick is not None:
-                    on_tick()
+                    on_tick(counted=counted_now)
                 if proc and proc.poll() is not None:
                     exit_code = proc.returncode
                     # the buffers may still hold the last events: the kernel wakes the reader only
@@ -359,7 +366,7 @@ def run_live(
             verdicts.append(v)
             on_verdict(v)
         if on_tick is not None:
-            on_tick(final=True)
+            on_tick(final=True, counted=counted_now)
         timing["end_s"] = round(time.monotonic() - t_attached, 3)
         res = _finish(
             clf,
