@@ -58,19 +58,38 @@ class RingReader:
             return b"", 0
         avail = prod - cons
         off = self._page + (cons & self._mask)
-        if avail % self.stride:
-            raise OSError(f"ring record sizes are not all {self._want} bytes")
         region = self._prod[off : off + avail]
-        n = 0
-        for (h,) in self._hdrs.iter_unpack(region):
-            if h & BUSY:
-                break  # (being written: it and all after it wait for the next read)
+        # every record of this ring has the one size: their length words are read in one pass
+        n, odd = 0, False
+        whole = avail - avail % self.stride
+        for (h,) in self._hdrs.iter_unpack(memoryview(region)[:whole]):
             if h != self._want:
-                raise OSError(f"ring record of {h & ~(BUSY | DISCARD)} bytes (flags {h >> 30}), not {self._want}")
+                odd = not h & BUSY  # (busy: being written; it and all after it wait for the next read)
+                break
             n += 1
-        if n:
-            _POS.pack_into(self._cons, 0, cons + n * self.stride)
-        return (region if n * self.stride == avail else region[: n * self.stride]), n
+        pos = n * self.stride
+        out = region if pos == avail else region[:pos]
+        if odd or (n * self.stride == whole and whole < avail):
+            rest, k, pos = self._read_odd(region, pos, avail)  # never expected: kept correct anyway
+            out, n = out + rest, n + k
+        if pos:
+            _POS.pack_into(self._cons, 0, cons + pos)
+        return out, n
+
+    def _read_odd(self, region: bytes, pos: int, avail: int) -> tuple[bytes, int, int]:
+        """Records from POS one by one, whatever their size (a discarded one skipped, each cut or
+        padded to the ring's record size): (them, how many, where reading stopped)."""
+        out = []
+        while pos + HDR <= avail:
+            (h,) = struct.unpack_from("<I", region, pos)
+            if h & BUSY:
+                break
+            size = h & ~(BUSY | DISCARD)
+            if not h & DISCARD:
+                rec = bytes(region[pos + HDR : pos + HDR + min(size, self._want)])
+                out.append(bytes(HDR) + rec.ljust(self.stride - HDR, b"\0"))
+            pos += (HDR + size + 7) & ~7
+        return b"".join(out), len(out), pos
 
     def close(self) -> None:
         for m in (self._cons, self._prod):
