@@ -67,13 +67,13 @@ LONGEST_LIVE = {"test_second_start_loads_the_compiled_program_from_the_cache"}
 
 @pytest.fixture(scope="session")
 def probe_program():
-    """The generated probe program (no CUDA doors: program_text(False)) compiled by bcc once per
+    """The generated probe program (no CUDA doors: program_text()) compiled by bcc once per
     run: clang takes ~8 s of CPU for it here, and two tests only look at what it compiled to
     (its record layout, and that its programs pass the verifier)."""
     from gdsdiag.trace.bpf import CFLAGS, import_bcc, program_text
 
     bcc = import_bcc()
-    b = bcc.BPF(text=program_text(False), cflags=list(CFLAGS))
+    b = bcc.BPF(text=program_text(), cflags=list(CFLAGS))
     yield b
     b.cleanup()
 

@@ -85,14 +85,16 @@ def test_closed_gate_never_runs_the_command(tmp_path):
     from gdsdiag.trace.live import _gate_child
 
     marker = tmp_path / "ran"
-    proc, gate = _gate_child(["sh", "-c", f"touch {marker}"])
+    tree, gate = _gate_child(["sh", "-c", f"touch {marker}"])
     os.close(gate)
-    assert proc.wait(10) == 125
+    assert tree.proc.wait(10) == 125
     assert not marker.exists()
-    proc, gate = _gate_child(["sh", "-c", f"touch {marker}"])
+    tree.done()
+    tree, gate = _gate_child(["sh", "-c", f"touch {marker}"])
     os.write(gate, b"go\n")
     os.close(gate)
-    assert proc.wait(10) == 0 and marker.exists()
+    assert tree.proc.wait(10) == 0 and marker.exists()
+    tree.done()
 
 
 SLOW_PROBES = textwrap.dedent("""

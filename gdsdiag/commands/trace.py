@@ -27,6 +27,15 @@ from ..errors import EXIT_OK, EXIT_WARN, GdsdiagError, refuse_existing
     "--comm", metavar="NAME", help="Trace processes with this name (and their descendants), also those started later."
 )
 @click.option("--duration", type=float, help="Stop after this many seconds.")
+@click.option(
+    "--interval",
+    "interval_s",
+    type=float,
+    metavar="N",
+    help="Every N seconds: I/Os, GB/s and latency per route and for the busiest processes and files "
+    "(like biolatency 1), then the summary's histograms; the text output then leaves out the per-I/O "
+    "lines (--json keeps them and adds 'interval' lines).",
+)
 @click.option("--path", "path_filter", metavar="DIR", help="Only report I/O to files under DIR.")
 @click.option("--json", "as_json", is_flag=True, help="JSON lines: one per I/O, then a summary.")
 @click.option(
@@ -64,6 +73,7 @@ def trace(
     per_io,
     ebpf,
     cmd,
+    interval_s=None,
 ):
     """Per-I/O route verdicts, live: NVFS / P2PDMA / RDMA (P2P), PEER_GPU, COMPAT, DRAM_BOUNCE or
     HOST (off the GPU data path), with the evidence each came from. Trace a command and all it starts
@@ -83,12 +93,40 @@ def trace(
     if not console.is_terminal:
         console = Console(stderr=as_json, width=200)  # logs and pipes keep the evidence column
     printer = LinePrinter(console, as_json)
+    on_tick = None
+    if interval_s is not None:
+        import math
+
+        from ..errors import UsageError
+        from ..render.trace_interval import IntervalPrinter
+
+        if not math.isfinite(interval_s) or not 0.1 <= interval_s <= 86400:
+            raise UsageError(
+                f"--interval {interval_s}: not a number of seconds from 0.1 to 86400", "use e.g. --interval 1"
+            )
+        ivl = IntervalPrinter(console, as_json, interval_s, replay=bool(replay_path))
+        lines = printer
+
+        def printer(v) -> None:  # (the line printer, and the intervals)
+            ivl.add(v)
+            if as_json:
+                lines(v)
+
+        on_tick = ivl.tick
     rec = None
+
+    def summary(res) -> None:
+        render_summary(console, res, as_json)
+        sys.stdout.flush()  # out before the probes are detached (seconds of the kernel's time)
+
     try:
         if replay_path:
             from ..trace.live import replay
 
             res = replay(replay_path, path_filter, printer)
+            if on_tick is not None:  # the last, partial interval (the kernel's counters as recorded at the end)
+                on_tick(final=True, counted=lambda: res.counted)
+            summary(res)
         else:
             if record_path:
                 refuse_existing(record_path, "--record")
@@ -108,13 +146,15 @@ def trace(
                 comm,
                 on_status=lambda m: console.print(m, style="dim"),
                 per_io=per_io,
+                on_end=summary,
+                on_tick=on_tick,
             )
-        render_summary(console, res, as_json)
         if getattr(res, "stopped_by", None):  # Ctrl-C / TERM / HUP mid-trace: summary shown, then 130/143/129
             from ..signals import EXIT_FOR_SIGNAL
 
-            sys.exit(EXIT_FOR_SIGNAL.get(res.stopped_by, 128 + res.stopped_by))
-        sys.exit(EXIT_OK if res.exit_code in (None, 0) else EXIT_WARN)
+            code = EXIT_FOR_SIGNAL.get(res.stopped_by, 128 + res.stopped_by)
+        else:
+            code = EXIT_OK if res.exit_code in (None, 0) else EXIT_WARN
     except GdsdiagError:
         if rec is not None and rec.tell() == 0:  # nothing recorded: do not leave an empty file behind
             rec.close()
@@ -124,3 +164,8 @@ def trace(
     finally:
         if rec is not None:
             rec.close()
+    # a long trace holds millions of objects (events, verdicts): the interpreter's teardown freed
+    # them one by one for seconds after the summary; the OS takes them at once
+    from ._common import exit_leaving_heap
+
+    exit_leaving_heap(code)

@@ -217,5 +217,16 @@ def render_summary(console: Console, res, as_json: bool) -> None:
             style="bold red",
             markup=False,
         )
+        by = getattr(res, "lost_by_process", [])
+        if by:
+            who = ", ".join(f"{r['comm'] or '?'}/{r['pid']} {r['lost']}" for r in by[:10])
+            console.print(f"  lost per process: {who}" + (" …" if len(by) > 10 else ""), style="red", markup=False)
+    if getattr(res, "unclassified_at_stop", 0):
+        console.print(
+            f"warning: {res.unclassified_at_stop} events were still queued when the trace was stopped and "
+            f"are not in the verdicts (the summary is out within a second of a signal)",
+            style="bold red",
+            markup=False,
+        )
     for f in res.failed:
         console.print(f"not attached: {f}", style="dim", markup=False)

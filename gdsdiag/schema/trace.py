@@ -100,6 +100,12 @@ class TreeRow(TypedDict):
     routes: dict[str, int]
 
 
+class LostRow(TypedDict):
+    pid: int
+    comm: str | None
+    lost: int
+
+
 class Summary(TypedDict):
     type: str  # "summary"
     routes: dict[str, RouteStats]
@@ -108,6 +114,8 @@ class Summary(TypedDict):
     host_io_counted: list[CountedRow]
     events: int
     lost_events: int
+    lost_by_process: list[LostRow]
+    unclassified_at_stop: int
     probes_attached: list[str]
     probes_not_attached: list[str]
     traced_exit_code: int | None
@@ -116,3 +124,33 @@ class Summary(TypedDict):
     startup_s: dict[str, float]
     files: list[FileRow]
     trees: list[TreeRow]
+
+
+class _IntervalStats(TypedDict):
+    count: int
+    bytes: int
+    gbps: float | None
+    p50_us: float | None
+    p99_us: float | None
+
+
+class IntervalStats(_IntervalStats, total=False):
+    counted_in_kernel: int  # HOST: I/Os the kernel counted in this interval (no latencies)
+
+
+class IntervalRow(_IntervalStats):
+    pid: int
+    comm: str
+    path: str | None
+    route: str
+
+
+class Interval(TypedDict):
+    """``--interval N`` (trace.interval): what the last N seconds' verdicts add up to."""
+
+    type: str  # "interval"
+    t_s: float  # seconds since the trace went live, at the interval's end
+    interval_s: float
+    routes: dict[str, IntervalStats]
+    top: list[IntervalRow]  # the busiest (process, file, route) rows, most bytes first
+    rows_left_out: int

@@ -9,6 +9,7 @@ import ctypes.util
 import glob
 import operator
 import os
+import struct
 import sys
 import time
 
@@ -146,31 +147,34 @@ def _aio_blocks() -> str:
     return "\n".join(out)
 
 
-def _comm_match(comm: str | None) -> tuple[int, str]:
-    if not comm:
-        return 0, "0"
-    b = comm.encode()[:15]
-    conds = [f"comm[{i}] == {c}" for i, c in enumerate(b)] + [f"comm[{len(b)}] == 0"]
-    return len(b), "(" + " && ".join(conds) + ")"
-
-
-def program_text(
-    trace_all: bool,
-    block: bool = False,
-    cgroup: tuple[int, int] | None = None,
-    comm: str | None = None,
-    per_io: bool = False,
-) -> str:
+def program_text(block: bool = False) -> str:
+    """The probe program's C text. What to trace (--pid/--cgroup/--comm, everything) and --per-io
+    are not in it: they go into its 'config' map at load time (set_config), so one compiled program
+    (and one entry of the compiled-program cache) serves every filter. --block adds tracepoints."""
     src = probe_source("cufile_trace.c")
-    cg_id, cg_level = cgroup or (0, 0)
-    n, match = _comm_match(comm)
-    defs = (
-        f"#define TRACE_ALL {1 if trace_all else 0}\n#define TRACE_BLOCK {1 if block else 0}\n"
-        f"#define PER_IO {1 if per_io else 0}\n"
-        f"#define CGROUP_ID {cg_id}ULL\n#define CGROUP_LEVEL {cg_level}\n#define COMM_LEN {n}\n#define COMM_MATCH {match}\n"
-    )
+    defs = f"#define TRACE_BLOCK {1 if block else 0}\n"
     src = src.replace("/*EVENTDEFS*/", c_defines() + defs, 1)
     return src.replace("/*BATCH_BLOCKS*/", _batch_blocks()).replace("/*AIO_BLOCKS*/", _aio_blocks())
+
+
+def config_values(
+    trace_all: bool, cgroup: tuple[int, int] | None, comm: str | None, per_io: bool
+) -> tuple[int, int, int, int, int, int, int]:
+    """The probe program's 'config' record (struct config_t): cgroup id and level, trace_all, per_io,
+    the --comm name's length and its 16 bytes, NUL-padded, as two little-endian words."""
+    cg_id, cg_level = cgroup or (0, 0)
+    name = (comm or "").encode()[:15]
+    w0, w1 = struct.unpack("<QQ", name.ljust(16, b"\0"))
+    return cg_id, cg_level, int(trace_all), int(per_io), len(name), w0, w1
+
+
+def config_comment(values: tuple) -> str:
+    cg_id, cg_level, trace_all, per_io, n, w0, w1 = values
+    comm = struct.pack("<QQ", w0, w1)[:n].decode(errors="replace")
+    return (
+        f"/* config (written into the 'config' map at load time, not compiled in): trace_all={trace_all} "
+        f"cgroup_id={cg_id} cgroup_level={cg_level} comm={comm!r} per_io={per_io} */\n"
+    )
 
 
 def kprobes_text() -> str:
@@ -195,6 +199,8 @@ def ebpf_text(
     p = Probes(libs, [], trace_all=not selective, block=block, cgroup=cg, comm=comm, per_io=per_io, load=False)
     return (
         p.src
+        + "\n"
+        + config_comment(p.config)
         + "\n/* ---- nvfs_kprobes.c: loaded too where nvidia-fs / P2PDMA symbols and kprobes exist ---- */\n"
         + kprobes_text()
     )
@@ -212,11 +218,10 @@ def _kernel_headers_hint(msg: str) -> GdsdiagError:
 _TS = operator.attrgetter("ts")
 _OpenRecord = __import__("collections").namedtuple("_OpenRecord", [f for f, *_ in OPEN_FIELDS])
 FD_PSEUDO, FD_DATA = dict(FD_KINDS)["FD_PSEUDO"], dict(FD_KINDS)["FD_DATA"]
-# tracepoints served by another's program (same record layout), verified once: (tracepoint, program)
-SHARED_TRACEPOINTS = [
-    (f"syscalls:sys_exit_{name}", "tracepoint__syscalls__sys_exit_openat") for name in ("open", "creat", "openat2")
-]
 RAW_BACKLOG = 1_000_000  # records held undecoded at most (~130 MiB)
+# an events-ring record as it lies in the ring (ringread.py): 8-byte header, struct event_t, padding
+REC_STRIDE = (8 + EVENT_SIZE + 7) & ~7
+REC_STRUCT = struct.Struct(f"<8x{EVENT_STRUCT.format.lstrip('<')}{REC_STRIDE - 8 - EVENT_SIZE}x")
 ADOPTED_SERIAL = 1 << 52  # serials of descriptors adopted from /proc (the kernel's count from 1 << 12)
 
 
@@ -253,7 +258,8 @@ class Probes:
         self.usdt_names: dict[int, str] = {}
         self.timing: dict[str, float] = {}
         t = time.monotonic()
-        src = program_text(trace_all, block, cgroup, comm, per_io)
+        src = program_text(block)
+        self.config = config_values(trace_all, cgroup, comm, per_io)
         self.libcufile = libcufile
         self.libraries: list[dict] = []  # every libcufile / libcuda copy probed: path, kind, probes, pids
         self._lib_keys: dict[tuple[int, int], dict] = {}
@@ -279,17 +285,14 @@ class Probes:
         self.bcc = bcc
         t = time.monotonic()
         self.b = self._compile_or_cached(bcc, src)
-        for tp, fn in SHARED_TRACEPOINTS:
-            try:  # (a kernel without the syscall, e.g. open/creat on arm64, has no tracepoint for it)
-                self.b.attach_tracepoint(tp=tp, fn_name=fn)
-            except Exception as e:
-                self.failed.append(f"tracepoint {tp}: {e}")
+        self.set_config()
+        self._um = self._uprobe_links()
         self.timing["compile_load_s"] = round(time.monotonic() - t, 2)
         t = time.monotonic()
         self.attached += [
-            "tracepoint syscalls: open/openat/openat2/creat/close/dup*/fcntl(F_DUPFD)/lseek/mmap, "
-            "read/write/readv/writev/pread64/pwrite64/preadv(2)/pwritev(2), copy_file_range/sendfile/splice, "
-            "ioctl(nvidia-fs), io_submit (per iocb), io_uring_enter",
+            "tracepoint raw_syscalls: sys_enter/sys_exit for open/openat/openat2/creat/close/dup*/"
+            "fcntl(F_DUPFD)/lseek/mmap, read/write/readv/writev/pread64/pwrite64/preadv(2)/pwritev(2), "
+            "copy_file_range/sendfile/splice, ioctl(nvidia-fs), io_submit (per iocb), io_uring_enter",
             "tracepoint io_uring: submit_req/file_get/complete (joined per request)",
             "tracepoint filemap: mm_filemap_add_to_page_cache (mmap page-cache fills)",
             "tracepoint sched: process_fork/exec/exit (process trees, in the kernel)",
@@ -314,11 +317,16 @@ class Probes:
         if want_kprobes:
             self._kprobes()
         self.timing["attach_s"] = round(time.monotonic() - t, 2)
-        self._raw: list[bytes] = []  # event records as they came, decoded in one pass per poll
+        # event records as they came (runs of REC_STRIDE-byte records, and how many), decoded in
+        # one pass per poll
+        self._raw: list[tuple[bytes, int]] = []
+        self._raw_n = 0
         self._backlog_lost = 0
         self._comms: dict[bytes, str] = {}
         self._adopt_serial = ADOPTED_SERIAL
-        self.b["events"].open_ring_buffer(self._on_event)
+        self._rr = self._ring_reader()
+        if self._rr is None:
+            self.b["events"].open_ring_buffer(self._on_event)
         self.b["opens"].open_ring_buffer(self._on_open)
         if self.kb is not None:
             self.kb["kevents"].open_perf_buffer(self._on_kevent, page_cnt=64, lost_cb=self._on_lost)
@@ -414,7 +422,7 @@ class Probes:
                 missing += 1
                 continue
             try:
-                self.b.attach_uprobe(name=path, addr=site.pc, fn_name=name)
+                self._uprobe(path, name, addr=site.pc)
                 ok += 1
             except Exception as e:
                 self.failed.append(f"usdt {site.key} at {site.pc:#x} in {path}: {e}")
@@ -449,9 +457,9 @@ class Probes:
                     )
                 for sym, enter, ret in API_UPROBES:
                     try:
-                        self.b.attach_uprobe(name=path, sym=sym, fn_name=enter)
+                        self._uprobe(path, enter, sym=sym)
                         if ret:
-                            self.b.attach_uretprobe(name=path, sym=sym, fn_name=ret)
+                            self._uprobe(path, ret, sym=sym, ret=True)
                         lib["uprobes"] += 1
                     except Exception as e:
                         self.failed.append(f"uprobe {sym} in {path}: {e}")
@@ -501,7 +509,7 @@ class Probes:
             if fn is None or syms[sym] in at:
                 continue
             try:
-                self.b.attach_uprobe(name=libcuda, sym=sym, fn_name=fn)
+                self._uprobe(libcuda, fn, sym=sym)
                 at.add(syms[sym])
                 n += 1
             except Exception as e:
@@ -524,7 +532,7 @@ class Probes:
             if addr in at:
                 continue
             try:
-                self.b.attach_uprobe(name=libcuda, addr=addr, fn_name=fn)
+                self._uprobe(libcuda, fn, addr=addr)
                 at.add(addr)
                 extra += 1
             except Exception as e:
@@ -562,6 +570,62 @@ class Probes:
             except Exception as e:
                 self.failed.append(f"kprobe {sym}: {e}")
 
+    def _uprobe_links(self):
+        """uprobe_multi links for the uprobes (uprobemulti.py: detached in a fraction of the time),
+        unless GDSDIAG_UPROBE_MULTI=0 or this bcc object cannot give its instructions."""
+        from .uprobemulti import UprobeLinks
+
+        if os.environ.get("GDSDIAG_UPROBE_MULTI", "1") == "0":
+            return None
+        b = self.b
+        cached = getattr(b, "insns", None)
+        if cached is not None:  # bpfcache.CachedBPF keeps what it loaded
+            return UprobeLinks(b, lambda fn: cached[fn], b.license)
+        from bcc.libbcc import lib
+
+        mod = b.module
+
+        def insns_of(fn: str) -> bytes:
+            name = fn.encode()
+            start, size = lib.bpf_function_start(mod, name), lib.bpf_function_size(mod, name)
+            if not start:
+                raise KeyError(fn)
+            return ctypes.string_at(start, size)
+
+        return UprobeLinks(b, insns_of, lib.bpf_module_license(mod))
+
+    def _uprobe(self, path: str, fn: str, sym: str | None = None, addr: int | None = None, ret: bool = False):
+        """Attach handler FN at SYM or ADDR of PATH (ret: on return): as a uprobe_multi link where
+        the kernel makes them, else as bcc's perf-event uprobe (the first refusal decides for all)."""
+        from .uprobemulti import Unsupported
+
+        if self._um is not None:
+            try:
+                return self._um.attach(path, fn, sym=sym, addr=addr, ret=ret)
+            except Unsupported as e:
+                if not self._um.links:
+                    self._um = None
+                    self.failed.append(f"uprobe_multi links not made ({e}): perf-event uprobes (slower to detach)")
+        kw = {"sym": sym} if sym is not None else {"addr": addr}
+        (self.b.attach_uretprobe if ret else self.b.attach_uprobe)(name=path, fn_name=fn, **kw)
+
+    def set_config(self) -> None:
+        """What to trace, into the program's 'config' map (before any probe is attached)."""
+        t = self.b["config"]
+        cg_id, cg_level, trace_all, per_io, n, w0, w1 = self.config
+        v = t.Leaf()
+        v.cgroup_id, v.cgroup_level, v.trace_all, v.per_io, v.comm_len = cg_id, cg_level, trace_all, per_io, n
+        v.comm[0], v.comm[1] = w0, w1
+        t[ctypes.c_int(0)] = v
+
+    def lost_by_process(self) -> list[dict]:
+        """Events the kernel dropped (ring full), per process: [{pid, lost}], most first."""
+        try:
+            items = [(int(k.value), int(v.value)) for k, v in self.b["drops_by_tgid"].items()]
+        except Exception:
+            return []
+        return [{"pid": p, "lost": n} for p, n in sorted(items, key=lambda x: (-x[1], x[0])) if n]
+
     def add_pid(self, pid: int) -> None:
         self.b["traced"][ctypes.c_uint32(pid)] = ctypes.c_uint8(1)
 
@@ -594,29 +658,95 @@ class Probes:
                     Event(ts, pid, pid, "open", "adopted", [fd, flags, pos, dev, ino, -100, serial], info.comm, path)
                 )
 
+    def _ring_reader(self):
+        """The events ring read from its mapping (ringread.py), or None: bcc's callback then."""
+        from .ringread import RingReader, Unavailable
+
+        if os.environ.get("GDSDIAG_RING_MMAP", "1") == "0":
+            return None
+        t = self.b["events"]
+        try:
+            return RingReader(t.map_fd, int(t.max_entries), EVENT_SIZE)
+        except Unavailable as e:
+            self.failed.append(f"events ring read through bcc's callback ({e})")
+            return None
+
+    def _keep(self, blob: bytes, n: int) -> None:
+        room = RAW_BACKLOG - self._raw_n
+        if n > room:  # (~100 MiB waiting: dropped as the full ring would, and counted)
+            self._backlog_lost += n - max(room, 0)
+            n = max(room, 0)
+            blob = blob[: n * REC_STRIDE]
+        if n:
+            self._raw.append((blob, n))
+            self._raw_n += n
+
     def _on_event(self, ctx, data, size) -> None:
-        # the hot path: keep the bytes; poll() decodes them all at once
-        if len(self._raw) < RAW_BACKLOG:
-            self._raw.append(ctypes.string_at(data, size))
-        else:
-            self._backlog_lost += 1  # (~100 MiB waiting: dropped as the full ring would, and counted)
+        # bcc's callback (where the ring is not read from its mapping): keep the bytes, as they lie in
+        # the ring; poll() decodes them all at once
+        rec = ctypes.string_at(data, min(size, EVENT_SIZE))
+        self._keep(bytes(8) + rec.ljust(REC_STRIDE - 8, b"\0"), 1)
+
+    def _read_events(self) -> None:
+        if self._rr is not None:
+            blob, n = self._rr.read()
+            if n:
+                self._keep(blob, n)
+
+    def drop_raw_beyond(self, keep: int) -> int:
+        """Keep the KEEP oldest records not yet decoded (the ring's too), drop the rest; how many went."""
+        self.drain()
+        n = self._raw_n - keep
+        if n <= 0:
+            return 0
+        drop = n
+        while drop and self._raw:
+            blob, m = self._raw[-1]
+            if m <= drop:
+                self._raw.pop()
+                drop -= m
+            else:
+                self._raw[-1] = (blob[: (m - drop) * REC_STRIDE], m - drop)
+                drop = 0
+        self._raw_n = keep
+        return n
 
     def drain(self) -> None:
         """Move what the kernel has written into memory now, without waiting and without decoding
         (the live loop calls it between chunks of classification, so bursts do not overflow the ring)."""
+        self._read_events()
         self.b.ring_buffer_consume()
 
-    def _decode(self) -> None:
-        """Every record taken since the last poll, decoded in one struct.iter_unpack pass over their
-        bytes (no per-field ctypes access)."""
-        raw, self._raw = self._raw, []
+    def _decode(self, limit: int | None = None) -> int | None:
+        """The records taken since the last poll (the oldest LIMIT of them), decoded in one
+        struct.iter_unpack pass over their bytes (no per-field ctypes access); the timestamp of the
+        last one decoded when records are left undecoded, else None."""
+        raw = self._raw
         if not raw:
-            return
-        buf = b"".join(r if len(r) == EVENT_SIZE else r[:EVENT_SIZE].ljust(EVENT_SIZE, b"\0") for r in raw)
+            return None
+        if limit is not None and self._raw_n > limit:
+            take, got, i = [], 0, 0
+            while got < limit:
+                blob, n = raw[i]
+                if got + n <= limit:
+                    take.append(blob)
+                    got += n
+                    i += 1
+                else:
+                    k = limit - got
+                    take.append(blob[: k * REC_STRIDE])
+                    raw[i] = (blob[k * REC_STRIDE :], n - k)
+                    got = limit
+            del raw[:i]
+            self._raw_n -= got
+        else:
+            take = [blob for blob, _ in raw]
+            self._raw, self._raw_n = [], 0
+        buf = b"".join(take)
         comms = self._comms
         out = self._events
         usdt = self.usdt_names
-        for ts, pid, tid, typ, rid, a0, a1, a2, a3, a4, a5, a6, craw in EVENT_STRUCT.iter_unpack(buf):
+        for ts, pid, tid, typ, rid, a0, a1, a2, a3, a4, a5, a6, craw in REC_STRUCT.iter_unpack(buf):
             kind = KINDS.get(typ, str(typ))
             args = [a0, a1, a2, a3, a4, a5, a6]
             if kind == "sys_exit":
@@ -639,6 +769,7 @@ class Probes:
             if kind == "handle" and name == "cuFileHandleRegister":  # (rare): the fd's file as it is now
                 path = _fd_path(pid, a1)
             out.append(Event(ts, pid, tid, kind, name, args, comm, path))
+        return out[-1].ts if self._raw else None
 
     def _on_open(self, ctx, data, size) -> None:
         r = _OpenRecord(*OPEN_STRUCT.unpack_from(ctypes.string_at(data, OPEN_STRUCT.size)))
@@ -695,15 +826,20 @@ class Probes:
         self._perf_lost += n
 
     REORDER_NS = 50_000_000
+    DECODE_MAX = 65_536  # records decoded per poll: a backlog is worked off in steps the loop can stop between
 
     def poll(self, timeout_ms: int = 100, final: bool = False) -> list[Event]:
         """Events in time order. Two rings (events, opens) are read separately and the kernel wakes
         a reader only now and then: an open can reach us after the write that follows it. So every
         ring is drained, and events younger than REORDER_NS stay back until the next poll (all of
-        them with final=True)."""
-        self.b.ring_buffer_poll(timeout=timeout_ms)
-        self.b.ring_buffer_consume()
-        self._decode()
+        them with final=True). A backlog is decoded DECODE_MAX records a poll; events are then held
+        back relative to the last record decoded, as the ones not decoded yet are younger."""
+        # (bcc's poll waits on the opens ring only when the events ring is read from its mapping:
+        # it is not waited for while the events ring has records)
+        busy = self._rr is not None and self._rr.pending()
+        self.b.ring_buffer_poll(timeout=0 if busy else timeout_ms)
+        self.drain()
+        partial_ts = self._decode(None if final else self.DECODE_MAX)
         try:
             self.lost = int(self.b["drops"][0].value) + self._perf_lost + self._backlog_lost
         except Exception:
@@ -716,7 +852,10 @@ class Probes:
         if final:
             self._held = []
             return evs
-        i = bisect.bisect_right(list(map(_TS, evs)), time.monotonic_ns() - self.REORDER_NS)
+        cut = time.monotonic_ns() - self.REORDER_NS
+        if partial_ts is not None:
+            cut = min(cut, partial_ts - self.REORDER_NS)
+        i = bisect.bisect_right(list(map(_TS, evs)), cut)
         self._held = evs[i:]
         return evs[:i]
 
@@ -753,12 +892,16 @@ class Probes:
         return out
 
     def close(self) -> None:
-        for b in (self.b, self.kb):
-            if b is not None:
-                try:
-                    b.cleanup()
-                except Exception:
-                    pass
+        """Detach every probe (all at once: detach.py) and free the maps; safe to call twice."""
+        from .detach import detach_all
+
+        bpfs = [getattr(self, "b", None), getattr(self, "kb", None)]
+        um = getattr(self, "_um", None)
+        if getattr(self, "_rr", None) is not None:
+            self._rr.close()
+            self._rr = None
+        self.b = self.kb = self._um = None
+        self.timing.update(detach_all(bpfs, um))
 
 
 def cuda_copy_handler(sym: str) -> str | None:

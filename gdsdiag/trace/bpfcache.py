@@ -187,6 +187,8 @@ def cached_bpf(bcc, doc: dict):
             self.funcs, self.tables = {}, {}
             self.module = None
             self.map_fds: list[int] = []
+            self.insns: dict[str, bytes] = {}  # each program as loaded (uprobemulti.py loads them again)
+            self.license = b""
             self._defs: dict[str, dict] = {}
 
         def load_func(self, func_name, prog_type, device=None, attach_type=-1):
@@ -235,11 +237,13 @@ def cached_bpf(bcc, doc: dict):
             remap[t["fd"]] = fd
             b._defs[t["name"]] = {**t, "new_fd": fd}
         lic = doc["license"].encode()
+        b.license = lic
         for name, hexed in doc["functions"].items():
             insns = bytearray(bytes.fromhex(hexed))
             for off, _, imm in list(_map_loads(bytes(insns))):
                 struct.pack_into("<i", insns, off + 4, remap[imm])
             buf = (ctypes.c_char * len(insns)).from_buffer(insns)
+            b.insns[name] = bytes(insns)
             ptype = BPF.TRACEPOINT if name.startswith("tracepoint__") else BPF.KPROBE
             fd = lib.bcc_prog_load(
                 ptype, name.encode()[:15], ctypes.addressof(buf), len(insns), lic, doc["kern_version"], 0, None, 0

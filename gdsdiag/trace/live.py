@@ -35,6 +35,8 @@ class TraceResult:
     counted: list[dict] = field(default_factory=list)  # host I/O counted in the kernel (counted.py)
     files: list[dict] = field(default_factory=list)  # per file: bytes per route and why (Classifier.file_summary)
     trees: list[dict] = field(default_factory=list)  # per traced process tree (Classifier.tree_summary)
+    lost_by_process: list[dict] = field(default_factory=list)  # events the kernel dropped, per process
+    unclassified_at_stop: int = 0  # events still queued when a signal stopped the trace (STOP_BUDGET_S)
 
     def summary_json(self) -> schema.Summary:
         return {
@@ -45,6 +47,8 @@ class TraceResult:
             "host_io_counted": cast("list[schema.CountedRow]", self.counted),
             "events": self.events,
             "lost_events": self.lost,
+            "lost_by_process": cast("list[schema.LostRow]", self.lost_by_process),
+            "unclassified_at_stop": self.unclassified_at_stop,
             "probes_attached": self.attached,
             "probes_not_attached": self.failed,
             "traced_exit_code": self.exit_code,
@@ -57,6 +61,12 @@ class TraceResult:
 
 
 CHUNK = 1024  # events (or verdicts) handled between two drains of the ring buffers
+# After INT/TERM/HUP the events still queued are classified for at most this long, and at most
+# STOP_RAW records still undecoded are kept: under a load Python cannot keep up with, the queue can
+# hold a million events (a minute of classifying), and the summary must be out within a second.
+# What is left is counted (``unclassified_at_stop``), never silently dropped.
+STOP_BUDGET_S = 0.3
+STOP_RAW = 100_000
 
 
 def _processes(clf, counted: list[dict] | None = None) -> list[dict]:
@@ -78,15 +88,29 @@ def _finish(clf, counter, verdicts, **kw) -> TraceResult:
     rows = counter.rows(clf._path_ok)
     summary = summarize(verdicts)
     merge_summary(summary, rows)
+    lost = kw.pop("lost_by_process", [])
+    named = [{"pid": r["pid"], "comm": _comm(clf, r["pid"]), "lost": r["lost"]} for r in lost]
     return TraceResult(
         verdicts,
         summary,
         processes=_processes(clf, rows),
         counted=rows,
+        lost_by_process=named,
         files=clf.file_summary(),
         trees=clf.tree_summary(),
         **kw,
     )
+
+
+def _comm(clf, pid: int) -> str | None:
+    """The name of a process the trace followed, or as /proc has it now."""
+    info = clf.procs.get(pid)
+    if info and info.get("comm"):
+        return info["comm"]
+    from .procs import describe
+
+    d = describe(pid)
+    return d.comm if d else None
 
 
 def mapped_libraries(pid: int, prefix: str) -> list[str]:
@@ -119,11 +143,20 @@ def _gate_child(cmd: list[str]):
     # the pipe closes, read fails and CMD never runs untraced (exit 125).
     # The pipe is moved to fd 3 in the child: dash accepts only one-digit descriptors in '<&N'.
     gate = 'IFS= read -r word <&3 && [ "$word" = go ] || exit 125; exec 3<&-; exec "$@"'
-    proc = subprocess.Popen(
-        ["/bin/sh", "-c", gate, "gdsdiag-trace-gate", *cmd], pass_fds=(3,), preexec_fn=lambda: os.dup2(r, 3)
-    )
+    # Its own process group (unless gdsdiag is a terminal's foreground job) and a parent-death
+    # signal, so the whole tree can be stopped and nothing outlives a killed gdsdiag (tree.py).
+    from .tree import Tree, child_setup, foreground_of_terminal
+
+    own_group = not foreground_of_terminal()
+    setup = child_setup(own_group, os.getpid())
+
+    def preexec() -> None:
+        os.dup2(r, 3)
+        setup()
+
+    proc = subprocess.Popen(["/bin/sh", "-c", gate, "gdsdiag-trace-gate", *cmd], pass_fds=(3,), preexec_fn=preexec)
     os.close(r)
-    return proc, w
+    return Tree(proc, own_group), w
 
 
 def run_live(
@@ -139,9 +172,15 @@ def run_live(
     comm: str | None = None,
     on_status=None,
     per_io: bool = False,
+    on_end=None,
+    on_tick=None,
 ) -> TraceResult:
     """Trace CMD (held at a gate until the probes are live), the processes PIDS and all their
-    descendants, a cgroup, processes named COMM, or (none given) everything."""
+    descendants, a cgroup, processes named COMM, or (none given) everything. ON_END(result) is
+    called as soon as the result is complete, before the probes are detached (which takes the
+    kernel seconds): the summary is out while they go. ON_TICK(counted=F) is called after each poll
+    (~10 a second) and once more, with final=True, before ON_END (--interval); F() gives the
+    kernel's host-I/O counters as rows (counted.CountedIo), read only when the caller asks."""
     from .bpf import Probes, preflight
     from .procs import by_comm, cgroup_pids, cgroup_target, descendants
 
@@ -154,9 +193,10 @@ def run_live(
             raise GdsdiagError(f"no process {p}", "give the pid of a running process")
     cg = cgroup_target(cgroup) if cgroup else None
     say("attaching…")
-    proc, gate = (None, None)
+    tree, gate = (None, None)
     if cmd:
-        proc, gate = _gate_child(cmd)
+        tree, gate = _gate_child(cmd)
+    proc = tree.proc if tree else None
     roots = pids + ([proc.pid] if proc else [])
     if comm:
         roots += by_comm(comm)
@@ -190,9 +230,10 @@ def run_live(
             per_io=per_io,
         )
     except BaseException:
-        if proc:
-            os.close(gate)
-            proc.kill()
+        if tree:
+            os.close(gate)  # the gate never opens: the command never runs untraced
+            tree.stop(0)
+            tree.done()
         raise
     t_attached = time.monotonic()
     # a fork between the /proc walk and the attach is caught by walking again now that the kernel follows
@@ -220,6 +261,7 @@ def run_live(
     from .counted import CountedIo
 
     clf = Classifier(path_filter)
+    clf.cgroup_job = bool(cgroup)  # a container's processes are one job, forked from each other or not
     counter = CountedIo()
     verdicts: list[schema.IoLine] = []
     nevents = 0
@@ -227,26 +269,48 @@ def run_live(
 
     def on_sigint(signum, frame):
         stop["flag"] = True
-        stop["signum"] = signum
+        if stop["signum"] is None:  # the first signal names the stop (its exit code); later ones only note
+            stop["signum"] = signum
 
-    def take(timeout_ms: int, final: bool = False) -> None:
-        """Poll once: record the raw events (if asked) and feed them to the classifier."""
-        nonlocal nevents
-        evs = probes.poll(timeout_ms, final)
-        nevents += len(evs)
+    def counted_now() -> list[dict]:
+        """The kernel's host-I/O counters as they stand, named as the summary names them."""
+        now = CountedIo()
+        now.paths, now.comms, now.counted = counter.paths, counter.comms, probes.counted_host_io()
+        return now.rows(clf._path_ok)
+
+    queued: list = []  # events taken but not classified when a stop signal came (oldest first)
+    unclassified = 0
+
+    def take(timeout_ms: int, final: bool = False, deadline: float | None = None) -> None:
+        """Poll once: record the raw events (if asked) and feed them to the classifier. Once a stop
+        signal has come, the rest of a large batch waits for the final call, which works until
+        DEADLINE and counts what is left."""
+        nonlocal nevents, unclassified
+        if deadline is not None:
+            unclassified += probes.drop_raw_beyond(STOP_RAW)
+        new = probes.poll(timeout_ms, final)
+        nevents += len(new)
         # a process that exec'd or mapped a file we do not know as data may have loaded a library:
         # probe any new libcufile / libcuda copy it maps (once per file)
         rescan = set()
-        for e in evs:
+        for e in new:
             if e.kind == "open" and e.path and os.path.basename(e.path).startswith(("libcufile.so", "libcuda.so")):
                 probes.attach_library(e.path, e.pid)  # as it is opened, before it is mapped
             elif (e.kind == "proc" and e.name == "exec") or (e.kind == "fd" and e.name == "mmap"):
                 rescan.add(e.pid)
         for p in rescan:
             probes.scan_maps(p)
+        evs = queued + new if queued else new
+        queued.clear()
         # the ring is emptied into memory (cheap: bytes copied) every CHUNK events of this slower work,
         # so a burst waits in memory instead of overflowing the ring while Python classifies
         for i in range(0, len(evs), CHUNK):
+            if deadline is not None and time.monotonic() > deadline:
+                unclassified += len(evs) - i
+                break
+            if stop["flag"] and not final:
+                queued.extend(evs[i:])
+                break
             part = evs[i : i + CHUNK]
             if record_file is not None:
                 record_file.write("".join(json.dumps(e.to_list()) + "\n" for e in part))
@@ -255,77 +319,95 @@ def run_live(
                 counter.feed(e)
             probes.drain()
 
-    old = signal.signal(signal.SIGINT, on_sigint)
-    old_term = signal.signal(signal.SIGTERM, on_sigint)
-    old_hup = signal.signal(signal.SIGHUP, on_sigint)
+    # The handlers stay until the probes are gone: a second signal only notes itself, so neither the
+    # summary nor the detach is cut short.
+    old = {sig: signal.signal(sig, on_sigint) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     t_end = time.monotonic() + duration if duration else None
     exit_code = None
     timing = {"attach_s": round(t_attached - t0, 2), **probes.timing}
     say(f"tracing, Ctrl-C to end (live after {t_attached - t0:.1f} s)")
     try:
-        if proc:
-            os.write(gate, b"go\n")
-            os.close(gate)
-        while not stop["flag"]:
-            take(100)
-            clf.advance()
-            for n, v in enumerate(clf.drain(), 1):
-                verdicts.append(v)
-                on_verdict(v)
-                if n % CHUNK == 0:
-                    probes.drain()
-            if proc and proc.poll() is not None:
-                exit_code = proc.returncode
-                # the buffers may still hold the last events
-                for _ in range(3):
-                    take(50)
-                break
-            if (
-                pids
-                and not cmd
-                and not any(os.path.exists(f"/proc/{p}") for p in existing)
-                and not any(os.path.exists(f"/proc/{p}") for p, info in clf.procs.items() if not info.get("exited"))
-            ):
-                break  # every followed process has gone, children started later too
-            if t_end and time.monotonic() >= t_end:
-                break
-        # Ctrl-C, --duration or the processes' end: what is still in the ring buffers counts too
-        take(0, final=True)
+        try:
+            if proc:
+                os.write(gate, b"go\n")
+                os.close(gate)
+                gate = None
+            while not stop["flag"]:
+                take(100)
+                clf.advance()
+                for n, v in enumerate(clf.drain(), 1):
+                    verdicts.append(v)
+                    on_verdict(v)
+                    if n % CHUNK == 0:
+                        probes.drain()
+                if on_tick is not None:
+                    on_tick(counted=counted_now)
+                if proc and proc.poll() is not None:
+                    exit_code = proc.returncode
+                    # the buffers may still hold the last events: the kernel wakes the reader only
+                    # now and then, so drain without waiting until a poll brings nothing
+                    for _ in range(3):
+                        take(20)
+                    break
+                if (
+                    pids
+                    and not cmd
+                    and not any(os.path.exists(f"/proc/{p}") for p in existing)
+                    and not any(os.path.exists(f"/proc/{p}") for p, info in clf.procs.items() if not info.get("exited"))
+                ):
+                    break  # every followed process has gone, children started later too
+                if t_end and time.monotonic() >= t_end:
+                    break
+        finally:
+            # Ctrl-C, TERM, HUP, --duration or an error: the command's whole tree stops with the trace
+            # (a command that ended by itself leaves what it started in the background running)
+            if tree is not None:
+                if gate is not None:
+                    os.close(gate)
+                if proc is not None and proc.poll() is None:
+                    exit_code = tree.stop()
+                tree.done()
+        # what is still in the ring buffers counts too (after a signal: what a half second allows)
+        take(0, final=True, deadline=time.monotonic() + STOP_BUDGET_S if stop["signum"] is not None else None)
         counted = probes.counted_host_io()
         if record_file is not None:
             record_file.write("".join(json.dumps(e.to_list()) + "\n" for e in counted))
         for e in counted:
             counter.feed(e)
         nevents += len(counted)
+        clf.flush()
+        for v in clf.drain():
+            verdicts.append(v)
+            on_verdict(v)
+        if on_tick is not None:
+            on_tick(final=True, counted=counted_now)
+        timing["end_s"] = round(time.monotonic() - t_attached, 3)
+        res = _finish(
+            clf,
+            counter,
+            verdicts,
+            attached=probes.attached,
+            failed=probes.failed,
+            lost=probes.lost,
+            events=nevents,
+            exit_code=exit_code,
+            header=header,
+            timing=timing,
+            stopped_by=stop["signum"],
+            libraries=probes.libraries,
+            lost_by_process=probes.lost_by_process(),
+            unclassified_at_stop=unclassified,
+        )
+        if record_file is not None:
+            record_file.flush()
+        if on_end is not None:
+            on_end(res)  # the summary, before the detach
     finally:
-        signal.signal(signal.SIGINT, old)
-        signal.signal(signal.SIGTERM, old_term)
-        signal.signal(signal.SIGHUP, old_hup)
-        probes.close()  # detach every probe, whatever happened
-        if proc and proc.poll() is None:
-            proc.terminate()
-            try:
-                exit_code = proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-    clf.flush()
-    for v in clf.drain():
-        verdicts.append(v)
-        on_verdict(v)
-    return _finish(
-        clf,
-        counter,
-        verdicts,
-        attached=probes.attached,
-        failed=probes.failed,
-        lost=probes.lost,
-        events=nevents,
-        exit_code=exit_code,
-        header=header,
-        timing=timing,
-        stopped_by=stop["signum"],
-        libraries=probes.libraries,
-    )
+        probes.close()  # detach every probe, whatever happened (all at once: detach.py)
+        for sig, h in old.items():
+            signal.signal(sig, h)
+    timing.update({k: v for k, v in probes.timing.items() if k in ("probes", "detach_s")})
+    return res
 
 
 def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
@@ -334,6 +416,7 @@ def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
 
     header, events = read_record(path)
     clf = Classifier(path_filter, int(header.get("gdsdiag_trace_record", 1)))
+    clf.cgroup_job = bool(header.get("cgroup"))
     counter = CountedIo()
     for e in sorted(events, key=lambda e: e.ts):
         clf.feed(e)

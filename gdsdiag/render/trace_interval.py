@@ -1,0 +1,69 @@
+"""``gdsdiag trace --interval N`` output: a table per interval (text) or an ``interval`` JSON line."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from rich.console import Console
+from rich.text import Text
+
+from ..trace.interval import Intervals
+from .trace_out import _STYLE, _size
+
+
+def _num(x, fmt: str = "{:.0f}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+class IntervalPrinter:
+    """Feeds every verdict to the interval counters and prints each interval as it ends."""
+
+    def __init__(self, console: Console, as_json: bool, every_s: float, replay: bool = False):
+        self.console, self.as_json, self.replay = console, as_json, replay
+        self._ts = 0.0
+        self.acc = Intervals(every_s, (lambda: self._ts) if replay else time.monotonic)
+
+    def add(self, v) -> None:
+        if self.replay:  # the recording's clock: an interval ends when a verdict comes after it
+            self._ts = v["ts"] / 1e9
+            self.tick()
+        self.acc.add(v)
+
+    def tick(self, final: bool = False, counted=None) -> None:
+        """COUNTED: a function giving the kernel's host-I/O counters now (read only when due)."""
+        if counted is not None and (final or self.acc.due()):
+            self.acc.add_counted(counted())
+        rec = self.acc.tick(final)
+        if rec is None:
+            return
+        if self.as_json:
+            sys.stdout.write(json.dumps(rec) + "\n")
+            sys.stdout.flush()
+            return
+        c = self.console
+        when = f"+{rec['t_s']:.1f} s" if self.replay else time.strftime("%H:%M:%S")
+        c.print(Text(f"{when}  last {rec['interval_s']:.1f} s", style="bold"))
+        if not rec["routes"]:
+            c.print("  no I/O", style="dim")
+            return
+        c.print(f"  {'ROUTE':12} {'I/Os':>9} {'BYTES':>9} {'GB/s':>8} {'p50 µs':>9} {'p99 µs':>9}", style="dim")
+        for route, s in rec["routes"].items():
+            t = Text(f"  {route:12}", style=_STYLE.get(route, ""))
+            t.append(
+                f" {s['count']:>9} {_size(s['bytes']):>9} {_num(s['gbps'], '{:.3f}'):>8} "
+                f"{_num(s['p50_us']):>9} {_num(s['p99_us']):>9}"
+                + (f"  ({s['counted_in_kernel']} counted in the kernel)" if s.get("counted_in_kernel") else "")
+            )
+            c.print(t)
+        for r in rec["top"]:
+            who = f"{r['comm'][:14]}/{r['pid']}"
+            c.print(
+                f"    {who:22} {r['route']:12} {r['count']:>7} {_num(r['gbps'], '{:.3f}'):>8} GB/s "
+                f"p99 {_num(r['p99_us']):>7} µs  {r['path'] or '?'}",
+                markup=False,
+                style="dim",
+            )
+        if rec["rows_left_out"]:
+            c.print(f"    … {rec['rows_left_out']} more rows", style="dim")

@@ -1,0 +1,132 @@
+"""``gdsdiag trace --interval N``: every N seconds, what the last N seconds' verdicts add up to, like
+bcc's ``biolatency 1``: per route the I/O count, bytes, GB/s and latency percentiles, and the
+busiest (process, file, route) rows. A verdict counts in the interval in which it is printed
+(DRAM_BOUNCE verdicts, which wait for their CUDA copy, land in the interval they were decided in).
+A --replay has no wall clock to follow: its intervals are cut by the verdicts' own timestamps.
+Host I/O that the kernel counts instead of sending (processes without CUDA; docs/trace.md) comes in
+as the growth of its counters since the last interval (``add_counted``): counts, bytes and GB/s, and
+``counted_in_kernel`` on the HOST route; it has no per-I/O latencies, so it stays out of the
+percentiles, as in the summary."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..schema import trace as schema
+
+TOP = 10  # (process, file, route) rows per interval
+
+
+class _Acc:
+    __slots__ = ("count", "bytes", "lats")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.bytes = 0
+        self.lats: list[float] = []
+
+    def add(self, size: int, lat_ns: int | None) -> None:
+        self.count += 1
+        self.bytes += max(size, 0)
+        if lat_ns is not None:
+            self.lats.append(lat_ns / 1000)
+
+    def out(self, secs: float) -> dict:
+        from ..sweep.latency import percentile
+
+        lats = sorted(self.lats)
+        return {
+            "count": self.count,
+            "bytes": self.bytes,
+            "gbps": round(self.bytes / secs / 1e9, 3) if secs > 0 else None,
+            "p50_us": percentile(lats, 50),
+            "p99_us": percentile(lats, 99),
+        }
+
+
+class Intervals:
+    """Adds up verdicts; ``tick()`` returns an interval record when N seconds have passed."""
+
+    def __init__(self, every_s: float, clock=time.monotonic):
+        if not every_s > 0:
+            raise ValueError("interval must be > 0")
+        self.every = every_s
+        self.clock = clock
+        self.t0 = self.start = None  # set by the first tick or verdict
+        self._counters: dict[tuple, tuple[int, int]] = {}  # kernel counter -> (count, bytes) last seen
+        self._reset()
+
+    def _reset(self) -> None:
+        self.routes: dict[str, _Acc] = {}
+        self.rows: dict[tuple, _Acc] = {}
+        self.counted_n = 0
+
+    def due(self) -> bool:
+        return self.start is not None and self.clock() - self.start >= self.every
+
+    def add_counted(self, rows: list[dict]) -> None:
+        """The kernel's host-I/O counters as they stand now (counted.CountedIo rows, cumulative):
+        what they gained since the last call counts in this interval."""
+        seen = self._counters
+        for r in rows:
+            key = (r["pid"], r["api"], r["path"], r["size_class"])
+            n0, b0 = seen.get(key, (0, 0))
+            dn, db = r["count"] - n0, r["bytes"] - b0
+            seen[key] = (r["count"], r["bytes"])
+            if dn <= 0:
+                continue
+            for acc in (
+                self.routes.setdefault(r["route"], _Acc()),
+                self.rows.setdefault((r["pid"], r["comm"], r["path"], r["route"]), _Acc()),
+            ):
+                acc.count += dn
+                acc.bytes += max(db, 0)
+            self.counted_n += dn
+
+    def add(self, v: schema.IoLine) -> None:
+        if self.start is None:
+            self.t0 = self.start = self.clock()
+        size, lat = v["size"], v["latency_ns"]
+        acc = self.routes.get(v["route"])
+        if acc is None:
+            acc = self.routes[v["route"]] = _Acc()
+        acc.add(size, lat)
+        key = (v["pid"], v["comm"], v["path"], v["route"])
+        row = self.rows.get(key)
+        if row is None:
+            row = self.rows[key] = _Acc()
+        row.add(size, lat)
+
+    def tick(self, final: bool = False) -> dict | None:
+        """The interval just ended (a schema.Interval dict), or None if it has not; final: the last,
+        partial one (None when it saw nothing)."""
+        now = self.clock()
+        if self.start is None or self.t0 is None:
+            self.t0 = self.start = now
+            if not final:
+                return None
+        if not final and now - self.start < self.every:
+            return None
+        secs = now - self.start
+        if final and not self.routes:
+            return None
+        busiest = sorted(self.rows.items(), key=lambda kv: (-kv[1].bytes, -kv[1].count))[:TOP]
+        routes = {r: a.out(secs) for r, a in sorted(self.routes.items())}
+        if self.counted_n and "HOST" in routes:
+            routes["HOST"]["counted_in_kernel"] = self.counted_n
+        rec = {
+            "type": "interval",
+            "t_s": round(now - self.t0, 3),
+            "interval_s": round(secs, 3),
+            "routes": routes,
+            "top": [
+                {"pid": pid, "comm": comm, "path": path, "route": route, **a.out(secs)}
+                for (pid, comm, path, route), a in busiest
+            ],
+            "rows_left_out": max(0, len(self.rows) - TOP),
+        }
+        self.start = now
+        self._reset()
+        return rec

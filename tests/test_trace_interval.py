@@ -1,0 +1,102 @@
+"""--interval (trace.interval): what each interval adds up to, cut by the clock; the JSON line matches
+its documented type; the CLI refuses intervals that are not a finite number of seconds."""
+
+import json
+import os
+import subprocess
+import sys
+
+from gdsdiag.trace.interval import Intervals
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REC = os.path.join(ROOT, "tests", "fixtures", "trace", "trace-h200-cufile.jsonl.gz")
+
+
+def _v(route, size, lat_us, pid=1, path="/d/f"):
+    return {"route": route, "size": size, "latency_ns": None if lat_us is None else lat_us * 1000, "pid": pid,
+            "comm": "app", "path": path}  # fmt: skip
+
+
+def test_each_interval_counts_its_own_verdicts_then_starts_again():
+    now = [100.0]
+    iv = Intervals(1.0, clock=lambda: now[0])
+    assert iv.tick() is None  # starts the clock
+    for lat in (10, 20, 30, 40):
+        iv.add(_v("COMPAT", 1_000_000, lat))
+    iv.add(_v("NVFS", 4096, None, pid=2, path="/d/g"))
+    now[0] = 100.5
+    assert iv.tick() is None  # not due yet
+    now[0] = 101.0
+    rec = iv.tick()
+    assert rec["interval_s"] == 1.0 and rec["t_s"] == 1.0
+    assert rec["routes"]["COMPAT"] == {"count": 4, "bytes": 4_000_000, "gbps": 0.004, "p50_us": 20.0, "p99_us": 40.0}
+    assert rec["routes"]["NVFS"]["p50_us"] is None and rec["routes"]["NVFS"]["count"] == 1
+    assert [(r["pid"], r["route"], r["count"]) for r in rec["top"]] == [(1, "COMPAT", 4), (2, "NVFS", 1)]
+    now[0] = 102.0
+    empty = iv.tick()
+    assert empty["routes"] == {} and empty["t_s"] == 2.0
+    assert iv.tick(final=True) is None  # a last partial interval that saw nothing is not printed
+
+
+def _gdsdiag(*args):
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    return subprocess.run([sys.executable, "-m", "gdsdiag", "trace", *args], capture_output=True, text=True, env=env)
+
+
+def test_replay_with_interval_json_lines_match_the_type():
+    from test_json_schema import compare
+
+    from gdsdiag.schema.trace import Interval
+
+    r = _gdsdiag("--replay", REC, "--json", "--interval", "0.2")
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    ivs = [x for x in lines if x["type"] == "interval"]
+    ios = [x for x in lines if x["type"] == "io"]
+    assert ivs and sum(sum(s["count"] for s in x["routes"].values()) for x in ivs) == len(ios)
+    problems: list[str] = []
+    for x in ivs:
+        compare(x, Interval, "trace interval", problems, documented=False)
+    assert not problems, problems
+
+
+def test_interval_must_be_a_finite_number_of_seconds():
+    for bad in ("nan", "inf", "0", "-1"):
+        r = _gdsdiag("--interval", bad, "--", "true")
+        assert r.returncode == 4, (bad, r.stderr)
+        assert "--interval" in r.stderr
+
+
+def test_documented_interval_line_matches_the_type():
+    import re
+
+    from test_json_schema import _strip_comments, compare
+
+    from gdsdiag.schema.trace import Interval
+
+    with open(os.path.join(ROOT, "docs", "json.md"), encoding="utf-8") as f:
+        section = f.read().split("### `--interval N`", 1)[1]
+    doc = json.loads(_strip_comments(re.search(r"```jsonc?\n(.*?)```", section, re.S).group(1)))
+    problems: list[str] = []
+    compare(doc, Interval, "trace interval (docs/json.md)", problems, documented=True)
+    assert not problems, problems
+
+
+def test_kernel_counted_host_io_counts_by_what_its_counters_gained():
+    now = [0.0]
+    iv = Intervals(1.0, clock=lambda: now[0])
+    iv.tick()
+    row = {"pid": 7, "comm": "cp", "api": "read", "path": "/d/f", "size_class": "4KiB-8KiB", "route": "HOST"}
+    iv.add_counted([{**row, "count": 100, "bytes": 409600}])
+    now[0] = 1.0
+    rec = iv.tick()
+    assert rec["routes"]["HOST"]["count"] == 100 and rec["routes"]["HOST"]["counted_in_kernel"] == 100
+    assert rec["routes"]["HOST"]["p50_us"] is None  # (no per-I/O latencies)
+    iv.add_counted([{**row, "count": 150, "bytes": 614400}])
+    now[0] = 2.0
+    rec = iv.tick()
+    assert rec["routes"]["HOST"]["count"] == 50 and rec["routes"]["HOST"]["bytes"] == 204800
+    assert rec["top"][0]["path"] == "/d/f" and rec["top"][0]["count"] == 50
+    iv.add_counted([{**row, "count": 150, "bytes": 614400}])  # nothing new: an empty interval
+    now[0] = 3.0
+    assert iv.tick()["routes"] == {}
