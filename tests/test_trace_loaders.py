@@ -1,9 +1,11 @@
 """The loaders users run most, recorded on the GPU machine (tests/workloads/gpu_loaders_run.sh, H200,
 2026-12-01: safetensors tensor by tensor, transformers from_pretrained, a torch DataLoader with forked
-and spawned workers, pyarrow.parquet into CuPy, numpy memmap into CuPy; cold and warm page cache), each
-with the ground truth the loader printed (tests/workloads/loaders.py). Replayed through the installed
-package: every byte the loader moved to the GPU from a file is DRAM_BOUNCE, and no file's bytes are
-counted more than once."""
+and spawned workers, pyarrow.parquet into CuPy, numpy memmap into CuPy, h5py, JAX's device_put, and a
+safetensors load in a running process found with --pid; cold and warm page cache), each with the ground
+truth the loader printed (tests/workloads/loaders.py). loaders-predecessor/ was recorded by the release
+before the data-flow model (its probes), loaders/ by this one. Replayed through the installed package:
+every byte the loader moved to the GPU from a file is DRAM_BOUNCE, and no file's bytes are counted more
+than once."""
 
 from __future__ import annotations
 
@@ -17,12 +19,18 @@ from gdsdiag.routes import Route
 from gdsdiag.trace.events import read_record
 from gdsdiag.trace.live import replay
 
-HERE = os.path.join(os.path.dirname(__file__), "fixtures", "trace", "loaders")
-RUNS = sorted(os.path.basename(p)[: -len(".truth")] for p in glob.glob(os.path.join(HERE, "*.truth")))
+TRACE = os.path.join(os.path.dirname(__file__), "fixtures", "trace")
+HERE = os.path.join(TRACE, "loaders")
+RUNS = sorted(
+    os.path.relpath(p, TRACE)[: -len(".truth")]
+    for d in ("loaders", "loaders-predecessor")
+    for p in glob.glob(os.path.join(TRACE, d, "*.truth"))
+)
 
 
 def _truth(run: str) -> dict:
-    with open(os.path.join(HERE, run + ".truth")) as f:
+    path = os.path.join(TRACE, run + ".truth") if "/" in run else os.path.join(HERE, run + ".truth")
+    with open(path) as f:
         return json.loads(f.read().split(" ", 1)[1])
 
 
@@ -38,7 +46,7 @@ def _union(spans) -> int:
 @pytest.mark.parametrize("run", RUNS)
 def test_loader_bytes_reach_the_gpu_as_dram_bounce(run):
     truth = _truth(run)
-    res = replay(os.path.join(HERE, run + ".rec.jsonl.gz"), None, lambda v: None)
+    res = replay(os.path.join(TRACE, run + ".rec.jsonl.gz"), None, lambda v: None)
     for path, t in truth["files"].items():
         mine = [v for v in res.verdicts if v["path"] == path]
         bounce = sum(v["size"] for v in mine if v["route"] == Route.DRAM_BOUNCE)
@@ -53,9 +61,20 @@ def test_loader_bytes_reach_the_gpu_as_dram_bounce(run):
 
 
 def test_warm_loads_are_page_cache_hits_and_cold_ones_device_fills():
-    for run, hit in (("st-load-warm", 1.0), ("hf-load-warm", 1.0), ("st-load-cold", 0.0), ("np-memmap-warm", 1.0)):
+    for run, hit in (
+        ("st-load-warm", 1.0),
+        ("hf-load-warm", 1.0),
+        ("st-load-cold", 0.0),
+        ("np-memmap-warm", 1.0),
+        ("loaders-predecessor/st-load-warm", 1.0),
+        ("loaders-predecessor/st-load-cold", 0.0),
+    ):
         truth = _truth(run)
-        res = replay(os.path.join(HERE, run + ".rec.jsonl.gz"), None, lambda v: None)
+        res = replay(
+            os.path.join(TRACE, run + ".rec.jsonl.gz") if "/" in run else os.path.join(HERE, run + ".rec.jsonl.gz"),
+            None,
+            lambda v: None,
+        )
         (path,) = truth["files"]
         f = next(f for f in res.files if f["path"] == path)
         assert f["page_cache_hit"] == pytest.approx(hit, abs=0.02), run
@@ -88,7 +107,18 @@ def test_system_files_never_stand_for_staged_bytes():
 
 
 def test_recordings_are_real_gpu_machine_captures():
+    assert len(RUNS) >= 21
     for run in RUNS:
-        header, events = read_record(os.path.join(HERE, run + ".rec.jsonl.gz"))
+        header, events = read_record(os.path.join(TRACE, run + ".rec.jsonl.gz"))
         assert header["gdsdiag_trace_record"] == 3 and "gpu" in header["kernel"]
         assert any(e.name == "cuMemcpy" for e in events)
+
+
+def test_a_read_waits_for_the_jobs_first_copy():
+    """JAX read its array, then took 3.8 s to bring its GPU backend up before device_put: the read
+    waits for the job's first copy (30 s) and is paired with it (one read, one copy of its size)."""
+    truth = _truth("jax-load-cold")
+    res = replay(os.path.join(HERE, "jax-load-cold.rec.jsonl.gz"), None, lambda v: None)
+    (v,) = [v for v in res.verdicts if v["path"] in truth["files"]]
+    assert (v["route"], v["confidence"]) == (Route.DRAM_BOUNCE, "high")
+    assert "+3911" in v["evidence"][1]

@@ -34,6 +34,11 @@ from collections import deque
 from dataclasses import dataclass, field
 
 WINDOW_NS = 3_000_000_000  # file bytes in host memory this old, never copied, are HOST
+# … unless no process of the job has made a CUDA copy yet: a program often reads its data before it
+# initialises the GPU (JAX's backend took 3.8 s to come up after the read on the GPU machine; a model
+# is built before its weights are copied), so until the job's first copy its bytes wait this long
+FIRST_COPY_WINDOW_NS = 30_000_000_000
+MAX_WAITING = 65_536  # file reads of one process waiting for a copy at most (older ones are HOST)
 MAP_IDLE_NS = 30_000_000_000  # a mapped file no copy touched for this long is forgotten (a warm load may
 # map its files, then build the model for seconds before the first copy; its fills are reported at WINDOW_NS)
 DIRECT_SCAN = 256  # reads searched newest first for a copy that starts inside (not at) their buffer
@@ -231,6 +236,7 @@ class DataFlow:
         self.expired_fills: list = []  # (MappedFile or None, path, pid, ts, lo, hi, lat, payload)
         self.copied_unexplained: dict[int, int] = {}  # pid -> host-to-device bytes no file byte explains
         self.copied_bytes: dict[int, int] = {}  # pid -> host-to-device bytes copied
+        self.copying_jobs: set[int] = set()  # jobs that made a CUDA copy (their window is WINDOW_NS)
 
     # -- sources ---------------------------------------------------------------------------------
     def add_read(self, src: Source) -> None:
@@ -249,7 +255,13 @@ class DataFlow:
                     if b - a >= ABSORB_MIN:
                         keep.append([f[0], a, b, f[3], f[4]])
             self.loose_fills[(src.pid, src.path)] = keep
-        self.by_pid.setdefault(src.pid, deque()).append(src)
+        q = self.by_pid.setdefault(src.pid, deque())
+        q.append(src)
+        if len(q) > MAX_WAITING:  # (a process reading at 700k/s that copies nothing: bounded memory)
+            old = q.popleft()
+            if not old.finished:
+                old.finished = True
+                self.done.append(old)
         self.by_job.setdefault(src.job, set()).add(src.pid)
         if src.buf is not None:
             self.by_page[(src.pid, src.buf >> 12)] = src
@@ -299,6 +311,7 @@ class DataFlow:
         if n <= 0 or direction not in (0, 1):
             return
         c = [ts, pid, dst, src, n, direction]
+        self.copying_jobs.add(self.job_of(pid))
         if direction == 1:
             self.copied_bytes[pid] = self.copied_bytes.get(pid, 0) + n
         if self._direct(c):
@@ -447,7 +460,8 @@ class DataFlow:
         """Finish what is old enough: unconsumed reads past the window, settled mapping chunks,
         mappings and loose fills idle for the window."""
         for pid, q in list(self.by_pid.items()):
-            while q and (final or q[0].finished or q[0].ts + WINDOW_NS < now):
+            window = WINDOW_NS if q and q[0].job in self.copying_jobs else FIRST_COPY_WINDOW_NS
+            while q and (final or q[0].finished or q[0].ts + window < now):
                 s = q.popleft()
                 if not s.finished:
                     s.finished = True
@@ -466,9 +480,10 @@ class DataFlow:
             mf.settling = keep
             # fills no copy took within the window are host I/O; their bytes are spoken for then
             runs = []
+            window = WINDOW_NS if mf.job in self.copying_jobs else FIRST_COPY_WINDOW_NS
             for run in mf.fill_runs:
                 ts, lo, hi, lat, payload = run
-                if final or ts + WINDOW_NS < now:
+                if final or ts + window < now:
                     for a, b in mf.consumed.gaps(lo, hi):
                         self.expired_fills.append((mf, mf.path, mf.pid, ts, a, b, lat, payload))
                         mf.consumed.add(a, b)
