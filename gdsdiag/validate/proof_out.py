@@ -118,19 +118,22 @@ def prometheus(m: ProofMatrix) -> str:
             for c, lab in cells
         ],
     )
-    for key, name, help_ in (
-        ("read_gbps", "gdsdiag_proof_read_gbps", "Proof probe cuFile read throughput (GB/s, 1e9 B/s), as configured."),
-        ("write_gbps", "gdsdiag_proof_write_gbps", "Proof probe cuFile write throughput (GB/s), as configured."),
-    ):
-        family(name, help_, [(lab, c.to_json()[key]) for c, lab in cells if c.to_json()[key] is not None])  # type: ignore[literal-required]
+    docs = [(c.to_json(), lab) for c, lab in cells]
+    family(
+        "gdsdiag_proof_read_gbps",
+        "Proof probe cuFile read throughput (GB/s, 1e9 B/s), as configured.",
+        [(lab, j["read_gbps"]) for j, lab in docs if j["read_gbps"] is not None],
+    )
+    family(
+        "gdsdiag_proof_write_gbps",
+        "Proof probe cuFile write throughput (GB/s), as configured.",
+        [(lab, j["write_gbps"]) for j, lab in docs if j["write_gbps"] is not None],
+    )
+    p99 = [(lab, j["read_p99_us"]) for j, lab in docs]
     family(
         "gdsdiag_proof_read_p99_seconds",
         "Proof probe cuFile read p99 latency (nearest rank over the probe's I/Os), as configured.",
-        [
-            (lab, round(c.to_json()["read_p99_us"] / 1e6, 9))
-            for c, lab in cells
-            if c.to_json()["read_p99_us"] is not None
-        ],  # type: ignore[operator]
+        [(lab, round(v / 1e6, 9)) for lab, v in p99 if v is not None],
     )
     return "\n".join(out) + "\n"
 
@@ -152,7 +155,7 @@ def nfd_labels(m: ProofMatrix) -> dict[str, str]:
     labels[NFD_PREFIX + "route"] = routes[0] if len(routes) == 1 else "mixed"
     per: dict[str, list] = {}
     for c in cells:
-        per.setdefault(c.gpu, []).append(c)  # type: ignore[arg-type]
+        per.setdefault(c.gpu or "", []).append(c)
     labels[NFD_PREFIX + "p2p-verified-gpus"] = str(
         sum(all(x.outcome.result == "verified" for x in v) for v in per.values())
     )

@@ -28,6 +28,9 @@ import random
 import sys
 import time
 
+from .. import cufile as cf  # importing loads nothing: cf.load() dlopens libcufile
+from ..cufile.probe import _would_spin
+
 # Stages in order; a failure names the one it happened in.
 STAGES = ("load", "driver_open", "cuda", "file", "handle_register", "buf_register", "read", "write", "verify")
 
@@ -85,11 +88,7 @@ def run(spec: dict) -> dict:  # noqa: C901  (one straight sequence of stages, ea
     drv = fh = reg = None
     fd = host_fd = -1
     path = None
-    cf = None
     try:
-        from .. import cufile as cf
-        from ..cufile.probe import _would_spin
-
         L = cf.load(os.environ.get("GDSDIAG_LIBCUFILE"))
         out.update(library=L.path, version=L.version)
         why = _would_spin(L.version)
@@ -179,7 +178,7 @@ def run(spec: dict) -> dict:  # noqa: C901  (one straight sequence of stages, ea
         out["ok"] = True
     except Exception as e:  # report, never traceback: the parent turns this into one line
         out["stage"] = stage
-        if cf is not None and isinstance(e, cf.CuFileError):
+        if isinstance(e, cf.CuFileError):
             out.update(error=str(e), code=e.code, name=e.name, meaning=e.text)
         elif isinstance(e, OSError):
             import errno as _errno
