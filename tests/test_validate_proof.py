@@ -110,7 +110,9 @@ def test_compat_capture_with_compat_forbidden_failing_says_compat_and_the_error(
     assert out.result == "compat" and out.route == Route.COMPAT
     assert out.line.startswith("COMPAT (ext4 on virtio: not an NVMe namespace")
     assert "cuFile counted COMPAT 12 of 12 I/O" in out.line
-    assert "P2P not possible here: compat forbidden → error 5033 CU_FILE_NVFS_SETUP_ERROR at cuFileDriverOpen" in out.line
+    assert (
+        "P2P not possible here: compat forbidden → error 5033 CU_FILE_NVFS_SETUP_ERROR at cuFileDriverOpen" in out.line
+    )
 
 
 def test_compat_counted_where_p2p_was_predicted_is_not_taken_never_verified(cpu_forbidden_run):
@@ -155,7 +157,9 @@ def test_compat_forbidden_copy_of_the_gpu_machine_cufile_json():
     assert node["properties"]["allow_compat_mode"] is True  # the node's copy is untouched
     assert cfg["logging"] == node["logging"] and cfg["properties"]["max_direct_io_size_kb"] == 16384
     assert cufile_json.parse(json.dumps(cfg)).get("properties.allow_compat_mode") is False
-    assert proof.compat_forbidden_config(None) == {"properties": {"allow_compat_mode": False, "force_compat_mode": False}}
+    assert proof.compat_forbidden_config(None) == {
+        "properties": {"allow_compat_mode": False, "force_compat_mode": False}
+    }
 
 
 # ---- the children: bounded, and they clean up ----------------------------------------------
@@ -212,6 +216,7 @@ def cpu_run(tmp_path_factory):
         cwd=str(cwd),
         env={"GDSDIAG_LOG_DIR": str(root / "logs")},
     )
+    assert not (root / "logs").exists()  # libcufile's log went to the probe's cell directory, not GDSDIAG_LOG_DIR
     return r, probe_dir, out, cwd
 
 
