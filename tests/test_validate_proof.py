@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 
@@ -318,3 +319,40 @@ def test_proof_on_a_snapshot_is_refused():
     snap = os.path.join(FIXTURES, "snapshots", "h200-vm-2026-11-29.tar.gz")
     r = _validate(["--from", snap, "--proof", "--path", "/var/tmp"], cwd=REPO)
     assert r.returncode == 4 and "--proof does I/O on the running node" in r.stderr
+
+
+# ---- the GPU machine (skips here) ----------------------------------------------------------
+
+
+def _cuda_gpu() -> str:
+    """'' when a CUDA GPU and cupy are usable here, else why not."""
+    try:
+        import cupy as cp
+
+        return "" if cp.cuda.runtime.getDeviceCount() > 0 else "no CUDA GPU"
+    except Exception as e:  # cupy missing, or no driver (CUDARuntimeError)
+        return f"needs cupy and a CUDA GPU ({type(e).__name__})"
+
+
+@pytest.mark.skipif(bool(_cuda_gpu()), reason=_cuda_gpu() or "GPU present")
+def test_gpu_machine_proof_of_gpu0(tmp_path_factory):
+    """Run there by benchmarks/gpu_proof.sh (after gds_udev_entry /var/tmp): the matrix of GPU0 ×
+    a directory in /var/tmp is proved, data correct in both directions, nothing left behind; without
+    nvidia-fs the line says COMPAT and names the compat-forbidden error."""
+    import tempfile
+
+    d = tempfile.mkdtemp(prefix="gdsdiag-proof-test-", dir="/var/tmp")
+    try:
+        r = _validate(["--path", d, "--proof", "--proof-gpus", "0", "--json", "-"], cwd=d)
+        assert r.returncode in (0, 1, 2), r.stderr
+        m = json.loads(r.stdout)["proof"]
+        (cell,) = m["cells"]
+        assert cell["gpu"] == "GPU0" and cell["configured"]["removed"] and os.listdir(d) == []
+        assert cell["result"] in ("verified", "compat", "not_taken"), cell["line"]
+        assert cell["configured"]["read"]["match"] and cell["configured"]["write"]["match"]
+        assert cell["read_gbps"] > 0 and cell["read_p99_us"] > 0
+        if cell["configured"]["nvfs_loaded"] is False and cell["result"] == "compat":
+            assert "P2P not possible here: compat forbidden → error" in cell["line"]
+            assert cell["compat_forbidden"]["ok"] is False and cell["compat_forbidden"]["name"]
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
