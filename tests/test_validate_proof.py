@@ -22,7 +22,8 @@ import pytest
 from conftest import FIXTURES, GDSDIAG, HERE, INSTALLED
 
 from gdsdiag import cufile_json
-from gdsdiag.check.model import PathVerdict
+from gdsdiag.check.model import NodeVerdict, PathVerdict
+from gdsdiag.check.runner import CheckReport
 from gdsdiag.platform.libcufile import candidates
 from gdsdiag.routes import Route
 from gdsdiag.validate import proof, proof_out
@@ -42,7 +43,8 @@ def _capture(name: str) -> dict:
 
 
 # gdsdiag check --path /var/tmp on the GPU machine (check-before.json, 2026-11-29): COMPAT, ext4 on virtio
-GPU_PATH = _capture("check-before.json")["paths"][0]
+GPU_CHECK = _capture("check-before.json")
+GPU_PATH = GPU_CHECK["paths"][0]
 # cuFile level-3 counters there after write 32 MiB + read it twice (cufile-pathmix.json, 2026-11-29): all POSIX
 GPU_PATHMIX = _capture("cufile-pathmix.json")["path_mix"]
 
@@ -57,7 +59,12 @@ def _target(path_json: dict) -> proof.Target:
         path_json["devices"],
         path_json["topology"],
     )
-    (t,) = proof.targets_from_check(type("R", (), {"paths": [pv]})())
+    verdict = NodeVerdict(
+        [Route(r) for r in GPU_CHECK["verdict"]["routes"]],
+        GPU_CHECK["verdict"]["summary"],
+        GPU_CHECK["verdict"]["reasons"],
+    )
+    (t,) = proof.targets_from_check(CheckReport([], verdict, [pv]))
     return t
 
 
@@ -83,6 +90,7 @@ def test_the_gpu_machine_path_is_predicted_compat_for_gpu0_with_check_reason():
     p = t.predict("GPU0")
     assert p.route == Route.COMPAT and p.p2p == "NO_P2P" and p.p2pdma_map == "NOT_SUPPORTED"
     assert "not an NVMe namespace" in p.reasons[0]
+    assert p.reasons[1] == "NVFS route unavailable: nvfs.loaded: nvidia-fs is not loaded"
 
 
 def test_a_direct_route_the_pair_rules_out_is_predicted_as_the_fallback():
@@ -110,6 +118,7 @@ def test_compat_capture_with_compat_forbidden_failing_says_compat_and_the_error(
     out = proof.reconcile(pred, _ok_run(GPU_PATHMIX), forb)
     assert out.result == "compat" and out.route == Route.COMPAT
     assert out.line.startswith("COMPAT (ext4 on virtio: not an NVMe namespace")
+    assert "; NVFS route unavailable: nvfs.loaded: nvidia-fs is not loaded;" in out.line
     assert "cuFile counted COMPAT 12 of 12 I/O" in out.line
     assert (
         "P2P not possible here: compat forbidden → error 5033 CU_FILE_NVFS_SETUP_ERROR at cuFileDriverOpen" in out.line

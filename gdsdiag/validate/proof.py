@@ -119,6 +119,11 @@ def target_kind(pv) -> str:
 
 
 def targets_from_check(check_report) -> list[Target]:
+    """One target per --path, with check's reasons for its route; where that route is not direct,
+    the node's reasons follow (first clause each: "NVFS route unavailable: nvfs.loaded: nvidia-fs
+    is not loaded"), since a path's own reason (ext4 on virtio…) rarely names the missing driver."""
+    verdict = getattr(check_report, "verdict", None)
+    node = [r.split(";")[0] for r in (getattr(verdict, "reasons", None) or [])]
     return [
         Target(
             pv.path,
@@ -127,7 +132,7 @@ def targets_from_check(check_report) -> list[Target]:
             pv.mount_point,
             list(pv.devices),
             pv.route,
-            list(pv.reasons),
+            list(pv.reasons) + ([] if pv.route.is_p2p else node),
             [dict(r) for r in pv.topology],
         )
         for pv in check_report.paths
@@ -330,7 +335,7 @@ def reconcile(pred: Prediction, conf: dict, forb: dict | None) -> Outcome:
     forb_ok = bool(forb and forb.get("ok"))
     forb_route = measured_route(forb.get("path_mix"))[0] if forb_ok and forb else Route.UNKNOWN
     says = _forbidden_says(forb)
-    why = "; ".join(pred.reasons[:2]) or "no reason recorded"
+    why = "; ".join(pred.reasons[:2]) or "no reason recorded"  # the path's, then the node's first
     if route.is_p2p or (route == Route.UNKNOWN and forb_ok and forb_route != Route.COMPAT):
         shown = route if route.is_p2p else (forb_route if forb_route.is_p2p else pred.route)
         note = "" if pred.route.is_p2p else f"; predicted {pred.route.value}"
