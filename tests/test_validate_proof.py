@@ -365,3 +365,60 @@ def test_gpu_machine_proof_of_gpu0(tmp_path_factory):
             assert cell["compat_forbidden"]["ok"] is False and cell["compat_forbidden"]["name"]
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+# ---- every GPU, not GPU 0: the GPU machine's two-GPU snapshot ------------------------------
+
+H200X2 = os.path.join(FIXTURES, "snapshots", "h200x2-vm-snapshot-2026-11-30.tar.gz")  # 2× H200 VM, 2026-11-30
+
+
+@pytest.fixture(scope="module")
+def x2_ctx():
+    from gdsdiag.check.context import CheckContext
+    from gdsdiag.platform.roots import node_root
+
+    with node_root("/", H200X2) as fs:
+        ctx = CheckContext(fs, env={})
+        ctx.topology  # noqa: B018  (read while the archive is open)
+        yield ctx
+
+
+def test_gpus_of_the_two_gpu_snapshot_and_the_choice(x2_ctx):
+    from gdsdiag.errors import UsageError
+
+    gpus = proof.node_gpus(x2_ctx)
+    assert gpus == [("GPU0", "0000:00:06.0"), ("GPU1", "0000:00:07.0")]
+    assert proof.pick_gpus(gpus, "all") == gpus and proof.pick_gpus(gpus, "1") == [gpus[1]]
+    assert proof.pick_gpus(gpus, "GPU0,1") == gpus
+    with pytest.raises(UsageError, match="no GPU5 on this node"):
+        proof.pick_gpus(gpus, "5")
+
+
+@needs_libcufile
+def test_the_matrix_is_every_gpu_times_every_target(x2_ctx, tmp_path):
+    """The snapshot's GPUs and its check verdict for /var/tmp, probed (for real, failing at driver
+    open here) in two local directories: 2 GPUs × 2 targets = 4 cells, 8 children, nothing left."""
+    from dataclasses import replace
+
+    from gdsdiag.check.runner import run
+
+    from gdsdiag.platform.libcufile import locate
+
+    rep = run(x2_ctx, ["/var/tmp"])
+    x2_ctx.__dict__["libcufile"] = locate()  # the snapshot names the GPU machine's libcufile: probe with ours
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    for d in dirs:
+        d.mkdir()
+    rep.paths = [replace(rep.paths[0], path=str(d)) for d in dirs]
+    seen = []
+    m = proof.run_matrix(x2_ctx, rep, "all", 1 << 20, 1 << 20, 60, seen.append)
+    assert [(c.gpu, c.target.path) for c in m.cells] == [(g, str(d)) for d in dirs for g in ("GPU0", "GPU1")]
+    assert all(c.prediction.route == Route.COMPAT and c.prediction.p2p == "NO_P2P" for c in m.cells)
+    if not HAS_GPU:
+        assert {c.outcome.result for c in m.cells} == {"no_route"} and m.exit_code() == 2
+        assert all(c.compat_forbidden is not None and c.compat_forbidden["code"] == 5033 for c in m.cells)
+    assert len(seen) == 8 and all(os.listdir(d) == [] for d in dirs)
+    prom = proof_out.prometheus(m)
+    assert prom.count("gdsdiag_proof_p2p_verified{") == 4  # one series per cell
+    labels = proof_out.nfd_labels(m)
+    assert labels["gdsdiag.io/gpu1.p2p-verified"] == "false" and labels["gdsdiag.io/p2p-verified-gpus"] == "0"
