@@ -401,7 +401,6 @@ def test_the_matrix_is_every_gpu_times_every_target(x2_ctx, tmp_path):
     from dataclasses import replace
 
     from gdsdiag.check.runner import run
-
     from gdsdiag.platform.libcufile import locate
 
     rep = run(x2_ctx, ["/var/tmp"])
