@@ -135,6 +135,15 @@ def test_compat_counted_where_p2p_was_predicted_is_not_taken_never_verified(cpu_
     assert out.result != "verified"
 
 
+def test_without_counters_only_a_refused_compat_forbidden_run_tells_compat(cpu_forbidden_run, tmp_path):
+    pred = _target(GPU_PATH).predict("GPU0")
+    out = proof.reconcile(pred, _ok_run(None), cpu_forbidden_run)
+    assert out.result == "compat" and "not counted (cuFile counters unavailable), inferred" in out.line
+    hung = proof.run_probe(str(tmp_path), None, "compat_forbidden", None, timeout_s=0.05)  # a real timeout
+    out = proof.reconcile(pred, _ok_run(None), hung)
+    assert out.result == "skipped" and out.route == Route.UNKNOWN and "inconclusive" in out.line
+
+
 def test_wrong_bytes_beat_every_route():
     exp = bytes(range(256)) * 16
     got = bytearray(exp)

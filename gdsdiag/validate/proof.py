@@ -352,6 +352,17 @@ def reconcile(pred: Prediction, conf: dict, forb: dict | None) -> Outcome:
             route,
             f"{TEXT['not_taken']} (cuFile dynamic routing bounced it through a peer GPU: {how}; {says})",
         )
+    if route == Route.UNKNOWN:
+        # no counters: only a compat-forbidden run that cuFile itself refused tells the route (the I/O
+        # worked with compat allowed and not without); a timeout or a crashed child tells nothing
+        refused = bool(forb) and not forb_ok and forb.get("stage") not in ("timeout", "child", "load", "file")
+        if not refused:
+            return Outcome(
+                "skipped",
+                Route.UNKNOWN,
+                f"{TEXT['skipped']} (route unknown: {how}, and the compat-forbidden run was inconclusive: {says})",
+            )
+        how = f"not counted ({how}), inferred from the compat-forbidden run"
     if route == Route.COMPAT or route == Route.UNKNOWN:
         if forb_ok and forb_route.is_p2p:
             return Outcome(
