@@ -257,6 +257,12 @@ def run_probe(
                 }
         out["log_tail"] = _tail(env["CUFILE_LOGFILE_PATH"]) if not out.get("ok") else []
     finally:
+        if proc is not None and proc.poll() is None:  # interrupted (Ctrl-C, SIGTERM): the child goes too
+            proc.kill()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
         shutil.rmtree(cell_dir, ignore_errors=True)
         removed = not os.path.lexists(cell_dir)
     out["removed"] = bool(out.get("removed", True)) and removed
