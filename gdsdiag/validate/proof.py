@@ -361,7 +361,8 @@ def reconcile(pred: Prediction, conf: dict, forb: dict | None) -> Outcome:
     if route == Route.UNKNOWN:
         # no counters: only a compat-forbidden run that cuFile itself refused tells the route (the I/O
         # worked with compat allowed and not without); a timeout or a crashed child tells nothing
-        refused = bool(forb) and not forb_ok and forb.get("stage") not in ("timeout", "child", "load", "file")
+        stage = (forb or {}).get("stage") or ""
+        refused = forb is not None and not forb_ok and stage not in ("", "timeout", "child", "load", "file")
         if not refused:
             return Outcome(
                 "skipped",
