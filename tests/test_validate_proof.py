@@ -430,3 +430,11 @@ def test_the_matrix_is_every_gpu_times_every_target(x2_ctx, tmp_path):
     assert prom.count("gdsdiag_proof_p2p_verified{") == 4  # one series per cell
     labels = proof_out.nfd_labels(m)
     assert labels["gdsdiag.io/gpu1.p2p-verified"] == "false" and labels["gdsdiag.io/p2p-verified-gpus"] == "0"
+
+
+def test_a_missing_target_is_refused_in_one_line_and_nothing_is_created(tmp_path):
+    missing = tmp_path / "not-here"
+    r = _validate(["--path", str(missing), "--proof", "--json", "-"], cwd=str(tmp_path))
+    assert r.returncode == 3 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
+    assert f"{missing} does not exist" in r.stderr
+    assert not missing.exists() and os.listdir(tmp_path) == []
