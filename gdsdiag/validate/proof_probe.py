@@ -74,8 +74,8 @@ def _find_device(cp, bdf: str) -> int | None:
     if want.count(":") == 1:
         want = "0000:" + want
     for i in range(cp.cuda.runtime.getDeviceCount()):
-        got = cp.cuda.Device(i).pci_bus_id.lower()
-        # CUDA prints 8 hex digits of domain (00000000:00:06.0); sysfs 4
+        got = cp.cuda.runtime.deviceGetPCIBusId(i).lower()  # cudaDeviceGetPCIBusId, e.g. 0000:00:06.0
+        # the domain's width differs (nvidia-smi prints 8 hex digits, sysfs 4): compare numbers
         dom, rest = got.split(":", 1)
         if f"{int(dom, 16):04x}:{rest}" == want:
             return i
