@@ -52,8 +52,11 @@ def _io_result(nbytes: int, seconds: float, lats: list[float], expected: bytes, 
     match = expected == got
     first = None
     if not match:
+        import numpy as np
+
         n = min(len(expected), len(got))
-        first = next((i for i in range(n) if expected[i] != got[i]), n)
+        diff = np.flatnonzero(np.frombuffer(expected, np.uint8, n) != np.frombuffer(got, np.uint8, n))
+        first = int(diff[0]) if diff.size else n  # equal up to the shorter one: the first missing byte
     return {
         "bytes": nbytes,
         "n": len(lats),
