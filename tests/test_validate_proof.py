@@ -144,6 +144,17 @@ def test_without_counters_only_a_refused_compat_forbidden_run_tells_compat(cpu_f
     assert out.result == "skipped" and out.route == Route.UNKNOWN and "inconclusive" in out.line
 
 
+def test_a_compat_forbidden_run_the_driver_did_not_forbid_proves_nothing():
+    """The driver reports CU_FILE_ALLOW_COMPAT_MODE as on the GPU machine (cufile-pathmix.json's
+    properties, 2026-11-29) although the run was meant to forbid it: its I/O cannot verify P2P."""
+    props = _capture("cufile-pathmix.json")["properties"]
+    assert "CU_FILE_ALLOW_COMPAT_MODE" in props["control_flags"]
+    unforbidden = dict(_ok_run(None), compat_allowed=True, nvfs_loaded=props["nvfs_loaded"])
+    pred = proof.Prediction(Route.NVFS, ["NVMe namespace with a GDS-aware nvme driver and nvidia-fs loaded"])
+    out = proof.reconcile(pred, _ok_run(None), unforbidden)
+    assert out.result == "skipped" and "compat could not be forbidden" in out.line
+
+
 def test_wrong_bytes_beat_every_route():
     exp = bytes(range(256)) * 16
     got = bytearray(exp)

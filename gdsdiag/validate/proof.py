@@ -298,6 +298,11 @@ def _failure(run: dict) -> str:
 def _forbidden_says(run: dict | None) -> str:
     if run is None:
         return "compat-forbidden run not made"
+    if run.get("compat_allowed") is True:
+        return (
+            "compat could not be forbidden: the driver still reports CU_FILE_ALLOW_COMPAT_MODE "
+            "(the private cufile.json was not read: CUFILE_ENV_PATH_JSON ignored?)"
+        )
     if run.get("ok"):
         route, how = measured_route(run.get("path_mix"))
         return f"compat forbidden: I/O OK ({how})"
@@ -338,7 +343,8 @@ def reconcile(pred: Prediction, conf: dict, forb: dict | None) -> Outcome:
             )
         return Outcome("no_route", Route.NONE, f"{TEXT['no_route']} ({_failure(conf)})")
     route, how = measured_route(conf.get("path_mix"))
-    forb_ok = bool(forb and forb.get("ok"))
+    # a compat-forbidden run proves something only if the driver agreed that compat was forbidden
+    forb_ok = bool(forb and forb.get("ok") and forb.get("compat_allowed") is not True)
     forb_route = measured_route(forb.get("path_mix"))[0] if forb_ok and forb else Route.UNKNOWN
     says = _forbidden_says(forb)
     why = "; ".join(pred.reasons[:2]) or "no reason recorded"  # the path's, then the node's first
@@ -362,7 +368,12 @@ def reconcile(pred: Prediction, conf: dict, forb: dict | None) -> Outcome:
         # no counters: only a compat-forbidden run that cuFile itself refused tells the route (the I/O
         # worked with compat allowed and not without); a timeout or a crashed child tells nothing
         stage = (forb or {}).get("stage") or ""
-        refused = forb is not None and not forb_ok and stage not in ("", "timeout", "child", "load", "file")
+        refused = (
+            forb is not None
+            and not forb.get("ok")
+            and forb.get("compat_allowed") is not True
+            and stage not in ("", "timeout", "child", "load", "file")
+        )
         if not refused:
             return Outcome(
                 "skipped",
