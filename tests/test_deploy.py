@@ -37,6 +37,7 @@ def test_manifest_set():
         "exporter-daemonset.yaml",
         "exporter-daemonset-trace.yaml",
         "report-job.yaml",
+        "proof-daemonset.yaml",
     } <= set(MANIFESTS)
 
 
@@ -140,3 +141,20 @@ def test_dockerfile_copies_what_exists():
         if ln.startswith("COPY "):
             for src in ln.split()[1:-1]:
                 assert os.path.exists(os.path.join(ROOT, src)), src
+
+
+def test_proof_daemonset_writes_the_nfd_feature_file():
+    """validate --proof --nfd into the node's NFD features.d/, without holding GPUs from the scheduler."""
+    (ds,) = docs("proof-daemonset.yaml")
+    spec = pod_spec(ds)
+    c = spec["containers"][0]
+    (argv,) = _gdsdiag_invocations(ds)
+    assert argv[:2] == ["gdsdiag", "validate"] and {"--proof", "--path", "--nfd"} <= set(argv)
+    nfd = argv[argv.index("--nfd") + 1]
+    mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+    vols = {v["name"]: v for v in spec["volumes"]}
+    (mp,) = [m for m in mounts if nfd.startswith(m + "/")]
+    assert vols[mounts[mp]]["hostPath"]["path"] == "/etc/kubernetes/node-feature-discovery/features.d"
+    assert not os.path.basename(nfd).startswith(".")  # NFD skips dotfiles
+    assert "nvidia.com/gpu" not in str(c.get("resources"))
+    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"} in c["env"]

@@ -77,6 +77,27 @@ def write_prom(path: str, text: str) -> None:
 @click.option(
     "--prom", "prom_path", metavar="FILE", help="Write a Prometheus textfile (replaces only its own earlier file)."
 )
+@click.option(
+    "--proof",
+    is_flag=True,
+    help="Prove the route of every GPU x --path: a checksummed cuFile read+write as configured and with "
+    "compat mode forbidden, one line per cell (docs/validate.md).",
+)
+@click.option("--proof-gpus", default="all", show_default=True, metavar="LIST", help="GPUs of the proof: all or 0,1,…")
+@click.option(
+    "--proof-size", default="16M", show_default=True, metavar="SIZE", help="Bytes read and written per probe."
+)
+@click.option(
+    "--proof-timeout",
+    default=60.0,
+    show_default=True,
+    type=float,
+    metavar="S",
+    help="Seconds before a probe is killed.",
+)
+@click.option(
+    "--nfd", "nfd_path", metavar="FILE", help="Write node-feature-discovery labels from the proof (features.d/ file)."
+)
 @click.option("--show-policy", is_flag=True, help="Print the shipped default policy and exit.")
 @click.option("-v", "--verbose", is_flag=True, help="Evidence of every rule, not only failures.")
 def validate(
@@ -91,6 +112,11 @@ def validate(
     json_path,
     junit_path,
     prom_path,
+    proof,
+    proof_gpus,
+    proof_size,
+    proof_timeout,
+    nfd_path,
     show_policy,
     verbose,
 ):
@@ -117,6 +143,9 @@ def validate(
         if pth and pth != "-":
             refuse_existing(pth, opt)
     policy = load(policy_file)
+    from .validate_proof import check_args
+
+    proof_size_b = check_args(proof, nfd_path, list(paths), snapshot, root, proof_size, proof_timeout)
     if snapshot:
         if paths or level:
             raise GdsdiagError(
@@ -148,12 +177,22 @@ def validate(
         rep.node["root"] = snapshot
     outputs.render(console, rep, verbose)
     doc = outputs.document(rep)
+    matrix = None
+    if proof:
+        from .validate_proof import run_proof
+
+        matrix = run_proof(ctx, list(paths), proof_gpus, proof_size_b, proof_timeout, console)
+        doc["proof"] = matrix.to_json()
     if json_path == "-":
         emit_json(doc)
     elif json_path:
         _write_new(json_path, (json.dumps(doc, indent=2) + "\n").encode(), "--json")
+    from .validate_proof import junit_text, nfd_write, prom_text
+
     if junit_path:
-        _write_new(junit_path, outputs.junit(rep), "--junit")
+        _write_new(junit_path, junit_text(rep, matrix), "--junit")
     if prom_path:
-        write_prom(prom_path, outputs.prometheus(rep))
-    sys.exit(rep.exit_code())
+        write_prom(prom_path, prom_text(rep, matrix))
+    if nfd_path and matrix is not None:
+        nfd_write(nfd_path, matrix)
+    sys.exit(max(rep.exit_code(), matrix.exit_code()) if matrix is not None else rep.exit_code())

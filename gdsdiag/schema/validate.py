@@ -62,7 +62,107 @@ class RouteCount(TypedDict):
     bytes: int
 
 
-class ValidateDoc(TypedDict):
+class ProofGpu(TypedDict):
+    gpu: str
+    bdf: str
+
+
+class ProofTarget(TypedDict):
+    path: str
+    kind: str  # nvme | nfs-rdma | nfs | dfs | other | unknown
+    fstype: str | None
+    mount_point: str | None
+    devices: list[str]
+    predicted: str  # the Route gdsdiag check predicts for a cuFile I/O there
+    reasons: list[str]
+
+
+class ProofPrediction(TypedDict):
+    route: str
+    reasons: list[str]
+    p2p: str | None  # topology's GPU <-> storage device verdict; null: no PCI device under the path
+    p2pdma_map: str | None
+
+
+class ProofIo(TypedDict):
+    bytes: int
+    n: int
+    gbps: float | None
+    p50_us: float | None
+    p99_us: float | None
+    match: bool
+    sha256: str
+    first_diff: int | None
+
+
+class ProofRun(TypedDict):
+    ok: bool
+    stage: (
+        str | None
+    )  # load | driver_open | cuda | file | handle_register | buf_register | read | write | verify | timeout | child
+    error: str | None
+    code: int | None
+    name: str | None
+    meaning: str | None
+    compat_allowed: bool | None
+    nvfs_loaded: bool | None
+    direct: bool | None
+    read: ProofIo | None
+    write: ProofIo | None
+    routes: dict[str, int] | None
+    removed: bool
+    seconds: float | None
+    log_tail: list[str]
+
+
+class ProofCell(TypedDict):
+    gpu: str | None
+    gpu_bdf: str | None
+    path: str
+    result: str  # verified | compat | bounce | not_taken | skipped | mismatch | no_route
+    route: str
+    line: str
+    predicted: ProofPrediction
+    read_gbps: float | None
+    read_p99_us: float | None
+    write_gbps: float | None
+    write_p99_us: float | None
+    configured: ProofRun
+    compat_forbidden: ProofRun | None
+
+
+class ProofCounts(TypedDict):
+    verified: int
+    compat: int
+    bounce: int
+    not_taken: int
+    skipped: int
+    mismatch: int
+    no_route: int
+
+
+class ProofProbe(TypedDict):
+    size: int
+    bs: int
+    timeout_s: float
+
+
+class ProofDoc(TypedDict):
+    gpus: list[ProofGpu]
+    targets: list[ProofTarget]
+    cells: list[ProofCell]
+    counts: ProofCounts
+    exit_code: int
+    note: str | None
+    probe: ProofProbe
+    seconds: float
+
+
+class _ValidateOptional(TypedDict, total=False):
+    proof: ProofDoc  # only with --proof (docs/validate.md "Proof matrix")
+
+
+class ValidateDoc(_ValidateOptional):
     schema: str
     tool_version: str
     node: Node
