@@ -119,7 +119,8 @@ def test_process_tree_every_syscall_exact_offsets_and_the_reused_descriptor(data
     r2 = subprocess.run(
         [sys.executable, "-m", "gdsdiag", "trace", "--replay", str(rec), "--json"], capture_output=True, text=True
     )
-    assert _shape(_parse(r2.stdout)[0], datadir) == got
+    # (the same verdicts; a live trace prints each as soon as it is decided, a replay in time order)
+    assert sorted(_shape(_parse(r2.stdout)[0], datadir)) == sorted(got)
     header, events = read_record(str(rec))
     assert header["gdsdiag_trace_record"] == 3
 
