@@ -866,25 +866,7 @@ class Classifier:
                 "host I/O, not on the GPU data path: "
                 + ("no CUDA copy took its bytes" if self.memcpy.get(e.pid) else "the process made no CUDA copy")
             )
-        self._proc(e.pid, e.comm)["ios"] += 1
-        line = io_line(
-            e.ts,
-            e.pid,
-            e.tid,
-            e.comm,
-            io.api,
-            io.op,
-            io.path,
-            io.offset,
-            io.size,
-            io.ret,
-            io.latency,
-            route,
-            None,
-            conf,
-            ev,
-        )
-        return line, 0, 0, how
+        return self._host_line(io, route, conf, ev), 0, 0, how
 
     def _chunk_verdict(self, ch) -> tuple:
         mf: MappedFile = ch.mf
@@ -1086,6 +1068,11 @@ class Classifier:
                 "host I/O, not on the GPU data path: "
                 + ("no CUDA copy of its buffer" if self.memcpy.get(e.pid) else "the process made no CUDA copy")
             )
+        return self._host_line(io, route, conf, ev)
+
+    def _host_line(self, io: _HostIo, route: Route, conf: str, ev: list[str]) -> schema.IoLine:
+        """The verdict line of a host I/O (a read the data-flow model decided, or a write)."""
+        e = io.e
         self._proc(e.pid, e.comm)["ios"] += 1
         return io_line(
             e.ts,
