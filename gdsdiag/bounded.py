@@ -27,6 +27,7 @@ MAX_COMMAND_TEXT = 64 * MiB  # lspci / nvidia-smi / gdscheck output saved to a f
 MAX_RECORDING = 4 * GiB  # a trace recording (read as a stream, line by line)
 MAX_RECORD_LINE = 64 * KiB  # one event line of a recording
 MAX_JSON_DEPTH = 64
+MAX_BPF_CACHE = 64 * MiB  # one cached probe program (~300 KB)
 MAX_JSON_NUMBER_CHARS = 40  # enough for any 64-bit integer or double written by json.dumps
 
 
