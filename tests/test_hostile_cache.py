@@ -46,7 +46,7 @@ def _planted_library(path, marker):
     """A library whose constructor writes ``marker``: proof that it ran."""
     src = path.parent / "evil.c"
     src.write_text(
-        '#include <stdio.h>\n__attribute__((constructor)) static void pwn(void)'
+        "#include <stdio.h>\n__attribute__((constructor)) static void pwn(void)"
         f'{{ FILE *f = fopen("{marker}", "w"); if (f) fclose(f); }}\nint gd_abi_version(void) {{ return 4; }}\n'
     )
     subprocess.run(["cc", "-shared", "-fPIC", "-o", str(path), str(src)], check=True)
@@ -201,15 +201,25 @@ def test_unprivileged_user_gets_its_own_cache_or_a_stated_fallback():
         "lib, why = native.load();"
         "print(lib is None, why)"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", env=dict(
-        os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    ))
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("True ") and "owned by uid 0" in r.stdout
-    r = subprocess.run([sys.executable, "-c", code.replace(theirs, mine + "/gdsdiag").replace(
-        "print(lib is None, why)", "print(lib is not None, why)"
-    )], capture_output=True, text=True, cwd="/", env=dict(
-        os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    ))
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code.replace(theirs, mine + "/gdsdiag").replace("print(lib is None, why)", "print(lib is not None, why)"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    )
     shutil.rmtree(top)
     assert r.stdout.startswith("True None"), r.stdout + r.stderr  # its own cache: built and loaded

@@ -76,7 +76,10 @@ def _build(cc: str, src: str, hdr_dir: str, dfd: int, name: str) -> str | None:
     tmp = f".ioloop-{secrets.token_hex(8)}.so"
     try:
         r = subprocess.run(
-            [cc, "-O2", "-shared", "-fPIC", "-I", hdr_dir, "-o", built, src], capture_output=True, text=True, timeout=120
+            [cc, "-O2", "-shared", "-fPIC", "-I", hdr_dir, "-o", built, src],
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         if r.returncode != 0:
             err = (r.stderr or r.stdout).strip().splitlines()
