@@ -38,9 +38,12 @@ def write_png(rs, path: str) -> None:
     ax.set_title("gdsdiag validate: GB/s per node")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    with open(path, "xb") as f:  # never overwrite
-        fig.savefig(f, format="png", dpi=110)
-    plt.close(fig)
+    from ..outfile import write_new
+
+    try:
+        write_new(path, "--png", lambda f: fig.savefig(f, format="png", dpi=110))  # never overwrites
+    finally:
+        plt.close(fig)
 
 
 @click.command("report")
