@@ -31,10 +31,13 @@ def _sigterm_exits():
 
 
 def _ints(text: str, option: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UsageError(f"{option} {text!r}: not a list of whole numbers", f"use e.g. {option} 1,4,16") from None
+    """ASCII whole numbers 1..65536, at most 64 of them (int() took '²' and 4,300-digit values)."""
+    from ..bounded import ascii_int
+
+    vals = [ascii_int(x.strip(), 1 << 16) for x in text.split(",")[:65] if x.strip()]
+    if not vals or len(vals) > 64 or any(v is None or v < 1 for v in vals):
+        raise UsageError(f"{option} {text[:80]!r}: not a list of whole numbers 1..65536", f"use e.g. {option} 1,4,16")
+    return [v for v in vals if v is not None]
 
 
 def _write_outputs(report, csv_path: str | None, plot_path: str | None) -> None:

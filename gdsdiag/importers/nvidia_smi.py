@@ -97,14 +97,11 @@ def parse_nvlink_status(text: str) -> list[dict]:
 
 
 def _nodelist(text: str) -> list[int]:
-    """'0,3-9,11-17' -> [0, 3, 4, ..., 17]; 'N/A' -> []. Order kept: the first is the CPU node."""
-    out: list[int] = []
-    for part in text.split(","):
-        lo, sep, hi = part.strip().partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
-            return []
-        out.extend(range(int(lo), int(hi) + 1) if sep else [int(lo)])
-    return out
+    """'0,3-9,11-17' -> [0, 3, 4, ..., 17]; 'N/A' -> []. Order kept: the first is the CPU node.
+    Bounded (issue 24: a 60-byte '0-4000000000' took 23.6 GiB): nodes below bounded.MAX_NODES."""
+    from ..bounded import MAX_NODES, parse_ranges
+
+    return parse_ranges(text, MAX_NODES) or []
 
 
 def read_smi_text(path: str | None) -> str:

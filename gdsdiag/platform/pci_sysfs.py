@@ -37,31 +37,24 @@ def parse_link_speed(text: str | None) -> float | None:
 
 
 def parse_cpulist(text: str | None) -> set[int] | None:
-    """'0-3,8,10-11' -> {0,1,2,3,8,10,11}; '' -> set(); garbage -> None."""
+    """'0-3,8,10-11' -> {0,1,2,3,8,10,11}; '' -> set(); garbage, or CPUs beyond bounded.MAX_CPUS
+    (a 200-byte '0-4000000000' once took 23 GiB) -> None."""
+    from ..bounded import MAX_CPUS, parse_ranges
+
     if text is None:
         return None
-    out: set[int] = set()
-    for part in text.strip().split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, sep, hi = part.partition("-")
-        try:
-            out.update(range(int(lo), int(hi) + 1) if sep else (int(lo),))
-        except ValueError:
-            return None
-    return out
+    got = parse_ranges(text.strip(), MAX_CPUS)
+    return None if got is None else set(got)
 
 
 def parse_cpumask(text: str | None) -> set[int] | None:
-    """'0000,00000000,0000ffff' (32-bit words, most significant first) -> {0..15}."""
+    """'0000,00000000,0000ffff' (32-bit words, most significant first) -> {0..15}; None for
+    garbage or a mask wider than bounded.MAX_CPUS (read a digit at a time: linear)."""
+    from ..bounded import MAX_CPUS, parse_hexmask
+
     if text is None:
         return None
-    try:
-        value = int(text.strip().replace(",", ""), 16)
-    except ValueError:
-        return None
-    return {i for i in range(value.bit_length()) if value >> i & 1}
+    return parse_hexmask(text, MAX_CPUS)
 
 
 def node_of_cpus(cpus: set[int] | None, node_cpus: dict[int, set[int]]) -> int | None:

@@ -549,7 +549,7 @@ def _points_verdict(checked: bool, bad: list[str], ev: list[Evidence], key: str,
     return Status.PASS, passed, ev, ""
 
 
-_MIXED = re.compile(r"(\w+)=(\d+)")
+_MIXED = re.compile(r"([A-Za-z0-9_]{1,40})=([0-9]{1,15})")  # ASCII digits, bounded: int() of a match never fails
 
 
 def route_mix(sweeps: list[dict], only: Route | None = None) -> tuple[dict, list[Evidence]]:
@@ -578,6 +578,8 @@ def route_mix(sweeps: list[dict], only: Route | None = None) -> tuple[dict, list
             else:
                 shares = {route_of(label): 1}
             tot = sum(shares.values())
+            if tot <= 0:
+                continue  # counters that sum to nothing (or below): no route to share bytes between
             for r, v in shares.items():
                 mix[r.value] = mix.get(r.value, 0) + nbytes * v / tot
             detail = f"cuFile stats {stats}" if stats else f"route {label}"
