@@ -60,7 +60,7 @@ def load() -> Catalog:
         Entry(
             e["id"],
             tuple(e["kinds"]),
-            re.compile(e["pattern"]),
+            re.compile(e["pattern"], re.ASCII),  # \d, \w, \s: ASCII only (int() of a match never meets '²')
             e["severity"],
             e["title"],
             e["meaning"],
