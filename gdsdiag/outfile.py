@@ -54,7 +54,7 @@ def discard(path: str, fd: int) -> None:
             pass
 
 
-def write_new(path: str, option: str, write: Callable[[BinaryIO], None], mode: int = 0o644) -> None:
+def write_new(path: str, option: str, write: Callable[[BinaryIO], object], mode: int = 0o644) -> None:
     """Create ``path`` (see open_new), let ``write`` fill it, flush and fsync; on any failure the
     file is removed and the error said in one line."""
     fd = open_new(path, option, mode)

@@ -289,7 +289,7 @@ def write_csv(report, f) -> None:
         )
 
 
-def write_plot(report, path: str) -> None:
+def write_plot(report, path) -> None:  # a path, or the file object the command opened
     """Throughput vs block size, one line per mode (at the largest thread count), read and write panels."""
     try:
         import matplotlib

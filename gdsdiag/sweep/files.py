@@ -172,7 +172,7 @@ def remove_leftovers(directory: str) -> list[str]:
 
     from ..outfile import remove_stale
 
-    gone = remove_stale(directory, _NAME.fullmatch, _locked_sweep_file)
+    gone = remove_stale(directory, lambda n: _NAME.fullmatch(n) is not None, _locked_sweep_file)
     if gone:
         print(f"gdsdiag sweep: removed {len(gone)} file(s) a killed run left in {directory}", file=sys.stderr)
     return gone
