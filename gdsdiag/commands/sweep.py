@@ -31,13 +31,17 @@ def _sigterm_exits():
 
 
 def _ints(text: str, option: str) -> list[int]:
-    """ASCII whole numbers 1..65536, at most 64 of them (int() took '²' and 4,300-digit values)."""
-    from ..bounded import ascii_int
+    """ASCII whole numbers of at most 20 digits, values up to 65536, at most 64 of them (int() took
+    '²' and 4,300-digit values); 0 and negatives are validate_config's to refuse, in its words."""
+    import re
 
-    vals = [ascii_int(x.strip(), 1 << 16) for x in text.split(",")[:65] if x.strip()]
-    if not vals or len(vals) > 64 or any(v is None or v < 1 for v in vals):
-        raise UsageError(f"{option} {text[:80]!r}: not a list of whole numbers 1..65536", f"use e.g. {option} 1,4,16")
-    return [v for v in vals if v is not None]
+    parts = [x.strip() for x in text.split(",")[:65] if x.strip()]
+    if len(parts) > 64 or not all(re.fullmatch(r"-?[0-9]{1,20}", x) for x in parts):
+        raise UsageError(f"{option} {text[:80]!r}: not a list of whole numbers", f"use e.g. {option} 1,4,16")
+    vals = [int(x) for x in parts]
+    if any(v > 1 << 16 for v in vals):
+        raise UsageError(f"{option} {text[:80]!r}: at most 65536", f"use e.g. {option} 1,4,16")
+    return vals
 
 
 def _write_outputs(report, csv_path: str | None, plot_path: str | None) -> None:

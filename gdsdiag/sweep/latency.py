@@ -93,7 +93,7 @@ def summarize_hist(
 # Sizes and durations are read as ASCII decimals of bounded length and range: float() accepts
 # 'inf', 'nan', '1e400', '1_0' and Unicode digits, and int() '²' and 4,300-digit strings (issue 24:
 # 'sweep --time infs' crashed a worker thread; a size of 'nanG' reached int(nan)).
-_DECIMAL = re.compile(r"[0-9]{1,15}(?:\.[0-9]{1,9})?")
+_DECIMAL = re.compile(r"-?[0-9]{1,15}(?:\.[0-9]{1,9})?")  # a sign, for the caller's "more than 0" message
 MAX_SIZE = 1 << 50  # 1 PiB: larger than any file or block a sweep makes
 MAX_SECONDS = 7 * 86400.0  # a week per point
 
@@ -111,16 +111,17 @@ def parse_size(text: str) -> int:
     m = 1
     if t and t[-1] in mult:
         t, m = t[:-1], mult[t[-1]]
-    if not _DECIMAL.fullmatch(t) or ("." in t and m == 1):
+    if not _DECIMAL.fullmatch(t) or t.startswith("-") or ("." in t and m == 1):
         raise ValueError(f"not a size: {text!r} (use e.g. 4k, 1m, 4G)")
     n = int(float(t) * m) if "." in t else int(t) * m
-    if not 0 < n <= MAX_SIZE:
-        raise ValueError(f"size out of range: {text!r} (1 byte to 1 PiB)")
-    return n
+    if n > MAX_SIZE:
+        raise ValueError(f"size out of range: {text!r} (at most 1 PiB)")
+    return n  # 0 is the caller's to refuse, with its own words ("a multiple of 4 KiB")
 
 
 def parse_duration(text: str) -> float:
-    """'10s' '500ms' '2m' '1.5' -> seconds, finite, above 0 and at most a week."""
+    """'10s' '500ms' '2m' '1.5' -> seconds, finite and at most a week either way (one at or below 0
+    is the caller's to refuse, with its own words)."""
     if not isinstance(text, str) or len(text) > 40:
         raise ValueError(f"not a duration: {str(text)[:40]!r} (use e.g. 10s, 500ms, 2m)")
     t = text.strip().lower()
@@ -132,8 +133,8 @@ def parse_duration(text: str) -> float:
     if not _DECIMAL.fullmatch(t):
         raise ValueError(f"not a duration: {text!r} (use e.g. 10s, 500ms, 2m)")
     v = float(t) * mult
-    if not 0 < v <= MAX_SECONDS:
-        raise ValueError(f"duration out of range: {text!r} (above 0, at most 7 days)")
+    if abs(v) > MAX_SECONDS:
+        raise ValueError(f"duration out of range: {text!r} (at most 7 days)")
     return v
 
 
