@@ -244,3 +244,18 @@ def test_prom_onto_a_fifo_returns(tmp_path):
 
     threading.Thread(target=go, daemon=True).start()
     assert done.wait(10)
+
+
+def test_sysfs_numbers_are_short_ascii_tokens(tmp_path):
+    from gdsdiag.platform.fsroot import FsRoot
+
+    for name, text in (("a", "f" * 100_000), ("b", "٣"), ("c", "1_0"), ("d", "0x10de\n"), ("e", "-1")):
+        (tmp_path / name).write_text(text)
+    fs = FsRoot(str(tmp_path))
+    assert [fs.read_int(f"/{n}", 16 if n in "ad" else 0) for n in "abcde"] == [None, None, None, 0x10DE, -1]
+
+
+def test_versions_compare_on_bounded_ascii_parts():
+    from gdsdiag.validate.rules import _vt
+
+    assert _vt("570.86.15") == (570, 86, 15) and _vt("٣.1") == (1,) and len(_vt("9" * 5000)) <= 23

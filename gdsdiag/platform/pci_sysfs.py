@@ -310,16 +310,15 @@ def read_cpu(fs: FsRoot) -> CpuInfo:
         if key == "vendor_id" and cpu.vendor is None:
             cpu.vendor = val
         elif key == "cpu family" and cpu.family is None:
-            try:
-                cpu.family = int(val)
-            except ValueError:
-                pass
+            from ..bounded import ascii_int
+
+            cpu.family = ascii_int(val, 1 << 16)
         elif key == "model name" and cpu.model_name is None:
             cpu.model_name = val
         if cpu.vendor and cpu.family is not None and cpu.model_name:
             break
     for n in fs.listdir("/sys/devices/system/node"):
-        m = re.match(r"^node(\d+)$", n)
+        m = re.match(r"^node([0-9]{1,5})$", n)  # ASCII, bounded: a node number, not 5,000 digits
         if m:
             node = int(m.group(1))
             cpu.numa_nodes.append(node)
@@ -336,7 +335,9 @@ def read_gpu_memory_nodes(fs: FsRoot) -> dict[int, str]:
     node that is the GPU's own memory on coherent platforms (POWER9 + V100, Grace Hopper, GB200)."""
     out: dict[int, str] = {}
     for bdf in fs.listdir("/proc/driver/nvidia/gpus"):
-        m = re.search(r"^Node:\s*(\d+)", fs.read_text(f"/proc/driver/nvidia/gpus/{bdf}/numa_status") or "", re.M)
+        m = re.search(
+            r"^Node:[ \t]*([0-9]{1,5})\b", fs.read_text(f"/proc/driver/nvidia/gpus/{bdf}/numa_status") or "", re.M
+        )
         if m:
             out[int(m.group(1))] = bdf.lower()
     return out
@@ -397,7 +398,7 @@ def _gpu_information(fs: FsRoot, pattern: str) -> dict[str, str]:
 
 def read_nvidia_minors(fs: FsRoot) -> dict[str, int]:
     """bdf → 'Device Minor' from /proc/driver/nvidia/gpus/<bdf>/information."""
-    return {b: int(v) for b, v in _gpu_information(fs, r"Device Minor:\s*(\d+)").items() if BDF_RE.match(b)}
+    return {b: int(v) for b, v in _gpu_information(fs, r"Device Minor:\s*([0-9]{1,9})\b").items() if BDF_RE.match(b)}
 
 
 def read_nvidia_models(fs: FsRoot) -> dict[str, str]:

@@ -88,7 +88,8 @@ def _ev(src, val) -> Evidence:
 
 
 def _vt(v) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", str(v)))
+    # ASCII digit runs of at most 9 (a version part), never Unicode digits or 5,000 of them
+    return tuple(int(x) for x in re.findall(r"[0-9]{1,9}", str(v)[:200]))
 
 
 def _action(action: str, bad: bool) -> Status:
