@@ -70,7 +70,9 @@ def parse(text: str) -> SmiMatrix:
             m.numa[row] = nodes[0] if nodes else None
         if "GPU NUMA ID" in rest:
             v = rest["GPU NUMA ID"]
-            m.gpu_numa_id[row] = int(v) if v.isdigit() else None
+            from ..bounded import MAX_NODES, ascii_int
+
+            m.gpu_numa_id[row] = ascii_int(v, MAX_NODES)  # isdigit() is true for '²' (issue 24)
     for ln in lines:
         mm = re.match(r"^\s*(NIC\d+):\s*(\S+)\s*$", ln)
         if mm:
