@@ -205,6 +205,11 @@ def run(
             done += part.inputs
             if part.inputs == 0:
                 break
+            if per_target is not None and done < per_target:  # progress of a long run, per chunk
+                say(
+                    f"  ... {t.name}: {total.inputs:,} inputs, {total.crashes} crash, {total.hangs} hang, "
+                    f"{total.over_1gib} >1GiB ({time.monotonic() - start:.0f} s)"
+                )
         total.seconds = time.monotonic() - start
         results[t.name] = total
         say(total.row(t.name))
