@@ -259,3 +259,13 @@ def test_versions_compare_on_bounded_ascii_parts():
     from gdsdiag.validate.rules import _vt
 
     assert _vt("570.86.15") == (570, 86, 15) and _vt("٣.1") == (1,) and len(_vt("9" * 5000)) <= 23
+
+
+@pytest.mark.parametrize("doc", [{"config": None, "points": []}, {"points": None}, {"config": {"dir": None}}])
+def test_sweep_results_with_nulls_are_judged_not_crashed(tmp_path, doc):
+    """Found by the long fuzz run: null where the shape allows it reached .get() and iteration."""
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps({"schema": "gdsdiag.sweep/1", **doc}))
+    h200 = os.path.join(REPO, "tests", "fixtures", "snapshots", "h200-vm-2026-11-29.tar.gz")
+    rc, _, err, _ = cli("validate", "--from", h200, "--keep-going", "--sweep-results", str(p))
+    assert rc in (0, 1, 2) and "internal error" not in err, err

@@ -31,7 +31,7 @@ def document(rep: ValidateReport) -> schema.ValidateDoc:
                 "route": p.get("route"),
                 "error": p.get("error"),
             }
-            for p in s["doc"].get("points", [])
+            for p in (s["doc"].get("points") or [])
         ]
         sweeps.append({"path": s["path"], "gpu": s["gpu"], "points": pts})
     counts: schema.Counts = {
@@ -154,7 +154,7 @@ def prometheus(rep: ValidateReport, now: float | None = None) -> str:
     gb, p99 = [], []
     seen = set()
     for s in rep.sweeps:
-        for p in s["doc"].get("points", []):
+        for p in s["doc"].get("points") or []:
             if p.get("error"):
                 continue
             key = (s["gpu"], s["path"], p["bs"], p["rw"], p["mode"], p["threads"])

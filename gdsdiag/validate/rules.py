@@ -449,7 +449,7 @@ def _gpu_points(inp: Inputs):
     """Points of the cuFile modes: the sweep's host and bounce modes are reference measurements
     whose route is fixed by construction, not the node's GPU I/O path."""
     for s in inp.sweeps:
-        for p in s["doc"].get("points", []):
+        for p in s["doc"].get("points") or []:
             if p.get("mode") in cufile_modes():
                 yield s, p
 
@@ -560,7 +560,7 @@ def route_mix(sweeps: list[dict], only: Route | None = None) -> tuple[dict, list
     mix: dict = {}
     ev = []
     for s in sweeps:
-        for p in s["doc"].get("points", []):
+        for p in s["doc"].get("points") or []:
             if p.get("mode") not in cufile_modes() or p.get("error"):
                 continue
             summ = p.get("summary") or {}

@@ -154,9 +154,8 @@ def run(
             if not isinstance(doc, dict) or doc.get("schema") != "gdsdiag.sweep/1":
                 raise GdsdiagError(f"{f} is not a gdsdiag.sweep/1 document", "give a 'gdsdiag sweep --json' document")
             check_shape(f, doc, SWEEP_SHAPE, "gdsdiag.sweep/1 document")
-            inp.sweeps.append(
-                {"path": doc.get("config", {}).get("dir", f), "gpu": doc.get("config", {}).get("gpu", 0), "doc": doc}
-            )
+            cfg = doc.get("config") or {}  # null is allowed by the shape: then nothing is known of it
+            inp.sweeps.append({"path": cfg.get("dir") or f, "gpu": cfg.get("gpu") or 0, "doc": doc})
         if trace_replay:
             inp.trace = adapters.trace_replay(trace_replay)
         if not inp.sweeps:
