@@ -87,7 +87,7 @@ class CheckContext:
             return LibcufileInfo(
                 path=None, found_via=None, probe_error=f"the snapshot's {SNAPSHOT_LIBCUFILE} is damaged ({why})"
             )
-        if d.get("usdt_probe_count", 0) > 100_000:
+        if (d.get("usdt_probe_count") or 0) > 100_000:  # null is allowed by the shape
             return LibcufileInfo(
                 path=None, found_via=None, probe_error=f"{SNAPSHOT_LIBCUFILE}: probe count out of range"
             )
