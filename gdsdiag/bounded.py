@@ -27,6 +27,7 @@ MAX_COMMAND_TEXT = 64 * MiB  # lspci / nvidia-smi / gdscheck output saved to a f
 MAX_RECORDING = 4 * GiB  # a trace recording (read as a stream, line by line)
 MAX_RECORD_LINE = 64 * KiB  # one event line of a recording
 MAX_JSON_DEPTH = 64
+MAX_BPF_CACHE = 64 * MiB  # one cached probe program (~300 KB)
 MAX_JSON_NUMBER_CHARS = 40  # enough for any 64-bit integer or double written by json.dumps
 
 
@@ -81,8 +82,15 @@ def open_user_file(path: str, what: str, max_bytes: int | None, fix: str = "chec
     return os.fdopen(fd, "rb")
 
 
-def read_user_file(path: str, what: str, max_bytes: int, fix: str = "check the path") -> bytes:
-    with open_user_file(path, what, max_bytes, fix) as f:
+def read_user_file(path: str, what: str, max_bytes: int, fix: str = "check the path", named: bool = False) -> bytes:
+    """``named``: the error says what the file is meant to be ("cannot read policy FILE: ...")."""
+    try:
+        f = open_user_file(path, what, max_bytes, fix)
+    except GdsdiagError as e:
+        if named:
+            raise GdsdiagError(e.cause.replace("cannot read ", f"cannot read {what} ", 1), e.fix) from None
+        raise
+    with f:
         data = f.read(max_bytes + 1)  # a file that grew after the fstat still stops here
     if len(data) > max_bytes:
         raise GdsdiagError(
@@ -152,3 +160,205 @@ def clip(value, n: int = MAX_SHOWN) -> str:
     if len(s) <= n:
         return s
     return s[:n] + f"… ({len(s) - n} more characters)"
+
+
+# Numbers and ranges from outside text (sysfs files, tool output, policy YAML). Python's int()
+# accepts '²', '①' and '٣' (str.isdigit), '1_000', surrounding spaces and 4,300 digits before it
+# refuses; a range '0-4000000000' expanded as given takes the machine. These read ASCII digits
+# only, at most MAX_INT_DIGITS of them, and bound every range and list they expand.
+MAX_INT_DIGITS = 20  # any 64-bit value
+MAX_CPUS = 65536  # CPU numbers (Linux's NR_CPUS tops out at 8192)
+MAX_NODES = 4096  # NUMA node numbers (Linux's MAX_NUMNODES tops out at 1024)
+_ASCII_INT = re.compile(r"[0-9]{1,%d}" % MAX_INT_DIGITS)
+
+
+def ascii_int(text: str, limit: int | None = None) -> int | None:
+    """'123' -> 123; anything but 1-20 ASCII digits (or a value over ``limit``) -> None."""
+    if not isinstance(text, str) or not _ASCII_INT.fullmatch(text):
+        return None
+    v = int(text)
+    return None if limit is not None and v > limit else v
+
+
+def parse_ranges(text: str, limit: int, max_items: int | None = None) -> list[int] | None:
+    """'0,3-9,11' -> [0, 3, ..., 9, 11] (order kept), values 0..limit-1 and at most ``max_items``
+    (default ``limit``) of them; anything else (a number too large, a reversed or huge range,
+    '²', '1.5') -> None. Linear in the text plus the output."""
+    cap = limit if max_items is None else max_items
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo_s, sep, hi_s = part.partition("-")
+        lo = ascii_int(lo_s.strip(), limit - 1)
+        hi = ascii_int(hi_s.strip(), limit - 1) if sep else lo
+        if lo is None or hi is None or hi < lo or len(out) + (hi - lo + 1) > cap:
+            return None
+        out.extend(range(lo, hi + 1))
+    return out
+
+
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def parse_hexmask(text: str, limit: int) -> set[int] | None:
+    """'0000,00000000,0000ffff' (32-bit words, most significant first) -> {0..15}; bits beyond
+    ``limit`` or non-hex text -> None. Linear: one hex digit at a time, never one huge int."""
+    digits = text.strip().replace(",", "")
+    if not digits or len(digits) > limit // 4 + 16 or not _HEX.issuperset(digits):
+        return None
+    out: set[int] = set()
+    for pos, ch in enumerate(reversed(digits)):
+        v = int(ch, 16)
+        if v:
+            base = pos * 4
+            if base + v.bit_length() > limit:
+                return None
+            out.update(base + b for b in range(4) if v >> b & 1)
+    return out
+
+
+def short_repr(value) -> str:
+    """repr() cut to a line for an error message, without building the whole repr first (a policy
+    value of 10⁹ items through YAML aliases once hung validate in repr())."""
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxlevel, r.maxlist, r.maxdict, r.maxtuple, r.maxset = 3, 6, 6, 6, 6
+    r.maxstring, r.maxother, r.maxlong = 80, 80, 40
+    try:
+        return r.repr(value)
+    except (ValueError, RecursionError):  # an int over Python's digit limit, a cyclic value
+        return f"<a {type(value).__name__}>"
+
+
+MAX_DOC_NODES = 200_000  # values in one YAML/JSON document, counting every alias use
+
+
+def count_nodes(doc, limit: int = MAX_DOC_NODES, max_depth: int = MAX_JSON_DEPTH) -> str | None:
+    """Why a parsed document is too big (None: it is not): its values counted as a reader would
+    meet them (a YAML alias counts each time it is used), and its depth, without recursion."""
+    seen = 0
+    stack = [(doc, 1)]
+    while stack:
+        v, depth = stack.pop()
+        seen += 1
+        if seen > limit:
+            return f"more than {limit:,} values (YAML aliases expanding?)"
+        if depth > max_depth:
+            return f"nested deeper than {max_depth} levels"
+        if isinstance(v, dict):
+            stack.extend((x, depth + 1) for x in v.values())
+            stack.extend((k, depth + 1) for k in v)
+            if len(stack) > limit:
+                return f"more than {limit:,} values"
+        elif isinstance(v, (list, tuple)):
+            stack.extend((x, depth + 1) for x in v)
+            if len(stack) > limit:
+                return f"more than {limit:,} values"
+    return None
+
+
+MAX_POLICY = 1 * MiB  # a policy YAML (the shipped one is ~3 KiB)
+MAX_REPORT_JSON = 64 * MiB  # a 'validate --json' report, a 'sweep --json' document, a kv input
+
+
+def load_user_json(path: str, what: str, max_bytes: int = MAX_REPORT_JSON, fix: str = "") -> object:
+    """A JSON file the user named, through every limit here: a regular file under ``max_bytes``
+    (a FIFO or /dev/zero is refused at once), strict UTF-8, nesting and numbers bounded, and
+    ``count_nodes``. Every failure is one GdsdiagError naming the file, the line and what was
+    expected."""
+    fix = fix or f"give the {what} as the command wrote it"
+    data = read_user_file(path, what, max_bytes, fix, named=True)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise GdsdiagError(f"{path} line {line}: not UTF-8 text (the {what} is JSON)", fix) from None
+    try:
+        doc = loads_json(text)
+    except json.JSONDecodeError as e:
+        raise GdsdiagError(f"{path} line {e.lineno} column {e.colno}: not JSON ({e.msg})", fix) from None
+    except ValueError as e:
+        raise GdsdiagError(f"{path}: outside the limits for a {what} ({e})", fix) from None
+    too_big = count_nodes(doc)
+    if too_big:
+        raise GdsdiagError(f"{path}: outside the limits for a {what} ({too_big})", fix)
+    return doc
+
+
+_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+
+
+def shape_error(value, spec, where: str = "") -> str | None:
+    """Why ``value`` does not have the shape ``spec`` (None: it does), naming the JSON path.
+
+    A spec is a type or a tuple of alternatives (``None`` allows null); a dict spec is an object
+    whose listed keys, where present, have their shapes (a key ending in '!' must be present; the key
+    '*' gives the shape of every value); a
+    one-element list spec is an array whose every element has that shape. Numbers are finite."""
+    alts = spec if isinstance(spec, tuple) else (spec,)
+    errors = []
+    for alt in alts:
+        if alt is None:
+            if value is None:
+                return None
+            continue
+        if isinstance(alt, dict):
+            if not isinstance(value, dict):
+                errors.append("an object")
+                continue
+            if "*" in alt:  # every value has this shape (a map of names to numbers)
+                for k, x in value.items():
+                    why = shape_error(x, alt["*"], f"{where}.{k}" if where else str(k))
+                    if why:
+                        return why
+                return None
+            for k, sub in alt.items():
+                need = k.endswith("!")
+                k = k.rstrip("!")
+                if k not in value:
+                    if need:
+                        return f"{where or 'the document'}: no '{k}'"
+                    continue
+                why = shape_error(value[k], sub, f"{where}.{k}" if where else k)
+                if why:
+                    return why
+            return None
+        if isinstance(alt, list):
+            if not isinstance(value, list):
+                errors.append("an array")
+                continue
+            for i, x in enumerate(value):
+                why = shape_error(x, alt[0], f"{where}[{i}]")
+                if why:
+                    return why
+            return None
+        if isinstance(value, bool) and alt is not bool:
+            errors.append(_NAMES.get(alt, alt.__name__))
+            continue
+        if alt is float and isinstance(value, int) and not isinstance(value, bool):
+            return None
+        if isinstance(value, alt):
+            if isinstance(value, float) and not math.isfinite(value):
+                return f"{where}: not a finite number"
+            return None
+        errors.append(_NAMES.get(alt, alt.__name__))
+    found = "null" if value is None else type(value).__name__.replace("dict", "an object").replace("list", "an array")
+    return f"{where or 'the document'}: expected {' or '.join(dict.fromkeys(errors)) or 'null'}, found {found}"
+
+
+def check_shape(path: str, value, spec, what: str) -> None:
+    why = shape_error(value, spec)
+    if why:
+        raise GdsdiagError(f"{path}: not a {what} ({why})", f"give the {what} as gdsdiag wrote it")
+
+
+_CONTROL = {c: "?" for c in [*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0)]}
+
+
+def printable(s: str) -> str:
+    """Control characters (ESC of a terminal sequence, OSC 8 hyperlinks, BEL) as '?': text from an
+    input file never drives the terminal."""
+    return s.translate(_CONTROL)

@@ -61,11 +61,16 @@ class KvShape:
         return cast("schema.Shape", dict(self.__dict__))
 
 
+MAX_DIM = 1 << 24  # layer, head and dimension counts (real models: < 2^17)
+
+
 def _int(cfg: dict, key: str, where: str) -> int:
+    from .bounded import short_repr
+
     v = cfg.get(key)
-    if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+    if not isinstance(v, int) or isinstance(v, bool) or not 0 < v <= MAX_DIM:
         raise GdsdiagError(
-            f"{where}: '{key}' is {v!r}, not a positive integer",
+            f"{where}: '{key}' is {short_repr(v)}, not an integer from 1 to {MAX_DIM:,}",
             "give the model's Hugging Face config.json (it names the layer and head counts)",
         )
     return v
@@ -81,14 +86,21 @@ def text_config(cfg: dict) -> dict:
 def kv_shape(cfg: dict, dtype: str | None = None, where: str = "config.json") -> KvShape:
     if not isinstance(cfg, dict):
         raise GdsdiagError(f"{where} is not a JSON object", "give the model's Hugging Face config.json")
+    from .bounded import clip, short_repr
+
     c = text_config(cfg)
-    model = ",".join(cfg.get("architectures") or []) or str(cfg.get("model_type", "?"))
+    arch = cfg.get("architectures")
+    arch = [a for a in arch if isinstance(a, str)] if isinstance(arch, list) else []
+    mt = cfg.get("model_type")
+    model = clip(",".join(arch[:8]) or (mt if isinstance(mt, str) else "?"), 200)
     dt = dtype or c.get("torch_dtype") or c.get("dtype") or cfg.get("torch_dtype") or cfg.get("dtype")
     if dt is None:
         raise GdsdiagError(f"{where} names no torch_dtype", "pass --kv-dtype (e.g. bfloat16)")
-    dt = str(dt).replace("torch.", "")
+    if not isinstance(dt, str):
+        raise GdsdiagError(f"{where}: torch_dtype is {short_repr(dt)}, not a name", "pass --kv-dtype (e.g. bfloat16)")
+    dt = dt.replace("torch.", "")
     if dt not in DTYPE_BYTES:
-        raise GdsdiagError(f"unknown KV dtype {dt!r}", f"use one of {', '.join(sorted(DTYPE_BYTES))}")
+        raise GdsdiagError(f"unknown KV dtype {short_repr(dt)}", f"use one of {', '.join(sorted(DTYPE_BYTES))}")
     nb = DTYPE_BYTES[dt]
     layers = _int(c, "num_hidden_layers", where)
     if c.get("kv_lora_rank"):
@@ -183,17 +195,38 @@ def estimate(
     }
 
 
+# what gbps_from_sweep reads of a sweep document
+SWEEP_POINTS = {
+    "points": (
+        [
+            {
+                "mode!": str,
+                "rw!": str,
+                "bs!": int,
+                "threads!": int,
+                "error": (str, None),
+                "summary": ({"gbps": (float, None)}, None),
+            }
+        ],
+        None,
+    )
+}
+
+
 def gbps_from_sweep(doc: dict, where: str = "sweep") -> tuple[float, float, str]:
     """(read GB/s, write GB/s, which points) from a gdsdiag.sweep/1 document: the best verified GPU
     point of each direction (what a KV offload engine tuned for this storage can reach)."""
     if not isinstance(doc, dict) or doc.get("schema") != "gdsdiag.sweep/1":
         raise GdsdiagError(f"{where} is not a gdsdiag sweep document", "give the output of 'gdsdiag sweep --json'")
+    from .bounded import check_shape
+
+    check_shape(where, doc, SWEEP_POINTS, "gdsdiag.sweep/1 document")
     best: dict = {}
-    for p in doc.get("points", []):
+    for p in doc.get("points") or []:
         if p.get("error") or p.get("mode") == "host":
             continue  # host mode never reaches GPU memory: not a KV load
         g = (p.get("summary") or {}).get("gbps")
-        if not g:
+        if not g or g <= 0:
             continue
         d = "read" if "read" in p.get("rw", "") else "write"
         if d not in best or g > best[d][0]:

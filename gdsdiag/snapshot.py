@@ -233,7 +233,9 @@ def _add_kallsyms(w: _Writer) -> None:
 
 def _temp_beside(output: str) -> tuple[int, str]:
     """A new file next to ``output``: O_CREAT|O_EXCL|O_NOFOLLOW, so neither an existing file nor a
-    planted symlink (``X.partial -> important.txt``) is ever written through."""
+    planted symlink (``X.partial -> important.txt``) is ever written through. Mode 0600: a snapshot
+    holds config space, kallsyms lines and dmesg. Held under an flock for the run's life, so that
+    the next run knows a killed run's leftover (remove_leftovers)."""
     import secrets
 
     d, base = os.path.split(os.path.abspath(output))
@@ -241,12 +243,33 @@ def _temp_beside(output: str) -> tuple[int, str]:
     for _ in range(20):
         tmp = os.path.join(d, f".{base}.{secrets.token_hex(6)}.partial")
         try:
-            return os.open(tmp, flags, 0o644), tmp
+            fd = os.open(tmp, flags, 0o600)
+            from .outfile import hold
+
+            hold(fd)
+            return fd, tmp
         except FileExistsError:
             continue
         except OSError as e:
             raise GdsdiagError(f"cannot write to {d}: {e.strerror}", "choose a writable -o path") from None
     raise GdsdiagError(f"cannot create a temporary file in {d}", "choose another -o directory")
+
+
+def _partial_name(name: str) -> bool:
+    return name.startswith(".") and name.endswith(".partial") and len(name) < 300
+
+
+def _gzip_or_empty(fd: int) -> bool:
+    head = os.pread(fd, 2, 0)
+    return head in (b"", b"\x1f\x8b")  # a killed run leaves an empty or a partial gzip stream
+
+
+def remove_leftovers(outdir: str) -> list[str]:
+    """Hidden ``.NAME.XXXX.partial`` files that killed snapshot runs (SIGKILL, power loss) left in
+    ``outdir``: ours, gzip (or empty), and no live run holds their lock."""
+    from .outfile import remove_stale
+
+    return remove_stale(outdir, _partial_name, _gzip_or_empty)
 
 
 def _publish(tmp: str, output: str) -> None:
@@ -271,6 +294,7 @@ def create(output: str, root: str = "/", redact: bool = False, bundle: bool = Tr
     outdir = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(outdir):
         raise GdsdiagError(f"{outdir} is not a directory", "choose a -o path in an existing directory")
+    remove_leftovers(outdir)
     fd, tmp = _temp_beside(output)
     try:
         with os.fdopen(fd, "wb") as raw:

@@ -60,6 +60,8 @@ LAYERS = {
     "gdsdiag.errors": 0,
     "gdsdiag.schema": 0,
     "gdsdiag.bounded": 0,
+    "gdsdiag.privdir": 0,
+    "gdsdiag.outfile": 0,
     "gdsdiag.textparse": 0,
     "gdsdiag.jsontext": 0,
     "gdsdiag.signals": 0,

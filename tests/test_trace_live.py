@@ -361,8 +361,8 @@ def test_second_start_loads_the_compiled_program_from_the_cache(tmp_path):
     could have written is not used."""
     from gdsdiag.trace import bpfcache
 
-    home = tmp_path / "home"  # a cache of its own
-    env = {**_env(), "HOME": str(home)}
+    cache = tmp_path / "cache" / "gdsdiag"  # a cache of its own (root's default: /var/cache/gdsdiag)
+    env = {**_env(), "GDSDIAG_CACHE_DIR": str(cache)}
     cmd = [sys.executable, "-m", "gdsdiag", "trace", "--json", "--", "/bin/true"]
     starts = []
     for _ in range(2):
@@ -370,7 +370,7 @@ def test_second_start_loads_the_compiled_program_from_the_cache(tmp_path):
         assert r.returncode == 0, r.stderr
         starts.append(_parse(r.stdout)[1]["startup_s"])
     assert starts[0]["cached"] is False and starts[1]["cached"] is True
-    files = list((home / ".cache" / "gdsdiag" / "bpf").iterdir())
+    files = list((cache / "bpf").iterdir())
     assert len(files) == 1 and (files[0].stat().st_mode & 0o777) == 0o600
     os.chmod(files[0], 0o666)  # writable by others: not trusted
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=400, env=env)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -13,6 +12,19 @@ from ..platform.fsroot import FsRoot
 from ..platform.libcufile import LibcufileInfo
 
 SNAPSHOT_LIBCUFILE = "/gdsdiag/libcufile.json"  # written by 'gdsdiag snapshot' (not a kernel file)
+
+
+_S = (str, None)
+# what libcufile() reads of a snapshot's gdsdiag/libcufile.json
+_LIBCUFILE_SHAPE = {
+    "path": _S,
+    "found_via": _S,
+    "version": _S,
+    "candidates": ([{"via!": str, "path!": str}], None),
+    "trace_probes_present": ([str], None),
+    "usdt_probe_count": (int, None),
+    "probe_error": _S,
+}
 
 
 @dataclass
@@ -63,18 +75,30 @@ class CheckContext:
         raw = self.fs.read_text(SNAPSHOT_LIBCUFILE)
         if raw is None:
             return None
+        from ..bounded import loads_json, shape_error
+
         try:
-            d = json.loads(raw)
+            d = loads_json(raw)
         except ValueError:
             return None
+        # a snapshot is outside data: a file of another shape is named, never a crash (issue 24)
+        why = shape_error(d, _LIBCUFILE_SHAPE)
+        if why:
+            return LibcufileInfo(
+                path=None, found_via=None, probe_error=f"the snapshot's {SNAPSHOT_LIBCUFILE} is damaged ({why})"
+            )
+        if (d.get("usdt_probe_count") or 0) > 100_000:  # null is allowed by the shape
+            return LibcufileInfo(
+                path=None, found_via=None, probe_error=f"{SNAPSHOT_LIBCUFILE}: probe count out of range"
+            )
         info = LibcufileInfo(
             path=d.get("path"),
             found_via=d.get("found_via"),
             version=d.get("version"),
-            candidates=[(c["via"], c["path"]) for c in d.get("candidates", [])],
+            candidates=[(c["via"], c["path"]) for c in d.get("candidates") or []],
         )
-        info.trace_probes_present = d.get("trace_probes_present", [])
-        info.probes = ["?"] * d.get("usdt_probe_count", 0)
+        info.trace_probes_present = d.get("trace_probes_present") or []
+        info.probes = ["?"] * max(0, d.get("usdt_probe_count") or 0)
         info.probe_error = d.get("probe_error")
         return info
 

@@ -14,7 +14,13 @@ from ._common import paths_option
 
 @click.command("exporter")
 @click.option("--port", default=9835, show_default=True, help="TCP port for /metrics.")
-@click.option("--addr", default="0.0.0.0", show_default=True, help="Address to listen on (127.0.0.1 for local only).")
+@click.option(
+    "--addr",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on: local only by default (the metrics name rules, drivers and processes); "
+    "0.0.0.0 to serve the network.",
+)
 @click.option(
     "--interval", default=300.0, show_default=True, help="Seconds between verdict refreshes (validate's static rules)."
 )

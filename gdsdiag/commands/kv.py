@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import TYPE_CHECKING
 
 import click
 
-from ..errors import EXIT_OK, EXIT_TOOL_ERROR, GdsdiagError
+from ..errors import EXIT_OK, EXIT_TOOL_ERROR, GdsdiagError, UsageError
 from ._common import emit_json, json_option
 
 if TYPE_CHECKING:
@@ -16,13 +15,19 @@ if TYPE_CHECKING:
 
 
 def _read_json(path: str, what: str):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except OSError as e:
-        raise GdsdiagError(f"cannot read {what} {path}: {e.strerror}", "check the path") from None
-    except ValueError as e:
-        raise GdsdiagError(f"{path} is not valid JSON ({e})", f"give the {what} as JSON") from None
+    """Through the one bounded reader: a FIFO or /dev/zero is refused at once, nesting, numbers
+    and size bounded, errors name the file and line."""
+    from ..bounded import MAX_REPORT_JSON, load_user_json
+
+    return load_user_json(path, what, MAX_REPORT_JSON, f"give the {what} as JSON")
+
+
+def _positive(v: float | None, option: str, most: float) -> None:
+    """Every number argument finite and in range before any work ('--gbps nan' printed 'nan ms')."""
+    import math
+
+    if v is not None and not (math.isfinite(v) and 0 < v <= most):
+        raise UsageError(f"{option} {v!r}: not a number above 0 and at most {most:g}", "see gdsdiag kv --help")
 
 
 def _human_bytes(n: float) -> str:
@@ -60,6 +65,9 @@ def kv(model_config, sweep_file, gbps, tokens, prefill_tps, kv_dtype, as_json):
     from ..kv import estimate, gbps_from_sweep, kv_shape
 
     try:
+        _positive(gbps, "--gbps", 1e6)
+        _positive(prefill_tps, "--prefill-tps", 1e12)
+        _positive(float(tokens), "--tokens", 1e12)
         if (sweep_file is None) == (gbps is None):
             raise GdsdiagError("give exactly one of --sweep FILE and --gbps N", "see gdsdiag kv --help")
         shape = kv_shape(_read_json(model_config, "model config"), kv_dtype, model_config)
@@ -71,7 +79,7 @@ def kv(model_config, sweep_file, gbps, tokens, prefill_tps, kv_dtype, as_json):
         est = estimate(shape, tokens, rd, wr, prefill_tps)
     except GdsdiagError as e:
         click.echo(e.line(), err=True)
-        sys.exit(EXIT_TOOL_ERROR)
+        sys.exit(e.exit_code if isinstance(e, UsageError) else EXIT_TOOL_ERROR)
     if as_json:
         doc: KvDoc = {
             "schema": "gdsdiag.kv/1",

@@ -38,9 +38,12 @@ def write_png(rs, path: str) -> None:
     ax.set_title("gdsdiag validate: GB/s per node")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    with open(path, "xb") as f:  # never overwrite
-        fig.savefig(f, format="png", dpi=110)
-    plt.close(fig)
+    from ..outfile import write_new
+
+    try:
+        write_new(path, "--png", lambda f: fig.savefig(f, format="png", dpi=110))  # never overwrites
+    finally:
+        plt.close(fig)
 
 
 @click.command("report")
@@ -81,21 +84,30 @@ def report(reports, png_path, as_json):
         console = Console()
         if not console.is_terminal:
             console = Console(width=160)
+        from rich.markup import escape
+
+        from ..bounded import clip, printable
         from ..validate.fleet import gbps_keys
 
+        def txt(v) -> str:
+            # every value comes from a report file another node wrote: never markup ('[link=…]',
+            # '[/]' in a hostname restyled the table or ended the run with MarkupError)
+            return escape(printable(clip(str(v), 200)))
+
         keys = gbps_keys(rs)
-        t = Table(title=f"gdsdiag fleet report — {len(rs)} node(s), worst {w}")
+        t = Table(title=f"gdsdiag fleet report — {len(rs)} node(s), worst {txt(w)}")
         for c in ["node", "verdict", "failed rules", "warnings"] + [f"{k} GB/s" for k in keys] + ["snapshot"]:
             t.add_column(c, overflow="fold")
         style = {"FAIL": "bold red", "WARN": "yellow", "PASS": "green"}
         for r in rs:
+            verdict = txt(r["verdict"])
             t.add_row(
-                r["node"],
-                f"[{style.get(r['verdict'], '')}]{r['verdict']}[/]",
-                ", ".join(r["failed"]) or "-",
-                ", ".join(r["warned"]) or "-",
+                txt(r["node"]),
+                f"[{style[r['verdict']]}]{verdict}[/]" if r["verdict"] in style else verdict,
+                txt(", ".join(map(str, r["failed"]))) or "-",
+                txt(", ".join(map(str, r["warned"]))) or "-",
                 *[f"{r['gbps'][k]:.2f}" if k in r["gbps"] else "-" for k in keys],
-                r["snapshot_id"],
+                txt(r["snapshot_id"]),
             )
         console.print(t)
         if matrix:
@@ -104,12 +116,12 @@ def report(reports, png_path, as_json):
                 m.add_column(c, overflow="fold")
             for rule, v in sorted(matrix.items()):
                 m.add_row(
-                    rule,
-                    ", ".join(v.get("FAIL", [])) or "-",
-                    ", ".join(v.get("WARN", [])) or "-",
+                    txt(rule),
+                    txt(", ".join(map(str, v.get("FAIL", [])))) or "-",
+                    txt(", ".join(map(str, v.get("WARN", [])))) or "-",
                     str(len(v.get("PASS", []))),
                 )
             console.print(m)
         if png_path:
-            console.print(f"wrote {png_path}")
+            console.print(f"wrote {txt(png_path)}")
     sys.exit(EXIT_FAIL if w == "FAIL" else EXIT_WARN if w == "WARN" else EXIT_OK)

@@ -31,10 +31,47 @@ def _sigterm_exits():
 
 
 def _ints(text: str, option: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UsageError(f"{option} {text!r}: not a list of whole numbers", f"use e.g. {option} 1,4,16") from None
+    """ASCII whole numbers of at most 20 digits, values up to 65536, at most 64 of them (int() took
+    '²' and 4,300-digit values); 0 and negatives are validate_config's to refuse, in its words."""
+    import re
+
+    parts = [x.strip() for x in text.split(",")[:65] if x.strip()]
+    if len(parts) > 64 or not all(re.fullmatch(r"-?[0-9]{1,20}", x) for x in parts):
+        raise UsageError(f"{option} {text[:80]!r}: not a list of whole numbers", f"use e.g. {option} 1,4,16")
+    vals = [int(x) for x in parts]
+    if any(v > 1 << 16 for v in vals):
+        raise UsageError(f"{option} {text[:80]!r}: at most 65536", f"use e.g. {option} 1,4,16")
+    return vals
+
+
+def _write_outputs(report, csv_path: str | None, plot_path: str | None) -> None:
+    """--csv and --plot, each opened once (O_EXCL|O_NOFOLLOW) and written through that descriptor,
+    complete or removed (gdsdiag/outfile.py): a symlink planted after the start-up check is never
+    written through. Both are attempted; the first failure is raised after."""
+    import io
+
+    from ..outfile import write_new
+    from ..render.sweep_out import write_csv, write_plot
+
+    errors = []
+    if csv_path:
+
+        def csv_bytes(f):
+            text = io.StringIO(newline="")
+            write_csv(report, text)
+            f.write(text.getvalue().encode("utf-8"))
+
+        try:
+            write_new(csv_path, "--csv", csv_bytes)
+        except GdsdiagError as e:
+            errors.append(e)
+    if plot_path:
+        try:
+            write_new(plot_path, "--plot", lambda f: write_plot(report, f))
+        except GdsdiagError as e:
+            errors.append(e)
+    if errors:
+        raise errors[0]
 
 
 @click.command()
@@ -142,7 +179,7 @@ def sweep(
         if not console.is_terminal:
             console = Console(stderr=as_json, width=160)  # a log or pipe: keep every column readable
         npoints = len(cfg.rws) * len(cfg.modes) * len(cfg.block_sizes) * len(cfg.threads)
-        from ..render.sweep_out import SweepProgress, render, write_csv, write_plot
+        from ..render.sweep_out import SweepProgress, render
 
         with _sigterm_exits():
             if console.is_terminal:
@@ -150,13 +187,11 @@ def sweep(
                     report = run_sweep(cfg, prog)
             else:
                 report = run_sweep(cfg)
-        if csv_path:
-            write_csv(report, csv_path)
-        if plot_path:
-            write_plot(report, plot_path)
+        # the results first: a file that cannot be written (a full disk) must not lose the sweep
         render(console, report)  # with --json the table goes to stderr, the document to stdout
         if as_json:
             emit_json(report.to_json())
+        _write_outputs(report, csv_path, plot_path)
         failed = any(p.error for p in report.points)
         warned = any(p.route_warning for p in report.points)
         sys.exit(EXIT_FAIL if failed else EXIT_WARN if warned else EXIT_OK)

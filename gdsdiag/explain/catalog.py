@@ -60,7 +60,7 @@ def load() -> Catalog:
         Entry(
             e["id"],
             tuple(e["kinds"]),
-            re.compile(e["pattern"]),
+            re.compile(e["pattern"], re.ASCII),  # \d, \w, \s: ASCII only (int() of a match never meets '²')
             e["severity"],
             e["title"],
             e["meaning"],
@@ -122,6 +122,10 @@ def _code_explanation(code: int) -> Explanation:
     )
 
 
+def _small_int(s: str) -> bool:
+    return s.isascii() and s.isdigit() and len(s) <= 10
+
+
 @lru_cache(maxsize=1 << 16)
 def explain(kind: str, text: str) -> Explanation | None:
     """The explanation of one message of an input of ``kind``, or None when nothing is known.
@@ -133,9 +137,10 @@ def explain(kind: str, text: str) -> Explanation | None:
         m = e.pattern.search(text)
         if m:
             fields = {k: v for k, v in m.groupdict().items() if v is not None}
-            if "cuerr" in fields and fields["cuerr"].isdigit():
+            # a CUresult is a small number: 5,000 digits must not reach int() (issue 24)
+            if "cuerr" in fields and _small_int(fields["cuerr"]):
                 fields["cuda_error"] = CUDA_ERRORS.get(int(fields["cuerr"]), "CUresult " + fields["cuerr"])
-            if "cu" in fields:
+            if "cu" in fields and _small_int(fields["cu"]):
                 fields["cuda_error"] = CUDA_ERRORS.get(int(fields["cu"]), "CUresult " + fields["cu"])
             return Explanation(
                 e.id,

@@ -59,9 +59,12 @@ def read_input(path: str) -> str:
 
 
 # " 16-06-2024 05:40:20:816 [pid=3006 tid=3006] ERROR  cufio-topo-nvfs:78 pci device ..."
+# ASCII digits of bounded length (issue 24): int() of a match must never fail ('²' is \d in str
+# patterns; 5,000 digits pass \d+ and fail int())
 CUFILE_RX = re.compile(
-    r"^\s*(?P<time>(?P<d>\d\d)-(?P<mo>\d\d)-(?P<y>\d{4}) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d):(?P<ms>\d+))"
-    r"\s+\[pid=(?P<pid>\d+) tid=(?P<tid>\d+)\]\s+(?P<level>[A-Z]+)\s+(?P<comp>[\w.\-]+):\d+\s?(?P<msg>.*)$"
+    r"^\s*(?P<time>(?P<d>\d\d)-(?P<mo>\d\d)-(?P<y>\d{4}) (?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d):(?P<ms>\d{1,6}))"
+    r"\s+\[pid=(?P<pid>[0-9]{1,10}) tid=(?P<tid>[0-9]{1,10})\]\s+(?P<level>[A-Z]+)\s+(?P<comp>[\w.\-]+):\d+\s?(?P<msg>.*)$",
+    re.ASCII,
 )
 # The same line with its timestamp (and often the [pid tid] part) cut off, as people trim what
 # they paste: "[pid=3006 tid=3006] ERROR  cufio-fs:78 ..." or "ERROR  cufio-fs:204 NVMe Driver ...".

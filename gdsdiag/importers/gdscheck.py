@@ -101,7 +101,8 @@ def parse(text: str) -> GdsCheck:
             g.nvfs_version, g.nvfs_min_version = m.group(1), m.group(2)
             continue
         m = re.match(
-            r"^GPU index (\d+) (.+?) bar:(\d+) bar size \(MiB\):\s*(\d+)\s+(supports GDS|.*?)(?:, IOMMU State: (\w[\w\- ]*))?$",
+            # ASCII digits, bounded: int() of a group never fails (issue 24: 5,000 digits, '٣')
+            r"^GPU index ([0-9]{1,6}) (.+?) bar:([0-9]{1,3}) bar size \(MiB\):\s*([0-9]{1,12})\s+(supports GDS|.*?)(?:, IOMMU State: (\w[\w\- ]*))?$",
             line,
         )
         if m:
@@ -115,7 +116,7 @@ def parse(text: str) -> GdsCheck:
                 }
             )
             continue
-        m = re.match(r"^GPU (\d+) (.+?) does not have supported architecture", line)
+        m = re.match(r"^GPU ([0-9]{1,6}) (.+?) does not have supported architecture", line)
         if m:
             g.gpus.append({"index": int(m.group(1)), "name": m.group(2), "supports_gds": False, "iommu_state": None})
             g.errors.append(line)

@@ -249,7 +249,7 @@ def _affinity(m: SmiMatrix, row: str, aff: list[str], vals: list[str], lineno: i
             # Grace Hopper/Blackwell list the CPU node first, then memory-only nodes: '0,3-9,11-17'
             m.numa[row] = nodes[0] if nodes else None
         elif head == "GPU NUMA ID":
-            if v.isdigit():
+            if _node_number(v) and int(v) < MAX_NODES:  # (isdigit() is true for '²': issue 24)
                 m.gpu_numa_id[row] = int(v)
             elif v == "N/A":
                 m.gpu_numa_id[row] = None
@@ -273,6 +273,10 @@ def parse_nvlink_status(text: str) -> list[dict]:
     return out
 
 
+def _node_number(text: str) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= 9
+
+
 def _nodelist(text: str) -> list[int]:
     """'0,3-9,11-17' -> [0, 3, 4, ..., 17]. Order kept: the first is the CPU node. ValueError
     (saying why) for text that is not a node list, or one naming more than MAX_NODES nodes: a
@@ -280,7 +284,8 @@ def _nodelist(text: str) -> list[int]:
     out: list[int] = []
     for part in text.split(","):
         lo, sep, hi = part.strip().partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
+        # ASCII digits, at most 9 of them ('²'.isdigit() is true; a million digits is no node)
+        if not _node_number(lo) or (sep and not _node_number(hi)):
             raise ValueError("is not a NUMA node list")
         first, last = int(lo), int(hi) if sep else int(lo)
         if last < first:

@@ -190,6 +190,10 @@ class ArchiveRoot(FsRoot):
             )
 
     def _add(self, tar: tarfile.TarFile, m: tarfile.TarInfo) -> None:
+        if len(m.name) > MAX_PATH or len(m.linkname) > MAX_PATH:
+            # no tar x could create it either (ENAMETOOLONG); resolving such names was quadratic
+            self._note(f"{m.name[:200]!r}", "member or link name longer than PATH_MAX; ignored")
+            return
         p = _norm(m.name)
         if p is None:
             self._note(f"{m.name[:200]!r}", "member name climbs out of the archive; ignored")
@@ -285,12 +289,19 @@ class ArchiveRoot(FsRoot):
     # -- the FsRoot interface --------------------------------------------------------------------
 
     def resolve(self, path: str) -> str:
+        # Bounded like the kernel's lookup (issue 24: 30 names of 20,000 components each took
+        # > 120 s): a path over PATH_MAX is refused before any work, and the components still to
+        # walk are a stack (pop from the end), not a list shifted one by one.
+        if len(path) > MAX_PATH:
+            self._note(path[:200], "path longer than PATH_MAX")
+            raise OSError(errno.ENAMETOOLONG, "path too long", path[:200])
         parts = [p for p in path.split("/") if p]
+        parts.reverse()
         out: list[str] = []
         hops = 0
         last_link: tuple[str, str] | None = None
         while parts:
-            p = parts.pop(0)
+            p = parts.pop()
             if p == ".":
                 continue
             if p[0] == "\0":
@@ -339,7 +350,7 @@ class ArchiveRoot(FsRoot):
                     depth += 1
             out = list(base)
             check = ["\0" + candidate + "\0" + target] if target.startswith("/") else []
-            parts = [t for t in new.split("/") if t] + check + parts
+            parts.extend(reversed([t for t in new.split("/") if t] + check))
             if sum(map(len, parts)) + len(parts) > MAX_PATH * 4:
                 self._note(candidate, "link target too long")
                 raise OSError(errno.ENAMETOOLONG, "link target too long", candidate)

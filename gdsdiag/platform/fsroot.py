@@ -203,8 +203,13 @@ _INROOT = None
 
 
 def _to_int(fs: FsRoot, path: str, text: str, base: int) -> int | None:
+    # a sysfs number is one short ASCII token ("0x10de", "-1", "16"): int() would also take
+    # '٣', '1_0' and, in base 16, a million digits whose decimal str() later fails (issue 24)
     try:
-        return int(text.split()[0], base)
+        tok = text.split()[0]
+        if len(tok) > 24 or not tok.isascii() or "_" in tok:
+            raise ValueError(tok)
+        return int(tok, base)
     except (ValueError, IndexError):
         fs.problems.append(f"{path}: not an integer: {text[:40]!r}")
         return None

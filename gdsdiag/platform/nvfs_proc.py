@@ -161,7 +161,9 @@ def read_state(fs: FsRoot, loaded: bool) -> NvfsState:
     st.proc_version = parse_version(fs.read_text(f"{NVFS_PROC}/version") or "")
     st.devices = [f"/dev/{d}" for d in fs.listdir("/dev") if d.startswith("nvidia-fs")]
     dc = fs.read_text(f"{NVFS_PROC}/devcount")
-    st.devcount = int(dc) if dc and dc.isdigit() else None
+    from ..bounded import ascii_int
+
+    st.devcount = ascii_int(dc.strip(), 1 << 20) if dc else None  # isdigit() is true for '²': int() then failed
     for p in NVFS_PARAMS:
         v = fs.read_text(f"/sys/module/nvidia_fs/parameters/{p}")
         if v is not None:

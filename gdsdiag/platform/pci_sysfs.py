@@ -37,31 +37,24 @@ def parse_link_speed(text: str | None) -> float | None:
 
 
 def parse_cpulist(text: str | None) -> set[int] | None:
-    """'0-3,8,10-11' -> {0,1,2,3,8,10,11}; '' -> set(); garbage -> None."""
+    """'0-3,8,10-11' -> {0,1,2,3,8,10,11}; '' -> set(); garbage, or CPUs beyond bounded.MAX_CPUS
+    (a 200-byte '0-4000000000' once took 23 GiB) -> None."""
+    from ..bounded import MAX_CPUS, parse_ranges
+
     if text is None:
         return None
-    out: set[int] = set()
-    for part in text.strip().split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, sep, hi = part.partition("-")
-        try:
-            out.update(range(int(lo), int(hi) + 1) if sep else (int(lo),))
-        except ValueError:
-            return None
-    return out
+    got = parse_ranges(text.strip(), MAX_CPUS)
+    return None if got is None else set(got)
 
 
 def parse_cpumask(text: str | None) -> set[int] | None:
-    """'0000,00000000,0000ffff' (32-bit words, most significant first) -> {0..15}."""
+    """'0000,00000000,0000ffff' (32-bit words, most significant first) -> {0..15}; None for
+    garbage or a mask wider than bounded.MAX_CPUS (read a digit at a time: linear)."""
+    from ..bounded import MAX_CPUS, parse_hexmask
+
     if text is None:
         return None
-    try:
-        value = int(text.strip().replace(",", ""), 16)
-    except ValueError:
-        return None
-    return {i for i in range(value.bit_length()) if value >> i & 1}
+    return parse_hexmask(text, MAX_CPUS)
 
 
 def node_of_cpus(cpus: set[int] | None, node_cpus: dict[int, set[int]]) -> int | None:
@@ -317,16 +310,15 @@ def read_cpu(fs: FsRoot) -> CpuInfo:
         if key == "vendor_id" and cpu.vendor is None:
             cpu.vendor = val
         elif key == "cpu family" and cpu.family is None:
-            try:
-                cpu.family = int(val)
-            except ValueError:
-                pass
+            from ..bounded import ascii_int
+
+            cpu.family = ascii_int(val, 1 << 16)
         elif key == "model name" and cpu.model_name is None:
             cpu.model_name = val
         if cpu.vendor and cpu.family is not None and cpu.model_name:
             break
     for n in fs.listdir("/sys/devices/system/node"):
-        m = re.match(r"^node(\d+)$", n)
+        m = re.match(r"^node([0-9]{1,5})$", n)  # ASCII, bounded: a node number, not 5,000 digits
         if m:
             node = int(m.group(1))
             cpu.numa_nodes.append(node)
@@ -343,7 +335,9 @@ def read_gpu_memory_nodes(fs: FsRoot) -> dict[int, str]:
     node that is the GPU's own memory on coherent platforms (POWER9 + V100, Grace Hopper, GB200)."""
     out: dict[int, str] = {}
     for bdf in fs.listdir("/proc/driver/nvidia/gpus"):
-        m = re.search(r"^Node:\s*(\d+)", fs.read_text(f"/proc/driver/nvidia/gpus/{bdf}/numa_status") or "", re.M)
+        m = re.search(
+            r"^Node:[ \t]*([0-9]{1,5})\b", fs.read_text(f"/proc/driver/nvidia/gpus/{bdf}/numa_status") or "", re.M
+        )
         if m:
             out[int(m.group(1))] = bdf.lower()
     return out
@@ -404,7 +398,7 @@ def _gpu_information(fs: FsRoot, pattern: str) -> dict[str, str]:
 
 def read_nvidia_minors(fs: FsRoot) -> dict[str, int]:
     """bdf → 'Device Minor' from /proc/driver/nvidia/gpus/<bdf>/information."""
-    return {b: int(v) for b, v in _gpu_information(fs, r"Device Minor:\s*(\d+)").items() if BDF_RE.match(b)}
+    return {b: int(v) for b, v in _gpu_information(fs, r"Device Minor:\s*([0-9]{1,9})\b").items() if BDF_RE.match(b)}
 
 
 def read_nvidia_models(fs: FsRoot) -> dict[str, str]:

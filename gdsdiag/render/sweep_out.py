@@ -262,34 +262,34 @@ CSV_FIELDS = (
 )
 
 
-def write_csv(report, path: str) -> None:
-    with open(path, "x", newline="") as f:  # 'x': never overwrite a user's file
-        w = csv.writer(f)
-        w.writerow(CSV_FIELDS)
-        for p in report.points:
-            s, lat = p.summary, p.summary.get("lat_us", {})
-            w.writerow(
-                [
-                    p.mode,
-                    p.rw,
-                    p.bs,
-                    p.threads,
-                    s.get("gbps"),
-                    s.get("iops"),
-                    lat.get("p50"),
-                    lat.get("p90"),
-                    lat.get("p99"),
-                    lat.get("p99.9"),
-                    p.cpu_percent,
-                    p.route,
-                    p.verified_bytes,
-                    p.ratio,
-                    p.error or "",
-                ]
-            )
+def write_csv(report, f) -> None:
+    """The CSV into the text stream ``f`` (the command opens the file: gdsdiag/outfile.py)."""
+    w = csv.writer(f)
+    w.writerow(CSV_FIELDS)
+    for p in report.points:
+        s, lat = p.summary, p.summary.get("lat_us", {})
+        w.writerow(
+            [
+                p.mode,
+                p.rw,
+                p.bs,
+                p.threads,
+                s.get("gbps"),
+                s.get("iops"),
+                lat.get("p50"),
+                lat.get("p90"),
+                lat.get("p99"),
+                lat.get("p99.9"),
+                p.cpu_percent,
+                p.route,
+                p.verified_bytes,
+                p.ratio,
+                p.error or "",
+            ]
+        )
 
 
-def write_plot(report, path: str) -> None:
+def write_plot(report, path) -> None:  # a path, or the file object the command opened
     """Throughput vs block size, one line per mode (at the largest thread count), read and write panels."""
     try:
         import matplotlib
@@ -340,5 +340,5 @@ def write_plot(report, path: str) -> None:
         fontsize=9,
     )
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, format="png", dpi=110)  # a path or the file the command opened
     plt.close(fig)

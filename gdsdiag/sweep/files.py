@@ -16,6 +16,7 @@ import atexit
 import errno
 import mmap
 import os
+import re
 import secrets
 import stat
 import threading
@@ -154,6 +155,29 @@ class IoBuffer:
         self.mem.close()
 
 
+LOCKED = "locked=1\n"  # this version holds an flock on its file for the file's life
+_NAME = re.compile(r"gdsdiag-sweep-[0-9]+-[0-9a-f]{8}\.dat")
+
+
+def _locked_sweep_file(fd: int) -> bool:
+    head = os.pread(fd, HEADER_SIZE, 0)
+    return head.startswith(MAGIC) and ("\n" + LOCKED).encode() in head
+
+
+def remove_leftovers(directory: str) -> list[str]:
+    """Sweep files a killed run (SIGKILL, a crash, a power cut) left in ``directory``: ours, with
+    the header of a version that locks its file, and whose lock no live process holds. Files of
+    older versions (no lock to tell a running sweep from a dead one) are left alone."""
+    import sys
+
+    from ..outfile import remove_stale
+
+    gone = remove_stale(directory, lambda n: _NAME.fullmatch(n) is not None, _locked_sweep_file)
+    if gone:
+        print(f"gdsdiag sweep: removed {len(gone)} file(s) a killed run left in {directory}", file=sys.stderr)
+    return gone
+
+
 def is_sweep_file(path: str) -> bool:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
@@ -184,6 +208,7 @@ class SweepFile:
             raise UsageError(f"file size {size} is not a positive multiple of 4 KiB", "use e.g. --size 1G")
         check_space(directory, size)
         install_cleanup()
+        remove_leftovers(directory)
         self.seed = seed if seed is not None else secrets.randbits(64)
         self.size = size
         self.fd = -1
@@ -203,6 +228,9 @@ class SweepFile:
         st = os.fstat(fd)
         self.ident = (st.st_dev, st.st_ino)
         fd = _without_nofollow(fd, self.ident)
+        from ..outfile import hold
+
+        hold(fd)  # held for the file's life: a later run knows a free lock as a killed run's file
         with _lock:
             _created[name] = self.ident
         self.path = name
@@ -210,7 +238,7 @@ class SweepFile:
         try:
             buf = host_buffer(HEADER_SIZE)
             try:
-                header = MAGIC + f"seed={self.seed}\nsize={size}\npid={os.getpid()}\n".encode()
+                header = MAGIC + f"seed={self.seed}\nsize={size}\npid={os.getpid()}\n{LOCKED}".encode()
                 buf.write(header.ljust(HEADER_SIZE, b"\0"))
                 self._set_direct()
                 os.pwrite(fd, buf, 0)

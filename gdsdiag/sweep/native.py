@@ -4,7 +4,8 @@ How it is built, and why this way: the loop is plain C that needs only libc (cuF
 reached through function pointers from the libraries gdsdiag already loaded), so it is compiled
 with the system C compiler (``cc``, or ``$CC``) into a shared library and loaded with cffi in ABI
 mode. No Python headers (python3-dev) are needed, and ``pip install`` stays compiler-free: the
-library is built on the first sweep into ``$XDG_CACHE_HOME/gdsdiag`` (``~/.cache/gdsdiag``), named
+library is built on the first sweep into a private cache directory (gdsdiag/privdir.py: root's is
+/var/cache/gdsdiag, a user's ``$XDG_CACHE_HOME/gdsdiag``), named
 by a hash of the source and the compiler, so an upgrade rebuilds it. Where there is no compiler
 the sweep runs its Python loop and every result says so (``loop`` in the JSON, a line under the
 table) — Python's per-I/O cost is then part of the numbers.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -53,8 +55,10 @@ def ffi():
 
 
 def cache_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "gdsdiag")
+    """Where the library is kept (checked on every use: gdsdiag/privdir.py)."""
+    from .. import privdir
+
+    return privdir.location()
 
 
 def _compiler() -> str | None:
@@ -62,27 +66,73 @@ def _compiler() -> str | None:
     return shutil.which(cc) or shutil.which("gcc") or shutil.which("clang")
 
 
-def _build(cc: str, src: str, hdr_dir: str, out: str) -> str | None:
-    """Compile to a temporary name in the cache and rename into place; None or the error text."""
-    d = os.path.dirname(out)
-    os.makedirs(d, mode=0o700, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".ioloop-", suffix=".so", dir=d)
-    os.close(fd)
+def _build(cc: str, src: str, hdr_dir: str, dfd: int, name: str) -> str | None:
+    """Compile in a new private temporary directory (mkdtemp: mode 0700, a fresh name), copy the
+    result into the checked cache directory ``dfd`` under a new name (O_EXCL|O_NOFOLLOW) and rename
+    it into place there; None or the error text. The compiler never writes through a path in the
+    cache, so nothing swapped into the cache's path meanwhile is written or kept."""
+    tmpdir = tempfile.mkdtemp(prefix="gdsdiag-cc-")
+    built = os.path.join(tmpdir, "ioloop.so")
+    tmp = f".ioloop-{secrets.token_hex(8)}.so"
     try:
         r = subprocess.run(
-            [cc, "-O2", "-shared", "-fPIC", "-I", hdr_dir, "-o", tmp, src], capture_output=True, text=True, timeout=120
+            [cc, "-O2", "-shared", "-fPIC", "-I", hdr_dir, "-o", built, src],
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         if r.returncode != 0:
             err = (r.stderr or r.stdout).strip().splitlines()
             return f"{os.path.basename(cc)} failed: {err[0] if err else 'exit ' + str(r.returncode)}"
-        os.chmod(tmp, 0o700)
-        os.replace(tmp, out)
+        with open(built, "rb") as f:
+            data = f.read()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o700, dir_fd=dfd)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            os.unlink(tmp, dir_fd=dfd)  # ours: the O_EXCL open made it
+            raise
         return None
     except (OSError, subprocess.SubprocessError) as e:
         return f"{os.path.basename(cc)} could not run: {e}"
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _load_from_cache(cc: str, src: str, hdr: str, name: str):
+    """(lib, why): the library opened through a checked descriptor, built first when absent.
+    A cache that breaks a rule (another owner, writable by others, a symlink) is never used."""
+    from .. import privdir
+
+    shown = os.path.join(cache_dir(), name)
+    try:
+        dfd = privdir.open_dir()
+    except OSError as e:
+        return None, f"no private cache directory for the I/O loop ({e.strerror or e})"
+    try:
+        try:
+            fd = privdir.open_file(dfd, name, shown)
+        except FileNotFoundError:
+            why = _build(cc, src, os.path.dirname(hdr), dfd, name)
+            if why is not None:
+                return None, why
+            fd = privdir.open_file(dfd, name, shown)
+        try:
+            # dlopen takes a path: /proc/self/fd/N is the inode checked above, not the name
+            lib = ffi().dlopen(privdir.fd_path(fd))
+        finally:
+            os.close(fd)
+        if lib.gd_abi_version() != 4:
+            return None, f"{shown} is from another gdsdiag version"
+        return lib, None
+    except privdir.Refused as e:
+        return None, f"refused the cached I/O loop: {e}"
+    except OSError as e:
+        return None, f"cannot load {shown}: {e}"
+    finally:
+        os.close(dfd)
 
 
 def load():
@@ -106,16 +156,7 @@ def load():
                 with open(p, "rb") as f:
                     h.update(f.read())
             h.update(os.path.realpath(cc).encode())
-            out = os.path.join(cache_dir(), f"ioloop-{h.hexdigest()[:16]}.so")
-            if not os.path.exists(out):
-                why = _build(cc, src, os.path.dirname(hdr), out)
-            if why is None:
-                try:
-                    lib = ffi().dlopen(out)
-                    if lib.gd_abi_version() != 4:
-                        lib, why = None, f"{out} is from another gdsdiag version"
-                except OSError as e:
-                    lib, why = None, f"cannot load {out}: {e}"
+            lib, why = _load_from_cache(cc, src, hdr, f"ioloop-{h.hexdigest()[:16]}.so")
     with _lock:
         _state["lib"], _state["why"] = lib, why
     return lib, why

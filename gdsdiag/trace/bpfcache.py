@@ -9,9 +9,12 @@ libbcc's own ``bcc_create_map`` / ``bcc_prog_load`` after putting the new maps' 
 the instructions (``CachedBPF``), and uses bcc's attach, table and ring-buffer code as usual. The
 kernel's verifier checks the instructions as it does any program.
 
-The cache lives in ~/.cache/gdsdiag/bpf (root's, as trace runs as root), one JSON file per key,
-written atomically with mode 0600; a file not owned by us, writable by others or of another shape
-is ignored and the program compiled as before. ``GDSDIAG_BPF_CACHE=0`` turns it off.
+The cache lives in the private cache directory's ``bpf`` (gdsdiag/privdir.py: /var/cache/gdsdiag/bpf
+as trace runs as root, never a user's HOME under ``sudo -E``), every component opened without
+following a symlink and checked (owner, mode) on every use; one JSON file per key, written
+atomically with mode 0600 through the checked directory's descriptor; a file not owned by us,
+writable by others, a symlink or of another shape is ignored and the program compiled as before.
+``GDSDIAG_BPF_CACHE=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -31,7 +34,15 @@ _HASH, _ARRAY, _LRU_HASH, _RINGBUF = 1, 2, 9, 27
 
 
 def cache_dir() -> str:
-    return os.path.join(os.path.expanduser("~"), ".cache", "gdsdiag", "bpf")
+    from .. import privdir
+
+    return os.path.join(privdir.location(), "bpf")
+
+
+def _open_dir(create: bool) -> int:
+    from .. import privdir
+
+    return privdir.open_dir("bpf", create=create)
 
 
 def enabled() -> bool:
@@ -46,8 +57,8 @@ def key(text: str, cflags: list[str], bcc_version: str) -> str:
     return h.hexdigest()[:32]
 
 
-def _path(k: str) -> str:
-    return os.path.join(cache_dir(), f"probes-{k}.json")
+def _name(k: str) -> str:
+    return f"probes-{k}.json"
 
 
 def _lib():
@@ -116,26 +127,51 @@ def save(b, k: str) -> None:
         "tables": tables,
         "functions": funcs,
     }
+    import secrets
+
     try:
-        os.makedirs(cache_dir(), mode=0o700, exist_ok=True)
-        tmp = _path(k) + f".{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f)
-        os.replace(tmp, _path(k))
-        _prune()
+        dfd = _open_dir(create=True)
+    except OSError:
+        return  # no private directory (another owner, a symlink, not writable): no cache
+    tmp = f".{_name(k)}.{secrets.token_hex(6)}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dfd)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(doc, f)
+            os.replace(tmp, _name(k), src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            os.unlink(tmp, dir_fd=dfd)  # the name is ours: the O_EXCL open above made it
+            raise
+        _prune(dfd)
     except OSError:
         pass
+    finally:
+        os.close(dfd)
 
 
 KEEP = 16  # programs kept (each ~300 KB): one per set of options and libcufile builds in use
 
 
-def _prune() -> None:
-    d = cache_dir()
-    files = sorted((os.path.join(d, f) for f in os.listdir(d) if f.startswith("probes-")), key=os.path.getmtime)
-    for f in files[:-KEEP]:
-        os.unlink(f)
+def _prune(dfd: int) -> None:
+    """Remove the oldest programs beyond KEEP: only regular files of ours named probes-*, looked
+    at without following links, in the checked directory (never a directory a symlink points to)."""
+    me = os.geteuid()
+    found = []
+    for name in os.listdir(dfd):
+        if not name.startswith("probes-"):
+            continue
+        try:
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_uid == me:
+            found.append((st.st_mtime, name))
+    for _, name in sorted(found)[:-KEEP]:
+        try:
+            os.unlink(name, dir_fd=dfd)
+        except OSError:
+            pass
 
 
 def _map_loads(insns: bytes):
@@ -152,20 +188,29 @@ def _map_loads(insns: bytes):
 
 
 def load(k: str) -> dict | None:
-    """The cached program for this key, or None (absent, not ours, writable by others, damaged)."""
-    p = _path(k)
+    """The cached program for this key, or None (absent, not ours, writable by others, a symlink
+    in the path, damaged)."""
+    from .. import privdir
+    from ..bounded import MAX_BPF_CACHE, loads_json
+
     try:
-        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW)
+        dfd = _open_dir(create=False)
     except OSError:
         return None
-    with os.fdopen(fd) as f:
-        st = os.fstat(f.fileno())
-        if st.st_uid != os.geteuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or not stat.S_ISREG(st.st_mode):
-            return None
-        try:
-            doc = json.load(f)
-        except ValueError:
-            return None
+    try:
+        fd = privdir.open_file(dfd, _name(k), os.path.join(cache_dir(), _name(k)))
+    except OSError:
+        return None
+    finally:
+        os.close(dfd)
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(MAX_BPF_CACHE + 1)
+    if len(data) > MAX_BPF_CACHE:
+        return None
+    try:
+        doc = loads_json(data.decode("utf-8"))
+    except ValueError:
+        return None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         return None
     return doc

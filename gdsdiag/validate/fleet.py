@@ -3,7 +3,6 @@ which rule, and the sweep figures side by side. Pure: documents in, tables out."
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from ..errors import GdsdiagError
@@ -24,24 +23,32 @@ def _bs(bs: int) -> str:
 CUFILE_MODES = ("cufile", "cufile-async", "cufile-batch", "kvikio")  # as gdsdiag.validate.adapters.cufile_modes()
 
 
+_FIX = "give the JSON files written by 'gdsdiag validate --json'"
+# what fleet reads of a report; every other key is carried, never interpreted
+_STR = (str, None)
+REPORT_SHAPE = {
+    "schema!": str,
+    "node": ({"hostname": _STR, "root": _STR, "snapshot_id": _STR}, None),
+    "verdict": str,
+    "level": str,
+    "rules": ([{"rule!": str, "status!": str}], None),
+    "sweeps": (
+        [{"points": ([{"mode": _STR, "rw": _STR, "bs": (int, None), "gbps": (float, None)}], None)}],
+        None,
+    ),
+}
+_RWS = ("read", "write", "randread", "randwrite")
+
+
 def load_reports(paths: list[str]) -> list[tuple[str, dict]]:
+    from ..bounded import MAX_REPORT_JSON, check_shape, load_user_json
+
     out = []
-    for p in paths:
-        try:
-            with open(p, encoding="utf-8") as f:
-                doc = json.load(f)
-        except OSError as e:
-            raise GdsdiagError(
-                f"cannot read {p}: {e.strerror}", "give the JSON files written by 'gdsdiag validate --json'"
-            ) from None
-        except ValueError as e:
-            raise GdsdiagError(
-                f"{p} is not JSON ({e})", "give the JSON files written by 'gdsdiag validate --json'"
-            ) from None
+    for p in paths[:100_000]:
+        doc = load_user_json(p, "validate report", MAX_REPORT_JSON, _FIX)
         if not isinstance(doc, dict) or doc.get("schema") != "gdsdiag.validate/1":
-            raise GdsdiagError(
-                f"{p} is not a gdsdiag.validate/1 report", "give the JSON files written by 'gdsdiag validate --json'"
-            )
+            raise GdsdiagError(f"{p} is not a gdsdiag.validate/1 report", _FIX)
+        check_shape(p, doc, REPORT_SHAPE, "gdsdiag.validate/1 report")
         out.append((p, doc))
     if not out:
         raise GdsdiagError("no report given", "gdsdiag report DIR/*.json")
@@ -60,6 +67,8 @@ def rows(reports: list[tuple[str, dict]]) -> list[schema.NodeRow]:
             for p in s.get("points") or []:
                 if p.get("mode") not in CUFILE_MODES or p.get("error") or p.get("gbps") is None:
                     continue
+                if p.get("rw") not in _RWS or not isinstance(p.get("bs"), int) or not 0 < p["bs"] <= 1 << 50:
+                    continue  # not a point gdsdiag wrote: no column for it
                 key = f"{p['rw']} {_bs(p['bs'])}"
                 gb[key] = max(gb.get(key, 0.0), p["gbps"])
         import os

@@ -31,7 +31,7 @@ def document(rep: ValidateReport) -> schema.ValidateDoc:
                 "route": p.get("route"),
                 "error": p.get("error"),
             }
-            for p in s["doc"].get("points", [])
+            for p in (s["doc"].get("points") or [])
         ]
         sweeps.append({"path": s["path"], "gpu": s["gpu"], "points": pts})
     counts: schema.Counts = {
@@ -154,7 +154,7 @@ def prometheus(rep: ValidateReport, now: float | None = None) -> str:
     gb, p99 = [], []
     seen = set()
     for s in rep.sweeps:
-        for p in s["doc"].get("points", []):
+        for p in s["doc"].get("points") or []:
             if p.get("error"):
                 continue
             key = (s["gpu"], s["path"], p["bs"], p["rw"], p["mode"], p["threads"])
@@ -182,29 +182,46 @@ def prometheus(rep: ValidateReport, now: float | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
+def _txt(v) -> str:
+    """Text from the node, a snapshot, a policy path or sweep results, made inert for rich: a
+    hostname or a mount path may hold '[link=…]' or terminal control sequences."""
+    from rich.markup import escape
+
+    from ..bounded import clip, printable
+
+    return escape(printable(clip(str(v), 2000)))
+
+
+def _plain(v) -> str:
+    """The same for a line printed with markup off: no escaping, control characters still out."""
+    from ..bounded import clip, printable
+
+    return printable(clip(str(v), 2000))
+
+
 def render(console, rep: ValidateReport, verbose: bool = False) -> None:
     from rich.table import Table
 
     t = Table(
-        title=f"gdsdiag validate — {rep.node.get('hostname') or rep.node['root']} ({rep.level}, policy {rep.policy.source})",
+        title=f"gdsdiag validate — {_txt(rep.node.get('hostname') or rep.node['root'])} ({rep.level}, policy {_txt(rep.policy.source)})",
         show_lines=False,
     )
     t.add_column("rule")
     t.add_column("verdict")
     t.add_column("summary", overflow="fold")
     for r in rep.results:
-        t.add_row(r.rule, f"[{STATUS_STYLE[r.status]}]{r.status.value}[/]", r.summary)
+        t.add_row(r.rule, f"[{STATUS_STYLE[r.status]}]{r.status.value}[/]", _txt(r.summary))
     console.print(t)
     for r in rep.results:
         if r.status in (Status.FAIL, Status.WARN) or verbose:
-            console.print(f"[{STATUS_STYLE[r.status]}]{r.status.value}[/] {r.rule}: {r.summary}")
+            console.print(f"[{STATUS_STYLE[r.status]}]{r.status.value}[/] {r.rule}: {_txt(r.summary)}")
             for e in r.evidence[:8]:
-                console.print(f"    evidence: {e.source}: {e.value}", markup=False, highlight=False)
+                console.print(f"    evidence: {_plain(e.source)}: {_plain(e.value)}", markup=False, highlight=False)
             if r.fix:
-                console.print(f"    fix: {r.fix}", markup=False, highlight=False)
+                console.print(f"    fix: {_plain(r.fix)}", markup=False, highlight=False)
     if rep.stopped_early:
-        console.print(f"[yellow]stopped early[/]: {rep.stopped_early}")
+        console.print(f"[yellow]stopped early[/]: {_txt(rep.stopped_early)}")
     w = rep.worst()
     console.print(
-        f"verdict: [{STATUS_STYLE[w]}]{w.value}[/]  (snapshot {rep.node['snapshot_id']}, gdsdiag {rep.node['tool_version']}, {rep.seconds} s)"
+        f"verdict: [{STATUS_STYLE[w]}]{w.value}[/]  (snapshot {_txt(rep.node['snapshot_id'])}, gdsdiag {rep.node['tool_version']}, {rep.seconds} s)"
     )

@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..bounded import MAX_POLICY, count_nodes, short_repr
 from ..errors import GdsdiagError
 from ..routes import Route
 
@@ -71,7 +72,7 @@ def _size(v, key: str) -> int:
     except ValueError:
         n = 0
     if n <= 0:
-        raise GdsdiagError(f"policy {key}: {v!r} is not a size", "write sizes like 4k, 1m, 16m, 1g")
+        raise GdsdiagError(f"policy {key}: {short_repr(v)} is not a size", "write sizes like 4k, 1m, 16m, 1g")
     return n
 
 
@@ -79,53 +80,71 @@ def _num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+class _Bad:
+    """The "not valid" error, its text made only when raised and from a bounded repr (the value
+    may be 10⁹ items reached through YAML aliases)."""
+
+    def __init__(self, kind: str, key: str, v):
+        self.kind, self.key, self.v = kind, key, v
+
+    def __call__(self) -> GdsdiagError:
+        return GdsdiagError(
+            f"policy {self.key}: {short_repr(self.v)} is not valid ({self.kind})",
+            f"see docs/validate.md, Policy: {self.key}",
+        )
+
+
 def _check(kind: str, key: str, v):
-    bad = GdsdiagError(f"policy {key}: {v!r} is not valid ({kind})", f"see docs/validate.md, Policy: {key}")
+    bad = _Bad(kind, key, v)
     if kind == "version":
         if v != 1:
-            raise GdsdiagError(f"policy version {v!r} is not supported", "write 'version: 1'")
+            raise GdsdiagError(f"policy version {short_repr(v)} is not supported", "write 'version: 1'")
     elif kind.endswith("?") and v is None:
         return
     elif kind in ("int?",):
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-            raise bad
+            raise bad()
     elif kind == "str?":
         if not isinstance(v, (str, int, float)) or isinstance(v, bool):
-            raise bad
+            raise bad()
     elif kind == "bool":
         if not isinstance(v, bool):
-            raise bad
+            raise bad()
     elif kind == "action":
         if v not in ACTIONS:
             raise GdsdiagError(
-                f"policy {key}: {v!r} is not one of {', '.join(ACTIONS)}", f"set {key} to fail, warn or ignore"
+                f"policy {key}: {short_repr(v)} is not one of {', '.join(ACTIONS)}",
+                f"set {key} to fail, warn or ignore",
             )
     elif kind == "routes":
         if not isinstance(v, list) or any(str(x).upper() not in ROUTE_NAMES for x in v):
             raise GdsdiagError(
-                f"policy {key}: {v!r} names an unknown route", f"use route names from {', '.join(ROUTE_NAMES)}"
+                f"policy {key}: {short_repr(v)} names an unknown route",
+                f"use route names from {', '.join(ROUTE_NAMES)}",
             )
     elif kind == "iommu":
         if not isinstance(v, list) or any(str(x) not in IOMMU_MODES for x in v):
-            raise GdsdiagError(f"policy {key}: {v!r} names an unknown IOMMU mode", f"use {', '.join(IOMMU_MODES)}")
+            raise GdsdiagError(
+                f"policy {key}: {short_repr(v)} names an unknown IOMMU mode", f"use {', '.join(IOMMU_MODES)}"
+            )
     elif kind == "size":
         _size(v, key)
     elif kind == "sizemap":
         if not isinstance(v, dict) or any(not _num(x) or x < 0 for x in v.values()):
-            raise bad
+            raise bad()
         for k in v:
             _size(k, f"{key}.{k}")
     elif kind == "share":
         if not _num(v) or not 0 <= v <= 1:
             raise GdsdiagError(
-                f"policy {key}: {v!r} is not a share between 0 and 1", "write e.g. 0.0 (none) or 0.05 (5 %)"
+                f"policy {key}: {short_repr(v)} is not a share between 0 and 1", "write e.g. 0.0 (none) or 0.05 (5 %)"
             )
     elif kind == "gpus":
         if v != "all" and not (isinstance(v, list) and all(isinstance(x, int) and x >= 0 for x in v)):
-            raise bad
+            raise bad()
     elif kind == "sweepcfg":
         if not isinstance(v, dict):
-            raise bad
+            raise bad()
         for k, x in v.items():
             sub = SWEEP_KEYS.get(k)
             if sub is None:
@@ -134,18 +153,18 @@ def _check(kind: str, key: str, v):
                 _size(x, f"{key}.{k}")
             elif sub == "sizelist":
                 if not isinstance(x, list) or not x:
-                    raise bad
+                    raise bad()
                 for s in x:
                     _size(s, f"{key}.{k}")
             elif sub == "intlist" and not (isinstance(x, list) and x and all(isinstance(i, int) and i > 0 for i in x)):
-                raise bad
+                raise bad()
             elif sub == "strlist" and not (isinstance(x, list) and x and all(isinstance(i, str) for i in x)):
-                raise bad
+                raise bad()
             elif sub == "float" and not (_num(x) and x > 0):
-                raise bad
+                raise bad()
     elif kind == "mounts":
         if not isinstance(v, list):
-            raise bad
+            raise bad()
         for i, m in enumerate(v):
             if not isinstance(m, dict) or not isinstance(m.get("path"), str):
                 raise GdsdiagError(f"policy mounts[{i}] needs a 'path'", "write - path: /mnt/data")
@@ -208,6 +227,12 @@ def parse(text: str, source: str) -> dict:
 
     try:
         doc = yaml.safe_load(text)
+    except (RecursionError, ValueError) as e:
+        # nesting deeper than the parser's stack, an integer over Python's digit limit
+        why = "nested too deep" if isinstance(e, RecursionError) else "a number too large"
+        raise GdsdiagError(
+            f"{source}: not a policy ({why})", "start from gdsdiag/validate/default_policy.yaml"
+        ) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1} column {mark.column + 1}" if mark else ""
@@ -216,6 +241,9 @@ def parse(text: str, source: str) -> dict:
         ) from None
     if doc is None:
         doc = {}
+    too_big = count_nodes(doc, 100_000, 16)  # the shipped policy has ~150 values, 4 levels
+    if too_big:
+        raise GdsdiagError(f"{source}: not a policy ({too_big})", "start from gdsdiag/validate/default_policy.yaml")
     if not isinstance(doc, dict):
         raise GdsdiagError(
             f"{source}: the policy must be a mapping, not a {type(doc).__name__}",
@@ -245,9 +273,12 @@ def load(path: str | None = None) -> Policy:
     base = parse(default_text(), "default policy")
     if path is None:
         return Policy(base, "default")
+    from ..bounded import read_user_file
+
+    # a regular file under the limit only: /dev/zero or a FIFO as --policy is refused at once
+    data = read_user_file(path, "policy", MAX_POLICY, "check the --policy path", named=True)
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise GdsdiagError(f"cannot read policy {path}: {e.strerror}", "check the --policy path") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise GdsdiagError(f"{path}: not UTF-8 text (byte {e.start})", "save the policy as UTF-8") from None
     return Policy(_merge(base, parse(text, path)), path)

@@ -88,7 +88,8 @@ def _ev(src, val) -> Evidence:
 
 
 def _vt(v) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", str(v)))
+    # ASCII digit runs of at most 9 (a version part), never Unicode digits or 5,000 of them
+    return tuple(int(x) for x in re.findall(r"[0-9]{1,9}", str(v)[:200]))
 
 
 def _action(action: str, bad: bool) -> Status:
@@ -448,7 +449,7 @@ def _gpu_points(inp: Inputs):
     """Points of the cuFile modes: the sweep's host and bounce modes are reference measurements
     whose route is fixed by construction, not the node's GPU I/O path."""
     for s in inp.sweeps:
-        for p in s["doc"].get("points", []):
+        for p in s["doc"].get("points") or []:
             if p.get("mode") in cufile_modes():
                 yield s, p
 
@@ -549,7 +550,7 @@ def _points_verdict(checked: bool, bad: list[str], ev: list[Evidence], key: str,
     return Status.PASS, passed, ev, ""
 
 
-_MIXED = re.compile(r"(\w+)=(\d+)")
+_MIXED = re.compile(r"([A-Za-z0-9_]{1,40})=([0-9]{1,15})")  # ASCII digits, bounded: int() of a match never fails
 
 
 def route_mix(sweeps: list[dict], only: Route | None = None) -> tuple[dict, list[Evidence]]:
@@ -559,7 +560,7 @@ def route_mix(sweeps: list[dict], only: Route | None = None) -> tuple[dict, list
     mix: dict = {}
     ev = []
     for s in sweeps:
-        for p in s["doc"].get("points", []):
+        for p in s["doc"].get("points") or []:
             if p.get("mode") not in cufile_modes() or p.get("error"):
                 continue
             summ = p.get("summary") or {}
@@ -578,6 +579,8 @@ def route_mix(sweeps: list[dict], only: Route | None = None) -> tuple[dict, list
             else:
                 shares = {route_of(label): 1}
             tot = sum(shares.values())
+            if tot <= 0:
+                continue  # counters that sum to nothing (or below): no route to share bytes between
             for r, v in shares.items():
                 mix[r.value] = mix.get(r.value, 0) + nbytes * v / tot
             detail = f"cuFile stats {stats}" if stats else f"route {label}"

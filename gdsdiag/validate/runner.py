@@ -27,6 +27,32 @@ if TYPE_CHECKING:
 ORDER = {Status.FAIL: 3, Status.WARN: 2, Status.PASS: 1, Status.SKIP: 0, Status.INFO: 0}
 
 
+# What validate's rules read of a 'sweep --json' document (--sweep-results); other keys are kept.
+_S = (str, None)
+SWEEP_SHAPE = {
+    "config": ({"dir": _S, "gpu": (int, None)}, None),
+    "points": (
+        [
+            {
+                "mode!": str,
+                "rw!": str,
+                "bs!": int,
+                "threads!": int,
+                "error": (str, None),
+                "route": _S,
+                "verified_bytes": (int, None),
+                "summary": (
+                    {"gbps": (float, None), "bytes": (int, None), "lat_us": ({"*": (float, None)}, None)},
+                    None,
+                ),
+                "route_detail": ({"cufile_stats": ({"routes": ({"*": (float, None)}, None)}, None)}, None),
+            }
+        ],
+        None,
+    ),
+}
+
+
 @dataclass
 class ValidateReport:
     results: list[RuleResult]
@@ -122,18 +148,14 @@ def run(
         inp.sweep_note = stopped
     elif sweep_results or trace_replay:
         for f in sweep_results:
-            try:
-                with open(f, encoding="utf-8") as fh:
-                    doc = json.load(fh)
-            except (OSError, ValueError) as e:
-                raise GdsdiagError(
-                    f"cannot read sweep results {f}: {e}", "give a 'gdsdiag sweep --json' document"
-                ) from None
-            if doc.get("schema") != "gdsdiag.sweep/1":
+            from ..bounded import MAX_REPORT_JSON, check_shape, load_user_json
+
+            doc = load_user_json(f, "sweep results", MAX_REPORT_JSON, "give a 'gdsdiag sweep --json' document")
+            if not isinstance(doc, dict) or doc.get("schema") != "gdsdiag.sweep/1":
                 raise GdsdiagError(f"{f} is not a gdsdiag.sweep/1 document", "give a 'gdsdiag sweep --json' document")
-            inp.sweeps.append(
-                {"path": doc.get("config", {}).get("dir", f), "gpu": doc.get("config", {}).get("gpu", 0), "doc": doc}
-            )
+            check_shape(f, doc, SWEEP_SHAPE, "gdsdiag.sweep/1 document")
+            cfg = doc.get("config") or {}  # null is allowed by the shape: then nothing is known of it
+            inp.sweeps.append({"path": cfg.get("dir") or f, "gpu": cfg.get("gpu") or 0, "doc": doc})
         if trace_replay:
             inp.trace = adapters.trace_replay(trace_replay)
         if not inp.sweeps:

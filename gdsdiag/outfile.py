@@ -1,0 +1,119 @@
+"""Files gdsdiag writes: opened once, never through a planted name, complete or removed.
+
+Every output path a user names (``sweep --csv/--plot``, ``report --png``, ``validate --json``…)
+is opened once with O_CREAT|O_EXCL|O_NOFOLLOW and written through that one descriptor: an
+existing file or a symlink planted at the name (even after the start-up check) is never written
+through, and a failed O_EXCL open never deletes anything (the name was not ours). What we created
+is ours: a write that fails (a full disk, a quota) removes it again, so no 0-byte or cut file is
+left to block the rerun ("exists").
+
+Work files (a snapshot's ``.partial``, the sweep's data file) are held under an exclusive flock
+for their whole life; ``remove_stale`` finds those of killed runs (the lock is free: the kernel
+releases it when the process dies, even on SIGKILL) and removes them on the next run.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import stat
+from collections.abc import Callable
+from typing import BinaryIO
+
+from .errors import GdsdiagError
+
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def open_new(path: str, option: str, mode: int = 0o644) -> int:
+    """A descriptor of a file created at ``path`` now, or one clear GdsdiagError."""
+    try:
+        return os.open(path, _NEW, mode)
+    except FileExistsError:
+        raise GdsdiagError(f"{path} exists", f"choose another {option} path; gdsdiag never overwrites files") from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise GdsdiagError(f"{path} is a symlink", f"choose another {option} path") from None
+        raise GdsdiagError(f"cannot write {path}: {e.strerror}", f"choose a writable {option} path") from None
+
+
+def discard(path: str, fd: int) -> None:
+    """Remove ``path`` if it still names the file open on ``fd`` (ours), then close ``fd``."""
+    try:
+        st = os.fstat(fd)
+        cur = os.lstat(path)
+        if (cur.st_dev, cur.st_ino) == (st.st_dev, st.st_ino) and stat.S_ISREG(cur.st_mode):
+            os.unlink(path)
+    except OSError:
+        pass
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def write_new(path: str, option: str, write: Callable[[BinaryIO], object], mode: int = 0o644) -> None:
+    """Create ``path`` (see open_new), let ``write`` fill it, flush and fsync; on any failure the
+    file is removed and the error said in one line."""
+    fd = open_new(path, option, mode)
+    try:
+        with os.fdopen(fd, "wb", closefd=False) as f:  # closing it flushes; the descriptor stays ours
+            write(f)
+        os.fsync(fd)
+    except OSError as e:
+        discard(path, fd)
+        why = "no space left on the filesystem (ENOSPC)" if e.errno in (errno.ENOSPC, errno.EDQUOT) else e.strerror
+        raise GdsdiagError(f"cannot write {path}: {why or e}", f"free space or choose another {option} path") from None
+    except BaseException:
+        discard(path, fd)
+        raise
+    os.close(fd)
+
+
+def write_new_bytes(path: str, option: str, data: bytes, mode: int = 0o644) -> None:
+    write_new(path, option, lambda f: f.write(data), mode)
+
+
+def hold(fd: int) -> None:
+    """Mark a work file as in use for this process's life (see remove_stale)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        pass  # a filesystem without flock: its leftovers are not found later, nothing worse
+
+
+def remove_stale(directory: str, match: Callable[[str], bool], looks_ours: Callable[[int], bool]) -> list[str]:
+    """Remove work files of killed runs in ``directory``: a name ``match`` accepts, a regular file
+    (not followed if a link) of the running user whose content ``looks_ours``, and whose flock is
+    free (no live process holds it). Returns the names removed; never raises."""
+    removed: list[str] = []
+    try:
+        names = [n for n in os.listdir(directory) if match(n)]
+    except OSError:
+        return removed
+    me = os.geteuid()
+    for name in names[:1000]:  # bounded: a directory of a million look-alikes costs no more
+        path = os.path.join(directory, name)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != me or not looks_ours(fd):
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # held: a run in progress
+            cur = os.lstat(path)
+            if (cur.st_dev, cur.st_ino) == (st.st_dev, st.st_ino):
+                os.unlink(path)
+                removed.append(name)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    return removed

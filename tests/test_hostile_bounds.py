@@ -1,0 +1,271 @@
+"""Issue 24, items 1, 5 and 6: tiny inputs that took the machine, crash sites, unbounded readers.
+Each test feeds the reported input (or one of its class) through the command or importer a user
+runs, and holds it to one clear line, the documented exit code and bounded time."""
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+
+import pytest
+
+from gdsdiag import bounded
+from gdsdiag.errors import GdsdiagError
+from gdsdiag.platform.pci_sysfs import parse_cpulist, parse_cpumask
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = os.path.join(REPO, "tests", "fixtures", "models")
+
+
+def cli(*args, timeout=60):
+    t = time.monotonic()
+    p = subprocess.run(
+        [sys.executable, "-m", "gdsdiag", *args], capture_output=True, text=True, cwd=REPO, timeout=timeout
+    )
+    return p.returncode, p.stdout, p.stderr, time.monotonic() - t
+
+
+def one_line(err: str) -> bool:
+    return err.count("\n") == 1 and "Traceback" not in err and "internal error" not in err
+
+
+@pytest.mark.parametrize(
+    "text", ["0-4000000000", "0-65536", "99999999999999999999999", "1" * 5000, "²", "①-3", "3-1", "1.5", "0x3"]
+)
+def test_cpulist_outside_the_bounds_is_unknown(text):
+    assert parse_cpulist(text) is None
+
+
+def test_cpulist_and_mask_that_are_real():
+    assert parse_cpulist("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11}
+    assert parse_cpumask("0000,00000000,0000ffff") == set(range(16))
+    assert parse_cpumask("80000000,00000001") == {0, 63}
+
+
+def test_million_digit_cpumask_is_linear():
+    t = time.monotonic()
+    assert parse_cpumask("f" * 1_000_000) is None  # wider than any CPU count
+    assert parse_cpumask("0" * 16_000 + "1") == {0}
+    assert time.monotonic() - t < 1
+
+
+def test_nvidia_smi_numa_range_is_bounded():
+    from gdsdiag.importers.nvidia_smi import _nodelist
+
+    assert _nodelist("0-4000000000") == [] and _nodelist("0,3-5") == [0, 3, 4, 5] and _nodelist("²") == []
+
+
+@pytest.mark.parametrize("text", ["²", "١٢", "1_000", " 12", "1" * 21, "", "-1", "+1"])
+def test_ascii_int_refuses_what_int_accepts(text):
+    assert bounded.ascii_int(text) is None
+
+
+@pytest.mark.parametrize(
+    "text", ["infs", "nans", "inf", "1e400s", "1.2.3s", "²s", "--1s", "1" * 5000 + "s", "9999999999m", "1_0s"]
+)
+def test_durations_outside_the_bounds(text):
+    from gdsdiag.sweep.latency import parse_duration
+
+    with pytest.raises(ValueError):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize("text", ["nanG", "infk", "1.2.3", "²k", "1" * 5000, "1_0", "-4k", "99999999t", "1.5"])
+def test_sizes_outside_the_bounds(text):
+    from gdsdiag.sweep.latency import parse_size
+
+    with pytest.raises(ValueError):
+        parse_size(text)
+
+
+def test_sweep_time_inf_is_a_usage_error(tmp_path):
+    rc, _, err, took = cli("sweep", "--dir", str(tmp_path), "--time", "infs", "--mode", "host")
+    assert rc == 4 and one_line(err) and "duration" in err and took < 30
+
+
+@pytest.mark.parametrize(
+    "opt", [["--gbps", "nan"], ["--gbps", "inf"], ["--gbps", "-1"], ["--gbps", "1", "--prefill-tps", "nan"]]
+)
+def test_kv_numbers_are_finite_and_positive(opt):
+    rc, out, err, _ = cli("kv", "--model-config", os.path.join(MODELS, "qwen2.5-1.5b.config.json"), *opt)
+    assert rc == 4 and one_line(err) and "nan ms" not in out
+
+
+def _fifo(tmp_path):
+    f = tmp_path / "fifo"
+    os.mkfifo(f)
+    return str(f)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        lambda f: ["validate", "--policy", f],
+        lambda f: ["report", f],
+        lambda f: ["kv", "--model-config", f, "--gbps", "1"],
+        lambda f: ["kv", "--model-config", os.path.join(MODELS, "qwen2.5-1.5b.config.json"), "--sweep", f],
+        lambda f: ["validate", "--sweep-results", f, "--keep-going"],
+    ],
+)
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+def test_fifo_and_dev_zero_are_refused_at_once(tmp_path, args, kind):
+    f = _fifo(tmp_path) if kind == "fifo" else "/dev/zero"
+    rc, _, err, took = cli(*args(f), timeout=30)
+    assert rc == 3 and one_line(err) and "not a regular file" in err and took < 20
+
+
+def test_policy_alias_bomb_is_refused_quickly(tmp_path):
+    """520 bytes that expand to 10^9 values through aliases; _check formatted repr() of it."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, 9):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]")
+    lines.append("routes:\n  allowed: *a8")
+    p = tmp_path / "bomb.yaml"
+    p.write_text("\n".join(lines) + "\n")
+    rc, _, err, took = cli("validate", "--policy", str(p), "--root", "/nonexistent", timeout=60)
+    assert rc == 3 and one_line(err) and took < 20
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000, "a: " + "[" * 5000, "x: 1" + "0" * 5000])
+def test_deep_or_huge_policy_is_one_line(tmp_path, text):
+    from gdsdiag.validate import policy
+
+    p = tmp_path / "p.yaml"
+    p.write_text(text)
+    with pytest.raises(GdsdiagError):
+        policy.load(str(p))
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        "[" * 100_000 + "]" * 100_000,
+        '{"schema": "gdsdiag.validate/1", "rules": 5}',
+        '{"schema": "gdsdiag.validate/1", "rules": [{"rule": 1, "status": "FAIL"}]}',
+        '{"schema": "gdsdiag.validate/1", "node": "x"}',
+        '{"schema": "gdsdiag.validate/1", "sweeps": [{"points": [{"mode": "cufile", "rw": "read x", "bs": 4096, "gbps": 1}]}]}',
+        '{"schema": "gdsdiag.validate/1", "verdict": 1' + "0" * 5000 + "}",
+    ],
+    ids=["deep", "rules-number", "rule-number", "node-string", "rw-space", "huge-number"],
+)
+def test_report_inputs_of_the_wrong_shape(tmp_path, doc):
+    p = tmp_path / "r.json"
+    p.write_text(doc)
+    rc, _, err, _ = cli("report", str(p))
+    assert rc in (0, 3) and (rc == 0 or one_line(err)), err
+
+
+def test_report_hostname_markup_is_shown_not_obeyed(tmp_path):
+    doc = {
+        "schema": "gdsdiag.validate/1",
+        "node": {"hostname": "[/][link=http://evil]x[/link][bold red]\x1b]8;;http://e\x07"},
+        "verdict": "PASS",
+        "rules": [{"rule": "[/]", "status": "FAIL"}],
+    }
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(doc))
+    rc, out, err, _ = cli("report", str(p))
+    assert rc == 0 and "[link=http://evil]" in out and "\x1b]8" not in out, err
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"schema": "gdsdiag.sweep/1", "points": 5},
+        {"schema": "gdsdiag.sweep/1", "points": [{"mode": "cufile", "rw": 3, "bs": 1, "threads": 1}]},
+        {"schema": "gdsdiag.sweep/1", "config": [], "points": []},
+        {
+            "schema": "gdsdiag.sweep/1",
+            "points": [{"mode": "cufile", "rw": "read", "bs": 4096, "threads": 1, "summary": {"gbps": "fast"}}],
+        },
+    ],
+)
+def test_sweep_documents_of_the_wrong_shape(tmp_path, doc):
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(doc))
+    rc, _, err, _ = cli("kv", "--model-config", os.path.join(MODELS, "qwen2.5-1.5b.config.json"), "--sweep", str(p))
+    assert rc == 3 and one_line(err) and "s.json" in err, err
+    rc, _, err, _ = cli("validate", "--sweep-results", str(p), "--root", "/nonexistent", "--keep-going")
+    assert rc == 3 and one_line(err) and "s.json" in err, err
+
+
+def test_archive_member_names_of_20000_components(tmp_path):
+    from gdsdiag.platform.archroot import ArchiveRoot
+
+    p = tmp_path / "a.tar.gz"
+    with tarfile.open(p, "w:gz") as tar:
+        for i in range(30):
+            ti = tarfile.TarInfo("/".join(["d"] * 20000) + f"/f{i}")
+            tar.addfile(ti)
+    t = time.monotonic()
+    try:
+        fs = ArchiveRoot(str(p))
+        fs.resolve("/".join(["d"] * 20000))
+    except (GdsdiagError, OSError):
+        pass
+    assert time.monotonic() - t < 10
+
+
+def test_kv_deep_json_is_one_line(tmp_path):
+    p = tmp_path / "c.json"
+    p.write_text("[" * 200_000)
+    rc, _, err, _ = cli("kv", "--model-config", str(p), "--gbps", "1")
+    assert rc == 3 and one_line(err) and "c.json" in err
+
+
+def test_kv_config_numbers_are_bounded(tmp_path):
+    p = tmp_path / "c.json"
+    p.write_text(
+        json.dumps({"torch_dtype": "bfloat16", "num_hidden_layers": 10**18, "num_attention_heads": 1, "hidden_size": 1})
+    )
+    rc, _, err, _ = cli("kv", "--model-config", str(p), "--gbps", "1")
+    assert rc == 3 and one_line(err) and "num_hidden_layers" in err
+
+
+def test_threads_list_reads_ascii_digits():
+    rc, _, err, _ = cli("sweep", "--dir", "/tmp", "--threads", "²", "--mode", "host")
+    assert rc == 4 and one_line(err) and "--threads" in err
+
+
+def test_prom_onto_a_fifo_returns(tmp_path):
+    f = _fifo(tmp_path)
+    done = threading.Event()
+    from gdsdiag.commands.validate import PROM_MARK, write_prom
+
+    def go():
+        try:
+            write_prom(f, PROM_MARK)
+        except GdsdiagError:
+            pass
+        done.set()
+
+    threading.Thread(target=go, daemon=True).start()
+    assert done.wait(10)
+
+
+def test_sysfs_numbers_are_short_ascii_tokens(tmp_path):
+    from gdsdiag.platform.fsroot import FsRoot
+
+    for name, text in (("a", "f" * 100_000), ("b", "٣"), ("c", "1_0"), ("d", "0x10de\n"), ("e", "-1")):
+        (tmp_path / name).write_text(text)
+    fs = FsRoot(str(tmp_path))
+    assert [fs.read_int(f"/{n}", 16 if n in "ad" else 0) for n in "abcde"] == [None, None, None, 0x10DE, -1]
+
+
+def test_versions_compare_on_bounded_ascii_parts():
+    from gdsdiag.validate.rules import _vt
+
+    assert _vt("570.86.15") == (570, 86, 15) and _vt("٣.1") == (1,) and len(_vt("9" * 5000)) <= 23
+
+
+@pytest.mark.parametrize("doc", [{"config": None, "points": []}, {"points": None}, {"config": {"dir": None}}])
+def test_sweep_results_with_nulls_are_judged_not_crashed(tmp_path, doc):
+    """Found by the long fuzz run: null where the shape allows it reached .get() and iteration."""
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps({"schema": "gdsdiag.sweep/1", **doc}))
+    h200 = os.path.join(REPO, "tests", "fixtures", "snapshots", "h200-vm-2026-11-29.tar.gz")
+    rc, _, err, _ = cli("validate", "--from", h200, "--keep-going", "--sweep-results", str(p))
+    assert rc in (0, 1, 2) and "internal error" not in err, err
