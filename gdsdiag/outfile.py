@@ -117,3 +117,45 @@ def remove_stale(directory: str, match: Callable[[str], bool], looks_ours: Calla
         finally:
             os.close(fd)
     return removed
+
+
+def replace_own(path: str, data: bytes, mark: str, option: str, what: str, hidden_tmp: bool = False) -> None:
+    """Replace a file a reader rereads on every pass (node_exporter's textfile, NFD's feature file):
+    only a regular file gdsdiag wrote itself (its first bytes are ``mark``) is replaced, atomically by
+    rename; anything else (another tool's file, a FIFO, a device) is refused without blocking on it.
+    The new text goes to a fresh name first (O_EXCL|O_NOFOLLOW, complete or removed; a dotfile with
+    hidden_tmp, which NFD skips); a name already taken is never deleted, since it is not ours."""
+    import secrets
+    import stat
+
+    from .errors import GdsdiagError
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        fd = -1
+    except OSError as e:
+        raise GdsdiagError(f"cannot read {path}: {e.strerror}", f"choose another {option} path") from None
+    if fd >= 0:
+        try:
+            regular = stat.S_ISREG(os.fstat(fd).st_mode)
+            head = os.read(fd, len(mark)).decode("utf-8", "replace") if regular else ""
+        except OSError as e:
+            raise GdsdiagError(f"cannot read {path}: {e.strerror}", f"choose another {option} path") from None
+        finally:
+            os.close(fd)
+        if not regular:
+            raise GdsdiagError(f"{path} exists and is not a regular file", f"choose another {option} path")
+        if head != mark:
+            raise GdsdiagError(
+                f"{path} exists and was not written by gdsdiag",
+                f"choose another {option} path; gdsdiag only replaces its own {what}",
+            )
+    d, base = os.path.split(os.path.abspath(path))
+    tmp = os.path.join(d, f"{'.' if hidden_tmp else ''}{base}.gdsdiag-tmp-{secrets.token_hex(6)}")
+    write_new_bytes(tmp, option, data)
+    try:
+        os.replace(tmp, path)
+    except OSError as e:
+        os.unlink(tmp)  # created by us just above
+        raise GdsdiagError(f"cannot write {path}: {e.strerror}", f"choose a writable {option} path") from None

@@ -55,7 +55,12 @@ def test_million_digit_cpumask_is_linear():
 def test_nvidia_smi_numa_range_is_bounded():
     from gdsdiag.importers.nvidia_smi import _nodelist
 
-    assert _nodelist("0-4000000000") == [] and _nodelist("0,3-5") == [0, 3, 4, 5] and _nodelist("²") == []
+    # a range past MAX_NUMNODES, or no ASCII digits, is refused before anything is expanded (the
+    # importer names the cell as not read: tests/test_smi_glued.py)
+    assert _nodelist("0,3-5") == [0, 3, 4, 5]
+    for text in ("0-4000000000", "²", "1" * 5000):
+        with pytest.raises(ValueError):
+            _nodelist(text)
 
 
 @pytest.mark.parametrize("text", ["²", "١٢", "1_000", " 12", "1" * 21, "", "-1", "+1"])
@@ -188,7 +193,10 @@ def test_sweep_documents_of_the_wrong_shape(tmp_path, doc):
     p.write_text(json.dumps(doc))
     rc, _, err, _ = cli("kv", "--model-config", os.path.join(MODELS, "qwen2.5-1.5b.config.json"), "--sweep", str(p))
     assert rc == 3 and one_line(err) and "s.json" in err, err
-    rc, _, err, _ = cli("validate", "--sweep-results", str(p), "--root", "/nonexistent", "--keep-going")
+    root = tmp_path / "node"  # (an empty node tree: a missing --root is an error of its own now)
+    for d in ("sys", "proc"):
+        (root / d).mkdir(parents=True)
+    rc, _, err, _ = cli("validate", "--sweep-results", str(p), "--root", str(root), "--keep-going")
     assert rc == 3 and one_line(err) and "s.json" in err, err
 
 

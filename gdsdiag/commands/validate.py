@@ -20,44 +20,11 @@ def _write_new(path: str, data: bytes, option: str) -> None:
 
 
 def write_prom(path: str, text: str) -> None:
-    """node_exporter's textfile collector reads FILE.prom on every scrape, so a rerun must replace it:
-    only a regular file gdsdiag wrote itself is replaced (atomically, by rename); anything else (a
-    file of another tool, a FIFO, a device) is refused without blocking on it. The new text goes
-    to a fresh name (O_EXCL|O_NOFOLLOW, complete or removed) first; a name already taken is never
-    deleted, since it is not ours."""
-    import secrets
-    import stat
+    """node_exporter's textfile collector reads FILE.prom on every scrape: a rerun replaces it, and
+    only a file gdsdiag wrote (outfile.replace_own)."""
+    from ..outfile import replace_own
 
-    from ..outfile import write_new_bytes
-
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        fd = -1
-    except OSError as e:
-        raise GdsdiagError(f"cannot read {path}: {e.strerror}", "choose another --prom path") from None
-    if fd >= 0:
-        try:
-            regular = stat.S_ISREG(os.fstat(fd).st_mode)
-            head = os.read(fd, len(PROM_MARK)).decode("utf-8", "replace") if regular else ""
-        except OSError as e:
-            raise GdsdiagError(f"cannot read {path}: {e.strerror}", "choose another --prom path") from None
-        finally:
-            os.close(fd)
-        if not regular:
-            raise GdsdiagError(f"{path} exists and is not a regular file", "choose another --prom path")
-        if head != PROM_MARK:
-            raise GdsdiagError(
-                f"{path} exists and was not written by gdsdiag",
-                "choose another --prom path; gdsdiag only replaces its own textfile",
-            )
-    tmp = f"{path}.gdsdiag-tmp-{secrets.token_hex(6)}"
-    write_new_bytes(tmp, "--prom", text.encode("utf-8"))
-    try:
-        os.replace(tmp, path)
-    except OSError as e:
-        os.unlink(tmp)  # created by us just above
-        raise GdsdiagError(f"cannot write {path}: {e.strerror}", "choose a writable --prom path") from None
+    replace_own(path, text.encode("utf-8"), PROM_MARK, "--prom", "textfile")
 
 
 @click.command("validate")

@@ -274,7 +274,7 @@ def parse_nvlink_status(text: str) -> list[dict]:
 
 
 def _node_number(text: str) -> bool:
-    return text.isascii() and text.isdigit() and len(text) <= 9
+    return text.isascii() and text.isdigit() and len(text) <= 12
 
 
 def _nodelist(text: str) -> list[int]:
@@ -284,7 +284,7 @@ def _nodelist(text: str) -> list[int]:
     out: list[int] = []
     for part in text.split(","):
         lo, sep, hi = part.strip().partition("-")
-        # ASCII digits, at most 9 of them ('²'.isdigit() is true; a million digits is no node)
+        # ASCII digits, at most 12 of them ('²'.isdigit() is true; a million digits is no node)
         if not _node_number(lo) or (sep and not _node_number(hi)):
             raise ValueError("is not a NUMA node list")
         first, last = int(lo), int(hi) if sep else int(lo)

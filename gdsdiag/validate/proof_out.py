@@ -15,11 +15,9 @@ alphanumeric), which every label below keeps by construction.
 
 from __future__ import annotations
 
-import os
 import time
 import xml.etree.ElementTree as ET
 
-from ..errors import GdsdiagError
 from .proof import TEXT, ProofMatrix
 
 NFD_MARK = "# gdsdiag validate --nfd"
@@ -180,27 +178,7 @@ def nfd_text(m: ProofMatrix, now: float | None = None, expiry_s: int = NFD_EXPIR
 
 def write_nfd(path: str, text: str) -> None:
     """NFD rereads the file on every pass, so a rerun must replace it: only a file gdsdiag wrote
-    (first line NFD_MARK) is replaced, atomically, through a dotfile NFD skips."""
-    if os.path.lexists(path):
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                head = f.read(len(NFD_MARK))
-        except OSError as e:
-            raise GdsdiagError(f"cannot read {path}: {e.strerror}", "choose another --nfd path") from None
-        if head != NFD_MARK:
-            raise GdsdiagError(
-                f"{path} exists and was not written by gdsdiag",
-                "choose another --nfd path; gdsdiag only replaces its own feature file",
-            )
-    d, base = os.path.split(os.path.abspath(path))
-    tmp = os.path.join(d, f".{base}.gdsdiag-tmp-{os.getpid()}")
-    try:
-        with open(tmp, "x", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError as e:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        raise GdsdiagError(
-            f"cannot write {path}: {e.strerror}", "choose a writable --nfd path (NFD's features.d/)"
-        ) from None
+    (first line NFD_MARK) is replaced, atomically, through a dotfile NFD skips (outfile.replace_own)."""
+    from ..outfile import replace_own
+
+    replace_own(path, text.encode("utf-8"), NFD_MARK, "--nfd", "feature file", hidden_tmp=True)
