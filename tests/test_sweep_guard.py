@@ -185,7 +185,9 @@ def test_c_loop_and_python_loop_agree(tmp_path):
             assert pc["verified_bytes"] == pp["verified_bytes"] == 1 << 20
         else:  # random writes revisit blocks: the distinct blocks written are read back
             assert 0 < pc["verified_bytes"] <= 1 << 20 and pc["verified_bytes"] % pc["bs"] == 0
-        assert pc["verify_seconds"] > 0 and pc["summary"]["lat_us"]["p50"] > 0
+        # (verify_seconds is rounded to 0.1 ms: checking 1 MiB can take less, so 0.0 is a real reading;
+        # verified_bytes above is what shows the check ran)
+        assert pc["verify_seconds"] >= 0 and pc["summary"]["lat_us"]["p50"] > 0
     assert os.listdir(tmp_path) == []
 
 
