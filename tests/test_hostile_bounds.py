@@ -277,3 +277,12 @@ def test_sweep_results_with_nulls_are_judged_not_crashed(tmp_path, doc):
     h200 = os.path.join(REPO, "tests", "fixtures", "snapshots", "h200-vm-2026-11-29.tar.gz")
     rc, _, err, _ = cli("validate", "--from", h200, "--keep-going", "--sweep-results", str(p))
     assert rc in (0, 1, 2) and "internal error" not in err, err
+
+
+def test_replay_with_record_is_a_usage_error_and_writes_nothing(tmp_path):
+    """`trace --replay R --record X` recorded nothing without a word (issue 24): now exit 4, one line."""
+    rec = os.path.join(os.path.dirname(__file__), "fixtures", "trace", "trace-h200-cufile.jsonl.gz")
+    out = tmp_path / "x.rec"
+    rc, _, err, _ = cli("trace", "--replay", rec, "--record", str(out))
+    assert rc == 4 and "--record with --replay" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()

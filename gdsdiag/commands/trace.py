@@ -93,6 +93,13 @@ def trace(
     if not console.is_terminal:
         console = Console(stderr=as_json, width=200)  # logs and pipes keep the evidence column
     printer = LinePrinter(console, as_json)
+    if replay_path and record_path:
+        from ..errors import UsageError
+
+        raise UsageError(  # (it used to record nothing without a word: issue 24)
+            "--record with --replay: a replay reads a recording, it makes none",
+            "copy the recording instead, or drop --record",
+        )
     on_tick = None
     if interval_s is not None:
         import math
