@@ -286,3 +286,20 @@ def test_replay_with_record_is_a_usage_error_and_writes_nothing(tmp_path):
     rc, _, err, _ = cli("trace", "--replay", rec, "--record", str(out))
     assert rc == 4 and "--record with --replay" in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_an_lspci_text_of_hundreds_of_gpus_and_nvme_is_refused_not_expanded(tmp_path):
+    """Issue 24: a 253 KB lspci text of 1,000 GPUs x 1,000 NVMe needed > 3 GiB for its pairs. The
+    pairs are counted before one is analysed: past MAX_PAIRS, one line and exit 3, in little memory."""
+    lines = ["00:00.0 Host bridge: Intel Corporation Sky Lake-E DMI3 Registers (rev 07)"]
+    for i in range(800):
+        kind = (
+            "3D controller: NVIDIA Corporation GH100 [H200 SXM 141GB] (rev a1)"
+            if i % 2 == 0
+            else "Non-Volatile memory controller: Samsung Electronics Co Ltd NVMe SSD Controller PM173X"
+        )
+        lines.append(f"{1 + i // 4:02x}:{i % 4:02x}.0 {kind}")
+    p = tmp_path / "lspci.txt"
+    p.write_text("\n".join(lines) + "\n")
+    rc, _, err, _ = cli("topology", "--lspci", str(p))
+    assert rc == 3 and "more than the 65536 gdsdiag analyses" in err and len(err.strip().splitlines()) == 1

@@ -590,9 +590,22 @@ def _verdict(topo, a, b, smi, p2pdma, redirect, unknown, reasons) -> P2pVerdict:
     return P2pVerdict.VIA_HOST
 
 
+MAX_PAIRS = 65_536  # GPU x (NVMe, NIC, GPU) pairs analysed at most: 72 GPUs x 900 devices. A
+# 253 KB lspci text naming 1,000 GPUs and 1,000 NVMe needed > 3 GiB for its 2 M pairs (issue 24).
+
+
 def analyse_all(topo: Topology) -> list[PairAnalysis]:
     gpus = sorted(topo.by_role(Role.GPU), key=Device.sort_key)
     others = sorted(topo.by_role(Role.NVME, Role.NIC), key=Device.sort_key)
+    n = len(gpus) * (len(others) + max(len(gpus) - 1, 0))
+    if n > MAX_PAIRS:
+        from ..errors import GdsdiagError
+
+        raise GdsdiagError(
+            f"{len(gpus)} GPUs and {len(others)} NVMe/NIC devices make {n} pairs, more than the "
+            f"{MAX_PAIRS} gdsdiag analyses (no node has that many: is this several nodes' text in one?)",
+            "give one node's topology (one lspci, one sysfs tree or snapshot)",
+        )
     out = []
     memo: dict[tuple, _Between] = {}
     for g in gpus:
