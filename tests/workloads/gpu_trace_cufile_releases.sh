@@ -3,7 +3,7 @@
 # dlopens libcufile.so.0: LD_LIBRARY_PATH picks the copy). On the GPU machine, from the repo root:
 #   source .device/env.sh; bash tests/workloads/gpu_trace_cufile_releases.sh
 set -u
-gds_udev_entry /var/tmp; mkdir -p /var/tmp/kv
+source .device/env.sh; gds_udev_entry /var/tmp; mkdir -p /var/tmp/kv  # (its functions are not inherited by this shell)
 for w in .whl/nvidia_cufile-*.whl; do
   v=$(basename $w | cut -d- -f2); W=/tmp/cuf-$v; rm -rf $W; mkdir -p $W
   python3 -m zipfile -e "$w" $W >/dev/null 2>&1
