@@ -14,27 +14,13 @@ import sys
 import time
 
 from ..errors import GdsdiagError
+from . import evidence
 from .eventdefs import AIO_MAX, BATCH_MAX, EVENT_SIZE, EVENT_STRUCT, FD_KINDS, OPEN_FIELDS, OPEN_STRUCT, c_defines
 from .events import API_NAMES, FD_NAMES, KINDS, KPROBE_NAMES, PROC_NAMES, SYS_NAMES, Event
 
-# USDT probes that name the route, with the argument count seen in libcufile 1.15 (x86-64).
-ROUTE_USDT = (
-    "cufio_core:cufio_px_read",
-    "cufio_core:cufio_px_write",
-    "cufio_core:cufio_px_io_retry",
-    "cufio_core:cufio_gds_read",
-    "cufio_core:cufio_gds_write",
-    "cufio_core:cufio_gds_unaligned_write",
-    "cufio_core:cufio_rdma_read",
-    "cufio_core:cufio_rdma_write",
-    "0:cufio-internal-read-bb",
-    "0:cufio-internal-write-bb",
-    "0:cufio-internal-bb-done",
-    "0:cufio-internal-io-done",
-    "0:cufio-internal-map",
-    # fires when cuFileDriverOpen fails (its message pointer): lets a GPU-less machine see USDT work
-    "cufio_core:cufio_core-1106",
-)
+# USDT probes that name the route, and the arguments read of them: evidence.py, the one table of
+# which probe yields which evidence (the index in ROUTE_USDT is the id the probe program reports).
+ROUTE_USDT = evidence.ROUTE_USDT
 API_UPROBES = [  # symbol, entry handler, return handler
     ("cuFileRead", "api_read_enter", "api_read_exit"),
     ("cuFileWrite", "api_write_enter", "api_write_exit"),
@@ -114,7 +100,7 @@ def kprobes_available() -> bool:
 # Only these probes' arguments are used (file offset, size); every other route probe counts by
 # firing. bcc generates an argument reader per argument and probe location: reading all arguments
 # of all probes cost 11 s of compile CPU on the 2-vCPU dev VM, reading only these a fraction.
-USDT_ARGS_USED = {"cufio_core:cufio_px_read": 3, "cufio_core:cufio_px_write": 3}
+USDT_ARGS_USED = evidence.USDT_ARGS_USED
 
 
 def _batch_blocks() -> str:
