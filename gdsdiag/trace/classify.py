@@ -418,6 +418,7 @@ class Classifier:
         if e.comm.startswith(("iou-wrk", "iou-sqp")):
             return  # io_uring's workers filling pages for requests already reported as io_uring I/O
         dev, ino, index, n = (e.args + [0, 0, 0, 1])[:4]
+        self.flow.note_fills(e.pid)
         key = (e.pid, dev, ino)
         run = self.page_runs.get(key)
         if run is not None and index == run[3] and e.ts - run[1] <= PAGE_RUN_GAP_NS:

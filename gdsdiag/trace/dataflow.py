@@ -38,6 +38,7 @@ WINDOW_NS = 3_000_000_000  # file bytes in host memory this old, never copied, a
 # initialises the GPU (JAX's backend took 3.8 s to come up after the read on the GPU machine; a model
 # is built before its weights are copied), so until the job's first copy its bytes wait this long
 FIRST_COPY_WINDOW_NS = 30_000_000_000
+MAX_COVER = 65_536  # read ranges kept per (process, file) to absorb readahead
 MAX_WAITING = 65_536  # file reads of one process waiting for a copy at most (older ones are HOST)
 MAP_IDLE_NS = 30_000_000_000  # a mapped file no copy touched for this long is forgotten (a warm load may
 # map its files, then build the model for seconds before the first copy; its fills are reported at WINDOW_NS)
@@ -229,6 +230,7 @@ class DataFlow:
         self.by_page: dict[tuple[int, int], Source] = {}  # (pid, buffer >> 12) -> newest read into it
         self.loose_fills: dict[tuple[int, str], list] = {}  # fills of unmapped files: [ts, lo, hi, lat, payload]
         self.read_cover: dict[tuple[int, str], Intervals] = {}  # file ranges each process read (absorbs readahead)
+        self.fill_pids: set[int] = set()  # processes whose page fills the kernel sends (they mapped a data file)
         self.foreign_maps: dict[int, list[tuple[int, int, int]]] = {}  # pid -> (ts, address, length) of
         # mappings of descriptors it never opened (shared memory another process passed it)
         self.done: list[Source] = []
@@ -241,8 +243,11 @@ class DataFlow:
     # -- sources ---------------------------------------------------------------------------------
     def add_read(self, src: Source) -> None:
         """A read-family I/O: it absorbs the loose readahead fills of its range first."""
-        if src.offset >= 0 and src.size > 0:
-            self.read_cover.setdefault((src.pid, src.path), Intervals()).add(src.offset, src.offset + src.size)
+        if src.offset >= 0 and src.size > 0 and src.pid in self.fill_pids:
+            # (only where fills can come: a random reader's millions of ranges are kept nowhere else)
+            cover = self.read_cover.setdefault((src.pid, src.path), Intervals())
+            if len(cover.starts) < MAX_COVER:
+                cover.add(src.offset, src.offset + src.size)
         fills = self.loose_fills.get((src.pid, src.path))
         if fills:
             keep = []
@@ -288,6 +293,10 @@ class DataFlow:
     def add_foreign_map(self, pid: int, ts: int, addr: int, length: int) -> None:
         self.foreign_maps.setdefault(pid, []).append((ts, addr, length))
         del self.foreign_maps[pid][:-64]
+
+    def note_fills(self, pid: int) -> None:
+        """The process's page-cache fills reach the reader (the first of a run, before it is closed)."""
+        self.fill_pids.add(pid)
 
     def add_fill(self, pid: int, path: str, ts: int, lo: int, hi: int, lat: int, payload) -> None:
         """A run of page-cache fills outside read syscalls: a mapping faulting in, or readahead."""
