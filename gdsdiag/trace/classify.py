@@ -257,7 +257,6 @@ class Classifier:
         self.fds: dict[tuple[int, int], _Desc] = {}  # (pid, fd) -> open file description
         self.cloexec: set[tuple[int, int]] = set()
         self.inodes: dict[tuple[int, int], str] = {}  # (kernel dev, ino) -> path
-        self.mmaps: dict[int, list[tuple[int, int, str, int]]] = {}  # pid -> (address, length, path, file offset)
         self.procs: dict[int, dict] = {}  # pid -> ppid, comm, exe, ios
         self.pending = _Calls()
         self.held: deque = deque()  # host I/O waiting for libcufile's call or a CUDA copy (time order)
@@ -329,10 +328,7 @@ class Classifier:
             p["ppid"] = parent
             if parent in self.cuda_procs:
                 self.cuda_procs.add(child)
-            for m in self.mmaps.get(parent, []):  # (after the parent link: the child is in its job)
-                self.mmaps.setdefault(child, []).append(m)
-                if self._is_data(m[2]):
-                    self.flow.add_map(child, m[2], e.ts, m[0], m[1], m[3])
+            self.flow.inherit(parent, child, e.ts)  # (after the parent link: the child is in its job)
         elif e.name == "exec":
             for key, run in [(k, r) for k, r in self.page_runs.items() if k[0] == e.pid]:
                 self._close_page_run(key, run)  # while the old image's mappings are still known
@@ -341,7 +337,6 @@ class Classifier:
             for key in [k for k in self.cloexec if k[0] == e.pid]:
                 self.fds.pop(key, None)
                 self.cloexec.discard(key)
-            self.mmaps.pop(e.pid, None)
             self.cuda_procs.discard(e.pid)  # a new program opens its libraries again
             self.flow.unmap_all(e.pid)  # a new program: the old image's mappings are gone
         elif e.name == "adopt":
@@ -406,7 +401,6 @@ class Classifier:
         elif e.name == "mmap":
             d = self.fds.get(key)
             if d is not None:
-                self.mmaps.setdefault(e.pid, []).append((a[1], a[2], d.path, a[3]))
                 if self._is_data(d.path):
                     self.flow.add_map(e.pid, d.path, e.ts, a[1], a[2], a[3])
             elif a[1] > 0 and a[2] > 0:
@@ -734,8 +728,9 @@ class Classifier:
         held = self.held
         while held:
             io = held[0]
-            wait = COPY_WINDOW_NS if io.op == "read" else HOLD_NS
-            if not final and io.e.ts + wait >= now:
+            # (what is held: writes, whose copy came before them, and in-kernel copies, which no copy
+            # takes: only libcufile's call can still claim them)
+            if not final and io.e.ts + HOLD_NS >= now:
                 break
             held.popleft()
             if not self._match_syscall(io) and io.path is not None:
@@ -1037,16 +1032,8 @@ class Classifier:
 
     def _host_verdict(self, io: _HostIo) -> schema.IoLine:
         e = io.e
-        ev = [
-            (f"{io.api} fd {e.args[0]}" if io.api != "mmap" else "mmap'd pages")
-            + (
-                f" into host memory {io.buf:#x}"
-                if io.buf and io.op == "read"
-                else f" from host memory {io.buf:#x}"
-                if io.buf
-                else ""
-            )
-        ]
+        # (the held I/O are writes and in-kernel copies: reads with a buffer are the data-flow model's)
+        ev = [f"{io.api} fd {e.args[0]}" + (f" from host memory {io.buf:#x}" if io.buf else "")]
         if io.note:
             ev.append(io.note)
         c, conf = self._copy_of(io)

@@ -224,6 +224,7 @@ class DataFlow:
         self.job_of = job_of
         self.can_feed = lambda pid: True  # may this process's file bytes be another's staged copy
         self.by_pid: dict[int, deque[Source]] = {}  # unconsumed read sources, oldest first
+        self.stageable: dict[int, deque[Source]] = {}  # those of them a staged copy may take (staged_ok)
         self.by_job: dict[int, set[int]] = {}  # job -> pids with sources or mappings
         self.mapped: dict[tuple[int, str], MappedFile] = {}
         self.maps_of: dict[int, list[MappedFile]] = {}  # pid -> its mapped files, by first mapping
@@ -236,8 +237,6 @@ class DataFlow:
         self.done: list[Source] = []
         self.chunks: list[Chunk] = []
         self.expired_fills: list = []  # (MappedFile or None, path, pid, ts, lo, hi, lat, payload)
-        self.copied_unexplained: dict[int, int] = {}  # pid -> host-to-device bytes no file byte explains
-        self.copied_bytes: dict[int, int] = {}  # pid -> host-to-device bytes copied
         self.copying_jobs: set[int] = set()  # jobs that made a CUDA copy (their window is WINDOW_NS)
 
     # -- sources ---------------------------------------------------------------------------------
@@ -262,6 +261,8 @@ class DataFlow:
             self.loose_fills[(src.pid, src.path)] = keep
         q = self.by_pid.setdefault(src.pid, deque())
         q.append(src)
+        if src.ok:
+            self.stageable.setdefault(src.pid, deque()).append(src)
         if len(q) > MAX_WAITING:  # (a process reading at 700k/s that copies nothing: bounded memory)
             old = q.popleft()
             if not old.finished:
@@ -280,6 +281,12 @@ class DataFlow:
             self.by_job.setdefault(mf.job, set()).add(pid)
         mf.add_map(addr, length, off)
         mf.last_ts = max(mf.last_ts, ts)
+
+    def inherit(self, parent: int, child: int, ts: int) -> None:
+        """A forked child has its parent's mappings (of data files) at the same addresses."""
+        for mf in list(self.maps_of.get(parent, ())):
+            for addr, length, off in mf.maps:
+                self.add_map(child, mf.path, ts, addr, length, off)
 
     def unmap_all(self, pid: int) -> None:
         """The process exec'd: its mappings are gone (fills no copy took are reported now)."""
@@ -321,15 +328,8 @@ class DataFlow:
             return
         c = [ts, pid, dst, src, n, direction]
         self.copying_jobs.add(self.job_of(pid))
-        if direction == 1:
-            self.copied_bytes[pid] = self.copied_bytes.get(pid, 0) + n
-        if self._direct(c):
-            return
-        if direction != 1 or n < MIN_STAGED_COPY:
-            return
-        left = self._staged(c, n)
-        if left > 0:
-            self.copied_unexplained[pid] = self.copied_unexplained.get(pid, 0) + left
+        if not self._direct(c) and direction == 1 and n >= MIN_STAGED_COPY:
+            self._staged(c, n)
 
     def _direct(self, c: list) -> bool:
         """A copy of a read's buffer or of a mapping of the file. A buffer whose read was taken already
@@ -357,63 +357,54 @@ class DataFlow:
                 return True
         return False
 
-    def _staged(self, c: list, n: int, job_wide: bool = True) -> int:
+    def _staged(self, c: list, n: int) -> None:
+        """The copy's n bytes from the process's own file bytes first, then the job's others', each
+        oldest first (what no file byte explains is host data: nothing is taken for it)."""
         pid = c[1]
-        left = n
-        # the process's own file bytes first, oldest first (reads and mapped files by their time)
-        left = self._staged_from(pid, c, left, "staged")
-        if left <= 0 or not job_wide:
-            return left
-        job = self.job_of(pid)
-        for other in sorted(self.by_job.get(job, ()), key=lambda p: self._oldest(p)):
-            if other == pid or not self.can_feed(other):
-                continue
-            left = self._staged_from(other, c, left, "job")
+        left = self._staged_from(pid, c, n, "staged")
+        others = [p for p in self.by_job.get(self.job_of(pid), ()) if p != pid and self.can_feed(p)]
+        for other in sorted(others, key=self._oldest):
             if left <= 0:
                 break
-        return left
+            left = self._staged_from(other, c, left, "job")
 
     def _oldest(self, pid: int) -> int:
+        """When the process's oldest waiting read came (the order the job's processes are taken in)."""
         q = self.by_pid.get(pid)
         while q and q[0].finished:
             q.popleft()
         return q[0].ts if q else 1 << 62
 
-    def _staged_from(self, pid: int, c: list, left: int, how: str) -> int:
-        ts = c[0]
-        q = self.by_pid.get(pid)
-        maps = [mf for mf in self.maps_of.get(pid, ()) if mf.ok and mf.ts <= ts and mf.consumed.total() < mf.size]
-        skipped: list[Source] = []
-        try:
-            return self._staged_loop(pid, c, left, how, q, maps, skipped)
-        finally:
-            if q is not None:
-                q.extendleft(reversed(skipped))
+    def _stageable(self, pid: int) -> deque[Source] | None:
+        """The process's reads a staged copy may take, oldest first (taken or expired ones dropped)."""
+        q = self.stageable.get(pid)
+        while q and q[0].finished:
+            q.popleft()
+        if q is not None and not q:
+            del self.stageable[pid]
+            return None
+        return q
 
-    def _staged_loop(self, pid, c, left, how, q, maps, skipped) -> int:
+    def _staged_from(self, pid: int, c: list, left: int, how: str) -> int:
+        """Take up to ``left`` bytes of one process's file bytes, reads and mapped files in the order
+        they came (maps_of is in the order of each file's first mapping)."""
         ts = c[0]
+        maps = [mf for mf in self.maps_of.get(pid, ()) if mf.ok and mf.ts <= ts and mf.consumed.total() < mf.size]
         while left > 0:
-            while q and (q[0].finished or not q[0].ok):
-                f = q.popleft()
-                if not f.finished:
-                    skipped.append(f)  # (kept for a direct copy; a staged one passes over them)
-            s = q[0] if q else None
-            if s is not None and s.ts > ts:
-                s = None  # (a read after the copy cannot be its source)
-            if s is not None and (not maps or s.ts <= min(m.ts for m in maps) or how == "job"):
+            q = self._stageable(pid)
+            s = q[0] if q and q[0].ts <= ts else None  # (a read after the copy cannot be its source)
+            if s is not None and (not maps or how == "job" or s.ts <= maps[0].ts):
                 take = min(left, s.remaining())
-                exact = how == "staged" and take == s.size == left and s.consumed == 0 and len(q) == 1
+                exact = how == "staged" and take == s.size == left and s.consumed == 0 and len(q) == 1  # type: ignore[arg-type]
                 self._consume(s, take, how, c, exact)
                 left -= take
-                continue
-            if not maps:
+            elif maps:
+                got = self._staged_mapped(maps[0], left, how, c)
+                if got == 0:
+                    maps.pop(0)
+                left -= got
+            else:
                 break
-            mf = maps[0]
-            got = self._staged_mapped(mf, left, how, c)
-            if got == 0:
-                maps.pop(0)
-                continue
-            left -= got
         return left
 
     def _staged_mapped(self, mf: MappedFile, n: int, how: str, c: list) -> int:
@@ -438,7 +429,7 @@ class DataFlow:
     def _take_mapped(self, mf: MappedFile, lo: int, hi: int, how: str, c: list) -> None:
         for a, b in mf.consumed.gaps(lo, hi):
             mf.consumed.add(a, b)
-            mf.settling.append(Chunk(mf, c[0], a, b, how, c, self._link(mf.pid, c[1]) if how == "job" else ""))
+            mf.settling.append(Chunk(mf, c[0], a, b, how, c, self._link(c[1]) if how == "job" else ""))
         mf.last_ts = max(mf.last_ts, c[0])
 
     def _consume(self, s: Source, take: int, how: str, c: list, exact: bool = False) -> None:
@@ -447,17 +438,17 @@ class DataFlow:
         if s.copy is None:
             s.copy, s.how, s.exact = c, how, exact
             if how == "job":
-                s.link = self._link(s.pid, c[1])
+                s.link = self._link(c[1])
         if s.remaining() <= 0 and not s.finished:
             s.finished = True  # (left in its queue: dropped when it reaches the front)
             self.done.append(s)
 
-    def _link(self, reader: int, copier: int) -> str:
+    def _link(self, copier: int) -> str:
         """What ties a reader's bytes to another process's copy: a descriptor the copier mapped but
         never opened (shared memory the reader passed it), or nothing seen."""
         seen = self.foreign_maps.get(copier)
         if seen:
-            _, addr, length = seen[-1]
+            length = seen[-1][2]
             return (
                 f"pid {copier} mapped {length} bytes of a descriptor it never opened (shared memory passed "
                 f"between the job's processes, as data-loader workers do)"
@@ -479,6 +470,7 @@ class DataFlow:
                     del self.by_page[(pid, s.buf >> 12)]
             if not q:
                 del self.by_pid[pid]
+                self.stageable.pop(pid, None)
         for key, mf in list(self.mapped.items()):
             keep = []
             for ch in mf.settling:
