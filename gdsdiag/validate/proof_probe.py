@@ -47,6 +47,20 @@ def _lat(samples: list[float]) -> tuple[float | None, float | None]:
     return round(rank(0.50), 1), round(rank(0.99), 1)
 
 
+def _timed(io, what: str, gbuf, size: int, bs: int) -> tuple[float, list[float]]:
+    """``size`` bytes in ``bs`` blocks through one cuFile call each (FileHandle.read or .write): the
+    whole time and each call's; a short transfer is an error (EIO) naming the offset."""
+    lats: list[float] = []
+    t0 = time.perf_counter()
+    for off in range(0, size, bs):
+        t = time.perf_counter()
+        n = io(gbuf, bs, file_offset=off, buf_offset=off)
+        lats.append(time.perf_counter() - t)
+        if n != bs:
+            raise OSError(5, f"short {what}: {n} of {bs} bytes at offset {off}")
+    return time.perf_counter() - t0, lats
+
+
 def _io_result(nbytes: int, seconds: float, lats: list[float], expected: bytes, got: bytes) -> dict:
     p50, p99 = _lat(lats)
     match = expected == got
@@ -148,30 +162,14 @@ def run(spec: dict) -> dict:  # noqa: C901  (one straight sequence of stages, ea
         gbuf = cp.full(size, 0x5A, dtype=cp.uint8)  # not pattern A: a read that moves nothing cannot match
         reg = cf.BufferRegistration(gbuf, library=L).register()
         stage = "read"
-        lats: list[float] = []
-        t0 = time.perf_counter()
-        for off in range(0, size, bs):
-            t = time.perf_counter()
-            n = fh.read(gbuf, bs, file_offset=off, buf_offset=off)
-            lats.append(time.perf_counter() - t)
-            if n != bs:
-                raise OSError(5, f"short read: {n} of {bs} bytes at offset {off}")
-        secs = time.perf_counter() - t0
+        secs, lats = _timed(fh.read, "read", gbuf, size, bs)
         out["read"] = _io_result(size, secs, lats, pat_a, cp.asnumpy(gbuf).tobytes())
         stage = "write"
         import numpy as np
 
         gbuf.set(np.frombuffer(pat_b, dtype=np.uint8))
         cp.cuda.runtime.deviceSynchronize()
-        lats = []
-        t0 = time.perf_counter()
-        for off in range(0, size, bs):
-            t = time.perf_counter()
-            n = fh.write(gbuf, bs, file_offset=off, buf_offset=off)
-            lats.append(time.perf_counter() - t)
-            if n != bs:
-                raise OSError(5, f"short write: {n} of {bs} bytes at offset {off}")
-        secs = time.perf_counter() - t0
+        secs, lats = _timed(fh.write, "write", gbuf, size, bs)
         stage = "verify"
         os.fsync(fd)
         os.posix_fadvise(host_fd, 0, size, os.POSIX_FADV_DONTNEED)
