@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import stat
 
 ROOT_CACHE = "/var/cache/gdsdiag"
@@ -150,6 +151,22 @@ def open_file(dfd: int, name: str, shown: str, flags: int = os.O_RDONLY, mode: i
         os.close(fd)
         raise
     return fd
+
+
+def replace_into(dfd: int, name: str, data: bytes, mode: int = 0o600) -> None:
+    """Put ``data`` under ``name`` in the checked directory ``dfd``, atomically: written to a fresh
+    dotfile there (O_EXCL|O_NOFOLLOW: never a name someone else made), then renamed into place. On
+    failure the temporary file is removed (the name is ours: the O_EXCL open made it) and the error
+    raised."""
+    tmp = f".{name}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except BaseException:
+        os.unlink(tmp, dir_fd=dfd)
+        raise
 
 
 def fd_path(fd: int) -> str:

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
+from ..bounded import ascii_int
 from ..errors import GdsdiagError
 from ..topology.model import Role, Topology
 
@@ -249,8 +250,9 @@ def _affinity(m: SmiMatrix, row: str, aff: list[str], vals: list[str], lineno: i
             # Grace Hopper/Blackwell list the CPU node first, then memory-only nodes: '0,3-9,11-17'
             m.numa[row] = nodes[0] if nodes else None
         elif head == "GPU NUMA ID":
-            if _node_number(v) and int(v) < MAX_NODES:  # (isdigit() is true for '²': issue 24)
-                m.gpu_numa_id[row] = int(v)
+            node = ascii_int(v, MAX_NODES - 1)  # (isdigit() is true for '²': issue 24)
+            if node is not None:
+                m.gpu_numa_id[row] = node
             elif v == "N/A":
                 m.gpu_numa_id[row] = None
             else:
@@ -273,10 +275,6 @@ def parse_nvlink_status(text: str) -> list[dict]:
     return out
 
 
-def _node_number(text: str) -> bool:
-    return text.isascii() and text.isdigit() and len(text) <= 12
-
-
 def _nodelist(text: str) -> list[int]:
     """'0,3-9,11-17' -> [0, 3, 4, ..., 17]. Order kept: the first is the CPU node. ValueError
     (saying why) for text that is not a node list, or one naming more than MAX_NODES nodes: a
@@ -284,10 +282,10 @@ def _nodelist(text: str) -> list[int]:
     out: list[int] = []
     for part in text.split(","):
         lo, sep, hi = part.strip().partition("-")
-        # ASCII digits, at most 12 of them ('²'.isdigit() is true; a million digits is no node)
-        if not _node_number(lo) or (sep and not _node_number(hi)):
+        # ASCII digits only ('²'.isdigit() is true; a million digits is no node): bounded.ascii_int
+        first, last = ascii_int(lo), ascii_int(hi) if sep else ascii_int(lo)
+        if first is None or last is None:
             raise ValueError("is not a NUMA node list")
-        first, last = int(lo), int(hi) if sep else int(lo)
         if last < first:
             raise ValueError(f"has a backwards range {part.strip()}")
         if last >= MAX_NODES or len(out) + last - first + 1 > MAX_NODES:

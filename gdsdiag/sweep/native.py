@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import secrets
 import shutil
 import subprocess
 import tempfile
@@ -71,9 +70,10 @@ def _build(cc: str, src: str, hdr_dir: str, dfd: int, name: str) -> str | None:
     result into the checked cache directory ``dfd`` under a new name (O_EXCL|O_NOFOLLOW) and rename
     it into place there; None or the error text. The compiler never writes through a path in the
     cache, so nothing swapped into the cache's path meanwhile is written or kept."""
+    from .. import privdir
+
     tmpdir = tempfile.mkdtemp(prefix="gdsdiag-cc-")
     built = os.path.join(tmpdir, "ioloop.so")
-    tmp = f".ioloop-{secrets.token_hex(8)}.so"
     try:
         r = subprocess.run(
             [cc, "-O2", "-shared", "-fPIC", "-I", hdr_dir, "-o", built, src],
@@ -85,15 +85,7 @@ def _build(cc: str, src: str, hdr_dir: str, dfd: int, name: str) -> str | None:
             err = (r.stderr or r.stdout).strip().splitlines()
             return f"{os.path.basename(cc)} failed: {err[0] if err else 'exit ' + str(r.returncode)}"
         with open(built, "rb") as f:
-            data = f.read()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o700, dir_fd=dfd)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        except BaseException:
-            os.unlink(tmp, dir_fd=dfd)  # ours: the O_EXCL open made it
-            raise
+            privdir.replace_into(dfd, name, f.read(), 0o700)
         return None
     except (OSError, subprocess.SubprocessError) as e:
         return f"{os.path.basename(cc)} could not run: {e}"

@@ -127,22 +127,14 @@ def save(b, k: str) -> None:
         "tables": tables,
         "functions": funcs,
     }
-    import secrets
+    from .. import privdir
 
     try:
         dfd = _open_dir(create=True)
     except OSError:
         return  # no private directory (another owner, a symlink, not writable): no cache
-    tmp = f".{_name(k)}.{secrets.token_hex(6)}.tmp"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dfd)
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(doc, f)
-            os.replace(tmp, _name(k), src_dir_fd=dfd, dst_dir_fd=dfd)
-        except BaseException:
-            os.unlink(tmp, dir_fd=dfd)  # the name is ours: the O_EXCL open above made it
-            raise
+        privdir.replace_into(dfd, _name(k), json.dumps(doc).encode())
         _prune(dfd)
     except OSError:
         pass
