@@ -24,14 +24,26 @@ import time
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKLOAD = r"""
-import os, sys, time
+import os, resource, sys, time
 mode, path, ops = sys.argv[1], sys.argv[2], int(sys.argv[3])
 bs, rate = int(sys.argv[4]), float(sys.argv[5])
 if mode == "posix":
+    cuda = os.environ.get("WL_CUDA")
+    if cuda:
+        # a process with a CUDA library loaded: the trace sends its I/O one by one (a copy may follow)
+        import ctypes
+        try:
+            lib = ctypes.CDLL(cuda)
+            if "libcuda" in os.path.basename(cuda):
+                lib.cuInit(0)
+        except OSError:
+            pass  # (its open is what the trace keys on; a libcufile without libcuda loads no further)
     fd = os.open(path, os.O_RDONLY)
     size = os.fstat(fd).st_size
     n = size // bs
     pread = os.pread
+    _c = resource.getrusage(resource.RUSAGE_SELF)
+    cpu0 = _c.ru_utime + _c.ru_stime
     t = time.perf_counter()
     if rate > 0:
         # paced: a batch of 100 reads, then wait for the schedule (busy-wait: sleeps are too coarse)
@@ -54,13 +66,18 @@ else:
     buf = cp.zeros(4096, dtype=cp.uint8)
     with cf.Driver(), cf.FileHandle(path, "r") as fh, cf.BufferRegistration(buf):
         size = os.path.getsize(path)
+        _c = resource.getrusage(resource.RUSAGE_SELF)
+        cpu0 = _c.ru_utime + _c.ru_stime
         t = time.perf_counter()
         for i in range(ops):
             fh.read(buf, 4096, (i * 4096) % size)
         dt = time.perf_counter() - t
-# the rate goes to a file of its own: under the trace, stdout is shared with the tracer's JSON lines
+# the rate goes to a file of its own: under the trace, stdout is shared with the tracer's JSON lines;
+# with the CPU time the loop took (user + system: the probes run in its syscalls), which other
+# sessions on a shared machine do not change the way they change the wall rate
+cpu = resource.getrusage(resource.RUSAGE_SELF)
 with open(sys.argv[6], "w") as f:
-    f.write(f"{ops / dt}\n")
+    f.write(f"{ops / dt} {(cpu.ru_utime + cpu.ru_stime - cpu0) / ops * 1e9}\n")
 print(ops / dt)
 """
 
@@ -72,11 +89,35 @@ def _child_cpu():
     return r.ru_utime + r.ru_stime
 
 
-def run(cmd):
+def parse_variant(spec):
+    """LABEL=TREE[,VAR=VALUE...] -> (label, tree, env)."""
+    label, _, rest = spec.partition("=")
+    tree, *pairs = rest.split(",")
+    env = dict(p.split("=", 1) for p in pairs)
+    return label, os.path.abspath(tree or HERE), env
+
+
+def cuda_library():
+    """What the --cuda workload loads: the driver where there is one, else a libcufile copy."""
+    for p in ("/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib64/libcuda.so.1"):
+        if os.path.exists(p):
+            return p
+    if os.environ.get("CUDA_LIB"):
+        return os.environ["CUDA_LIB"]
+    sys.path.insert(0, HERE)
+    from gdsdiag.platform.libcufile import locate
+
+    path = locate().path
+    if not path:
+        raise SystemExit("--cuda: no libcuda.so.1 and no libcufile here (set CUDA_LIB=PATH)")
+    return path
+
+
+def run(cmd, tree=HERE, extra_env=None):
     """(result, stdout lines); run.cpu holds the CPU seconds the command and its descendants used."""
-    env = {**os.environ, "PYTHONPATH": HERE + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {**os.environ, **(extra_env or {}), "PYTHONPATH": tree + os.pathsep + os.environ.get("PYTHONPATH", "")}
     c = _child_cpu()
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tree)
     run.cpu = _child_cpu() - c
     lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
     if not lines:
@@ -99,9 +140,26 @@ def main():
     ap.add_argument("--per-io", action="store_true", help="trace with --per-io (every I/O to Python)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--dir", default="/var/tmp")
+    ap.add_argument(
+        "--cuda",
+        action="store_true",
+        help="the workload loads a CUDA library first (libcuda.so.1 and cuInit where it exists, else the "
+        "libcufile gdsdiag finds or $CUDA_LIB): its I/O is sent one by one, as for any CUDA process",
+    )
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="LABEL=TREE[,VAR=VALUE...]",
+        help="trace with this tree and environment (repeatable; each round runs untraced, then every "
+        "variant in turn, so old and new share the machine's state); default: this tree as is",
+    )
     a = ap.parse_args()
     ops = a.ops or (400_000 if a.mode == "posix" else 50_000)
     flags = ["--per-io"] if a.per_io else []
+    variants = [parse_variant(v) for v in a.variant] or [("new", HERE, {})]
+    if a.cuda:
+        os.environ["WL_CUDA"] = cuda_library()
     with tempfile.TemporaryDirectory(dir=a.dir) as d:
         path = os.path.join(d, "bench.dat")
         with open(path, "wb") as f:
@@ -115,7 +173,9 @@ def main():
         def rate_of_run():
             try:
                 with open(res_path) as f:
-                    return float(f.read())
+                    rate, cpu_ns = map(float, f.read().split())
+                    rate_of_run.cpu_ns = cpu_ns
+                    return rate
             except (OSError, ValueError):
                 return None
             finally:
@@ -123,42 +183,61 @@ def main():
                     os.unlink(res_path)
 
         rounds = []
-        # the tracer's fixed cost (compile, attach, a trivial program)
-        run([sys.executable, "-m", "gdsdiag", "trace", "--json", *flags, "--", "/bin/true"])
-        fixed = run.cpu
+        fixed = {}
+        for label, tree, env in variants:
+            # the tracer's fixed cost (compile, attach, a trivial program), per variant (also fills
+            # its compiled-program cache)
+            run([sys.executable, "-m", "gdsdiag", "trace", "--json", *flags, "--", "/bin/true"], tree, env)
+            fixed[label] = run.cpu
         for _ in range(a.rounds):
             r, out = run(wcmd)
             base, base_cpu = rate_of_run(), run.cpu
-            t0 = time.monotonic()
-            r, out = run([sys.executable, "-m", "gdsdiag", "trace", "--json", *flags, "--", *wcmd])
-            wall = time.monotonic() - t0
-            traced_cpu = run.cpu
-            rate = rate_of_run()
-            summ = next((json.loads(x) for x in reversed(out) if x.startswith('{"type": "summary"')), None)
-            if rate is None or summ is None:  # the traced run failed: say how, keep the other rounds
-                rounds.append({"failed": f"rc {r.returncode}: {r.stderr.strip()[-300:]}"})
-                continue
-            ios = [json.loads(x) for x in out if x.startswith('{"type": "io"')]
-            extra = traced_cpu - base_cpu - fixed
-            events = summ["events"]
-            rounds.append(
-                {
-                    "untraced_ops_s": round(base),
-                    "traced_ops_s": round(rate),
-                    "ratio": round(rate / base, 3),
-                    "events": events,
-                    "events_per_s": round(events / (ops / rate)) if rate else None,
-                    "lost_events": summ["lost_events"],
-                    "ios_accounted": accounted(summ, path, ios),
-                    "counted_in_kernel": summ.get("ios_counted_in_kernel", 0),
-                    "tracer_cpu_s": round(extra, 2),
-                    "tracer_cpu_us_per_event": round(extra / max(events, 1) * 1e6, 2),
-                    "tracer_cpu_us_per_io": round(extra / ops * 1e6, 3),
-                    "traced_wall_s": round(wall, 1),
-                    "startup_s": summ.get("startup_s"),
-                }
-            )
-        ratios = sorted(x["ratio"] for x in rounds if "ratio" in x) or [0.0]
+            base_ns = rate_of_run.cpu_ns
+            for label, tree, env in variants:
+                t0 = time.monotonic()
+                r, out = run([sys.executable, "-m", "gdsdiag", "trace", "--json", *flags, "--", *wcmd], tree, env)
+                wall = time.monotonic() - t0
+                traced_cpu = run.cpu
+                rate = rate_of_run()
+                summ = next((json.loads(x) for x in reversed(out) if x.startswith('{"type": "summary"')), None)
+                if rate is None or summ is None:  # the traced run failed: say how, keep the other rounds
+                    rounds.append({"variant": label, "failed": f"rc {r.returncode}: {r.stderr.strip()[-300:]}"})
+                    continue
+                ios = [json.loads(x) for x in out if x.startswith('{"type": "io"')]
+                extra = traced_cpu - base_cpu - fixed[label]
+                events = summ["events"]
+                rounds.append(
+                    {
+                        "variant": label,
+                        "untraced_ops_s": round(base),
+                        "traced_ops_s": round(rate),
+                        "ratio": round(rate / base, 3),
+                        # the workload's own CPU per op, untraced / traced: what the probes add to
+                        # each syscall, whatever else the machine runs
+                        "cpu_ns_per_op": [round(base_ns), round(rate_of_run.cpu_ns)],
+                        "cpu_ratio": round(base_ns / rate_of_run.cpu_ns, 3),
+                        "events": events,
+                        "events_per_s": round(events / (ops / rate)) if rate else None,
+                        "lost_events": summ["lost_events"],
+                        "ios_accounted": accounted(summ, path, ios),
+                        "counted_in_kernel": summ.get("ios_counted_in_kernel", 0),
+                        "tracer_cpu_s": round(extra, 2),
+                        "tracer_cpu_us_per_event": round(extra / max(events, 1) * 1e6, 2),
+                        "tracer_cpu_us_per_io": round(extra / ops * 1e6, 3),
+                        "traced_wall_s": round(wall, 1),
+                        "startup_s": summ.get("startup_s"),
+                    }
+                )
+        medians = {}
+        for label, _, _ in variants:
+            ratios = sorted(x["ratio"] for x in rounds if x.get("variant") == label and "ratio" in x) or [0.0]
+            cr = sorted(x["cpu_ratio"] for x in rounds if x.get("variant") == label and "cpu_ratio" in x) or [0.0]
+            medians[label] = {
+                "median_cpu_ratio": cr[len(cr) // 2],
+                "median_ratio": ratios[len(ratios) // 2],
+                "median_loss_pct": round(100 * (1 - ratios[len(ratios) // 2]), 2),
+                "lost_events": [x.get("lost_events") for x in rounds if x.get("variant") == label],
+            }
         print(
             json.dumps(
                 {
@@ -169,14 +248,16 @@ def main():
                     "ops": ops,
                     "rate_asked": a.rate or None,
                     "per_io": a.per_io,
-                    "tracer_fixed_cpu_s": round(fixed, 2),
-                    "median_loss_pct": round(100 * (1 - ratios[len(ratios) // 2]), 2),
+                    "cuda_loaded": os.environ.get("WL_CUDA"),
+                    "variants": {label: {"tree": tree, "env": env} for label, tree, env in variants},
+                    "tracer_fixed_cpu_s": {k: round(v, 2) for k, v in fixed.items()},
+                    "median": medians,
+                    "median_loss_pct": next(iter(medians.values()))["median_loss_pct"],
                     "rounds": rounds,
                 },
                 indent=1,
             )
         )
-
 
 if __name__ == "__main__":
     main()

@@ -23,8 +23,43 @@ BPF_RINGBUF_OUTPUT(events, EVENTS_RING_PAGES);
 /* opens and execs carry a path: their own ring (fd -2 = an exec, path = the new program) */
 BPF_RINGBUF_OUTPUT(opens, OPENS_RING_PAGES);                       /* 4 MiB: Python and CUDA start-up open thousands of files */
 BPF_HASH(traced, u32, u8, 65536);                     /* tgids followed (and thread ids of theirs, harmlessly) */
-struct sys_enter_t { u64 ts; s64 fd; s64 buf; s64 count; s64 pos; s64 extra; u32 id; u32 counted; u64 fdv; };
-BPF_HASH(sys_args, u64, struct sys_enter_t, 10240);    /* tid -> syscall arguments (for the exit) */
+/* A syscall's arguments from its enter to its exit, per thread. Kept in an array indexed by the
+ * thread id's low bits (no lock, no allocation: a hash update and delete per syscall were half the
+ * probes' cost on a 4 KiB cached read); a slot still holding another thread's call in flight (its
+ * thread id shares the low bits and it is blocked or running elsewhere) is moved aside into the
+ * hash first, and the exit looks there when the slot is not its own. */
+struct sys_enter_t { u64 ts; s64 fd; s64 buf; s64 count; s64 pos; s64 extra; u32 id; u32 counted; u64 fdv; u64 pt; };
+#define SYS_SLOTS 65536
+BPF_ARRAY(sys_slots, struct sys_enter_t, SYS_SLOTS);
+BPF_HASH(sys_args, u64, struct sys_enter_t, 10240);    /* pid_tgid -> a call moved out of its slot */
+static __always_inline void args_put(u64 pt, struct sys_enter_t *s) {
+    u32 i = (u32)pt & (SYS_SLOTS - 1);
+    struct sys_enter_t *slot = sys_slots.lookup(&i);
+    if (!slot)
+        return;
+    if (slot->pt && slot->pt != pt) {
+        u64 other = slot->pt;
+        sys_args.update(&other, slot);
+    }
+    s->pt = pt;
+    __builtin_memcpy(slot, s, sizeof(*s));
+}
+static __always_inline struct sys_enter_t *args_get(u64 pt) {
+    u32 i = (u32)pt & (SYS_SLOTS - 1);
+    struct sys_enter_t *slot = sys_slots.lookup(&i);
+    if (slot && slot->pt == pt)
+        return slot;
+    return sys_args.lookup(&pt);
+}
+static __always_inline void args_del(u64 pt) {
+    u32 i = (u32)pt & (SYS_SLOTS - 1);
+    struct sys_enter_t *slot = sys_slots.lookup(&i);
+    if (slot && slot->pt == pt) {
+        slot->pt = 0;
+        return;
+    }
+    sys_args.delete(&pt);
+}
 BPF_HASH(handle_reg, u64, u64, 1024);                   /* tid -> CUfileHandle_t* being registered */
 BPF_HASH(handle_fd, u64, s64, 1024);                    /* tid -> fd being registered */
 BPF_HASH(blk_inflight, u64, u32, 10240);                /* (dev<<40 ^ sector) -> pid that issued */
@@ -101,20 +136,40 @@ BPF_HASH(hostagg, struct agg_key_t, struct agg_val_t, 65536);
 BPF_HASH(gpu_procs, u32, u8, 65536);                  /* tgids that opened libcuda/libcudart/libcufile */
 BPF_TABLE("lru_hash", u64, u64, pos_skip, 65536);   /* open serial -> bytes read()/write() moved while counted */
 BPF_ARRAY(drops, u64, 1);
-/* the same per process (tgid), so the summary can say whose events are missing; a tgid that finds
- * the map full counts in 'drops' only */
-BPF_HASH(drops_by_tgid, u32, u64, 4096);
-static __always_inline void count_drop(void) {
+/* the same per process (tgid), so the summary can say whose events are missing, and of them the
+ * reads and writes whose record could not be sent, with their bytes: the summary's I/O totals stay
+ * exact (those I/Os have no route, and say so). A tgid that finds the map full counts in 'drops' only. */
+struct lost_t { u64 events; u64 reads; u64 read_bytes; u64 writes; u64 write_bytes; };
+BPF_HASH(drops_by_tgid, u32, struct lost_t, 4096);
+static __always_inline void count_drop_io(u32 tgid, int io, s64 bytes) {
     int k = 0;
     u64 *d = drops.lookup(&k);
     if (d)
         __sync_fetch_and_add(d, 1);
-    u32 tgid = bpf_get_current_pid_tgid() >> 32;
-    u64 zero = 0;
+    struct lost_t zero = {};
     drops_by_tgid.insert(&tgid, &zero);     /* (BPF_NOEXIST: two CPUs never reset each other's count) */
-    u64 *n = drops_by_tgid.lookup(&tgid);
-    if (n)
-        __sync_fetch_and_add(n, 1);
+    struct lost_t *n = drops_by_tgid.lookup(&tgid);
+    if (!n)
+        return;
+    __sync_fetch_and_add(&n->events, 1);
+    if (bytes < 0)
+        bytes = 0;
+    if (io == 1) {
+        __sync_fetch_and_add(&n->reads, 1);
+        __sync_fetch_and_add(&n->read_bytes, bytes);
+    } else if (io == 2) {
+        __sync_fetch_and_add(&n->writes, 1);
+        __sync_fetch_and_add(&n->write_bytes, bytes);
+    }
+}
+static __always_inline void count_drop(void) { count_drop_io(bpf_get_current_pid_tgid() >> 32, 0, 0); }
+/* 1 for a read, 2 for a write (the syscall ids of host I/O), else 0 */
+static __always_inline int io_dir(u32 id) {
+    if (id == SYS_PREAD64 || id == SYS_PREADV || id == SYS_PREADV2 || id == SYS_READ || id == SYS_READV)
+        return 1;
+    if (id == SYS_PWRITE64 || id == SYS_PWRITEV || id == SYS_PWRITEV2 || id == SYS_WRITE || id == SYS_WRITEV)
+        return 2;
+    return 0;
 }
 
 /* What to trace, written by the reader into this map before the first event (bpf.py set_config),
@@ -145,6 +200,48 @@ static __always_inline int is_traced(u32 pid) {
     return 0;
 }
 
+/* Per thread, what every syscall asks first: is its process traced, has it a CUDA library (gpu_procs),
+ * is the thread inside a cuFile call (in_api). Kept in an array indexed by the thread id's low bits
+ * (no lock, no hash) and valid while the two epochs are those it was read at: the kernel bumps
+ * epoch[0] whenever the traced set or gpu_procs change (fork, exec, exit, a CUDA library opened),
+ * the reader epoch[1] when it writes them (bpf.py: add_pid, set_config); in_api is written through
+ * by the thread itself (mark_api). Three hash lookups per syscall became an array read. A process
+ * that moves into the --cgroup directory is found by asking again while it is not traced. */
+struct thread_t { u64 pt; u64 e0; u64 e1; u32 traced; u32 gpu; u32 in_api; u32 pad; };
+BPF_ARRAY(threads, struct thread_t, SYS_SLOTS);
+BPF_ARRAY(epoch, u64, 2);
+static __always_inline void bump_epoch(void) {
+    int z = 0;
+    u64 *e = epoch.lookup(&z);
+    if (e)
+        __sync_fetch_and_add(e, 1);
+}
+static __always_inline struct thread_t *thread_of(u64 pt) {
+    u32 i = (u32)pt & (SYS_SLOTS - 1);
+    int z = 0, o = 1;
+    struct thread_t *t = threads.lookup(&i);
+    u64 *e0 = epoch.lookup(&z), *e1 = epoch.lookup(&o);
+    if (!t || !e0 || !e1)
+        return NULL;
+    u64 a = *e0, b = *e1;
+    u32 tgid = pt >> 32;
+    if (t->pt == pt && t->e0 == a && t->e1 == b) {
+        if (!t->traced) {
+            struct config_t *c = cfg();
+            if (c && c->cgroup_id)
+                t->traced = is_traced(tgid);
+        }
+        return t;
+    }
+    t->pt = 0;
+    t->traced = is_traced(tgid);
+    t->gpu = gpu_procs.lookup(&tgid) != NULL;
+    t->in_api = in_api.lookup(&pt) != NULL;
+    t->e0 = a;
+    t->e1 = b;
+    t->pt = pt;
+    return t;
+}
 /* a record of the current thread in the events ring, stamped now; NULL (counted as lost) when full */
 static __always_inline struct event_t *reserve(u64 pt, u32 type, u32 id) {
     struct event_t *e = events.ringbuf_reserve(sizeof(struct event_t));
@@ -180,6 +277,10 @@ static __always_inline void mark_api(int on) {
         in_api.update(&tid, &one);
     else
         in_api.delete(&tid);
+    u32 i = (u32)tid & (SYS_SLOTS - 1);
+    struct thread_t *t = threads.lookup(&i);
+    if (t && t->pt == tid)
+        t->in_api = on;
 }
 int api_read_enter(struct pt_regs *ctx) {          /* cuFileRead(fh, buf, size, file_offset, buf_offset) */
     mark_api(1);
@@ -309,7 +410,8 @@ int memcpy_any(struct pt_regs *ctx) { if (inside_api()) return 0; return emit(ct
 /* ---- syscalls: compat I/O is plain POSIX on the registered file; applications read and write --- */
 static __always_inline int sys_enter(void *ctx, u32 id, s64 fd, s64 buf, s64 count, s64 pos, s64 extra) {
     u64 pt = bpf_get_current_pid_tgid();
-    if (!is_traced(pt >> 32))
+    struct thread_t *t = thread_of(pt);
+    if (!t || !t->traced)
         return 0;
     /* reads and writes of what is not file data stop here (ioctl on nvidia-fs's /dev node does not) */
     u64 v = fd_kind(pt, fd);
@@ -319,11 +421,10 @@ static __always_inline int sys_enter(void *ctx, u32 id, s64 fd, s64 buf, s64 cou
     u32 counted = 0;
     struct config_t *c = cfg();
     if (c && !c->per_io && (v & 0xff) == FD_DATA && (id <= SYS_PWRITEV2 || (id >= SYS_READ && id <= SYS_WRITEV))) {
-        u32 tgid = pt >> 32;
-        counted = !gpu_procs.lookup(&tgid) && !inside_api();
+        counted = !t->gpu && !t->in_api;
     }
     struct sys_enter_t s = {bpf_ktime_get_ns(), fd, buf, count, pos, extra, id, counted, v};
-    sys_args.update(&pt, &s);
+    args_put(pt, &s);
     return 0;
 }
 /* the v-forms: the first iovec's base is the host buffer a CUDA copy is matched against */
@@ -370,12 +471,12 @@ static __always_inline int host_io_counted(u64 pt, u32 id, u64 serial, struct sy
             pos_skip.update(&serial, &r);
         }
     }
-    sys_args.delete(&pt);
+    args_del(pt);
     return 1;
 }
 static __always_inline int sys_exit(void *ctx, s64 ret) {
     u64 pt = bpf_get_current_pid_tgid();
-    struct sys_enter_t *s = sys_args.lookup(&pt);
+    struct sys_enter_t *s = args_get(pt);
     if (!s)
         return 0;
     u32 type = EV_SYS_EXIT, id = s->id;
@@ -397,7 +498,7 @@ static __always_inline int sys_exit(void *ctx, s64 ret) {
     if (id >= SYS_DUP) {
         /* descriptor bookkeeping: only successful calls change the table */
         if (ret < 0) {
-            sys_args.delete(&pt);
+            args_del(pt);
             return 0;
         }
         type = EV_FD;
@@ -416,7 +517,7 @@ static __always_inline int sys_exit(void *ctx, s64 ret) {
             pos_skip.delete(&serial);          /* the lseek's result is the position from now on */
         }
         if (!report && id != SYS_MMAP) {
-            sys_args.delete(&pt);
+            args_del(pt);
             return 0;                          /* the reader never knew that descriptor */
         }
         if (id == SYS_MMAP) {
@@ -426,12 +527,19 @@ static __always_inline int sys_exit(void *ctx, s64 ret) {
         }
         id = id == SYS_DUP ? FDEV_DUP : id == SYS_LSEEK ? FDEV_LSEEK : FDEV_MMAP;
     }
-    struct event_t *e = reserve(pt, type, id);
+    struct event_t *e = events.ringbuf_reserve(sizeof(struct event_t));
     if (!e) {
-        sys_args.delete(&pt);
+        /* the ring is full: counted, and a read or write with its bytes (its route is not known) */
+        count_drop_io(pt >> 32, type == EV_SYS_EXIT ? io_dir(id) : 0, ret);
+        args_del(pt);
         return 0;
     }
-    u64 now = e->ts;
+    u64 now = bpf_ktime_get_ns();
+    e->pid = pt >> 32;
+    e->tid = (u32)pt;
+    e->type = type;
+    e->id = id;
+    bpf_get_current_comm(&e->comm, sizeof(e->comm));
     e->ts = s->ts;
     if (type == EV_FD) {
         /* dup: a0 old fd, a1 new fd, a2 cloexec; lseek: a0 fd, a1 new position; mmap: a0 fd, a1 address, a2 length, a3 file offset */
@@ -443,7 +551,7 @@ static __always_inline int sys_exit(void *ctx, s64 ret) {
         e->a[5] = ret;
         e->a[6] = now - s->ts;                       /* syscall latency */
     }
-    sys_args.delete(&pt);
+    args_del(pt);
     events.ringbuf_submit(e, 0);
     return 0;
 }
@@ -458,7 +566,7 @@ static __always_inline int aio_submit(s64 ctx_id, s64 nr_arg, s64 iocbpp) {
     if (!is_traced(pid))
         return 0;
     struct sys_enter_t s = {bpf_ktime_get_ns(), ctx_id, iocbpp, nr_arg, 0, 0, SYS_IO_SUBMIT};
-    sys_args.update(&pt, &s);
+    args_put(pt, &s);
     long nr = nr_arg;
     void **pp = (void **)iocbpp;
     struct event_t e = {};
@@ -524,7 +632,8 @@ TRACEPOINT_PROBE(io_uring, io_uring_complete) {
         return 0;
     struct event_t *e = events.ringbuf_reserve(sizeof(struct event_t));
     if (!e) {
-        count_drop();
+        u32 op = u->opcode;     /* READV 1, READ_FIXED 4, READ 22: reads; the rest of uring_rw: writes */
+        count_drop_io(u->pid, op == 1 || op == 4 || op == 22 ? 1 : 2, args->res);
         uring_reqs.delete(&key);
         return 0;
     }
@@ -595,7 +704,7 @@ static __always_inline int pipe2_exit(s64 ret) {
 TRACEPOINT_PROBE(filemap, mm_filemap_add_to_page_cache) {
     u64 pt = bpf_get_current_pid_tgid();
     u32 tgid = pt >> 32;
-    if (!is_traced(tgid) || sys_args.lookup(&pt))
+    if (!is_traced(tgid) || args_get(pt))
         return 0;
     u64 *mt = mmap_data.lookup(&tgid);
     if (!mt)
@@ -616,12 +725,14 @@ TRACEPOINT_PROBE(sched, sched_process_fork) {
     u32 child = args->child_pid;
     u8 one = 1;
     traced.update(&child, &one);
+    bump_epoch();
     /* the child holds the parent's descriptors under its own tgid, which the kernel map does not
      * know: report its closes; and it has the parent's libraries mapped */
     if (holders.lookup(&parent) || heirs.lookup(&parent))
         heirs.update(&child, &one);
     if (gpu_procs.lookup(&parent))
         gpu_procs.update(&child, &one);
+        bump_epoch();
     /* the child's comm is the parent's until it execs */
     return small_event(EV_PROC, PROC_FORK, parent, child);
 }
@@ -635,11 +746,13 @@ TRACEPOINT_PROBE(sched, sched_process_exec) {
         if (comm[0] == c->comm[0] && comm[1] == c->comm[1]) {
             u8 one = 1;
             traced.update(&pid, &one);
+            bump_epoch();
         }
     }
     if (!is_traced(pid))
         return 0;
     gpu_procs.delete(&pid);                 /* a new program: CUDA libraries are opened again */
+    bump_epoch();
     struct open_t o = {};
     o.ts = bpf_ktime_get_ns();
     o.pid = pid;
@@ -656,9 +769,11 @@ TRACEPOINT_PROBE(sched, sched_process_exit) {
     u64 pt = bpf_get_current_pid_tgid();
     u32 tgid = pt >> 32, tid = (u32)pt;
     if (tid != tgid) {
-        traced.delete(&tid);                /* a thread of a traced process (fork added it) */
+        int gone = traced.delete(&tid) == 0;   /* a thread of a traced process (fork added it) */
         heirs.delete(&tid);
-        gpu_procs.delete(&tid);
+        gone |= gpu_procs.delete(&tid) == 0;
+        if (gone)
+            bump_epoch();
         return 0;
     }
     if (!args->group_dead || !traced.lookup(&tgid))
@@ -668,6 +783,7 @@ TRACEPOINT_PROBE(sched, sched_process_exit) {
     heirs.delete(&tgid);
     holders.delete(&tgid);
     gpu_procs.delete(&tgid);
+    bump_epoch();
     return 0;
 }
 
@@ -755,6 +871,7 @@ static __always_inline int open_exit(void *ctx, s64 ret) {
     if (gpulib == 2) {
         u32 tgid = pt >> 32;
         gpu_procs.update(&tgid, &one);   /* its I/O is sent one by one from now on (a CUDA copy may follow) */
+        bump_epoch();
     }
     /* directories and O_PATH descriptors carry no file data (libcufile walks sysfs with tens of
      * thousands of openat(dirfd, "..") / O_PATH opens on start-up); one opened by an absolute path
@@ -793,9 +910,8 @@ static __always_inline int open_exit(void *ctx, s64 ret) {
  * numbers, which the per-syscall tracepoints never reported: such processes are not traced
  * correctly (CUDA has no 32-bit x86 host code). */
 #include <asm/unistd.h>
-TRACEPOINT_PROBE(raw_syscalls, sys_enter) {
-    long nr = args->id;
-    s64 a0 = args->args[0], a1 = args->args[1], a2 = args->args[2], a3 = args->args[3];
+static __always_inline int syscall_enter(long nr, const u64 *av) {
+    s64 a0 = av[0], a1 = av[1], a2 = av[2], a3 = av[3];
     u32 id;
     /* most take the fd as 'unsigned int' (what the per-syscall tracepoints recorded): the exceptions
      * say so */
@@ -806,8 +922,8 @@ TRACEPOINT_PROBE(raw_syscalls, sys_enter) {
     case __NR_pwrite64: id = SYS_PWRITE64; buf = a1; count = a2; pos = a3; break;
     case __NR_preadv: id = SYS_PREADV; fd = a0; buf = iov_base(a1); count = a2; pos = a3; break;
     case __NR_pwritev: id = SYS_PWRITEV; fd = a0; buf = iov_base(a1); count = a2; pos = a3; break;
-    case __NR_preadv2: id = SYS_PREADV2; fd = a0; buf = iov_base(a1); count = a2; pos = a3; extra = args->args[5]; break;
-    case __NR_pwritev2: id = SYS_PWRITEV2; fd = a0; buf = iov_base(a1); count = a2; pos = a3; extra = args->args[5]; break;
+    case __NR_preadv2: id = SYS_PREADV2; fd = a0; buf = iov_base(a1); count = a2; pos = a3; extra = av[5]; break;
+    case __NR_pwritev2: id = SYS_PWRITEV2; fd = a0; buf = iov_base(a1); count = a2; pos = a3; extra = av[5]; break;
     /* read/write/readv/writev: the offset is the file position, kept per (process, fd) by the reader
      * from open, lseek and the byte counts (pos = -1 here) */
     case __NR_read: id = SYS_READ; buf = a1; count = a2; break;
@@ -819,7 +935,7 @@ TRACEPOINT_PROBE(raw_syscalls, sys_enter) {
     case __NR_copy_file_range:     /* (fd_in, off_in, fd_out, off_out, len, flags) */
     case __NR_splice:              /* (the same order) */
         id = nr == __NR_splice ? SYS_SPLICE : SYS_COPY_FILE_RANGE;
-        fd = (int)a0; buf = (int)a2; count = args->args[4]; pos = user_off(a1); extra = user_off(a3);
+        fd = (int)a0; buf = (int)a2; count = av[4]; pos = user_off(a1); extra = user_off(a3);
         break;
     case __NR_sendfile:            /* sendfile64(out_fd, in_fd, offset, count) */
         id = SYS_SENDFILE; fd = (int)a1; buf = (int)a0; count = a3; pos = user_off(a2); extra = -1;
@@ -854,12 +970,12 @@ TRACEPOINT_PROBE(raw_syscalls, sys_enter) {
     case __NR_lseek: id = SYS_LSEEK; pos = 0; break;
     /* mmap of a file: where its pages live in the process (a CUDA copy from there reads the file) */
     case __NR_mmap:                /* (addr, len, prot, flags, fd, off) */
-        fd = (int)args->args[4];
+        fd = (int)av[4];
         if (fd < 0)                /* anonymous: the fd is -1 as an int */
             return 0;
         if (is_nodata(bpf_get_current_pid_tgid(), fd))
             return 0;              /* a library's segments */
-        id = SYS_MMAP; count = a1; pos = args->args[5];
+        id = SYS_MMAP; count = a1; pos = av[5];
         break;
     /* open/openat/openat2/creat: fd -> path from the stream itself, so short-lived programs and
      * --replay keep file names */
@@ -881,11 +997,9 @@ TRACEPOINT_PROBE(raw_syscalls, sys_enter) {
     default:
         return 0;
     }
-    return sys_enter(args, id, fd, buf, count, pos, extra);
+    return sys_enter(0, id, fd, buf, count, pos, extra);
 }
-TRACEPOINT_PROBE(raw_syscalls, sys_exit) {
-    long nr = args->id;
-    s64 ret = args->ret;
+static __always_inline int syscall_exit(long nr, s64 ret) {
     switch (nr) {
     case __NR_pread64: case __NR_pwrite64: case __NR_preadv: case __NR_pwritev: case __NR_preadv2:
     case __NR_pwritev2: case __NR_read: case __NR_write: case __NR_readv: case __NR_writev:
@@ -895,7 +1009,7 @@ TRACEPOINT_PROBE(raw_syscalls, sys_exit) {
 #ifdef __NR_dup2
     case __NR_dup2:
 #endif
-        return sys_exit(args, ret);
+        return sys_exit(0, ret);
     case __NR_openat: case __NR_openat2:
 #ifdef __NR_open
     case __NR_open:
@@ -903,7 +1017,7 @@ TRACEPOINT_PROBE(raw_syscalls, sys_exit) {
 #ifdef __NR_creat
     case __NR_creat:
 #endif
-        return open_exit(args, ret);
+        return open_exit(0, ret);
     /* descriptors that are never file data: pipes, sockets, eventfds, epoll */
     case __NR_socket: case __NR_accept4: case __NR_eventfd2: case __NR_epoll_create1:
     case __NR_memfd_create: case __NR_timerfd_create: case __NR_inotify_init1:
@@ -917,6 +1031,70 @@ TRACEPOINT_PROBE(raw_syscalls, sys_exit) {
         return 0;
     }
 }
+
+#if RAW_SYSCALLS
+/* Raw tracepoints (x86-64): the program gets the syscall's saved user registers and number (or
+ * return value) and nothing is copied for it. The classic raw_syscalls tracepoints fill a perf
+ * trace record (number and all six arguments) for every syscall of every process before the program
+ * runs. The registers are read only for the syscalls handled (one read of r10..di, the argument
+ * registers, at their offsets in struct pt_regs: the user-visible register frame, the same in every
+ * kernel); at the exit the number is orig_ax, the registers' syscall number. */
+static __always_inline int enter_wanted(long nr) {
+    switch (nr) {
+    case __NR_pread64: case __NR_pwrite64: case __NR_preadv: case __NR_pwritev: case __NR_preadv2:
+    case __NR_pwritev2: case __NR_read: case __NR_write: case __NR_readv: case __NR_writev:
+    case __NR_copy_file_range: case __NR_splice: case __NR_sendfile: case __NR_ioctl:
+    case __NR_io_uring_enter: case __NR_io_submit: case __NR_close: case __NR_pipe2: case __NR_dup:
+    case __NR_dup3: case __NR_fcntl: case __NR_lseek: case __NR_mmap: case __NR_openat: case __NR_openat2:
+#ifdef __NR_dup2
+    case __NR_dup2:
+#endif
+#ifdef __NR_open
+    case __NR_open:
+#endif
+#ifdef __NR_creat
+    case __NR_creat:
+#endif
+        return 1;
+    default:
+        return 0;
+    }
+}
+RAW_TRACEPOINT_PROBE(sys_enter) {
+    long nr = ctx->args[1];
+    if (!enter_wanted(nr))
+        return 0;
+    struct thread_t *t = thread_of(bpf_get_current_pid_tgid());
+    if (!t || !t->traced)
+        return 0;                       /* (before the registers are read) */
+    u64 r[8] = {};          /* r10 r9 r8 ax cx dx si di: struct pt_regs bytes 56..119 */
+    bpf_probe_read_kernel(&r, sizeof(r), (char *)ctx->args[0] + 56);
+    u64 av[6] = {r[7], r[6], r[5], r[0], r[2], r[1]};     /* di si dx r10 r8 r9: the syscall ABI */
+    return syscall_enter(nr, av);
+}
+RAW_TRACEPOINT_PROBE(sys_exit) {
+    /* a call whose arguments its enter kept (the I/O and descriptor syscalls): straight to its exit;
+     * else only a traced thread's call can matter (an open, a socket, a pipe, or arguments moved
+     * out of their slot): its number is read then */
+    u64 pt = bpf_get_current_pid_tgid();
+    u32 i = (u32)pt & (SYS_SLOTS - 1);
+    struct sys_enter_t *slot = sys_slots.lookup(&i);
+    if (slot && slot->pt == pt)
+        return sys_exit(0, (s64)ctx->args[1]);
+    struct thread_t *t = thread_of(pt);
+    if (!t || !t->traced)
+        return 0;
+    long nr = -1;
+    bpf_probe_read_kernel(&nr, sizeof(nr), (char *)ctx->args[0] + 120);   /* orig_ax */
+    return syscall_exit(nr, (s64)ctx->args[1]);
+}
+#else
+TRACEPOINT_PROBE(raw_syscalls, sys_enter) {
+    u64 av[6] = {args->args[0], args->args[1], args->args[2], args->args[3], args->args[4], args->args[5]};
+    return syscall_enter(args->id, av);
+}
+TRACEPOINT_PROBE(raw_syscalls, sys_exit) { return syscall_exit(args->id, args->ret); }
+#endif
 
 /* ---- block layer: which device served the bytes (with --block: two events per request) --------- */
 #if TRACE_BLOCK

@@ -219,7 +219,11 @@ def render_summary(console: Console, res, as_json: bool) -> None:
         )
         by = getattr(res, "lost_by_process", [])
         if by:
-            who = ", ".join(f"{r['comm'] or '?'}/{r['pid']} {r['lost']}" for r in by[:10])
+            who = ", ".join(
+                f"{r['comm'] or '?'}/{r['pid']} {r['lost']}"
+                + (f" ({r['ios']} I/Os, {r.get('bytes', 0)} bytes, counted: no route)" if r.get("ios") else "")
+                for r in by[:10]
+            )
             console.print(f"  lost per process: {who}" + (" …" if len(by) > 10 else ""), style="red", markup=False)
     if getattr(res, "unclassified_at_stop", 0):
         console.print(

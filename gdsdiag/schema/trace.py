@@ -100,10 +100,12 @@ class TreeRow(TypedDict):
     routes: dict[str, int]
 
 
-class LostRow(TypedDict):
+class LostRow(TypedDict, total=False):
     pid: int
     comm: str | None
     lost: int
+    ios: int  # reads and writes among the lost events (counted in the kernel)
+    bytes: int  # the bytes those moved
 
 
 class Summary(TypedDict):
@@ -111,6 +113,8 @@ class Summary(TypedDict):
     routes: dict[str, RouteStats]
     ios: int
     ios_counted_in_kernel: int
+    ios_lost_in_kernel: int
+    bytes_lost_in_kernel: int
     host_io_counted: list[CountedRow]
     events: int
     lost_events: int

@@ -138,9 +138,18 @@ def program_text(block: bool = False) -> str:
     are not in it: they go into its 'config' map at load time (set_config), so one compiled program
     (and one entry of the compiled-program cache) serves every filter. --block adds tracepoints."""
     src = probe_source("cufile_trace.c")
-    defs = f"#define TRACE_BLOCK {1 if block else 0}\n"
+    defs = f"#define TRACE_BLOCK {1 if block else 0}\n#define RAW_SYSCALLS {1 if raw_syscalls() else 0}\n"
     src = src.replace("/*EVENTDEFS*/", c_defines() + defs, 1)
     return src.replace("/*BATCH_BLOCKS*/", _batch_blocks()).replace("/*AIO_BLOCKS*/", _aio_blocks())
+
+
+def raw_syscalls() -> bool:
+    """Syscalls through raw tracepoints (x86-64; the register layout is read there): no perf record
+    is filled for each syscall of every process. GDSDIAG_RAW_SYSCALLS=0 keeps the classic
+    raw_syscalls tracepoints (the baseline of benchmarks/trace_overhead.py)."""
+    import platform
+
+    return platform.machine() == "x86_64" and os.environ.get("GDSDIAG_RAW_SYSCALLS", "1") != "0"
 
 
 def config_values(
@@ -276,7 +285,8 @@ class Probes:
         self.timing["compile_load_s"] = round(time.monotonic() - t, 2)
         t = time.monotonic()
         self.attached += [
-            "tracepoint raw_syscalls: sys_enter/sys_exit for open/openat/openat2/creat/close/dup*/"
+            ("raw tracepoint" if raw_syscalls() else "tracepoint raw_syscalls:")
+            + " sys_enter/sys_exit for open/openat/openat2/creat/close/dup*/"
             "fcntl(F_DUPFD)/lseek/mmap, read/write/readv/writev/pread64/pwrite64/preadv(2)/pwritev(2), "
             "copy_file_range/sendfile/splice, ioctl(nvidia-fs), io_submit (per iocb), io_uring_enter",
             "tracepoint io_uring: submit_req/file_get/complete (joined per request)",
@@ -472,6 +482,7 @@ class Probes:
             if base.startswith(("libcufile.so", "libcuda.so", "libcudart.so")):
                 # a process with CUDA mapped: its host I/O is sent one by one (a copy may follow)
                 self.b["gpu_procs"][ctypes.c_uint32(pid)] = ctypes.c_uint8(1)
+                self.bump_epoch()
             if base.startswith(("libcufile.so", "libcuda.so")) and not p.endswith(" (deleted)"):
                 self.attach_library(p, pid)
 
@@ -603,17 +614,36 @@ class Probes:
         v.cgroup_id, v.cgroup_level, v.trace_all, v.per_io, v.comm_len = cg_id, cg_level, trace_all, per_io, n
         v.comm[0], v.comm[1] = w0, w1
         t[ctypes.c_int(0)] = v
+        self.bump_epoch()
 
     def lost_by_process(self) -> list[dict]:
-        """Events the kernel dropped (ring full), per process: [{pid, lost}], most first."""
+        """Events the kernel dropped (ring full), per process, most first: [{pid, lost, ios, bytes}],
+        ios/bytes the reads and writes among them (counted in the kernel, with the bytes they moved)."""
         try:
-            items = [(int(k.value), int(v.value)) for k, v in self.b["drops_by_tgid"].items()]
-        except Exception:
+            items = [(int(k.value), v) for k, v in self.b["drops_by_tgid"].items()]
+        except (KeyError, OSError, AttributeError):  # (a program of an older layout, or maps gone)
             return []
-        return [{"pid": p, "lost": n} for p, n in sorted(items, key=lambda x: (-x[1], x[0])) if n]
+        rows = [
+            {
+                "pid": p,
+                "lost": int(v.events),
+                "ios": int(v.reads) + int(v.writes),
+                "bytes": int(v.read_bytes) + int(v.write_bytes),
+            }
+            for p, v in items
+            if int(v.events)
+        ]
+        return sorted(rows, key=lambda r: (-r["lost"], r["pid"]))
 
     def add_pid(self, pid: int) -> None:
         self.b["traced"][ctypes.c_uint32(pid)] = ctypes.c_uint8(1)
+        self.bump_epoch()
+
+    def bump_epoch(self) -> None:
+        """The traced set, gpu_procs or the config changed from here: every thread's cached view of
+        them (the program's 'threads' array) is read again at its next syscall."""
+        self._epoch = getattr(self, "_epoch", 0) + 1
+        self.b["epoch"][ctypes.c_int(1)] = ctypes.c_uint64(self._epoch)
 
     def adopt(self, pids: list[int]) -> None:
         """Processes that existed before the probes: their open descriptors (path, position, flags)

@@ -281,16 +281,24 @@ def cached_bpf(bcc, doc: dict):
                 struct.pack_into("<i", insns, off + 4, remap[imm])
             buf = (ctypes.c_char * len(insns)).from_buffer(insns)
             b.insns[name] = bytes(insns)
-            ptype = BPF.TRACEPOINT if name.startswith("tracepoint__") else BPF.KPROBE
+            ptype = (
+                BPF.TRACEPOINT
+                if name.startswith("tracepoint__")
+                else BPF.RAW_TRACEPOINT
+                if name.startswith("raw_tracepoint__")
+                else BPF.KPROBE
+            )
             fd = lib.bcc_prog_load(
                 ptype, name.encode()[:15], ctypes.addressof(buf), len(insns), lic, doc["kern_version"], 0, None, 0
             )
             if fd < 0:
                 raise OSError(ctypes.get_errno(), f"program {name}: {os.strerror(ctypes.get_errno())}")
             b.funcs[name.encode()] = BPF.Function(b, name.encode(), fd)
-        # what BPF() does after a compile: attach every TRACEPOINT_PROBE
+        # what BPF() does after a compile: attach every TRACEPOINT_PROBE and RAW_TRACEPOINT_PROBE
         for name in doc["functions"]:
-            if name.startswith("tracepoint__"):
+            if name.startswith("raw_tracepoint__"):
+                b.attach_raw_tracepoint(tp=name[len("raw_tracepoint__") :].encode(), fn_name=name.encode())
+            elif name.startswith("tracepoint__"):
                 cat, _, ev = name[len("tracepoint__") :].partition("__")
                 b.attach_tracepoint(tp=f"{cat}:{ev}".encode(), fn_name=name.encode())
     except BaseException:

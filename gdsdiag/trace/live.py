@@ -38,12 +38,22 @@ class TraceResult:
     lost_by_process: list[dict] = field(default_factory=list)  # events the kernel dropped, per process
     unclassified_at_stop: int = 0  # events still queued when a signal stopped the trace (STOP_BUDGET_S)
 
+    def ios_lost(self) -> tuple[int, int]:
+        """Reads and writes whose record the kernel could not send (ring full), and their bytes:
+        counted there, so the totals stay exact; they have no route."""
+        return (
+            sum(r.get("ios", 0) for r in self.lost_by_process),
+            sum(r.get("bytes", 0) for r in self.lost_by_process),
+        )
+
     def summary_json(self) -> schema.Summary:
         return {
             "type": "summary",
             "routes": self.summary,
-            "ios": len(self.verdicts) + sum(r["count"] for r in self.counted),
+            "ios": len(self.verdicts) + sum(r["count"] for r in self.counted) + self.ios_lost()[0],
             "ios_counted_in_kernel": sum(r["count"] for r in self.counted),
+            "ios_lost_in_kernel": self.ios_lost()[0],
+            "bytes_lost_in_kernel": self.ios_lost()[1],
             "host_io_counted": cast("list[schema.CountedRow]", self.counted),
             "events": self.events,
             "lost_events": self.lost,
@@ -89,7 +99,7 @@ def _finish(clf, counter, verdicts, **kw) -> TraceResult:
     summary = summarize(verdicts)
     merge_summary(summary, rows)
     lost = kw.pop("lost_by_process", [])
-    named = [{"pid": r["pid"], "comm": _comm(clf, r["pid"]), "lost": r["lost"]} for r in lost]
+    named = [{"pid": r["pid"], "comm": _comm(clf, r["pid"]), **{k: v for k, v in r.items() if k != "pid"}} for r in lost]
     return TraceResult(
         verdicts,
         summary,
