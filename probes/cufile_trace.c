@@ -80,6 +80,14 @@ BPF_HASH(in_api, u64, u8, 10240);                       /* tid inside cuFileRead
  * any headers bcc finds (the dev VM runs 6.18 with Debian's 6.1 headers). An LRU map: entries of
  * processes that exit with descriptors open are evicted, never a reason for a failed update. */
 BPF_TABLE("lru_hash", u64, u64, fdinfo, 262144);
+/* change counters the per-thread caches are checked against (thread_of, fd_kind_of): [0] the traced
+ * set and gpu_procs (here), [1] anything the reader writes, [2] the descriptor table (here) */
+BPF_ARRAY(epoch, u64, 3);
+static __always_inline void bump(int i) {
+    u64 *e = epoch.lookup(&i);
+    if (e)
+        __sync_fetch_and_add(e, 1);
+}
 /* tgids whose descriptors the kernel may not know (forked from, or adopted as, a process holding
  * named descriptors): their closes, dups and lseeks of unknown descriptors are still reported */
 BPF_HASH(heirs, u32, u8, 65536);
@@ -89,6 +97,7 @@ static __always_inline void set_fd(u64 pt, s64 fd, u64 v) {
     u64 k = fd_key(pt, fd);
     if (fd >= 0)
         fdinfo.update(&k, &v);
+    bump(2);
     if ((v & 0xff) == FD_DATA || (v & 0xff) == FD_NAMEDDIR) {
         u32 tgid = pt >> 32;
         u8 one = 1;
@@ -207,15 +216,9 @@ static __always_inline int is_traced(u32 pid) {
  * the reader epoch[1] when it writes them (bpf.py: add_pid, set_config); in_api is written through
  * by the thread itself (mark_api). Three hash lookups per syscall became an array read. A process
  * that moves into the --cgroup directory is found by asking again while it is not traced. */
-struct thread_t { u64 pt; u64 e0; u64 e1; u32 traced; u32 gpu; u32 in_api; u32 pad; };
+struct thread_t { u64 pt; u64 e0; u64 e1; u32 traced; u32 gpu; u32 in_api; u32 pad; s64 fd; u64 fdv; u64 fe; };
 BPF_ARRAY(threads, struct thread_t, SYS_SLOTS);
-BPF_ARRAY(epoch, u64, 2);
-static __always_inline void bump_epoch(void) {
-    int z = 0;
-    u64 *e = epoch.lookup(&z);
-    if (e)
-        __sync_fetch_and_add(e, 1);
-}
+static __always_inline void bump_epoch(void) { bump(0); }
 static __always_inline struct thread_t *thread_of(u64 pt) {
     u32 i = (u32)pt & (SYS_SLOTS - 1);
     int z = 0, o = 1;
@@ -239,8 +242,25 @@ static __always_inline struct thread_t *thread_of(u64 pt) {
     t->in_api = in_api.lookup(&pt) != NULL;
     t->e0 = a;
     t->e1 = b;
+    t->fd = -1;
     t->pt = pt;
     return t;
+}
+/* fd_kind through the thread's cache of its last descriptor: valid while epoch[2] (bumped at every
+ * change of the kernel's descriptor table: set_fd, close, dup) and epoch[1] are what they were */
+static __always_inline u64 fd_kind_of(struct thread_t *t, u64 pt, s64 fd) {
+    int two = 2;
+    u64 *fe = epoch.lookup(&two);
+    if (!fe)
+        return fd_kind(pt, fd);
+    u64 now = *fe;
+    if (t->fd == fd && t->fe == now)
+        return t->fdv;
+    u64 v = fd_kind(pt, fd);
+    t->fdv = v;
+    t->fe = now;
+    t->fd = fd;
+    return v;
 }
 /* a record of the current thread in the events ring, stamped now; NULL (counted as lost) when full */
 static __always_inline struct event_t *reserve(u64 pt, u32 type, u32 id) {
@@ -414,7 +434,7 @@ static __always_inline int sys_enter(void *ctx, u32 id, s64 fd, s64 buf, s64 cou
     if (!t || !t->traced)
         return 0;
     /* reads and writes of what is not file data stop here (ioctl on nvidia-fs's /dev node does not) */
-    u64 v = fd_kind(pt, fd);
+    u64 v = fd_kind_of(t, pt, fd);
     if (id != SYS_IOCTL && id != SYS_IO_URING_ENTER && id != SYS_IO_SUBMIT && id != SYS_DUP && kind_nodata(v))
         return 0;
     /* decided here, once: host I/O on a data file that the exit adds to the counters (host_io_counted) */
@@ -511,6 +531,7 @@ static __always_inline int sys_exit(void *ctx, s64 ret) {
                 fdinfo.update(&nk, &old);
             else
                 fdinfo.delete(&nk);
+            bump(2);
         }
         if (id == SYS_LSEEK && (old & 0xff) == FD_DATA) {
             u64 serial = old >> 8;
@@ -665,6 +686,7 @@ static __always_inline int close_enter(s64 fd) {
     if (v) {
         int named = kind_named(*v);
         fdinfo.delete(&k);
+        bump(2);
         if (!named)
             return 0;            /* the reader never knew it: nothing to forget */
     } else if (!is_heir(pt)) {

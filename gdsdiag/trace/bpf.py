@@ -670,6 +670,7 @@ class Probes:
                     serial = self._adopt_serial
                     kind = FD_DATA | serial << 8
                 self.b["fdinfo"][ctypes.c_uint64(pid << 32 | fd)] = ctypes.c_uint64(kind)
+                self.bump_epoch()  # (the threads' cached descriptor kinds)
                 self._events.append(
                     Event(ts, pid, pid, "open", "adopted", [fd, flags, pos, dev, ino, -100, serial], info.comm, path)
                 )
