@@ -182,6 +182,8 @@ def round_signal(tree: str, sig: int, twice: bool = False, load: str | None = No
         summ = got["summary"]
         extra = {f"{key}_events": summ["events"], f"{key}_lost": summ["lost_events"]}
         extra[f"{key}_unclassified"] = summ.get("unclassified_at_stop")
+        extra[f"{key}_ios_lost_in_kernel"] = summ.get("ios_lost_in_kernel")
+        extra[f"{key}_stop_phases"] = {k: v for k, v in summ.get("startup_s", {}).items() if k.startswith("stop_")}
     return {
         f"{key}_to_summary_s": round(t_sum - t_sig, 3) if t_sum else None,
         f"{key}_to_exit_s": round(t_exit - t_sig, 3),
@@ -197,6 +199,7 @@ def main() -> None:
     ap.add_argument("--tree", action="append", help="a gdsdiag checkout (repeatable; default: this one)")
     ap.add_argument("--out")
     ap.add_argument("--quick", action="store_true", help="trace -- true and the exit only (no signals)")
+    ap.add_argument("--load-only", action="store_true", help="TERM under load only (each round)")
     a = ap.parse_args()
     trees = [os.path.abspath(t) for t in (a.tree or [HERE])]
     res: dict = {"machine": os.uname().nodename, "kernel": os.uname().release, "nproc": os.cpu_count(), "trees": {}}
@@ -205,8 +208,13 @@ def main() -> None:
         round_true(tree)  # warm-up: fills the compiled-program cache for this tree's program
         rounds = []
         for i in range(a.rounds):
-            r = {**round_true(tree), **round_exit(tree, f"bench{uuid.uuid4().hex[:6]}")}
-            if not a.quick:
+            r = {} if a.load_only else {**round_true(tree), **round_exit(tree, f"bench{uuid.uuid4().hex[:6]}")}
+            if a.load_only:
+                with tempfile.NamedTemporaryFile(dir="/var/tmp") as data:
+                    data.write(os.urandom(4 << 20))
+                    data.flush()
+                    r.update(round_signal(tree, signal.SIGTERM, load=data.name))
+            elif not a.quick:
                 for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                     r.update(round_signal(tree, sig))
                 r.update(round_signal(tree, signal.SIGTERM, twice=True))

@@ -259,5 +259,6 @@ def main():
             )
         )
 
+
 if __name__ == "__main__":
     main()

@@ -121,7 +121,7 @@ def main():
             path = os.path.join(d, "bench.dat")
             with open(path, "wb") as f:
                 f.write(os.urandom(64 << 20))
-            for label, tree, env in variants:  # warm-up: fills each variant's compiled-program cache
+            for _label, tree, env in variants:  # warm-up: fills each variant's compiled-program cache
                 subprocess.run(
                     [sys.executable, "-c", CHILD, path, "1000", "0", cuda, WORKLOAD],
                     cwd=tree,

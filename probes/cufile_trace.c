@@ -29,7 +29,6 @@ BPF_HASH(traced, u32, u8, 65536);                     /* tgids followed (and thr
  * thread id shares the low bits and it is blocked or running elsewhere) is moved aside into the
  * hash first, and the exit looks there when the slot is not its own. */
 struct sys_enter_t { u64 ts; s64 fd; s64 buf; s64 count; s64 pos; s64 extra; u32 id; u32 counted; u64 fdv; u64 pt; };
-#define SYS_SLOTS 65536
 BPF_ARRAY(sys_slots, struct sys_enter_t, SYS_SLOTS);
 BPF_HASH(sys_args, u64, struct sys_enter_t, 10240);    /* pid_tgid -> a call moved out of its slot */
 static __always_inline void args_put(u64 pt, struct sys_enter_t *s) {

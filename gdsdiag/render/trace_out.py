@@ -232,5 +232,16 @@ def render_summary(console: Console, res, as_json: bool) -> None:
             style="bold red",
             markup=False,
         )
+        by = [r for r in getattr(res, "unclassified_by_process", []) if r.get("ios")]
+        if by:
+            who = ", ".join(f"{r['comm'] or '?'}/{r['pid']} {r['ios']} I/Os, {r['bytes']} bytes" for r in by[:10])
+            console.print(f"  not classified (counted, no route): {who}", style="red", markup=False)
+    if getattr(res, "verdicts_not_printed", 0):
+        console.print(
+            f"note: {res.verdicts_not_printed} verdicts held for a possible CUDA copy at the stop were not "
+            f"printed (the stop's time budget); they are in the totals above (--record keeps every event)",
+            style="yellow",
+            markup=False,
+        )
     for f in res.failed:
         console.print(f"not attached: {f}", style="dim", markup=False)

@@ -106,6 +106,7 @@ class LostRow(TypedDict, total=False):
     lost: int
     ios: int  # reads and writes among the lost events (counted in the kernel)
     bytes: int  # the bytes those moved
+    events: int  # (unclassified_by_process: the events not classified)
 
 
 class Summary(TypedDict):
@@ -120,6 +121,8 @@ class Summary(TypedDict):
     lost_events: int
     lost_by_process: list[LostRow]
     unclassified_at_stop: int
+    unclassified_by_process: list[LostRow]
+    verdicts_not_printed: int
     probes_attached: list[str]
     probes_not_attached: list[str]
     traced_exit_code: int | None

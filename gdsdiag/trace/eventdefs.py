@@ -115,6 +115,7 @@ CONSTANTS = _table("""
     OPENS_RING_PAGES 1024       # 4 MiB: ~12k opens/execs (only data, named directories, CUDA libraries)
     BATCH_MAX 8                 # cuFileBatchIOSubmit requests sent per call
     AIO_MAX 8                   # io_submit iocbs sent per call
+    SYS_SLOTS 65536             # per-thread slots (syscall arguments, cached state), by thread id's low bits
 """)
 BATCH_MAX = dict(CONSTANTS)["BATCH_MAX"]
 AIO_MAX = dict(CONSTANTS)["AIO_MAX"]

@@ -37,6 +37,8 @@ class TraceResult:
     trees: list[dict] = field(default_factory=list)  # per traced process tree (Classifier.tree_summary)
     lost_by_process: list[dict] = field(default_factory=list)  # events the kernel dropped, per process
     unclassified_at_stop: int = 0  # events still queued when a signal stopped the trace (STOP_BUDGET_S)
+    unclassified_by_process: list[dict] = field(default_factory=list)  # the same per process, their I/Os and bytes
+    verdicts_not_printed: int = 0  # held verdicts past STOP_PRINT_S after a signal (in the totals)
 
     def ios_lost(self) -> tuple[int, int]:
         """Reads and writes whose record the kernel could not send (ring full), and their bytes:
@@ -50,7 +52,10 @@ class TraceResult:
         return {
             "type": "summary",
             "routes": self.summary,
-            "ios": len(self.verdicts) + sum(r["count"] for r in self.counted) + self.ios_lost()[0],
+            "ios": len(self.verdicts)
+            + sum(r["count"] for r in self.counted)
+            + self.ios_lost()[0]
+            + sum(r["ios"] for r in self.unclassified_by_process),
             "ios_counted_in_kernel": sum(r["count"] for r in self.counted),
             "ios_lost_in_kernel": self.ios_lost()[0],
             "bytes_lost_in_kernel": self.ios_lost()[1],
@@ -59,6 +64,8 @@ class TraceResult:
             "lost_events": self.lost,
             "lost_by_process": cast("list[schema.LostRow]", self.lost_by_process),
             "unclassified_at_stop": self.unclassified_at_stop,
+            "unclassified_by_process": cast("list[schema.LostRow]", self.unclassified_by_process),
+            "verdicts_not_printed": self.verdicts_not_printed,
             "probes_attached": self.attached,
             "probes_not_attached": self.failed,
             "traced_exit_code": self.exit_code,
@@ -76,7 +83,25 @@ CHUNK = 1024  # events (or verdicts) handled between two drains of the ring buff
 # hold a million events (a minute of classifying), and the summary must be out within a second.
 # What is left is counted (``unclassified_at_stop``), never silently dropped.
 STOP_BUDGET_S = 0.3
-STOP_RAW = 100_000
+# (decoding is part of the budget: ~20k records is what 0.3 s classifies on a loaded 2-vCPU VM;
+# the records dropped beyond them are counted per process, with their reads and writes and bytes)
+STOP_RAW = 20_000
+# and the verdicts the classifier still held for a possible CUDA copy are printed for at most this
+# long after a signal; the rest are in the summary's totals (and --record keeps every event)
+STOP_PRINT_S = 0.2
+IO_NAMES = frozenset(
+    ("pread64", "pwrite64", "preadv", "pwritev", "preadv2", "pwritev2", "read", "write", "readv", "writev")
+)
+
+
+def _tally_events(evs, into: dict[int, list[int]]) -> None:
+    """Per process: events, and the reads and writes among them with their bytes (not classified)."""
+    for e in evs:
+        row = into.setdefault(e.pid, [0, 0, 0])
+        row[0] += 1
+        if e.kind == "sys_exit" and e.name in IO_NAMES:
+            row[1] += 1
+            row[2] += max(e.args[5], 0)
 
 
 def _processes(clf, counted: list[dict] | None = None) -> list[dict]:
@@ -99,7 +124,14 @@ def _finish(clf, counter, verdicts, **kw) -> TraceResult:
     summary = summarize(verdicts)
     merge_summary(summary, rows)
     lost = kw.pop("lost_by_process", [])
-    named = [{"pid": r["pid"], "comm": _comm(clf, r["pid"]), **{k: v for k, v in r.items() if k != "pid"}} for r in lost]
+    unsent = kw.pop("unclassified_by_process", {})
+    kw["unclassified_by_process"] = [
+        {"pid": pid, "comm": _comm(clf, pid), "events": n, "ios": ios, "bytes": nbytes}
+        for pid, (n, ios, nbytes) in sorted(unsent.items(), key=lambda x: (-x[1][0], x[0]))
+    ]
+    named = [
+        {"pid": r["pid"], "comm": _comm(clf, r["pid"]), **{k: v for k, v in r.items() if k != "pid"}} for r in lost
+    ]
     return TraceResult(
         verdicts,
         summary,
@@ -281,6 +313,7 @@ def run_live(
         stop["flag"] = True
         if stop["signum"] is None:  # the first signal names the stop (its exit code); later ones only note
             stop["signum"] = signum
+            stop["t"] = time.monotonic()
 
     def counted_now() -> list[dict]:
         """The kernel's host-I/O counters as they stand, named as the summary names them."""
@@ -290,6 +323,8 @@ def run_live(
 
     queued: list = []  # events taken but not classified when a stop signal came (oldest first)
     unclassified = 0
+    unsent: dict[int, list[int]] = {}  # of those, per process: [events, reads+writes, their bytes]
+    unprinted: list = []  # verdicts made after a stop signal, before the loop ended
 
     def take(timeout_ms: int, final: bool = False, deadline: float | None = None) -> None:
         """Poll once: record the raw events (if asked) and feed them to the classifier. Once a stop
@@ -297,7 +332,7 @@ def run_live(
         DEADLINE and counts what is left."""
         nonlocal nevents, unclassified
         if deadline is not None:
-            unclassified += probes.drop_raw_beyond(STOP_RAW)
+            unclassified += probes.drop_raw_beyond(STOP_RAW, unsent)
         new = probes.poll(timeout_ms, final)
         nevents += len(new)
         # a process that exec'd or mapped a file we do not know as data may have loaded a library:
@@ -317,6 +352,7 @@ def run_live(
         for i in range(0, len(evs), CHUNK):
             if deadline is not None and time.monotonic() > deadline:
                 unclassified += len(evs) - i
+                _tally_events(evs[i:], unsent)
                 break
             if stop["flag"] and not final:
                 queued.extend(evs[i:])
@@ -347,7 +383,10 @@ def run_live(
                 clf.advance()
                 for n, v in enumerate(clf.drain(), 1):
                     verdicts.append(v)
-                    on_verdict(v)
+                    if stop["flag"]:
+                        unprinted.append(v)  # (a signal came: printed with the held ones, in the stop's budget)
+                    else:
+                        on_verdict(v)
                     if n % CHUNK == 0:
                         probes.drain()
                 if on_tick is not None:
@@ -377,8 +416,12 @@ def run_live(
                 if proc is not None and proc.poll() is None:
                     exit_code = tree.stop()
                 tree.done()
+        # where the end goes, from the signal (or the loop's end) on (startup_s: stop_*_s)
+        t_stop = stop.get("t") or time.monotonic()
+        phases = {"tree_s": round(time.monotonic() - t_stop, 3)}
         # what is still in the ring buffers counts too (after a signal: what a half second allows)
         take(0, final=True, deadline=time.monotonic() + STOP_BUDGET_S if stop["signum"] is not None else None)
+        phases["classify_s"] = round(time.monotonic() - t_stop, 3)
         counted = probes.counted_host_io()
         if record_file is not None:
             record_file.write("".join(json.dumps(e.to_list()) + "\n" for e in counted))
@@ -386,12 +429,22 @@ def run_live(
             counter.feed(e)
         nevents += len(counted)
         clf.flush()
-        for v in clf.drain():
-            verdicts.append(v)
-            on_verdict(v)
+        phases["flush_s"] = round(time.monotonic() - t_stop, 3)
+        print_until = time.monotonic() + STOP_PRINT_S if stop["signum"] is not None else None
+        not_printed = 0
+        held = clf.drain()
+        verdicts.extend(held)
+        for v in unprinted + held if unprinted else held:
+            if print_until is None or time.monotonic() < print_until:
+                on_verdict(v)
+            else:
+                not_printed += 1
+        phases["held_printed_s"] = round(time.monotonic() - t_stop, 3)
         if on_tick is not None:
             on_tick(final=True, counted=counted_now)
         timing["end_s"] = round(time.monotonic() - t_attached, 3)
+        # (cumulative from the signal: tree stopped, queue classified, flushed, held verdicts out)
+        timing.update({f"stop_{k}": v for k, v in phases.items()})
         res = _finish(
             clf,
             counter,
@@ -407,6 +460,8 @@ def run_live(
             libraries=probes.libraries,
             lost_by_process=probes.lost_by_process(),
             unclassified_at_stop=unclassified,
+            unclassified_by_process=unsent,
+            verdicts_not_printed=not_printed,
         )
         if record_file is not None:
             record_file.flush()
