@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -125,6 +126,10 @@ def run(cmd, tree=HERE, extra_env=None):
     return r, lines
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def accounted(summ, path, ios):
     """I/Os on the benchmark file in the trace: per-I/O lines plus the kernel's counters."""
     n = sum(1 for v in ios if v.get("path") == path)
@@ -184,80 +189,94 @@ def main():
 
         rounds = []
         fixed = {}
+        # under `timeout` (the GPU scripts): a TERM ends the rounds, and what was measured is printed
+        signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            measure(a, variants, flags, wcmd, path, ops, rate_of_run, rounds, fixed)
+        except KeyboardInterrupt:
+            rounds.append({"stopped": "SIGTERM or Ctrl-C before the rounds were done"})
+        report(a, variants, ops, rounds, fixed)
+
+
+def measure(a, variants, flags, wcmd, path, ops, rate_of_run, rounds, fixed):
+    for label, tree, env in variants:
+        # the tracer's fixed cost (compile, attach, a trivial program), per variant (also fills
+        # its compiled-program cache)
+        run([sys.executable, "-m", "gdsdiag", "trace", "--json", *flags, "--", "/bin/true"], tree, env)
+        fixed[label] = run.cpu
+    for _ in range(a.rounds):
+        r, out = run(wcmd)
+        base, base_cpu = rate_of_run(), run.cpu
+        base_ns = rate_of_run.cpu_ns
         for label, tree, env in variants:
-            # the tracer's fixed cost (compile, attach, a trivial program), per variant (also fills
-            # its compiled-program cache)
-            run([sys.executable, "-m", "gdsdiag", "trace", "--json", *flags, "--", "/bin/true"], tree, env)
-            fixed[label] = run.cpu
-        for _ in range(a.rounds):
-            r, out = run(wcmd)
-            base, base_cpu = rate_of_run(), run.cpu
-            base_ns = rate_of_run.cpu_ns
-            for label, tree, env in variants:
-                t0 = time.monotonic()
-                r, out = run([sys.executable, "-m", "gdsdiag", "trace", "--json", *flags, "--", *wcmd], tree, env)
-                wall = time.monotonic() - t0
-                traced_cpu = run.cpu
-                rate = rate_of_run()
-                summ = next((json.loads(x) for x in reversed(out) if x.startswith('{"type": "summary"')), None)
-                if rate is None or summ is None:  # the traced run failed: say how, keep the other rounds
-                    rounds.append({"variant": label, "failed": f"rc {r.returncode}: {r.stderr.strip()[-300:]}"})
-                    continue
-                ios = [json.loads(x) for x in out if x.startswith('{"type": "io"')]
-                extra = traced_cpu - base_cpu - fixed[label]
-                events = summ["events"]
-                rounds.append(
-                    {
-                        "variant": label,
-                        "untraced_ops_s": round(base),
-                        "traced_ops_s": round(rate),
-                        "ratio": round(rate / base, 3),
-                        # the workload's own CPU per op, untraced / traced: what the probes add to
-                        # each syscall, whatever else the machine runs
-                        "cpu_ns_per_op": [round(base_ns), round(rate_of_run.cpu_ns)],
-                        "cpu_ratio": round(base_ns / rate_of_run.cpu_ns, 3),
-                        "events": events,
-                        "events_per_s": round(events / (ops / rate)) if rate else None,
-                        "lost_events": summ["lost_events"],
-                        "ios_accounted": accounted(summ, path, ios),
-                        "counted_in_kernel": summ.get("ios_counted_in_kernel", 0),
-                        "tracer_cpu_s": round(extra, 2),
-                        "tracer_cpu_us_per_event": round(extra / max(events, 1) * 1e6, 2),
-                        "tracer_cpu_us_per_io": round(extra / ops * 1e6, 3),
-                        "traced_wall_s": round(wall, 1),
-                        "startup_s": summ.get("startup_s"),
-                    }
-                )
-        medians = {}
-        for label, _, _ in variants:
-            ratios = sorted(x["ratio"] for x in rounds if x.get("variant") == label and "ratio" in x) or [0.0]
-            cr = sorted(x["cpu_ratio"] for x in rounds if x.get("variant") == label and "cpu_ratio" in x) or [0.0]
-            medians[label] = {
-                "median_cpu_ratio": cr[len(cr) // 2],
-                "median_ratio": ratios[len(ratios) // 2],
-                "median_loss_pct": round(100 * (1 - ratios[len(ratios) // 2]), 2),
-                "lost_events": [x.get("lost_events") for x in rounds if x.get("variant") == label],
-            }
-        print(
-            json.dumps(
+            t0 = time.monotonic()
+            r, out = run([sys.executable, "-m", "gdsdiag", "trace", "--json", *flags, "--", *wcmd], tree, env)
+            wall = time.monotonic() - t0
+            traced_cpu = run.cpu
+            rate = rate_of_run()
+            summ = next((json.loads(x) for x in reversed(out) if x.startswith('{"type": "summary"')), None)
+            if rate is None or summ is None:  # the traced run failed: say how, keep the other rounds
+                rounds.append({"variant": label, "failed": f"rc {r.returncode}: {r.stderr.strip()[-300:]}"})
+                continue
+            ios = [json.loads(x) for x in out if x.startswith('{"type": "io"')]
+            extra = traced_cpu - base_cpu - fixed[label]
+            events = summ["events"]
+            rounds.append(
                 {
-                    "machine": f"{platform.node()} {os.cpu_count()} CPUs, kernel {platform.release()}, "
-                    f"Python {platform.python_version()}, load {os.getloadavg()[0]:.2f}",
-                    "mode": a.mode,
-                    "bs": a.bs,
-                    "ops": ops,
-                    "rate_asked": a.rate or None,
-                    "per_io": a.per_io,
-                    "cuda_loaded": os.environ.get("WL_CUDA"),
-                    "variants": {label: {"tree": tree, "env": env} for label, tree, env in variants},
-                    "tracer_fixed_cpu_s": {k: round(v, 2) for k, v in fixed.items()},
-                    "median": medians,
-                    "median_loss_pct": next(iter(medians.values()))["median_loss_pct"],
-                    "rounds": rounds,
-                },
-                indent=1,
+                    "variant": label,
+                    "untraced_ops_s": round(base),
+                    "traced_ops_s": round(rate),
+                    "ratio": round(rate / base, 3),
+                    # the workload's own CPU per op, untraced / traced: what the probes add to
+                    # each syscall, whatever else the machine runs
+                    "cpu_ns_per_op": [round(base_ns), round(rate_of_run.cpu_ns)],
+                    "cpu_ratio": round(base_ns / rate_of_run.cpu_ns, 3),
+                    "events": events,
+                    "events_per_s": round(events / (ops / rate)) if rate else None,
+                    "lost_events": summ["lost_events"],
+                    "ios_accounted": accounted(summ, path, ios),
+                    "counted_in_kernel": summ.get("ios_counted_in_kernel", 0),
+                    "tracer_cpu_s": round(extra, 2),
+                    "tracer_cpu_us_per_event": round(extra / max(events, 1) * 1e6, 2),
+                    "tracer_cpu_us_per_io": round(extra / ops * 1e6, 3),
+                    "traced_wall_s": round(wall, 1),
+                    "startup_s": summ.get("startup_s"),
+                }
             )
+            print(json.dumps(rounds[-1]), file=sys.stderr, flush=True)
+
+
+def report(a, variants, ops, rounds, fixed):
+    medians = {}
+    for label, _, _ in variants:
+        ratios = sorted(x["ratio"] for x in rounds if x.get("variant") == label and "ratio" in x) or [0.0]
+        cr = sorted(x["cpu_ratio"] for x in rounds if x.get("variant") == label and "cpu_ratio" in x) or [0.0]
+        medians[label] = {
+            "median_cpu_ratio": cr[len(cr) // 2],
+            "median_ratio": ratios[len(ratios) // 2],
+            "median_loss_pct": round(100 * (1 - ratios[len(ratios) // 2]), 2),
+            "lost_events": [x.get("lost_events") for x in rounds if x.get("variant") == label],
+        }
+    print(
+        json.dumps(
+            {
+                "machine": f"{platform.node()} {os.cpu_count()} CPUs, kernel {platform.release()}, "
+                f"Python {platform.python_version()}, load {os.getloadavg()[0]:.2f}",
+                "mode": a.mode,
+                "bs": a.bs,
+                "ops": ops,
+                "rate_asked": a.rate or None,
+                "per_io": a.per_io,
+                "cuda_loaded": os.environ.get("WL_CUDA"),
+                "variants": {label: {"tree": tree, "env": env} for label, tree, env in variants},
+                "tracer_fixed_cpu_s": {k: round(v, 2) for k, v in fixed.items()},
+                "median": medians,
+                "median_loss_pct": next(iter(medians.values()))["median_loss_pct"],
+                "rounds": rounds,
+            },
+            indent=1,
         )
+    )
 
 
 if __name__ == "__main__":

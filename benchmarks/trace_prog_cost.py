@@ -17,6 +17,7 @@ Prints one JSON document: per round and variant, and the medians."""
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -89,6 +90,26 @@ pr.close()
 """
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def run_rounds(a, variants, path, cuda, rounds):
+    for _ in range(a.rounds):
+        for label, tree, env in variants:
+            r = subprocess.run(
+                [sys.executable, "-c", CHILD, path, str(a.ops), "1" if a.per_io else "0", cuda, WORKLOAD],
+                cwd=tree,
+                env={**os.environ, **env, "PYTHONPATH": tree + os.pathsep + os.environ.get("PYTHONPATH", "")},
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            line = next((x for x in r.stdout.splitlines() if x.startswith("{")), None)
+            rounds.append({"variant": label, **(json.loads(line) if line else {"failed": r.stderr[-400:]})})
+            print(json.dumps(rounds[-1]), file=sys.stderr)
+
+
 def parse_variant(spec):
     label, _, rest = spec.partition("=")
     tree, *pairs = rest.split(",")
@@ -129,19 +150,11 @@ def main():
                     capture_output=True,
                     timeout=300,
                 )
-            for _ in range(a.rounds):
-                for label, tree, env in variants:
-                    r = subprocess.run(
-                        [sys.executable, "-c", CHILD, path, str(a.ops), "1" if a.per_io else "0", cuda, WORKLOAD],
-                        cwd=tree,
-                        env={**os.environ, **env, "PYTHONPATH": tree + os.pathsep + os.environ.get("PYTHONPATH", "")},
-                        capture_output=True,
-                        text=True,
-                        timeout=300,
-                    )
-                    line = next((x for x in r.stdout.splitlines() if x.startswith("{")), None)
-                    rounds.append({"variant": label, **(json.loads(line) if line else {"failed": r.stderr[-400:]})})
-                    print(json.dumps(rounds[-1]), file=sys.stderr)
+            signal.signal(signal.SIGTERM, _interrupt)  # (under `timeout`: report what was measured)
+            try:
+                run_rounds(a, variants, path, cuda, rounds)
+            except KeyboardInterrupt:
+                rounds.append({"variant": None, "stopped": "SIGTERM before the rounds were done"})
     finally:
         with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
             f.write(was)
