@@ -457,11 +457,9 @@ class Probes:
             if name is None:
                 missing += 1
                 continue
-            try:
-                self._uprobe(path, name, addr=site.pc)
+            where = f"{site.key} at {site.pc:#x} in {path}"
+            if self._attach("usdt", where, lambda name=name, pc=site.pc: self._uprobe(path, name, addr=pc)):
                 ok += 1
-            except Exception as e:
-                self.failed.append(f"usdt {site.key} at {site.pc:#x} in {path}: {e}")
         return ok, missing
 
     def attach_library(self, path: str, pid: int | None = None) -> dict | None:
@@ -492,13 +490,14 @@ class Probes:
                         f"(a different build found while tracing): uprobes and syscalls only for them"
                     )
                 for sym, enter, ret in API_UPROBES:
-                    try:
+
+                    def both(sym=sym, enter=enter, ret=ret) -> None:
                         self._uprobe(path, enter, sym=sym)
                         if ret:
                             self._uprobe(path, ret, sym=sym, ret=True)
+
+                    if self._attach("uprobe", f"{sym} in {path}", both):
                         lib["uprobes"] += 1
-                    except Exception as e:
-                        self.failed.append(f"uprobe {sym} in {path}: {e}")
                 self.attached.append(
                     f"uprobes {lib['uprobes']} cuFile API functions and {lib['usdt']} USDT sites in {path}"
                 )
@@ -545,12 +544,9 @@ class Probes:
             fn = cuda_copy_handler(sym)
             if fn is None or syms[sym] in at:
                 continue
-            try:
-                self._uprobe(libcuda, fn, sym=sym)
+            if self._attach("uprobe libcuda", sym, lambda fn=fn, sym=sym: self._uprobe(libcuda, fn, sym=sym)):
                 at.add(syms[sym])
                 n += 1
-            except Exception as e:
-                self.failed.append(f"uprobe libcuda {sym}: {e}")
         extra = 0
         # once per build: loading a second, different libcuda into this process would mean two drivers
         build = tuple(sorted((k, v) for k, v in syms.items() if k.startswith("cuMemcpy")))
@@ -568,12 +564,13 @@ class Probes:
         for addr, fn in sorted(sites.items()):
             if addr in at:
                 continue
-            try:
-                self._uprobe(libcuda, fn, addr=addr)
+            if self._attach(
+                "uprobe libcuda",
+                f"{addr:#x} (cuGetProcAddress)",
+                lambda fn=fn, addr=addr: self._uprobe(libcuda, fn, addr=addr),
+            ):
                 at.add(addr)
                 extra += 1
-            except Exception as e:
-                self.failed.append(f"uprobe libcuda {addr:#x} (cuGetProcAddress): {e}")
         if why:
             self.failed.append(f"libcuda {libcuda}: cuGetProcAddress entry points not probed: {why}")
         self.attached.append(
@@ -601,11 +598,9 @@ class Probes:
         for sym, fn, ret in present:
             if not sym:
                 continue
-            try:
-                (self.kb.attach_kretprobe if ret else self.kb.attach_kprobe)(event=sym, fn_name=fn)
+            how = self.kb.attach_kretprobe if ret else self.kb.attach_kprobe
+            if self._attach("kprobe", sym, lambda how=how, sym=sym, fn=fn: how(event=sym, fn_name=fn)):
                 self.attached.append(f"{'kretprobe' if ret else 'kprobe'} {sym}")
-            except Exception as e:
-                self.failed.append(f"kprobe {sym}: {e}")
 
     def _uprobe_links(self):
         """uprobe_multi links for the uprobes (uprobemulti.py: detached in a fraction of the time),
@@ -645,6 +640,17 @@ class Probes:
                     self.failed.append(f"uprobe_multi links not made ({e}): perf-event uprobes (slower to detach)")
         kw = {"sym": sym} if sym is not None else {"addr": addr}
         (self.b.attach_uretprobe if ret else self.b.attach_uprobe)(name=path, fn_name=fn, **kw)
+
+    def _attach(self, kind: str, what: str, fn) -> bool:
+        """One attach step: FN() attaches one probe. A refusal (bcc raises Exception for every one:
+        no such symbol, the kernel said no) is recorded in ``failed`` as "KIND WHAT: why", never
+        silently, and never stops the trace; True when it attached."""
+        try:
+            fn()
+        except Exception as e:  # (bcc's refusals are plain Exceptions)
+            self.failed.append(f"{kind} {what}: {e}")
+            return False
+        return True
 
     def set_config(self) -> None:
         """What to trace, into the program's 'config' map (before any probe is attached)."""
@@ -913,8 +919,9 @@ class Probes:
         partial_ts = self._decode(None if final else self.DECODE_MAX)
         try:
             self.lost = int(self.b["drops"][0].value) + self._perf_lost + self._backlog_lost
-        except Exception:
-            pass
+        except (KeyError, OSError) as e:  # (the maps are gone: keep the last count, say so once)
+            if not any(f.startswith("lost-event counter") for f in self.failed):
+                self.failed.append(f"lost-event counter unreadable: {e}")
         if self.kb is not None:
             self.kb.perf_buffer_poll(timeout=0)
         evs = self._held + self._events if self._held else self._events
@@ -937,7 +944,8 @@ class Probes:
         out: list[Event] = []
         try:
             items = list(self.b["hostagg"].items())
-        except Exception:
+        except (KeyError, OSError) as e:  # never silently: the counted host I/O would be missing
+            self.failed.append(f"host-I/O counters unreadable (their I/O is not in the totals): {e}")
             return out
         for k, v in items:
             out.append(
