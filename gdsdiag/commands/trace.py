@@ -36,6 +36,12 @@ from ..errors import EXIT_OK, EXIT_WARN, GdsdiagError, refuse_existing
     "(like biolatency 1), then the summary's histograms; the text output then leaves out the per-I/O "
     "lines (--json keeps them and adds 'interval' lines).",
 )
+@click.option(
+    "--top",
+    is_flag=True,
+    help="A live screen of processes x routes x GB/s, redrawn every second (like top), then the summary; "
+    "where stdout is not a terminal (or with --json / --replay) --interval 1 lines instead.",
+)
 @click.option("--path", "path_filter", metavar="DIR", help="Only report I/O to files under DIR.")
 @click.option("--json", "as_json", is_flag=True, help="JSON lines: one per I/O, then a summary.")
 @click.option(
@@ -74,6 +80,7 @@ def trace(
     ebpf,
     cmd,
     interval_s=None,
+    top=False,
 ):
     """Per-I/O route verdicts, live: NVFS / P2PDMA / RDMA (P2P), PEER_GPU, COMPAT, DRAM_BOUNCE or
     HOST (off the GPU data path), with the evidence each came from. Trace a command and all it starts
@@ -101,6 +108,18 @@ def trace(
             "copy the recording instead, or drop --record",
         )
     on_tick = None
+    if top and interval_s is not None:
+        from ..errors import UsageError
+
+        raise UsageError("--top with --interval: the screen is redrawn every second", "give one of them")
+    if top and console.is_terminal and not as_json and not replay_path:
+        from ..render.trace_top import TopScreen
+
+        screen = TopScreen(console)
+        printer = screen.add  # (the per-I/O lines are left out, as with --interval)
+        on_tick = screen.tick
+    elif top:
+        interval_s = 1.0  # not a terminal: the same figures as lines
     if interval_s is not None:
         import math
 
