@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 21 on the GPU machine, old and new side by side in one call (timeouts sum to 351 s; ~250 s expected):
+# Issue 21 on the GPU machine, old and new side by side in one call (timeouts sum to 354 s; ~250 s expected):
 #   source .device/env.sh; OLD=.gpu-old bash benchmarks/gpu_live_overhead.sh $OUT
 # OLD: a copy of the tree before the change (git archive <base> gdsdiag probes | tar -x -C DIR), the
 # baseline of every step; "classic" is this tree with GDSDIAG_RAW_SYSCALLS=0 (raw_syscalls
@@ -20,6 +20,19 @@ OLDV=()
 if [ -n "${OLD:-}" ] && [ -d "$OLD/gdsdiag" ]; then OLDV=(--variant "old=$(cd "$OLD" && pwd)"); fi
 NEWV=(--variant "classic=.,GDSDIAG_RAW_SYSCALLS=0" --variant "new=.")
 summ() { $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps(d.get("median")))' "$1" 2>&1 | tee -a "$OUT/run.log"; }
+
+log "0. fentry/fexit here? (a KFUNC_PROBE on __x64_sys_pread64 loaded and attached)"
+timeout 15 $PY - <<'PYEOF' 2>&1 | tail -2 | tee -a "$OUT/run.log"
+from gdsdiag.trace.bpf import import_bcc
+bcc = import_bcc()
+try:
+    b = bcc.BPF(text="KFUNC_PROBE(__x64_sys_pread64) { return 0; }\nKRETFUNC_PROBE(__x64_sys_pread64) { return 0; }")
+    print("fentry/fexit: loaded and attached", list(b.kfunc_entry_fds) + list(b.kfunc_exit_fds))
+    b.cleanup()
+except Exception as e:
+    print("fentry/fexit: refused:", type(e).__name__, str(e).strip().splitlines()[-1][:200] if str(e).strip() else "")
+PYEOF
+pack
 
 log "1a. trace_prog_cost.py counted (4 KiB preads, 300k)"
 timeout 55 $PY benchmarks/trace_prog_cost.py --rounds 3 --ops 300000 "${OLDV[@]}" "${NEWV[@]}" >"$OUT/prog-cost-counted.json" 2>"$OUT/prog-cost-counted.err"
@@ -42,7 +55,7 @@ log "3. trace_end.py --load-only (SIGTERM under --per-io load), new 3 rounds, ol
 timeout 25 $PY benchmarks/trace_end.py --load-only --rounds 3 --tree . --out "$OUT/term-load-new.json" >/dev/null 2>"$OUT/term-load-new.err"
 log "  new rc=$?"; grep '"round"' "$OUT/term-load-new.err" | cut -c1-600 | tee -a "$OUT/run.log"
 if [ -n "${OLD:-}" ]; then
-  timeout 12 $PY benchmarks/trace_end.py --load-only --rounds 1 --tree "$OLD" --out "$OUT/term-load-old.json" >/dev/null 2>"$OUT/term-load-old.err"
+  timeout 15 $PY benchmarks/trace_end.py --load-only --rounds 1 --tree "$OLD" --out "$OUT/term-load-old.json" >/dev/null 2>"$OUT/term-load-old.err"
   log "  old rc=$?"; grep '"round"' "$OUT/term-load-old.err" | cut -c1-400 | tee -a "$OUT/run.log"
 fi
 pack
