@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 21 on the GPU machine, old and new side by side in one call (timeouts sum to 354 s; ~250 s expected):
+# Issue 21 on the GPU machine, old and new side by side in one call (timeouts sum to 379 s; ~260 s expected):
 #   source .device/env.sh; OLD=.gpu-old bash benchmarks/gpu_live_overhead.sh $OUT
 # OLD: a copy of the tree before the change (git archive <base> gdsdiag probes | tar -x -C DIR), the
 # baseline of every step; "classic" is this tree with GDSDIAG_RAW_SYSCALLS=0 (raw_syscalls
@@ -64,6 +64,16 @@ log "4. trace_latency.py (host, bounce, compat; 100 I/Os 20 ms apart)"
 gds_udev_entry /var/tmp 2>/dev/null
 timeout 35 $PY benchmarks/trace_latency.py --n 100 >"$OUT/latency.json" 2>"$OUT/latency.err"
 log "  rc=$?"; cat "$OUT/latency.err" | cut -c1-400 | tee -a "$OUT/run.log"; pack
+
+log "4b. the cuFile workload traced (its batch of 8 reads: the probe's batch loop), new tree"
+mkdir -p /var/tmp/tw && gds_udev_entry /var/tmp/tw 2>/dev/null
+timeout 25 $PY -m gdsdiag trace --json -- $PY tests/workloads/cufile_workload.py /var/tmp/tw >"$OUT/cufile-workload.json" 2>"$OUT/cufile-workload.err"
+log "  rc=$? $($PY -c '
+import json, sys, collections
+ios = [json.loads(x) for x in open(sys.argv[1]) if x.startswith("{\"type\": \"io\"")]
+print(collections.Counter((v["api"], v["route"], v["size"]) for v in ios if v["path"] and "gdsdiag-trace-workload" in v["path"]).most_common())
+' "$OUT/cufile-workload.json" 2>&1 | cut -c1-600)"
+pack
 
 log "5. first compile (GDSDIAG_BPF_CACHE=0), old and new"
 for t in ${OLD:-} .; do

@@ -15,7 +15,7 @@ import time
 
 from ..errors import GdsdiagError
 from . import evidence
-from .eventdefs import AIO_MAX, BATCH_MAX, EVENT_SIZE, EVENT_STRUCT, FD_KINDS, OPEN_FIELDS, OPEN_STRUCT, c_defines
+from .eventdefs import EVENT_SIZE, EVENT_STRUCT, FD_KINDS, OPEN_FIELDS, OPEN_STRUCT, c_defines
 from .eventdefs import KINDS as EVENT_KINDS
 from .eventdefs import SYSCALLS as SYSCALL_IDS
 from .events import API_NAMES, FD_NAMES, KINDS, KPROBE_NAMES, PROC_NAMES, SYS_NAMES, Event
@@ -105,44 +105,13 @@ def kprobes_available() -> bool:
 USDT_ARGS_USED = evidence.USDT_ARGS_USED
 
 
-def _batch_blocks() -> str:
-    """One explicit block per batch request, each one read of the 64-byte CUfileIOParams_t (fh@40,
-    devPtr_base@8, size@32, file_offset@16, cookie@56, opcode@48): one read per request instead of
-    six keeps bcc's compile time down (six reads per block cost ~15 s of clang time here)."""
-    out = []
-    for i in range(BATCH_MAX):
-        out.append(f"""    if (nr > {i}) {{
-        bpf_probe_read_user(&io, sizeof(io), p + {i * 64});
-        e.a[0] = io.fh; e.a[1] = io.devptr; e.a[2] = io.size; e.a[3] = io.file_offset; e.a[4] = io.cookie;
-        e.id = API_READ + (io.opcode & 1);
-        e.a[6] = {i};
-        events.ringbuf_output(&e, sizeof(e), 0);
-    }}""")
-    return "\n".join(out)
-
-
-def _aio_blocks() -> str:
-    """One block per iocb of io_submit (struct iocb, uapi aio_abi.h: aio_lio_opcode@16, aio_fildes@20,
-    aio_buf@24, aio_nbytes@32, aio_offset@40), one read each, like the batch blocks."""
-    out = []
-    for i in range(AIO_MAX):
-        out.append(f"""    if (nr > {i}) {{
-        bpf_probe_read_user(&cbv, sizeof(cbv), (void *)cbs[{i}]);
-        e.a[0] = cbv.fildes; e.a[1] = cbv.buf; e.a[2] = cbv.nbytes; e.a[3] = cbv.offset;
-        e.a[4] = cbv.opcode; e.a[5] = cbv.nbytes; e.a[6] = {i};
-        events.ringbuf_output(&e, sizeof(e), 0);
-    }}""")
-    return "\n".join(out)
-
-
 def program_text(block: bool = False) -> str:
     """The probe program's C text. What to trace (--pid/--cgroup/--comm, everything) and --per-io
     are not in it: they go into its 'config' map at load time (set_config), so one compiled program
     (and one entry of the compiled-program cache) serves every filter. --block adds tracepoints."""
     src = probe_source("cufile_trace.c")
     defs = f"#define TRACE_BLOCK {1 if block else 0}\n#define RAW_SYSCALLS {1 if raw_syscalls() else 0}\n"
-    src = src.replace("/*EVENTDEFS*/", c_defines() + defs, 1)
-    return src.replace("/*BATCH_BLOCKS*/", _batch_blocks()).replace("/*AIO_BLOCKS*/", _aio_blocks())
+    return src.replace("/*EVENTDEFS*/", c_defines() + defs, 1)
 
 
 def raw_syscalls() -> bool:
