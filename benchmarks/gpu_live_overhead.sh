@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 21 on the GPU machine, old and new side by side in one call (timeouts sum to 379 s; ~260 s expected):
+# Issue 21 on the GPU machine, old and new side by side in one call (timeouts sum to 384 s; ~260 s expected):
 #   source .device/env.sh; OLD=.gpu-old bash benchmarks/gpu_live_overhead.sh $OUT
 # OLD: a copy of the tree before the change (git archive <base> gdsdiag probes | tar -x -C DIR), the
 # baseline of every step; "classic" is this tree with GDSDIAG_RAW_SYSCALLS=0 (raw_syscalls
@@ -45,10 +45,10 @@ log "2a. trace_overhead.py posix 4 KiB 400k, counted in the kernel"
 timeout 40 $PY benchmarks/trace_overhead.py posix --bs 4096 --ops 400000 --rounds 3 "${OLDV[@]}" --variant new=. >"$OUT/overhead-counted.json" 2>"$OUT/overhead-counted.err"
 log "  rc=$?"; summ "$OUT/overhead-counted.json"; pack
 log "2b. trace_overhead.py posix 4 KiB 300k, CUDA loaded (per I/O)"
-timeout 50 $PY benchmarks/trace_overhead.py posix --bs 4096 --ops 300000 --rounds 2 --cuda "${OLDV[@]}" --variant new=. >"$OUT/overhead-cuda.json" 2>"$OUT/overhead-cuda.err"
+timeout 50 $PY benchmarks/trace_overhead.py posix --bs 4096 --ops 300000 --rounds 2 --cuda --variant new=. "${OLDV[@]}" >"$OUT/overhead-cuda.json" 2>"$OUT/overhead-cuda.err"
 log "  rc=$?"; summ "$OUT/overhead-cuda.json"; pack
 log "2c. trace_overhead.py posix 4 KiB paced at 100k/s, 200k, CUDA loaded"
-timeout 30 $PY benchmarks/trace_overhead.py posix --bs 4096 --ops 200000 --rate 100000 --rounds 1 --cuda "${OLDV[@]}" --variant new=. >"$OUT/overhead-cuda-100k.json" 2>"$OUT/overhead-cuda-100k.err"
+timeout 35 $PY benchmarks/trace_overhead.py posix --bs 4096 --ops 200000 --rate 100000 --rounds 2 --cuda --variant new=. "${OLDV[@]}" >"$OUT/overhead-cuda-100k.json" 2>"$OUT/overhead-cuda-100k.err"
 log "  rc=$?"; summ "$OUT/overhead-cuda-100k.json"; pack
 
 log "3. trace_end.py --load-only (SIGTERM under --per-io load), new 3 rounds, old 1"
