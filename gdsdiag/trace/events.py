@@ -72,8 +72,11 @@ class _NotARecording(Exception):
         self.line, self.why = line, why
 
 
+_INT_LO, _INT_HI = -(1 << 64), 1 << 64
+
+
 def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and -(1 << 64) < v < (1 << 64)
+    return type(v) is int and _INT_LO < v < _INT_HI
 
 
 def _event(v, n: int):
@@ -85,8 +88,13 @@ def _event(v, n: int):
         raise _NotARecording(n, "timestamp, pid and tid must be integers")
     if not (isinstance(kind, str) and isinstance(name, str) and isinstance(comm, str)):
         raise _NotARecording(n, "kind, name and comm must be strings")
-    # the probes record integer arguments only (probes/cufile_trace.c)
-    if not isinstance(args, list) or len(args) > 16 or not all(_is_int(a) for a in args):
+    # the probes record integer arguments only (probes/cufile_trace.c); (type() is int: no bool)
+    if (
+        type(args) is not list
+        or len(args) > 16
+        or not all(type(a) is int for a in args)
+        or (args and not (_INT_LO < min(args) and max(args) < _INT_HI))
+    ):
         raise _NotARecording(n, "args must be a list of at most 16 integers")
     if path is not None and not isinstance(path, str):
         raise _NotARecording(n, "path must be a string or null")
@@ -145,13 +153,24 @@ class Recording:
             if n == 0:
                 continue
             try:
-                v = loads_json(text)
-            except ValueError as e:
-                raise self._error(n, f"not an event record ({e})") from None
+                # (the C parser: a line is at most 64 KiB, so its numbers and nesting are bounded by
+                # Python's own limits, and _event rejects every non-integer; a line it refuses is
+                # parsed again with gdsdiag's limits for the reason)
+                v = json.loads(text)
+            except (ValueError, RecursionError):
+                try:
+                    v = loads_json(text)
+                except ValueError as e:
+                    raise self._error(n, f"not an event record ({e})") from None
             try:
-                yield _event(v, n)
-            except _NotARecording as e:
-                raise self._error(e.line, e.why) from None
+                event = _event(v, n)
+            except _NotARecording as bad:
+                try:  # (a number out of gdsdiag's limits is the better reason, as before the fast path)
+                    loads_json(text)
+                except ValueError as limit:
+                    raise self._error(n, f"not an event record ({limit})") from None
+                raise self._error(bad.line, bad.why) from None
+            yield event
             count += 1
             if count > self.count:
                 raise self._error(n, "the file grew while it was replayed")
