@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from rich import box
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from ..bounded import clip
@@ -61,14 +59,15 @@ def render(console: Console, report, verbose: bool = False) -> None:
                 console.print(f"    {p}", style="dim", markup=False)
     if report.gdscheck is not None:
         bad = [d for d in report.gdscheck if not d["agree"]]
-        ct = Table(title=f"gdscheck vs gdsdiag: {len(bad)} of {len(report.gdscheck)} items differ", box=box.SIMPLE_HEAD)
-        for c in ("item", "gdscheck", "gdsdiag", "note"):
-            ct.add_column(c, overflow="fold")
+        _line(console, Text(f"gdscheck vs gdsdiag: {len(bad)} of {len(report.gdscheck)} items differ", style="bold"))
+        width = max((len(clip(d["item"])) for d in report.gdscheck), default=0) + 2
         for d in report.gdscheck:
-            ct.add_row(
-                Text(clip(d["item"]), style="red" if not d["agree"] else ""),
-                clip(d["gdscheck"]),
-                clip(d["gdsdiag"]),
-                clip(d["note"]),
+            word, style = ("DIFFER", "red") if not d["agree"] else ("agree", "green")
+            note = f" — {clip(d['note'])}" if d["note"] else ""
+            _line(
+                console,
+                Text(f"  {word:<8}", style=style)
+                + Text(
+                    f"{clip(d['item']):<{width}}gdscheck: {clip(d['gdscheck'])}; gdsdiag: {clip(d['gdsdiag'])}{note}"
+                ),
             )
-        console.print(ct)
