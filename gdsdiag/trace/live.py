@@ -411,11 +411,18 @@ def run_live(
     return res
 
 
+# a replay's verdicts wait this long in event time, and at most this many, to come out in time order:
+# longer than any hold of the classifier (the data-flow model's first-copy window, 30 s)
+REORDER_NS = 35_000_000_000
+REORDER_MAX = 65_536
+
+
 def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
     """Classify a recording as the live trace did: events in time order, each verdict handed to
     ON_VERDICT as it is decided. The file is read twice and never held: the first read finds how
     far out of time order its events come (ring buffers of several CPUs, a few ms), the second
-    feeds them through a heap of that width (memory: the events of that span, not the recording)."""
+    feeds them through a heap of that width (memory: the events of that span, not the recording).
+    The verdicts come out in time order through a second, bounded heap (REORDER_NS, REORDER_MAX)."""
     import heapq
 
     from .counted import CountedIo
@@ -428,11 +435,23 @@ def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
     counter = CountedIo()
     tally = RouteTally()
 
-    def hand_out() -> None:
+    # Verdicts are handed out in time order, as a replay always printed them, though they are
+    # decided later than their I/O (a read waits for its copy): each waits in a heap until the
+    # recording is REORDER_NS past it, at most REORDER_MAX of them (memory: then the oldest go first).
+    ready: list = []
+    decided = 0
+
+    def hand_out(final: bool = False) -> None:
+        nonlocal decided
         for v in clf.drain():
             if v["path"] is None or clf._path_ok(v["path"]):
-                tally.add(v)
-                on_verdict(v)
+                heapq.heappush(ready, (v["ts"], decided, v))
+                decided += 1
+        horizon = clf.now - REORDER_NS
+        while ready and (final or ready[0][0] < horizon or len(ready) > REORDER_MAX):
+            v = heapq.heappop(ready)[2]
+            tally.add(v)
+            on_verdict(v)
 
     def feed(e) -> None:
         clf.feed(e)
@@ -459,7 +478,7 @@ def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
     while heap:
         feed(heapq.heappop(heap)[2])
     clf.flush()
-    hand_out()
+    hand_out(final=True)
     return _finish(
         clf,
         counter,
