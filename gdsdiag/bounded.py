@@ -17,6 +17,7 @@ import re
 import stat
 
 from .errors import GdsdiagError
+from .units import human_bytes
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
@@ -32,10 +33,8 @@ MAX_JSON_NUMBER_CHARS = 40  # enough for any 64-bit integer or double written by
 
 
 def human(n: int) -> str:
-    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} bytes"
+    """A limit or a file's size in a message: '1.0 MiB', '512 bytes'."""
+    return human_bytes(n, 1, sep=" ", word="bytes")
 
 
 def _kind(mode: int) -> str:

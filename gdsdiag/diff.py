@@ -112,8 +112,8 @@ def load_side(spec: str) -> Side:
     from .check.context import CheckContext
     from .check.runner import run as run_checks
     from .cufile_json import load as load_cufile
-    from .render.check_json import document as check_document
-    from .render.topology_json import document as topology_document
+    from .documents.check import document as check_document
+    from .documents.topology import document as topology_document
     from .topology.findings import find
     from .topology.load import from_root
     from .topology.pairs import analyse_all

@@ -14,9 +14,9 @@ from conftest import GDSDIAG, corpus
 
 from gdsdiag.check.context import CheckContext
 from gdsdiag.check.runner import run
+from gdsdiag.documents.check import document
 from gdsdiag.errors import GdsdiagError
 from gdsdiag.platform.fsroot import FsRoot
-from gdsdiag.render.check_json import document
 
 REPR = re.compile(r"\bNone\b|\{'|\['|\('|': ")
 

@@ -24,7 +24,7 @@ from conftest import FIXTURES, GDSDIAG, HERE, INSTALLED
 from gdsdiag import cufile_json
 from gdsdiag.check.model import NodeVerdict, PathVerdict
 from gdsdiag.check.runner import CheckReport
-from gdsdiag.platform.libcufile import candidates
+from gdsdiag.cufile._lib import candidates
 from gdsdiag.routes import Route
 from gdsdiag.validate import proof, proof_out
 from gdsdiag.validate.proof_probe import _io_result

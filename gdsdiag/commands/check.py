@@ -24,7 +24,7 @@ def check(root, snapshot, paths, gdscheck_file, libcufile_path, verbose, as_json
 
     report = run_check(root, snapshot, paths, gdscheck_file, libcufile_path)
     if as_json:
-        from ..render.check_json import document
+        from ..documents.check import document
 
         emit_json(document(report))
     else:

@@ -24,7 +24,7 @@ def diff(a, b, as_json):
 
     res = run_diff(a, b)
     if as_json:
-        from ..render.diff_json import document
+        from ..documents.diff import document
 
         emit_json(document(res))
     else:

@@ -22,8 +22,8 @@ def explain(files, kind, verbose, as_json):
     Repeated messages are folded (count, pids, first/last time). FILE may be '-' for stdin.
 
     Exit code: 0 nothing wrong, 1 warnings (or error lines it does not know), 2 errors, 3 unreadable input."""
+    from ..documents.explain import document, exit_code
     from ..explain import explain_paths
-    from ..render.explain_json import document, exit_code
 
     report = explain_paths(list(files), kind)
     if as_json:

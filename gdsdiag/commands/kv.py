@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..errors import EXIT_OK, EXIT_TOOL_ERROR, GdsdiagError, UsageError
+from ..units import human_bytes
 from ._common import emit_json, json_option
 
 if TYPE_CHECKING:
@@ -28,13 +29,6 @@ def _positive(v: float | None, option: str, most: float) -> None:
 
     if v is not None and not (math.isfinite(v) and 0 < v <= most):
         raise UsageError(f"{option} {v!r}: not a number above 0 and at most {most:g}", "see gdsdiag kv --help")
-
-
-def _human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.2f} {unit}"
-        n /= 1024
 
 
 def _ms(s: float | None) -> str:
@@ -93,7 +87,9 @@ def kv(model_config, sweep_file, gbps, tokens, prefill_tps, kv_dtype, as_json):
         click.echo(
             f"{shape.model}: {shape.attention}, {shape.bytes_per_token:,} B/token ({shape.formula}; {shape.dtype})"
         )
-        click.echo(f"prefix of {tokens:,} tokens = {_human_bytes(est['bytes'])}")
+        click.echo(
+            f"prefix of {tokens:,} tokens = {human_bytes(est['bytes'], 2, sep=' ', span=('TiB', 'KiB'), word='B', group=True)}"
+        )
         click.echo(f"bandwidth: read {rd:.3f} GB/s, write {wr:.3f} GB/s ({source})")
         click.echo(f"load {_ms(est['t_load_s'])}, store {_ms(est['t_store_s'])}, recompute {_ms(est['t_recompute_s'])}")
         click.echo(est["note"])

@@ -145,8 +145,8 @@ def sweep(
     """Read/write throughput sweep whose route (cuFile stats) and data (every byte) are verified.
 
     Only files it creates (gdsdiag-sweep-*.dat, removed at the end and on Ctrl-C) are touched."""
-    from ..sweep.latency import parse_duration, parse_size
     from ..sweep.runner import SweepConfig, run_sweep, validate_config
+    from ..units import parse_duration, parse_size
 
     try:
         try:

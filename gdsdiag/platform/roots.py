@@ -33,6 +33,31 @@ def node_root(root: str = "/", snapshot: str | None = None) -> Iterator[FsRoot]:
         require_node_root(root)
         yield FsRoot(root)
         return
-    from ..snapshot import open_snapshot
-
     yield open_snapshot(snapshot)
+
+
+# The file every gdsdiag snapshot holds (snapshot.py writes it); an archive without it is not one.
+MARKER = "/gdsdiag-snapshot.txt"
+
+
+def open_snapshot(path: str, limits=None) -> FsRoot:
+    """The snapshot as an ``ArchiveRoot``: read in memory, never extracted (docs/security.md).
+
+    An archive without the marker file every gdsdiag snapshot holds is refused: an answer of
+    "no findings" for a tarball of something else would be wrong."""
+    import os
+
+    from .archroot import DEFAULT_LIMITS, ArchiveRoot
+
+    if os.path.isdir(path):
+        raise GdsdiagError(f"{path} is a directory", "pass it with --root, or give a .tar.gz from gdsdiag snapshot")
+    if not os.path.lexists(path):
+        raise GdsdiagError(f"snapshot {path} not found", "check the path")
+    fs = ArchiveRoot(path, limits or DEFAULT_LIMITS)
+    marker = fs.files.get(MARKER, b"")
+    if not marker.startswith(b"gdsdiag-snapshot "):
+        raise GdsdiagError(
+            f"{path} is not a gdsdiag snapshot (no {MARKER.lstrip('/')} in it)",
+            "create one on the node with 'gdsdiag snapshot -o FILE'",
+        )
+    return fs

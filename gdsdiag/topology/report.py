@@ -60,9 +60,9 @@ def topology(
     smi_file: str | None = None,
 ) -> TopologyReport:
     if lspci_files:
-        from ..importers.lspci import load_lspci
+        from .load import from_lspci
 
-        topo = load_lspci(lspci_files, numa_map)
+        topo = from_lspci(lspci_files, numa_map)
     else:
         from .load import from_root
 
@@ -100,7 +100,8 @@ def topology(
 
     report = TopologyReport(topo, pairs, find(topo, pairs), routing=dynamic_routing(topo, pairs))
     if smi_text is not None:
-        from ..importers.nvidia_smi import cross_check_report, parse_nvlink_status
+        from ..importers.nvidia_smi import parse_nvlink_status
+        from .cross_check import cross_check_report
 
         if has_matrix(smi_text):
             report.cross_check, report.cross_check_input = cross_check_report(topo, pairs, smi_text, smi_source)

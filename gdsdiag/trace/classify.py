@@ -1109,7 +1109,7 @@ def log2_hist(values_us: list[float]) -> list[tuple[int, int, int]]:
 
 
 def summarize(verdicts: list[schema.IoLine]) -> dict:
-    from ..sweep.latency import percentile
+    from ..units import percentile
 
     out = {}
     for r in ROUTES:
