@@ -112,7 +112,10 @@ def cross_check_report(topo: Topology, pairs, text: str, text_source: str | None
             out.append(entry)
             continue
         if a is None or b is None:
-            entry.update(gdsdiag=None, agree=None, note="not compared: " + (how[row] if a is None else how[col]))
+            side = row if a is None else col  # (a row whose name the header lacks has no 'how')
+            entry.update(
+                gdsdiag=None, agree=None, note="not compared: " + how.get(side, f"no {side} column in the header")
+            )
             out.append(entry)
             continue
         entry.update(a=a.bdf, b=b.bdf)

@@ -121,7 +121,8 @@ def _parse_numa_map(spec: str | None) -> list[tuple[str, int, int, int]]:
     for part in (spec or "").split(","):
         if not part.strip():
             continue
-        m = re.match(r"^\s*([0-9a-f]{4}):([0-9a-f]{2})(?:-([0-9a-f]{2}))?\s*=\s*(\d+)\s*$", part, re.I)
+        # the node in ASCII digits, below Linux's node limit ('²', '١' and 5,000 digits are not nodes)
+        m = re.match(r"^\s*([0-9a-f]{4}):([0-9a-f]{2})(?:-([0-9a-f]{2}))?\s*=\s*([0-9]{1,4})\s*$", part, re.I)
         if not m:
             raise GdsdiagError(
                 f"bad --numa entry {part!r}", "use DOMAIN:BUS[-BUS]=NODE, e.g. 0000:00-7f=0,0000:80-ff=1"
