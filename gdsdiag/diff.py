@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .errors import GdsdiagError
+from .errors import EXIT_OK, EXIT_WARN, GdsdiagError, UsageError
 
 if TYPE_CHECKING:
     from .schema import diff as schema
@@ -55,6 +55,10 @@ class DiffResult:
     def same(self) -> bool:
         return not self.differences
 
+    @property
+    def exit_code(self) -> int:
+        return EXIT_OK if self.same else EXIT_WARN
+
 
 @contextmanager
 def open_root(spec: str):
@@ -73,7 +77,7 @@ def open_root(spec: str):
             yield fs, "root"
         return
     if not os.path.exists(spec):
-        raise GdsdiagError(f"{spec} not found", "give a snapshot (.tar.gz from 'gdsdiag snapshot') or a root directory")
+        raise UsageError(f"{spec} not found", "give a snapshot (.tar.gz from 'gdsdiag snapshot') or a root directory")
     with node_root(snapshot=spec) as fs:
         yield fs, "snapshot"
 

@@ -1,4 +1,4 @@
-"""``gdsdiag topology``: parse options, render the report of gdsdiag.topology.report, exit with its code."""
+"""``gdsdiag topology``: parse options, render the report of gdsdiag.topology.report, return it (cli.main exits with its code)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ._common import exit_leaving_heap, json_option, json_text, node_options, paused_gc
+from ._common import json_option, json_text, node_options, paused_gc
 
 
 @click.command()
@@ -80,4 +80,4 @@ def topology(
             from ..render.topology_text import render_cross_check
 
             render_cross_check(console, report.cross_check, report.cross_check_input)
-    exit_leaving_heap(report.exit_code)
+    return report

@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import GdsdiagError
+from ..errors import GdsdiagError, UsageError
 from ._types import CuFileLib
 
 _lock = threading.Lock()
@@ -137,7 +137,7 @@ def load(path: str | None = None) -> Library:
             )
         how, lib_path = cands[0]
         if path and not os.path.exists(path):
-            raise GdsdiagError(f"{path} does not exist", "pass the path of libcufile.so.0")
+            raise UsageError(f"{path} does not exist", "pass the path of libcufile.so.0")
         log = os.environ.get("CUFILE_LOGFILE_PATH")
         if not log:
             log = default_log_path()

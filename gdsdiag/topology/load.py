@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from ..bounded import read_user_text  # regular files under a stated size only
-from ..errors import GdsdiagError
+from ..errors import GdsdiagError, UsageError
 from ..importers import lspci
 from ..pci.config_space import AcsControl
 from ..pci.records import CpuInfo, HostBridge, IommuInfo, PciFunction
@@ -101,7 +101,6 @@ def attach_nvlink_status(topo: Topology, text: str, source: str) -> None:
 
 
 def attach_smi_text(topo: Topology, text: str, source: str) -> None:
-    from ..errors import GdsdiagError
     from ..importers.nvidia_smi import parse
     from ..pci.nvlink import NvLinkInfo
     from .nvlink import from_smi_matrix
@@ -124,9 +123,7 @@ def _parse_numa_map(spec: str | None) -> list[tuple[str, int, int, int]]:
         # the node in ASCII digits, below Linux's node limit ('²', '١' and 5,000 digits are not nodes)
         m = re.match(r"^\s*([0-9a-f]{4}):([0-9a-f]{2})(?:-([0-9a-f]{2}))?\s*=\s*([0-9]{1,4})\s*$", part, re.I)
         if not m:
-            raise GdsdiagError(
-                f"bad --numa entry {part!r}", "use DOMAIN:BUS[-BUS]=NODE, e.g. 0000:00-7f=0,0000:80-ff=1"
-            )
+            raise UsageError(f"bad --numa entry {part!r}", "use DOMAIN:BUS[-BUS]=NODE, e.g. 0000:00-7f=0,0000:80-ff=1")
         lo = int(m.group(2), 16)
         out.append((m.group(1).lower(), lo, int(m.group(3), 16) if m.group(3) else lo, int(m.group(4))))
     return out

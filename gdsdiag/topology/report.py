@@ -20,6 +20,7 @@ class TopologyReport:
     cross_check: list[dict] | None = None  # nvidia-smi cells, when asked for
     cross_check_input: dict | None = None  # what of the nvidia-smi text was not read or compared
     routing: list[dict] | None = None  # cuFile dynamic-routing notes (topology.routing)
+    leave_heap = True  # ~1M objects on a large node: the OS frees them at exit (errors.Report)
 
     @property
     def disagreements(self) -> int:
