@@ -281,6 +281,27 @@ def render(
             findings_list(console, findings)
         else:
             console.print("no findings", style="green")
+    else:
+        hidden_note(console, findings)
+
+
+def hidden_note(console: Console, findings) -> None:
+    """A view without the findings (--tree, --matrix) still says which warnings and failures set the
+    exit code, so an exit 1 or 2 is never unexplained."""
+    counts = [
+        (sum(1 for f in findings if f.severity == sev), word)
+        for sev, word in (("fail", "failure"), ("warn", "warning"))
+    ]
+    said = [f"{n} {word}{'s' if n > 1 else ''}" for n, word in counts if n]
+    if said:
+        ids = ", ".join(f.id for f in findings if f.severity in ("fail", "warn"))
+        console.print(
+            f"findings not shown: {' and '.join(said)} ({clip(ids)}; --findings lists them)",
+            style="yellow",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def render_cross_check(console, results: list[dict], meta: dict | None = None) -> None:

@@ -149,7 +149,7 @@ def render_summary(console: Console, res, as_json: bool) -> None:
         sys.stdout.write(json.dumps(res.summary_json()) + "\n")
         return
     console.print()
-    if not res.verdicts and not getattr(res, "counted", []):
+    if not res.ios and not getattr(res, "counted", []):
         console.print("no cuFile or file I/O seen", style="yellow")
     for route, s in res.summary.items():
         sub = f" ({', '.join(s['subtypes'])})" if s["subtypes"] else ""

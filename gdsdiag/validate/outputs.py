@@ -214,11 +214,17 @@ def render(console, rep: ValidateReport, verbose: bool = False) -> None:
     console.print(t)
     for r in rep.results:
         if r.status in (Status.FAIL, Status.WARN) or verbose:
-            console.print(f"[{STATUS_STYLE[r.status]}]{r.status.value}[/] {r.rule}: {_txt(r.summary)}")
+            # soft_wrap: never broken by the renderer, so a fix is copied whole from a pipe or a log
+            console.print(f"[{STATUS_STYLE[r.status]}]{r.status.value}[/] {r.rule}: {_txt(r.summary)}", soft_wrap=True)
             for e in r.evidence[:8]:
-                console.print(f"    evidence: {_plain(e.source)}: {_plain(e.value)}", markup=False, highlight=False)
+                console.print(
+                    f"    evidence: {_plain(e.source)}: {_plain(e.value)}",
+                    markup=False,
+                    highlight=False,
+                    soft_wrap=True,
+                )
             if r.fix:
-                console.print(f"    fix: {_plain(r.fix)}", markup=False, highlight=False)
+                console.print(f"    fix: {_plain(r.fix)}", markup=False, highlight=False, soft_wrap=True)
     if rep.stopped_early:
         console.print(f"[yellow]stopped early[/]: {_txt(rep.stopped_early)}")
     w = rep.worst()
