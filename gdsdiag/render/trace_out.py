@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.text import Text
 
-from ..sweep.latency import human_size
+from ..units import human_bytes, human_size
 
 if TYPE_CHECKING:
     from ..schema import trace as schema
@@ -32,10 +32,7 @@ def _size(n) -> str:
         return "?"
     if n >= 1024 and n % 1024 == 0:
         return human_size(n)
-    for unit, mult in (("GiB", 1 << 30), ("MiB", 1 << 20)):
-        if n >= mult:
-            return f"{n / mult:.1f}{unit}"
-    return str(n)
+    return human_bytes(n, 1, span=("GiB", "MiB"))
 
 
 class LinePrinter:

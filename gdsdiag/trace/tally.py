@@ -83,7 +83,7 @@ class RouteTally:
 
     def summary(self) -> dict:
         """{route: {count, bytes, subtypes, p50_us, p99_us, hist_us}} in the route vocabulary's order."""
-        from ..sweep.latency import percentile
+        from ..units import percentile
 
         out = {}
         for name in ROUTES:

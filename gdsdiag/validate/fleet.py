@@ -125,7 +125,7 @@ def rows(reports: list[tuple[str, dict]]) -> list[schema.NodeRow]:
 
 def gbps_keys(rs: list[schema.NodeRow]) -> list[str]:
     """'read 64k' < 'read 1m' < 'write 64k': by pattern, then block size in bytes."""
-    from ..sweep.latency import parse_size
+    from ..units import parse_size
 
     keys = {k for r in rs for k in r["gbps"]}
     return sorted(keys, key=lambda k: (k.split()[0], parse_size(k.split()[1])))

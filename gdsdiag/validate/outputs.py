@@ -47,7 +47,7 @@ def document(rep: ValidateReport) -> schema.ValidateDoc:
         "level": rep.level,
         "policy": rep.policy.to_json(),
         "verdict": rep.worst().value,
-        "exit_code": rep.exit_code(),
+        "exit_code": rep.exit_code,
         "counts": counts,
         "stopped_early": rep.stopped_early,
         "seconds": rep.seconds,
@@ -130,7 +130,7 @@ def prometheus(rep: ValidateReport, now: float | None = None) -> str:
     family(
         "gdsdiag_validate_exit_code",
         "Exit code of the last validation: 0 pass, 1 warn, 2 fail.",
-        [("", rep.exit_code())],
+        [("", rep.exit_code)],
     )
     family(
         "gdsdiag_validate_timestamp_seconds",

@@ -69,6 +69,7 @@ class ValidateReport:
     def worst(self) -> Status:
         return max((r.status for r in self.results), key=lambda s: ORDER[s], default=Status.PASS)
 
+    @property
     def exit_code(self) -> int:
         w = self.worst()
         return EXIT_FAIL if w == Status.FAIL else EXIT_WARN if w == Status.WARN else EXIT_OK
