@@ -303,3 +303,33 @@ def test_an_lspci_text_of_hundreds_of_gpus_and_nvme_is_refused_not_expanded(tmp_
     p.write_text("\n".join(lines) + "\n")
     rc, _, err, _ = cli("topology", "--lspci", str(p))
     assert rc == 3 and "more than the 65536 gdsdiag analyses" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Reads : " + "a" * (10 << 20),  # a 10 MB word with no '=': every suffix was retried
+        "a" + " " * (10 << 20),  # a counter name with no colon: lazy name and '\\s*' over one run
+        "Reads : " + "n=1 " * (2 << 20),  # 2 M counters (8 MB)
+    ],
+    ids=["long-word", "long-spaces", "many-counters"],
+)
+def test_nvfs_stats_parser_is_linear_on_a_long_line(line):
+    """Issue 24: a long nvidia-fs stats line was quadratic in nvfs_proc (the 'name=value' and the
+    counter-line patterns). 10 MB now takes well under a second (quadratic: hours)."""
+    from gdsdiag.platform.nvfs_proc import parse_stats
+
+    t = time.monotonic()
+    parse_stats(line)
+    small = time.monotonic() - t
+    assert small < 5, small
+
+
+def test_nvfs_stats_counters_are_bounded_ascii_numbers():
+    from gdsdiag.platform.nvfs_proc import parse_peer_affinity, parse_peer_distance, parse_stats
+
+    s = parse_stats("Reads : n=" + "9" * 5000 + " ok=3 err=١٢ io=7\nActive Process: " + "9" * 5000)
+    assert s.counters == {"Reads": {"ok": 3, "io": 7}} and s.active_process is None
+    assert parse_peer_affinity("GPU :0000:ca:00.0 :0 ² 1") == {}
+    row = "0000:ca:00.0 0000:cb:00.0 0x1 0x2 0x3 0x4 0x5 " + "9" * 5000 + " nvme"
+    assert parse_peer_distance(row) == []

@@ -132,9 +132,9 @@ def parse_vvv(text: str) -> dict[str, PciFunction]:
             dom = (h.group(1) or "0000").lower()
             bdf = f"{dom}:{h.group(2).lower()}:{h.group(3).lower()}.{h.group(4)}"
             cls_name, name = h.group(5), h.group(6)
-            name = re.sub(r"\s*\((?:rev [0-9a-f]+|prog-if [^)]*\)?)\)", "", name).strip() or name
+            name = re.sub(r"(?<!\s)\s*\((?:rev [0-9a-f]+|prog-if [^)]*\)?)\)", "", name).strip() or name
             cur = PciFunction(bdf=bdf, host_bridge="", parent_bdf=None, name=name, source="lspci -vvv")
-            cls_name_clean = re.sub(r"\s*\[[0-9a-f]{4}\]$", "", cls_name)
+            cls_name_clean = re.sub(r"(?<!\s)\s*\[[0-9a-f]{4}\]$", "", cls_name)
             mcls = re.search(r"\[([0-9a-f]{4})\]$", cls_name)
             cur.class_code = (int(mcls.group(1), 16) << 8) if mcls else CLASS_NAMES.get(cls_name_clean)
             mprog = re.search(r"prog-if ([0-9a-f]{2})", h.group(6))
@@ -269,7 +269,8 @@ def _parse_numa_map(spec: str | None) -> list[tuple[str, int, int, int]]:
     for part in (spec or "").split(","):
         if not part.strip():
             continue
-        m = re.match(r"^\s*([0-9a-f]{4}):([0-9a-f]{2})(?:-([0-9a-f]{2}))?\s*=\s*(\d+)\s*$", part, re.I)
+        # the node in ASCII digits, below Linux's node limit ('²', '١' and 5,000 digits are not nodes)
+        m = re.match(r"^\s*([0-9a-f]{4}):([0-9a-f]{2})(?:-([0-9a-f]{2}))?\s*=\s*([0-9]{1,4})\s*$", part, re.I)
         if not m:
             raise GdsdiagError(
                 f"bad --numa entry {part!r}", "use DOMAIN:BUS[-BUS]=NODE, e.g. 0000:00-7f=0,0000:80-ff=1"
@@ -352,7 +353,8 @@ def _grep_summary(path: str, lines: list[AcsControl | None]) -> dict:
 
 # What a line of each kind of lspci text may be, beyond what the parsers take: a line matching
 # none is named in the topology's problems (issue 22: an importer never drops a line in silence).
-_PROMPT_RE = re.compile(r"^\s*(\S+@\S+[:~].*)?[$#]\s*(sudo\s+)?lspci\b|^\s*(sudo\s+)?lspci\s+-")
+# (user@host: and the prompt's end matched by classes that cannot overlap: linear on any line)
+_PROMPT_RE = re.compile(r"^\s*(?:[^\s@]+@[^\s:~]+[:~][^$#]*)?[$#]\s*(?:sudo\s+)?lspci\b|^\s*(?:sudo\s+)?lspci\s+-")
 _MAX_NAMED = 20
 
 
