@@ -333,3 +333,19 @@ def test_nvfs_stats_counters_are_bounded_ascii_numbers():
     assert parse_peer_affinity("GPU :0000:ca:00.0 :0 ² 1") == {}
     row = "0000:ca:00.0 0000:cb:00.0 0x1 0x2 0x3 0x4 0x5 " + "9" * 5000 + " nvme"
     assert parse_peer_distance(row) == []
+
+
+def test_nvidia_smi_matrix_with_a_row_repeated_5000_times_is_named_in_bounded_lines(tmp_path):
+    """Found by the long fuzz run: one unreadable matrix row repeated 5,000 times (600 KB) made
+    50,000 'not compared' cells, each printed through rich: > 10 s. A repeated row is one row's
+    cells, and the text output names at most MAX_CELL_LINES cells (--json keeps them all)."""
+    from gdsdiag.importers.nvidia_smi import MAX_CELL_LINES
+
+    head = "\tGPU0\tGPU1\tGPU2\tCPU Affinity\tNUMA Affinity\n"
+    bad = "GPU2\tSYS\tSYS\tX\tPIX\t0-31\t0\tN/A\n"  # one cell too many
+    p = tmp_path / "topo.txt"
+    p.write_text(head + "GPU0\t X \tNV18\tSYS\t0-31\t0\n" + bad * 5000)
+    h200 = os.path.join(REPO, "tests", "fixtures", "snapshots", "h200-vm-2026-11-29.tar.gz")
+    rc, out, err, secs = cli("topology", "--from", h200, "--nvidia-smi", str(p))
+    assert rc in (0, 1, 2, 3) and "internal error" not in err and secs < 20, (rc, err, secs)
+    assert out.count("not compared") <= MAX_CELL_LINES + 2, out.count("not compared")
