@@ -349,3 +349,53 @@ def test_nvidia_smi_matrix_with_a_row_repeated_5000_times_is_named_in_bounded_li
     rc, out, err, secs = cli("topology", "--from", h200, "--nvidia-smi", str(p))
     assert rc in (0, 1, 2, 3) and "internal error" not in err and secs < 20, (rc, err, secs)
     assert out.count("not compared") <= MAX_CELL_LINES + 2, out.count("not compared")
+
+
+H200 = os.path.join(REPO, "tests", "fixtures", "snapshots", "h200-vm-2026-11-29.tar.gz")
+QWEN = os.path.join(MODELS, "qwen2.5-1.5b.config.json")
+# every number option of every command, with what else it needs to get past click
+NUMBER_OPTIONS = [
+    (["cufile", "--no-open"], "--timeout"),
+    (["trace"], "--pid"),
+    (["trace", "--replay", "x"], "--duration"),
+    (["trace", "--replay", "x"], "--interval"),
+    (["validate", "--proof", "--path", "/tmp"], "--proof-timeout"),
+    (["validate", "--proof", "--path", "/tmp"], "--proof-size"),
+    (["validate", "--proof", "--path", "/tmp"], "--proof-gpus"),
+    (["exporter", "--root", "/nonexistent"], "--port"),
+    (["exporter", "--root", "/nonexistent"], "--interval"),
+    (["exporter", "--root", "/nonexistent"], "--trace-window"),
+    (["kv", "--model-config", QWEN, "--prefill-tps", "100"], "--gbps"),
+    (["kv", "--model-config", QWEN, "--gbps", "2"], "--prefill-tps"),
+    (["kv", "--model-config", QWEN, "--gbps", "2"], "--tokens"),
+    (["sweep", "--dir", "/nonexistent", "--mode", "host"], "--gpu"),
+    (["sweep", "--dir", "/nonexistent", "--mode", "host"], "--size"),
+    (["sweep", "--dir", "/nonexistent", "--mode", "host"], "--bs"),
+    (["sweep", "--dir", "/nonexistent", "--mode", "host"], "--threads"),
+    (["sweep", "--dir", "/nonexistent", "--mode", "host"], "--iodepth"),
+    (["sweep", "--dir", "/nonexistent", "--mode", "host"], "--time"),
+    (["sweep", "--dir", "/nonexistent", "--mode", "host"], "--bytes"),
+]
+HOSTILE_NUMBERS = ["inf", "nan", "-1", "0x10", "١٢", "1_000", " 5", "9" * 5000, "1.2.3", "²", "1e400", ""]
+
+
+@pytest.mark.parametrize("base,option", NUMBER_OPTIONS, ids=[f"{b[0]} {o}" for b, o in NUMBER_OPTIONS])
+def test_every_number_option_refuses_what_int_and_float_take(base, option):
+    """click's INTEGER/FLOAT take '١٢', '1_000', ' 5', 'inf', 'nan' and (until the digit limit)
+    thousands of digits: 'trace --duration inf' traced forever, 'cufile --timeout nan' waited
+    nan seconds, '--numa 0000:00=<5,000 digits>' crashed. Every number option refuses them before
+    any work: a usage error naming the option, exit 4, one line."""
+    for v in HOSTILE_NUMBERS:
+        if option == "--bs" and v == "":
+            continue  # (an empty list is the defaults')
+        rc, _, err, took = cli(*base, option, v, timeout=30)
+        assert rc == 4 and "Traceback" not in err and "internal error" not in err, (option, v[:20], rc, err)
+        assert took < 20, (option, v[:20], took)
+
+
+@pytest.mark.parametrize("v", ["0000:00=" + "9" * 5000, "0000:00=١", "0000:00=²", "0000:00=1.5"])
+def test_numa_map_nodes_are_bounded_ascii(tmp_path, v):
+    lspci = os.path.join(REPO, "tests", "fixtures", "corpus", "lspci-vvv")
+    f = os.path.join(lspci, sorted(os.listdir(lspci))[0])
+    rc, _, err, _ = cli("topology", "--lspci", f, "--numa", v)
+    assert rc in (3, 4) and one_line(err) and "--numa" in err, err

@@ -10,10 +10,11 @@ import click
 
 from ..errors import EXIT_OK, EXIT_TOOL_ERROR, GdsdiagError
 from ._common import paths_option
+from ._numbers import PORT, SECONDS
 
 
 @click.command("exporter")
-@click.option("--port", default=9835, show_default=True, help="TCP port for /metrics.")
+@click.option("--port", type=PORT, default=9835, show_default=True, help="TCP port for /metrics.")
 @click.option(
     "--addr",
     default="127.0.0.1",
@@ -22,14 +23,22 @@ from ._common import paths_option
     "0.0.0.0 to serve the network.",
 )
 @click.option(
-    "--interval", default=300.0, show_default=True, help="Seconds between verdict refreshes (validate's static rules)."
+    "--interval",
+    type=SECONDS,
+    default=300.0,
+    show_default=True,
+    help="Seconds between verdict refreshes (validate's static rules).",
 )
 @click.option("--policy", "policy_file", metavar="FILE", help="Policy for the verdicts (default: the shipped policy).")
 @paths_option("Mounts whose cuFile route is judged on each refresh (repeatable).")
 @click.option("--root", default="/", show_default=True, help="Read sysfs/procfs under this directory.")
 @click.option("--trace", "trace", is_flag=True, help="Also count I/O routes live with gdsdiag trace (root, bcc).")
 @click.option(
-    "--trace-window", default=60.0, show_default=True, help="Seconds per trace session (probes re-attach between)."
+    "--trace-window",
+    type=SECONDS,
+    default=60.0,
+    show_default=True,
+    help="Seconds per trace session (probes re-attach between).",
 )
 @click.option("--trace-path", metavar="DIR", help="Only count traced I/O to files under DIR.")
 def exporter(port, addr, interval, policy_file, paths, root, trace, trace_window, trace_path):

@@ -8,13 +8,14 @@ import sys
 import click
 
 from ..errors import EXIT_OK, EXIT_WARN, GdsdiagError, refuse_existing
+from ._numbers import LONG_SECONDS, PID, Amount
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option(
     "--pid",
     "pids",
-    type=int,
+    type=PID,
     multiple=True,
     help="Trace this running process, its threads and all its descendants (repeatable).",
 )
@@ -26,11 +27,11 @@ from ..errors import EXIT_OK, EXIT_WARN, GdsdiagError, refuse_existing
 @click.option(
     "--comm", metavar="NAME", help="Trace processes with this name (and their descendants), also those started later."
 )
-@click.option("--duration", type=float, help="Stop after this many seconds.")
+@click.option("--duration", type=LONG_SECONDS, help="Stop after this many seconds.")
 @click.option(
     "--interval",
     "interval_s",
-    type=float,
+    type=Amount(0.1, 86400, low_open=False, unit=" seconds"),
     metavar="N",
     help="Every N seconds: I/Os, GB/s and latency per route and for the busiest processes and files "
     "(like biolatency 1), then the summary's histograms; the text output then leaves out the per-I/O "

@@ -9,6 +9,7 @@ import click
 
 from ..errors import GdsdiagError, refuse_existing
 from ._common import emit_json, paths_option
+from ._numbers import SECONDS
 
 PROM_MARK = "# HELP gdsdiag_"
 
@@ -71,7 +72,7 @@ def write_prom(path: str, text: str) -> None:
     "--proof-timeout",
     default=60.0,
     show_default=True,
-    type=float,
+    type=SECONDS,
     metavar="S",
     help="Seconds before a probe is killed.",
 )
@@ -125,7 +126,7 @@ def validate(
     policy = load(policy_file)
     from .validate_proof import check_args
 
-    proof_size_b = check_args(proof, nfd_path, list(paths), snapshot, root, proof_size, proof_timeout)
+    proof_size_b = check_args(proof, nfd_path, list(paths), snapshot, root, proof_size, proof_timeout, proof_gpus)
     if snapshot:
         if paths or level:
             raise GdsdiagError(

@@ -140,8 +140,8 @@ def parse_peer_affinity(text: str) -> dict[str, list[int]]:
         m = re.match(r"^GPU\s*:\s*([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d)\s*:\s*(.*)$", line.strip(), re.I)
         if m:
             counts = [ascii_int(x) for x in m.group(2).split()]
-            if None not in counts:
-                out[m.group(1).lower()] = counts  # type: ignore[assignment]
+            if all(c is not None for c in counts):
+                out[m.group(1).lower()] = [c for c in counts if c is not None]
     return out
 
 
