@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN
 from . import catalog
 from .readers import Line, detect, read_input, split
 
@@ -31,7 +32,7 @@ def matters(line: Line) -> bool:
         return bool(re.search(r"\b(err|posix)=[1-9]|Errors\s*:\s*[1-9]", line.text))
     if line.kind == "dmesg":
         return bool(_DMESG_OURS_RX.search(line.text) and _MATTERS_RX.search(line.text))
-    if line.kind == "gdscheck" and re.match(r"^[\w ]+\s*:\s*Unsupported\s*$", line.text):
+    if line.kind == "gdscheck" and re.match(r"^[\w \t]+:[ \t]*Unsupported\s*$", line.text):
         return line.text.split(":")[0].strip().upper() in ("NVME", "NVME P2PDMA")
     return bool(_MATTERS_RX.search(line.text))
 
@@ -89,6 +90,15 @@ class Report:
     def worst(self) -> str | None:
         sev = {g.explanation.severity for g in self.groups}
         return next((s for s in ("error", "warn", "info") if s in sev), None)
+
+    @property
+    def exit_code(self) -> int:
+        worst = self.worst()
+        if worst == "error":
+            return EXIT_FAIL
+        if worst == "warn" or self.unknown_that_matter:
+            return EXIT_WARN
+        return EXIT_OK
 
 
 def _key(ln: Line, ex: catalog.Explanation) -> tuple:

@@ -1,4 +1,4 @@
-"""Parse ``nvidia-smi topo -m`` and compare its labels with ours (``--cross-check``).
+"""Parse ``nvidia-smi topo -m`` (``topology/cross_check.py`` compares its labels with ours, ``--cross-check``).
 
 Formats seen in real captures (../shared/corpus/nvidia-smi-topo/ and our GPU machine): TAB-separated
 (piped) or space-aligned (terminal); ANSI underline on the header; ``NV#`` cells; a ``NIC Legend``
@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 
 from ..bounded import ascii_int
 from ..errors import GdsdiagError
-from ..topology.model import Role, Topology
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 LEVELS = {"X", "PIX", "PXB", "PHB", "NODE", "SYS", "SOC"}
@@ -30,7 +29,7 @@ AFFINITY_HEADERS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 CELL_RE = re.compile(r"X|SYS|NODE|PHB|PXB|PIX|SOC|NV\d{1,2}(?![0-9])")
 LABEL_RE = re.compile(r"CPU Affinity|NUMA Affinity|GPU NUMA ID|GPU\d+|NIC\d+|mlx\d+_(?:bond_)?\d+")
 ROW_RE = re.compile(r"^(GPU\d+|NIC\d+|mlx\d+_(?:bond_)?\d+)(?=\s|[A-Z])")
-CPULIST_RE = re.compile(r"^\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*$")
+CPULIST_RE = re.compile(r"^[0-9]{1,20}(?:-[0-9]{1,20})?(?:,[0-9]{1,20}(?:-[0-9]{1,20})?)*$")  # ASCII, int()-safe
 # Linux's largest NUMA node count (CONFIG_NODES_SHIFT 10: MAX_NUMNODES 1024): a list naming more
 # nodes than that is not a node list, and is not expanded.
 MAX_NODES = 1024
@@ -39,7 +38,11 @@ KNOWN_LINE_RES = (
     re.compile(r"^\s*Legend:\s*$"),
     re.compile(r"^\s*NIC Legend:\s*$"),
     re.compile(r"^\s*(X|SYS|NODE|PHB|PXB|PIX|SOC|NV#|C2C)\s*=\s*\S"),
-    re.compile(r"^\s*(\S+@\S+[:~].*)?([$#]|\S*>)?\s*(sudo\s+)?nvidia-smi\s+(topo|nvlink)\b.*$"),
+    # a shell prompt (user@host:dir$, #, dgx2>) and the command; no two quantifiers can take the same
+    # characters, so a long line costs linear time (two '\s*' around an optional prompt were quadratic)
+    re.compile(
+        r"^\s*(?:(?:[^\s@]+@[^\s:~]+[:~][^$#]*[$#]|[$#]|[^\s>]*>)\s*)?(?:sudo\s+)?nvidia-smi\s+(?:topo|nvlink)\b"
+    ),
     # 'nvidia-smi nvlink -s' pasted with the matrix: read by parse_nvlink_status
     re.compile(r"^GPU \d+: .+"),
     re.compile(r"^\s*Link \d+: (?:[0-9.]+ GB/s|<inactive>)\s*$"),
@@ -265,11 +268,12 @@ def parse_nvlink_status(text: str) -> list[dict]:
     out: list[dict] = []
     for raw in text.splitlines():
         ln = ANSI_RE.sub("", raw).strip()
-        m = re.match(r"^GPU (\d+): (.+?)(?: \(UUID: ([^)]*)\))?$", ln)
+        # (ASCII numbers int() can read; the UUID stops at a parenthesis, so no line costs quadratic time)
+        m = re.match(r"^GPU ([0-9]{1,6}): (.+?)(?: \(UUID: ([^()]*)\))?$", ln)
         if m:
             out.append({"index": int(m.group(1)), "name": m.group(2), "uuid": m.group(3), "links": {}})
             continue
-        m = re.match(r"^Link (\d+): (?:([0-9.]+) GB/s|<inactive>)", ln)
+        m = re.match(r"^Link ([0-9]{1,6}): (?:([0-9]{1,9}(?:\.[0-9]{1,9})?) GB/s|<inactive>)", ln)
         if m and out:
             out[-1]["links"][int(m.group(1))] = float(m.group(2)) if m.group(2) else None
     return out
@@ -312,250 +316,3 @@ def read_smi_text(path: str | None) -> str:
     if out.returncode != 0:
         raise GdsdiagError(f"nvidia-smi topo -m failed: {out.stderr.strip()[:200]}", "check the driver with nvidia-smi")
     return out.stdout
-
-
-def _match_devices(topo: Topology, m: SmiMatrix) -> tuple[dict[str, object], dict[str, str]]:
-    """(nvidia-smi column -> our Device, column -> how it was matched or why not). GPUs by index
-    label; NICs by name (the NIC Legend's mlx5_N or netdev, or the header's own name). Only when our
-    topology carries no NIC names at all (lspci text) are NICs matched by order among Mellanox
-    functions, and each such match says so."""
-    ours: dict[str, object] = {}
-    how: dict[str, str] = {}
-    gpus = {d.label: d for d in topo.by_role(Role.GPU)}
-    nics = sorted(topo.by_role(Role.NIC), key=lambda d: d.bdf)
-    by_name = {n: d for d in nics for n in d.names}
-    mellanox = [d for d in nics if d.fn.vendor == 0x15B3]
-    nic_cols = [c for c in m.columns if not c.startswith("GPU")]
-    nameless = not by_name
-    for col in m.columns:
-        if col.startswith("GPU"):
-            if col in gpus:
-                ours[col], how[col] = gpus[col], "GPU index"
-            else:
-                how[col] = f"no {col} in our topology"
-            continue
-        name = m.device_name(col)
-        if name in by_name:
-            ours[col], how[col] = by_name[name], f"name {name}"
-        elif nameless and len(mellanox) == len(nic_cols):
-            ours[col] = mellanox[nic_cols.index(col)]
-            how[col] = f"order among Mellanox functions (the input carries no NIC names; nvidia-smi calls it {name})"
-        else:
-            how[col] = f"no NIC named {name} in our topology"
-    return ours, how
-
-
-def cross_check(topo: Topology, pairs, text: str, text_source: str | None = None) -> list[dict]:
-    """One entry per GPU-row cell: ``agree`` True/False when compared, None when not compared
-    (with the reason in ``note``): a cell not compared is never counted as agreeing."""
-    return cross_check_report(topo, pairs, text, text_source)[0]
-
-
-def other_node(topo: Topology, m: SmiMatrix) -> list[str]:
-    """Why the text cannot be this node's (or this view's: a Slurm job or a container that sees a
-    subset of the GPUs numbers them from 0 again, so GPU indices no longer name the same cards).
-    Empty when nothing says so."""
-    why: list[str] = []
-    ours = topo.by_role(Role.GPU)
-    theirs = [c for c in m.columns if c.startswith("GPU")]
-    if ours and len(theirs) != len(ours):
-        why.append(f"it lists {len(theirs)} GPUs, this node has {len(ours)}")
-    cpus = set().union(*topo.cpu.node_cpus.values()) if topo.cpu.node_cpus else set()
-    if cpus:
-        listed: set[int] = set()
-        for v in m.cpu_affinity.values():
-            if v != "N/A":
-                if CPULIST_RE.match(v):  # only its largest number: '0-4000000000' is never expanded
-                    listed.add(max(int(x) for x in re.split(r"[-,]", v)))
-        if listed and max(listed) > max(cpus):
-            why.append(f"its CPU affinity names CPU {max(listed)}, this node's last CPU is {max(cpus)}")
-    named = {n for d in topo.by_role(Role.NIC) for n in d.names}
-    legend = set(m.nic_legend.values())
-    if named and legend and not (named & legend):
-        why.append(f"none of its NICs ({', '.join(sorted(legend)[:4])}...) is on this node")
-    # (NUMA nodes that differ are not taken as another node: firmware's numa_node can be wrong, and
-    # an lspci import's --numa is the user's; they are compared per GPU row, cross_check_input.numa)
-    return why
-
-
-def cross_check_report(topo: Topology, pairs, text: str, text_source: str | None = None) -> tuple[list[dict], dict]:
-    """(cells, input): the cells of ``cross_check`` and what the text held that was not compared:
-    ``unread`` (lines and cells named), ``split_glued`` (glued fields read apart), ``other_node``
-    (why the text is not this node's: then no cell is compared), ``compared`` / ``not_compared``."""
-    m = parse(text)
-    ours, how = _match_devices(topo, m)
-    foreign = other_node(topo, m)
-    by_pair = {(p.a.bdf, p.b.bdf): p for p in pairs}
-    out: list[dict] = []
-    for row in m.rows_unread:
-        if row.startswith("GPU"):
-            for col in m.columns:
-                if col != row:
-                    out.append(
-                        {
-                            "row": row,
-                            "column": col,
-                            "nvidia_smi": None,
-                            "gdsdiag": None,
-                            "agree": None,
-                            "note": "not compared: nvidia-smi's row could not be read (see cross_check_input.unread)",
-                        }
-                    )
-    for (row, col), theirs in m.cells.items():
-        if row == col or not row.startswith("GPU") or theirs == "X":
-            continue
-        a, b = ours.get(row), ours.get(col)
-        entry: dict[str, object] = {"row": row, "column": col, "nvidia_smi": theirs}
-        if foreign:
-            entry.update(
-                gdsdiag=None, agree=None, note="not compared: the text is not this node's: " + "; ".join(foreign)
-            )
-            out.append(entry)
-            continue
-        if theirs == "?":
-            entry.update(gdsdiag=None, agree=None, note="not compared: nvidia-smi's cell is of no known kind")
-            out.append(entry)
-            continue
-        if a is None or b is None:
-            entry.update(gdsdiag=None, agree=None, note="not compared: " + (how[row] if a is None else how[col]))
-            out.append(entry)
-            continue
-        entry.update(a=a.bdf, b=b.bdf)
-        p = by_pair.get((a.bdf, b.bdf))
-        if p is None:
-            entry.update(gdsdiag=None, agree=None, note="not compared: gdsdiag analyses no such pair")
-        elif theirs.startswith("NV"):
-            if p.nvlink is None:
-                why = topo.nvlink_note or "no NVLink data for this pair"
-                entry.update(
-                    gdsdiag=p.label, agree=None, note=f"not compared: NVLink cell, gdsdiag has no NVLink data ({why})"
-                )
-            elif text_source is not None and p.nvlink.source == text_source:
-                entry.update(
-                    gdsdiag=p.label,
-                    agree=None,
-                    note="not compared: gdsdiag's NVLink data is this same nvidia-smi text (no NVML, no other capture)",
-                )
-            else:
-                entry.update(gdsdiag=p.label, agree=p.label == theirs, note=f"NVLink from {p.nvlink.source}")
-        elif p.label == "?":
-            entry.update(
-                gdsdiag="?",
-                agree=None,
-                note="not compared: gdsdiag cannot tell NODE from SYS here (a host bridge's NUMA node is unknown; "
-                "lspci imports take --numa)",
-            )
-        else:
-            entry.update(gdsdiag=p.label, agree=p.label == theirs)
-        if "order among" in how.get(col, ""):
-            prev = str(entry.get("note") or "")
-            entry["note"] = (prev + "; " if prev else "") + "matched by " + how[col]
-        out.append(entry)
-    meta = {
-        "unread": m.unread,
-        "split_glued": m.split_glued,
-        "other_node": foreign,
-        "numa": [] if foreign else _numa_rows(topo, m, ours),
-        "compared": sum(1 for e in out if e["agree"] is not None),
-        "not_compared": sum(1 for e in out if e["agree"] is None),
-    }
-    return out, meta
-
-
-def _numa_rows(topo: Topology, m: SmiMatrix, ours: dict) -> list[dict]:
-    """Per GPU row: nvidia-smi's NUMA Affinity (its CPU node, the first listed) against the NUMA
-    node gdsdiag reads for that GPU; agree None when either side does not say."""
-    out = []
-    for row in [c for c in m.columns if c.startswith("GPU")]:
-        if row not in m.numa:
-            continue
-        dev = ours.get(row)
-        theirs = m.numa[row]
-        mine = topo.numa_of(dev) if dev is not None else None
-        entry: dict = {"row": row, "nvidia_smi": theirs, "gdsdiag": mine}
-        if theirs is None or mine is None:
-            entry.update(
-                agree=None,
-                note="not compared: " + ("nvidia-smi says N/A" if theirs is None else "gdsdiag does not know"),
-            )
-        else:
-            entry["agree"] = theirs == mine
-        out.append(entry)
-    return out
-
-
-def summary(results: list[dict]) -> str:
-    agree = sum(1 for r in results if r["agree"] is True)
-    bad = sum(1 for r in results if r["agree"] is False)
-    skipped = sum(1 for r in results if r["agree"] is None)
-    parts = [f"{agree} agree", f"{bad} disagree"] + ([f"{skipped} not compared"] if skipped else [])
-    return f"cross-check with nvidia-smi, {len(results)} cells: " + ", ".join(parts)
-
-
-def render_cross_check(console, results: list[dict], meta: dict | None = None) -> None:
-    """A summary line, then one line per cell that is not an agreement (differs / not compared),
-    then every line or cell of the text that was not read. A text that is not this node's gets
-    one line saying why instead of a line per cell."""
-    from rich.text import Text
-
-    meta = meta or {}
-    if not results:
-        console.print("cross-check: nvidia-smi lists no GPU pair or NIC to compare", style="yellow")
-    else:
-        compared = sum(1 for r in results if r["agree"] is not None) + sum(
-            1 for r in meta.get("numa") or [] if r["agree"] is not None
-        )
-        shown = [r for r in results if r["agree"] is not True]
-        style = "red" if any(r["agree"] is False for r in results) else "yellow" if shown else "green"
-        console.print(Text(summary(results), style=f"bold {style}"))
-        if not compared:
-            console.print(
-                Text("cross-check: nothing was compared, no cell and no NUMA node (exit 3)", style="bold red")
-            )
-        if meta.get("other_node"):
-            console.print(
-                "  the nvidia-smi text is not this node's (or not this view of it): "
-                + "; ".join(meta["other_node"])
-                + " — run 'nvidia-smi topo -m' on this node, outside any job or container that hides GPUs",
-                markup=False,
-                highlight=False,
-                soft_wrap=True,
-            )
-            shown = [r for r in shown if not str(r.get("note", "")).startswith("not compared: the text is not")]
-        for r in shown:
-            word = "differs" if r["agree"] is False else "not compared"
-            line = (
-                f"  {r['row']}/{r['column']}: nvidia-smi {r['nvidia_smi']}, gdsdiag {r.get('gdsdiag') or '-'} — {word}"
-            )
-            note = r.get("note", "")
-            if note and not note.startswith("not compared"):
-                line += f" ({note})"
-            elif note:
-                line += note[len("not compared") :]
-            console.print(line, markup=False, highlight=False, soft_wrap=True)
-    numa = meta.get("numa") or []
-    differ = [r for r in numa if r["agree"] is False]
-    if numa:
-        same = sum(1 for r in numa if r["agree"] is True)
-        console.print(
-            f"NUMA affinity of {len(numa)} GPU rows: {same} agree, {len(differ)} disagree"
-            + (f", {len(numa) - same - len(differ)} not compared" if len(numa) - same - len(differ) else ""),
-            markup=False,
-            highlight=False,
-            style="red" if differ else None,
-        )
-        for r in differ:
-            console.print(
-                f"  {r['row']}: nvidia-smi NUMA {r['nvidia_smi']}, gdsdiag {r['gdsdiag']} — differs", markup=False
-            )
-    if meta.get("split_glued"):
-        console.print(
-            f"  nvidia-smi glued {len(meta['split_glued'])} pairs of fields with no space between them; read apart: "
-            + ", ".join(meta["split_glued"][:6])
-            + (" ..." if len(meta["split_glued"]) > 6 else ""),
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
-    for u in meta.get("unread", []):
-        console.print(f"  not read: {u}", markup=False, highlight=False, soft_wrap=True, style="yellow")
