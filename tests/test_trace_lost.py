@@ -46,6 +46,7 @@ def test_a_full_ring_counts_every_lost_read_and_its_bytes(tmp_path):
         assert row["ios"] > 0
         assert len(sent) + row["ios"] == READS  # every read: sent, or counted as lost
         assert row["bytes"] == 4096 * row["ios"]
+        assert row["reads"] == row["ios"] and row["read_bytes"] == row["bytes"]  # (preads only)
         assert all(e.args[5] == 4096 for e in sent)
         assert p.lost >= row["lost"] >= row["ios"]
     finally:
@@ -68,14 +69,17 @@ def test_records_not_classified_are_tallied_exactly_per_process():
         sid = rnd.choice([1, 2, 10, 11, 12, 7, 30, 3])
         ret = rnd.choice([4096, 65536, 0, -4, 12])
         recs.append(REC_STRUCT.pack(1, pid, pid + rnd.randint(0, 2), typ, sid, 0, 0, 0, 0, 0, ret, 0, comm))
-        row = want.setdefault(pid, [0, 0, 0])
+        row = want.setdefault(pid, [0, 0, 0, 0, 0])
         row[0] += 1
         if typ == 5 and sid in IO_SYSCALLS:
             row[1] += 1
             row[2] += max(ret, 0)
+            if IO_SYSCALLS[sid]:
+                row[3] += 1
+                row[4] += max(ret, 0)
     got: dict = {}
     tally_records(b"".join(recs), got)
     assert got == want
     one: dict = {}  # the one-kind fast path
     tally_records(REC_STRUCT.pack(1, 9, 9, 5, 1, 0, 0, 0, 0, 0, -11, 0, comm) * 3, one)
-    assert one == {9: [3, 3, 0]}
+    assert one == {9: [3, 3, 0, 3, 0]}

@@ -107,6 +107,8 @@ class LostRow(TypedDict, total=False):
     ios: int  # reads and writes among the lost events (counted in the kernel)
     bytes: int  # the bytes those moved
     events: int  # (unclassified_by_process: the events not classified)
+    reads: int  # of ios, the reads (the rest are writes)
+    read_bytes: int
 
 
 class Summary(TypedDict):

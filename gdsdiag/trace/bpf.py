@@ -226,7 +226,7 @@ IO_SYSCALLS = {
 
 def tally_records(blob: bytes, into: dict[int, list[int]]) -> None:
     """Per process, the records of BLOB (ring records, REC_STRIDE bytes each) and the reads and writes
-    among them with their bytes, added to INTO {pid: [events, ios, bytes]} without decoding each
+    among them with their bytes, added to INTO {pid: [events, ios, bytes, reads, read bytes]} without decoding each
     record: strided views of two words (pid | tid << 32, type | id << 32) counted together, and the
     result field summed under a mask only for the keys that are reads or writes (~0.5 µs a record
     where decoding is ~2), so what a stop cannot classify is still counted exactly."""
@@ -241,7 +241,7 @@ def tally_records(blob: bytes, into: dict[int, list[int]]) -> None:
     who, what = quads[2::w].tolist(), quads[3::w].tolist()
     rets = None
     for (pt, ti), n in Counter(zip(who, what)).items():
-        row = into.setdefault(pt & 0xFFFFFFFF, [0, 0, 0])
+        row = into.setdefault(pt & 0xFFFFFFFF, [0, 0, 0, 0, 0])
         row[0] += n
         if ti & 0xFFFFFFFF == _EV_SYS_EXIT and ti >> 32 in IO_SYSCALLS:
             if rets is None:
@@ -251,7 +251,11 @@ def tally_records(blob: bytes, into: dict[int, list[int]]) -> None:
                 got = rets
             else:
                 got = list(compress(rets, map(tuple.__eq__, zip(who, what), repeat((pt, ti)))))
-            row[2] += sum(got) - sum(filter((0).__gt__, got))  # (a failed call moved nothing)
+            moved = sum(got) - sum(filter((0).__gt__, got))  # (a failed call moved nothing)
+            row[2] += moved
+            if IO_SYSCALLS[ti >> 32]:  # a read
+                row[3] += n
+                row[4] += moved
 
 
 # The flags the probe program is compiled with: tests/conftest.py compiles it with the same, so the
@@ -352,7 +356,7 @@ class Probes:
         self._raw: list[tuple[bytes, int]] = []
         self._raw_n = 0
         self._backlog_lost = 0
-        self.backlog_lost_by_pid: dict[int, list[int]] = {}  # records dropped here (RAW_BACKLOG): [events, ios, bytes]
+        self.backlog_lost_by_pid: dict[int, list[int]] = {}  # records dropped here (RAW_BACKLOG): tally_records
         self._comms: dict[bytes, str] = {}
         self._adopt_serial = ADOPTED_SERIAL
         self._rr = self._ring_reader()
@@ -670,16 +674,20 @@ class Probes:
                 "lost": int(v.events),
                 "ios": int(v.reads) + int(v.writes),
                 "bytes": int(v.read_bytes) + int(v.write_bytes),
+                "reads": int(v.reads),
+                "read_bytes": int(v.read_bytes),
             }
             for p, v in items
             if int(v.events)
         ]
         by = {r["pid"]: r for r in rows}
-        for pid, (n, ios, nbytes) in self.backlog_lost_by_pid.items():  # dropped in gdsdiag's own backlog
-            r = by.setdefault(pid, {"pid": pid, "lost": 0, "ios": 0, "bytes": 0})
+        for pid, (n, ios, nbytes, reads, rbytes) in self.backlog_lost_by_pid.items():  # dropped in our backlog
+            r = by.setdefault(pid, {"pid": pid, "lost": 0, "ios": 0, "bytes": 0, "reads": 0, "read_bytes": 0})
             r["lost"] += n
             r["ios"] += ios
             r["bytes"] += nbytes
+            r["reads"] += reads
+            r["read_bytes"] += rbytes
         return sorted(by.values(), key=lambda r: (-r["lost"], r["pid"]))
 
     def add_pid(self, pid: int) -> None:

@@ -96,13 +96,18 @@ IO_NAMES = frozenset(
 
 
 def _tally_events(evs, into: dict[int, list[int]]) -> None:
-    """Per process: events, and the reads and writes among them with their bytes (not classified)."""
+    """Per process (as bpf.tally_records): events, the reads and writes among them with their bytes,
+    and of those the reads (not classified)."""
     for e in evs:
-        row = into.setdefault(e.pid, [0, 0, 0])
+        row = into.setdefault(e.pid, [0, 0, 0, 0, 0])
         row[0] += 1
         if e.kind == "sys_exit" and e.name in IO_NAMES:
+            moved = max(e.args[5], 0)
             row[1] += 1
-            row[2] += max(e.args[5], 0)
+            row[2] += moved
+            if e.name.startswith(("pread", "read")):
+                row[3] += 1
+                row[4] += moved
 
 
 def _processes(clf, counted: list[dict] | None = None) -> list[dict]:
@@ -127,8 +132,8 @@ def _finish(clf, counter, tally: RouteTally, **kw) -> TraceResult:
     lost = kw.pop("lost_by_process", [])
     unsent = kw.pop("unclassified_by_process", {})
     kw["unclassified_by_process"] = [
-        {"pid": pid, "comm": _comm(clf, pid), "events": n, "ios": ios, "bytes": nbytes}
-        for pid, (n, ios, nbytes) in sorted(unsent.items(), key=lambda x: (-x[1][0], x[0]))
+        {"pid": pid, "comm": _comm(clf, pid), "events": n, "ios": ios, "bytes": nbytes, "reads": rd, "read_bytes": rb}
+        for pid, (n, ios, nbytes, rd, rb) in sorted(unsent.items(), key=lambda x: (-x[1][0], x[0]))
     ]
     named = [
         {"pid": r["pid"], "comm": _comm(clf, r["pid"]), **{k: v for k, v in r.items() if k != "pid"}} for r in lost
