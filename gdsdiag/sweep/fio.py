@@ -28,7 +28,7 @@ import shutil
 import subprocess
 
 from ..errors import UsageError
-from . import files
+from . import blockstat, files
 
 FIO_MODES = ("host", "cufile", "cufile-batch", "cufile-async", "bounce")
 
@@ -100,6 +100,7 @@ def parse(text: str, is_read: bool) -> dict:
         "iops": round(float(side["iops"]), 1),
         "gbps": round(float(side["bw_bytes"]) / 1e9, 4),
         "ios": int(side.get("total_ios", 0)),
+        "runtime_ms": int(side.get("runtime", 0)),
         "version": doc.get("fio version"),
     }
     # fio's completion latency (clat: submit to completion, as the sweep's latencies) and CPU, so a
@@ -150,6 +151,8 @@ class FioRunner:
         args = job_args(spec, target.proc_path, target.size, files.HEADER_SIZE, spec.gpu, spec.is_read)
         cmd = [self.fio, *args]
         budget = spec.seconds * 2 + 30 if spec.seconds else 600
+        dev_path = blockstat.stat_path(target.fd)
+        dev0 = blockstat.read(dev_path)
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=budget)
         except subprocess.TimeoutExpired:
@@ -164,6 +167,9 @@ class FioRunner:
         except (ValueError, KeyError, IndexError) as e:
             return {"error": f"fio output not understood ({type(e).__name__})", "command": _show(cmd)}
         out["command"] = _show(cmd)
+        dev = blockstat.delta(dev0, blockstat.read(dev_path), out["ios"], out["runtime_ms"] / 1000.0, spec.is_read)
+        if dev is not None:
+            out["block_device"] = dev
         return out
 
     def before(self, spec) -> None:
@@ -184,7 +190,13 @@ class FioRunner:
             "gbps": round(sum(r["gbps"] for r in runs) / len(runs), 4),
             "iops": round(sum(r["iops"] for r in runs) / len(runs), 1),
             "runs": [
-                {"gbps": r["gbps"], "iops": r["iops"], "clat_us": r.get("clat_us"), "cpu_percent": r.get("cpu_percent")}
+                {
+                    "gbps": r["gbps"],
+                    "iops": r["iops"],
+                    "clat_us": r.get("clat_us"),
+                    "cpu_percent": r.get("cpu_percent"),
+                    "block_device": r.get("block_device"),
+                }
                 for r in runs
             ],
             "version": runs[-1].get("version"),

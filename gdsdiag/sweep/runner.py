@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 from ..errors import GdsdiagError, UsageError
-from . import files
+from . import blockstat, files
 from .engines import PointError, PointSpec, VerifyError, run_point, validate, verify_written, written_ranges
 from .latency import summarize_hist
 
@@ -294,6 +294,7 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
     points: list[PointRecord] = []
     prepare_seconds = 0.0
     fio_runner = None
+    dev_path = blockstat.stat_path(sf.fd)
     try:
         if any(rw in ("read", "randread") for rw in cfg.rws):
             # reads need the pattern everywhere; a write-only sweep writes it as it goes
@@ -315,6 +316,7 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
             if fio_runner is not None:
                 fio_runner.before(spec)
             nv0 = _nvfs_counters()
+            dev0 = blockstat.read(dev_path)
             try:
                 res = run_point(spec, sf, progress.advance if progress else None)
             except VerifyError:
@@ -367,6 +369,9 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
                     routes = _batch_routes(l1_before, cufile_mod.stats.level1())
                     rec.route_detail["cufile_batch_stats"] = routes
                 rec.route, rec.route_warning = _route_from_mix(routes, mode)
+            dev = blockstat.delta(dev0, blockstat.read(dev_path), res.ops, res.seconds, spec.is_read)
+            if dev is not None:
+                rec.route_detail["block_device"] = dev
             nv1 = _nvfs_counters()
             if nv0 and nv1 and None not in nv0.values() and None not in nv1.values():
                 rec.route_detail["nvidia_fs"] = {k: nv1[k] - nv0[k] for k in nv0}
