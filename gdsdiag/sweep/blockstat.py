@@ -49,6 +49,7 @@ def delta(
     reqs = d["reads"] if is_read else d["writes"]
     sectors = d["read_sectors"] if is_read else d["write_sectors"]
     queue_ms = after[10] - before[10]
+    req_ms = d["read_ms"] if is_read else d["write_ms"]
     busy_ms = after[9] - before[9]
     return {
         "requests": reqs,
@@ -57,4 +58,6 @@ def delta(
         "request_kib": round(sectors * 512 / reqs / 1024, 1) if reqs else None,
         "queue_depth": round(queue_ms / 1000.0 / seconds, 2),
         "busy_percent": round(100.0 * busy_ms / 1000.0 / seconds, 1),
+        # the device's own time per request (queued and served, below every loop above it)
+        "request_ms": round(req_ms / reqs, 3) if reqs else None,
     }
