@@ -270,21 +270,30 @@ def _fio_cells(p, kinds: list[str]) -> tuple:
 
 
 def _fio_settings_lines(report) -> list[str]:
-    """What the fio runs shared with the points and what they did not, once per distinct set."""
+    """What the fio runs shared with the points and what they did not: the configured settings
+    once per distinct set, the measured ones (the device's requests per I/O) per point."""
     seen: dict[tuple, None] = {}
+    measured = []
     for p in report.points:
         st = (p.fio or {}).get("settings")
         if not st:
             continue
-        key = (tuple(st["same"]), tuple((d["setting"], d["sweep"], d["fio"]) for d in st["differ"]))
+        conf = [d for d in st["differ"] if not d["setting"].endswith("(measured)")]
+        key = (tuple(st["same"]), tuple((d["setting"], d["sweep"], d["fio"]) for d in conf))
         seen.setdefault(key, None)
+        for d in st["differ"]:
+            if d["setting"].endswith("(measured)"):
+                measured.append(
+                    f"fio differs at {p.mode} {p.rw} bs={human_size(p.bs)} threads={p.threads}: "
+                    f"{d['setting']}: sweep {d['sweep']}, fio {d['fio']}"
+                )
     out = []
     for same, differ in seen:
         line = "fio like for like: " + ", ".join(same)
         if differ:
             line += "; differs: " + "; ".join(f"{s} (sweep: {a}; fio: {b})" for s, a, b in differ)
         out.append(line)
-    return out
+    return out + measured
 
 
 def render(console: Console, report) -> None:

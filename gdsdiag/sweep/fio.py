@@ -212,6 +212,9 @@ class FioRunner:
         if len(self.kinds) > 1:
             out["by_jobs"] = per
         out["settings"] = settings(spec, self.kinds, rec.loop)
+        shape = _request_shape(rec, per)
+        if shape is not None:
+            out["settings"]["differ"].append(shape)
         return out
 
 
@@ -238,6 +241,31 @@ def _combine(runs: list[dict], rec) -> dict:
     mine = rec.summary.get("gbps")
     out["ratio"] = round(mine / out["gbps"], 3) if mine and out["gbps"] else None
     return out
+
+
+def _request_shape(rec, per: dict) -> dict | None:
+    """The requests the device saw per I/O, when they differ (by more than 10 %) between the point
+    and fio's runs: e.g. a 1 MiB read into 4 KiB pages is one request or two, as the pages happen
+    to be physically contiguous or not (more than the device's max_segments), in either program.
+    Measured, not configured: the device's own counters, other I/O on it included."""
+    mine = (rec.route_detail.get("block_device") or {}).get("requests_per_io")
+    theirs = [
+        (run.get("block_device") or {}).get("requests_per_io")
+        for one in per.values()
+        if not one.get("error")
+        for run in one.get("runs", [])
+    ]
+    theirs = [t for t in theirs if t]
+    if not mine or not theirs:
+        return None
+    mean = sum(theirs) / len(theirs)
+    if abs(mine - mean) <= 0.1 * mean:
+        return None
+    return {
+        "setting": "device requests per I/O (measured)",
+        "sweep": f"{mine:g}",
+        "fio": ", ".join(f"{t:g}" for t in theirs),
+    }
 
 
 def settings(spec, job_kinds, loop: dict) -> dict:
