@@ -45,7 +45,9 @@ def main() -> None:
                 for run in one.get("runs", []):
                     r["fio_dev"].append((run.get("block_device") or {}).get("request_ms"))
     worst = None
-    print(f"{'point':34s} {'GB/s':>7s} {'IOPS':>8s}  {'÷fio forked (rounds) median':36s} {'÷fio --thread (rounds) median':36s} dev ms/req sweep|fio")
+    print(
+        f"{'point':34s} {'GB/s':>7s} {'IOPS':>8s}  {'÷fio forked (rounds) median':36s} {'÷fio --thread (rounds) median':36s} dev ms/req sweep|fio"
+    )
     for (mode, rw, bs, th, qd), r in rows.items():
         name = f"{mode} {rw} {bs // 1024}k x{th}" + (f" qd{qd}" if qd > 1 else "")
         if not r["gbps"]:

@@ -249,13 +249,12 @@ def _request_shape(rec, per: dict) -> dict | None:
     to be physically contiguous or not (more than the device's max_segments), in either program.
     Measured, not configured: the device's own counters, other I/O on it included."""
     mine = (rec.route_detail.get("block_device") or {}).get("requests_per_io")
-    theirs = [
-        (run.get("block_device") or {}).get("requests_per_io")
-        for one in per.values()
-        if not one.get("error")
-        for run in one.get("runs", [])
-    ]
-    theirs = [t for t in theirs if t]
+    theirs: list[float] = []
+    for one in per.values():
+        for run in [] if one.get("error") else one.get("runs", []):
+            t = (run.get("block_device") or {}).get("requests_per_io")
+            if t:
+                theirs.append(float(t))
     if not mine or not theirs:
         return None
     mean = sum(theirs) / len(theirs)

@@ -299,7 +299,7 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
                     rec.fio = fio_runner.compare(spec, rec)
             points.append(rec)
             if progress:
-                progress.done_point(rec if rec.error is None else None)
+                progress.done_point(rec)
     finally:
         if fio_runner is not None:
             fio_runner.close()
