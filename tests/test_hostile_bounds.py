@@ -72,7 +72,7 @@ def test_ascii_int_refuses_what_int_accepts(text):
     "text", ["infs", "nans", "inf", "1e400s", "1.2.3s", "²s", "--1s", "1" * 5000 + "s", "9999999999m", "1_0s"]
 )
 def test_durations_outside_the_bounds(text):
-    from gdsdiag.sweep.latency import parse_duration
+    from gdsdiag.units import parse_duration
 
     with pytest.raises(ValueError):
         parse_duration(text)
@@ -80,7 +80,7 @@ def test_durations_outside_the_bounds(text):
 
 @pytest.mark.parametrize("text", ["nanG", "infk", "1.2.3", "²k", "1" * 5000, "1_0", "-4k", "99999999t", "1.5"])
 def test_sizes_outside_the_bounds(text):
-    from gdsdiag.sweep.latency import parse_size
+    from gdsdiag.units import parse_size
 
     with pytest.raises(ValueError):
         parse_size(text)

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import os
-import sys
 import threading
 
 import click
 
-from ..errors import EXIT_OK, EXIT_TOOL_ERROR, GdsdiagError
-from ._common import paths_option
+from ..errors import EXIT_OK, GdsdiagError, Outcome
+from ._common import Duration, paths_option
 
 
 @click.command("exporter")
-@click.option("--port", default=9835, show_default=True, help="TCP port for /metrics.")
+@click.option(
+    "--port",
+    default=9835,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="TCP port for /metrics (0: any free one).",
+)
 @click.option(
     "--addr",
     default="127.0.0.1",
@@ -22,14 +27,22 @@ from ._common import paths_option
     "0.0.0.0 to serve the network.",
 )
 @click.option(
-    "--interval", default=300.0, show_default=True, help="Seconds between verdict refreshes (validate's static rules)."
+    "--interval",
+    default=300.0,
+    show_default=True,
+    type=Duration(example="5m"),
+    help="Time between verdict refreshes (validate's static rules): seconds, or 30s, 5m.",
 )
 @click.option("--policy", "policy_file", metavar="FILE", help="Policy for the verdicts (default: the shipped policy).")
 @paths_option("Mounts whose cuFile route is judged on each refresh (repeatable).")
 @click.option("--root", default="/", show_default=True, help="Read sysfs/procfs under this directory.")
 @click.option("--trace", "trace", is_flag=True, help="Also count I/O routes live with gdsdiag trace (root, bcc).")
 @click.option(
-    "--trace-window", default=60.0, show_default=True, help="Seconds per trace session (probes re-attach between)."
+    "--trace-window",
+    default=60.0,
+    show_default=True,
+    type=Duration(example="60s"),
+    help="Time per trace session (probes re-attach between): seconds, or 30s, 2m.",
 )
 @click.option("--trace-path", metavar="DIR", help="Only count traced I/O to files under DIR.")
 def exporter(port, addr, interval, policy_file, paths, root, trace, trace_window, trace_path):
@@ -38,43 +51,34 @@ def exporter(port, addr, interval, policy_file, paths, root, trace, trace_window
     try:
         import prometheus_client  # noqa: F401
     except ImportError:
-        click.echo(
-            GdsdiagError("the exporter needs prometheus-client", "pip install 'gdsdiag[exporter]'").line(), err=True
-        )
-        sys.exit(EXIT_TOOL_ERROR)
+        raise GdsdiagError("the exporter needs prometheus-client", "pip install 'gdsdiag[exporter]'") from None
     from ..check.context import CheckContext
     from ..exporter.collect import TraceCounters
     from ..exporter.server import State, refresher, start, trace_windows
     from ..platform.fsroot import FsRoot
+    from ..platform.roots import require_node_root
     from ..validate.policy import load
     from ..validate.runner import run
 
+    require_node_root(root)  # a --root that names no node's tree: one line, before serving anything
+    policy = load(policy_file)
+    if trace:
+        from ..validate.adapters import trace_available
+
+        why = trace_available()
+        if why:
+            raise GdsdiagError(f"--trace unavailable: {why}", "run as root with bcc installed, or drop --trace")
+    fs = FsRoot(root)
+    state = State(trace=TraceCounters() if trace else None)
+
+    def make_report():
+        ctx = CheckContext(FsRoot(root), env=dict(os.environ) if root == "/" else {})  # fresh: re-read every file
+        return run(ctx, policy, list(paths), "static")
+
     try:
-        if interval <= 0 or trace_window <= 0:
-            raise GdsdiagError("--interval and --trace-window must be positive", "give seconds, e.g. --interval 300")
-        policy = load(policy_file)
-        if trace:
-            from ..validate.adapters import trace_available
-
-            why = trace_available()
-            if why:
-                raise GdsdiagError(f"--trace unavailable: {why}", "run as root with bcc installed, or drop --trace")
-        fs = FsRoot(root)
-        state = State(trace=TraceCounters() if trace else None)
-
-        def make_report():
-            ctx = CheckContext(FsRoot(root), env=dict(os.environ) if root == "/" else {})  # fresh: re-read every file
-            return run(ctx, policy, list(paths), "static")
-
-        try:
-            server, _ = start(fs, port, addr, state)
-        except OSError as e:
-            raise GdsdiagError(
-                f"cannot listen on {addr}:{port}: {e.strerror}", "choose another --port/--addr"
-            ) from None
-    except GdsdiagError as e:
-        click.echo(e.line(), err=True)
-        sys.exit(EXIT_TOOL_ERROR)
+        server, _ = start(fs, port, addr, state)
+    except OSError as e:
+        raise GdsdiagError(f"cannot listen on {addr}:{port}: {e.strerror}", "choose another --port/--addr") from None
     stop = threading.Event()
     refresher(state, make_report, interval, stop)
     click.echo(
@@ -92,4 +96,4 @@ def exporter(port, addr, interval, policy_file, paths, root, trace, trace_window
     finally:
         stop.set()
         server.shutdown()
-    sys.exit(EXIT_OK)
+    return Outcome(EXIT_OK)
