@@ -151,3 +151,50 @@ def test_compare_fio_both_job_kinds_like_for_like(tmp_path):
 def test_fio_jobs_is_checked_with_the_arguments(tmp_path):
     r = cli("sweep", "--dir", str(tmp_path), "--fio-jobs", "fibers", "--mode", "host")
     assert r.returncode != 0 and "fibers" in r.stderr and os.listdir(tmp_path) == []
+
+
+def test_settings_name_what_differs_from_fio():
+    from types import SimpleNamespace
+
+    from gdsdiag.sweep.fio import _request_shape, settings
+
+    host = PointSpec("host", "read", 1 << 20, 4, verify=False)
+    st = settings(host, ("process", "thread"), {"buffers": "4 KiB pages"})
+    assert "host buffers: 4 KiB pages" in st["same"] and "offsets: each job its own slice" in st["same"]
+    assert [d["setting"] for d in st["differ"]] == ["workers"]
+    st = settings(host, ("thread",), {"buffers": "2 MiB-aligned, MADV_HUGEPAGE"})  # GDSDIAG_SWEEP_BUFFERS=huge
+    assert st["differ"] == [
+        {"setting": "host buffers", "sweep": "2 MiB-aligned, MADV_HUGEPAGE", "fio": "4 KiB pages (malloc)"}
+    ]
+    batch = PointSpec("cufile-batch", "randread", 4096, 1)  # verify on
+    names = [d["setting"] for d in settings(batch, ("process",), {"cufile_handles": "one per point"})["differ"]]
+    assert names == ["workers", "cuFile file handle", "cuFile API", "cuFile statistics", "data check"]
+    # the device's requests per I/O, measured on both sides: listed only when > 10 % apart
+    rec = SimpleNamespace(route_detail={"block_device": {"requests_per_io": 2.01}})
+    runs = {
+        "process": {"runs": [{"block_device": {"requests_per_io": 1.008}}, {"block_device": {"requests_per_io": 2.0}}]}
+    }
+    assert _request_shape(rec, runs) == {
+        "setting": "device requests per I/O (measured)",
+        "sweep": "2.01",
+        "fio": "1.008, 2",
+    }
+    rec.route_detail["block_device"]["requests_per_io"] = 1.5
+    assert _request_shape(rec, runs) is None  # within 10 % of fio's mean (1.504)
+
+
+def test_a_piped_error_line_carries_its_reason():
+    import io
+    from types import SimpleNamespace
+
+    from gdsdiag.render.sweep_out import LineProgress
+
+    out = io.StringIO()
+    lp = LineProgress(out, 1, 1.0, None)
+    lp.point(PointSpec("host", "read", 4096, 2))
+    lp.done_point(
+        SimpleNamespace(
+            error="gdsdiag: error: host read bs=4096 threads=2: stall: worker 1 had no completion", summary={}, fio=None
+        )
+    )
+    assert "point 1/1 host read bs=4k threads=2: ERROR: host read bs=4096 threads=2: stall" in out.getvalue()
