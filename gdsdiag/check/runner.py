@@ -7,9 +7,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN, GdsdiagError, UsageError
+from ..routes import Route
+from ..verdicts import Status
 from .checks import NODE_CHECKS
 from .context import CheckContext
-from .model import CheckResult, Evidence, NodeVerdict, PathVerdict, Route, Status
+from .model import CheckResult, Evidence, NodeVerdict, PathVerdict
 from .paths import analyse_path
 
 if TYPE_CHECKING:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 from ..errors import GdsdiagError, UsageError
+from ..routes import mix_json, mix_of
 from . import files
 from .engines import PointError, PointSpec, VerifyError, run_point, validate, verify_written, written_ranges
 from .latency import summarize_hist
@@ -59,6 +60,7 @@ class PointRecord:
     loop: dict = field(default_factory=dict)  # {"kind": "c"|"python", "engine": ..., "why": ...}
     verify_seconds: float = 0.0  # generating/checking data (not in the latencies)
     fio: dict | None = None  # --compare-fio: fio's figures and the ratio
+    route_mix: dict[str, int] = field(default_factory=dict)  # I/Os per Route (routes.mix_json); {} unmeasured
 
     def to_json(self) -> schema.Point:
         # the fields, in their order, are the document's keys, as they always were: Point types
@@ -367,6 +369,7 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
                     routes = _batch_routes(l1_before, cufile_mod.stats.level1())
                     rec.route_detail["cufile_batch_stats"] = routes
                 rec.route, rec.route_warning = _route_from_mix(routes, mode)
+                rec.route_mix = mix_json(mix_of(routes))  # the counts the label names, as Routes
             nv1 = _nvfs_counters()
             if nv0 and nv1 and None not in nv0.values() and None not in nv1.values():
                 rec.route_detail["nvidia_fs"] = {k: nv1[k] - nv0[k] for k in nv0}

@@ -11,22 +11,7 @@ import os
 import sys
 import tempfile
 
-from ..routes import Route
-
-# cuFile statistics, the sweep's point labels and the tracer's labels, onto the one Route vocabulary.
-_LABELS = {
-    "DYNAMIC_ROUTING": Route.PEER_GPU,  # cuFile level-3 n_dr_*: bounced through a peer GPU
-    "KVIKIO_POSIX": Route.DRAM_BOUNCE,  # kvikio's own POSIX path: host buffer + copy
-    "nvidia-fs": Route.NVFS,
-    "pci-p2pdma": Route.P2PDMA,
-    "rdma": Route.RDMA,
-}
-
-
-def route_of(label: str) -> Route:
-    if label in Route.__members__:
-        return Route[label]
-    return _LABELS.get(label, Route.UNKNOWN)
+from ..routes import Route, route_of
 
 
 def cufile_modes() -> tuple[str, ...]:
