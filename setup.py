@@ -24,5 +24,5 @@ setup(
         "cu12": ["cupy-cuda12x", "kvikio-cu12", "nvidia-cufile-cu12", "nvidia-ml-py>=12"],
         "cu13": ["cupy-cuda13x", "kvikio-cu13", "nvidia-cufile", "nvidia-ml-py>=12"],
     },
-    entry_points={"console_scripts": ["gdsdiag=gdsdiag.cli:main"]},
+    entry_points={"console_scripts": ["gdsdiag=gdsdiag.__main__:main"]}  # signals handled from its first line,
 )

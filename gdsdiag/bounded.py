@@ -181,6 +181,18 @@ def ascii_int(text: str, limit: int | None = None) -> int | None:
     return None if limit is not None and v > limit else v
 
 
+_ASCII_DECIMAL = re.compile(r"(?:[0-9]{1,20}(?:\.[0-9]{0,20})?|\.[0-9]{1,20})(?:[eE][+-]?[0-9]{1,3})?")
+
+
+def ascii_number(text: str) -> float | None:
+    """'2', '0.5', '1e3' -> a finite float; anything else -> None: no sign, no 'inf'/'nan', no
+    '1_000', '١٢' or spaces (all of which float() takes), at most 20 digits each side."""
+    if not isinstance(text, str) or not _ASCII_DECIMAL.fullmatch(text):
+        return None
+    v = float(text)
+    return v if math.isfinite(v) else None
+
+
 def parse_ranges(text: str, limit: int, max_items: int | None = None) -> list[int] | None:
     """'0,3-9,11' -> [0, 3, ..., 9, 11] (order kept), values 0..limit-1 and at most ``max_items``
     (default ``limit``) of them; anything else (a number too large, a reversed or huge range,

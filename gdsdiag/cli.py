@@ -81,8 +81,8 @@ def main() -> None:
     from .commands import _common
 
     _common.PROCESS_ENTRY = True  # the process ends with the command (_common.exit_leaving_heap)
-    signals.install()  # SIGTERM/SIGHUP clean up like Ctrl-C; exit 143/129 (docs/security.md)
     try:
+        signals.install()  # SIGTERM/SIGHUP clean up like Ctrl-C; exit 143/129 (docs/security.md)
         result = cli.main(standalone_mode=False)
     except GdsdiagError as e:
         click.echo(e.line(), err=True)

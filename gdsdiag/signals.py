@@ -8,6 +8,7 @@ convention of 128 + the signal number.
 
 from __future__ import annotations
 
+import os
 import signal
 
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C)
@@ -33,8 +34,33 @@ def _raise(signum, frame):
 
 
 def install() -> None:
+    """The command's handlers: SIGINT raises KeyboardInterrupt, SIGTERM/SIGHUP ``Stopped``."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _raise)
+
+
+def exit_now(code: int, name: str, note: str = "") -> None:
+    """One line and the exit code, at once: no handler of the command is left to run."""
+    try:
+        os.write(2, f"gdsdiag: interrupted ({name}){note}\n".encode())
+    except OSError:
+        pass
+    os._exit(code)
+
+
+def _exit_at_once(signum, frame):
+    exit_now(EXIT_FOR_SIGNAL.get(signum, 128 + signum), signal.Signals(signum).name, "; nothing was left behind")
+
+
+def before_start() -> None:
+    """Handlers for the time before the command runs and after it ended (gdsdiag/__main__.py):
+    INT, TERM and HUP end the process at once with their exit code, no traceback."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        try:
+            signal.signal(sig, _exit_at_once)
+        except ValueError:  # not the main thread (an embedding program): leave its handlers alone
+            return
 
 
 def exit_code(exc: BaseException | None) -> int:

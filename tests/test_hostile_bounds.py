@@ -303,3 +303,103 @@ def test_an_lspci_text_of_hundreds_of_gpus_and_nvme_is_refused_not_expanded(tmp_
     p.write_text("\n".join(lines) + "\n")
     rc, _, err, _ = cli("topology", "--lspci", str(p))
     assert rc == 3 and "more than the 65536 gdsdiag analyses" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Reads : " + "a" * (10 << 20),  # a 10 MB word with no '=': every suffix was retried
+        "a" + " " * (10 << 20),  # a counter name with no colon: lazy name and '\\s*' over one run
+        "Reads : " + "n=1 " * (2 << 20),  # 2 M counters (8 MB)
+    ],
+    ids=["long-word", "long-spaces", "many-counters"],
+)
+def test_nvfs_stats_parser_is_linear_on_a_long_line(line):
+    """Issue 24: a long nvidia-fs stats line was quadratic in nvfs_proc (the 'name=value' and the
+    counter-line patterns). 10 MB now takes well under a second (quadratic: hours)."""
+    from gdsdiag.platform.nvfs_proc import parse_stats
+
+    t = time.monotonic()
+    parse_stats(line)
+    small = time.monotonic() - t
+    assert small < 5, small
+
+
+def test_nvfs_stats_counters_are_bounded_ascii_numbers():
+    from gdsdiag.platform.nvfs_proc import parse_peer_affinity, parse_peer_distance, parse_stats
+
+    s = parse_stats("Reads : n=" + "9" * 5000 + " ok=3 err=١٢ io=7\nActive Process: " + "9" * 5000)
+    assert s.counters == {"Reads": {"ok": 3, "io": 7}} and s.active_process is None
+    assert parse_peer_affinity("GPU :0000:ca:00.0 :0 ² 1") == {}
+    row = "0000:ca:00.0 0000:cb:00.0 0x1 0x2 0x3 0x4 0x5 " + "9" * 5000 + " nvme"
+    assert parse_peer_distance(row) == []
+
+
+def test_nvidia_smi_matrix_with_a_row_repeated_5000_times_is_named_in_bounded_lines(tmp_path):
+    """Found by the long fuzz run: one unreadable matrix row repeated 5,000 times (600 KB) made
+    50,000 'not compared' cells, each printed through rich: > 10 s. A repeated row is one row's
+    cells, and the text output names at most MAX_CELL_LINES cells (--json keeps them all)."""
+    from gdsdiag.render.topology_text import MAX_CELL_LINES
+
+    head = "\tGPU0\tGPU1\tGPU2\tCPU Affinity\tNUMA Affinity\n"
+    bad = "GPU2\tSYS\tSYS\tX\tPIX\t0-31\t0\tN/A\n"  # one cell too many
+    p = tmp_path / "topo.txt"
+    p.write_text(head + "GPU0\t X \tNV18\tSYS\t0-31\t0\n" + bad * 5000)
+    h200 = os.path.join(REPO, "tests", "fixtures", "snapshots", "h200-vm-2026-11-29.tar.gz")
+    rc, out, err, secs = cli("topology", "--from", h200, "--nvidia-smi", str(p))
+    assert rc in (0, 1, 2, 3) and "internal error" not in err and secs < 20, (rc, err, secs)
+    assert out.count("not compared") <= MAX_CELL_LINES + 2, out.count("not compared")
+
+
+H200 = os.path.join(REPO, "tests", "fixtures", "snapshots", "h200-vm-2026-11-29.tar.gz")
+QWEN = os.path.join(MODELS, "qwen2.5-1.5b.config.json")
+# every number option of every command, with what else it needs to get past click
+NUMBER_OPTIONS = [
+    (["cufile", "--no-open"], "--timeout"),
+    (["trace"], "--pid"),
+    (["trace", "--replay", "x"], "--duration"),
+    (["trace", "--replay", "x"], "--interval"),
+    (["validate", "--proof", "--path", "/tmp"], "--proof-timeout"),
+    (["validate", "--proof", "--path", "/tmp"], "--proof-size"),
+    (["validate", "--proof", "--path", "/tmp"], "--proof-gpus"),
+    (["exporter", "--root", "/nonexistent"], "--port"),
+    (["exporter", "--root", "/nonexistent"], "--interval"),
+    (["exporter", "--root", "/nonexistent"], "--trace-window"),
+    (["kv", "--model-config", QWEN, "--prefill-tps", "100"], "--gbps"),
+    (["kv", "--model-config", QWEN, "--gbps", "2"], "--prefill-tps"),
+    (["kv", "--model-config", QWEN, "--gbps", "2"], "--tokens"),
+    (["sweep", "--dir", "/nonexistent", "--mode", "host"], "--gpu"),
+    (["sweep", "--dir", "/nonexistent", "--mode", "host"], "--size"),
+    (["sweep", "--dir", "/nonexistent", "--mode", "host"], "--bs"),
+    (["sweep", "--dir", "/nonexistent", "--mode", "host"], "--threads"),
+    (["sweep", "--dir", "/nonexistent", "--mode", "host"], "--iodepth"),
+    (["sweep", "--dir", "/nonexistent", "--mode", "host"], "--time"),
+    (["sweep", "--dir", "/nonexistent", "--mode", "host"], "--bytes"),
+]
+# the options read as durations ('3s', '500ms', '2m' or seconds: commands/_common.Duration)
+DURATIONS = {"--timeout", "--duration", "--interval", "--proof-timeout", "--trace-window", "--time"}
+HOSTILE_NUMBERS = ["inf", "nan", "-1", "0x10", "١٢", "1_000", " 5", "9" * 5000, "1.2.3", "²", "1e400", ""]
+
+
+@pytest.mark.parametrize("base,option", NUMBER_OPTIONS, ids=[f"{b[0]} {o}" for b, o in NUMBER_OPTIONS])
+def test_every_number_option_refuses_what_int_and_float_take(base, option):
+    """click's INTEGER/FLOAT take '١٢', '1_000', ' 5', 'inf', 'nan' and (until the digit limit)
+    thousands of digits: 'trace --duration inf' traced forever, 'cufile --timeout nan' waited
+    nan seconds, '--numa 0000:00=<5,000 digits>' crashed. Every number option refuses them before
+    any work: a usage error naming the option, exit 4, one line."""
+    for v in HOSTILE_NUMBERS:
+        if option == "--bs" and v == "":
+            continue  # (an empty list is the defaults')
+        if option in DURATIONS and v == " 5":
+            continue  # (a duration is read by units.parse_duration, which allows spaces around '5', '5s')
+        rc, _, err, took = cli(*base, option, v, timeout=30)
+        assert rc == 4 and "Traceback" not in err and "internal error" not in err, (option, v[:20], rc, err)
+        assert took < 20, (option, v[:20], took)
+
+
+@pytest.mark.parametrize("v", ["0000:00=" + "9" * 5000, "0000:00=١", "0000:00=²", "0000:00=1.5"])
+def test_numa_map_nodes_are_bounded_ascii(tmp_path, v):
+    lspci = os.path.join(REPO, "tests", "fixtures", "corpus", "lspci-vvv")
+    f = os.path.join(lspci, sorted(os.listdir(lspci))[0])
+    rc, _, err, _ = cli("topology", "--lspci", f, "--numa", v)
+    assert rc in (3, 4) and one_line(err) and "--numa" in err, err

@@ -223,3 +223,66 @@ def test_unprivileged_user_gets_its_own_cache_or_a_stated_fallback():
     )
     shutil.rmtree(top)
     assert r.stdout.startswith("True None"), r.stdout + r.stderr  # its own cache: built and loaded
+
+
+# -- libcufile's log (cufile.log): the same rules -------------------------------------------------
+
+
+def test_cufile_log_goes_to_the_checked_private_dir_0600(tmp_path, monkeypatch):
+    from gdsdiag.cufile import _lib
+
+    os.chmod(tmp_path, 0o755)
+    monkeypatch.delenv("GDSDIAG_LOG_DIR", raising=False)
+    monkeypatch.setenv("GDSDIAG_CACHE_DIR", str(tmp_path / "c"))
+    path = _lib.default_log_path()
+    assert path == str(tmp_path / "c" / "cufile.log") and _lib.LOG_REFUSED is None
+    assert stat.S_IMODE(os.stat(tmp_path / "c").st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_cufile_log_as_root_is_never_in_a_users_home(tmp_path, monkeypatch):
+    """Under `sudo -E` HOME and XDG_CACHE_HOME are the user's: root's log went there (issue 24)."""
+    from gdsdiag.cufile import _lib
+
+    os.chmod(tmp_path, 0o755)
+    for k in ("GDSDIAG_LOG_DIR", "GDSDIAG_CACHE_DIR"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home" / ".cache"))
+    monkeypatch.setattr(privdir, "ROOT_CACHE", str(tmp_path / "var-cache-gdsdiag"))
+    assert _lib.default_log_path() == str(tmp_path / "var-cache-gdsdiag" / "cufile.log")
+    assert not (tmp_path / "home").exists()
+
+
+@pytest.mark.parametrize(
+    "attack", ["symlinked-dir", "symlink-in-ancestor", "other-owner", "world-writable", "log-symlink"]
+)
+def test_cufile_log_in_a_place_another_user_controls_is_refused(tmp_path, monkeypatch, attack):
+    """The log directory of libcufile (which root writes) follows privdir's rules: a symlink in any
+    component, a directory of another user or one others can write, a cufile.log that is a link:
+    the log goes to /dev/null, the reason is kept (gdsdiag cufile shows it), nothing is written
+    where the link points."""
+    from gdsdiag.cufile import _lib
+
+    os.chmod(tmp_path, 0o755)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    d = tmp_path / "logs"
+    if attack == "symlinked-dir":
+        d.symlink_to(victim)
+    elif attack == "symlink-in-ancestor":
+        (tmp_path / "up").symlink_to(victim)
+        d = tmp_path / "up" / "logs"
+    elif attack == "other-owner":
+        d.mkdir(mode=0o700)
+        os.chown(d, NOBODY, NOBODY)
+    elif attack == "world-writable":
+        d.mkdir()
+        os.chmod(d, 0o777)
+    else:
+        d.mkdir(mode=0o700)
+        (d / "cufile.log").symlink_to(victim / "shadow")
+    monkeypatch.setenv("GDSDIAG_LOG_DIR", str(d))
+    assert _lib.default_log_path() == os.devnull
+    assert _lib.LOG_REFUSED and str(tmp_path) in _lib.LOG_REFUSED
+    assert os.listdir(victim) == []

@@ -58,7 +58,7 @@ PHASES = [
         ],
     ),
     ("check --from", "gdsdiag.check.runner:decide", ["check", "--from", H200]),
-    ("trace --replay", "gdsdiag.trace.events:read_record", ["trace", "--replay", RECORDING]),
+    ("trace --replay", "gdsdiag.trace.events:Recording", ["trace", "--replay", RECORDING]),
     ("snapshot", "gdsdiag.snapshot:_add_kallsyms", ["snapshot", "-o", "out.tar.gz"]),
 ]
 
@@ -171,3 +171,80 @@ def test_ctrl_c_mid_trace_exits_130_with_summary(tmp_path):
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
     assert "events" in out + err  # the summary is still printed
+
+
+# -- a signal during start-up (issue 24, item 8) ------------------------------------------------
+
+
+def _catches_sigterm(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("State:") and line.split()[1] in ("Z", "X"):
+                    return True  # ended already
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+    except (OSError, ValueError):
+        return True  # gone already: nothing to wait for
+    return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["INT", "TERM", "HUP"])
+def test_a_signal_at_any_moment_of_start_up_exits_with_its_code_and_no_traceback(sig):
+    """A signal while Python imports click, rich and the command's modules printed a
+    KeyboardInterrupt traceback (SIGINT) or killed the process without a word. Now gdsdiag's first
+    line handles them: from the first import to the command's end, and after it, the exit code is
+    the signal's (or 0-2 when the command finished first), with one line and never a traceback.
+    The clock starts when that first line has run (its SIGTERM handler shows in /proc/PID/status:
+    a signal while the interpreter itself starts, before any line of gdsdiag, is Python's own
+    "Fatal Python error"), and the delays cover the imports and the command's work."""
+    from conftest import GDSDIAG
+
+    seen = set()
+    for delay in (0.0, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.13, 0.16, 0.2, 0.25, 0.3, 0.4, 0.6):
+        p = subprocess.Popen(
+            [*GDSDIAG, "check", "--from", H200], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not _catches_sigterm(p.pid):
+            time.sleep(0.0005)
+        time.sleep(delay)
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=60)
+        text = err.decode(errors="replace")
+        assert "Traceback" not in text and "Exception ignored" not in text, (delay, text)
+        # -sig: the kernel's default action, only before Python has started running anything of ours
+        assert p.returncode in (CODES[sig], -sig, 0, 1, 2), (delay, p.returncode, text)
+        if p.returncode == CODES[sig]:
+            assert text.strip().splitlines()[-1].startswith(f"gdsdiag: interrupted ({signal.Signals(sig).name}")
+        seen.add(p.returncode)
+    assert CODES[sig] in seen, seen
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["INT", "TERM", "HUP"])
+@pytest.mark.parametrize("module", ["click", "rich.console", "gdsdiag.commands.check", "gdsdiag.check.runner"])
+def test_a_signal_in_the_middle_of_an_import_exits_with_its_code(sig, module):
+    """The same, at a chosen import: the child imports gdsdiag's entry as the console script does,
+    and sends itself the signal when ``module`` is first imported (click: the CLI's own first
+    import, before any handler of the command exists). Exit code of the signal, one line."""
+    code = textwrap.dedent(f"""
+        import importlib.abc, os, sys, time
+        class Hook(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name == {module!r}:
+                    sys.meta_path.remove(self)
+                    os.kill(os.getpid(), {int(sig)})
+                    time.sleep(5)
+                return None
+        sys.meta_path.insert(0, Hook())
+        sys.argv = ["gdsdiag", "check", "--from", {H200!r}]
+        from gdsdiag.__main__ import main
+        sys.exit(main())
+    """)
+    env = dict(os.environ, PYTHONPATH=REPO) if not os.environ.get("GDSDIAG_TEST_INSTALLED") else dict(os.environ)
+    t = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", env=env, timeout=60)
+    assert r.returncode == CODES[sig], (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert r.stderr.strip().startswith(f"gdsdiag: interrupted ({signal.Signals(sig).name})")
+    assert time.monotonic() - t < 5

@@ -65,7 +65,7 @@ def test_wheel_declares_an_entry_point_and_python_requirement(wheel):
         names = z.namelist()
         ep = z.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
         meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
-    assert "gdsdiag = gdsdiag.cli:main" in ep
+    assert "gdsdiag = gdsdiag.__main__:main" in ep
     assert "Requires-Python: >=3.10" in meta
 
 

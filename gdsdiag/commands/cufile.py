@@ -37,7 +37,10 @@ def cufile_cmd(libcufile_path, no_open, timeout, as_json):
     else:
         v = doc["version"]  # cuFileGetVersion: 1200 is 1.20 (it carries no patch level: 1.15.1 is 1150)
         shown = f"{v // 1000}.{v % 1000 // 10}" if isinstance(v, int) else str(v)
-        click.echo(f"libcufile {shown} at {doc['library']} (via {doc['found_via']}); log {doc['log']}")
+        from ..cufile._lib import LOG_REFUSED
+
+        refused = f" (refused {LOG_REFUSED})" if LOG_REFUSED and doc["log"] == "/dev/null" else ""
+        click.echo(f"libcufile {shown} at {doc['library']} (via {doc['found_via']}); log {doc['log']}{refused}")
         d = doc["driver_open"]
         if d is None:
             click.echo("driver open: not tried (--no-open)")

@@ -9,6 +9,7 @@ import click
 
 from ..errors import EXIT_OK, GdsdiagError, Outcome
 from ._common import Duration, paths_option
+from ._numbers import PORT
 
 
 @click.command("exporter")
@@ -16,7 +17,7 @@ from ._common import Duration, paths_option
     "--port",
     default=9835,
     show_default=True,
-    type=click.IntRange(0, 65535),
+    type=PORT,
     help="TCP port for /metrics (0: any free one).",
 )
 @click.option(

@@ -9,6 +9,7 @@ import click
 from ..errors import EXIT_OK, Outcome, UsageError
 from ..units import human_bytes
 from ._common import emit_json, json_option
+from ._numbers import Amount, Whole
 
 if TYPE_CHECKING:
     from ..schema.kv import KvDoc
@@ -45,10 +46,14 @@ def _ms(s: float | None) -> str:
 @click.option(
     "--sweep", "sweep_file", metavar="FILE", help="A 'gdsdiag sweep --json' document: its best GPU read/write GB/s."
 )
-@click.option("--gbps", type=float, help="Storage bandwidth in GB/s (1e9 B/s) for both directions, instead of --sweep.")
-@click.option("--tokens", default=4096, show_default=True, help="Prefix length in tokens.")
 @click.option(
-    "--prefill-tps", type=float, help="Measured prefill rate (tokens/s) for the recompute time and break-even hit rate."
+    "--gbps", type=Amount(0, 1e6), help="Storage bandwidth in GB/s (1e9 B/s) for both directions, instead of --sweep."
+)
+@click.option("--tokens", type=Whole(1, 10**12), default=4096, show_default=True, help="Prefix length in tokens.")
+@click.option(
+    "--prefill-tps",
+    type=Amount(0, 1e12),
+    help="Measured prefill rate (tokens/s) for the recompute time and break-even hit rate.",
 )
 @click.option("--kv-dtype", help="KV cache dtype when it differs from torch_dtype (e.g. float8_e4m3fn).")
 @json_option("gdsdiag.kv/1")

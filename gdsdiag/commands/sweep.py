@@ -12,6 +12,7 @@ import click
 
 from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN, GdsdiagError, Outcome, UsageError, refuse_existing
 from ._common import emit_json, json_option
+from ._numbers import GPU_INDEX
 
 
 @contextlib.contextmanager
@@ -108,7 +109,7 @@ def _write_outputs(report, csv_path: str | None, plot_path: str | None) -> None:
     help="I/Os in flight per thread (fio's iodepth): io_uring for host and bounce, cuFile batch handles for "
     "cufile-batch, registered CUDA streams for cufile-async.",
 )
-@click.option("--gpu", default=0, show_default=True, help="GPU index.")
+@click.option("--gpu", type=GPU_INDEX, default=0, show_default=True, help="GPU index.")
 @click.option("--time", "duration", default="10s", show_default=True, help="Duration of each point.")
 @click.option("--bytes", "total", default=None, help="Bytes per point instead of --time.")
 @click.option("--no-verify", is_flag=True, help="Do not check the data (for pure speed runs; results say 'off').")

@@ -9,13 +9,14 @@ import click
 
 from ..errors import EXIT_OK, EXIT_WARN, GdsdiagError, Outcome, refuse_existing
 from ._common import Duration
+from ._numbers import PID
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option(
     "--pid",
     "pids",
-    type=int,
+    type=PID,
     multiple=True,
     help="Trace this running process, its threads and all its descendants (repeatable).",
 )

@@ -124,7 +124,7 @@ def validate(
     policy = load(policy_file)
     from .validate_proof import check_args
 
-    proof_size_b = check_args(proof, nfd_path, list(paths), snapshot, root, proof_size, proof_timeout)
+    proof_size_b = check_args(proof, nfd_path, list(paths), snapshot, root, proof_size, proof_timeout, proof_gpus)
     if snapshot:
         if paths or level:
             raise UsageError(

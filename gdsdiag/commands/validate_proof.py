@@ -10,7 +10,7 @@ from ..errors import UsageError
 MAX_PROOF_SIZE = 1 << 30
 
 
-def check_args(proof, nfd_path, paths, snapshot, root, size_text, timeout_s) -> int:
+def check_args(proof, nfd_path, paths, snapshot, root, size_text, timeout_s, gpus: str = "all") -> int:
     """Refuse what cannot work before anything runs (exit 4); the probe size in bytes."""
     from ..units import parse_size
     from ..validate.proof import DEFAULT_BS
@@ -25,6 +25,13 @@ def check_args(proof, nfd_path, paths, snapshot, root, size_text, timeout_s) -> 
         raise UsageError("--proof needs a storage target", "give --path DIR (a directory on each mount to prove)")
     if timeout_s <= 0:
         raise UsageError(f"--proof-timeout {timeout_s:g}: must be > 0", "give seconds, e.g. --proof-timeout 60")
+    import re
+
+    # 'all' or up to 4,096 ASCII GPU indices or labels, checked before any work
+    if gpus != "all" and (
+        gpus.count(",") >= 4096 or not re.fullmatch(r"(?:(?:GPU)?[0-9]{1,4})(?:,(?:GPU)?[0-9]{1,4})*", gpus, re.I)
+    ):
+        raise UsageError(f"--proof-gpus {gpus[:40]!r}: not 'all' or a list of GPU indices", "give e.g. 0,1 or all")
     try:
         size = parse_size(size_text)
     except ValueError:

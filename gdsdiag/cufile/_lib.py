@@ -37,15 +37,33 @@ def cdef_text() -> str:
             return f.read()
 
 
+LOG_REFUSED: str | None = None  # why libcufile's log went to /dev/null (default_log_path)
+
+
 def default_log_path() -> str:
-    base = os.environ.get("GDSDIAG_LOG_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "gdsdiag"
-    )
+    """Where libcufile writes cufile.log: ``$GDSDIAG_LOG_DIR``, else gdsdiag's private cache
+    directory (privdir: ``/var/cache/gdsdiag`` as root, never a user's HOME under ``sudo -E``;
+    ``~/.cache/gdsdiag`` otherwise), checked by privdir's rules (every component without a
+    symlink, owned by root or us, the directory itself ours and 0700). The file is made here, 0600,
+    and checked (regular, ours, one link), so libcufile appends to it and never writes through a
+    name someone else planted. A directory that fails a rule (or cannot be made) gives
+    /dev/null and the reason in LOG_REFUSED (the old fallback was a shared /tmp/cufile.log)."""
+    global LOG_REFUSED
+    from .. import privdir
+
+    base = os.environ.get("GDSDIAG_LOG_DIR") or None
+    top = os.path.abspath(base or privdir.location())
     try:
-        os.makedirs(base, exist_ok=True)
-    except OSError:
-        base = "/tmp"
-    return os.path.join(base, "cufile.log")
+        dfd = privdir.open_dir(base=top)
+        try:
+            os.close(privdir.open_file(dfd, "cufile.log", f"{top}/cufile.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT))
+        finally:
+            os.close(dfd)
+    except OSError as e:
+        LOG_REFUSED = f"{top}: {e}"
+        return os.devnull
+    LOG_REFUSED = None
+    return os.path.join(top, "cufile.log")
 
 
 @dataclass

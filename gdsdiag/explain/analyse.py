@@ -32,7 +32,7 @@ def matters(line: Line) -> bool:
         return bool(re.search(r"\b(err|posix)=[1-9]|Errors\s*:\s*[1-9]", line.text))
     if line.kind == "dmesg":
         return bool(_DMESG_OURS_RX.search(line.text) and _MATTERS_RX.search(line.text))
-    if line.kind == "gdscheck" and re.match(r"^[\w ]+\s*:\s*Unsupported\s*$", line.text):
+    if line.kind == "gdscheck" and re.match(r"^[\w \t]+:[ \t]*Unsupported\s*$", line.text):
         return line.text.split(":")[0].strip().upper() in ("NVME", "NVME P2PDMA")
     return bool(_MATTERS_RX.search(line.text))
 

@@ -123,17 +123,19 @@ def parse(text: str) -> GdsCheck:
             continue
         if set_field(g, line, _ONE_VALUE_LINES):
             continue
-        m = re.match(r"^--\s*(.+?)\s*:\s*(.*)$", line)
-        if m:
-            g.rdma[m.group(1)] = m.group(2)
+        m = re.match(r"^--([^:]+):(.*)$", line)  # (no two quantifiers over the same spaces: linear)
+        if m and m.group(1).strip():
+            g.rdma[m.group(1).strip()] = m.group(2).strip()
             continue
         m = re.match(r"^((?:properties|fs|profile|execution|miscellaneous|block|logging)\.[\w.]+)\s*:\s*(.*)$", line)
         if m:
             g.config[m.group(1)] = m.group(2).strip()
             continue
-        m = re.match(r"^([A-Za-z][A-Za-z0-9 ]*?)\s*:\s*([A-Za-z_][\w, ]*)$", line)
-        if m and m.group(1).upper() in _CANON:
-            g.drivers[_CANON[m.group(1).upper()]] = [t.strip().lower() for t in m.group(2).split(",") if t.strip()]
+        m = re.match(r"^([A-Za-z][A-Za-z0-9 \t]*):[ \t]*([A-Za-z_][\w, ]*)$", line)
+        if m and m.group(1).strip().upper() in _CANON:
+            g.drivers[_CANON[m.group(1).strip().upper()]] = [
+                t.strip().lower() for t in m.group(2).split(",") if t.strip()
+            ]
             continue
         if re.search(r"(not supported|failed|error|does not)", line, re.I):
             g.errors.append(line)

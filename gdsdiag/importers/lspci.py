@@ -130,9 +130,9 @@ def parse_vvv(text: str) -> dict[str, PciFunction]:
             dom = (h.group(1) or "0000").lower()
             bdf = f"{dom}:{h.group(2).lower()}:{h.group(3).lower()}.{h.group(4)}"
             cls_name, name = h.group(5), h.group(6)
-            name = re.sub(r"\s*\((?:rev [0-9a-f]+|prog-if [^)]*\)?)\)", "", name).strip() or name
+            name = re.sub(r"(?<!\s)\s*\((?:rev [0-9a-f]+|prog-if [^)]*\)?)\)", "", name).strip() or name
             cur = PciFunction(bdf=bdf, host_bridge="", parent_bdf=None, name=name, source="lspci -vvv")
-            cls_name_clean = re.sub(r"\s*\[[0-9a-f]{4}\]$", "", cls_name)
+            cls_name_clean = re.sub(r"(?<!\s)\s*\[[0-9a-f]{4}\]$", "", cls_name)
             mcls = re.search(r"\[([0-9a-f]{4})\]$", cls_name)
             cur.class_code = (int(mcls.group(1), 16) << 8) if mcls else CLASS_NAMES.get(cls_name_clean)
             mprog = re.search(r"prog-if ([0-9a-f]{2})", h.group(6))
@@ -263,7 +263,8 @@ def _role_class_from_name(name: str | None) -> tuple[int | None, int | None]:
 
 # What a line of each kind of lspci text may be, beyond what the parsers take: a line matching
 # none is named in the topology's problems (issue 22: an importer never drops a line in silence).
-_PROMPT_RE = re.compile(r"^\s*(\S+@\S+[:~].*)?[$#]\s*(sudo\s+)?lspci\b|^\s*(sudo\s+)?lspci\s+-")
+# (user@host: and the prompt's end matched by classes that cannot overlap: linear on any line)
+_PROMPT_RE = re.compile(r"^\s*(?:[^\s@]+@[^\s:~]+[:~][^$#]*)?[$#]\s*(?:sudo\s+)?lspci\b|^\s*(?:sudo\s+)?lspci\s+-")
 _MAX_NAMED = 20
 
 

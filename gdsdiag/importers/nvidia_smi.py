@@ -29,7 +29,7 @@ AFFINITY_HEADERS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 CELL_RE = re.compile(r"X|SYS|NODE|PHB|PXB|PIX|SOC|NV\d{1,2}(?![0-9])")
 LABEL_RE = re.compile(r"CPU Affinity|NUMA Affinity|GPU NUMA ID|GPU\d+|NIC\d+|mlx\d+_(?:bond_)?\d+")
 ROW_RE = re.compile(r"^(GPU\d+|NIC\d+|mlx\d+_(?:bond_)?\d+)(?=\s|[A-Z])")
-CPULIST_RE = re.compile(r"^\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*$")
+CPULIST_RE = re.compile(r"^[0-9]{1,20}(?:-[0-9]{1,20})?(?:,[0-9]{1,20}(?:-[0-9]{1,20})?)*$")  # ASCII, int()-safe
 # Linux's largest NUMA node count (CONFIG_NODES_SHIFT 10: MAX_NUMNODES 1024): a list naming more
 # nodes than that is not a node list, and is not expanded.
 MAX_NODES = 1024
@@ -38,7 +38,11 @@ KNOWN_LINE_RES = (
     re.compile(r"^\s*Legend:\s*$"),
     re.compile(r"^\s*NIC Legend:\s*$"),
     re.compile(r"^\s*(X|SYS|NODE|PHB|PXB|PIX|SOC|NV#|C2C)\s*=\s*\S"),
-    re.compile(r"^\s*(\S+@\S+[:~].*)?([$#]|\S*>)?\s*(sudo\s+)?nvidia-smi\s+(topo|nvlink)\b.*$"),
+    # a shell prompt (user@host:dir$, #, dgx2>) and the command; no two quantifiers can take the same
+    # characters, so a long line costs linear time (two '\s*' around an optional prompt were quadratic)
+    re.compile(
+        r"^\s*(?:(?:[^\s@]+@[^\s:~]+[:~][^$#]*[$#]|[$#]|[^\s>]*>)\s*)?(?:sudo\s+)?nvidia-smi\s+(?:topo|nvlink)\b"
+    ),
     # 'nvidia-smi nvlink -s' pasted with the matrix: read by parse_nvlink_status
     re.compile(r"^GPU \d+: .+"),
     re.compile(r"^\s*Link \d+: (?:[0-9.]+ GB/s|<inactive>)\s*$"),
@@ -264,11 +268,12 @@ def parse_nvlink_status(text: str) -> list[dict]:
     out: list[dict] = []
     for raw in text.splitlines():
         ln = ANSI_RE.sub("", raw).strip()
-        m = re.match(r"^GPU (\d+): (.+?)(?: \(UUID: ([^)]*)\))?$", ln)
+        # (ASCII numbers int() can read; the UUID stops at a parenthesis, so no line costs quadratic time)
+        m = re.match(r"^GPU ([0-9]{1,6}): (.+?)(?: \(UUID: ([^()]*)\))?$", ln)
         if m:
             out.append({"index": int(m.group(1)), "name": m.group(2), "uuid": m.group(3), "links": {}})
             continue
-        m = re.match(r"^Link (\d+): (?:([0-9.]+) GB/s|<inactive>)", ln)
+        m = re.match(r"^Link ([0-9]{1,6}): (?:([0-9]{1,9}(?:\.[0-9]{1,9})?) GB/s|<inactive>)", ln)
         if m and out:
             out[-1]["links"][int(m.group(1))] = float(m.group(2)) if m.group(2) else None
     return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..bounded import ascii_int
 from ..textparse import fields, set_field
 from .fsroot import FsRoot
 
@@ -22,7 +23,11 @@ NVFS_PARAMS = (
     "max_devices",
     "use_legacy_p2p_allocation",
 )
-_KV = re.compile(r"([A-Za-z_][\w\-()%/]*)=(-?\d+)")
+# 'name=value' counters. A name starts only where no name character precedes it, and a value is 1-20
+# ASCII digits not followed by another: each position is tried once, so a 10 MB line costs linear
+# time (the pattern without the look-behind retried every suffix of a long word: quadratic), and
+# int() never meets '²' or 5,000 digits.
+_KV = re.compile(r"(?<![\w\-()%/])([A-Za-z_][\w\-()%/]*)=(-?[0-9]{1,20})(?![0-9])", re.ASCII)
 
 
 @dataclass
@@ -53,8 +58,8 @@ _STATS_FIELDS = fields(
     (r"^NVFS Driver\(version:\s*([\d.]+)\)", "driver_version", str),
     (r"^Mellanox PeerDirect Supported:\s*(\w+)", "peer_direct", _bool),
     (r"^Logging level:\s*(\w+)", "log_level", str),
-    (r"^Active Shadow-Buffer \(MiB\):\s*(\d+)", "active_shadow_mib", int),
-    (r"^Active Process:\s*(\d+)", "active_process", int),
+    (r"^Active Shadow-Buffer \(MiB\):\s*([0-9]+)", "active_shadow_mib", ascii_int),
+    (r"^Active Process:\s*([0-9]+)", "active_process", ascii_int),
 )
 
 
@@ -70,13 +75,13 @@ def parse_stats(text: str) -> NvfsStats:
         if m:
             s.io_stats, s.peer_io_stats = _bool(m.group(1)), _bool(m.group(2))
             continue
-        m = re.match(r"^GPU\s+([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.\d)\s+uuid:(\S+)\s*:\s*(.*)$", line)
+        m = re.match(r"^GPU\s+([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+uuid:(\S+)\s*:\s*(.*)$", line)
         if m:
             gpu = {"bdf": m.group(1).lower(), "uuid": m.group(2)}
             gpu.update({k: int(v) for k, v in _KV.findall(m.group(3))})
             s.gpus.append(gpu)
             continue
-        m = re.match(r"^([A-Za-z][A-Za-z0-9 \-]*?)\s*:\s*(.*)$", line)
+        m = re.match(r"^([A-Za-z][A-Za-z0-9 \t\-]*):(.*)$", line)  # (one quantifier over the spaces: linear)
         if m and _KV.search(m.group(2)):
             name = m.group(1).strip()
             s.counters.setdefault(name, {}).update({k: int(v) for k, v in _KV.findall(m.group(2))})
@@ -103,10 +108,11 @@ def parse_modules(text: str) -> dict[str, str]:
 def parse_peer_distance(text: str) -> list[dict]:
     """Rows 'gpu<TAB>peer<TAB>peerrank<TAB>p2pdist<TAB>link<TAB>gen<TAB>numa<TAB>np2p<TAB>class'."""
     rows = []
-    bdf = r"([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d)"
+    bdf = r"([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])"
+    hx = r"(0x[0-9a-f]{1,16})"  # (bounded: a value, not a 5,000-digit number)
     for line in (text or "").splitlines():
         m = re.match(
-            rf"^{bdf}\s+{bdf}\s+(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+(0x[0-9a-f]+)\s+(\d+)\s+(\S+)",
+            rf"^{bdf}\s+{bdf}\s+{hx}\s+{hx}\s+{hx}\s+{hx}\s+{hx}\s+([0-9]{{1,20}})\s+(\S+)",
             line.strip(),
             re.I,
         )
@@ -133,10 +139,9 @@ def parse_peer_affinity(text: str) -> dict[str, list[int]]:
     for line in (text or "").splitlines():
         m = re.match(r"^GPU\s*:\s*([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d)\s*:\s*(.*)$", line.strip(), re.I)
         if m:
-            try:
-                out[m.group(1).lower()] = [int(x) for x in m.group(2).split()]
-            except ValueError:
-                continue
+            counts = [ascii_int(x) for x in m.group(2).split()]
+            if all(c is not None for c in counts):
+                out[m.group(1).lower()] = [c for c in counts if c is not None]
     return out
 
 
@@ -161,8 +166,6 @@ def read_state(fs: FsRoot, loaded: bool) -> NvfsState:
     st.proc_version = parse_version(fs.read_text(f"{NVFS_PROC}/version") or "")
     st.devices = [f"/dev/{d}" for d in fs.listdir("/dev") if d.startswith("nvidia-fs")]
     dc = fs.read_text(f"{NVFS_PROC}/devcount")
-    from ..bounded import ascii_int
-
     st.devcount = ascii_int(dc.strip(), 1 << 20) if dc else None  # isdigit() is true for '²': int() then failed
     for p in NVFS_PARAMS:
         v = fs.read_text(f"/sys/module/nvidia_fs/parameters/{p}")

@@ -21,7 +21,7 @@ LOOKS_LIKE_BDF_RE = re.compile(r"^[0-9a-fA-F]+:[0-9a-fA-F]+:[0-9a-fA-F]+\.[0-9a-
 # BDF_RE and HOST_RE as whole components of a path ("/" or the end on either side)
 PATH_BDF_RE = re.compile(r"(?<![^/])([0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])(?![^/])")
 PATH_HOST_RE = re.compile(r"(?<![^/])pci([0-9a-f]{4,8}):([0-9a-f]{2})(?![^/])")
-SPEED_RE = re.compile(r"([0-9.]+)\s*GT/s")
+SPEED_RE = re.compile(r"(?<![0-9.])([0-9.]+)\s*GT/s")  # (a run is tried from its start only: linear)
 NVIDIA = 0x10DE
 
 

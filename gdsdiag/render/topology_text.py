@@ -299,6 +299,9 @@ def hidden_note(console: Console, findings) -> None:
         )
 
 
+MAX_CELL_LINES = 200  # cells the text output names one by one (a pasted matrix can hold 50,000)
+
+
 def render_cross_check(console, results: list[dict], meta: dict | None = None) -> None:
     """A summary line, then one line per cell that is not an agreement (differs / not compared),
     then every line or cell of the text that was not read. A text that is not this node's gets
@@ -327,7 +330,7 @@ def render_cross_check(console, results: list[dict], meta: dict | None = None) -
                 soft_wrap=True,
             )
             shown = [r for r in shown if not str(r.get("note", "")).startswith("not compared: the text is not")]
-        for r in shown:
+        for r in shown[:MAX_CELL_LINES]:
             word = "differs" if r["agree"] is False else "not compared"
             line = (
                 f"  {r['row']}/{r['column']}: nvidia-smi {r['nvidia_smi']}, gdsdiag {r.get('gdsdiag') or '-'} — {word}"
@@ -338,6 +341,8 @@ def render_cross_check(console, results: list[dict], meta: dict | None = None) -
             elif note:
                 line += note[len("not compared") :]
             console.print(line, markup=False, highlight=False, soft_wrap=True)
+        if len(shown) > MAX_CELL_LINES:
+            console.print(f"  ... {len(shown) - MAX_CELL_LINES} more cells (--json lists every one)", markup=False)
     numa = meta.get("numa") or []
     differ = [r for r in numa if r["agree"] is False]
     if numa:

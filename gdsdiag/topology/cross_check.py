@@ -82,7 +82,7 @@ def cross_check_report(topo: Topology, pairs, text: str, text_source: str | None
     foreign = other_node(topo, m)
     by_pair = {(p.a.bdf, p.b.bdf): p for p in pairs}
     out: list[dict] = []
-    for row in m.rows_unread:
+    for row in dict.fromkeys(m.rows_unread):  # (a row repeated 5,000 times is one row's cells)
         if row.startswith("GPU"):
             for col in m.columns:
                 if col != row:

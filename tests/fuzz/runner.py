@@ -275,6 +275,8 @@ def _run(
                         problem = "mem", "MemoryError"
                     else:
                         problem = "crash", _site(res.exception)
+                elif "Traceback (most recent call last)" in out:  # a thread's, or one printed and swallowed
+                    problem = "crash", "traceback: " + out.strip().splitlines()[-1][:120]
                 elif "gdsdiag: internal error" in out:
                     problem = "crash", "internal error: " + out.strip().splitlines()[-1][:120]
                 elif res.exception is None and exit_code_of(res.return_value) not in (0, 1, 2, 3, 4):

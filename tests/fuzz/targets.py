@@ -20,6 +20,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 FIX = os.path.join(REPO, "tests", "fixtures")
 SHARED = "/work/shared/corpus"  # the team's wider corpus, where this machine has it
 H200 = os.path.join(FIX, "snapshots", "h200-vm-2026-11-29.tar.gz")
+H200X2 = os.path.join(FIX, "snapshots", "h200x2-vm-snapshot-2026-11-30.tar.gz")
 QWEN = os.path.join(FIX, "models", "qwen2.5-1.5b.config.json")
 
 
@@ -129,6 +130,16 @@ def _text(kind: str):
     return lambda p, i: ["explain", "--kind", kind, p] + (["--json"] if i % 2 else [])
 
 
+def _explain_seeds() -> list[bytes]:
+    return _files(
+        "corpus/cufile-log/*",
+        "corpus/gdsio/*",
+        "corpus/gdscheck/*",
+        "corpus/nvfs-stats/*",
+        "explain/*",
+    )
+
+
 TARGETS: list[Target] = [
     Target(
         "explain-cufile-log",
@@ -139,6 +150,9 @@ TARGETS: list[Target] = [
     Target("explain-gdscheck", lambda: _files("corpus/gdscheck/*", "gdscheck/*"), _text("gdscheck")),
     Target("explain-nvfs-stats", lambda: _files("corpus/nvfs-stats/*", "nvfs-stats/*"), _text("nvfs-stats")),
     Target("explain-dmesg", lambda: _files("explain/*dmesg*", "explain/*.txt"), _text("dmesg")),
+    Target("explain-gds-stats", lambda: _files("corpus/nvfs-stats/*", "nvfs-stats/*"), _text("gds-stats")),
+    # no --kind: the kind detector reads the text first (every kind's seeds, mixed)
+    Target("explain-detect", _explain_seeds, lambda p, i: ["explain", p] + (["--json"] if i % 2 else ["-v"])),
     Target(
         "topology-lspci",
         lambda: _files("corpus/lspci-vvv/*", "corpus/lspci-plain/*", "corpus/lspci-tree/*", "lspci-vvv/*"),
@@ -197,8 +211,17 @@ TARGETS: list[Target] = [
         lambda p, i: ["trace", "--replay", p] + (["--json"] if i % 2 else []),
         suffix=".jsonl",
     ),
+    Target(
+        "validate-trace-replay",
+        _replay_seeds,
+        lambda p, i: ["validate", "--from", H200, "--keep-going", "--trace-replay", p] + (["-v"] if i % 2 else []),
+        suffix=".jsonl",
+    ),
     _snap_target("snapshot-check", lambda p, i: ["check", "--from", p] + (["--json"] if i % 2 else [])),
     _snap_target("snapshot-topology", lambda p, i: ["topology", "--from", p] + (["--json"] if i % 2 else [])),
     _snap_target("cufile-json", lambda p, i: ["check", "--from", p], "etc/cufile.json"),
     _snap_target("libcufile-json", lambda p, i: ["check", "--from", p, "--json"], "gdsdiag/libcufile.json"),
+    # diff runs topology, check and cufile.json on both sides, then compares and renders them
+    _snap_target("diff", lambda p, i: ["diff", H200X2 if i % 3 else H200, p] + (["--json"] if i % 2 else [])),
+    _snap_target("snapshot-validate", lambda p, i: ["validate", "--from", p] + (["-v"] if i % 2 else [])),
 ]
