@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .bounded import loads_json
@@ -185,10 +186,11 @@ def strip_comments(text: str) -> str:
 MAX_ISSUES = 100  # listed per file; the rest are counted (renderers stay fast on hostile files)
 
 
-def locate(fs: FsRoot, env: dict | None = None) -> tuple[str | None, str | None, list[str]]:
+def locate(fs: FsRoot, env: Mapping[str, str] | None = None) -> tuple[str | None, str | None, list[str]]:
     """(path, how, searched) in libcufile's order: CUFILE_ENV_PATH_JSON, /etc/cufile.json, then
     the CUDA toolkit's gds/cufile.json (not read by libcufile, but the template users copy)."""
-    env = os.environ if env is None else env
+    if env is None:
+        env = os.environ
     searched: list[str] = []
     p = env.get("CUFILE_ENV_PATH_JSON") if fs.is_live else None
     if p:

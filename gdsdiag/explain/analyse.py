@@ -137,7 +137,11 @@ def _run(ln: Line, f: dict) -> schema.GdsioRun:
 
 def explain_texts(inputs: list[tuple[str, str]], kind: str | None = None) -> Report:
     """``inputs`` is [(name, text)]; ``kind`` forces the input kind instead of detecting it."""
-    files, groups, unknown, unknown_matter, runs = [], {}, [], [], []
+    files: list[FileSummary] = []
+    groups: dict[tuple, Group] = {}
+    unknown: list[Line] = []
+    unknown_matter: list[Line] = []
+    runs: list[schema.GdsioRun] = []
     for name, text in inputs:
         k = kind or detect(text)
         lines, skipped = split(name, text, k or "unknown")
@@ -164,8 +168,8 @@ def explain_texts(inputs: list[tuple[str, str]], kind: str | None = None) -> Rep
         key=lambda g: (
             -g.explanation.severity.rank,
             g.files and files.index(next(f for f in files if f.path == g.files[0])),
-            g.first.sort_time or (),
-            g.first.lineno,
+            (g.first.sort_time if g.first else None) or (),  # (every group has its first line)
+            g.first.lineno if g.first else 0,
         ),
     )
     return Report(files, ordered, unknown, unknown_matter, runs)

@@ -67,7 +67,7 @@ def _node_text(topo: Topology, d: Device) -> Text:
     if d.model:
         t.append(f" {clip(d.model, 80)}", style="dim")
     link = d.fn.link
-    if link.known:
+    if link.speed_gts and link.width:  # (link.known)
         below = (link.max_speed_gts and link.speed_gts < link.max_speed_gts) or (
             link.max_width and link.width < link.max_width
         )

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ..check.model import Evidence
 from ..cufile_json import RDMA_KEYS_1_19
 from ..routes import Route, RouteMix, mix_of, route_of
-from ..topology.model import Role
+from ..topology.model import Role, Topology
 from ..verdicts import Severity, Status
 from .adapters import cufile_modes
 from .policy import Policy, _size
@@ -36,7 +36,7 @@ class Inputs:
     ctx: CheckContext
     mounts: list[dict]  # [{"path", "allowed"?, "min_gbps"?}]
     check: CheckReport | None = None
-    topo: object | None = None
+    topo: Topology | None = None  # read by the runner before any rule
     pairs: list = field(default_factory=list)
     sweeps: list[dict] = field(default_factory=list)  # [{"path", "gpu", "doc"}]
     sweep_note: str | None = None  # why there is no sweep
@@ -105,6 +105,7 @@ def _action(action: str, bad: bool) -> Status:
 def _count(role: Role, key: str):
     def fn(inp: Inputs, rule: Rule):
         want = inp.policy.get(key)
+        assert inp.topo is not None, "the runner reads the topology before the rules"
         devs = sorted(inp.topo.by_role(role), key=lambda d: d.sort_key())
         ev = [_ev("/sys/bus/pci/devices (class codes)", ", ".join(d.display() for d in devs) or "none")]
         if want is None:
@@ -196,6 +197,7 @@ def r_libcufile(inp: Inputs, rule: Rule):
 
 
 def r_iommu(inp: Inputs, rule: Rule):
+    assert inp.topo is not None, "the runner reads the topology before the rules"
     io = inp.topo.iommu
     allowed = inp.policy.get("iommu.allowed")
     ev = [_ev("/sys/kernel/iommu_groups, /sys/class/iommu, /proc/cmdline", "; ".join(io.evidence) or io.mode)]
