@@ -11,6 +11,7 @@ import os
 import sys
 import tempfile
 
+from ..errors import GdsdiagError
 from ..routes import Route, route_of
 
 
@@ -74,8 +75,8 @@ def trace_available() -> str | None:
         from ..trace.bpf import preflight
 
         preflight()
-    except Exception as e:  # GdsdiagError or a missing bcc: the reason is the message
-        return getattr(e, "cause", None) or str(e)
+    except GdsdiagError as e:  # no root, no tracefs: the reason is the message
+        return e.cause
     return None
 
 
