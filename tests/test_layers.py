@@ -65,6 +65,7 @@ LAYERS = {
     "gdsdiag.jsontext": 0,
     "gdsdiag.signals": 0,
     "gdsdiag.units": 0,
+    "gdsdiag.verdicts": 0,
 }
 
 # (importer prefix, imported prefix): why the crossing is there. Empty, and to be kept so: an
