@@ -65,6 +65,7 @@ LAYERS = {
     "gdsdiag.textparse": 0,
     "gdsdiag.jsontext": 0,
     "gdsdiag.signals": 0,
+    "gdsdiag.terminal": 0,
 }
 
 # (importer prefix, imported prefix): why the crossing is there

@@ -14,17 +14,21 @@ _STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "red", Statu
 
 
 def render(console: Console, report, verbose: bool = False) -> None:
-    t = Table(title=f"gdsdiag check — {report.source}", box=box.SIMPLE_HEAD, show_lines=False)
+    from rich.markup import escape
+
+    # every cell is a Text, never markup: summaries and fixes quote cufile.json keys, mount paths
+    # and hostnames (issue 24: a '[/]' or '[link=…]' from a node's data was obeyed)
+    t = Table(title=f"gdsdiag check — {escape(str(report.source))}", box=box.SIMPLE_HEAD, show_lines=False)
     t.add_column("status", no_wrap=True)
     t.add_column("check", no_wrap=True)
     t.add_column("result", overflow="fold")
     t.add_column("fix", overflow="fold")
     for r in report.results:
         if r.status == Status.PASS and not verbose and r.path is None:
-            t.add_row(Text(r.status.value, style=_STYLE[r.status]), r.id, clip(r.summary), "")
+            t.add_row(Text(r.status.value, style=_STYLE[r.status]), Text(r.id), Text(clip(r.summary)), "")
             continue
         t.add_row(
-            Text(r.status.value, style=_STYLE[r.status]), r.id, clip(r.summary), clip(r.fix, 2000)
+            Text(r.status.value, style=_STYLE[r.status]), Text(r.id), Text(clip(r.summary)), Text(clip(r.fix, 2000))
         )  # a fix stays whole enough to copy
     console.print(t)
     if verbose:
@@ -65,8 +69,8 @@ def render(console: Console, report, verbose: bool = False) -> None:
         for d in report.gdscheck:
             ct.add_row(
                 Text(clip(d["item"]), style="red" if not d["agree"] else ""),
-                clip(d["gdscheck"]),
-                clip(d["gdsdiag"]),
-                clip(d["note"]),
+                Text(clip(d["gdscheck"])),
+                Text(clip(d["gdsdiag"])),
+                Text(clip(d["note"])),
             )
         console.print(ct)
