@@ -2,7 +2,7 @@
 # One GPU-machine call for issue 11's last changes (2026-12-01):
 #   source .device/env.sh; OLD=.gpu-old [TESTS="tests/..."] bash benchmarks/gpu_topology_trace.sh $OUT
 # 1. `gdsdiag topology` on the H200 node's own sysfs, as root: --json to a pipe (the text now written
-#    from pieces, render/topology_json.document_text) and the text report, with this tree and with
+#    from pieces, documents/topology.document_text) and the text report, with this tree and with
 #    the tree before the change (OLD: a copy of it, e.g. `git archive e0e7e31 gdsdiag`): the
 #    outputs must be the same bytes. Then both timed, whole process, best of 7.
 # 2. The trace tests on real libcufile (the classifier's verdicts are now the --json io lines

@@ -122,7 +122,7 @@ def generate(root):
 # report (read, build, pairs, findings, dynamic-routing notes) and the --json text for a pipe.
 ANALYSIS = """
 import contextlib, json, sys, time
-from gdsdiag.render.topology_json import document
+from gdsdiag.documents.topology import document
 from gdsdiag.topology.report import topology
 try:
     from gdsdiag.commands._common import json_text, paused_gc
@@ -130,7 +130,7 @@ except ImportError:  # a commit from before the command paused the collector
     json_text = lambda doc, pretty=False: json.dumps(doc, separators=(",", ":"))
     paused_gc = contextlib.nullcontext
 try:  # the pairs written from pieces, as the command does since 2026-12-01
-    from gdsdiag.render.topology_json import document_text
+    from gdsdiag.documents.topology import document_text
 except ImportError:
     document_text = lambda r: json_text(document(r.topo, r.pairs, r.findings, r.cross_check, r.routing), pretty=False)
 t0, c0 = time.perf_counter(), time.process_time()

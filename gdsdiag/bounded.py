@@ -16,7 +16,8 @@ import os
 import re
 import stat
 
-from .errors import GdsdiagError
+from .errors import GdsdiagError, UsageError
+from .units import human_bytes
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
@@ -32,10 +33,8 @@ MAX_JSON_NUMBER_CHARS = 40  # enough for any 64-bit integer or double written by
 
 
 def human(n: int) -> str:
-    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} bytes"
+    """A limit or a file's size in a message: '1.0 MiB', '512 bytes'."""
+    return human_bytes(n, 1, sep=" ", word="bytes")
 
 
 def _kind(mode: int) -> str:
@@ -69,6 +68,8 @@ def open_user_file(path: str, what: str, max_bytes: int | None, fix: str = "chec
     the read changes nothing."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError as e:  # the command line names nothing there: a usage error (exit 4)
+        raise UsageError(f"cannot read {path}: {e.strerror}", fix) from None
     except OSError as e:
         raise GdsdiagError(f"cannot read {path}: {e.strerror}", fix) from None
     try:
@@ -98,7 +99,7 @@ def read_user_file(path: str, what: str, max_bytes: int, fix: str = "check the p
         f = open_user_file(path, what, max_bytes, fix)
     except GdsdiagError as e:
         if named:
-            raise GdsdiagError(e.cause.replace("cannot read ", f"cannot read {what} ", 1), e.fix) from None
+            raise type(e)(e.cause.replace("cannot read ", f"cannot read {what} ", 1), e.fix) from None
         raise
     with f:
         data = read_capped(f, max_bytes, path, fix)  # a file that grew after the fstat still stops here

@@ -99,7 +99,7 @@ def results(fs) -> dict[str, tuple[bytes | None, str | None]]:
     """topology and check documents of the root being captured (as --json would print them)."""
     out: dict[str, tuple[bytes | None, str | None]] = {}
     try:
-        from .render.topology_json import document
+        from .documents.topology import document
         from .topology.findings import find
         from .topology.load import from_root
         from .topology.pairs import analyse_all
@@ -112,7 +112,7 @@ def results(fs) -> dict[str, tuple[bytes | None, str | None]]:
     try:
         from .check.context import CheckContext
         from .check.runner import run
-        from .render.check_json import document as check_document
+        from .documents.check import document as check_document
 
         rep = run(CheckContext(fs, env=dict(os.environ) if fs.is_live else {}))
         out["check.json"] = (json.dumps(check_document(rep), indent=1).encode(), None)

@@ -1,18 +1,22 @@
-"""Command line: the click group, command registration and the one exception boundary. Heavy modules (cupy, kvikio, bcc, cffi) are imported inside commands only, so
-``gdsdiag --help`` and ``gdsdiag topology`` answer at once on a bare node."""
+"""Command line: the click group, command registration and the one exit path. Heavy modules
+(cupy, kvikio, bcc, cffi) are imported inside commands only, so ``gdsdiag --help`` and
+``gdsdiag topology`` answer at once on a bare node."""
 
 from __future__ import annotations
 
 import sys
+from typing import cast
 
 import click
 
 from . import __version__
 from .errors import (
+    EXIT_CODES_HELP,
     EXIT_OK,
     EXIT_TOOL_ERROR,
     EXIT_USAGE,
     GdsdiagError,
+    Report,
 )
 
 # The CLI layer: one module per command under gdsdiag/commands (parse, render, exit); the work
@@ -49,6 +53,7 @@ class _Commands(click.Group):
 
         command = getattr(importlib.import_module(f"gdsdiag.commands.{where[0]}"), where[1])
         assert isinstance(command, click.Command) and command.name == cmd_name, (cmd_name, command)
+        command.epilog = EXIT_CODES_HELP  # every --help names the exit codes, in the same words
         return command
 
 
@@ -58,16 +63,27 @@ def cli() -> None:
     """Diagnose the GPUDirect Storage data path: PCIe topology, drivers, and the route I/O takes."""
 
 
+def exit_code_of(result: object) -> int:
+    """The code a command's result ends the process with: a report's ``exit_code``; click's own
+    ends (--help, --version) come back as the int code."""
+    if result is None or isinstance(result, int):
+        return int(result or EXIT_OK)
+    code = cast(Report, result).exit_code
+    assert isinstance(code, int), (type(result).__name__, code)  # a command returned no report
+    return code
+
+
 def main() -> None:
-    """The one exception boundary: every GdsdiagError (cuFile and verification errors included)
-    becomes one line on stderr and the exit code it carries."""
+    """The one exit path: a command returns its report and the process exits with the report's
+    code; every GdsdiagError (usage, cuFile and verification errors included) becomes one line on
+    stderr and the exit code it carries. Nothing else in gdsdiag prints an error or exits."""
     from . import signals
     from .commands import _common
 
     _common.PROCESS_ENTRY = True  # the process ends with the command (_common.exit_leaving_heap)
     try:
         signals.install()  # SIGTERM/SIGHUP clean up like Ctrl-C; exit 143/129 (docs/security.md)
-        cli.main(standalone_mode=False)
+        result = cli.main(standalone_mode=False)
     except GdsdiagError as e:
         click.echo(e.line(), err=True)
         sys.exit(e.exit_code)
@@ -90,3 +106,7 @@ def main() -> None:
             f"gdsdiag: internal error: {type(e).__name__}: {e} (set GDSDIAG_DEBUG=1 for the traceback)", err=True
         )
         sys.exit(EXIT_TOOL_ERROR)
+    code = exit_code_of(result)
+    if getattr(result, "leave_heap", False):
+        _common.exit_leaving_heap(code)
+    sys.exit(code)

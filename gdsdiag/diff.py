@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .errors import GdsdiagError
+from .errors import EXIT_OK, EXIT_WARN, GdsdiagError, UsageError
 
 if TYPE_CHECKING:
     from .schema import diff as schema
@@ -55,6 +55,10 @@ class DiffResult:
     def same(self) -> bool:
         return not self.differences
 
+    @property
+    def exit_code(self) -> int:
+        return EXIT_OK if self.same else EXIT_WARN
+
 
 @contextmanager
 def open_root(spec: str):
@@ -73,7 +77,7 @@ def open_root(spec: str):
             yield fs, "root"
         return
     if not os.path.exists(spec):
-        raise GdsdiagError(f"{spec} not found", "give a snapshot (.tar.gz from 'gdsdiag snapshot') or a root directory")
+        raise UsageError(f"{spec} not found", "give a snapshot (.tar.gz from 'gdsdiag snapshot') or a root directory")
     with node_root(snapshot=spec) as fs:
         yield fs, "snapshot"
 
@@ -112,8 +116,8 @@ def load_side(spec: str) -> Side:
     from .check.context import CheckContext
     from .check.runner import run as run_checks
     from .cufile_json import load as load_cufile
-    from .render.check_json import document as check_document
-    from .render.topology_json import document as topology_document
+    from .documents.check import document as check_document
+    from .documents.topology import document as topology_document
     from .topology.findings import find
     from .topology.load import from_root
     from .topology.pairs import analyse_all

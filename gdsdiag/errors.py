@@ -1,9 +1,16 @@
-"""The one error hierarchy: every error gdsdiag raises on purpose is a ``GdsdiagError`` carrying the
-exit code it ends the command with; ``gdsdiag.cli.main`` is the one place that turns it into a line
-on stderr and that code (never a traceback). cuFile failures (``gdsdiag.cufile.errors.CuFileError``)
-and data-verification failures are subclasses, so they end the same way."""
+"""The exit codes, the one error hierarchy and the one shape of a command's result.
+
+Every error gdsdiag raises on purpose is a ``GdsdiagError`` carrying the exit code it ends the
+command with; ``gdsdiag.cli.main`` is the one place that turns it into a line on stderr and that
+code (never a traceback). cuFile failures (``gdsdiag.cufile.errors.CuFileError``) and
+data-verification failures are subclasses, so they end the same way. A command that runs to its
+end returns a ``Report`` (anything with an ``exit_code``), and ``cli.main`` exits with that code:
+no command prints an error or exits by itself."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
 
 # Exit codes, documented in docs/json.md and README: stable across releases.
 EXIT_OK = 0
@@ -12,6 +19,31 @@ EXIT_FAIL = 2
 EXIT_TOOL_ERROR = 3
 EXIT_USAGE = 4
 EXIT_INTERRUPTED = 130  # SIGINT, as shells report it (128 + 2)
+
+
+# What every --help ends with (cli.EPILOG; tests/test_exit_path.py checks each command's help).
+EXIT_CODES_HELP = (
+    "Exit codes: 0 ok, 1 warnings, 2 failures, 3 gdsdiag could not do its job (unreadable or bad input), "
+    "4 usage error, 130/143/129 interrupted (docs/json.md)."
+)
+
+
+class Report(Protocol):
+    """What a command returns to ``cli.main``: the code the process exits with. ``leave_heap``
+    (optional, default False): the process leaves its objects to the OS at exit
+    (``commands/_common.exit_leaving_heap``), for reports of a million objects."""
+
+    @property
+    def exit_code(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The report of a command whose work has no report object of its own to carry the code (kv,
+    report, exporter, and sweep and trace, whose codes the command decides from their results)."""
+
+    exit_code: int
+    leave_heap: bool = False
 
 
 class GdsdiagError(Exception):
@@ -31,7 +63,10 @@ class GdsdiagError(Exception):
 
 
 class UsageError(GdsdiagError):
-    """Bad arguments (a count < 1, a size that is not aligned…), found before any work: exit 4."""
+    """The command line is wrong, found before any work: exit 4. An option missing, two that
+    exclude each other, a value not of its kind (a number, size, duration) or out of range, a path
+    that names nothing there (or not the directory an option needs). A file that is there but
+    cannot be read, or is not what it should be, is a plain GdsdiagError (exit 3)."""
 
     exit_code = EXIT_USAGE
 

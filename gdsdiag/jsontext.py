@@ -1,5 +1,5 @@
 """JSON text as ``--json`` writes it for a program (a pipe or a file): compact, and the pieces that
-large documents are put together from (``render/topology_json.document_text``,
+large documents are put together from (``documents/topology.document_text``,
 ``topology.pairs.PairAnalysis.json_text``), each the very text ``json.dumps`` writes for the value."""
 
 from __future__ import annotations

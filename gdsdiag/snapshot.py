@@ -1,4 +1,5 @@
-"""``gdsdiag snapshot``: capture what the readers read, and open such a capture again.
+"""``gdsdiag snapshot``: capture what the readers read (``platform/roots.open_snapshot`` opens such a
+capture again).
 
 The archive mirrors the live paths (``sys/...``, ``proc/...``) so that an unpacked snapshot is a
 root any reader accepts. sysfs files report a size of 4096 whatever they hold, so each file is
@@ -19,6 +20,7 @@ import time
 from typing import TYPE_CHECKING
 
 from .errors import GdsdiagError, refuse_existing
+from .platform.roots import MARKER
 
 if TYPE_CHECKING:
     from .schema.snapshot import Captured
@@ -371,7 +373,7 @@ def _capture(tar: tarfile.TarFile, root: str, redact: bool, bundle: bool) -> _Wr
     if bundle:
         _add_bundle(w, root, live)
     meta = f"gdsdiag-snapshot 1\nrelease {release}\ncreated {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
-    w._add_bytes("/gdsdiag-snapshot.txt", meta.encode())
+    w._add_bytes(MARKER, meta.encode())
     _add_manifest(w, redact)
     return w
 
@@ -425,27 +427,3 @@ def _add_manifest(w: _Writer, redact: bool) -> None:
     r, w.redactor = w.redactor, None  # the manifest lists names and sizes only
     w._add_bytes("/gdsdiag/manifest.json", data)
     w.redactor = r
-
-
-MARKER = "/gdsdiag-snapshot.txt"
-
-
-def open_snapshot(path: str, limits=None):
-    """The snapshot as an ``ArchiveRoot``: read in memory, never extracted (docs/security.md).
-
-    An archive without the marker file every gdsdiag snapshot holds is refused: an answer of
-    "no findings" for a tarball of something else would be wrong."""
-    from .platform.archroot import DEFAULT_LIMITS, ArchiveRoot
-
-    if os.path.isdir(path):
-        raise GdsdiagError(f"{path} is a directory", "pass it with --root, or give a .tar.gz from gdsdiag snapshot")
-    if not os.path.lexists(path):
-        raise GdsdiagError(f"snapshot {path} not found", "check the path")
-    fs = ArchiveRoot(path, limits or DEFAULT_LIMITS)
-    marker = fs.files.get(MARKER, b"")
-    if not marker.startswith(b"gdsdiag-snapshot "):
-        raise GdsdiagError(
-            f"{path} is not a gdsdiag snapshot (no {MARKER.lstrip('/')} in it)",
-            "create one on the node with 'gdsdiag snapshot -o FILE'",
-        )
-    return fs

@@ -42,7 +42,8 @@ workers=${GDSDIAG_TEST_WORKERS:-2}
 [ "$workers" -gt 0 ] || split=0
 cd "$work"
 export GDSDIAG_TEST_INSTALLED=1 GDSDIAG_WHEEL="$wheel"
-pytest=("$vpy" -m pytest -q -p no:cacheprovider)
+# -rs: every skipped test and its reason in the closing summary (GPU, root and bcc tests skip here)
+pytest=("$vpy" -m pytest -q -rs -p no:cacheprovider)
 if [ "$split" = 0 ]; then
   "${pytest[@]}" "${args[@]}"
   exit 0

@@ -36,7 +36,7 @@ def test_this_machine_every_check_answers():
     assert ids["nvfs.loaded"].status == Status.FAIL
     assert all(ids[i].status == Status.SKIP for i in ("nvfs.devices", "nvfs.stats", "nvfs.modules", "p2pdma.driver"))
     assert rep.verdict.routes == [] and rep.verdict.summary == "none"
-    assert rep.exit_code() == 2
+    assert rep.exit_code == 2
     for r in rep.results:
         assert r.summary and r.evidence, r.id  # every answer carries its evidence
 
@@ -223,7 +223,7 @@ def test_gdscheck_comparison_flags_the_misleading_verdict(h200):
     assert items["platform verdict"]["agree"] is False  # "succeeded" while only compat is possible here
     assert items["NVMe via nvidia-fs"]["agree"] is False
     assert items["NVMe P2PDMA"]["agree"] is True  # Unsupported vs no P2PDMA route
-    assert rep.exit_code() == 2
+    assert rep.exit_code == 2
 
 
 def _cli(*args):
@@ -255,8 +255,9 @@ def test_cli_check_path_json_here(tmp_path):
     ],
 )
 def test_cli_check_errors(args, needle):
+    # each names nothing there or cannot be right together: usage errors, exit 4 (issue 23)
     r = _cli(*args)
-    assert r.returncode == 3 and needle in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 4 and needle in r.stderr and "Traceback" not in r.stderr
 
 
 def test_md_raid_p2pdma_rule_follows_nvidia_guidance():

@@ -64,23 +64,25 @@ def test_cross_check_with_saved_nvidia_smi():
 
 
 @pytest.mark.parametrize(
-    "args,needle",
+    "args,needle,code",
     [
-        (("topology", "--from", "/nonexistent.tar.gz"), "snapshot /nonexistent.tar.gz not found"),
-        (("topology", "--lspci", "/nonexistent.txt"), "cannot read /nonexistent.txt"),
-        (("topology", "--from", __file__), "is not a readable tar archive"),
-        (("topology", "--nvidia-smi", __file__, "--from", H200), "no 'nvidia-smi topo -m' matrix found"),
+        # a path that names nothing (or not the directory --root needs) is a usage error, exit 4;
+        # an input that is there but is not what it should be, exit 3 (issue 23: one rule for all)
+        (("topology", "--from", "/nonexistent.tar.gz"), "snapshot /nonexistent.tar.gz not found", 4),
+        (("topology", "--lspci", "/nonexistent.txt"), "cannot read /nonexistent.txt", 4),
+        (("topology", "--from", __file__), "is not a readable tar archive", 3),
+        (("topology", "--nvidia-smi", __file__, "--from", H200), "no 'nvidia-smi topo -m' matrix found", 3),
         # a bad root is an error, never an empty report with exit 0 (issue 22)
-        (("topology", "--root", "/nonexistent"), "--root /nonexistent: no such directory"),
-        (("check", "--root", "/nonexistent"), "--root /nonexistent: no such directory"),
-        (("check", "--root", __file__), "not a directory"),
-        (("topology", "--root", os.path.dirname(__file__)), "holds neither sys/ nor proc/"),
-        (("snapshot", "-o", "/tmp/gdsdiag-never-written.tar.gz", "--root", "/nonexistent"), "no such directory"),
+        (("topology", "--root", "/nonexistent"), "--root /nonexistent: no such directory", 4),
+        (("check", "--root", "/nonexistent"), "--root /nonexistent: no such directory", 4),
+        (("check", "--root", __file__), "not a directory", 4),
+        (("topology", "--root", os.path.dirname(__file__)), "holds neither sys/ nor proc/", 3),
+        (("snapshot", "-o", "/tmp/gdsdiag-never-written.tar.gz", "--root", "/nonexistent"), "no such directory", 4),
     ],
 )
-def test_bad_input_one_line_exit_3(args, needle):
+def test_bad_input_one_line(args, needle, code):
     r = run(*args)
-    assert r.returncode == 3
+    assert r.returncode == code
     assert needle in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
 

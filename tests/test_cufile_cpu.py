@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("cffi")
 import gdsdiag.cufile as cf  # noqa: E402
 from gdsdiag.cufile import errors  # noqa: E402
-from gdsdiag.platform.libcufile import candidates  # noqa: E402
+from gdsdiag.cufile._lib import candidates  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     not candidates(), reason="no libcufile found: pip install '.[test]' installs the nvidia-cufile wheel"

@@ -97,9 +97,9 @@ def test_cufile_json_key_by_key(tree, tmp_path):
     assert [(x.key, x.a, x.b) for x in cj] == [("properties.allow_compat_mode", True, False)]
 
 
-def test_bad_inputs_give_one_line_and_exit_3(tmp_path):
-    r = _run(str(tmp_path / "nope.tar.gz"), H200)
-    assert r.returncode == 3 and "not found" in r.stderr and r.stderr.count("\n") == 1
+def test_bad_inputs_give_one_line(tmp_path):
+    r = _run(str(tmp_path / "nope.tar.gz"), H200)  # names nothing: a usage error (issue 23)
+    assert r.returncode == 4 and "not found" in r.stderr and r.stderr.count("\n") == 1
     junk = tmp_path / "junk.tar.gz"
     junk.write_text("not a tar")
     r = _run(str(junk), H200)

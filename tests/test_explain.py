@@ -383,7 +383,11 @@ def test_libcufile_no_driver_lines_are_explained(ver):
 def test_unrecognised_text_suggests_kind(tmp_path):
     p = tmp_path / "x.txt"
     p.write_text("something nobody wrote\n")
-    assert "say which with --kind" in _run(str(p)).stdout
+    # every value --kind takes is named, gds-stats too
+    assert (
+        "say which tool wrote it: --kind cufile-log | gdsio | gdscheck | nvfs-stats | gds-stats | dmesg"
+        in _run(str(p)).stdout
+    )
 
 
 def test_gdscheck_platform_info_acs_switch_is_an_error():

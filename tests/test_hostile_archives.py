@@ -18,7 +18,7 @@ from conftest import FIXTURES
 
 from gdsdiag.errors import GdsdiagError
 from gdsdiag.platform.archroot import ArchiveRoot, Limits
-from gdsdiag.snapshot import open_snapshot
+from gdsdiag.platform.roots import open_snapshot
 
 H200 = os.path.join(FIXTURES, "snapshots", "h200-vm-2026-11-29.tar.gz")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

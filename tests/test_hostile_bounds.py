@@ -72,7 +72,7 @@ def test_ascii_int_refuses_what_int_accepts(text):
     "text", ["infs", "nans", "inf", "1e400s", "1.2.3s", "²s", "--1s", "1" * 5000 + "s", "9999999999m", "1_0s"]
 )
 def test_durations_outside_the_bounds(text):
-    from gdsdiag.sweep.latency import parse_duration
+    from gdsdiag.units import parse_duration
 
     with pytest.raises(ValueError):
         parse_duration(text)
@@ -80,7 +80,7 @@ def test_durations_outside_the_bounds(text):
 
 @pytest.mark.parametrize("text", ["nanG", "infk", "1.2.3", "²k", "1" * 5000, "1_0", "-4k", "99999999t", "1.5"])
 def test_sizes_outside_the_bounds(text):
-    from gdsdiag.sweep.latency import parse_size
+    from gdsdiag.units import parse_size
 
     with pytest.raises(ValueError):
         parse_size(text)
@@ -339,7 +339,7 @@ def test_nvidia_smi_matrix_with_a_row_repeated_5000_times_is_named_in_bounded_li
     """Found by the long fuzz run: one unreadable matrix row repeated 5,000 times (600 KB) made
     50,000 'not compared' cells, each printed through rich: > 10 s. A repeated row is one row's
     cells, and the text output names at most MAX_CELL_LINES cells (--json keeps them all)."""
-    from gdsdiag.importers.nvidia_smi import MAX_CELL_LINES
+    from gdsdiag.render.topology_text import MAX_CELL_LINES
 
     head = "\tGPU0\tGPU1\tGPU2\tCPU Affinity\tNUMA Affinity\n"
     bad = "GPU2\tSYS\tSYS\tX\tPIX\t0-31\t0\tN/A\n"  # one cell too many

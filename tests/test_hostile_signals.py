@@ -10,7 +10,7 @@ import textwrap
 import time
 
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, GDSDIAG, live
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 H200 = os.path.join(FIXTURES, "snapshots", "h200-vm-2026-11-29.tar.gz")
@@ -149,25 +149,23 @@ def _cmdline(pid: str) -> str:
         return ""
 
 
-@pytest.mark.skipif(
-    os.environ.get("GDSDIAG_SLOW_TESTS") != "1",
-    reason="compiles real BPF probes (30+ s here): set GDSDIAG_SLOW_TESTS=1",
-)
+@live  # real BPF probes (root, bcc, headers): run with the other live tests, skipped with the reason
 def test_ctrl_c_mid_trace_exits_130_with_summary(tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip("gdsdiag trace needs root")
     started = tmp_path / "started"
     p = subprocess.Popen(
-        [sys.executable, "-m", "gdsdiag", "trace", "--", "sh", "-c", f"touch {started}; sleep 60"],
+        [*GDSDIAG, "trace", "--", "sh", "-c", f"touch {started}; sleep 60"],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     deadline = time.monotonic() + 120
-    while not started.exists() and time.monotonic() < deadline:
+    while not started.exists() and time.monotonic() < deadline and p.poll() is None:
         time.sleep(0.1)
-    assert started.exists()
+    if not started.exists():
+        p.kill()
+        out, err = p.communicate(timeout=60)
+        pytest.fail(f"the traced program never started (rc {p.returncode}): {out}{err}")
     time.sleep(0.5)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)

@@ -18,7 +18,8 @@ from conftest import FIXTURES
 from gdsdiag import snapshot as snap
 from gdsdiag.bundle import Redactor
 from gdsdiag.errors import GdsdiagError
-from gdsdiag.snapshot import create, open_snapshot
+from gdsdiag.platform.roots import open_snapshot
+from gdsdiag.snapshot import create
 from gdsdiag.topology.load import from_root
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

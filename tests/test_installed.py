@@ -82,6 +82,13 @@ def test_suite_imports_the_installed_package_not_the_checkout():
     assert "cuFileDriverOpen" in cdef_text() and "TRACEPOINT_PROBE" in probe_source("cufile_trace.c")
 
 
+@pytest.mark.skipif(not INSTALLED, reason="runs under tests/run.sh, against the installed wheel")
+def test_run_sh_reports_every_skip_with_its_reason(request):
+    """tests/run.sh runs pytest with -rs (both of its processes share one command line), so a run
+    on a machine without a GPU, root or bcc lists what it did not test and why."""
+    assert "s" in (request.config.option.reportchars or ""), request.config.option.reportchars
+
+
 def _commands() -> list[str]:
     import click
 

@@ -117,6 +117,6 @@ def test_cli_json_and_text(tmp_path):
 
 def test_cli_errors_are_one_line(tmp_path):
     p = _cli("--model-config", str(tmp_path / "missing.json"), "--gbps", "1")
-    assert p.returncode == 3 and p.stderr.count("\n") == 1 and "cannot read model config" in p.stderr
+    assert p.returncode == 4 and p.stderr.count("\n") == 1 and "cannot read model config" in p.stderr  # issue 23
     p = _cli("--model-config", os.path.join(MODELS, "qwen2.5-1.5b.config.json"))
-    assert p.returncode == 3 and "exactly one of --sweep" in p.stderr
+    assert p.returncode == 4 and "exactly one of --sweep" in p.stderr  # a usage error (issue 23)

@@ -7,7 +7,8 @@ from conftest import FIXTURES
 
 from gdsdiag.platform import pci_sysfs
 from gdsdiag.platform.fsroot import FsRoot
-from gdsdiag.snapshot import create, open_snapshot
+from gdsdiag.platform.roots import open_snapshot
+from gdsdiag.snapshot import create
 from gdsdiag.topology.load import from_root
 from gdsdiag.topology.model import Role
 from gdsdiag.topology.pairs import NcclLevel, P2pDmaMap, P2pVerdict, SmiLevel, analyse_all

@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 from gdsdiag.errors import GdsdiagError
 from gdsdiag.importers import lspci, nvidia_smi
+from gdsdiag.topology.cross_check import cross_check
+from gdsdiag.topology.load import from_lspci
 from gdsdiag.topology.model import Role
 from gdsdiag.topology.pairs import NcclLevel, P2pDmaMap, P2pVerdict, SmiLevel, analyse_all
 
@@ -26,9 +28,9 @@ ASUS_NUMA = "0000:00-7f=0,0000:80-ff=1"
 
 
 def cells(tree, smi, numa):
-    topo = lspci.load_lspci([tree], numa)
+    topo = from_lspci([tree], numa)
     pairs = analyse_all(topo)
-    return topo, pairs, nvidia_smi.cross_check(topo, pairs, open(smi).read())
+    return topo, pairs, cross_check(topo, pairs, open(smi).read())
 
 
 @pytest.mark.parametrize(
@@ -52,7 +54,7 @@ def test_cross_check_without_numa_does_not_guess_node():
 
 
 def test_asus_tree_structure():
-    topo = lspci.load_lspci([ASUS_TREE], ASUS_NUMA)
+    topo = from_lspci([ASUS_TREE], ASUS_NUMA)
     gpus = {g.label: g for g in topo.by_role(Role.GPU)}
     assert {g: d.bdf for g, d in gpus.items()} == {
         "GPU0": "0000:01:00.0",
@@ -70,7 +72,7 @@ def test_asus_tree_structure():
 
 
 def test_gigabyte_same_switch_is_pix_both_ways():
-    topo = lspci.load_lspci([GIGABYTE])
+    topo = from_lspci([GIGABYTE])
     (gpu,) = topo.by_role(Role.GPU)
     pairs = [p for p in analyse_all(topo) if p.b.role == Role.NIC]
     assert len(pairs) == 2
@@ -95,7 +97,7 @@ def test_n1sdp_pex8749_downstream_ports_redirect():
     rp = fns["0000:00:00.0"]
     assert (rp.vendor, rp.device) == (0x13B5, 0x0100)
     assert (rp.link.speed_gts, rp.link.width, rp.link.max_speed_gts, rp.link.max_width) == (5.0, 16, 8.0, 16)
-    topo = lspci.load_lspci([N1SDP])
+    topo = from_lspci([N1SDP])
     nic = topo.devices["0000:07:00.0"]
     assert [d.bdf for d in nic.ancestors()] == ["0000:02:13.0", "0000:01:00.0", "0000:00:00.0"]
 
@@ -178,9 +180,9 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
     empty = tmp_path / "x.txt"
     empty.write_text("nothing here\n")
     with pytest.raises(GdsdiagError, match="no lspci tree or device blocks"):
-        lspci.load_lspci([str(empty)])
+        from_lspci([str(empty)])
     with pytest.raises(GdsdiagError, match="bad --numa entry"):
-        lspci.load_lspci([GIGABYTE], "0000:zz=1")
+        from_lspci([GIGABYTE], "0000:zz=1")
 
 
 @settings(max_examples=300, deadline=None)

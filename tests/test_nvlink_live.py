@@ -7,6 +7,7 @@ import subprocess
 import pytest
 
 from gdsdiag.importers import nvidia_smi
+from gdsdiag.topology.cross_check import cross_check
 from gdsdiag.topology.load import from_root
 from gdsdiag.topology.model import Role
 from gdsdiag.topology.pairs import P2pVerdict, analyse_all
@@ -26,7 +27,7 @@ def test_nvml_nvlink_matches_nvidia_smi_cells():
     text = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=60).stdout
     m = nvidia_smi.parse(text)
     pairs = analyse_all(topo)
-    res = nvidia_smi.cross_check(topo, pairs, text)
+    res = cross_check(topo, pairs, text)
     gg = [r for r in res if r["row"].startswith("GPU") and r["column"].startswith("GPU")]
     if len(topo.by_role(Role.GPU)) < 2:
         pytest.skip("one GPU: no GPU pair")

@@ -12,7 +12,7 @@ import pytest
 from gdsdiag.platform import pci_sysfs
 from gdsdiag.platform.archroot import ArchiveRoot
 from gdsdiag.platform.fsroot import FsRoot
-from gdsdiag.snapshot import open_snapshot
+from gdsdiag.platform.roots import open_snapshot
 from gdsdiag.topology.load import from_root
 
 SNAPSHOTS = os.path.join(os.path.dirname(__file__), "fixtures", "snapshots")

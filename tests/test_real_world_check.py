@@ -14,9 +14,9 @@ from conftest import GDSDIAG, corpus
 
 from gdsdiag.check.context import CheckContext
 from gdsdiag.check.runner import run
+from gdsdiag.documents.check import document
 from gdsdiag.errors import GdsdiagError
 from gdsdiag.platform.fsroot import FsRoot
-from gdsdiag.render.check_json import document
 
 REPR = re.compile(r"\bNone\b|\{'|\['|\('|': ")
 
@@ -85,7 +85,7 @@ def _cli(*args):
 def test_cli_path_that_does_not_exist_is_one_clear_line(tmp_path):
     missing = str(tmp_path / "nonexistent")
     r = _cli("check", "--path", missing)
-    assert r.returncode == 3
+    assert r.returncode == 4  # a usage error (issue 23)
     assert r.stderr.strip() == (
         f"gdsdiag: error: --path {missing} does not exist — pass an existing directory on the storage to test"
     )

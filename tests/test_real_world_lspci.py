@@ -11,8 +11,8 @@ file's header). Each test failed before its fix:
 
 from conftest import corpus
 
-from gdsdiag.importers import lspci
 from gdsdiag.topology.findings import find
+from gdsdiag.topology.load import from_lspci
 from gdsdiag.topology.model import Role
 from gdsdiag.topology.pairs import P2pDmaMap, analyse_all, host_bridge_allows
 
@@ -35,19 +35,19 @@ def _switch_pairs(topo):
 
 def test_acsctl_grep_next_to_a_tree_is_used_not_dropped():
     for order in ([ASUS_TREE, ASUS_GREP], [ASUS_GREP, ASUS_TREE]):
-        topo = lspci.load_lspci(order)
+        topo = from_lspci(order)
         note = [p for p in topo.notes if "ACSCtl lines read" in p]
         assert len(note) == 1 and "SV- TB- RR- CR- UF- EC- DT-" in note[0]
         bridges = [d for d in topo.devices.values() if d.is_bridge]
         assert bridges and all(d.fn.acs_known and not d.fn.acs_control.redirects for d in bridges)
         assert not any(f.id == "acs-unknown" for f in find(topo, analyse_all(topo)))
     # and without the grep the same tree leaves ACS unknown (the pairs below one switch stay UNKNOWN)
-    bare = lspci.load_lspci([ASUS_TREE])
+    bare = from_lspci([ASUS_TREE])
     assert any(f.id == "acs-unknown" for f in find(bare, analyse_all(bare)))
 
 
 def test_acs_unknown_fix_speaks_to_whoever_sent_the_text():
-    topo = lspci.load_lspci([GIGABYTE])
+    topo = from_lspci([GIGABYTE])
     (f,) = [f for f in find(topo, analyse_all(topo)) if f.id == "acs-unknown"]
     assert "run gdsdiag as root" not in f.fix
     assert "sudo lspci -vvv" in f.fix and "no ACSCtl line" in f.evidence
@@ -56,7 +56,7 @@ def test_acs_unknown_fix_speaks_to_whoever_sent_the_text():
 def test_host_bridge_without_device_id_is_unknown_not_refused():
     # plain lspci names the host bridge 'Intel Corporation Sky Lake-E DMI3 Registers' with no id: the
     # vendor is known, the device id (which the kernel's whitelist is keyed on) is not
-    topo = lspci.load_lspci([SKYLAKE])
+    topo = from_lspci([SKYLAKE])
     hb = topo.host_bridges["0000:00"]
     assert hb.vendor == 0x8086 and hb.device is None
     assert host_bridge_allows(topo, "0000:00", "0000:00") is None
@@ -64,7 +64,7 @@ def test_host_bridge_without_device_id_is_unknown_not_refused():
 
 def test_tree_without_names_is_said_not_silent():
     # 'lspci -t' without -v (a real report): before, 0 GPUs and no word about why
-    topo = lspci.load_lspci([corpus("lspci-tree", "club3090-2x5090-threadripper-lspci-t-no-names-excerpt.txt")])
+    topo = from_lspci([corpus("lspci-tree", "club3090-2x5090-threadripper-lspci-t-no-names-excerpt.txt")])
     assert len(topo.devices) > 40 and not topo.by_role(Role.GPU)
     assert any("lspci -t without -v" in p for p in topo.problems)
     assert any(f.id == "read-problem" and "lspci -t without -v" in f.title for f in find(topo, analyse_all(topo)))
@@ -75,7 +75,7 @@ def test_old_lspci_tree_nvidia_lowercase_and_domain_in_bus_ranges():
     # NVIDIA chipset functions that are not GPUs, and '09.0-[0000:01]--' bus ranges. Before: the file
     # was not recognised as a tree at all ("no lspci tree or device blocks found"); a single-root tree
     # starting '-[0000:00]-+-' was not recognised either.
-    topo = lspci.load_lspci([corpus("lspci-tree", "ck804-athlon64-geforce7900gs-lspci-t-vv-nvidia-lowercase.txt")])
+    topo = from_lspci([corpus("lspci-tree", "ck804-athlon64-geforce7900gs-lspci-t-vv-nvidia-lowercase.txt")])
     (gpu,) = topo.by_role(Role.GPU)
     assert gpu.bdf == "0000:04:00.0" and gpu.parent.bdf == "0000:00:0d.0" and gpu.fn.vendor == 0x10DE
     nics = {d.bdf for d in topo.by_role(Role.NIC)}

@@ -17,6 +17,7 @@ import subprocess
 from conftest import FIXTURES, GDSDIAG, corpus
 
 from gdsdiag.importers import nvidia_smi
+from gdsdiag.topology.cross_check import cross_check, summary
 from gdsdiag.topology.findings import find
 from gdsdiag.topology.load import attach_smi_text, from_root
 from gdsdiag.topology.pairs import P2pVerdict, SmiLevel, analyse_all
@@ -77,16 +78,16 @@ def test_snapshot_without_nvlink_source_says_so_and_cross_check_does_not_count_i
     topo = _h200x2(tmp_path, with_smi=False)
     assert topo.nvlink is None and "no NVLink source" in topo.nvlink_note
     pairs = analyse_all(topo)
-    res = nvidia_smi.cross_check(topo, pairs, open(H200X2_SMI).read())
+    res = cross_check(topo, pairs, open(H200X2_SMI).read())
     assert len(res) == 2
     assert all(r["agree"] is None and r["note"].startswith("not compared: NVLink cell") for r in res)
-    assert nvidia_smi.summary(res).endswith("0 agree, 0 disagree, 2 not compared")
+    assert summary(res).endswith("0 agree, 0 disagree, 2 not compared")
 
 
 def test_cross_check_never_matches_a_nic_by_position(tmp_path):
     topo = _h200x2(tmp_path)
     assert [d.label for d in topo.by_role(__import__("gdsdiag.topology.model", fromlist=["Role"]).Role.NIC)] == ["eth0"]
-    res = nvidia_smi.cross_check(topo, analyse_all(topo), open(PUGET_SMI).read())
+    res = cross_check(topo, analyse_all(topo), open(PUGET_SMI).read())
     nic = [r for r in res if r["column"].startswith("NIC")]
     assert len(nic) == 4
     # Puget's text names mlx5 NICs, this node has only eth0: the text is another node's, so no
@@ -180,10 +181,10 @@ def test_dynamic_routing_on_a_real_dgx_a100_matrix():
 def test_dynamic_routing_on_the_asus_tree_is_sys_mem_only():
     # corpus lspci tree of the ASUS ESC8000A-E12: each GPU alone on a root port, the ConnectX-7s on other
     # host bridges -> no GPU shares a switch with a NIC
-    from gdsdiag.importers import lspci
+    from gdsdiag.topology.load import from_lspci
     from gdsdiag.topology.routing import dynamic_routing
 
-    topo = lspci.load_lspci(
+    topo = from_lspci(
         [corpus("lspci-tree", "asus-esc8000a-e12-highpoint-nvme-switch.txt")], "0000:00-7f=0,0000:80-ff=1"
     )
     r = dynamic_routing(topo, analyse_all(topo))

@@ -12,8 +12,9 @@ from sweep_cli import start_sweep, sweep
 from gdsdiag.errors import GdsdiagError
 from gdsdiag.sweep import files, pattern
 from gdsdiag.sweep.engines import PointSpec, VerifyError, run_point
-from gdsdiag.sweep.latency import parse_duration, parse_size, percentile, summarize
+from gdsdiag.sweep.latency import summarize
 from gdsdiag.sweep.runner import SweepConfig, run_sweep
+from gdsdiag.units import parse_duration, parse_size, percentile
 
 
 def test_percentiles_on_known_latencies():

@@ -16,8 +16,9 @@ from gdsdiag.errors import EXIT_USAGE, GdsdiagError
 from gdsdiag.sweep import files, native
 from gdsdiag.sweep.engines import PointError, PointSpec, run_point, written_ranges
 from gdsdiag.sweep.engines.base import PointResult, judge
-from gdsdiag.sweep.latency import bucket_value, hist_percentile, percentile
+from gdsdiag.sweep.latency import bucket_value, hist_percentile
 from gdsdiag.sweep.runner import SweepConfig, run_sweep
+from gdsdiag.units import percentile
 
 
 @pytest.mark.parametrize(

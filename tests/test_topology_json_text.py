@@ -1,4 +1,4 @@
-"""`topology --json` to a pipe writes render/topology_json.document_text: the pairs' JSON put
+"""`topology --json` to a pipe writes documents/topology.document_text: the pairs' JSON put
 together from pieces (PairAnalysis.json_text) instead of the encoder walking their dicts. It must
 be the very bytes of the compact encoding of `document()`, the record's definition, on every tree
 the suite has: a change to one side alone fails here."""
@@ -12,7 +12,7 @@ from conftest import CORPUS, FIXTURES, GDSDIAG
 from hgx_fixture import build_dgx2h
 
 from gdsdiag.commands._common import json_text
-from gdsdiag.render.topology_json import document, document_text
+from gdsdiag.documents.topology import document, document_text
 from gdsdiag.topology.report import TopologyReport, topology
 
 SNAPSHOTS = sorted(

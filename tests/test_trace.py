@@ -10,8 +10,9 @@ import pytest
 from conftest import FIXTURES, GDSDIAG, live
 
 from gdsdiag.routes import Route
-from gdsdiag.trace.classify import classify, log2_hist, summarize
+from gdsdiag.trace.classify import classify
 from gdsdiag.trace.events import Event, read_record
+from gdsdiag.trace.tally import log2_hist, summarize
 
 COMPAT, DRAM_BOUNCE, HOST, PEER_GPU, UNKNOWN = (
     Route.COMPAT,

@@ -135,3 +135,19 @@ def test_a_host_tool_in_the_tree_never_feeds_another_process_copy():
     # the same child without the exec (a forked worker of a CUDA process) does feed it
     (v,) = classify([e for e in s if e.name != "exec"])
     assert (v["pid"], v["route"]) == (300, Route.DRAM_BOUNCE)
+
+
+def test_reads_a_direct_copy_took_are_not_kept():
+    """A loader whose every copy is of its read's own buffer never makes a staged copy: the reads
+    it made must still leave the model's queues (they were all kept, ~0.6 KB each, before)."""
+    from gdsdiag.trace.classify import Classifier
+
+    c = Classifier(None, 3)
+    c.feed(ev(0, "open", "openat", [5, 0, 0, 1, 1, -100, 1], path="/data/w.bin"))
+    for i in range(20_000):
+        c.feed(read(10 + 3 * i, 5, 0x10000, 4096, i * 4096))
+        c.feed(h2d(11 + 3 * i, 0x9000000 + i * 4096, 0x10000, 4096))
+    waiting = sum(len(q) for q in c.flow.stageable.values()) + sum(len(q) for q in c.flow.by_pid.values())
+    assert waiting < 1100, waiting
+    c.flush()
+    assert {v["route"] for v in c.drain()} == {Route.DRAM_BOUNCE}

@@ -28,6 +28,12 @@ RUNS = sorted(
 )
 
 
+def _replay(path: str):
+    """The result and the verdicts a replay hands out (it keeps none itself)."""
+    verdicts: list = []
+    return replay(path, None, verdicts.append), verdicts
+
+
 def _truth(run: str) -> dict:
     path = os.path.join(TRACE, run + ".truth") if "/" in run else os.path.join(HERE, run + ".truth")
     with open(path) as f:
@@ -46,9 +52,9 @@ def _union(spans) -> int:
 @pytest.mark.parametrize("run", RUNS)
 def test_loader_bytes_reach_the_gpu_as_dram_bounce(run):
     truth = _truth(run)
-    res = replay(os.path.join(TRACE, run + ".rec.jsonl.gz"), None, lambda v: None)
+    res, verdicts = _replay(os.path.join(TRACE, run + ".rec.jsonl.gz"))
     for path, t in truth["files"].items():
-        mine = [v for v in res.verdicts if v["path"] == path]
+        mine = [v for v in verdicts if v["path"] == path]
         bounce = sum(v["size"] for v in mine if v["route"] == Route.DRAM_BOUNCE)
         assert bounce >= t["to_gpu"], (run, path, {v["route"] for v in mine})
         # each of the file's bytes once (a footer or header the program really read twice aside: the
@@ -70,26 +76,22 @@ def test_warm_loads_are_page_cache_hits_and_cold_ones_device_fills():
         ("loaders-predecessor/st-load-cold", 0.0),
     ):
         truth = _truth(run)
-        res = replay(
-            os.path.join(TRACE, run + ".rec.jsonl.gz") if "/" in run else os.path.join(HERE, run + ".rec.jsonl.gz"),
-            None,
-            lambda v: None,
+        res, verdicts = _replay(
+            os.path.join(TRACE, run + ".rec.jsonl.gz") if "/" in run else os.path.join(HERE, run + ".rec.jsonl.gz")
         )
         (path,) = truth["files"]
         f = next(f for f in res.files if f["path"] == path)
         assert f["page_cache_hit"] == pytest.approx(hit, abs=0.02), run
         if hit == 1.0:
-            assert any(
-                v["subtype"] == "page-cache" and "page cache, no device I/O" in v["evidence"] for v in res.verdicts
-            )
+            assert any(v["subtype"] == "page-cache" and "page cache, no device I/O" in v["evidence"] for v in verdicts)
 
 
 def test_data_loader_workers_read_and_the_main_process_copies():
     """The workers' reads are tied to the main process's copies across processes, at medium, and the
     evidence names the copier and the link (the shared memory the main process mapped)."""
     truth = _truth("dl-load-cold")
-    res = replay(os.path.join(HERE, "dl-load-cold.rec.jsonl.gz"), None, lambda v: None)
-    reads = [v for v in res.verdicts if v["path"] in truth["files"]]
+    res, verdicts = _replay(os.path.join(HERE, "dl-load-cold.rec.jsonl.gz"))
+    reads = [v for v in verdicts if v["path"] in truth["files"]]
     assert len(reads) == 32 and {v["pid"] for v in reads}.isdisjoint({truth["main_pid"]})
     assert {(v["route"], v["confidence"]) for v in reads} == {(Route.DRAM_BOUNCE, "medium")}
     assert all(f"/{truth['main_pid']}, another process of the same traced tree" in v["evidence"][1] for v in reads)
@@ -101,8 +103,8 @@ def test_data_loader_workers_read_and_the_main_process_copies():
 def test_system_files_never_stand_for_staged_bytes():
     """An OpenSSL config, a package's METADATA, the locale archive: read or mapped by every GPU program,
     never what it copies; with copies all around them they stay HOST."""
-    res = replay(os.path.join(HERE, "dl-load-cold.rec.jsonl.gz"), None, lambda v: None)
-    sysf = [v for v in res.verdicts if v["path"] and v["path"].startswith("/usr/")]
+    res, verdicts = _replay(os.path.join(HERE, "dl-load-cold.rec.jsonl.gz"))
+    sysf = [v for v in verdicts if v["path"] and v["path"].startswith("/usr/")]
     assert sysf and {v["route"] for v in sysf} == {Route.HOST}
 
 
@@ -118,7 +120,7 @@ def test_a_read_waits_for_the_jobs_first_copy():
     """JAX read its array, then took 3.8 s to bring its GPU backend up before device_put: the read
     waits for the job's first copy (30 s) and is paired with it (one read, one copy of its size)."""
     truth = _truth("jax-load-cold")
-    res = replay(os.path.join(HERE, "jax-load-cold.rec.jsonl.gz"), None, lambda v: None)
-    (v,) = [v for v in res.verdicts if v["path"] in truth["files"]]
+    res, verdicts = _replay(os.path.join(HERE, "jax-load-cold.rec.jsonl.gz"))
+    (v,) = [v for v in verdicts if v["path"] in truth["files"]]
     assert (v["route"], v["confidence"]) == (Route.DRAM_BOUNCE, "high")
     assert "+3911" in v["evidence"][1]

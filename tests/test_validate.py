@@ -218,12 +218,12 @@ def _gigabyte_inputs(acs):
     That capture has no ACS state, so each bridge of the GPU↔NIC path gets a real ACSCtl line: the
     redirecting PEX8749 downstream port of the N1SDP capture, or the all-disabled line of the
     ESC8000A capture. (No capture in the corpus has both a GPU↔NIC path and its ACS state.)"""
-    from gdsdiag.importers.lspci import load_lspci
+    from gdsdiag.topology.load import from_lspci
     from gdsdiag.topology.model import Role
     from gdsdiag.topology.pairs import analyse_all
     from gdsdiag.validate.rules import Inputs
 
-    topo = load_lspci([GIGABYTE])
+    topo = from_lspci([GIGABYTE])
     for d in topo.devices.values():
         if d.role not in (Role.GPU, Role.NIC, Role.NVME):
             d.fn.acs_text = acs

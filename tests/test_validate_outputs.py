@@ -161,7 +161,7 @@ def test_bad_policy_and_usage_errors(tmp_path):
     p = gdsdiag("validate", "--from", H200, "--policy", str(bad))
     assert p.returncode == 3 and "not a share between 0 and 1" in p.stderr and p.stderr.count("\n") == 1
     p = gdsdiag("validate", "--from", H200, "--quick", "--path", "/tmp")
-    assert p.returncode == 3 and "need the node itself" in p.stderr
+    assert p.returncode == 4 and "need the node itself" in p.stderr  # a usage error (issue 23)
     p = gdsdiag("validate", "--show-policy")
     assert p.returncode == 0 and "max_compat_share" in p.stdout
 

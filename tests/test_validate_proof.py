@@ -24,7 +24,7 @@ from conftest import FIXTURES, GDSDIAG, HERE, INSTALLED
 from gdsdiag import cufile_json
 from gdsdiag.check.model import NodeVerdict, PathVerdict
 from gdsdiag.check.runner import CheckReport
-from gdsdiag.platform.libcufile import candidates
+from gdsdiag.cufile._lib import candidates
 from gdsdiag.routes import Route
 from gdsdiag.validate import proof, proof_out
 from gdsdiag.validate.proof_probe import _io_result
@@ -434,7 +434,7 @@ def test_the_matrix_is_every_gpu_times_every_target(x2_ctx, tmp_path):
     assert [(c.gpu, c.target.path) for c in m.cells] == [(g, str(d)) for d in dirs for g in ("GPU0", "GPU1")]
     assert all(c.prediction.route == Route.COMPAT and c.prediction.p2p == "NO_P2P" for c in m.cells)
     if not HAS_GPU:
-        assert {c.outcome.result for c in m.cells} == {"no_route"} and m.exit_code() == 2
+        assert {c.outcome.result for c in m.cells} == {"no_route"} and m.exit_code == 2
         assert all(c.compat_forbidden is not None and c.compat_forbidden["code"] == 5033 for c in m.cells)
     assert len(seen) == 8 and all(os.listdir(d) == [] for d in dirs)
     prom = proof_out.prometheus(m)
@@ -446,6 +446,6 @@ def test_the_matrix_is_every_gpu_times_every_target(x2_ctx, tmp_path):
 def test_a_missing_target_is_refused_in_one_line_and_nothing_is_created(tmp_path):
     missing = tmp_path / "not-here"
     r = _validate(["--path", str(missing), "--proof", "--json", "-"], cwd=str(tmp_path))
-    assert r.returncode == 3 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
+    assert r.returncode == 4 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1  # usage (issue 23)
     assert f"{missing} does not exist" in r.stderr
     assert not missing.exists() and os.listdir(tmp_path) == []

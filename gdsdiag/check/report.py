@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import GdsdiagError
+from ..errors import UsageError
 from ..platform.roots import node_root
 from .runner import CheckReport
 
@@ -20,15 +20,15 @@ def check(
     from .context import CheckContext
     from .runner import run as run_checks
 
+    if snapshot and paths:
+        raise UsageError(
+            "--path cannot be probed inside a snapshot", "run 'gdsdiag check --path DIR' on the node itself"
+        )
     gdscheck_text = None
     if gdscheck_file:
         from ..bounded import read_user_text  # regular files under a stated size only
 
         gdscheck_text = read_user_text(gdscheck_file, "gdscheck output")
-    if snapshot and paths:
-        raise GdsdiagError(
-            "--path cannot be probed inside a snapshot", "run 'gdsdiag check --path DIR' on the node itself"
-        )
     with node_root(root, snapshot) as fs:
         ctx = CheckContext(fs, env=dict(os.environ) if fs.is_live else {}, libcufile_path=libcufile_path)
         report = run_checks(ctx, list(paths), gdscheck_text)

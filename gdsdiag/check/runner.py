@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN, GdsdiagError
+from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN, GdsdiagError, UsageError
 from .checks import NODE_CHECKS
 from .context import CheckContext
 from .model import CheckResult, Evidence, NodeVerdict, PathVerdict, Route, Status
@@ -24,7 +24,9 @@ class CheckReport:
     gdscheck: list[schema.GdscheckRow] | None = None
     source: str = "/"
     problems: list[str] = field(default_factory=list)  # files the readers could not read, and why
+    leave_heap = True  # a large node's results: the OS frees them at exit (errors.Report)
 
+    @property
     def exit_code(self) -> int:
         st = {r.status for r in self.results}
         if Status.FAIL in st:
@@ -81,6 +83,12 @@ def decide(ctx: CheckContext, results: list[CheckResult]) -> NodeVerdict:
 
 
 def run(ctx: CheckContext, paths: list[str] = (), gdscheck_text: str | None = None) -> CheckReport:
+    for p in paths:
+        if ctx.live and not os.path.isdir(p):
+            # a wrong argument, not a finding about the node: one line with cause and fix, exit 4,
+            # before any check runs
+            why = "does not exist" if not os.path.lexists(p) else "is not a directory"
+            raise UsageError(f"--path {p} {why}", "pass an existing directory on the storage to test")
     results: list[CheckResult] = []
     for check in NODE_CHECKS:
         results += check(ctx)
@@ -108,11 +116,6 @@ def run(ctx: CheckContext, paths: list[str] = (), gdscheck_text: str | None = No
             )
         )
     report = CheckReport(results, verdict, source=ctx.fs.root)
-    for p in paths:
-        if ctx.live and not os.path.isdir(p):
-            # bad input, not a finding about the node: one line with cause and fix, exit 3
-            why = "does not exist" if not os.path.lexists(p) else "is not a directory"
-            raise GdsdiagError(f"--path {p} {why}", "pass an existing directory on the storage to test")
     for p in paths:
         pv, pres = analyse_path(ctx, p, verdict.routes)
         report.paths.append(pv)

@@ -93,3 +93,32 @@ def json_option(schema: str) -> Callable[[_F], _F]:
 def paths_option(help: str) -> Callable[[_F], _F]:
     """--path DIR, repeatable: directories on the storage the command looks at."""
     return click.option("--path", "paths", multiple=True, metavar="DIR", help=help)
+
+
+class Duration(click.ParamType):
+    """A duration option: '3s', '500ms', '2m' or plain seconds, read by ``units.parse_duration`` as
+    every command reads durations (sweep --time too), and more than ``low`` and at most ``high``
+    seconds. A bad one is a UsageError (exit 4) naming the option."""
+
+    name = "duration"
+
+    def __init__(self, low: float = 0.0, high: float = 7 * 86400.0, example: str = "10s") -> None:
+        self.low, self.high, self.example = low, high, example
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        from ..errors import UsageError
+        from ..units import parse_duration
+
+        option = param.opts[0] if param is not None and param.opts else "duration"
+        if isinstance(value, float):  # a default, already seconds
+            return value
+        try:
+            seconds = parse_duration(str(value))
+        except ValueError as e:
+            raise UsageError(f"{option}: {e}", f"e.g. {option} {self.example}") from None
+        if not self.low < seconds <= self.high:
+            raise UsageError(
+                f"{option} {str(value)[:40]!r}: must be more than {self.low:g} s and at most {self.high:g} s",
+                f"e.g. {option} {self.example}",
+            )
+        return seconds

@@ -1,10 +1,10 @@
-"""``gdsdiag check``: parse options, render the report of gdsdiag.check.report, exit with its code."""
+"""``gdsdiag check``: parse options, render the report of gdsdiag.check.report, return it (cli.main exits with its code)."""
 
 from __future__ import annotations
 
 import click
 
-from ._common import emit_json, exit_leaving_heap, json_option, node_options, paths_option
+from ._common import emit_json, json_option, node_options, paths_option
 
 
 @click.command()
@@ -19,12 +19,12 @@ from ._common import emit_json, exit_leaving_heap, json_option, node_options, pa
 def check(root, snapshot, paths, gdscheck_file, libcufile_path, verbose, as_json):
     """Which GDS routes this node can take (nvidia-fs P2P, PCI P2PDMA, compat only) and why, with evidence.
 
-    Exit code: 0 all pass, 1 warnings, 2 failures, 3 gdsdiag could not run."""
+    1 means warnings, 2 failures."""
     from ..check.report import check as run_check
 
     report = run_check(root, snapshot, paths, gdscheck_file, libcufile_path)
     if as_json:
-        from ..render.check_json import document
+        from ..documents.check import document
 
         emit_json(document(report))
     else:
@@ -33,4 +33,4 @@ def check(root, snapshot, paths, gdscheck_file, libcufile_path, verbose, as_json
         from ..render.check_text import render
 
         render(Console(), report, verbose)
-    exit_leaving_heap(report.exit_code())
+    return report

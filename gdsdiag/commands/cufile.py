@@ -1,4 +1,4 @@
-"""``gdsdiag cufile``: parse options, render the report of gdsdiag.cufile.report, exit with its code."""
+"""``gdsdiag cufile``: parse options, render the report of gdsdiag.cufile.report, return it (cli.main exits with its code)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import sys
 
 import click
 
-from ._common import emit_json, json_option
-from ._numbers import SECONDS
+from ._common import Duration, emit_json, json_option
 
 
 @click.command("cufile")
@@ -15,7 +14,13 @@ from ._numbers import SECONDS
 @click.option(
     "--no-open", is_flag=True, help="Do not try cuFileDriverOpen (it runs in a child process with a timeout)."
 )
-@click.option("--timeout", type=SECONDS, default=30.0, show_default=True, help="Seconds to wait for cuFileDriverOpen.")
+@click.option(
+    "--timeout",
+    default=30.0,
+    show_default=True,
+    type=Duration(example="30s"),
+    help="Time to wait for cuFileDriverOpen: seconds, or 30s, 2m.",
+)
 @json_option("gdsdiag.cufile/1")
 def cufile_cmd(libcufile_path, no_open, timeout, as_json):
     """libcufile as the bindings see it: where it was found, version, parameters, and whether the
@@ -52,4 +57,4 @@ def cufile_cmd(libcufile_path, no_open, timeout, as_json):
             click.echo(f"driver open: FAILED — {d['error']}")
             if d.get("log_tail"):
                 click.echo("cufile.log tail:\n" + d["log_tail"].rstrip())
-    sys.exit(report.exit_code)
+    return report

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from ._common import emit_json, json_option
@@ -20,10 +18,9 @@ def explain(files, kind, verbose, as_json):
     """What the lines of a cufile.log, gdsio or gdscheck -p output, /proc/driver/nvidia-fs/stats or
     a dmesg excerpt mean, their likely cause and fix, with the source of each explanation.
     Repeated messages are folded (count, pids, first/last time). FILE may be '-' for stdin.
-
-    Exit code: 0 nothing wrong, 1 warnings (or error lines it does not know), 2 errors, 3 unreadable input."""
+    1 means warnings or error lines it does not know, 2 error lines."""
+    from ..documents.explain import document
     from ..explain import explain_paths
-    from ..render.explain_json import document, exit_code
 
     report = explain_paths(list(files), kind)
     if as_json:
@@ -33,4 +30,4 @@ def explain(files, kind, verbose, as_json):
 
         for ln in lines(report, verbose):
             click.echo(ln)
-    sys.exit(exit_code(report))
+    return report

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import os
-import sys
 import threading
 
 import click
 
-from ..errors import EXIT_OK, EXIT_TOOL_ERROR, GdsdiagError
-from ._common import paths_option
-from ._numbers import PORT, SECONDS
+from ..errors import EXIT_OK, GdsdiagError, Outcome
+from ._common import Duration, paths_option
+from ._numbers import PORT
 
 
 @click.command("exporter")
-@click.option("--port", type=PORT, default=9835, show_default=True, help="TCP port for /metrics.")
+@click.option(
+    "--port",
+    default=9835,
+    show_default=True,
+    type=PORT,  # ASCII digits (click.IntRange takes '١٢' and '1_000')
+    help="TCP port for /metrics (0: any free one).",
+)
 @click.option(
     "--addr",
     default="127.0.0.1",
@@ -24,10 +29,10 @@ from ._numbers import PORT, SECONDS
 )
 @click.option(
     "--interval",
-    type=SECONDS,
     default=300.0,
     show_default=True,
-    help="Seconds between verdict refreshes (validate's static rules).",
+    type=Duration(example="5m"),
+    help="Time between verdict refreshes (validate's static rules): seconds, or 30s, 5m.",
 )
 @click.option("--policy", "policy_file", metavar="FILE", help="Policy for the verdicts (default: the shipped policy).")
 @paths_option("Mounts whose cuFile route is judged on each refresh (repeatable).")
@@ -35,10 +40,10 @@ from ._numbers import PORT, SECONDS
 @click.option("--trace", "trace", is_flag=True, help="Also count I/O routes live with gdsdiag trace (root, bcc).")
 @click.option(
     "--trace-window",
-    type=SECONDS,
     default=60.0,
     show_default=True,
-    help="Seconds per trace session (probes re-attach between).",
+    type=Duration(example="60s"),
+    help="Time per trace session (probes re-attach between): seconds, or 30s, 2m.",
 )
 @click.option("--trace-path", metavar="DIR", help="Only count traced I/O to files under DIR.")
 def exporter(port, addr, interval, policy_file, paths, root, trace, trace_window, trace_path):
@@ -47,43 +52,34 @@ def exporter(port, addr, interval, policy_file, paths, root, trace, trace_window
     try:
         import prometheus_client  # noqa: F401
     except ImportError:
-        click.echo(
-            GdsdiagError("the exporter needs prometheus-client", "pip install 'gdsdiag[exporter]'").line(), err=True
-        )
-        sys.exit(EXIT_TOOL_ERROR)
+        raise GdsdiagError("the exporter needs prometheus-client", "pip install 'gdsdiag[exporter]'") from None
     from ..check.context import CheckContext
     from ..exporter.collect import TraceCounters
     from ..exporter.server import State, refresher, start, trace_windows
     from ..platform.fsroot import FsRoot
+    from ..platform.roots import require_node_root
     from ..validate.policy import load
     from ..validate.runner import run
 
+    require_node_root(root)  # a --root that names no node's tree: one line, before serving anything
+    policy = load(policy_file)
+    if trace:
+        from ..validate.adapters import trace_available
+
+        why = trace_available()
+        if why:
+            raise GdsdiagError(f"--trace unavailable: {why}", "run as root with bcc installed, or drop --trace")
+    fs = FsRoot(root)
+    state = State(trace=TraceCounters() if trace else None)
+
+    def make_report():
+        ctx = CheckContext(FsRoot(root), env=dict(os.environ) if root == "/" else {})  # fresh: re-read every file
+        return run(ctx, policy, list(paths), "static")
+
     try:
-        if interval <= 0 or trace_window <= 0:
-            raise GdsdiagError("--interval and --trace-window must be positive", "give seconds, e.g. --interval 300")
-        policy = load(policy_file)
-        if trace:
-            from ..validate.adapters import trace_available
-
-            why = trace_available()
-            if why:
-                raise GdsdiagError(f"--trace unavailable: {why}", "run as root with bcc installed, or drop --trace")
-        fs = FsRoot(root)
-        state = State(trace=TraceCounters() if trace else None)
-
-        def make_report():
-            ctx = CheckContext(FsRoot(root), env=dict(os.environ) if root == "/" else {})  # fresh: re-read every file
-            return run(ctx, policy, list(paths), "static")
-
-        try:
-            server, _ = start(fs, port, addr, state)
-        except OSError as e:
-            raise GdsdiagError(
-                f"cannot listen on {addr}:{port}: {e.strerror}", "choose another --port/--addr"
-            ) from None
-    except GdsdiagError as e:
-        click.echo(e.line(), err=True)
-        sys.exit(EXIT_TOOL_ERROR)
+        server, _ = start(fs, port, addr, state)
+    except OSError as e:
+        raise GdsdiagError(f"cannot listen on {addr}:{port}: {e.strerror}", "choose another --port/--addr") from None
     stop = threading.Event()
     refresher(state, make_report, interval, stop)
     click.echo(
@@ -101,4 +97,4 @@ def exporter(port, addr, interval, policy_file, paths, root, trace, trace_window
     finally:
         stop.set()
         server.shutdown()
-    sys.exit(EXIT_OK)
+    return Outcome(EXIT_OK)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
 import click
 
-from ..errors import EXIT_OK, EXIT_TOOL_ERROR, GdsdiagError, UsageError
+from ..errors import EXIT_OK, Outcome, UsageError
+from ..units import human_bytes
 from ._common import emit_json, json_option
 from ._numbers import Amount, Whole
 
@@ -29,13 +29,6 @@ def _positive(v: float | None, option: str, most: float) -> None:
 
     if v is not None and not (math.isfinite(v) and 0 < v <= most):
         raise UsageError(f"{option} {v!r}: not a number above 0 and at most {most:g}", "see gdsdiag kv --help")
-
-
-def _human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.2f} {unit}"
-        n /= 1024
 
 
 def _ms(s: float | None) -> str:
@@ -69,22 +62,18 @@ def kv(model_config, sweep_file, gbps, tokens, prefill_tps, kv_dtype, as_json):
     time to recompute it, and the prefix hit rate above which offloading pays."""
     from ..kv import estimate, gbps_from_sweep, kv_shape
 
-    try:
-        _positive(gbps, "--gbps", 1e6)
-        _positive(prefill_tps, "--prefill-tps", 1e12)
-        _positive(float(tokens), "--tokens", 1e12)
-        if (sweep_file is None) == (gbps is None):
-            raise GdsdiagError("give exactly one of --sweep FILE and --gbps N", "see gdsdiag kv --help")
-        shape = kv_shape(_read_json(model_config, "model config"), kv_dtype, model_config)
-        if sweep_file:
-            rd, wr, source = gbps_from_sweep(_read_json(sweep_file, "sweep"), sweep_file)
-        else:
-            rd = wr = gbps
-            source = "--gbps"
-        est = estimate(shape, tokens, rd, wr, prefill_tps)
-    except GdsdiagError as e:
-        click.echo(e.line(), err=True)
-        sys.exit(e.exit_code if isinstance(e, UsageError) else EXIT_TOOL_ERROR)
+    _positive(gbps, "--gbps", 1e6)
+    _positive(prefill_tps, "--prefill-tps", 1e12)
+    _positive(float(tokens), "--tokens", 1e12)
+    if (sweep_file is None) == (gbps is None):
+        raise UsageError("give exactly one of --sweep FILE and --gbps N", "see gdsdiag kv --help")
+    shape = kv_shape(_read_json(model_config, "model config"), kv_dtype, model_config)
+    if sweep_file:
+        rd, wr, source = gbps_from_sweep(_read_json(sweep_file, "sweep"), sweep_file)
+    else:
+        rd = wr = gbps
+        source = "--gbps"
+    est = estimate(shape, tokens, rd, wr, prefill_tps)
     if as_json:
         doc: KvDoc = {
             "schema": "gdsdiag.kv/1",
@@ -98,8 +87,10 @@ def kv(model_config, sweep_file, gbps, tokens, prefill_tps, kv_dtype, as_json):
         click.echo(
             f"{shape.model}: {shape.attention}, {shape.bytes_per_token:,} B/token ({shape.formula}; {shape.dtype})"
         )
-        click.echo(f"prefix of {tokens:,} tokens = {_human_bytes(est['bytes'])}")
+        click.echo(
+            f"prefix of {tokens:,} tokens = {human_bytes(est['bytes'], 2, sep=' ', span=('TiB', 'KiB'), word='B', group=True)}"
+        )
         click.echo(f"bandwidth: read {rd:.3f} GB/s, write {wr:.3f} GB/s ({source})")
         click.echo(f"load {_ms(est['t_load_s'])}, store {_ms(est['t_store_s'])}, recompute {_ms(est['t_recompute_s'])}")
         click.echo(est["note"])
-    sys.exit(EXIT_OK)
+    return Outcome(EXIT_OK)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
 import click
 
-from ..errors import EXIT_FAIL, EXIT_OK, EXIT_TOOL_ERROR, EXIT_WARN, GdsdiagError, refuse_existing
+from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN, GdsdiagError, Outcome, refuse_existing
 from ._common import emit_json, json_option
 
 if TYPE_CHECKING:
@@ -54,20 +53,16 @@ def write_png(rs, path: str) -> None:
 @json_option("gdsdiag.report/1")
 def report(reports, png_path, as_json):
     """Merge 'gdsdiag validate --json' reports of many nodes: which nodes fail which rules, and their
-    sweep figures side by side. Exit code = worst node verdict."""
+    sweep figures side by side. The exit code is the worst node verdict's (0 pass, 1 warn, 2 fail)."""
     from ..validate.fleet import load_reports, rows, rule_matrix, worst
 
-    try:
-        if png_path:
-            refuse_existing(png_path, "--png")
-        docs = load_reports(list(reports))
-        rs = rows(docs)
-        matrix = rule_matrix(docs)
-        if png_path:
-            write_png(rs, png_path)
-    except GdsdiagError as e:
-        click.echo(e.line(), err=True)
-        sys.exit(EXIT_TOOL_ERROR)
+    if png_path:
+        refuse_existing(png_path, "--png")
+    docs = load_reports(list(reports))
+    rs = rows(docs)
+    matrix = rule_matrix(docs)
+    if png_path:
+        write_png(rs, png_path)
     w = worst(rs)
     if as_json:
         doc: ReportDoc = {
@@ -124,4 +119,4 @@ def report(reports, png_path, as_json):
             console.print(m)
         if png_path:
             console.print(f"wrote {txt(png_path)}")
-    sys.exit(EXIT_FAIL if w == "FAIL" else EXIT_WARN if w == "WARN" else EXIT_OK)
+    return Outcome(EXIT_FAIL if w == "FAIL" else EXIT_WARN if w == "WARN" else EXIT_OK)

@@ -1,16 +1,16 @@
-"""``gdsdiag sweep``: parse, run, render, exit. Signals: SIGTERM is turned into an exit (143) for
-the sweep's duration so its file is removed as on Ctrl-C; the previous handler is restored after."""
+"""``gdsdiag sweep``: parse, run, render, return the outcome (cli.main exits with its code).
+Signals: SIGTERM is turned into an exit (143) for the sweep's duration so its file is removed as on
+Ctrl-C; the previous handler is restored after."""
 
 from __future__ import annotations
 
 import contextlib
 import signal
-import sys
 import threading
 
 import click
 
-from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN, GdsdiagError, UsageError, refuse_existing
+from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN, GdsdiagError, Outcome, UsageError, refuse_existing
 from ._common import emit_json, json_option
 from ._numbers import GPU_INDEX
 
@@ -146,56 +146,52 @@ def sweep(
     """Read/write throughput sweep whose route (cuFile stats) and data (every byte) are verified.
 
     Only files it creates (gdsdiag-sweep-*.dat, removed at the end and on Ctrl-C) are touched."""
-    from ..sweep.latency import parse_duration, parse_size
     from ..sweep.runner import SweepConfig, run_sweep, validate_config
+    from ..units import parse_duration, parse_size
 
     try:
-        try:
-            depth = _ints(iodepth, "--iodepth")
-            if len(depth) != 1:
-                raise UsageError(f"--iodepth {iodepth!r}: one value", "use e.g. --iodepth 32")
-            cfg = SweepConfig(
-                directory=directory,
-                size=parse_size(size),
-                block_sizes=[parse_size(x) for x in bs.split(",") if x.strip()],
-                threads=_ints(threads, "--threads"),
-                rws=[x.strip() for x in rw.split(",") if x.strip()],
-                modes=[x.strip() for x in modes.split(",") if x.strip()],
-                gpu=gpu,
-                seconds=None if total else parse_duration(duration),
-                total_bytes=parse_size(total) if total else None,
-                verify=not no_verify,
-                iodepth=depth[0],
-                compare_fio=compare_fio,
-            )
-        except ValueError as e:
-            raise UsageError(str(e), "see gdsdiag sweep --help") from None
-        validate_config(cfg)
-        for path, option in ((csv_path, "--csv"), (plot_path, "--plot")):
-            if path:
-                refuse_existing(path, option)
-        from rich.console import Console
+        depth = _ints(iodepth, "--iodepth")
+        if len(depth) != 1:
+            raise UsageError(f"--iodepth {iodepth!r}: one value", "use e.g. --iodepth 32")
+        cfg = SweepConfig(
+            directory=directory,
+            size=parse_size(size),
+            block_sizes=[parse_size(x) for x in bs.split(",") if x.strip()],
+            threads=_ints(threads, "--threads"),
+            rws=[x.strip() for x in rw.split(",") if x.strip()],
+            modes=[x.strip() for x in modes.split(",") if x.strip()],
+            gpu=gpu,
+            seconds=None if total else parse_duration(duration),
+            total_bytes=parse_size(total) if total else None,
+            verify=not no_verify,
+            iodepth=depth[0],
+            compare_fio=compare_fio,
+        )
+    except ValueError as e:
+        raise UsageError(str(e), "see gdsdiag sweep --help") from None
+    validate_config(cfg)
+    for path, option in ((csv_path, "--csv"), (plot_path, "--plot")):
+        if path:
+            refuse_existing(path, option)
+    from rich.console import Console
 
-        console = Console(stderr=as_json)
-        if not console.is_terminal:
-            console = Console(stderr=as_json, width=160)  # a log or pipe: keep every column readable
-        npoints = len(cfg.rws) * len(cfg.modes) * len(cfg.block_sizes) * len(cfg.threads)
-        from ..render.sweep_out import SweepProgress, render
+    console = Console(stderr=as_json)
+    if not console.is_terminal:
+        console = Console(stderr=as_json, width=160)  # a log or pipe: keep every column readable
+    npoints = len(cfg.rws) * len(cfg.modes) * len(cfg.block_sizes) * len(cfg.threads)
+    from ..render.sweep_out import SweepProgress, render
 
-        with _sigterm_exits():
-            if console.is_terminal:
-                with SweepProgress(console, npoints, cfg.seconds, cfg.total_bytes) as prog:
-                    report = run_sweep(cfg, prog)
-            else:
-                report = run_sweep(cfg)
-        # the results first: a file that cannot be written (a full disk) must not lose the sweep
-        render(console, report)  # with --json the table goes to stderr, the document to stdout
-        if as_json:
-            emit_json(report.to_json())
-        _write_outputs(report, csv_path, plot_path)
-        failed = any(p.error for p in report.points)
-        warned = any(p.route_warning for p in report.points)
-        sys.exit(EXIT_FAIL if failed else EXIT_WARN if warned else EXIT_OK)
-    except GdsdiagError as e:
-        click.echo(e.line(), err=True)
-        sys.exit(e.exit_code)
+    with _sigterm_exits():
+        if console.is_terminal:
+            with SweepProgress(console, npoints, cfg.seconds, cfg.total_bytes) as prog:
+                report = run_sweep(cfg, prog)
+        else:
+            report = run_sweep(cfg)
+    # the results first: a file that cannot be written (a full disk) must not lose the sweep
+    render(console, report)  # with --json the table goes to stderr, the document to stdout
+    if as_json:
+        emit_json(report.to_json())
+    _write_outputs(report, csv_path, plot_path)
+    failed = any(p.error for p in report.points)
+    warned = any(p.route_warning for p in report.points)
+    return Outcome(EXIT_FAIL if failed else EXIT_WARN if warned else EXIT_OK)

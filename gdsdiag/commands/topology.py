@@ -1,4 +1,4 @@
-"""``gdsdiag topology``: parse options, render the report of gdsdiag.topology.report, exit with its code."""
+"""``gdsdiag topology``: parse options, render the report of gdsdiag.topology.report, return it (cli.main exits with its code)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ._common import exit_leaving_heap, json_option, json_text, node_options, paused_gc
+from ._common import json_option, json_text, node_options, paused_gc
 
 
 @click.command()
@@ -48,12 +48,12 @@ def topology(
     with paused_gc():
         report = run_topology(root, snapshot, lspci_files, numa_map, cross_check, smi_file)
         if as_json:
-            from ..render.topology_json import document, document_text
+            from ..documents.topology import document, document_text
 
             if sys.stdout.isatty():  # a person: indented (commands/_common.json_text)
                 parts = (report.topo, report.pairs, report.findings, report.cross_check, report.routing)
                 text = json_text(document(*parts, cross_check_input=report.cross_check_input), pretty=True)
-            else:  # a program: the same compact text emit_json writes, made faster (render/topology_json)
+            else:  # a program: the same compact text emit_json writes, made faster (documents/topology)
                 text = document_text(report)
     if as_json:
         sys.stdout.write(text + "\n")
@@ -77,7 +77,7 @@ def topology(
             routing=report.routing,
         )
         if report.cross_check is not None:
-            from ..importers.nvidia_smi import render_cross_check
+            from ..render.topology_text import render_cross_check
 
             render_cross_check(console, report.cross_check, report.cross_check_input)
-    exit_leaving_heap(report.exit_code)
+    return report

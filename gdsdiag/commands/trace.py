@@ -1,4 +1,4 @@
-"""``gdsdiag trace``: parse options, run a live trace or a replay (gdsdiag.trace.live), print verdicts as they come, exit."""
+"""``gdsdiag trace``: parse options, run a live trace or a replay (gdsdiag.trace.live), print verdicts as they come, return the outcome."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import sys
 
 import click
 
-from ..errors import EXIT_OK, EXIT_WARN, GdsdiagError
-from ._numbers import LONG_SECONDS, PID, Amount
+from ..errors import EXIT_OK, EXIT_WARN, GdsdiagError, Outcome
+from ._common import Duration
+from ._numbers import PID
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -26,13 +27,13 @@ from ._numbers import LONG_SECONDS, PID, Amount
 @click.option(
     "--comm", metavar="NAME", help="Trace processes with this name (and their descendants), also those started later."
 )
-@click.option("--duration", type=LONG_SECONDS, help="Stop after this many seconds.")
+@click.option("--duration", type=Duration(example="30s"), help="Stop after this long: seconds, or 500ms, 30s, 2m.")
 @click.option(
     "--interval",
     "interval_s",
-    type=Amount(0.1, 86400, low_open=False, unit=" seconds"),
+    type=Duration(example="1s"),
     metavar="N",
-    help="Every N seconds: I/Os, GB/s and latency per route and for the busiest processes and files "
+    help="Every N seconds (or 500ms, 1m): I/Os, GB/s and latency per route and for the busiest processes and files "
     "(like biolatency 1), then the summary's histograms; the text output then leaves out the per-I/O "
     "lines (--json keeps them and adds 'interval' lines).",
 )
@@ -84,7 +85,7 @@ def trace(
 
         selective = bool(cmd or pids or comm or cgroup)
         sys.stdout.write(ebpf_text(libcufile_path, selective, block, cgroup, comm, per_io))
-        sys.exit(EXIT_OK)
+        return Outcome(EXIT_OK)
     from rich.console import Console
 
     from ..render.trace_out import LinePrinter, render_summary
@@ -177,6 +178,4 @@ def trace(
                 raise
     # a long trace holds millions of objects (events, verdicts): the interpreter's teardown freed
     # them one by one for seconds after the summary; the OS takes them at once
-    from ._common import exit_leaving_heap
-
-    exit_leaving_heap(code)
+    return Outcome(code, leave_heap=True)

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-import sys
 
 import click
 
-from ..errors import GdsdiagError, refuse_existing
-from ._common import emit_json, paths_option
-from ._numbers import SECONDS
+from ..errors import EXIT_OK, Outcome, UsageError, refuse_existing
+from ._common import Duration, emit_json, paths_option
 
 PROM_MARK = "# HELP gdsdiag_"
 
@@ -72,9 +70,9 @@ def write_prom(path: str, text: str) -> None:
     "--proof-timeout",
     default=60.0,
     show_default=True,
-    type=SECONDS,
+    type=Duration(example="60s"),
     metavar="S",
-    help="Seconds before a probe is killed.",
+    help="Time before a probe is killed: seconds, or 30s, 2m.",
 )
 @click.option(
     "--nfd", "nfd_path", metavar="FILE", help="Write node-feature-discovery labels from the proof (features.d/ file)."
@@ -116,7 +114,7 @@ def validate(
 
     if show_policy:
         click.echo(default_text(), nl=False)
-        sys.exit(0)
+        return Outcome(EXIT_OK)
     console = Console(stderr=json_path == "-")
     if not console.is_terminal:
         console = Console(stderr=json_path == "-", width=160)  # logs keep the summary column readable
@@ -129,14 +127,12 @@ def validate(
     proof_size_b = check_args(proof, nfd_path, list(paths), snapshot, root, proof_size, proof_timeout, proof_gpus)
     if snapshot:
         if paths or level:
-            raise GdsdiagError(
+            raise UsageError(
                 "--path/--quick/--full need the node itself, not a snapshot",
                 "run 'gdsdiag validate' on the node (a snapshot gets the static rules)",
             )
     elif root != "/" and (paths or level):
-        raise GdsdiagError(
-            "--path/--quick/--full measure the running node", "drop --root, or drop --path/--quick/--full"
-        )
+        raise UsageError("--path/--quick/--full measure the running node", "drop --root, or drop --path/--quick/--full")
     with node_root(root, snapshot) as fs:  # one root for every reader, snapshots read in memory
         ctx = CheckContext(fs, env=dict(os.environ) if fs.is_live else {})
     status = console.status("validating") if console.is_terminal else None
@@ -176,4 +172,4 @@ def validate(
         write_prom(prom_path, prom_text(rep, matrix))
     if nfd_path and matrix is not None:
         nfd_write(nfd_path, matrix)
-    sys.exit(max(rep.exit_code(), matrix.exit_code()) if matrix is not None else rep.exit_code())
+    return Outcome(max(rep.exit_code, matrix.exit_code) if matrix is not None else rep.exit_code)

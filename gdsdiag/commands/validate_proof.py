@@ -12,7 +12,7 @@ MAX_PROOF_SIZE = 1 << 30
 
 def check_args(proof, nfd_path, paths, snapshot, root, size_text, timeout_s, gpus: str = "all") -> int:
     """Refuse what cannot work before anything runs (exit 4); the probe size in bytes."""
-    from ..sweep.latency import parse_size
+    from ..units import parse_size
     from ..validate.proof import DEFAULT_BS
 
     if nfd_path and not proof:

@@ -1,19 +1,24 @@
 """Load libcufile with cffi in ABI mode (dlopen): no compiler or CUDA headers needed.
 
 Search order (say which one was used): explicit path / GDSDIAG_LIBCUFILE, the nvidia-cufile wheel,
-CUDA_HOME and /usr/local/cuda*, the linker cache — ``gdsdiag.platform.libcufile.candidates``.
+CUDA_HOME and /usr/local/cuda*, the linker cache — ``candidates`` (``platform/libcufile.locate`` reports
+the same search for check and trace).
 Before the first dlopen, CUFILE_LOGFILE_PATH is pointed at a gdsdiag log so libcufile never writes
 cufile.log into the user's working directory (its default), unless the user set it already.
 """
 
 from __future__ import annotations
 
+import glob
 import os
+import re
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import GdsdiagError
+from ..errors import GdsdiagError, UsageError
 from ._types import CuFileLib
 
 _lock = threading.Lock()
@@ -85,6 +90,51 @@ class Library:
             return False
 
 
+def _site_dirs() -> list[str]:
+    return [p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and os.path.isdir(p)]
+
+
+def candidates(explicit: str | None = None) -> list[tuple[str, str]]:
+    """(how, path) in the order the bindings use: explicit, wheel, CUDA_HOME / /usr/local/cuda*, linker."""
+    out: list[tuple[str, str]] = []
+    env = explicit or os.environ.get("GDSDIAG_LIBCUFILE")
+    if env:
+        out.append(("explicit" if explicit else "GDSDIAG_LIBCUFILE", env))
+    for site in _site_dirs():
+        for sub in ("nvidia/cu13/lib", "nvidia/cufile/lib", "nvidia/cu12/lib"):
+            for name in ("libcufile.so.0", "libcufile.so.1", "libcufile.so"):
+                p = os.path.join(site, sub, name)
+                if os.path.exists(p):
+                    out.append((f"nvidia-cufile wheel ({sub})", p))
+                    break
+    roots = []
+    if os.environ.get("CUDA_HOME"):
+        roots.append(os.environ["CUDA_HOME"])
+    roots += sorted(glob.glob("/usr/local/cuda*"), reverse=True)
+    for r in roots:
+        for sub in ("lib64", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"):
+            for name in ("libcufile.so.0", "libcufile.so"):
+                p = os.path.join(r, sub, name)
+                if os.path.exists(p):
+                    out.append((f"CUDA toolkit ({r})", p))
+                    break
+    try:
+        ld = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=10).stdout
+        for line in ld.splitlines():
+            m = re.search(r"libcufile\.so(\.\d+)?\s.*=>\s*(\S+)", line)
+            if m:
+                out.append(("linker cache (ldconfig -p)", m.group(2)))
+    except (OSError, subprocess.SubprocessError):
+        pass
+    seen, uniq = set(), []
+    for how, p in out:
+        real = os.path.realpath(p)
+        if real not in seen:
+            seen.add(real)
+            uniq.append((how, p))
+    return uniq
+
+
 def load(path: str | None = None) -> Library:
     """The process-wide libcufile (loaded once; a different ``path`` later is an error)."""
     global _loaded
@@ -97,8 +147,6 @@ def load(path: str | None = None) -> Library:
             import cffi
         except ImportError:
             raise GdsdiagError("the cuFile bindings need cffi", "pip install cffi (or gdsdiag[cu12]/[cu13])") from None
-        from ..platform.libcufile import candidates
-
         cands = candidates(path)
         if not cands:
             raise GdsdiagError(
@@ -107,7 +155,7 @@ def load(path: str | None = None) -> Library:
             )
         how, lib_path = cands[0]
         if path and not os.path.exists(path):
-            raise GdsdiagError(f"{path} does not exist", "pass the path of libcufile.so.0")
+            raise UsageError(f"{path} does not exist", "pass the path of libcufile.so.0")
         log = os.environ.get("CUFILE_LOGFILE_PATH")
         if not log:
             log = default_log_path()

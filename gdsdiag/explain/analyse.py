@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN
 from . import catalog
 from .readers import Line, detect, read_input, split
 
@@ -89,6 +90,15 @@ class Report:
     def worst(self) -> str | None:
         sev = {g.explanation.severity for g in self.groups}
         return next((s for s in ("error", "warn", "info") if s in sev), None)
+
+    @property
+    def exit_code(self) -> int:
+        worst = self.worst()
+        if worst == "error":
+            return EXIT_FAIL
+        if worst == "warn" or self.unknown_that_matter:
+            return EXIT_WARN
+        return EXIT_OK
 
 
 def _key(ln: Line, ex: catalog.Explanation) -> tuple:

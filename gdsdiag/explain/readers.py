@@ -9,7 +9,7 @@ import stat
 import sys
 from dataclasses import dataclass
 
-from ..errors import GdsdiagError
+from ..errors import GdsdiagError, UsageError
 
 MAX_BYTES = 64 << 20  # cufile.log is capped at 32 MB by default; twice that is not a log
 
@@ -37,6 +37,8 @@ def read_input(path: str) -> str:
     else:
         try:
             st = os.stat(path)
+        except FileNotFoundError as e:  # names nothing there: a usage error (exit 4)
+            raise UsageError(f"cannot read {path}: {e.strerror}", "check the path") from None
         except OSError as e:
             raise GdsdiagError(f"cannot read {path}: {e.strerror}", "check the path") from None
         if not stat.S_ISREG(st.st_mode):

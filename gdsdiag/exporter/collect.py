@@ -231,7 +231,7 @@ def verdict_families(report, when: float | None, errors: int, last_error: str | 
         for st in STATUSES:
             rs.add_metric([r.rule, st], 1 if r.status.value == st else 0)
     ex = GaugeMetricFamily("gdsdiag_validate_exit_code", "Exit code of the last refresh: 0 pass, 1 warn, 2 fail.")
-    ex.add_metric([], report.exit_code())
+    ex.add_metric([], report.exit_code)
     return out + [rp, rs, ex]
 
 

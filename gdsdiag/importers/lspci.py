@@ -13,9 +13,7 @@ import re
 
 from ..errors import GdsdiagError
 from ..pci.config_space import AcsControl, PortType, decode
-from ..pci.records import CpuInfo, HostBridge, IommuInfo, Link, PciFunction, bus_of
-from ..topology.build import build
-from ..topology.model import Topology
+from ..pci.records import Link, PciFunction, bus_of
 
 HEADER_RE = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])\s+(.*?):\s+(.*)$")
 HEX_RE = re.compile(r"^([0-9a-f]{2,3}):((?:\s[0-9a-f]{2}){1,16})\s*$")
@@ -263,94 +261,6 @@ def _role_class_from_name(name: str | None) -> tuple[int | None, int | None]:
     return None, vendor
 
 
-def _parse_numa_map(spec: str | None) -> list[tuple[str, int, int, int]]:
-    """'0000:00=0,0000:80-ff=1' → [(domain, bus_lo, bus_hi, node)]."""
-    out = []
-    for part in (spec or "").split(","):
-        if not part.strip():
-            continue
-        # the node in ASCII digits, below Linux's node limit ('²', '١' and 5,000 digits are not nodes)
-        m = re.match(r"^\s*([0-9a-f]{4}):([0-9a-f]{2})(?:-([0-9a-f]{2}))?\s*=\s*([0-9]{1,4})\s*$", part, re.I)
-        if not m:
-            raise GdsdiagError(
-                f"bad --numa entry {part!r}", "use DOMAIN:BUS[-BUS]=NODE, e.g. 0000:00-7f=0,0000:80-ff=1"
-            )
-        lo = int(m.group(2), 16)
-        out.append((m.group(1).lower(), lo, int(m.group(3), 16) if m.group(3) else lo, int(m.group(4))))
-    return out
-
-
-def load_lspci(paths, numa_spec: str | None = None) -> Topology:
-    tree_fns: list[PciFunction] = []
-    details: dict[str, PciFunction] = {}
-    problems: list[str] = []
-    greps: list[tuple[str, list[AcsControl | None]]] = []
-    for p in paths:
-        from ..bounded import read_user_text  # regular files under a stated size only
-
-        text = read_user_text(p, "lspci output")
-        tree = []
-        if re.search(r"^[ |+\\-]*\[[0-9a-f]{4,8}:[0-9a-f]{2}\]-", text, re.M):
-            tree = parse_tree(text)
-            tree_fns += tree
-        blocks = parse_vvv(text)
-        details.update(blocks)
-        grep = not blocks and not tree and "ACSCtl:" in text
-        if grep:
-            greps.append((p, acsctl_lines(text)))
-        problems += unread_lines(p, text, "tree" if tree else "vvv" if blocks else "grep" if grep else "none")
-    if not tree_fns and not details and not greps:
-        raise GdsdiagError("no lspci tree or device blocks found", "send 'lspci -tv' and 'sudo lspci -vvvxxxx' output")
-    if tree_fns and not any(f.name for f in tree_fns) and not details:
-        problems.append(
-            "lspci -t without -v: the tree names no device, so no GPU, NVMe or NIC can be recognised "
-            "(send 'lspci -tv', or add plain 'lspci' output for the names)"
-        )
-    functions = _merge(tree_fns, details)
-    grep_notes, grep_problems = _apply_acs_grep(functions, greps) if functions else ([], [])
-    problems += grep_problems
-    numa = _parse_numa_map(numa_spec)
-    host_bridges: dict[str, HostBridge] = {}
-    for fn in functions:
-        hb = host_bridges.setdefault(fn.host_bridge, HostBridge(id=fn.host_bridge))
-        dom, bus = fn.host_bridge.split(":")
-        for d, lo, hi, node in numa:
-            if d == dom and lo <= int(bus, 16) <= hi:
-                hb.numa_node = node
-        if hb.numa_node is None and fn.numa_node is not None:
-            hb.numa_node = fn.numa_node
-        if fn.bdf == f"{fn.host_bridge}:00.0":
-            hb.vendor, hb.device = fn.vendor, fn.device
-            if fn.name:
-                hb.vendor_name = fn.name
-    topo = build(
-        functions,
-        host_bridges,
-        IommuInfo(mode="unknown", evidence=["lspci text carries no IOMMU state"]),
-        CpuInfo(),
-        source=", ".join(paths),
-    )
-    topo.origin = "lspci"
-    topo.notes += grep_notes
-    topo.problems += problems
-    if not tree_fns and not details:
-        # only 'grep ACSCtl' pastes (what forum threads hold): no device, but the ACS settings
-        # themselves are judged (topology.findings: acs-grep)
-        topo.acs_grep = [_grep_summary(path, lines) for path, lines in greps]
-    return topo
-
-
-def _grep_summary(path: str, lines: list[AcsControl | None]) -> dict:
-    parsed = [a for a in lines if a is not None]
-    return {
-        "path": path,
-        "lines": len(lines),
-        "unreadable": len(lines) - len(parsed),
-        "redirect": sum(1 for a in parsed if a.redirects),
-        "settings": sorted({a.flags() for a in parsed}),
-    }
-
-
 # What a line of each kind of lspci text may be, beyond what the parsers take: a line matching
 # none is named in the topology's problems (issue 22: an importer never drops a line in silence).
 # (user@host: and the prompt's end matched by classes that cannot overlap: linear on any line)
@@ -384,39 +294,9 @@ def unread_lines(path: str, text: str, kind: str) -> list[str]:
     return out
 
 
-def _apply_acs_grep(functions: list[PciFunction], greps) -> tuple[list[str], list[str]]:
-    """'lspci -vvv | grep ACSCtl' names no device, but it lists every ACS-capable function (lspci
-    prints ACSCtl only as root, so the list is complete). When every line is the same setting, every
-    bridge either has ACS set that way or has no ACS: for P2P the redirect question is answered.
-    Otherwise the lines cannot be attributed, and that is said. Returns (notes, problems)."""
-    notes: list[str] = []
-    out: list[str] = []
-    for path, lines in greps:
-        parsed = [a for a in lines if a is not None]
-        bridges = [f for f in functions if f.secondary_bus is not None or (f.class_code or 0) >> 8 == 0x0604]
-        unknown = [
-            f
-            for f in bridges
-            if f.acs_text is None and not f.acs_absent and not (f.config and f.config.has_acs is not None)
-        ]
-        if parsed and len(parsed) == len(lines) and len({a.flags() for a in parsed}) == 1:
-            for f in unknown:
-                f.acs_text = parsed[0]
-            notes.append(
-                f"{path}: all {len(parsed)} ACSCtl lines read '{parsed[0].flags()}'; applied to the "
-                f"{len(unknown)} bridges whose ACS was unknown (a bridge without ACS behaves the same for P2P)"
-            )
-        else:
-            redirect = sum(1 for a in parsed if a.redirects)
-            out.append(
-                f"{path}: {len(lines)} ACSCtl lines without device addresses and not all alike "
-                f"({redirect} with redirect); they cannot be attributed to bridges — send the full "
-                "'sudo lspci -vvv' instead of the grep"
-            )
-    return notes, out
-
-
-def _merge(tree_fns: list[PciFunction], details: dict[str, PciFunction]) -> list[PciFunction]:
+def merge_functions(tree_fns: list[PciFunction], details: dict[str, PciFunction]) -> list[PciFunction]:
+    """The ``-tv`` tree's functions with the ``-vvv`` blocks' detail laid over them (roles of tree-only
+    functions inferred from their names); each function's parent and host bridge set."""
     if tree_fns:
         fns = []
         for t in tree_fns:

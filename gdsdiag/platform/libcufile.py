@@ -1,4 +1,5 @@
-"""Find libcufile the way the bindings will load it, tell its version, and list its USDT probes.
+"""Find libcufile the way the bindings will load it (``cufile/_lib.candidates``, their own search
+order), tell its version, and list its USDT probes.
 
 Nothing here loads the library: the ELF file is read as bytes (``.note.stapsdt`` notes, the
 SystemTap SDT format: ``NT_STAPSDT`` = 3, owner ``stapsdt``, descriptor = pc, base, semaphore
@@ -11,9 +12,9 @@ import glob
 import os
 import re
 import struct
-import subprocess
-import sys
 from dataclasses import dataclass, field
+
+from ..cufile._lib import candidates
 
 # The probes gdsdiag trace keys its verdicts on (NVIDIA GDS troubleshooting guide, "GDS Library
 # Tracing"; seen in the x86-64 1.15.1 build on the GPU machine, tests/fixtures/gpu-machine/).
@@ -111,51 +112,6 @@ class LibcufileInfo:
             "trace_probes_present": self.trace_probes_present,
             "probe_error": self.probe_error,
         }
-
-
-def _site_dirs() -> list[str]:
-    return [p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and os.path.isdir(p)]
-
-
-def candidates(explicit: str | None = None) -> list[tuple[str, str]]:
-    """(how, path) in the order the bindings use: explicit, wheel, CUDA_HOME / /usr/local/cuda*, linker."""
-    out: list[tuple[str, str]] = []
-    env = explicit or os.environ.get("GDSDIAG_LIBCUFILE")
-    if env:
-        out.append(("explicit" if explicit else "GDSDIAG_LIBCUFILE", env))
-    for site in _site_dirs():
-        for sub in ("nvidia/cu13/lib", "nvidia/cufile/lib", "nvidia/cu12/lib"):
-            for name in ("libcufile.so.0", "libcufile.so.1", "libcufile.so"):
-                p = os.path.join(site, sub, name)
-                if os.path.exists(p):
-                    out.append((f"nvidia-cufile wheel ({sub})", p))
-                    break
-    roots = []
-    if os.environ.get("CUDA_HOME"):
-        roots.append(os.environ["CUDA_HOME"])
-    roots += sorted(glob.glob("/usr/local/cuda*"), reverse=True)
-    for r in roots:
-        for sub in ("lib64", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"):
-            for name in ("libcufile.so.0", "libcufile.so"):
-                p = os.path.join(r, sub, name)
-                if os.path.exists(p):
-                    out.append((f"CUDA toolkit ({r})", p))
-                    break
-    try:
-        ld = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=10).stdout
-        for line in ld.splitlines():
-            m = re.search(r"libcufile\.so(\.\d+)?\s.*=>\s*(\S+)", line)
-            if m:
-                out.append(("linker cache (ldconfig -p)", m.group(2)))
-    except (OSError, subprocess.SubprocessError):
-        pass
-    seen, uniq = set(), []
-    for how, p in out:
-        real = os.path.realpath(p)
-        if real not in seen:
-            seen.add(real)
-            uniq.append((how, p))
-    return uniq
 
 
 def version_of(path: str) -> str | None:

@@ -27,7 +27,7 @@ def read_nvml() -> tuple[NvLinkInfo | None, str]:
     try:
         import pynvml
     except ImportError:
-        return None, "nvidia-ml-py (pynvml) not installed"
+        return None, "nvidia-ml-py (pynvml) not installed: pip install 'gdsdiag[nvml]'"
     try:
         pynvml.nvmlInit()
     except Exception as e:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .diff_json import SECTIONS
+from ..documents.diff import SECTIONS
 
 
 def _v(x) -> str:

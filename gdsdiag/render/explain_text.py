@@ -4,6 +4,8 @@ wrapped, so a fix can be copied from a pipe or a ticket."""
 
 from __future__ import annotations
 
+from ..explain.catalog import KINDS
+
 _LABEL = {"error": "ERROR", "warn": "WARN ", "info": "info "}
 
 
@@ -24,9 +26,7 @@ def _pids(g) -> str:
 
 
 # what to do when the content did not say which tool wrote it
-_UNRECOGNISED = (
-    "unrecognised text (if it is cufile.log, gdsio, gdscheck, nvidia-fs stats or dmesg output, say which with --kind)"
-)
+_UNRECOGNISED = f"unrecognised text (say which tool wrote it: --kind {' | '.join(KINDS)})"
 
 
 def lines(report, verbose: bool = False) -> list[str]:

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..sweep.latency import human_size
+from ..units import human_size
 
 
 def _eta_text(seconds: float | None) -> str:

@@ -15,6 +15,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from ..bounded import clip
+from ..topology.cross_check import summary
 from ..topology.findings import Finding
 from ..topology.model import Device, Role, Topology
 from ..topology.pairs import P2pVerdict, PairAnalysis
@@ -280,3 +281,96 @@ def render(
             findings_list(console, findings)
         else:
             console.print("no findings", style="green")
+    else:
+        hidden_note(console, findings)
+
+
+def hidden_note(console: Console, findings) -> None:
+    """A view without the findings (--tree, --matrix) still says which warnings and failures set the
+    exit code, so an exit 1 or 2 is never unexplained."""
+    counts = [
+        (sum(1 for f in findings if f.severity == sev), word)
+        for sev, word in (("fail", "failure"), ("warn", "warning"))
+    ]
+    said = [f"{n} {word}{'s' if n > 1 else ''}" for n, word in counts if n]
+    if said:
+        ids = ", ".join(f.id for f in findings if f.severity in ("fail", "warn"))
+        console.print(
+            f"findings not shown: {' and '.join(said)} ({clip(ids)}; --findings lists them)",
+            style="yellow",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+MAX_CELL_LINES = 200  # cells the text output names one by one (a pasted matrix can hold 50,000)
+
+
+def render_cross_check(console, results: list[dict], meta: dict | None = None) -> None:
+    """A summary line, then one line per cell that is not an agreement (differs / not compared),
+    then every line or cell of the text that was not read. A text that is not this node's gets
+    one line saying why instead of a line per cell."""
+    meta = meta or {}
+    if not results:
+        console.print("cross-check: nvidia-smi lists no GPU pair or NIC to compare", style="yellow")
+    else:
+        compared = sum(1 for r in results if r["agree"] is not None) + sum(
+            1 for r in meta.get("numa") or [] if r["agree"] is not None
+        )
+        shown = [r for r in results if r["agree"] is not True]
+        style = "red" if any(r["agree"] is False for r in results) else "yellow" if shown else "green"
+        console.print(Text(summary(results), style=f"bold {style}"))
+        if not compared:
+            console.print(
+                Text("cross-check: nothing was compared, no cell and no NUMA node (exit 3)", style="bold red")
+            )
+        if meta.get("other_node"):
+            console.print(
+                "  the nvidia-smi text is not this node's (or not this view of it): "
+                + "; ".join(meta["other_node"])
+                + " — run 'nvidia-smi topo -m' on this node, outside any job or container that hides GPUs",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+            shown = [r for r in shown if not str(r.get("note", "")).startswith("not compared: the text is not")]
+        for r in shown[:MAX_CELL_LINES]:
+            word = "differs" if r["agree"] is False else "not compared"
+            line = (
+                f"  {r['row']}/{r['column']}: nvidia-smi {r['nvidia_smi']}, gdsdiag {r.get('gdsdiag') or '-'} — {word}"
+            )
+            note = r.get("note", "")
+            if note and not note.startswith("not compared"):
+                line += f" ({note})"
+            elif note:
+                line += note[len("not compared") :]
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+        if len(shown) > MAX_CELL_LINES:
+            console.print(f"  ... {len(shown) - MAX_CELL_LINES} more cells (--json lists every one)", markup=False)
+    numa = meta.get("numa") or []
+    differ = [r for r in numa if r["agree"] is False]
+    if numa:
+        same = sum(1 for r in numa if r["agree"] is True)
+        console.print(
+            f"NUMA affinity of {len(numa)} GPU rows: {same} agree, {len(differ)} disagree"
+            + (f", {len(numa) - same - len(differ)} not compared" if len(numa) - same - len(differ) else ""),
+            markup=False,
+            highlight=False,
+            style="red" if differ else None,
+        )
+        for r in differ:
+            console.print(
+                f"  {r['row']}: nvidia-smi NUMA {r['nvidia_smi']}, gdsdiag {r['gdsdiag']} — differs", markup=False
+            )
+    if meta.get("split_glued"):
+        console.print(
+            f"  nvidia-smi glued {len(meta['split_glued'])} pairs of fields with no space between them; read apart: "
+            + ", ".join(meta["split_glued"][:6])
+            + (" ..." if len(meta["split_glued"]) > 6 else ""),
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    for u in meta.get("unread", []):
+        console.print(f"  not read: {u}", markup=False, highlight=False, soft_wrap=True, style="yellow")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.text import Text
 
-from ..sweep.latency import human_size
+from ..units import human_bytes, human_size
 
 if TYPE_CHECKING:
     from ..schema import trace as schema
@@ -32,10 +32,7 @@ def _size(n) -> str:
         return "?"
     if n >= 1024 and n % 1024 == 0:
         return human_size(n)
-    for unit, mult in (("GiB", 1 << 30), ("MiB", 1 << 20)):
-        if n >= mult:
-            return f"{n / mult:.1f}{unit}"
-    return str(n)
+    return human_bytes(n, 1, span=("GiB", "MiB"))
 
 
 class LinePrinter:
@@ -152,7 +149,7 @@ def render_summary(console: Console, res, as_json: bool) -> None:
         sys.stdout.write(json.dumps(res.summary_json()) + "\n")
         return
     console.print()
-    if not res.verdicts and not getattr(res, "counted", []):
+    if not res.ios and not getattr(res, "counted", []):
         console.print("no cuFile or file I/O seen", style="yellow")
     for route, s in res.summary.items():
         sub = f" ({', '.join(s['subtypes'])})" if s["subtypes"] else ""

@@ -12,6 +12,8 @@ class Node(TypedDict):
     hostname: str | None
     root: str
     snapshot_id: str
+    machine_id: str | None  # app-specific hash of /etc/machine-id (validate.runner.node_ids)
+    boot_id: str | None  # the same of the kernel's boot id
     tool_version: str
     kernel: str | None
     date: str
@@ -180,7 +182,10 @@ class ValidateDoc(_ValidateOptional):
 
 
 class NodeRow(TypedDict):
-    node: str
+    node: str  # the hostname (a snapshot's file name), plus what tells nodes of one hostname apart
+    hostname: str | None
+    machine_id: str | None
+    boot_id: str | None
     source: str
     snapshot_id: str
     verdict: str

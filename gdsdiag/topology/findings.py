@@ -166,7 +166,9 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
                 "warn",
                 f"{len(not_supported)} pair(s) the kernel's P2PDMA would refuse (NOT_SUPPORTED)",
                 ", ".join(f"{p.a.display()}↔{p.b.display()}" for p in not_supported[:6]),
-                "the PCI P2PDMA route (cufile.json use_pci_p2pdma) cannot work for these pairs; nvidia-fs may still",
+                "the PCI P2PDMA route (cufile.json use_pci_p2pdma) cannot work for these pairs; the nvidia-fs route"
+                " may still carry them (it maps GPU memory through the NVIDIA driver, not the kernel's P2PDMA):"
+                " 'gdsdiag check' says whether this node has it",
             )
         )
     # NVLink links down: peer traffic between those GPUs runs on fewer links (or falls back to PCIe)

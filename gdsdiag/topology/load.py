@@ -1,7 +1,14 @@
-"""Entry points that turn a root directory or a snapshot into a ``Topology``."""
+"""Entry points that turn a root directory, a snapshot or lspci texts into a ``Topology``."""
 
 from __future__ import annotations
 
+import re
+
+from ..bounded import read_user_text  # regular files under a stated size only
+from ..errors import GdsdiagError, UsageError
+from ..importers import lspci
+from ..pci.config_space import AcsControl
+from ..pci.records import CpuInfo, HostBridge, IommuInfo, PciFunction
 from ..platform import pci_sysfs
 from ..platform.fsroot import FsRoot
 from .build import build
@@ -82,7 +89,8 @@ def attach_nvlink(topo: Topology, fs: FsRoot) -> None:
 def attach_nvlink_status(topo: Topology, text: str, source: str) -> None:
     """Link states (active / <inactive>) per GPU from 'nvidia-smi nvlink -s' text."""
     from ..importers.nvidia_smi import parse_nvlink_status
-    from .nvlink import NvLinkInfo, apply_link_status
+    from ..pci.nvlink import NvLinkInfo
+    from .nvlink import apply_link_status
 
     gpus = parse_nvlink_status(text)
     if not gpus:
@@ -93,9 +101,9 @@ def attach_nvlink_status(topo: Topology, text: str, source: str) -> None:
 
 
 def attach_smi_text(topo: Topology, text: str, source: str) -> None:
-    from ..errors import GdsdiagError
     from ..importers.nvidia_smi import parse
-    from .nvlink import NvLinkInfo, from_smi_matrix
+    from ..pci.nvlink import NvLinkInfo
+    from .nvlink import from_smi_matrix
 
     try:
         m = parse(text)
@@ -104,3 +112,121 @@ def attach_smi_text(topo: Topology, text: str, source: str) -> None:
         return
     topo.nvlink = from_smi_matrix(topo, m, source) or NvLinkInfo(source=source)
     topo.nvlink_note = ""
+
+
+def _parse_numa_map(spec: str | None) -> list[tuple[str, int, int, int]]:
+    """'0000:00=0,0000:80-ff=1' → [(domain, bus_lo, bus_hi, node)]."""
+    out = []
+    for part in (spec or "").split(","):
+        if not part.strip():
+            continue
+        # the node in ASCII digits, below Linux's node limit ('²', '١' and 5,000 digits are not nodes)
+        m = re.match(r"^\s*([0-9a-f]{4}):([0-9a-f]{2})(?:-([0-9a-f]{2}))?\s*=\s*([0-9]{1,4})\s*$", part, re.I)
+        if not m:
+            raise UsageError(f"bad --numa entry {part!r}", "use DOMAIN:BUS[-BUS]=NODE, e.g. 0000:00-7f=0,0000:80-ff=1")
+        lo = int(m.group(2), 16)
+        out.append((m.group(1).lower(), lo, int(m.group(3), 16) if m.group(3) else lo, int(m.group(4))))
+    return out
+
+
+def from_lspci(paths, numa_spec: str | None = None) -> Topology:
+    """The topology that lspci texts describe (``topology --lspci``): ``-tv`` trees, ``-vvv`` device
+    blocks and ``grep ACSCtl`` pastes, merged; ``numa_spec`` (``--numa``) places host bridges on nodes."""
+    tree_fns: list[PciFunction] = []
+    details: dict[str, PciFunction] = {}
+    problems: list[str] = []
+    greps: list[tuple[str, list[AcsControl | None]]] = []
+    for p in paths:
+        text = read_user_text(p, "lspci output")
+        tree = []
+        if re.search(r"^[ |+\\-]*\[[0-9a-f]{4,8}:[0-9a-f]{2}\]-", text, re.M):
+            tree = lspci.parse_tree(text)
+            tree_fns += tree
+        blocks = lspci.parse_vvv(text)
+        details.update(blocks)
+        grep = not blocks and not tree and "ACSCtl:" in text
+        if grep:
+            greps.append((p, lspci.acsctl_lines(text)))
+        problems += lspci.unread_lines(p, text, "tree" if tree else "vvv" if blocks else "grep" if grep else "none")
+    if not tree_fns and not details and not greps:
+        raise GdsdiagError("no lspci tree or device blocks found", "send 'lspci -tv' and 'sudo lspci -vvvxxxx' output")
+    if tree_fns and not any(f.name for f in tree_fns) and not details:
+        problems.append(
+            "lspci -t without -v: the tree names no device, so no GPU, NVMe or NIC can be recognised "
+            "(send 'lspci -tv', or add plain 'lspci' output for the names)"
+        )
+    functions = lspci.merge_functions(tree_fns, details)
+    grep_notes, grep_problems = _apply_acs_grep(functions, greps) if functions else ([], [])
+    problems += grep_problems
+    numa = _parse_numa_map(numa_spec)
+    host_bridges: dict[str, HostBridge] = {}
+    for fn in functions:
+        hb = host_bridges.setdefault(fn.host_bridge, HostBridge(id=fn.host_bridge))
+        dom, bus = fn.host_bridge.split(":")
+        for d, lo, hi, node in numa:
+            if d == dom and lo <= int(bus, 16) <= hi:
+                hb.numa_node = node
+        if hb.numa_node is None and fn.numa_node is not None:
+            hb.numa_node = fn.numa_node
+        if fn.bdf == f"{fn.host_bridge}:00.0":
+            hb.vendor, hb.device = fn.vendor, fn.device
+            if fn.name:
+                hb.vendor_name = fn.name
+    topo = build(
+        functions,
+        host_bridges,
+        IommuInfo(mode="unknown", evidence=["lspci text carries no IOMMU state"]),
+        CpuInfo(),
+        source=", ".join(paths),
+    )
+    topo.origin = "lspci"
+    topo.notes += grep_notes
+    topo.problems += problems
+    if not tree_fns and not details:
+        # only 'grep ACSCtl' pastes (what forum threads hold): no device, but the ACS settings
+        # themselves are judged (topology.findings: acs-grep)
+        topo.acs_grep = [_grep_summary(path, lines) for path, lines in greps]
+    return topo
+
+
+def _grep_summary(path: str, lines: list[AcsControl | None]) -> dict:
+    parsed = [a for a in lines if a is not None]
+    return {
+        "path": path,
+        "lines": len(lines),
+        "unreadable": len(lines) - len(parsed),
+        "redirect": sum(1 for a in parsed if a.redirects),
+        "settings": sorted({a.flags() for a in parsed}),
+    }
+
+
+def _apply_acs_grep(functions: list[PciFunction], greps) -> tuple[list[str], list[str]]:
+    """'lspci -vvv | grep ACSCtl' names no device, but it lists every ACS-capable function (lspci
+    prints ACSCtl only as root, so the list is complete). When every line is the same setting, every
+    bridge either has ACS set that way or has no ACS: for P2P the redirect question is answered.
+    Otherwise the lines cannot be attributed, and that is said. Returns (notes, problems)."""
+    notes: list[str] = []
+    out: list[str] = []
+    for path, lines in greps:
+        parsed = [a for a in lines if a is not None]
+        bridges = [f for f in functions if f.secondary_bus is not None or (f.class_code or 0) >> 8 == 0x0604]
+        unknown = [
+            f
+            for f in bridges
+            if f.acs_text is None and not f.acs_absent and not (f.config and f.config.has_acs is not None)
+        ]
+        if parsed and len(parsed) == len(lines) and len({a.flags() for a in parsed}) == 1:
+            for f in unknown:
+                f.acs_text = parsed[0]
+            notes.append(
+                f"{path}: all {len(parsed)} ACSCtl lines read '{parsed[0].flags()}'; applied to the "
+                f"{len(unknown)} bridges whose ACS was unknown (a bridge without ACS behaves the same for P2P)"
+            )
+        else:
+            redirect = sum(1 for a in parsed if a.redirects)
+            out.append(
+                f"{path}: {len(lines)} ACSCtl lines without device addresses and not all alike "
+                f"({redirect} with redirect); they cannot be attributed to bridges — send the full "
+                "'sudo lspci -vvv' instead of the grep"
+            )
+    return notes, out

@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 
+from ..pci.nvlink import NvLinkInfo
 from ..pci.records import CpuInfo, HostBridge, IommuInfo, PciFunction
-from .nvlink import NvLinkInfo  # noqa: F401  (the Topology field's type)
 
 NVIDIA = 0x10DE
 

@@ -13,14 +13,13 @@ docs/topology.md), so a plain sysfs capture has none.
 
 from __future__ import annotations
 
-from ..pci.nvlink import NvLinkGpu, NvLinkInfo, NvLinkPair  # noqa: F401  (the records, re-exported)
+from ..pci.nvlink import NvLinkGpu, NvLinkInfo, NvLinkPair
+from .model import Role
 
 
 def from_smi_matrix(topo, matrix, source: str) -> NvLinkInfo | None:
     """NV# cells of a parsed ``nvidia-smi topo -m`` (importers.nvidia_smi.SmiMatrix), placed on our
     GPUs by their index label (GPU0 ... as nvidia-smi numbers them). None when the text has no NV#."""
-    from .model import Role
-
     gpus = {d.label: d for d in topo.by_role(Role.GPU)}
     info = NvLinkInfo(source=source)
     for (row, col), cell in matrix.cells.items():
@@ -42,8 +41,6 @@ def from_smi_matrix(topo, matrix, source: str) -> NvLinkInfo | None:
 def apply_link_status(topo, info: NvLinkInfo, gpus: list[dict], source: str) -> None:
     """Per-GPU link states from 'nvidia-smi nvlink -s' (importers.nvidia_smi.parse_nvlink_status),
     placed on our GPUs by index label."""
-    from .model import Role
-
     ours = {d.label: d for d in topo.by_role(Role.GPU)}
     for g in gpus:
         d = ours.get(f"GPU{g['index']}")

@@ -24,9 +24,9 @@ from ..jsontext import compact as _compact
 from ..jsontext import optional as _json_opt
 from ..jsontext import string as _json_str
 from ..jsontext import strings as _json_strs
+from ..pci.nvlink import NvLinkPair
 from ..pci.records import Link
 from .model import Device, Role, Topology
-from .nvlink import NvLinkPair
 
 if TYPE_CHECKING:
     from ..schema import topology as schema

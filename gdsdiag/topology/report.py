@@ -20,6 +20,7 @@ class TopologyReport:
     cross_check: list[dict] | None = None  # nvidia-smi cells, when asked for
     cross_check_input: dict | None = None  # what of the nvidia-smi text was not read or compared
     routing: list[dict] | None = None  # cuFile dynamic-routing notes (topology.routing)
+    leave_heap = True  # ~1M objects on a large node: the OS frees them at exit (errors.Report)
 
     @property
     def disagreements(self) -> int:
@@ -60,9 +61,9 @@ def topology(
     smi_file: str | None = None,
 ) -> TopologyReport:
     if lspci_files:
-        from ..importers.lspci import load_lspci
+        from .load import from_lspci
 
-        topo = load_lspci(lspci_files, numa_map)
+        topo = from_lspci(lspci_files, numa_map)
     else:
         from .load import from_root
 
@@ -100,7 +101,8 @@ def topology(
 
     report = TopologyReport(topo, pairs, find(topo, pairs), routing=dynamic_routing(topo, pairs))
     if smi_text is not None:
-        from ..importers.nvidia_smi import cross_check_report, parse_nvlink_status
+        from ..importers.nvidia_smi import parse_nvlink_status
+        from .cross_check import cross_check_report
 
         if has_matrix(smi_text):
             report.cross_check, report.cross_check_input = cross_check_report(topo, pairs, smi_text, smi_source)

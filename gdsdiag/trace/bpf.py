@@ -9,6 +9,7 @@ import ctypes.util
 import glob
 import operator
 import os
+import re
 import struct
 import sys
 import time
@@ -192,12 +193,37 @@ def ebpf_text(
     )
 
 
+def close_headers_tree(src: str = "/usr/src") -> tuple[str, str] | None:
+    """An installed headers tree to link when this kernel's own is missing: (build, source) paths,
+    Debian's pair ``linux-headers-V-ARCH`` (build) and ``linux-headers-V-common`` (source), the
+    newest version first; None when /usr/src has none. The probes read no kernel structs, so any
+    tree bcc can compile against serves."""
+
+    def version_order(path: str) -> list:  # 6.10 after 6.9: numbers compared as numbers
+        return [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", path)]
+
+    trees = sorted(glob.glob(os.path.join(src, "linux-headers-*")), key=version_order, reverse=True)
+    build = [t for t in trees if not t.endswith("-common") and os.path.isdir(os.path.join(t, "include"))]
+    if not build:
+        return None
+    common = build[0].rsplit("-", 1)[0] + "-common"
+    return build[0], common if os.path.isdir(common) else build[0]
+
+
 def _kernel_headers_hint(msg: str) -> GdsdiagError:
     rel = os.uname().release
+    tree = close_headers_tree()
+    if tree is not None:
+        link = f"ln -s {tree[0]} /lib/modules/{rel}/build && ln -s {tree[1]} /lib/modules/{rel}/source"
+        fix = f"install headers for {rel}, or link the installed tree: {link}"
+    else:
+        fix = (
+            f"apt-get install linux-headers-{rel} (or a close version's, then "
+            f"ln -s /usr/src/linux-headers-<version> /lib/modules/{rel}/build)"
+        )
     return GdsdiagError(
         f"bcc could not compile the probes: {msg.strip().splitlines()[-1][:200] if msg.strip() else 'no kernel headers'}",
-        f"install headers for {rel}, or link a close tree: ln -s /usr/src/linux-headers-X /lib/modules/{rel}/build "
-        f"(and .../source); tracepoint and uprobe programs need no exact match",
+        fix + "; tracepoint and uprobe programs need no exact match",
     )
 
 

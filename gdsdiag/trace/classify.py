@@ -31,7 +31,6 @@ chunks on worker threads: chunks are folded back into their API call by offset r
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -43,17 +42,6 @@ from .evidence import KPROBE_EVIDENCE, SYSCALL_EVIDENCE, decide, usdt_kind
 
 if TYPE_CHECKING:
     from ..schema import trace as schema
-
-ROUTES = (
-    Route.NVFS,
-    Route.P2PDMA,
-    Route.RDMA,
-    Route.PEER_GPU,
-    Route.COMPAT,
-    Route.DRAM_BOUNCE,
-    Route.HOST,
-    Route.UNKNOWN,
-)
 
 READ_SYS = {"pread64", "preadv", "preadv2", "read", "readv"}
 WRITE_SYS = {"pwrite64", "pwritev", "pwritev2", "write", "writev"}
@@ -1091,38 +1079,3 @@ def classify(events: list[Event], path_filter: str | None = None, record_version
     if c.path_filter:
         verdicts = [v for v in verdicts if v["path"] is None or c._path_ok(v["path"])]
     return verdicts
-
-
-# -- summaries ------------------------------------------------------------------------------------
-
-
-def log2_hist(values_us: list[float]) -> list[tuple[int, int, int]]:
-    """(low, high, count) buckets of powers of two in µs, like bcc's biolatency."""
-    if not values_us:
-        return []
-    buckets: dict[int, int] = {}
-    for v in values_us:
-        b = 0 if v < 1 else int(math.log2(v)) + 1
-        buckets[b] = buckets.get(b, 0) + 1
-    hi = max(buckets)
-    return [((0 if b == 0 else 1 << (b - 1)), (1 << b) - 1, buckets.get(b, 0)) for b in range(0, hi + 1)]
-
-
-def summarize(verdicts: list[schema.IoLine]) -> dict:
-    from ..sweep.latency import percentile
-
-    out = {}
-    for r in ROUTES:
-        vs = [v for v in verdicts if v["route"] == r]
-        if not vs:
-            continue
-        lats = sorted(v["latency_ns"] / 1000 for v in vs if v["latency_ns"] is not None)
-        out[r] = {
-            "count": len(vs),
-            "bytes": sum(max(v["size"], 0) for v in vs),
-            "subtypes": sorted({v["subtype"] for v in vs if v["subtype"]}),
-            "p50_us": percentile(lats, 50),
-            "p99_us": percentile(lats, 99),
-            "hist_us": log2_hist(lats),
-        }
-    return out

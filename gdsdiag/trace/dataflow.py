@@ -471,6 +471,10 @@ class DataFlow:
             if not q:
                 del self.by_pid[pid]
                 self.stageable.pop(pid, None)
+            else:
+                # (reads a direct copy took leave this queue only here: a process whose copies are all
+                # direct never makes a staged copy that would drop them, and kept every read it made)
+                self._stageable(pid)
         for key, mf in list(self.mapped.items()):
             keep = []
             for ch in mf.settling:

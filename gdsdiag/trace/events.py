@@ -72,8 +72,11 @@ class _NotARecording(Exception):
         self.line, self.why = line, why
 
 
+_INT_LO, _INT_HI = -(1 << 64), 1 << 64
+
+
 def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and -(1 << 64) < v < (1 << 64)
+    return type(v) is int and _INT_LO < v < _INT_HI
 
 
 def _event(v, n: int):
@@ -85,8 +88,13 @@ def _event(v, n: int):
         raise _NotARecording(n, "timestamp, pid and tid must be integers")
     if not (isinstance(kind, str) and isinstance(name, str) and isinstance(comm, str)):
         raise _NotARecording(n, "kind, name and comm must be strings")
-    # the probes record integer arguments only (probes/cufile_trace.c)
-    if not isinstance(args, list) or len(args) > 16 or not all(_is_int(a) for a in args):
+    # the probes record integer arguments only (probes/cufile_trace.c); (type() is int: no bool)
+    if (
+        type(args) is not list
+        or len(args) > 16
+        or not all(type(a) is int for a in args)
+        or (args and not (_INT_LO < min(args) and max(args) < _INT_HI))
+    ):
         raise _NotARecording(n, "args must be a list of at most 16 integers")
     if path is not None and not isinstance(path, str):
         raise _NotARecording(n, "path must be a string or null")
@@ -99,69 +107,143 @@ def _intern(s: str) -> str:
 
 
 def read_record(path: str) -> tuple[dict, list[Event]]:
-    """(header, events) of a --record file (plain or .gz), read as a bounded stream: refuses FIFOs
-    and devices, lines over 64 KiB, more than MAX_REPLAY_EVENTS events, invalid UTF-8, JSON nested
-    deeper than 64 or numbers out of range, and values of the wrong type — each as "not a gdsdiag
-    recording: line N" instead of an internal error or a MemoryError."""
-    import gzip
-    import zlib
+    """(header, events) of a --record file (plain or .gz), all in memory (see Recording)."""
+    rec = Recording(path)
+    return rec.header, list(rec.events())
 
-    from ..bounded import MAX_RECORD_LINE, MAX_RECORDING, loads_json, open_user_file
 
-    fix = "record one with gdsdiag trace --record FILE"
-    raw = open_user_file(path, "trace recording", MAX_RECORDING, fix)
-    n = 0
-    try:
-        with raw:
-            magic = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
-            f = gzip.GzipFile(fileobj=raw) if magic == b"\x1f\x8b" else raw
-            header = None
-            events = []
-            total = 0
-            while True:
-                line = f.readline(MAX_RECORD_LINE + 1)
-                if not line:
-                    break
-                n += 1
-                total += len(line)
-                if len(line) > MAX_RECORD_LINE:
-                    raise _NotARecording(n, f"line longer than {MAX_RECORD_LINE >> 10} KiB")
-                if total > MAX_RECORDING:
-                    raise _NotARecording(n, f"more than {MAX_RECORDING >> 30} GiB of events")
-                try:
-                    text = line.decode("utf-8").strip()
-                except UnicodeDecodeError:
-                    raise _NotARecording(n, "invalid UTF-8") from None
-                if header is None:
-                    try:
-                        header = loads_json(text)
-                    except ValueError:
-                        header = None
-                    if not isinstance(header, dict) or "gdsdiag_trace_record" not in header:
-                        raise _NotARecording(n, "no gdsdiag_trace_record header")
-                    for key in ("probes_attached", "probes_not_attached"):
-                        if not isinstance(header.get(key, []), list):
-                            raise _NotARecording(n, f"header field {key} must be a list")
-                    if not _is_int(header.get("lost", 0)):
-                        raise _NotARecording(n, "header field lost must be an integer")
-                    continue
-                if not text or text.startswith("#"):
-                    continue
+class Recording:
+    """A --record file (plain or .gz), read as a bounded stream, twice: ``Recording(path)`` reads it
+    once without keeping it — the header, the number of events, how far out of time order an event
+    comes (``disorder_ns``) — and ``events()`` streams the validated events on the second read.
+    Refuses FIFOs and devices, lines over 64 KiB, more than MAX_REPLAY_EVENTS events, a damaged gzip
+    stream, invalid UTF-8, JSON nested deeper than 64 or numbers out of range, and values of the
+    wrong type — each as "not a gdsdiag recording: line N" instead of an internal error or a
+    MemoryError. What the first read finds (everything but an event's JSON and types) is refused
+    before any event is handed out."""
+
+    FIX = "record one with gdsdiag trace --record FILE"
+
+    def __init__(self, path: str):
+        self.path = path
+        self.header: dict = {}
+        self.count = 0  # events
+        self.disorder_ns = 0  # the most an event's time lies before an earlier line's
+        newest = None
+        for n, text in self._lines():
+            if n == 0:
+                continue
+            self.count += 1
+            if self.count > MAX_REPLAY_EVENTS:
+                raise self._error(n, f"more than {MAX_REPLAY_EVENTS} events")
+            ts = _leading_int(text)
+            if ts is None:
+                continue  # (not an event: the second read names the line)
+            if newest is None or ts > newest:
+                newest = ts
+            elif newest - ts > self.disorder_ns:
+                self.disorder_ns = newest - ts
+
+    def events(self):
+        """The events in file order, each validated (the second read of the file)."""
+        from ..bounded import loads_json
+
+        count = 0
+        for n, text in self._lines():
+            if n == 0:
+                continue
+            try:
+                # (the C parser: a line is at most 64 KiB, so its numbers and nesting are bounded by
+                # Python's own limits, and _event rejects every non-integer; a line it refuses is
+                # parsed again with gdsdiag's limits for the reason)
+                v = json.loads(text)
+            except (ValueError, RecursionError):
                 try:
                     v = loads_json(text)
                 except ValueError as e:
-                    raise _NotARecording(n, f"not an event record ({e})") from None
-                events.append(_event(v, n))
-                if len(events) > MAX_REPLAY_EVENTS:
-                    raise _NotARecording(n, f"more than {MAX_REPLAY_EVENTS} events")
-            if header is None:
-                raise _NotARecording(max(n, 1), "empty file")
-    except _NotARecording as e:
-        raise GdsdiagError(f"{path} is not a gdsdiag trace record: line {e.line}: {e.why}", fix) from None
-    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
-        raise GdsdiagError(
-            f"{path} is not a gdsdiag trace record: line {n + 1}: damaged gzip stream ({e})", fix
-        ) from None
-    except OSError as e:
-        raise GdsdiagError(f"cannot read {path}: {e.strerror or e}", "check the path") from None
-    return header, events
+                    raise self._error(n, f"not an event record ({e})") from None
+            try:
+                event = _event(v, n)
+            except _NotARecording as bad:
+                try:  # (a number out of gdsdiag's limits is the better reason, as before the fast path)
+                    loads_json(text)
+                except ValueError as limit:
+                    raise self._error(n, f"not an event record ({limit})") from None
+                raise self._error(bad.line, bad.why) from None
+            yield event
+            count += 1
+            if count > self.count:
+                raise self._error(n, "the file grew while it was replayed")
+
+    def _error(self, line: int, why: str) -> GdsdiagError:
+        return GdsdiagError(f"{self.path} is not a gdsdiag trace record: line {line}: {why}", self.FIX)
+
+    def _lines(self):
+        """(line number, text) of every event line; (0, "") once the header is read (into
+        self.header). Byte-level bounds, the gzip stream and UTF-8 are checked here."""
+        import gzip
+        import zlib
+
+        from ..bounded import MAX_RECORD_LINE, MAX_RECORDING, loads_json, open_user_file
+
+        raw = open_user_file(self.path, "trace recording", MAX_RECORDING, self.FIX)
+        n = 0
+        try:
+            with raw:
+                magic = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
+                f = gzip.GzipFile(fileobj=raw) if magic == b"\x1f\x8b" else raw
+                header = None
+                total = 0
+                while True:
+                    line = f.readline(MAX_RECORD_LINE + 1)
+                    if not line:
+                        break
+                    n += 1
+                    total += len(line)
+                    if len(line) > MAX_RECORD_LINE:
+                        raise _NotARecording(n, f"line longer than {MAX_RECORD_LINE >> 10} KiB")
+                    if total > MAX_RECORDING:
+                        raise _NotARecording(n, f"more than {MAX_RECORDING >> 30} GiB of events")
+                    try:
+                        text = line.decode("utf-8").strip()
+                    except UnicodeDecodeError:
+                        raise _NotARecording(n, "invalid UTF-8") from None
+                    if header is None:
+                        try:
+                            header = loads_json(text)
+                        except ValueError:
+                            header = None
+                        _check_header(header, n)
+                        self.header = header
+                        yield 0, ""
+                        continue
+                    if not text or text.startswith("#"):
+                        continue
+                    yield n, text
+                if header is None:
+                    raise _NotARecording(max(n, 1), "empty file")
+        except _NotARecording as e:
+            raise self._error(e.line, e.why) from None
+        except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+            raise self._error(n + 1, f"damaged gzip stream ({e})") from None
+        except OSError as e:
+            raise GdsdiagError(f"cannot read {self.path}: {e.strerror or e}", "check the path") from None
+
+
+def _check_header(header, n: int) -> None:
+    if not isinstance(header, dict) or "gdsdiag_trace_record" not in header:
+        raise _NotARecording(n, "no gdsdiag_trace_record header")
+    for key in ("probes_attached", "probes_not_attached"):
+        if not isinstance(header.get(key, []), list):
+            raise _NotARecording(n, f"header field {key} must be a list")
+    if not _is_int(header.get("lost", 0)):
+        raise _NotARecording(n, "header field lost must be an integer")
+
+
+def _leading_int(text: str) -> int | None:
+    """The first value of an event line ("[ts, ..."), read without parsing the line's JSON."""
+    end = text.find(",", 1, 40)
+    if not text.startswith("[") or end < 0:
+        return None
+    digits = text[1:end].strip()
+    return int(digits) if digits.isascii() and digits.isdigit() else None

@@ -34,7 +34,7 @@ class _Acc:
             self.lats.append(lat_ns / 1000)
 
     def out(self, secs: float) -> dict:
-        from ..sweep.latency import percentile
+        from ..units import percentile
 
         lats = sorted(self.lats)
         return {

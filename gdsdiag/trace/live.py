@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 from ..errors import GdsdiagError
-from .classify import Classifier, summarize
+from .classify import Classifier
 from .events import RECORD_VERSION
+from .tally import RouteTally
 
 if TYPE_CHECKING:
     from ..schema import trace as schema
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class TraceResult:
-    verdicts: list[schema.IoLine]
+    ios: int  # verdicts decided (each was handed out as it came; none is kept)
     summary: dict
     attached: list[str]
     failed: list[str]
@@ -42,7 +43,7 @@ class TraceResult:
         return {
             "type": "summary",
             "routes": self.summary,
-            "ios": len(self.verdicts) + sum(r["count"] for r in self.counted),
+            "ios": self.ios + sum(r["count"] for r in self.counted),
             "ios_counted_in_kernel": sum(r["count"] for r in self.counted),
             "host_io_counted": cast("list[schema.CountedRow]", self.counted),
             "events": self.events,
@@ -81,17 +82,17 @@ def _processes(clf, counted: list[dict] | None = None) -> list[dict]:
     return out
 
 
-def _finish(clf, counter, verdicts, **kw) -> TraceResult:
+def _finish(clf, counter, tally: RouteTally, **kw) -> TraceResult:
     """The result: per-I/O verdicts plus the host I/O the kernel counted, in one summary."""
     from .counted import merge_summary
 
     rows = counter.rows(clf._path_ok)
-    summary = summarize(verdicts)
+    summary = tally.summary()
     merge_summary(summary, rows)
     lost = kw.pop("lost_by_process", [])
     named = [{"pid": r["pid"], "comm": _comm(clf, r["pid"]), "lost": r["lost"]} for r in lost]
     return TraceResult(
-        verdicts,
+        tally.ios,
         summary,
         processes=_processes(clf, rows),
         counted=rows,
@@ -263,7 +264,7 @@ def run_live(
     clf = Classifier(path_filter)
     clf.cgroup_job = bool(cgroup)  # a container's processes are one job, forked from each other or not
     counter = CountedIo()
-    verdicts: list[schema.IoLine] = []
+    tally = RouteTally()
     nevents = 0
     stop = {"flag": False, "signum": None}
 
@@ -336,7 +337,7 @@ def run_live(
                 take(100)
                 clf.advance()
                 for n, v in enumerate(clf.drain(), 1):
-                    verdicts.append(v)
+                    tally.add(v)
                     on_verdict(v)
                     if n % CHUNK == 0:
                         probes.drain()
@@ -377,7 +378,7 @@ def run_live(
         nevents += len(counted)
         clf.flush()
         for v in clf.drain():
-            verdicts.append(v)
+            tally.add(v)
             on_verdict(v)
         if on_tick is not None:
             on_tick(final=True, counted=counted_now)
@@ -385,7 +386,7 @@ def run_live(
         res = _finish(
             clf,
             counter,
-            verdicts,
+            tally,
             attached=probes.attached,
             failed=probes.failed,
             lost=probes.lost,
@@ -410,29 +411,82 @@ def run_live(
     return res
 
 
-def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
-    from .counted import CountedIo
-    from .events import read_record
+# a replay's verdicts wait this long in event time, and at most this many, to come out in time order:
+# longer than any hold of the classifier (the data-flow model's first-copy window, 30 s)
+REORDER_NS = 35_000_000_000
+REORDER_MAX = 65_536
 
-    header, events = read_record(path)
+
+def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
+    """Classify a recording as the live trace did: events in time order, each verdict handed to
+    ON_VERDICT as it is decided. The file is read twice and never held: the first read finds how
+    far out of time order its events come (ring buffers of several CPUs, a few ms), the second
+    feeds them through a heap of that width (memory: the events of that span, not the recording).
+    The verdicts come out in time order through a second, bounded heap (REORDER_NS, REORDER_MAX)."""
+    import heapq
+
+    from .counted import CountedIo
+    from .events import Recording
+
+    rec = Recording(path)
+    header = rec.header
     clf = Classifier(path_filter, int(header.get("gdsdiag_trace_record", 1)))
     clf.cgroup_job = bool(header.get("cgroup"))
     counter = CountedIo()
-    for e in sorted(events, key=lambda e: e.ts):
+    tally = RouteTally()
+
+    # Verdicts are handed out in time order, as a replay always printed them, though they are
+    # decided later than their I/O (a read waits for its copy): each waits in a heap until the
+    # recording is REORDER_NS past it, at most REORDER_MAX of them (memory: then the oldest go first).
+    ready: list = []
+    decided = 0
+
+    def hand_out(final: bool = False) -> None:
+        nonlocal decided
+        for v in clf.drain():
+            if v["path"] is None or clf._path_ok(v["path"]):
+                heapq.heappush(ready, (v["ts"], decided, v))
+                decided += 1
+        horizon = clf.now - REORDER_NS
+        while ready and (final or ready[0][0] < horizon or len(ready) > REORDER_MAX):
+            v = heapq.heappop(ready)[2]
+            tally.add(v)
+            on_verdict(v)
+
+    def feed(e) -> None:
         clf.feed(e)
         counter.feed(e)
+
+    # An event leaves the heap once no later line can come before it in time (the first read's
+    # disorder bound): the order fed is exactly the sorted one (ties in file order), as before.
+    width = rec.disorder_ns
+    heap: list = []
+    newest = None
+    last = None
+    for seq, e in enumerate(rec.events()):
+        if newest is None or e.ts > newest:
+            newest = e.ts
+        heapq.heappush(heap, (e.ts, seq, e))
+        while heap and heap[0][0] < newest - width:
+            ts, _, first = heapq.heappop(heap)
+            if last is not None and ts < last:
+                raise GdsdiagError(f"{path} changed while it was replayed", "replay a copy that is not being written")
+            last = ts
+            feed(first)
+        if seq % CHUNK == 0:
+            hand_out()
+    while heap:
+        feed(heapq.heappop(heap)[2])
     clf.flush()
-    verdicts = [v for v in clf.drain() if v["path"] is None or clf._path_ok(v["path"])]
-    for v in verdicts:
-        on_verdict(v)
+    hand_out(final=True)
     return _finish(
         clf,
         counter,
-        verdicts,
+        tally,
         attached=header.get("probes_attached", []),
         failed=header.get("probes_not_attached", []),
         lost=header.get("lost", 0),
-        events=len(events),
+        events=rec.count,
         exit_code=None,
         header=header,
     )

@@ -56,8 +56,8 @@ def topology(root):
 
 
 def sweep_config(directory: str, gpu: int, pts: dict):
-    from ..sweep.latency import parse_size
     from ..sweep.runner import SweepConfig
+    from ..units import parse_size
 
     return SweepConfig(
         directory=directory,

@@ -28,7 +28,7 @@ _FIX = "give the JSON files written by 'gdsdiag validate --json'"
 _STR = (str, None)
 REPORT_SHAPE = {
     "schema!": str,
-    "node": ({"hostname": _STR, "root": _STR, "snapshot_id": _STR}, None),
+    "node": ({"hostname": _STR, "root": _STR, "snapshot_id": _STR, "machine_id": _STR, "boot_id": _STR}, None),
     "verdict": str,
     "level": str,
     "rules": ([{"rule!": str, "status!": str}], None),
@@ -55,11 +55,45 @@ def load_reports(paths: list[str]) -> list[tuple[str, dict]]:
     return out
 
 
+def _name(path: str, d: dict) -> str:
+    import os
+
+    n = d.get("node") or {}
+    return n.get("hostname") or os.path.basename(str(n.get("root") or "")) or path
+
+
+def labels(reports: list[tuple[str, dict]]) -> list[str]:
+    """The name each report's node is shown by: its hostname (a snapshot's file name), and where
+    two nodes share it, what tells them apart — the machine id, else the boot id, else the report
+    file when the documents carry neither id (reports written before they did) — so a FAIL is never
+    put on the wrong node. Reports that carry the same ids are of one node and keep the plain name."""
+    import os
+
+    names = [_name(p, d) for p, d in reports]
+    out = list(names)
+    for name in set(names):
+        group = [i for i, n in enumerate(names) if n == name]
+        if len(group) < 2:
+            continue
+        nodes = [reports[i][1].get("node") or {} for i in group]
+        for key, word in (("machine_id", "machine"), ("boot_id", "boot")):
+            vals = [n.get(key) for n in nodes]
+            if len(set(vals)) > 1:
+                for i, v in zip(group, vals):
+                    out[i] = f"{name} ({word} {str(v).removeprefix('hmac:')[:8] if v else 'unknown'})"
+                break
+        else:
+            if all(n.get("machine_id") is None and n.get("boot_id") is None for n in nodes):
+                for i in group:  # nothing in the documents says whether they are one node
+                    out[i] = f"{name} ({os.path.basename(reports[i][0])})"
+    return out
+
+
 def rows(reports: list[tuple[str, dict]]) -> list[schema.NodeRow]:
-    """One row per node, worst first. A row is the report document's own record
+    """One row per report, worst first. A row is the report document's own record
     (schema.validate.NodeRow), so its fields are declared once."""
     out: list[schema.NodeRow] = []
-    for path, d in reports:
+    for (path, d), label in zip(reports, labels(reports)):
         n = d.get("node") or {}
         rules = d.get("rules") or []
         gb: dict[str, float] = {}
@@ -71,11 +105,12 @@ def rows(reports: list[tuple[str, dict]]) -> list[schema.NodeRow]:
                     continue  # not a point gdsdiag wrote: no column for it
                 key = f"{p['rw']} {_bs(p['bs'])}"
                 gb[key] = max(gb.get(key, 0.0), p["gbps"])
-        import os
-
         out.append(
             {
-                "node": n.get("hostname") or os.path.basename(str(n.get("root") or "")) or path,
+                "node": label,
+                "hostname": n.get("hostname"),
+                "machine_id": n.get("machine_id"),
+                "boot_id": n.get("boot_id"),
                 "source": path,
                 "snapshot_id": n.get("snapshot_id", "?"),
                 "verdict": d.get("verdict", "?"),
@@ -90,23 +125,17 @@ def rows(reports: list[tuple[str, dict]]) -> list[schema.NodeRow]:
 
 def gbps_keys(rs: list[schema.NodeRow]) -> list[str]:
     """'read 64k' < 'read 1m' < 'write 64k': by pattern, then block size in bytes."""
-    from ..sweep.latency import parse_size
+    from ..units import parse_size
 
     keys = {k for r in rs for k in r["gbps"]}
     return sorted(keys, key=lambda k: (k.split()[0], parse_size(k.split()[1])))
 
 
 def rule_matrix(reports: list[tuple[str, dict]]) -> dict:
-    """rule -> {verdict: [nodes]} for every rule that is not PASS/SKIP everywhere."""
+    """rule -> {verdict: [nodes]} for every rule that is not PASS/SKIP everywhere (nodes named as
+    in rows())."""
     m: dict = {}
-    for path, d in reports:
-        import os
-
-        node = (
-            (d.get("node") or {}).get("hostname")
-            or os.path.basename(str((d.get("node") or {}).get("root") or ""))
-            or path
-        )
+    for (_path, d), node in zip(reports, labels(reports)):
         for r in d.get("rules") or []:
             m.setdefault(r["rule"], {}).setdefault(r["status"], []).append(node)
     return {k: v for k, v in m.items() if set(v) - {"PASS", "SKIP"}}

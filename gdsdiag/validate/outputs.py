@@ -47,7 +47,7 @@ def document(rep: ValidateReport) -> schema.ValidateDoc:
         "level": rep.level,
         "policy": rep.policy.to_json(),
         "verdict": rep.worst().value,
-        "exit_code": rep.exit_code(),
+        "exit_code": rep.exit_code,
         "counts": counts,
         "stopped_early": rep.stopped_early,
         "seconds": rep.seconds,
@@ -130,7 +130,7 @@ def prometheus(rep: ValidateReport, now: float | None = None) -> str:
     family(
         "gdsdiag_validate_exit_code",
         "Exit code of the last validation: 0 pass, 1 warn, 2 fail.",
-        [("", rep.exit_code())],
+        [("", rep.exit_code)],
     )
     family(
         "gdsdiag_validate_timestamp_seconds",
@@ -214,11 +214,17 @@ def render(console, rep: ValidateReport, verbose: bool = False) -> None:
     console.print(t)
     for r in rep.results:
         if r.status in (Status.FAIL, Status.WARN) or verbose:
-            console.print(f"[{STATUS_STYLE[r.status]}]{r.status.value}[/] {r.rule}: {_txt(r.summary)}")
+            # soft_wrap: never broken by the renderer, so a fix is copied whole from a pipe or a log
+            console.print(f"[{STATUS_STYLE[r.status]}]{r.status.value}[/] {r.rule}: {_txt(r.summary)}", soft_wrap=True)
             for e in r.evidence[:8]:
-                console.print(f"    evidence: {_plain(e.source)}: {_plain(e.value)}", markup=False, highlight=False)
+                console.print(
+                    f"    evidence: {_plain(e.source)}: {_plain(e.value)}",
+                    markup=False,
+                    highlight=False,
+                    soft_wrap=True,
+                )
             if r.fix:
-                console.print(f"    fix: {_plain(r.fix)}", markup=False, highlight=False)
+                console.print(f"    fix: {_plain(r.fix)}", markup=False, highlight=False, soft_wrap=True)
     if rep.stopped_early:
         console.print(f"[yellow]stopped early[/]: {_txt(rep.stopped_early)}")
     w = rep.worst()

@@ -65,7 +65,7 @@ SWEEP_KEYS = {
 
 
 def _size(v, key: str) -> int:
-    from ..sweep.latency import parse_size
+    from ..units import parse_size
 
     try:
         n = parse_size(str(v))

@@ -472,6 +472,7 @@ class ProofMatrix:
     def counts(self) -> dict[str, int]:
         return {r: sum(c.outcome.result == r for c in self.cells) for r in RESULTS}
 
+    @property
     def exit_code(self) -> int:
         if self.cells and all(c.outcome.result == "skipped" for c in self.cells):
             return EXIT_TOOL_ERROR  # nothing could be proved by this install
@@ -483,7 +484,7 @@ class ProofMatrix:
             "targets": [t.to_json() for t in self.targets],
             "cells": [c.to_json() for c in self.cells],
             "counts": self.counts(),  # type: ignore[typeddict-item]
-            "exit_code": self.exit_code(),
+            "exit_code": self.exit_code,
             "note": self.note,
             "probe": {"size": self.size, "bs": self.bs, "timeout_s": self.timeout_s},
             "seconds": self.seconds,

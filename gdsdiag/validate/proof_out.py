@@ -51,7 +51,7 @@ def render(console, m: ProofMatrix) -> None:
         )
     console.print(t)
     if m.note:
-        console.print(f"proof: {m.note}", markup=False, highlight=False)
+        console.print(f"proof: {m.note}", markup=False, highlight=False, soft_wrap=True)
     for c in m.cells:  # the lines again, unwrapped: what logs and grep see
         console.print(
             f"proof {c.gpu or '-'} {c.target.path}: {c.outcome.line}", markup=False, highlight=False, soft_wrap=True

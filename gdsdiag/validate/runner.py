@@ -8,7 +8,9 @@ A rule that could not be evaluated says SKIP with the reason; every rule appears
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -67,6 +69,7 @@ class ValidateReport:
     def worst(self) -> Status:
         return max((r.status for r in self.results), key=lambda s: ORDER[s], default=Status.PASS)
 
+    @property
     def exit_code(self) -> int:
         w = self.worst()
         return EXIT_FAIL if w == Status.FAIL else EXIT_WARN if w == Status.WARN else EXIT_OK
@@ -75,6 +78,28 @@ class ValidateReport:
         mix, _ = route_mix(self.sweeps)
         tot = sum(mix.values())
         return {k: v / tot for k, v in sorted(mix.items())} if tot else {}
+
+
+# The key of the app-specific node ids: systemd asks that /etc/machine-id never leave the host as it
+# is ("confidential", machine-id(5)) but be keyed per application, as sd_id128_get_machine_app_specific
+# does; the boot id is hashed the same way so a report carries neither raw id.
+_NODE_ID_KEY = b"gdsdiag.validate node id 1"
+_ID_TEXT = re.compile(r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}")
+
+
+def node_ids(fs) -> dict[str, str | None]:
+    """Which machine and which boot the report is of, as read under the root: ``machine_id`` from
+    /etc/machine-id (one installation; a cloned image that never regenerated it shares it), and
+    ``boot_id`` from /proc/sys/kernel/random/boot_id (the kernel's random id of this boot, the same
+    inside a container as on its host). Each None when absent (a snapshot captures neither) or not
+    an id. ``gdsdiag report`` tells nodes with one hostname apart by them."""
+    out: dict[str, str | None] = {}
+    for key, path in (("machine_id", "/etc/machine-id"), ("boot_id", "/proc/sys/kernel/random/boot_id")):
+        raw = (fs.read_text(path) or "").strip()
+        ok = _ID_TEXT.fullmatch(raw) and raw.replace("-", "").strip("0")
+        digest = hmac.new(_NODE_ID_KEY, raw.replace("-", "").lower().encode(), hashlib.sha256).hexdigest()
+        out[key] = f"hmac:{digest[:16]}" if ok else None
+    return out
 
 
 def snapshot_id(ctx) -> str:
@@ -201,10 +226,13 @@ def run(
         results.append(rule.evaluate(inp))
     import platform
 
+    ids = node_ids(ctx.fs)
     node: schema.Node = {
         "hostname": platform.node() if ctx.live else None,
         "root": ctx.fs.root,
         "snapshot_id": snapshot_id(ctx),
+        "machine_id": ids["machine_id"],
+        "boot_id": ids["boot_id"],
         "tool_version": __version__,
         "kernel": ctx.release,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -273,9 +273,10 @@ def _run(
     offset: int,
 ) -> Counts:
     """One chunk of one target's inputs in this process."""
+    import click
     from click.testing import CliRunner
 
-    from gdsdiag.cli import cli
+    from gdsdiag.cli import cli, exit_code_of
     from gdsdiag.errors import GdsdiagError
 
     # 1 GiB of address space above what the process holds now: an input that needs more ends in
@@ -309,13 +310,15 @@ def _run(
             signal.setitimer(signal.ITIMER_PROF, timeout)
             signal.setitimer(signal.ITIMER_REAL, timeout * 6)
             try:
-                res = runner.invoke(cli, argv, catch_exceptions=True)
+                # (not standalone: the command's report comes back, and its exit code with it)
+                res = runner.invoke(cli, argv, catch_exceptions=True, standalone_mode=False)
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 signal.setitimer(signal.ITIMER_PROF, 0)
                 out = res.output if isinstance(res.output, str) else ""
-                # a GdsdiagError is the clean end gdsdiag.cli.main turns into one line and its
-                # exit code (click's runner calls the group, not main)
-                if res.exception is not None and not isinstance(res.exception, (SystemExit, GdsdiagError)):
+                # a GdsdiagError (or click's usage error) is the clean end gdsdiag.cli.main turns into
+                # one line and its exit code (click's runner calls the group, not main)
+                clean = (SystemExit, GdsdiagError, click.ClickException)
+                if res.exception is not None and not isinstance(res.exception, clean):
                     if isinstance(res.exception, MemoryError):
                         problem = "mem", "MemoryError"
                     else:
@@ -324,8 +327,8 @@ def _run(
                     problem = "crash", "traceback: " + out.strip().splitlines()[-1][:120]
                 elif "gdsdiag: internal error" in out:
                     problem = "crash", "internal error: " + out.strip().splitlines()[-1][:120]
-                elif res.exit_code not in (0, 1, 2, 3, 4):
-                    problem = "crash", f"exit code {res.exit_code}"
+                elif res.exception is None and exit_code_of(res.return_value) not in (0, 1, 2, 3, 4):
+                    problem = "crash", f"exit code {exit_code_of(res.return_value)}"
             except Hang:
                 problem = "hang", "hang"
             finally:

@@ -4,22 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN
-
 if TYPE_CHECKING:
     from ..schema import explain as schema
 
 SCHEMA = "gdsdiag.explain/1"
 MAX_UNKNOWN = 500  # a huge unknown file must not make a huge document
-
-
-def exit_code(report) -> int:
-    worst = report.worst()
-    if worst == "error":
-        return EXIT_FAIL
-    if worst == "warn" or report.unknown_that_matter:
-        return EXIT_WARN
-    return EXIT_OK
 
 
 def _where(ln) -> schema.Where | None:
@@ -86,7 +75,7 @@ def document(report) -> schema.ExplainDoc:
             "unknown": len(report.unknown),
             "unknown_that_matter": len(report.unknown_that_matter),
         },
-        "exit_code": exit_code(report),
+        "exit_code": report.exit_code,
     }
 
 

@@ -24,7 +24,7 @@ def document(report) -> schema.CheckDoc:
             "SKIP": _count(report, "SKIP"),
             "INFO": _count(report, "INFO"),
         },
-        "exit_code": report.exit_code(),
+        "exit_code": report.exit_code,
         "problems": report.problems,
     }
     if report.gdscheck is not None:
