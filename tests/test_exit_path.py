@@ -45,7 +45,7 @@ USAGE_ERRORS = [
     (["sweep", "--dir", "/nonexistent"], "/nonexistent is not a directory"),
     (["sweep", "--dir", "/tmp", "--size", "4x"], "not a size"),
     (["sweep", "--dir", "/tmp", "--time", "3x"], "not a duration"),
-    (["exporter", "--port", "99999"], "99999 is not in the range"),
+    (["exporter", "--port", "99999"], "must be a whole number from 0 to 65535"),
     (["exporter", "--interval", "0"], "--interval '0': must be more than 0 s"),
     (["trace", "--duration", "-1"], "--duration '-1': must be more than 0 s"),
     (["trace", "--duration", "3x"], "not a duration"),
@@ -105,6 +105,8 @@ EXITS_ALLOWED = {
     "gdsdiag/commands/_common.py": "exit_leaving_heap, which cli.main calls for reports that ask for it",
     "gdsdiag/trace/tree.py": "the forked child of 'trace -- CMD' when its exec fails (os._exit before exec)",
     "gdsdiag/commands/sweep.py": "SIGTERM during a sweep raises SystemExit(143) so the sweep's file is removed",
+    "gdsdiag/signals.py": "a signal before cli.main's handlers exist (start-up imports) or after it ended: os._exit "
+    "with the signal's code at once (issue 24: a KeyboardInterrupt traceback)",
 }
 
 

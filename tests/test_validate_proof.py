@@ -335,7 +335,7 @@ def test_nfd_replaces_only_its_own_file(tmp_path, cpu_run):
         (["--nfd", "x.features"], "--nfd labels come from the proof matrix"),
         (["--proof"], "--proof needs a storage target"),
         (["--proof", "--path", "/var/tmp", "--proof-size", "1000"], "multiple of 1 MiB"),
-        (["--proof", "--path", "/var/tmp", "--proof-timeout", "0"], "must be a number > 0"),
+        (["--proof", "--path", "/var/tmp", "--proof-timeout", "0"], "must be more than 0 s"),
     ],
 )
 def test_usage_errors_exit_4_before_any_work(tmp_path, args, says):
