@@ -282,3 +282,26 @@ def test_prom_textfile_stays_readable_by_node_exporter(tmp_path):
     out = str(tmp_path / "v.prom")
     r = _gdsdiag("validate", "--from", H200, "--prom", out)
     assert r.returncode in (0, 1, 2) and stat.S_IMODE(os.stat(out).st_mode) == 0o644
+
+
+def test_diff_from_stdin_leaves_nothing_in_tmpdir_even_when_killed(tmp_path):
+    """`diff A -` kept stdin in a named file of TMPDIR: a SIGKILL left it there for good. It is now
+    an unnamed file (unlinked at once, read through /proc/self/fd), so no moment of the run leaves
+    a name behind: killed at several points, TMPDIR stays empty."""
+    import signal
+
+    from conftest import GDSDIAG
+
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmpdir))
+    for delay in (0.2, 0.4, 0.6, 0.9, None):
+        with open(H200, "rb") as stdin:
+            p = subprocess.Popen([*GDSDIAG, "diff", H200, "-"], stdin=stdin, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, env=env, cwd=REPO)  # fmt: skip
+            if delay is not None:
+                time.sleep(delay)
+                p.send_signal(signal.SIGKILL)
+            p.wait(timeout=60)
+        assert os.listdir(tmpdir) == [], (delay, os.listdir(tmpdir))
+    assert p.returncode == 0
