@@ -107,3 +107,23 @@ def test_data_never_drives_the_terminal(hostile, name, terminal):
     if not terminal:
         assert b"\x1b" not in out  # nothing of rich's either, on a pipe
     assert ";;BL" not in text and "X?]8;;B" not in text, "markup in the data was obeyed"
+
+
+def test_junit_and_prometheus_outputs_of_hostile_data_stay_well_formed(hostile, tmp_path):
+    """ElementTree writes ESC, BEL and NUL into XML as they are: a hostname or a cufile.json key
+    carrying one made `validate --junit` a file every JUnit parser refuses ("not well-formed")."""
+    import xml.etree.ElementTree as ET
+
+    junit, prom = tmp_path / "v.xml", tmp_path / "v.prom"
+    r = subprocess.run(
+        [*GDSDIAG, "validate", "--from", str(hostile / "hostile.tar.gz"), "--junit", str(junit), "--prom", str(prom)],
+        capture_output=True,
+        timeout=120,
+    )
+    assert r.returncode in (0, 1, 2), r.stderr[-500:]
+    ET.parse(junit)  # well-formed
+    assert "PWN" in junit.read_text()
+    text = prom.read_bytes()
+    assert b"\x1b" not in text and b"\x07" not in text
+    for line in text.decode().splitlines():  # every sample line is 'name{labels} value'
+        assert line.startswith("#") or line.startswith("gdsdiag_"), line

@@ -88,9 +88,11 @@ def junit_suite(m: ProofMatrix, hostname: str) -> ET.Element:
 
 def add_to_junit(xml: bytes, m: ProofMatrix, hostname: str) -> bytes:
     """validate's JUnit document with the proof suite appended (the rule suite is unchanged)."""
+    from .outputs import xml_safe
+
     root = ET.fromstring(xml)
     root.append(junit_suite(m, hostname))
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return ET.tostring(xml_safe(root), encoding="utf-8", xml_declaration=True)
 
 
 def _lv(v) -> str:
