@@ -411,3 +411,21 @@ def test_numa_map_nodes_are_bounded_ascii(tmp_path, v):
     f = os.path.join(lspci, sorted(os.listdir(lspci))[0])
     rc, _, err, _ = cli("topology", "--lspci", f, "--numa", v)
     assert rc in (3, 4) and one_line(err) and "--numa" in err, err
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "mounts: [{path: /x, min_gbps: {1m: .nan}}]",  # a NaN threshold compared False: it never failed
+        "cufile: {compat_pool: {concurrent_ios: 99999999999999999999999999, io_size: 1m}}",
+        "expect: {gpus: .inf}",
+        "drivers: {nvidia_fs_min: '2.25.٧'}",  # an Arabic-Indic digit in a minimum version
+        "drivers: {nvidia_min: '" + "9" * 5000 + "'}",
+        "sweep: {quick: {threads: [99999999999999999999999]}}",
+    ],
+)
+def test_policy_numbers_are_finite_bounded_and_versions_ascii(tmp_path, body):
+    p = tmp_path / "p.yaml"
+    p.write_text(body + "\n")
+    rc, _, err, _ = cli("validate", "--from", H200, "--policy", str(p))
+    assert rc == 3 and one_line(err) and "policy" in err, err
