@@ -105,8 +105,8 @@ EXITS_ALLOWED = {
     "gdsdiag/commands/_common.py": "exit_leaving_heap, which cli.main calls for reports that ask for it",
     "gdsdiag/trace/tree.py": "the forked child of 'trace -- CMD' when its exec fails (os._exit before exec)",
     "gdsdiag/commands/sweep.py": "SIGTERM during a sweep raises SystemExit(143) so the sweep's file is removed",
-    "gdsdiag/signals.py": "a signal before cli.main's handlers exist (start-up imports) or after it ended: os._exit "
-    "with the signal's code at once (issue 24: a KeyboardInterrupt traceback)",
+    "gdsdiag/signals.py": "a signal before the command's own handlers are in place (start-up imports): one "
+    "line and the signal's code at once, nothing else can run yet",
 }
 
 

@@ -17,7 +17,7 @@ from ._numbers import PORT
     "--port",
     default=9835,
     show_default=True,
-    type=PORT,  # ASCII digits (click.IntRange takes '١٢' and '1_000')
+    type=PORT,
     help="TCP port for /metrics (0: any free one).",
 )
 @click.option(
