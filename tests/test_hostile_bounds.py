@@ -310,19 +310,20 @@ def test_an_lspci_text_of_hundreds_of_gpus_and_nvme_is_refused_not_expanded(tmp_
     [
         "Reads : " + "a" * (10 << 20),  # a 10 MB word with no '=': every suffix was retried
         "a" + " " * (10 << 20),  # a counter name with no colon: lazy name and '\\s*' over one run
-        "Reads : " + "n=1 " * (2 << 20),  # 2 M counters (8 MB)
+        "Reads : " + "n=1 " * (1 << 20),  # 1 M counters (4 MB)
     ],
     ids=["long-word", "long-spaces", "many-counters"],
 )
 def test_nvfs_stats_parser_is_linear_on_a_long_line(line):
     """Issue 24: a long nvidia-fs stats line was quadratic in nvfs_proc (the 'name=value' and the
-    counter-line patterns). 10 MB now takes well under a second (quadratic: hours)."""
+    counter-line patterns). 10 MB now takes about a second (quadratic: hours; the bound leaves room
+    for a loaded machine)."""
     from gdsdiag.platform.nvfs_proc import parse_stats
 
     t = time.monotonic()
     parse_stats(line)
-    small = time.monotonic() - t
-    assert small < 5, small
+    took = time.monotonic() - t
+    assert took < 30, took
 
 
 def test_nvfs_stats_counters_are_bounded_ascii_numbers():
