@@ -64,6 +64,7 @@ LAYERS = {
     "gdsdiag.textparse": 0,
     "gdsdiag.jsontext": 0,
     "gdsdiag.signals": 0,
+    "gdsdiag.terminal": 0,
     "gdsdiag.units": 0,
     "gdsdiag.verdicts": 0,
 }

@@ -21,7 +21,7 @@ import tarfile
 import zlib
 from dataclasses import dataclass
 
-from ..bounded import MiB, human, open_user_file
+from ..bounded import MiB, human, open_user_file, read_capped
 from ..errors import GdsdiagError
 from .fsroot import AttrDir, FsRoot
 
@@ -140,8 +140,9 @@ class ArchiveRoot(FsRoot):
 
     def _load(self, path: str) -> None:
         lim = self.limits
-        with open_user_file(path, "snapshot", lim.archive_bytes, "re-create it with gdsdiag snapshot -o FILE") as f:
-            raw = f.read(lim.archive_bytes + 1)
+        fix = "re-create it with gdsdiag snapshot -o FILE"
+        with open_user_file(path, "snapshot", lim.archive_bytes, fix) as f:
+            raw = read_capped(f, lim.archive_bytes, path, fix)
         stream = _decompress(raw, lim.stream_bytes, path)
         del raw
         bad = ("is not a readable tar archive", "re-create it with gdsdiag snapshot -o FILE")

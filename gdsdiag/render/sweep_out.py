@@ -181,9 +181,16 @@ class LineProgress:
         pass
 
 
+def _escape(s: str) -> str:
+    from rich.markup import escape
+
+    return escape(s)  # a directory name is shown, never read as markup
+
+
 def table(report) -> Table:
     t = Table(
-        title=f"gdsdiag sweep — {report.config.directory} ({human_size(report.config.size)} file)", box=box.SIMPLE_HEAD
+        title=f"gdsdiag sweep — {_escape(str(report.config.directory))} ({human_size(report.config.size)} file)",
+        box=box.SIMPLE_HEAD,
     )
     fio = any(p.fio for p in report.points)
     cols = [

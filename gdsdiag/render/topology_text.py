@@ -183,7 +183,7 @@ def matrix(topo: Topology, pairs: list[PairAnalysis], width: int = 200) -> list[
         t = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False)
         t.add_column("", no_wrap=True, min_width=head_w)
         for i in chunk:
-            t.add_column(cols[i][0], no_wrap=True, min_width=widths[i] - 2)
+            t.add_column(Text(cols[i][0]), no_wrap=True, min_width=widths[i] - 2)  # (a NIC's name is the node's)
         t.add_column("CPU Affinity", no_wrap=True)
         t.add_column("NUMA Affinity", no_wrap=True)
         if gpu_numa:

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 from ..errors import GdsdiagError, UsageError
-from ..routes import mix_json, mix_of
 from . import blockstat, files
 from .engines import (
     ALL_MODES,
@@ -342,7 +341,7 @@ def _point(cfg: SweepConfig, eng, spec: PointSpec, sf, fio_runner, dev_path, pro
     summary = summarize_hist(res.hist, res.ops, res.nbytes, res.seconds, res.lat_min_ns, res.lat_max_ns, res.lat_sum_ns)
     eng.summarize(summary, spec, res)
     summary["max_gap_ms"] = round(res.max_gap_ns / 1e6, 3)
-    route, detail, warning = eng.route_end(route0)
+    route, detail, warning, mix = eng.route_end(route0)
     rec = PointRecord(
         spec.mode,
         spec.rw,
@@ -356,11 +355,9 @@ def _point(cfg: SweepConfig, eng, spec: PointSpec, sf, fio_runner, dev_path, pro
         route_warning=warning,
         iodepth=cfg.iodepth,
         loop=res.loop,
+        route_mix=mix or {},
         verify_seconds=round(res.verify_seconds, 4),
     )
-    # the counts the route label was made of (a batch point's batch counters), as Routes
-    counts = detail.get("cufile_batch_stats") or (detail.get("cufile_stats") or {}).get("routes") or {}
-    rec.route_mix = mix_json(mix_of(counts))
     if not spec.is_read and cfg.verify:
         checked, bad, secs = verify_written(sf, written_ranges(res.written, eng.written_unit(spec)))
         if bad is not None:

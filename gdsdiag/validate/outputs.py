@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
@@ -61,6 +62,23 @@ def _count(rep: ValidateReport, st: Status) -> int:
     return sum(1 for r in rep.results if r.status == st)
 
 
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_safe(root: ET.Element) -> ET.Element:
+    """Characters XML 1.0 cannot carry (ESC, BEL, NUL... from a hostname, a mount path or a log
+    line) as '?' in every attribute and text: ElementTree writes them as they are, and a CI's
+    JUnit parser then refuses the whole file ("not well-formed (invalid token)")."""
+    for el in root.iter():
+        for k, v in el.attrib.items():
+            el.set(k, _NOT_XML.sub("?", v))
+        if el.text:
+            el.text = _NOT_XML.sub("?", el.text)
+        if el.tail:
+            el.tail = _NOT_XML.sub("?", el.tail)
+    return root
+
+
 def junit(rep: ValidateReport) -> bytes:
     suites = ET.Element("testsuites", name="gdsdiag validate")
     suite = ET.SubElement(
@@ -91,7 +109,7 @@ def junit(rep: ValidateReport) -> bytes:
         else:
             # JUnit has no "warning": a WARN passes and says so in its output
             ET.SubElement(tc, "system-out").text = f"{r.status.value}: {detail}"
-    return ET.tostring(suites, encoding="utf-8", xml_declaration=True)
+    return ET.tostring(xml_safe(suites), encoding="utf-8", xml_declaration=True)
 
 
 def _lv(v) -> str:
