@@ -79,7 +79,10 @@ DMESG_RX = re.compile(r"^\s*\[\s*(?P<time>\d+\.\d+)\]\s?(?P<msg>.*)$")
 GDSIO_RX = re.compile(r"^IoType: \w+ XferType: \w+|(^|[\s/$])gdsio(_verify)?\s+-|file register error:")
 GDSCHECK_RX = re.compile(
     r"^\s*(GDS release version|DRIVER CONFIGURATION:|cuFile CONFIGURATION:|CUFILE CONFIGURATION:|"
-    r"Platform verification (succeeded|failed)|--rdma_device_status)"
+    r"Platform verification (succeeded|failed)|--rdma_device_status|"
+    # a paste of only the DRIVER CONFIGURATION rows (gds-nvidia-fs#4): the row shape itself
+    r"(NVMe|NVMeOF|NVMe P2PDMA|SCSI|ScaleFlux CSD|NVMesh|DDN EXAScaler|IBM Spectrum Scale|NFS|BeeGFS|WekaFS"
+    r"|Userspace RDMA)\s*:\s*(Supported|Unsupported)\s*$)"
 )
 # NVIDIA's gds_stats (cuFile user-space counters of a running process)
 GDS_STATS_RX = re.compile(r"^\s*(cuFile STATS VERSION\s*:|GLOBAL STATS:|PER_GPU STATS:|READ-WRITE SIZE HISTOGRAM\s*:)")

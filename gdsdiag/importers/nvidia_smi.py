@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from ..bounded import ascii_int
 from ..errors import GdsdiagError
 
-ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
+# the underline nvidia-smi puts on the header; also its remnants once a paste lost the ESC byte
+# ('[4mGPU0 ... GPU NUMA ID[0m', seen in an sglang check_env paste), only where they can stand
+ANSI_RE = re.compile(r"\x1b\[[0-9;]*m|\[[0-9]{1,2}m(?=GPU0)|(?<=\S)\[[0-9]{1,2}m(?=\s*$)")
 LEVELS = {"X", "PIX", "PXB", "PHB", "NODE", "SYS", "SOC"}
 AFFINITY_HEADERS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 

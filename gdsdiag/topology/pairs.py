@@ -345,6 +345,11 @@ class _Between:
     reasons: list[str]  # NUMA and p2pdma reasons, in the order analyse_pair gives them
 
 
+def _placement_unknown(d: Device) -> bool:
+    top = d.ancestors()[-1] if d.ancestors() else d
+    return top.fn.placement_unknown
+
+
 def _between(topo: Topology, a: Device, b: Device) -> _Between:
     up_a, common, up_b = _split_at_common(a, b)
     reasons: list[str] = []
@@ -354,6 +359,12 @@ def _between(topo: Topology, a: Device, b: Device) -> _Between:
     # --- labels ---
     if common is not None:
         smi = SmiLevel.PIX if len(_units(up_a + [common] + up_b)) <= 1 else SmiLevel.PXB
+    elif _placement_unknown(a) or _placement_unknown(b):
+        smi = SmiLevel.UNKNOWN
+        reasons.append(
+            "where a device attaches is not known (the lspci excerpt lacks its upstream bridge and has no "
+            "'lspci -tv'): the path between the two cannot be told"
+        )
     elif hb_a == hb_b:
         smi = SmiLevel.PHB
     elif numa_a is not None and numa_b is not None and numa_a != numa_b:
