@@ -23,8 +23,10 @@ def heldout(kind, name):
     return os.path.join(HELDOUT, kind, name)
 
 
-def _run(*args):
-    return subprocess.run([*GDSDIAG, *args], capture_output=True, text=True, cwd=REPO)
+def _run(*args, env=None):
+    return subprocess.run(
+        [*GDSDIAG, *args], capture_output=True, text=True, cwd=REPO, env={**os.environ, **(env or {})}
+    )
 
 
 def _smi_cells(name):
@@ -286,6 +288,35 @@ def test_explain_capture_as_the_thread_shows(key):
         assert s in r.stdout, s
     for s in absent:
         assert s not in r.stdout, s
+
+
+# --- cufile.json (read where libcufile reads it: CUFILE_ENV_PATH_JSON on the live node) --------------
+
+
+def _cufile_checks(name):
+    f = heldout("cufile-json", name)
+    r = _run("check", "--json", env={"CUFILE_ENV_PATH_JSON": f})
+    checks = {c["id"]: c for c in json.loads(r.stdout)["checks"]}
+    assert checks["cufile.json"]["status"] == "PASS" and f in checks["cufile.json"]["summary"]
+    return checks
+
+
+def test_cufile_json_with_compat_mode_off():
+    # TomAugspurger/kvikio-zarr-v3: NVIDIA's commented template with allow_compat_mode false
+    checks = _cufile_checks("kvikio-zarr-v3-allow-compat-false.json")
+    assert checks["cufile.allow_compat"]["summary"] == "allow_compat_mode = False"
+    assert "cufile.dynamic_routing" not in checks  # rdma_dynamic_routing false: nothing to judge
+    assert checks["cufile.logging"]["summary"].startswith("level ERROR, dir unset")
+
+
+def test_cufile_json_with_dynamic_routing_on():
+    # gadorlhiac/test_cufile: compat allowed, dynamic routing on (SYS_MEM third: no DRAM-bounce warning),
+    # DEBUG logging, cufile_stats 3
+    checks = _cufile_checks("test-cufile-dynamic-routing-weka-addrs.json")
+    assert checks["cufile.allow_compat"]["summary"] == "allow_compat_mode = True"
+    dr = checks["cufile.dynamic_routing"]
+    assert dr["status"] == "INFO" and dr["summary"] == "on, order GPU_MEM_NVLINKS, GPU_MEM, SYS_MEM, P2P"
+    assert checks["cufile.stats"]["summary"] == "profile.cufile_stats = 3"
 
 
 def test_every_heldout_capture_is_scored():
