@@ -162,6 +162,40 @@ def test_elided_tree_fragment_is_refused_in_one_line():
     assert r.stderr.count("\n") == 1 and "no lspci tree or device blocks found" in r.stderr
 
 
+def _pairs(d):
+    label = {x["bdf"]: x["label"] or x["bdf"] for x in d["devices"]}
+    return {(label[p["a"]], label[p["b"]]): p for p in d["pairs"]}
+
+
+def test_kata_vm_gpu_and_nic_on_one_virtual_switch_are_pix():
+    # kata-containers docs/design/kata-vra.md: hotplug on switch ports, one A100X + one BlueField per switch
+    r, d = _topo_json(heldout("lspci-tree", "kata-vra-q35-vm-gpu-nic-pairs-on-switch-ports.txt"))
+    assert r.returncode == 0, r.stderr
+    pairs = _pairs(d)
+    assert pairs[("GPU0", "0000:04:00.0")]["nvidia_smi"] == "PIX"
+    assert pairs[("GPU1", "0000:07:00.0")]["nvidia_smi"] == "PIX"
+    assert pairs[("GPU0", "GPU1")]["nvidia_smi"] == "PHB"
+    # ACS of the virtual switch ports is not in an lspci -tv text: no P2P verdict is claimed
+    assert {p["p2p"] for p in pairs.values()} == {"UNKNOWN"}
+
+
+def test_kata_vm_root_line_indented_by_the_paste_is_still_read():
+    """kata-vra.md's root-port VM: the doc's root line ' -[0000:00]-+-00.0' carries a leading blank
+    its children do not. Before the fix: exit 3 'cannot place lspci tree entry at column 13'.
+    The doc's truth: every GPU and NIC alone on a root port (no switch), so no GPU-NIC pair is PIX."""
+    r, d = _topo_json(heldout("lspci-tree", "kata-vra-q35-vm-gpus-nics-on-root-ports.txt"))
+    assert r.returncode == 0, r.stderr
+    pairs = _pairs(d)
+    assert len(pairs) == 6 and {p["nvidia_smi"] for p in pairs.values()} == {"PHB"}
+    assert {p["p2p"] for p in pairs.values()} == {"UNKNOWN"}  # host bridge named but its id unknown
+
+
+def test_hand_aligned_tree_is_refused_not_guessed():
+    # kata-vra.md's last tree: the '\-01.0' under bus 0a sits one column right of its sibling (hand-edited)
+    r = _run("topology", "--lspci", heldout("lspci-tree", "kata-vra-q35-vm-nics-behind-pcie-to-pci-bridge.txt"))
+    assert r.returncode == 3 and "cannot place lspci tree entry at column 43" in r.stderr
+
+
 # --- explain: gdscheck, cufile.log, dmesg, nvidia-fs stats, gdsio --------------------------------------
 
 EXPLAIN_TRUTH = {

@@ -207,6 +207,11 @@ def parse_tree(text: str) -> list[PciFunction]:
             nxt = TREE_DEV_RE.search(line, root.end())
             if nxt:
                 col_parent[nxt.start()] = (dom, bus, None)
+                # lspci prints a root line from column 0; leading blanks on it are the paste's (a
+                # markdown block, a prompt's indent): its children may sit that much further left
+                lead = len(line) - len(line.lstrip(" "))
+                if lead:
+                    col_parent.setdefault(nxt.start() - lead, (dom, bus, None))
         pos = root.end() if root else 0
         while True:
             m = TREE_DEV_RE.search(line, pos)
