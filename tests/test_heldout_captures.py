@@ -309,6 +309,20 @@ EXPLAIN_TRUTH = {
         [],
     ),
     ("gdsio", "gds-nvidia-fs78-gpud-write-4k-env-prefix.txt"): (0, "gdsio", ["WRITE      GPUD", "0.013"], []),
+    # before the fix: 'unrecognised text', 4 unknown lines (gdsio's failure lines without its command line)
+    ("gdsio", "gds-nvidia-fs57-xe9680-write-io-failed-ret-5.txt"): (
+        2,
+        "gdsio",
+        ["a gdsio I/O failed and gdsio stopped", "IOMMU off or in passthrough", "0 unknown"],
+        [],
+    ),
+    # before the fix: 'unrecognised text', exit 0 (an nvidia-fs kernel line without dmesg's timestamp)
+    ("dmesg", "gds-nvidia-fs57-xe9680-rdma-version-not-set.txt"): (
+        2,
+        "dmesg",
+        ["nvidia-fs has no RDMA registration for the GPU buffer", "0 unknown"],
+        [],
+    ),
 }
 
 
