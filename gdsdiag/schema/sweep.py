@@ -28,6 +28,7 @@ class Config(TypedDict):
     verify: bool
     iodepth: int
     compare_fio: bool
+    fio_jobs: str | None  # --compare-fio: "process" (fio's default), "thread" or "both"; else null
 
 
 # "p99.9" is not an identifier: the functional form

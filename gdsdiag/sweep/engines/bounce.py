@@ -9,18 +9,9 @@ import os
 
 from ..files import host_buffer
 from . import gpu
+from .base import EngineDefaults, Point
 from .base import Worker as _Worker
 from .host import HostBuffers, psync_or_uring
-
-GPU = True
-
-
-def open_point(point) -> None:
-    point.shared["cp"] = gpu.cupy()
-
-
-def close_point(point) -> None:
-    pass
 
 
 class Worker(gpu.GpuPattern, HostBuffers, _Worker):
@@ -77,3 +68,20 @@ class Worker(gpu.GpuPattern, HostBuffers, _Worker):
                 del self.host
             self.cp.cuda.runtime.hostUnregister(int(self.point.ffi.cast("uintptr_t", self.job.host_buf)))
         self.free_host()
+
+
+class BounceEngine(EngineDefaults):
+    mode = "bounce"
+    gpu = True
+    queued = True
+    uring = True
+    route = "DRAM_BOUNCE"
+
+    def open_point(self, point: Point) -> None:
+        point.shared["cp"] = gpu.cupy()
+
+    def worker(self, point: Point, idx: int) -> Worker:
+        return Worker(point, idx)
+
+
+ENGINE = BounceEngine()
