@@ -103,6 +103,39 @@ def test_nvidia_smi_capture_cells_as_the_thread_shows(name):
         assert m.numa == {}  # no NUMA Affinity column: unknown, not guessed
 
 
+def test_nvidia_smi_command_glued_to_the_header_is_split_off():
+    """aikitoria/open-gpu-kernel-modules#12: 'nvidia-smi topo -m      GPU0    GPU1 ...' on one line.
+    Before the fix: exit 3 'no nvidia-smi topo -m matrix found'. Truth: GPU0-GPU1 PHB, NUMA 0."""
+    name = "aikitoria12-2x5070-command-glued-to-header.txt"
+    assert _smi_cells(name) == {("GPU0", "GPU1"): "PHB", ("GPU1", "GPU0"): "PHB"}
+    m = nvidia_smi.parse(open(heldout("nvidia-smi-topo", name)).read())
+    assert m.numa == {"GPU0": 0, "GPU1": 0}
+    assert m.split_glued == ["line 4: the command 'nvidia-smi topo -m' and the header"]
+
+
+def test_nvidia_smi_paste_with_a_p2p_matrix_after_it_reads_only_topo_m():
+    # aikitoria/open-gpu-kernel-modules#13: topo -m, then prompts and 'topo -p2p p' (all OK)
+    name = "aikitoria13-5gpu-epyc-topo-m-then-p2p-p-prompts-excerpt.txt"
+    cells = _smi_cells(name)
+    assert len(cells) == 20 and cells[("GPU3", "GPU4")] == "PHB" and cells[("GPU0", "GPU4")] == "NODE"
+    assert "OK" not in cells.values()
+    m = nvidia_smi.parse(open(heldout("nvidia-smi-topo", name)).read())
+    assert any("GPU0\\tX\\tOK" in u for u in m.unread)  # the p2p matrix is named as not part of it
+
+
+def test_nvidia_smi_topo_p2p_output_is_named_not_misread():
+    # noonghunna/club-3090#1124: the 'topo -p2p rw' matrix (GNS between two GeForce 5090s)
+    r = _run(
+        "topology",
+        "--from",
+        SNAPSHOT,
+        "--nvidia-smi",
+        heldout("nvidia-smi-topo", "club3090-1124-2x5090-topo-p2p-rw-matrix-not-topo-m.txt"),
+    )
+    assert r.returncode == 3 and r.stdout == ""
+    assert "this is 'nvidia-smi topo -p2p' output" in r.stderr and r.stderr.count("\n") == 1
+
+
 def test_nvidia_smi_ansi_remnant_capture_keeps_its_nic_legend():
     m = nvidia_smi.parse(open(heldout("nvidia-smi-topo", "sglang-env-8gpu-9nic-ansi-header-bond.txt")).read())
     assert m.nic_legend["NIC8"] == "mlx5_bond_0"
