@@ -239,12 +239,6 @@ EXPLAIN_TRUTH = {
         ["NVMe cannot use GDS on this node", "NVMe P2PDMA        : Unsupported"],
         [],
     ),
-    ("gdscheck", "gds-nvidia-fs77-gdscheck.py-1.16-virtiofs-min-version-prompt-excerpt.txt"): (
-        1,
-        "gdscheck",
-        ["NVMe cannot use GDS on this node", "the gdscheck command line, as pasted"],
-        [],
-    ),
     ("gdscheck", "gds-nvidia-fs31-rocky8.6-gds1.7-nvme-unsupported-prompt-excerpt.txt"): (
         1,
         "gdscheck",
@@ -270,12 +264,6 @@ EXPLAIN_TRUTH = {
         ["NVMe cannot use GDS on this node", "0 unknown"],
         ["unrecognised text"],
     ),
-    ("cufile-log", "gds-nvidia-fs75-h200-p2pdma-errornum-801.txt"): (
-        1,
-        "cufile-log",
-        ["the GPU does not offer PCI P2PDMA", "CUDA_ERROR_NOT_SUPPORTED"],
-        [],
-    ),
     # before the fix: 'Config doesn't support PCIP2PDMA' was an unknown line
     ("cufile-log", "gds-nvidia-fs78-info-config-no-pcip2pdma-excerpt.txt"): (
         1,
@@ -290,48 +278,12 @@ EXPLAIN_TRUTH = {
         ["'gds path' is GPU-direct"],
         ["compat mode (POSIX"],
     ),
-    ("cufile-log", "gds-nvidia-fs31-nvfs-not-loaded-cuinit-no-device-excerpt.txt"): (
-        2,
-        "cufile-log",
-        ["nvidia-fs kernel module is not loaded", "the CUDA driver did not initialise", "this file uses compat mode"],
-        [],
-    ),
-    ("cufile-log", "tinygrad51-rtx4090-nvme-not-registered-handle-register-excerpt.txt"): (
-        2,
-        "cufile-log",
-        ["the nvme driver is not registered with nvidia-fs", "CU_FILE_IO_NOT_SUPPORTED (5008)"],
-        [],
-    ),
-    ("cufile-log", "aikitoria17-rtx5090-nvfs-map-ioctl-einval-excerpt.txt"): (
-        2,
-        "cufile-log",
-        ["nvidia-fs could not map the GPU buffer", "0 unknown"],
-        [],
-    ),
     # before the fix: 'cuFileBufRegister error cufile success' was an unknown error line
     ("cufile-log", "gds-nvidia-fs19-sample-labels-bufregister-nvme-not-registered-excerpt.txt"): (
         2,
         "cufile-log",
         ["the nvme driver is not registered with nvidia-fs", "cuFileBufRegister failed (its error text reads"],
         ["1 of them error/warning lines"],
-    ),
-    ("cufile-log", "gds-nvidia-fs62-new-fs-udev-dev-0-53-dm0-excerpt.txt"): (
-        2,
-        "cufile-log",
-        ["no udev device for the file's device number", "the block device type is not supported by GDS"],
-        [],
-    ),
-    ("cufile-log", "gds-nvidia-fs4-peermem-not-loaded-bar-usage-excerpt.txt"): (
-        2,
-        "cufile-log",
-        ["GPU BAR1 budget exhausted", "nvidia_peermem not loaded"],
-        [],
-    ),
-    ("dmesg", "gds-nvidia-fs72-h20-nvidia_fs-no-symbol-version.txt"): (
-        1,
-        "dmesg",
-        ["nvidia-fs was built without symbol versions of the NVIDIA driver"],
-        [],
     ),
     # routine: the nvidia-fs source logs 'IO state TERMINATED' on every munmap that finds no I/O in flight
     ("dmesg", "gds-nvidia-fs46-nvfs-ioctl-map-munmap-terminated.txt"): (0, "dmesg", ["nvidia-fs driver activity"], []),
