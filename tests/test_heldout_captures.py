@@ -74,6 +74,12 @@ SMI_TRUTH = {
         {"GPU2": 0, "GPU3": 1, "GPU4": 2},
         96,
     ),
+    # a Slurm job's view: 2 GPUs (NV12) PXB to NIC0/NIC1, NUMA 3 (what dask-cuda needs, per the thread)
+    "dask-cuda1358-slurm-2gpu-10nic-nv12-numa3-excerpt.txt": (
+        {("GPU0", "GPU1"): "NV12", ("GPU0", "NIC1"): "PXB", ("GPU1", "NIC2"): "SYS"},
+        {"GPU0": 3, "GPU1": 3},
+        22,
+    ),
     "vllm29944-8gpu-10nic-nv18-excerpt.txt": (
         {("GPU0", "NIC3"): "PIX", ("GPU3", "NIC0"): "PIX", ("GPU4", "NIC5"): "PIX"},
         {"GPU4": 1},
@@ -160,6 +166,24 @@ def test_plain_lspci_grep_of_switch_ports_invents_no_root_ports():
     assert len(roles) == 8 and set(roles.values()) == {"bridge"}, roles
     t = _run("topology", "--lspci", heldout("lspci-plain", "nccl19-supermicro-7048gr-lspci-grep-plx-excerpt.txt"))
     assert "placement not known for 0000:03:00.0" in t.stdout and "'lspci -tv'" in t.stdout
+
+
+def test_indented_plain_lspci_paste_is_read_and_gpu_pairs_stay_unknown():
+    """siderolabs/talos#9121: a plain 'lspci' excerpt of a Sapphire Rapids box with four H100
+    ('Device 2330'), every line indented by one space. Before the fix: exit 3 'no lspci tree or
+    device blocks found'. The text holds no parent bridges, so where the GPUs attach (and so the
+    path between them) is unknown, and said so."""
+    f = heldout("lspci-plain", "talos9121-spr-4xh100-broadcom-switch-mgmt-indented-excerpt.txt")
+    r, d = _topo_json(f)
+    assert r.returncode == 0, r.stderr
+    gpus = [x["bdf"] for x in d["devices"] if x["role"] == "gpu"]
+    assert gpus == ["0000:1a:00.0", "0000:1b:00.0", "0000:1c:00.0", "0000:1d:00.0"]
+    pairs = [p for p in d["pairs"] if p["b_role"] == "gpu"]
+    assert len(pairs) == 12 and {p["nvidia_smi"] for p in pairs} == {"?"} and {p["p2p"] for p in pairs} == {"UNKNOWN"}
+    assert all(any("where a device attaches is not known" in x for x in p["reasons"]) for p in pairs)
+    assert not any(s.startswith("host-bridge") for p in pairs for s in p["path"])
+    t = _run("topology", "--lspci", f, "--tree")
+    assert "bus 0000:1a (upstream not in the input)" in t.stdout and "host bridge 0000:1a" not in t.stdout
 
 
 def test_vvv_excerpt_acs_redirect_above_the_first_header_is_not_dropped():

@@ -9,6 +9,7 @@ extended capabilities, so ACS then comes from the ``ACSCtl:`` line. Without a du
 
 from __future__ import annotations
 
+import os
 import re
 
 from ..errors import GdsdiagError
@@ -64,6 +65,21 @@ def parse_acsctl(line: str) -> AcsControl | None:
             return None
         vals.append(m.group(1) == "+")
     return AcsControl(*vals)
+
+
+def dedent_paste(text: str) -> str:
+    """The text without the indent a paste put in front of every line (a forum quote, a markdown
+    list, ' 1a:00.0 3D controller: ...'): the whitespace all non-blank lines share is removed, so
+    lspci's own column-0 headers and tree roots are at column 0 again. '#' lines (a capture's
+    header) are left out of the count and kept as they are."""
+    lines = text.splitlines()
+    body = [ln for ln in lines if ln.strip() and not ln.startswith("#")]
+    if not body:
+        return text
+    common = os.path.commonprefix([ln[: len(ln) - len(ln.lstrip())] for ln in body])
+    if not common:
+        return text
+    return "\n".join(ln if ln.startswith("#") or not ln.strip() else ln[len(common) :] for ln in lines) + "\n"
 
 
 def headless_acsctl_lines(text: str) -> list[AcsControl | None]:

@@ -138,7 +138,7 @@ def from_lspci(paths, numa_spec: str | None = None) -> Topology:
     greps: list[tuple[str, list[AcsControl | None]]] = []
     unnamed: list[tuple[str, list[AcsControl | None]]] = []  # ACSCtl lines whose device header was cut off
     for p in paths:
-        text = read_user_text(p, "lspci output")
+        text = lspci.dedent_paste(read_user_text(p, "lspci output"))
         tree = []
         if re.search(r"^[ |+\\-]*\[[0-9a-f]{4,8}:[0-9a-f]{2}\]-", text, re.M):
             tree = lspci.parse_tree(text)

@@ -350,6 +350,11 @@ def _placement_unknown(d: Device) -> bool:
     return top.fn.placement_unknown
 
 
+def _top_label(d: Device, hb: str) -> str:
+    # an lspci excerpt's bus whose upstream is missing is not known to be a host bridge
+    return f"bus {hb} (upstream unknown)" if _placement_unknown(d) else f"host-bridge {hb}"
+
+
 def _between(topo: Topology, a: Device, b: Device) -> _Between:
     up_a, common, up_b = _split_at_common(a, b)
     reasons: list[str] = []
@@ -392,11 +397,11 @@ def _between(topo: Topology, a: Device, b: Device) -> _Between:
     if common is not None:
         path.append(common.fn.bdf)
     else:
-        path.append(f"host-bridge {hb_a}")
+        path.append(_top_label(a, hb_a))
         if hb_b != hb_a:
             if smi == SmiLevel.SYS:
                 path += [f"NUMA{numa_a}", f"NUMA{numa_b}"]
-            path.append(f"host-bridge {hb_b}")
+            path.append(_top_label(b, hb_b))
     path += [d.fn.bdf for d in reversed(up_b)]
     mid_hops = [h for h in (_hop(d) for d in up_a + up_b) if h is not None]
     mid_narrowest = None
