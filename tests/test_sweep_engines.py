@@ -27,7 +27,7 @@ def test_every_mode_is_one_engine_in_the_table():
     assert [m for m, e in ENGINES.items() if not e.gpu] == ["host"]
     assert {m for m, e in ENGINES.items() if e.cufile} == {"cufile", "cufile-async", "cufile-batch", "kvikio"}
     assert {m for m, e in ENGINES.items() if e.queued} == {"host", "bounce", "cufile-batch", "cufile-async"}
-    assert ENGINES["host"].route_end(ENGINES["host"].route_start()) == ("HOST", {}, None)
+    assert ENGINES["host"].route_end(ENGINES["host"].route_start()) == ("HOST", {}, None, None)
     assert ENGINES["bounce"].route_end(None)[0] == "DRAM_BOUNCE"
 
 

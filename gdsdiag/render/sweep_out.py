@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..units import human_size
+from ..verdicts import style
 
 
 def _eta_text(seconds: float | None) -> str:
@@ -180,9 +181,16 @@ class LineProgress:
         pass
 
 
+def _escape(s: str) -> str:
+    from rich.markup import escape
+
+    return escape(s)  # a directory name is shown, never read as markup
+
+
 def table(report) -> Table:
     t = Table(
-        title=f"gdsdiag sweep — {report.config.directory} ({human_size(report.config.size)} file)", box=box.SIMPLE_HEAD
+        title=f"gdsdiag sweep — {_escape(str(report.config.directory))} ({human_size(report.config.size)} file)",
+        box=box.SIMPLE_HEAD,
     )
     fio = any(p.fio for p in report.points)
     cols = [
@@ -221,7 +229,7 @@ def table(report) -> Table:
             )
             continue
         lat = s["lat_us"]
-        route = Text(p.route, style="red" if p.route_warning else "green" if p.route in ("NVFS", "P2PDMA") else "")
+        route = Text(p.route, style="red" if p.route_warning else style(p.route))
         t.add_row(
             p.mode,
             p.rw,
@@ -427,11 +435,11 @@ def write_plot(report, path) -> None:  # a path, or the file object the command 
                     continue
                 th = max(p.threads for p in pts)
                 pts = sorted((p for p in pts if p.threads == th), key=lambda p: p.bs)
-                style = "-" if not rw.startswith("rand") else "--"
+                line = "-" if not rw.startswith("rand") else "--"
                 ax.plot(
                     [p.bs for p in pts],
                     [p.summary["gbps"] for p in pts],
-                    style,
+                    line,
                     marker="o",
                     label=f"{mode} {rw} ({th} thr) [{pts[-1].route}]",
                 )

@@ -88,6 +88,7 @@ class Point(TypedDict):
     loop: Loop
     verify_seconds: float
     fio: dict[str, object] | None  # --compare-fio only
+    route_mix: dict[str, int]  # I/Os per route as cuFile's counters saw them ({} when not measured)
 
 
 class SweepDoc(TypedDict):

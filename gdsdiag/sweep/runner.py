@@ -90,6 +90,7 @@ class PointRecord:
     loop: dict = field(default_factory=dict)  # {"kind": "c"|"python", "engine": ..., "why": ...}
     verify_seconds: float = 0.0  # generating/checking data (not in the latencies)
     fio: dict | None = None  # --compare-fio: fio's figures and the ratio
+    route_mix: dict[str, int] = field(default_factory=dict)  # I/Os per Route (routes.mix_json); {} unmeasured
 
     def to_json(self) -> schema.Point:
         # the fields, in their order, are the document's keys, as they always were: Point types
@@ -340,7 +341,7 @@ def _point(cfg: SweepConfig, eng, spec: PointSpec, sf, fio_runner, dev_path, pro
     summary = summarize_hist(res.hist, res.ops, res.nbytes, res.seconds, res.lat_min_ns, res.lat_max_ns, res.lat_sum_ns)
     eng.summarize(summary, spec, res)
     summary["max_gap_ms"] = round(res.max_gap_ns / 1e6, 3)
-    route, detail, warning = eng.route_end(route0)
+    route, detail, warning, mix = eng.route_end(route0)
     rec = PointRecord(
         spec.mode,
         spec.rw,
@@ -354,6 +355,7 @@ def _point(cfg: SweepConfig, eng, spec: PointSpec, sf, fio_runner, dev_path, pro
         route_warning=warning,
         iodepth=cfg.iodepth,
         loop=res.loop,
+        route_mix=mix or {},
         verify_seconds=round(res.verify_seconds, 4),
     )
     if not spec.is_read and cfg.verify:

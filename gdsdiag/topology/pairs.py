@@ -311,7 +311,7 @@ def _compute_hop(d: Device) -> LinkHop | None:
     limit_speed = [s for s in (link.max_speed_gts, d.parent.fn.link.max_speed_gts if d.parent else None) if s]
     limit_width = [w for w in (link.max_width, d.parent.fn.link.max_width if d.parent else None) if w]
     down = False
-    if link.known:
+    if link.speed_gts and link.width:  # (link.known)
         if limit_speed and link.speed_gts < min(limit_speed) - 0.01:
             down = True
         if limit_width and link.width < min(limit_width):
@@ -546,9 +546,10 @@ def host_bridge_allows(topo: Topology, hb_a: str, hb_b: str) -> bool | None:
         # and later have PCIe host bridges with this layout; earlier AMD parts predate GPUDirect.
         return True
     # an unknown device id (lspci -tv names the vendor but gives no id) is unknown, not "not listed"
-    if any(h is None or h.vendor is None or h.device is None for h in bridges):
+    ids = [(h.vendor, h.device) for h in bridges if h is not None and h.vendor is not None and h.device is not None]
+    if len(ids) != len(bridges):
         return None
-    entries = [P2PDMA_HOST_WHITELIST.get((h.vendor, h.device)) for h in bridges]
+    entries = [P2PDMA_HOST_WHITELIST.get(i) for i in ids]
     if any(e is None for e in entries):
         return False
     if hb_a == hb_b:

@@ -28,7 +28,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ...errors import EXIT_FAIL, GdsdiagError, UsageError
 from .. import native
@@ -144,8 +144,8 @@ class Engine(Protocol):
         """Counters before the point (cuFile's own), handed back to ``route_end``."""
         ...
 
-    def route_end(self, start: Any) -> tuple[str, dict, str | None]:
-        """(route, route_detail, warning) of the point's I/O (gdsdiag/routes.py's names)."""
+    def route_end(self, start: Any) -> RouteSeen:
+        """The route of the point's I/O (gdsdiag/routes.py's names), its detail, warning and mix."""
         ...
 
     def summarize(self, summary: dict, spec: PointSpec, res: PointResult) -> None:
@@ -159,6 +159,15 @@ class Engine(Protocol):
     def error_note(self) -> str:
         """What to add to a point error's line (cuFile: the compat pool in effect)."""
         ...
+
+
+class RouteSeen(NamedTuple):
+    """What a point's route was, as its engine measured it."""
+
+    route: str  # a Route name, or MIXED(...) / KVIKIO_POSIX for cuFile's counters (route_mix has the counts)
+    detail: dict  # route_detail: the counters it was read from
+    warning: str | None
+    mix: dict[str, int] | None = None  # I/Os per Route as counted (routes.mix_json); None: not counted
 
 
 class EngineDefaults:
@@ -184,8 +193,8 @@ class EngineDefaults:
     def route_start(self) -> Any:
         return None
 
-    def route_end(self, start: Any) -> tuple[str, dict, str | None]:
-        return self.route, {}, None
+    def route_end(self, start: Any) -> RouteSeen:
+        return RouteSeen(self.route, {}, None)
 
     def summarize(self, summary: dict, spec: PointSpec, res: PointResult) -> None:
         pass

@@ -21,9 +21,10 @@ import os
 from typing import Any
 
 from ...errors import GdsdiagError
+from ...routes import mix_json, mix_of
 from ..files import HEADER_SIZE, host_buffer
 from . import gpu
-from .base import EngineDefaults, Point
+from .base import EngineDefaults, Point, RouteSeen
 from .base import Worker as _Worker
 
 
@@ -93,12 +94,12 @@ class CufileRoutes(EngineDefaults):
 
         return cufile.path_mix()
 
-    def route_end(self, start: Any) -> tuple[str, dict, str | None]:
+    def route_end(self, start: Any) -> RouteSeen:
         from ... import cufile
 
         delta = cufile.path_mix().minus(start)
         route, warn = route_from_mix(delta.routes(), self.mode)
-        return route, {"cufile_stats": delta.to_json()}, warn
+        return RouteSeen(route, {"cufile_stats": delta.to_json()}, warn, mix_json(mix_of(delta.routes())))
 
     def error_note(self) -> str:
         """The compat bounce-buffer pool in effect, for a point that stalled or failed."""
@@ -146,15 +147,15 @@ class CufileBatchEngine(CufileEngine):
 
         return super().route_start(), cufile.stats.level1()
 
-    def route_end(self, start: Any) -> tuple[str, dict, str | None]:
+    def route_end(self, start: Any) -> RouteSeen:
         from ... import cufile
 
         mix0, l1_0 = start
-        route, detail, _ = super().route_end(mix0)
+        detail = super().route_end(mix0).detail
         routes = batch_routes(l1_0, cufile.stats.level1())
         detail["cufile_batch_stats"] = routes
         route, warn = route_from_mix(routes, self.mode)
-        return route, detail, warn
+        return RouteSeen(route, detail, warn, mix_json(mix_of(routes)))
 
 
 class CufileAsyncEngine(CufileEngine):
