@@ -56,7 +56,7 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
                 out.append(
                     Finding(
                         "acs-unnamed-redirect",
-                        "warn",
+                        Severity.WARN,
                         f"ACS redirect on {grep['redirect']} port(s) whose device header the excerpt cut off",
                         where + " (above the first device header)",
                         "find the port in the full 'sudo lspci -vvv'; if it lies between GPUs and their NVMe/NIC, "
