@@ -702,7 +702,7 @@ def check_cufile_json(ctx: CheckContext) -> list[CheckResult]:
                 st,
                 f"on, order {', '.join(map(str, order)) or '(empty)'}",
                 [_ev(cfg.path, f"rdma_dynamic_routing_order: {plain(order)}")],
-                "SYS_MEM first stages every cross-root-port I/O through host memory (a DRAM bounce)",
+                "with SYS_MEM first in the order, every cross-root-port I/O is staged through host memory (a DRAM bounce)",
                 "put GPU_MEM_NVLINKS/GPU_MEM before SYS_MEM" if st == Status.WARN else "",
             )
         )

@@ -104,7 +104,11 @@ def tree(topo: Topology) -> Tree:
         if not tops:
             continue
         numa = f"NUMA {hb.numa_node}" if hb.numa_node is not None else "NUMA ?"
-        node = root.add(Text(f"host bridge {hb.id}  {numa}", style="bold blue"))
+        if all(d.fn.placement_unknown for d in tops):
+            # an lspci excerpt's bus whose upstream is missing: not known to be a host bridge
+            node = root.add(Text(f"bus {hb.id} (upstream not in the input)  {numa}", style="bold blue"))
+        else:
+            node = root.add(Text(f"host bridge {hb.id}  {numa}", style="bold blue"))
         for d in tops:
             _add(topo, node, d)
     return root

@@ -123,7 +123,9 @@ def _assign_bridge_roles(devices: dict[str, Device]) -> None:
             continue
         p = dev.parent
         if p is None:
-            dev.role = Role.ROOT_PORT
+            # a bridge on a root bus is a root port; one whose upstream is missing from an lspci
+            # excerpt is only known to be a bridge
+            dev.role = Role.BRIDGE if dev.fn.placement_unknown else Role.ROOT_PORT
         elif p.role in (Role.ROOT_PORT, Role.SWITCH_DOWNSTREAM):
             dev.role = Role.SWITCH_UPSTREAM
         elif p.role == Role.SWITCH_UPSTREAM:

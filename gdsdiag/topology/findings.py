@@ -49,6 +49,21 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
         where = f"{grep['path']}: {grep['lines']} ACSCtl lines, settings " + ", ".join(grep["settings"])
         if grep["unreadable"]:
             where += f"; {grep['unreadable']} lines without all seven flags (not read)"
+        if grep.get("headless"):
+            # ACSCtl lines above the first device header of a -vvv excerpt: the ports they belong to
+            # are cut off, so only a redirect says anything (no redirect says nothing about the rest)
+            if grep["redirect"]:
+                out.append(
+                    Finding(
+                        "acs-unnamed-redirect",
+                        Severity.WARN,
+                        f"ACS redirect on {grep['redirect']} port(s) whose device header the excerpt cut off",
+                        where + " (above the first device header)",
+                        "find the port in the full 'sudo lspci -vvv'; if it lies between GPUs and their NVMe/NIC, "
+                        "disable ACS redirect on it (BIOS 'ACS' option or setpci at boot)",
+                    )
+                )
+            continue
         if grep["redirect"]:
             out.append(
                 Finding(
