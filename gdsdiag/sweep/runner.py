@@ -184,7 +184,7 @@ def link_ceiling(directory: str, gpu: int) -> dict | None:
         gpus = sorted(ctx.topology.by_role(Role.GPU), key=lambda d: d.sort_key())
         if not pcis or gpu >= len(gpus):
             return None
-        best = None
+        best: dict | None = None
         for bdf in pcis:
             dev = ctx.topology.devices.get(bdf)
             if dev is None:

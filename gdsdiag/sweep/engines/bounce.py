@@ -6,6 +6,7 @@ latency)."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from ..files import host_buffer
 from . import gpu
@@ -20,6 +21,7 @@ class Worker(gpu.GpuPattern, HostBuffers, _Worker):
         psync_or_uring(self)
         self.job.bounce = 1
         self.registered = False
+        self.scratch: Any = None  # an mmap host buffer for verified writes
 
     def prepare(self):
         cp = self.cp = self.point.shared["cp"]

@@ -209,14 +209,14 @@ class Worker(gpu.GpuPattern, _Worker):
                 "batch": lib.GD_ENGINE_CUFILE_BATCH,
                 "stream": lib.GD_ENGINE_CUFILE_STREAM,
             }[self.api]
-        self.reg = None
+        self.reg: Any = None  # cufile.BufferRegistration once prepared
         self.batches: list = []
         self.streams: list = []  # (cupy stream, its cuFile registration)
         self.slot_arrays: list = []  # cufile-async, separate buffers: (cupy array, its registration)
-        self.scratch = None
+        self.scratch: Any = None  # an mmap host buffer once prepared
         self.pinned = False
         self.own_fd = -1
-        self.own_fh = None
+        self.own_fh: Any = None  # cufile.FileHandle of own_fd (per-thread handles)
         self.loop_extra = {"cufile_handles": "per thread" if per_thread_handles() else "one per point"}
 
     def prepare(self):
