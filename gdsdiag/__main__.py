@@ -18,8 +18,10 @@ signals.before_start()
 
 def main() -> None:
     try:
+        from . import terminal
         from .cli import main as run
 
+        terminal.install()  # data's control sequences never reach the terminal (gdsdiag/terminal.py)
         run()
     except KeyboardInterrupt as e:  # outside the command's own handling (its imports, the error path)
         signals.exit_now(signals.exit_code(e), signals.signal_name(e))

@@ -83,6 +83,16 @@ def open_user_file(path: str, what: str, max_bytes: int | None, fix: str = "chec
     return os.fdopen(fd, "rb")
 
 
+def read_capped(f, max_bytes: int, path: str, fix: str = "check the path") -> bytes:
+    """At most ``max_bytes + 1`` bytes of an open user file; a read that fails (EIO from
+    /proc/self/mem, a file on a dead NFS server, EISDIR) is one GdsdiagError, never an OSError
+    traceback."""
+    try:
+        return f.read(max_bytes + 1)
+    except OSError as e:
+        raise GdsdiagError(f"cannot read {path}: {e.strerror or e}", fix) from None
+
+
 def read_user_file(path: str, what: str, max_bytes: int, fix: str = "check the path", named: bool = False) -> bytes:
     """``named``: the error says what the file is meant to be ("cannot read policy FILE: ...")."""
     try:
@@ -92,7 +102,7 @@ def read_user_file(path: str, what: str, max_bytes: int, fix: str = "check the p
             raise type(e)(e.cause.replace("cannot read ", f"cannot read {what} ", 1), e.fix) from None
         raise
     with f:
-        data = f.read(max_bytes + 1)  # a file that grew after the fstat still stops here
+        data = read_capped(f, max_bytes, path, fix)  # a file that grew after the fstat still stops here
     if len(data) > max_bytes:
         raise GdsdiagError(
             f"cannot read {path}: over the {human(max_bytes)} limit for {what}", "give the file as the command wrote it"

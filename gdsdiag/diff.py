@@ -95,10 +95,12 @@ def _stdin_file():
         raise GdsdiagError("nothing on stdin for '-'", "pipe a snapshot archive into gdsdiag diff, or give a path")
     if len(data) > MAX_STDIN:
         raise GdsdiagError(f"stdin is over {MAX_STDIN >> 20} MiB", "give the snapshot as a file")
-    with tempfile.NamedTemporaryFile(prefix="gdsdiag-diff-", suffix=".tar.gz") as f:
+    # an unnamed file (unlinked at once), opened by the archive reader through /proc/self/fd: a
+    # SIGKILL leaves nothing behind in TMPDIR (a named temporary file stayed there for good)
+    with tempfile.TemporaryFile(prefix="gdsdiag-diff-") as f:
         f.write(data)
         f.flush()
-        yield f.name
+        yield f"/proc/self/fd/{f.fileno()}"
 
 
 def _scrub(value, root: str):

@@ -26,7 +26,13 @@ from .errors import GdsdiagError
 _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def open_new(path: str, option: str, mode: int = 0o644) -> int:
+# Outputs hold the node's data (hostnames, driver versions, PCI addresses, process names, paths):
+# readable by their owner only unless a reader that is another user needs them (replace_own).
+PRIVATE = 0o600
+SHARED = 0o644  # node_exporter's textfile collector and NFD's worker read these as their own user
+
+
+def open_new(path: str, option: str, mode: int = PRIVATE) -> int:
     """A descriptor of a file created at ``path`` now, or one clear GdsdiagError."""
     try:
         return os.open(path, _NEW, mode)
@@ -54,7 +60,7 @@ def discard(path: str, fd: int) -> None:
             pass
 
 
-def write_new(path: str, option: str, write: Callable[[BinaryIO], object], mode: int = 0o644) -> None:
+def write_new(path: str, option: str, write: Callable[[BinaryIO], object], mode: int = PRIVATE) -> None:
     """Create ``path`` (see open_new), let ``write`` fill it, flush and fsync; on any failure the
     file is removed and the error said in one line."""
     fd = open_new(path, option, mode)
@@ -72,7 +78,7 @@ def write_new(path: str, option: str, write: Callable[[BinaryIO], object], mode:
     os.close(fd)
 
 
-def write_new_bytes(path: str, option: str, data: bytes, mode: int = 0o644) -> None:
+def write_new_bytes(path: str, option: str, data: bytes, mode: int = PRIVATE) -> None:
     write_new(path, option, lambda f: f.write(data), mode)
 
 
@@ -153,9 +159,73 @@ def replace_own(path: str, data: bytes, mark: str, option: str, what: str, hidde
             )
     d, base = os.path.split(os.path.abspath(path))
     tmp = os.path.join(d, f"{'.' if hidden_tmp else ''}{base}.gdsdiag-tmp-{secrets.token_hex(6)}")
-    write_new_bytes(tmp, option, data)
+    try:
+        write_new_bytes(tmp, option, data, SHARED)  # read by node_exporter / NFD, often not as root
+    except GdsdiagError as e:  # (named by the file the user gave, not our temporary name)
+        raise GdsdiagError(e.cause.replace(tmp, path), e.fix) from None
     try:
         os.replace(tmp, path)
     except OSError as e:
         os.unlink(tmp)  # created by us just above
         raise GdsdiagError(f"cannot write {path}: {e.strerror}", f"choose a writable {option} path") from None
+
+
+class NewTextFile:
+    """A text output written piece by piece over a long run (``trace --record``): created like
+    ``open_new`` (O_EXCL|O_NOFOLLOW, mode 0600: it holds the node's process names and paths), and a
+    write that fails (a full disk) raises one GdsdiagError naming the file instead of an OSError
+    from deep inside the run; ``discard`` then removes what was written, so no cut file is left."""
+
+    def __init__(self, path: str, option: str, mode: int = PRIVATE):
+        self.path, self.option = path, option
+        self.fd = open_new(path, option, mode)
+        self._f = os.fdopen(self.fd, "w", closefd=False)
+        self.failed = False
+        self.written = 0
+
+    def _error(self, e: OSError) -> GdsdiagError:
+        self.failed = True
+        why = "no space left on the filesystem (ENOSPC)" if e.errno in (errno.ENOSPC, errno.EDQUOT) else e.strerror
+        return GdsdiagError(f"cannot write {self.path}: {why or e}", f"free space or choose another {self.option} path")
+
+    def write(self, text: str) -> int:
+        try:
+            n = self._f.write(text)
+        except OSError as e:
+            raise self._error(e) from None
+        self.written += n
+        return n
+
+    def flush(self) -> None:
+        try:
+            self._f.flush()
+        except OSError as e:
+            raise self._error(e) from None
+
+    def tell(self) -> int:
+        """Characters written so far (0: nothing was recorded)."""
+        return self.written
+
+    def close(self) -> None:
+        """Flush and close; a flush that fails is raised (the file is then discarded by the caller)."""
+        if self.fd < 0:
+            return
+        try:
+            self._f.close()  # flushes what is buffered
+        except OSError as e:
+            raise self._error(e) from None
+        finally:
+            if not self.failed:
+                os.close(self.fd)
+                self.fd = -1
+
+    def discard(self) -> None:
+        """Remove the file (still ours: same inode) and close it."""
+        if self.fd < 0:
+            return
+        try:
+            self._f.close()
+        except OSError:
+            pass
+        discard(self.path, self.fd)
+        self.fd = -1

@@ -25,6 +25,7 @@ callers treat it as "no cache" and say so (the sweep runs its Python loop, the t
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import secrets
 import stat
@@ -158,8 +159,13 @@ def replace_into(dfd: int, name: str, data: bytes, mode: int = 0o600) -> None:
     dotfile there (O_EXCL|O_NOFOLLOW: never a name someone else made), then renamed into place. On
     failure the temporary file is removed (the name is ours: the O_EXCL open made it) and the error
     raised."""
+    remove_stale_tmp(dfd)
     tmp = f".{name}.{secrets.token_hex(6)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # ours while we live: see remove_stale_tmp
+    except OSError:
+        pass
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -167,6 +173,48 @@ def replace_into(dfd: int, name: str, data: bytes, mode: int = 0o600) -> None:
     except BaseException:
         os.unlink(tmp, dir_fd=dfd)
         raise
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def _is_tmp_name(n: str) -> bool:
+    """replace_into's temporary names, '.NAME.<12 hex>.tmp' (read by position: a regular
+    expression with '.+' before the suffix is quadratic on a long name of dots)."""
+    return len(n) > 18 and n[0] == "." and n.endswith(".tmp") and n[-17] == "." and _HEX.issuperset(n[-16:-4])
+
+
+def remove_stale_tmp(dfd: int) -> list[str]:
+    """Remove replace_into's temporary files left by a killed run (SIGKILL runs no cleanup): a name of
+    that form, a regular file of ours (not followed if a link), whose flock is free -- the kernel
+    drops it when the writer dies, so a live writer's file is never touched. Never raises."""
+    removed: list[str] = []
+    try:
+        names = [n for n in os.listdir(dfd) if _is_tmp_name(n)]
+    except OSError:
+        return removed
+    for name in names[:1000]:
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # held: a writer in progress
+            cur = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            if (cur.st_dev, cur.st_ino) == (st.st_dev, st.st_ino):
+                os.unlink(name, dir_fd=dfd)
+                removed.append(name)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    return removed
 
 
 def fd_path(fd: int) -> str:

@@ -305,11 +305,19 @@ def create(output: str, root: str = "/", redact: bool = False, bundle: bool = Tr
             raw.flush()
             os.fsync(raw.fileno())
         _publish(tmp, output)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(e, OSError):  # a full disk, a quota, a read-only remount: one line, nothing left
+            import errno
+
+            full = e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+            why = "no space left on the filesystem (ENOSPC)" if full else (e.strerror or str(e))
+            raise GdsdiagError(
+                f"cannot write {output}: {why}", "free space or choose another -o path (nothing was left behind)"
+            ) from None
         raise
     return {
         "entries": len(w.done),

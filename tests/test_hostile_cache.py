@@ -286,3 +286,27 @@ def test_cufile_log_in_a_place_another_user_controls_is_refused(tmp_path, monkey
     assert _lib.default_log_path() == os.devnull
     assert _lib.LOG_REFUSED and str(tmp_path) in _lib.LOG_REFUSED
     assert os.listdir(victim) == []
+
+
+def test_a_killed_writers_temporary_file_is_removed_by_the_next_write_and_a_live_ones_kept(tmp_path):
+    """privdir.replace_into writes '.NAME.<12 hex>.tmp' and renames it: a SIGKILL between the two
+    left it in the cache for good. The next write removes such files of ours whose lock is free
+    (a killed writer's); one a live writer holds stays."""
+    import fcntl
+
+    os.chmod(tmp_path, 0o755)
+    dfd = privdir.open_dir(base=str(tmp_path / "c"))
+    try:
+        dead = ".probes-k.json.0123456789ab.tmp"
+        live = ".probes-k.json.ba9876543210.tmp"
+        os.close(os.open(dead, os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=dfd))
+        held = os.open(live, os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=dfd)
+        fcntl.flock(held, fcntl.LOCK_EX)
+        other = tmp_path / "c" / "notes.txt"  # not of that form: never touched
+        other.write_text("x")
+        privdir.replace_into(dfd, "probes-k.json", b"{}")
+        names = sorted(os.listdir(dfd))
+        assert dead not in names and live in names and "notes.txt" in names and "probes-k.json" in names
+        os.close(held)
+    finally:
+        os.close(dfd)

@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import FIXTURES, corpus
+from conftest import FIXTURES, GDSDIAG, corpus
 
 from gdsdiag import cufile_json
 
@@ -238,3 +238,47 @@ def test_root_tree_links_resolve_inside_the_tree(tmp_path, tmp_path_factory, mon
     assert fs.read_text("/proc/version") == "Linux version 6.1.0"
     cfg = cufile_json.load(fs, {})
     assert cfg.data is None or "SECRET" not in json.dumps(cfg.data)
+
+
+_H200 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "snapshots", "h200-vm-2026-11-29.tar.gz")
+_QWEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "models", "qwen2.5-1.5b.config.json")
+EVERY_INPUT = {
+    "topology --lspci": ["topology", "--lspci", "X"],
+    "topology --nvidia-smi": ["topology", "--from", _H200, "--nvidia-smi", "X"],
+    "topology --from": ["topology", "--from", "X"],
+    "check --gdscheck": ["check", "--from", _H200, "--gdscheck", "X"],
+    "trace --replay": ["trace", "--replay", "X"],
+    "explain": ["explain", "X"],
+    "diff": ["diff", _H200, "X"],
+    "validate --policy": ["validate", "--from", _H200, "--policy", "X"],
+    "validate --sweep-results": ["validate", "--from", _H200, "--keep-going", "--sweep-results", "X"],
+    "validate --trace-replay": ["validate", "--from", _H200, "--keep-going", "--trace-replay", "X"],
+    "report": ["report", "X"],
+    "kv --model-config": ["kv", "--model-config", "X", "--gbps", "1"],
+    "kv --sweep": ["kv", "--model-config", _QWEN, "--sweep", "X"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EVERY_INPUT))
+@pytest.mark.parametrize("kind", ["eio", "fifo", "directory", "dev-zero-link", "loop"])
+def test_every_input_that_is_not_a_readable_regular_file_is_one_line(tmp_path, name, kind):
+    """/proc/self/mem is a regular file whose read fails (EIO): most readers ended in 'internal
+    error: OSError'. With FIFOs, directories, a link to /dev/zero and a link loop: at once, one
+    line, exit 3 (4 for a usage error), for every input of every command."""
+    target = {
+        "eio": "/proc/self/mem",
+        "fifo": str(tmp_path / "fifo"),
+        "directory": str(tmp_path),
+        "dev-zero-link": str(tmp_path / "zero"),
+        "loop": str(tmp_path / "loop"),
+    }[kind]
+    os.mkfifo(tmp_path / "fifo")
+    os.symlink("/dev/zero", tmp_path / "zero")
+    os.symlink(tmp_path / "loop", tmp_path / "loop")
+    argv = [target if a == "X" else a for a in EVERY_INPUT[name]]
+    t = time.monotonic()
+    r = subprocess.run([*GDSDIAG, *argv], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert r.returncode in (3, 4), (r.returncode, r.stderr[-300:])
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr[-300:]
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert time.monotonic() - t < 30

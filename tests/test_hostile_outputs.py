@@ -163,3 +163,146 @@ def test_sweep_file_of_a_killed_run_is_removed(tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+# -- every output writer of the CLI on a real full filesystem, and its mode -----------------------
+
+H200 = os.path.join(REPO, "tests", "fixtures", "snapshots", "h200-vm-2026-11-29.tar.gz")
+
+
+@pytest.fixture
+def full_fs(tmp_path):
+    """A 64 KiB tmpfs filled to the last page (root: mount)."""
+    mnt = tmp_path / "m"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        with open(mnt / "fill", "wb") as f:
+            try:
+                f.write(b"\0" * (1 << 20))
+            except OSError:
+                pass
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+def _gdsdiag(*args, cwd=None):
+    from conftest import GDSDIAG
+
+    return subprocess.run([*GDSDIAG, *args], capture_output=True, text=True, cwd=cwd or REPO, timeout=120)
+
+
+def _h200_tree(tmp_path):
+    import tarfile
+
+    root = tmp_path / "root"
+    root.mkdir()
+    with tarfile.open(H200) as t:
+        # (our own committed snapshot; extraction filters exist from Python 3.11.4 / 3.10.12 only)
+        t.extractall(root, **({"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}))
+    return str(root)
+
+
+WRITERS = {
+    "validate --json": lambda out, tmp: ["validate", "--from", H200, "--json", out],
+    "validate --junit": lambda out, tmp: ["validate", "--from", H200, "--junit", out],
+    "validate --prom": lambda out, tmp: ["validate", "--from", H200, "--prom", out],
+    "snapshot -o": lambda out, tmp: ["snapshot", "--root", _h200_tree(tmp), "-o", out],
+    "sweep --csv": lambda out, tmp: [
+        "sweep",
+        "--dir",
+        str(tmp),
+        "--size",
+        "8M",
+        "--bs",
+        "4k",
+        "--threads",
+        "1",
+        "--rw",
+        "read",
+        "--mode",
+        "host",
+        "--time",
+        "0.2s",
+        "--csv",
+        out,
+    ],  # fmt: skip
+    "trace --record": lambda out, tmp: [
+        "trace",
+        "--record",
+        out,
+        "--",
+        "dd",
+        "if=/dev/zero",
+        f"of={tmp}/dd",
+        "bs=4k",
+        "count=5000",
+    ],
+}
+
+
+@pytest.mark.parametrize("writer", sorted(WRITERS))
+def test_every_output_on_a_full_disk_is_one_line_and_leaves_nothing(full_fs, tmp_path, writer):
+    """Issue 24 item 8: a full disk left 0-byte --json/--csv outputs (the rerun was then refused
+    'exists'), `trace --record` and `snapshot -o` ended in an OSError traceback. Each writer the
+    CLI has, on a real full tmpfs: exit 3, one line naming the file and ENOSPC, nothing left there."""
+    if writer == "trace --record":
+        from conftest import bcc_unavailable
+
+        if bcc_unavailable():
+            pytest.skip(bcc_unavailable())
+    out = str(full_fs / "out")
+    r = _gdsdiag(*WRITERS[writer](out, tmp_path))
+    assert r.returncode == 3, (r.returncode, r.stderr[-500:])
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"gdsdiag: error: cannot write {out}") and "ENOSPC" in last, r.stderr[-500:]
+    assert "Traceback" not in r.stderr
+    assert sorted(os.listdir(full_fs)) == ["fill"]
+
+
+@pytest.mark.parametrize(
+    "writer", ["validate --json", "validate --junit", "snapshot -o", "sweep --csv", "trace --record"]
+)
+def test_outputs_holding_node_data_are_0600(tmp_path, writer):
+    """Reports, snapshots and recordings name the node's hosts, devices, processes and paths:
+    owner-only (the Prometheus textfile and NFD's feature file stay 0644, read by those daemons)."""
+    if writer == "trace --record":
+        from conftest import bcc_unavailable
+
+        if bcc_unavailable():
+            pytest.skip(bcc_unavailable())
+    out = str(tmp_path / "out")
+    r = _gdsdiag(*WRITERS[writer](out, tmp_path))
+    assert r.returncode in (0, 1, 2), r.stderr[-500:]
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o600
+
+
+def test_prom_textfile_stays_readable_by_node_exporter(tmp_path):
+    out = str(tmp_path / "v.prom")
+    r = _gdsdiag("validate", "--from", H200, "--prom", out)
+    assert r.returncode in (0, 1, 2) and stat.S_IMODE(os.stat(out).st_mode) == 0o644
+
+
+def test_diff_from_stdin_leaves_nothing_in_tmpdir_even_when_killed(tmp_path):
+    """`diff A -` kept stdin in a named file of TMPDIR: a SIGKILL left it there for good. It is now
+    an unnamed file (unlinked at once, read through /proc/self/fd), so no moment of the run leaves
+    a name behind: killed at several points, TMPDIR stays empty."""
+    import signal
+
+    from conftest import GDSDIAG
+
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmpdir))
+    for delay in (0.2, 0.4, 0.6, 0.9, None):
+        with open(H200, "rb") as stdin:
+            p = subprocess.Popen([*GDSDIAG, "diff", H200, "-"], stdin=stdin, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, env=env, cwd=REPO)  # fmt: skip
+            if delay is not None:
+                time.sleep(delay)
+                p.send_signal(signal.SIGKILL)
+            p.wait(timeout=60)
+        assert os.listdir(tmpdir) == [], (delay, os.listdir(tmpdir))
+    assert p.returncode == 0

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from conftest import HERE
 
 PKG = os.path.join(os.path.dirname(HERE), "gdsdiag")
@@ -190,6 +191,7 @@ def test_the_audit_catches_quadratic_and_exponential_patterns():
     assert set(slow) == {"quadratic", "exponential"}, slow
 
 
+@pytest.mark.slow  # (~20-40 s: 213 patterns x ~90 inputs of 20,000 characters; CI runs it)
 def test_every_pattern_in_the_package_is_linear_time():
     slow = run_all(patterns())
     shown = {w: p for w, p, _ in patterns()}

@@ -64,9 +64,7 @@ def _shown(value) -> str:
     return repr(s if len(s) <= 40 else s[:40] + "...")
 
 
-DAY = 86_400.0
-SECONDS = Amount(0, 7 * DAY, unit=" seconds")  # a wait or a period: above 0, at most a week
-LONG_SECONDS = Amount(0, 365 * DAY, unit=" seconds")  # how long a trace runs: at most a year
+# (durations -- '3s', '2m' or seconds -- are commands/_common.Duration, through units.parse_duration)
 PID = Whole(1, 4_194_304)  # Linux's PID_MAX_LIMIT
 PORT = Whole(0, 65_535)  # 0: any free port
 GPU_INDEX = Whole(0, 4_095)

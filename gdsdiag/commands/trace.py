@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 import click
 
-from ..errors import EXIT_OK, EXIT_WARN, GdsdiagError, Outcome, refuse_existing
+from ..errors import EXIT_OK, EXIT_WARN, GdsdiagError, Outcome
 from ._common import Duration
 from ._numbers import PID
 
@@ -157,8 +156,9 @@ def trace(
             summary(res)
         else:
             if record_path:
-                refuse_existing(record_path, "--record")
-                rec = open(record_path, "x")
+                from ..outfile import NewTextFile
+
+                rec = NewTextFile(record_path, "--record")  # 0600, never through a planted name
             from ..trace.live import run_live
 
             res = run_live(
@@ -184,14 +184,17 @@ def trace(
         else:
             code = EXIT_OK if res.exit_code in (None, 0) else EXIT_WARN
     except GdsdiagError:
-        if rec is not None and rec.tell() == 0:  # nothing recorded: do not leave an empty file behind
-            rec.close()
-            os.unlink(record_path)
+        if rec is not None and (rec.failed or rec.tell() == 0):  # nothing, or a cut recording (full disk)
+            rec.discard()
             rec = None
         raise
     finally:
         if rec is not None:
-            rec.close()
+            try:
+                rec.close()
+            except GdsdiagError:
+                rec.discard()  # the last write failed: a cut recording is removed, not left to replay
+                raise
     # a long trace holds millions of objects (events, verdicts): the interpreter's teardown freed
     # them one by one for seconds after the summary; the OS takes them at once
     return Outcome(code, leave_heap=True)

@@ -21,7 +21,7 @@ import tarfile
 import zlib
 from dataclasses import dataclass
 
-from ..bounded import MiB, human, open_user_file
+from ..bounded import MiB, human, open_user_file, read_capped
 from ..errors import GdsdiagError
 from .fsroot import AttrDir, FsRoot
 
@@ -47,6 +47,7 @@ DEFAULT_LIMITS = Limits()
 def _decompress(raw: bytes, cap: int, path: str) -> bytes:
     """The whole tar stream, at most ``cap`` bytes; reading to the end makes the decompressor check
     its trailer (gzip CRC32 and length, bzip2 and xz checksums) and every concatenated member."""
+    f: gzip.GzipFile | bz2.BZ2File | lzma.LZMAFile
     if raw[:2] == b"\x1f\x8b":
         f = gzip.GzipFile(fileobj=io.BytesIO(raw))
     elif raw[:3] == b"BZh":
@@ -139,8 +140,9 @@ class ArchiveRoot(FsRoot):
 
     def _load(self, path: str) -> None:
         lim = self.limits
-        with open_user_file(path, "snapshot", lim.archive_bytes, "re-create it with gdsdiag snapshot -o FILE") as f:
-            raw = f.read(lim.archive_bytes + 1)
+        fix = "re-create it with gdsdiag snapshot -o FILE"
+        with open_user_file(path, "snapshot", lim.archive_bytes, fix) as f:
+            raw = read_capped(f, lim.archive_bytes, path, fix)
         stream = _decompress(raw, lim.stream_bytes, path)
         del raw
         bad = ("is not a readable tar archive", "re-create it with gdsdiag snapshot -o FILE")
@@ -309,8 +311,8 @@ class ArchiveRoot(FsRoot):
                 # target the archive lacks is a link out of it
                 here = "/" + "/".join(out)
                 if not self._present(here):
-                    link, target = p[1:].split("\0", 1)
-                    self._note(link, f"link to {target[:200]!r} points outside the archive; not followed")
+                    link, outside = p[1:].split("\0", 1)
+                    self._note(link, f"link to {outside[:200]!r} points outside the archive; not followed")
                     return OUTSIDE + link
                 continue
             if p == "..":

@@ -3,18 +3,18 @@
 
 from __future__ import annotations
 
+import re
 import time
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
-from ..check.model import Status
+from ..verdicts import Status, style
 from .runner import ValidateReport
 
 if TYPE_CHECKING:
     from ..schema import validate as schema
 
 SCHEMA = "gdsdiag.validate/1"
-STATUS_STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim"}
 
 
 def document(rep: ValidateReport) -> schema.ValidateDoc:
@@ -62,6 +62,23 @@ def _count(rep: ValidateReport, st: Status) -> int:
     return sum(1 for r in rep.results if r.status == st)
 
 
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_safe(root: ET.Element) -> ET.Element:
+    """Characters XML 1.0 cannot carry (ESC, BEL, NUL... from a hostname, a mount path or a log
+    line) as '?' in every attribute and text: ElementTree writes them as they are, and a CI's
+    JUnit parser then refuses the whole file ("not well-formed (invalid token)")."""
+    for el in root.iter():
+        for k, v in el.attrib.items():
+            el.set(k, _NOT_XML.sub("?", v))
+        if el.text:
+            el.text = _NOT_XML.sub("?", el.text)
+        if el.tail:
+            el.tail = _NOT_XML.sub("?", el.tail)
+    return root
+
+
 def junit(rep: ValidateReport) -> bytes:
     suites = ET.Element("testsuites", name="gdsdiag validate")
     suite = ET.SubElement(
@@ -92,7 +109,7 @@ def junit(rep: ValidateReport) -> bytes:
         else:
             # JUnit has no "warning": a WARN passes and says so in its output
             ET.SubElement(tc, "system-out").text = f"{r.status.value}: {detail}"
-    return ET.tostring(suites, encoding="utf-8", xml_declaration=True)
+    return ET.tostring(xml_safe(suites), encoding="utf-8", xml_declaration=True)
 
 
 def _lv(v) -> str:
@@ -210,12 +227,12 @@ def render(console, rep: ValidateReport, verbose: bool = False) -> None:
     t.add_column("verdict")
     t.add_column("summary", overflow="fold")
     for r in rep.results:
-        t.add_row(r.rule, f"[{STATUS_STYLE[r.status]}]{r.status.value}[/]", _txt(r.summary))
+        t.add_row(r.rule, f"[{style(r.status)}]{r.status.value}[/]", _txt(r.summary))
     console.print(t)
     for r in rep.results:
         if r.status in (Status.FAIL, Status.WARN) or verbose:
             # soft_wrap: never broken by the renderer, so a fix is copied whole from a pipe or a log
-            console.print(f"[{STATUS_STYLE[r.status]}]{r.status.value}[/] {r.rule}: {_txt(r.summary)}", soft_wrap=True)
+            console.print(f"[{style(r.status)}]{r.status.value}[/] {r.rule}: {_txt(r.summary)}", soft_wrap=True)
             for e in r.evidence[:8]:
                 console.print(
                     f"    evidence: {_plain(e.source)}: {_plain(e.value)}",
@@ -229,5 +246,5 @@ def render(console, rep: ValidateReport, verbose: bool = False) -> None:
         console.print(f"[yellow]stopped early[/]: {_txt(rep.stopped_early)}")
     w = rep.worst()
     console.print(
-        f"verdict: [{STATUS_STYLE[w]}]{w.value}[/]  (snapshot {_txt(rep.node['snapshot_id'])}, gdsdiag {rep.node['tool_version']}, {rep.seconds} s)"
+        f"verdict: [{style(w)}]{w.value}[/]  (snapshot {_txt(rep.node['snapshot_id'])}, gdsdiag {rep.node['tool_version']}, {rep.seconds} s)"
     )

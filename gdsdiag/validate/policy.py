@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import copy
 import difflib
+import math
 import os
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -76,8 +78,16 @@ def _size(v, key: str) -> int:
     return n
 
 
+MAX_POLICY_NUMBER = 1 << 40  # counts, thresholds and sizes: far above any real one, far below trouble
+_VERSION = re.compile(r"[0-9]{1,9}(?:\.[0-9]{1,9}){0,7}")
+
+
 def _num(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    """A finite number of a bounded size (YAML reads '.nan', '.inf' and 10**400 as numbers: a NaN
+    threshold compared False with every measurement and so never failed)."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return False
+    return abs(v) <= MAX_POLICY_NUMBER and (isinstance(v, int) or math.isfinite(v))
 
 
 class _Bad:
@@ -102,10 +112,10 @@ def _check(kind: str, key: str, v):
     elif kind.endswith("?") and v is None:
         return
     elif kind in ("int?",):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0 or v > MAX_POLICY_NUMBER:
             raise bad()
-    elif kind == "str?":
-        if not isinstance(v, (str, int, float)) or isinstance(v, bool):
+    elif kind == "str?":  # (a version: '2.25.7', 565.47; ASCII digits, '2.25.٧' is none)
+        if not isinstance(v, (str, int, float)) or isinstance(v, bool) or not _VERSION.fullmatch(str(v)):
             raise bad()
     elif kind == "bool":
         if not isinstance(v, bool):
@@ -140,7 +150,7 @@ def _check(kind: str, key: str, v):
                 f"policy {key}: {short_repr(v)} is not a share between 0 and 1", "write e.g. 0.0 (none) or 0.05 (5 %)"
             )
     elif kind == "gpus":
-        if v != "all" and not (isinstance(v, list) and all(isinstance(x, int) and x >= 0 for x in v)):
+        if v != "all" and not (isinstance(v, list) and all(_num(x) and isinstance(x, int) and x >= 0 for x in v)):
             raise bad()
     elif kind == "sweepcfg":
         if not isinstance(v, dict):
@@ -156,7 +166,9 @@ def _check(kind: str, key: str, v):
                     raise bad()
                 for s in x:
                     _size(s, f"{key}.{k}")
-            elif sub == "intlist" and not (isinstance(x, list) and x and all(isinstance(i, int) and i > 0 for i in x)):
+            elif sub == "intlist" and not (
+                isinstance(x, list) and x and all(_num(i) and isinstance(i, int) and i > 0 for i in x)
+            ):
                 raise bad()
             elif sub == "strlist" and not (isinstance(x, list) and x and all(isinstance(i, str) for i in x)):
                 raise bad()

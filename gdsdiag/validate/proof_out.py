@@ -38,10 +38,12 @@ def render(console, m: ProofMatrix) -> None:
     t.add_column("write p99 µs", justify="right")
     for c in m.cells:
         j = c.to_json()
-        t.add_row(
-            c.gpu or "-",
-            c.target.path,
-            c.outcome.line,
+        from rich.text import Text
+
+        t.add_row(  # the mount path and the outcome (which quotes libcufile's log) never read as markup
+            Text(c.gpu or "-"),
+            Text(c.target.path),
+            Text(c.outcome.line),
             *(
                 f"{v:g}" if isinstance(v, (int, float)) else "-"
                 for v in (j["read_gbps"], j["read_p99_us"], j["write_gbps"], j["write_p99_us"])
@@ -86,9 +88,11 @@ def junit_suite(m: ProofMatrix, hostname: str) -> ET.Element:
 
 def add_to_junit(xml: bytes, m: ProofMatrix, hostname: str) -> bytes:
     """validate's JUnit document with the proof suite appended (the rule suite is unchanged)."""
+    from .outputs import xml_safe
+
     root = ET.fromstring(xml)
     root.append(junit_suite(m, hostname))
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return ET.tostring(xml_safe(root), encoding="utf-8", xml_declaration=True)
 
 
 def _lv(v) -> str:

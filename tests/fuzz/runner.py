@@ -2,7 +2,10 @@
 
 An input is a crash when the command raised anything but a clean exit (click's usage errors and
 GdsdiagError end in SystemExit with 0-4), printed "internal error", or exited with another code;
-a hang when it ran past ``timeout`` seconds (SIGALRM); over 1 GiB when its peak RSS (VmHWM, reset
+a hang when it used more than ``timeout`` seconds of CPU (SIGPROF: on a machine shared with other
+work, wall time says more about the neighbours than about the input) or was blocked for six times
+that (SIGALRM), and a fresh ``python -m gdsdiag`` process given the same input also needs more
+than ``timeout`` CPU seconds (or never ends); over 1 GiB when its peak RSS (VmHWM, reset
 before each input through /proc/self/clear_refs) grew by more than 1 GiB, or it hit the
 address-space limit set 1 GiB above the start (MemoryError) -- and a fresh ``python -m gdsdiag``
 process given the same input then also needs more than 1 GiB (peak RSS from wait4), so that
@@ -148,6 +151,48 @@ def confirm_memory(argv: list[str], data: bytes, suffix: str, timeout: float = 1
         shutil.rmtree(work, ignore_errors=True)
 
 
+def confirm_cpu(argv: list[str], data: bytes, suffix: str, limit: float, timeout: float = 300) -> float | None:
+    """CPU seconds a fresh gdsdiag process needs for this input, run with RLIMIT_CPU a little over
+    ``limit`` (None: it was killed at the limit, or still running after ``timeout`` wall seconds)."""
+    import subprocess
+
+    work = tempfile.mkdtemp(prefix="gdsdiag-fuzz-confirm-")
+    try:
+        path = os.path.join(work, "input" + suffix)
+        with open(path, "wb") as f:
+            f.write(data)
+        old = argv[argv.index("__INPUT__")] if "__INPUT__" in argv else None
+        args = [path if a == old else a for a in argv]
+        cap = int(limit) + 2
+
+        def limit_cpu():
+            resource.setrlimit(resource.RLIMIT_CPU, (cap, cap + 1))
+
+        p = subprocess.Popen(
+            [sys.executable, "-m", "gdsdiag", *args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=limit_cpu,
+            cwd="/",
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                if os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL):
+                    return None
+                return ru.ru_utime + ru.ru_stime
+            time.sleep(0.05)
+        p.kill()
+        p.wait()
+        return None
+    finally:
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def run(
     targets: list[Target],
     per_target: int | None,
@@ -240,6 +285,7 @@ def _run(
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     resource.setrlimit(resource.RLIMIT_AS, (base_as + GiB + (256 << 20), hard))
     previous = signal.signal(signal.SIGALRM, _on_alarm)
+    previous_prof = signal.signal(signal.SIGPROF, _on_alarm)
     runner = CliRunner()
     c = Counts()
     work = tempfile.mkdtemp(prefix="gdsdiag-fuzz-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
@@ -261,11 +307,13 @@ def _run(
             rss0 = _status_kib("VmRSS:")
             t0 = time.monotonic()
             problem = None
-            signal.setitimer(signal.ITIMER_REAL, timeout)
+            signal.setitimer(signal.ITIMER_PROF, timeout)
+            signal.setitimer(signal.ITIMER_REAL, timeout * 6)
             try:
                 # (not standalone: the command's report comes back, and its exit code with it)
                 res = runner.invoke(cli, argv, catch_exceptions=True, standalone_mode=False)
                 signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.setitimer(signal.ITIMER_PROF, 0)
                 out = res.output if isinstance(res.output, str) else ""
                 # a GdsdiagError (or click's usage error) is the clean end gdsdiag.cli.main turns into
                 # one line and its exit code (click's runner calls the group, not main)
@@ -285,6 +333,7 @@ def _run(
                 problem = "hang", "hang"
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.setitimer(signal.ITIMER_PROF, 0)
             took = time.monotonic() - t0
             growth = max(0, _status_kib("VmHWM:") - rss0) / 1024
             _clear_caches()
@@ -292,6 +341,13 @@ def _run(
             c.slowest_s = max(c.slowest_s, took)
             if problem is None and growth > 1024:
                 problem = "mem", "peak RSS over 1 GiB"
+            if problem and problem[0] == "hang":
+                # confirmed in a fresh process with a CPU limit, or it was the machine's load
+                cpu = confirm_cpu(["__INPUT__" if a == path else a for a in argv], data, t.suffix, timeout)
+                if cpu is not None and cpu <= timeout:
+                    problem = None
+                else:
+                    problem = "hang", "hang" if cpu is None else f"hang ({cpu:.1f} CPU s in a fresh process)"
             if problem and problem[0] == "mem":
                 # confirmed in a fresh process, or it was what this long process accumulated
                 peak = confirm_memory(["__INPUT__" if a == path else a for a in argv], data, t.suffix)
@@ -323,6 +379,7 @@ def _run(
         c.seconds = time.monotonic() - start
     finally:
         signal.signal(signal.SIGALRM, previous)
+        signal.signal(signal.SIGPROF, previous_prof)
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
         import shutil
 
