@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..routes import Route
-from .trace_out import _STYLE
+from ..verdicts import style
 
 ROWS = 20  # processes shown, busiest first
 _ORDER = {r.value: i for i, r in enumerate(Route)}
@@ -62,7 +62,7 @@ class TopScreen:
         t.add_column("I/Os/s", justify="right")
         t.add_column("GB/s", justify="right")
         for r in routes:
-            t.add_column(f"{r} GB/s", justify="right", style=_STYLE.get(r, ""))
+            t.add_column(f"{r} GB/s", justify="right", style=style(r))
         busiest = sorted(self.procs.items(), key=lambda kv: -sum(b for _, b in kv[1].values()))
         for (pid, comm), d in busiest[:ROWS]:
             ios = sum(n for n, _ in d.values())
