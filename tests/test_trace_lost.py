@@ -83,3 +83,25 @@ def test_records_not_classified_are_tallied_exactly_per_process():
     one: dict = {}  # the one-kind fast path
     tally_records(REC_STRUCT.pack(1, 9, 9, 5, 1, 0, 0, 0, 0, 0, -11, 0, comm) * 3, one)
     assert one == {9: [3, 3, 0, 3, 0]}
+
+
+def test_a_replay_summary_says_nothing_was_lost_or_left_unclassified():
+    """The summary's fields for I/O the kernel could not send or a stop could not classify (issue 21)
+    are there in every summary, replays of committed recordings included (nothing lost there: zero),
+    so a reader of the JSON never has to guess whether they were counted."""
+    import json
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    rec = os.path.join(here, "fixtures", "trace", "trace-h200-cufile.jsonl.gz")
+    r = subprocess.run(
+        [sys.executable, "-m", "gdsdiag", "trace", "--json", "--replay", rec],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.path.dirname(here)},
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    summ = json.loads(r.stdout.splitlines()[-1])
+    assert summ["type"] == "summary"
+    assert (summ["ios_lost_in_kernel"], summ["bytes_lost_in_kernel"]) == (0, 0)
+    assert summ["unclassified_by_process"] == [] and summ["verdicts_not_printed"] == 0
