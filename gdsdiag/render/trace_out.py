@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -27,11 +26,13 @@ def _size(n) -> str:
 
 class LinePrinter:
     """At most ``max_per_s`` lines a second; beyond that a running count, so a fast workload does not
-    bury the terminal (every verdict still counts in the summary and in --json output)."""
+    bury the terminal (every verdict still counts in the summary and in --json output). The second is
+    the I/Os' own (the newest verdict time seen), not the wall clock: a replay prints the same lines
+    however fast the machine replays it, and a live trace's verdicts come within a second of their I/O."""
 
     def __init__(self, console: Console, as_json: bool, max_per_s: int = 50):
         self.console, self.as_json, self.max = console, as_json, max_per_s
-        self.window = int(time.monotonic())
+        self.window: int | None = None
         self.in_window = 0
         self.suppressed = 0
         self.header_done = False
@@ -41,8 +42,10 @@ class LinePrinter:
         if self.as_json:
             sys.stdout.write(json.dumps(v) + "\n")
             return
-        now = int(time.monotonic())
-        if now != self.window:
+        now = v["ts"] // 1_000_000_000
+        if self.window is None:
+            self.window = now
+        if now > self.window:
             if self.suppressed:
                 self.console.print(
                     f"… {self.suppressed} more I/Os in the last second (counted in the summary)", style="dim"
