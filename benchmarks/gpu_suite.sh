@@ -10,7 +10,10 @@ T0=$(date +%s)
 el() { echo $(( $(date +%s) - T0 )); }
 if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1; fi
 export PYTHONPATH=/tmp/site:${PYTHONPATH:-} PYTHONUNBUFFERED=1
-command -v gds_udev_entry >/dev/null && gds_udev_entry /tmp/udev >/dev/null 2>&1
+# (a new bash: the kit's functions are defined again here) libcufile reads ID_FS_USAGE from udev's
+# database, which this machine has no udevd to write: the entry for the test directories' filesystem
+[ -f .device/env.sh ] && source .device/env.sh >/dev/null 2>&1
+for d in /tmp /var/tmp; do gds_udev_entry "$d" 2>/dev/null; done
 { echo "start $(date -u +%FT%TZ) $(uname -r)"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -2
   python3 -c 'import sys; print(sys.version.split()[0])'; } > "$OUT/steps.txt"
 py=(python3 -m pytest -q -rs -p no:cacheprovider)
