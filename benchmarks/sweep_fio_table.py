@@ -16,11 +16,16 @@ def rows(doc, label):
             why = f.get("error") if f else "no fio run"
             yield f"{head}: gdsdiag {s['iops']:>9.0f} IOPS {s['gbps']:6.3f} GB/s p50 {s['lat_us']['p50']} us | fio: {why}"
             continue
-        yield (
-            f"{head}: gdsdiag {s['iops']:>9.0f} IOPS {s['gbps']:6.3f} GB/s | fio {f['iops']:>9.0f} IOPS {f['gbps']:6.3f} GB/s "
-            f"(before/after {[r['gbps'] for r in f.get('runs', [])]}) | x{f['ratio']:.3f}"
-            f" | p50 {s['lat_us']['p50']} us vs fio clat p50 {[(r.get('clat_us') or {}).get('p50') for r in f.get('runs', [])]}"
-        )
+        by = f.get("by_jobs") or {f.get("jobs", "thread"): f}  # documents before --fio-jobs: --thread runs
+        for kind, one in by.items():
+            if one.get("error"):
+                yield f"{head}: fio {kind}: {one['error']}"
+                continue
+            yield (
+                f"{head}: gdsdiag {s['iops']:>9.0f} IOPS {s['gbps']:6.3f} GB/s | fio {kind} {one['iops']:>9.0f} IOPS "
+                f"{one['gbps']:6.3f} GB/s (before/after {[r['gbps'] for r in one.get('runs', [])]}) | x{one['ratio']:.3f}"
+                f" | p50 {s['lat_us']['p50']} us vs fio clat p50 {[(r.get('clat_us') or {}).get('p50') for r in one.get('runs', [])]}"
+            )
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 # gdsdiag sweep vs fio, like for like, through `gdsdiag sweep --compare-fio`: for every point fio
 # runs the equivalent job on the same open file just before and just after the point, and the
 # ratio is against the mean of the two (order effects cancel). What "equivalent" means
-# (gdsdiag/sweep/fio.py): --thread, numjobs = threads, iodepth = --iodepth, psync (pread/pwrite,
+# (gdsdiag/sweep/fio.py): fio's forked jobs and --thread (FIO_JOBS=both, the default here; a ratio
+# each), the sweep's host buffers in fio's 4 KiB pages, numjobs = threads, iodepth = --iodepth, psync (pread/pwrite,
 # as the C loop) or io_uring at iodepth > 1, sequential jobs each on their own slice
 # (offset_increment), random jobs over the whole data region (norandommap), writes to a second
 # pre-filled file. fio does not verify data, so the sweep runs with --no-verify here; the
@@ -20,7 +21,7 @@ echo "dir $DIR ($(df -T "$DIR" | awk 'NR==2{print $2" on "$1}')), size $SIZE, $T
 HERE=$(cd "$(dirname "$0")" && pwd)
 run() {  # label, sweep args...
   local label=$1; shift
-  $GD sweep --dir "$DIR" --size "$SIZE" --time "$T" --compare-fio --json "$@" 2>/dev/null | python3 "$HERE/sweep_fio_table.py" "$label" || true   # ERROR points exit 2
+  $GD sweep --dir "$DIR" --size "$SIZE" --time "$T" --compare-fio --fio-jobs "${FIO_JOBS:-both}" --json "$@" 2>/dev/null | python3 "$HERE/sweep_fio_table.py" "$label" || true   # ERROR points exit 2
 }
 for r in $(seq 1 "$ROUNDS"); do
   echo "-- round $r"

@@ -16,6 +16,8 @@ import socket
 import subprocess
 import sys
 
+from .errors import GdsdiagError
+
 COMMAND_TIMEOUT = 30  # seconds for each nvidia-smi / dmesg call
 COMMAND_MAX = 4 << 20  # bytes kept of a command's output
 LOG_TAIL = 256 << 10  # bytes kept of the end of each cufile.log
@@ -69,7 +71,7 @@ def cufile_logs(fs, env: dict) -> list[str]:
         d = ((cfg.data or {}).get("logging") or {}).get("dir")
         if isinstance(d, str) and d:
             out.append(os.path.join(d, "cufile.log"))
-    except Exception:  # a broken cufile.json is reported by check, not here
+    except (GdsdiagError, OSError, ValueError):  # a broken cufile.json is check's finding (check.json), not here
         pass
     out += [os.path.join(os.getcwd(), "cufile.log"), default_log_path()]
     seen, uniq = set(), []
@@ -116,7 +118,7 @@ def results(fs) -> dict[str, tuple[bytes | None, str | None]]:
 
         rep = run(CheckContext(fs, env=dict(os.environ) if fs.is_live else {}))
         out["check.json"] = (json.dumps(check_document(rep), indent=1).encode(), None)
-    except Exception as e:
+    except Exception as e:  # as above: the failure is written in the bundle instead of the document
         out["check.json"] = (None, f"{type(e).__name__}: {e}")
     return out
 
@@ -150,15 +152,19 @@ class Redactor:
                 if h and h not in ("localhost", "localhost.localdomain"):
                     self.hosts.add(h.encode())
                     self.hosts.add(h.split(".")[0].encode())
-            try:
-                import psutil
+            import psutil
 
-                for addrs in psutil.net_if_addrs().values():
-                    for a in addrs:
-                        if a.family in (socket.AF_INET, socket.AF_INET6) and a.address not in ("127.0.0.1", "::1"):
-                            self.addrs.add(a.address.split("%")[0].encode())
-            except Exception:
-                pass
+            try:
+                interfaces = psutil.net_if_addrs()
+            except OSError as e:  # without them this node's addresses would stay in the archive
+                raise GdsdiagError(
+                    f"--redact: cannot list this node's IP addresses ({e.strerror or e})",
+                    "run without --redact and review the archive before sending it",
+                ) from None
+            for addrs in interfaces.values():
+                for a in addrs:
+                    if a.family in (socket.AF_INET, socket.AF_INET6) and a.address not in ("127.0.0.1", "::1"):
+                        self.addrs.add(a.address.split("%")[0].encode())
 
     def _sub(self, pattern, repl: bytes, data: bytes) -> bytes:
         new, n = re.subn(pattern, repl, data)

@@ -11,10 +11,12 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .bounded import loads_json
 from .platform.fsroot import FsRoot
+from .verdicts import Severity
 
 BOOL, INT, STR, LIST_INT, LIST_STR, DICT, ANY = "bool", "int", "str", "list[int]", "list[str]", "object", "any"
 
@@ -123,7 +125,7 @@ ROUTING_ORDER = ("GPU_MEM_NVLINKS", "GPU_MEM", "SYS_MEM", "P2P")
 @dataclass
 class ConfigIssue:
     key: str
-    severity: str  # fail | warn | info
+    severity: Severity
     message: str
 
     def to_json(self) -> dict:
@@ -184,10 +186,11 @@ def strip_comments(text: str) -> str:
 MAX_ISSUES = 100  # listed per file; the rest are counted (renderers stay fast on hostile files)
 
 
-def locate(fs: FsRoot, env: dict | None = None) -> tuple[str | None, str | None, list[str]]:
+def locate(fs: FsRoot, env: Mapping[str, str] | None = None) -> tuple[str | None, str | None, list[str]]:
     """(path, how, searched) in libcufile's order: CUFILE_ENV_PATH_JSON, /etc/cufile.json, then
     the CUDA toolkit's gds/cufile.json (not read by libcufile, but the template users copy)."""
-    env = os.environ if env is None else env
+    if env is None:
+        env = os.environ
     searched: list[str] = []
     p = env.get("CUFILE_ENV_PATH_JSON") if fs.is_live else None
     if p:
@@ -230,12 +233,12 @@ def parse(text: str, path: str = "cufile.json") -> CufileConfig:
         return cfg
     cfg.data = data
     for d in dups:
-        cfg.issues.append(ConfigIssue(d, "warn", f"key '{d}' appears twice; only the last value counts"))
+        cfg.issues.append(ConfigIssue(d, Severity.WARN, f"key '{d}' appears twice; only the last value counts"))
     _validate(data, "", cfg.issues)
     _semantic(cfg)
     if len(cfg.issues) > MAX_ISSUES:
         more = len(cfg.issues) - MAX_ISSUES
-        cfg.issues = cfg.issues[:MAX_ISSUES] + [ConfigIssue("", "warn", f"{more} more issues not listed")]
+        cfg.issues = cfg.issues[:MAX_ISSUES] + [ConfigIssue("", Severity.WARN, f"{more} more issues not listed")]
     return cfg
 
 
@@ -279,7 +282,7 @@ def _validate(node: dict, prefix: str, issues: list[ConfigIssue]) -> None:
         key = f"{prefix}{k}"
         if key in CONTAINERS:
             if not isinstance(v, dict):
-                issues.append(ConfigIssue(key, "fail", f"{key} must be an object, got {type(v).__name__}"))
+                issues.append(ConfigIssue(key, Severity.FAIL, f"{key} must be an object, got {type(v).__name__}"))
             elif key == "properties.gpu_bounce_buffer_slab_config":
                 _validate(v, key + ".", issues)
             continue
@@ -288,7 +291,7 @@ def _validate(node: dict, prefix: str, issues: list[ConfigIssue]) -> None:
             continue
         if key == "blacklist" or key.startswith("blacklist."):
             new = "denylist" + key[len("blacklist") :]
-            issues.append(ConfigIssue(key, "warn", f"'{key}' is the old name: libcufile reads '{new}'"))
+            issues.append(ConfigIssue(key, Severity.WARN, f"'{key}' is the old name: libcufile reads '{new}'"))
             continue
         spec = SCHEMA.get(key)
         if spec is None:
@@ -301,23 +304,23 @@ def _validate(node: dict, prefix: str, issues: list[ConfigIssue]) -> None:
                 else []
             )
             hint = f"; did you mean '{near[0]}'?" if near else ""
-            issues.append(ConfigIssue(key, "warn", f"unknown key '{key}' is ignored by libcufile{hint}"))
+            issues.append(ConfigIssue(key, Severity.WARN, f"unknown key '{key}' is ignored by libcufile{hint}"))
             continue
         kind, cons = spec
         if not _type_ok(kind, v):
             issues.append(
-                ConfigIssue(key, "fail", f"{key} must be {kind}, got {json.dumps(v)[:40]} ({type(v).__name__})")
+                ConfigIssue(key, Severity.FAIL, f"{key} must be {kind}, got {json.dumps(v)[:40]} ({type(v).__name__})")
             )
             continue
         if kind == INT and cons:
             lo, hi, mult = cons
             if lo is not None and v < lo or hi is not None and v > hi:
                 rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
-                issues.append(ConfigIssue(key, "fail", f"{key} = {v} is out of range ({rng})"))
+                issues.append(ConfigIssue(key, Severity.FAIL, f"{key} = {v} is out of range ({rng})"))
             elif mult and v % mult:
-                issues.append(ConfigIssue(key, "warn", f"{key} = {v} is not a multiple of {mult}"))
+                issues.append(ConfigIssue(key, Severity.WARN, f"{key} = {v} is not a multiple of {mult}"))
         if kind == STR and isinstance(cons, tuple) and v not in cons:
-            issues.append(ConfigIssue(key, "fail", f"{key} = {v!r} is not one of {', '.join(cons)}"))
+            issues.append(ConfigIssue(key, Severity.FAIL, f"{key} = {v!r} is not one of {', '.join(cons)}"))
 
 
 def _semantic(cfg: CufileConfig) -> None:
@@ -331,9 +334,9 @@ def _semantic(cfg: CufileConfig) -> None:
     ):
         la, lb = g(a), g(b)
         if isinstance(la, list) and isinstance(lb, list) and len(la) != len(lb):
-            issues.append(ConfigIssue(a, "fail", f"{a} has {len(la)} entries but {b} has {len(lb)}"))
+            issues.append(ConfigIssue(a, Severity.FAIL, f"{a} has {len(la)} entries but {b} has {len(lb)}"))
         if isinstance(la, list) and any(isinstance(x, int) and x % 4 for x in la):
-            issues.append(ConfigIssue(a, "warn", f"{a} entries must be page aligned (multiples of 4 KiB)"))
+            issues.append(ConfigIssue(a, Severity.WARN, f"{a} entries must be page aligned (multiples of 4 KiB)"))
     order = g("properties.rdma_dynamic_routing_order")
     if isinstance(order, list):
         bad = [x for x in order if x not in ROUTING_ORDER]
@@ -341,7 +344,7 @@ def _semantic(cfg: CufileConfig) -> None:
             issues.append(
                 ConfigIssue(
                     "properties.rdma_dynamic_routing_order",
-                    "fail",
+                    Severity.FAIL,
                     f"unknown routing mode(s) {bad}; valid: {', '.join(ROUTING_ORDER)}",
                 )
             )
@@ -352,7 +355,7 @@ def _semantic(cfg: CufileConfig) -> None:
                 try:
                     ipaddress.ip_address(a)
                 except ValueError:
-                    issues.append(ConfigIssue(key, "fail", f"{key}: {a!r} is not an IP address"))
+                    issues.append(ConfigIssue(key, Severity.FAIL, f"{key}: {a!r} is not an IP address"))
     cache, per, batch = (
         g("properties.max_device_cache_size_kb"),
         g("properties.per_buffer_cache_size_kb"),
@@ -366,7 +369,7 @@ def _semantic(cfg: CufileConfig) -> None:
         issues.append(
             ConfigIssue(
                 "properties.max_device_cache_size_kb",
-                "warn",
+                Severity.WARN,
                 f"max_device_cache_size_kb / per_buffer_cache_size_kb = {cache // per} < io_batchsize {batch} "
                 "(NVIDIA's template notes it must be >=)",
             )

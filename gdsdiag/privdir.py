@@ -27,7 +27,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import re
 import secrets
 import stat
 
@@ -176,7 +175,13 @@ def replace_into(dfd: int, name: str, data: bytes, mode: int = 0o600) -> None:
         raise
 
 
-_TMP = re.compile(r"\..+\.[0-9a-f]{12}\.tmp")
+_HEX = frozenset("0123456789abcdef")
+
+
+def _is_tmp_name(n: str) -> bool:
+    """replace_into's temporary names, '.NAME.<12 hex>.tmp' (read by position: a regular
+    expression with '.+' before the suffix is quadratic on a long name of dots)."""
+    return len(n) > 18 and n[0] == "." and n.endswith(".tmp") and n[-17] == "." and _HEX.issuperset(n[-16:-4])
 
 
 def remove_stale_tmp(dfd: int) -> list[str]:
@@ -185,7 +190,7 @@ def remove_stale_tmp(dfd: int) -> list[str]:
     drops it when the writer dies, so a live writer's file is never touched. Never raises."""
     removed: list[str] = []
     try:
-        names = [n for n in os.listdir(dfd) if _TMP.fullmatch(n)]
+        names = [n for n in os.listdir(dfd) if _is_tmp_name(n)]
     except OSError:
         return removed
     for name in names[:1000]:

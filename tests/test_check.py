@@ -10,9 +10,10 @@ import pytest
 from conftest import GDSDIAG, corpus
 
 from gdsdiag.check.context import CheckContext
-from gdsdiag.check.model import Route, Status
 from gdsdiag.check.runner import run
 from gdsdiag.platform.fsroot import FsRoot
+from gdsdiag.routes import Route
+from gdsdiag.verdicts import Status
 
 
 def _run(root, paths=(), env=None):

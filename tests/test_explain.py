@@ -52,7 +52,7 @@ def test_every_capture_error_or_warning_line_is_explained_with_a_source():
         rep = explain_texts([(path, text)])
         unexplained += [f"{ln.file}:{ln.lineno}: {ln.text}" for ln in rep.unknown_that_matter]
         for g in rep.groups:
-            if g.explanation.severity in ("error", "warn") or g.level in ("ERROR", "WARN"):
+            if g.explanation.severity in ("fail", "warn") or g.level in ("ERROR", "WARN"):
                 seen_matter += g.count
             if not g.explanation.sources or not all(s.startswith("https://") for s in g.explanation.sources):
                 uncited.append(g.explanation.id)
@@ -99,7 +99,7 @@ def test_5008_file_checks_and_nvme_not_registered():
     ids = _ids(rep)
     assert ids["cufile-error-5008"].explanation.code["name"] == "CU_FILE_IO_NOT_SUPPORTED"
     assert ids["nvme-not-registered"].count == 2
-    assert rep.worst() == "error"
+    assert rep.worst() == "fail"
 
 
 def test_gdsio_file_register_error_carries_5008():
@@ -258,7 +258,7 @@ def test_cli_json_schema_and_exit_codes():
     r = _run("--json", path)
     assert r.returncode == 2, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["schema"] == "gdsdiag.explain/1" and doc["exit_code"] == 2
+    assert doc["schema"] == "gdsdiag.explain/2" and doc["exit_code"] == 2
     assert set(doc) == {
         "schema",
         "files",
@@ -397,7 +397,7 @@ def test_gdscheck_platform_info_acs_switch_is_an_error():
     rep = explain_paths([path])
     assert not rep.unknown
     (g,) = [g for g in rep.groups if g.explanation.id == "gdscheck-acs-switch"]
-    assert g.explanation.severity == "error" and g.explanation.fields.get("bdf") in (None, "0000:40:01.1")
+    assert g.explanation.severity == "fail" and g.explanation.fields.get("bdf") in (None, "0000:40:01.1")
     assert _run(path).returncode == 2
 
 

@@ -200,7 +200,8 @@ def _h200_tree(tmp_path):
     root = tmp_path / "root"
     root.mkdir()
     with tarfile.open(H200) as t:
-        t.extractall(root, **({"filter": "tar"} if hasattr(tarfile, "data_filter") else {}))  # (3.10 has no filter)
+        # (our own committed snapshot; extraction filters exist from Python 3.11.4 / 3.10.12 only)
+        t.extractall(root, **({"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}))
     return str(root)
 
 

@@ -27,7 +27,8 @@ def hostile(tmp_path_factory):
     root = d / "root"
     root.mkdir()
     with tarfile.open(H200) as t:
-        t.extractall(root, **({"filter": "tar"} if hasattr(tarfile, "data_filter") else {}))  # (3.10 has no filter)
+        # (our own committed snapshot; extraction filters exist from Python 3.11.4 / 3.10.12 only)
+        t.extractall(root, **({"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}))
     (root / "proc" / "sys" / "kernel").mkdir(parents=True, exist_ok=True)
     (root / "proc" / "sys" / "kernel" / "hostname").write_text(P + "\n")
     with open(root / "proc" / "mounts", "a") as f:

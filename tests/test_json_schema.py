@@ -50,7 +50,7 @@ TYPED = {
     "gdsdiag.report/1": validate_schema.ReportDoc,
     "gdsdiag.validate/1": validate_schema.ValidateDoc,
     "gdsdiag.diff/1": diff_schema.DiffDoc,
-    "gdsdiag.explain/1": explain_schema.ExplainDoc,
+    "gdsdiag.explain/2": explain_schema.ExplainDoc,
     "gdsdiag.kv/1": kv_schema.KvDoc,
     "gdsdiag.snapshot/1": snapshot_schema.SnapshotDoc,
     "gdsdiag.sweep/1": sweep_schema.SweepDoc,
@@ -63,7 +63,7 @@ REAL = {
     "gdsdiag.diff/1": ["diff", H200, H200X2, "--json"],
     "gdsdiag.report/1": ["report", VALIDATE_GPU, "--json"],
     "gdsdiag.validate/1": ["validate", "--from", H200, "--json", "-"],
-    "gdsdiag.explain/1": ["explain", CUFILE_LOG, GDSIO, "--json"],
+    "gdsdiag.explain/2": ["explain", CUFILE_LOG, GDSIO, "--json"],
     "gdsdiag.kv/1": [
         "kv",
         "--model-config",

@@ -66,6 +66,7 @@ LAYERS = {
     "gdsdiag.signals": 0,
     "gdsdiag.terminal": 0,
     "gdsdiag.units": 0,
+    "gdsdiag.verdicts": 0,
 }
 
 # (importer prefix, imported prefix): why the crossing is there. Empty, and to be kept so: an

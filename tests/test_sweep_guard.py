@@ -111,9 +111,9 @@ def test_stall_and_idle_worker_are_errors(tmp_path):
     sf = _real_point(tmp_path)
     try:
         spec = PointSpec("host", "read", 4096, 2, total_bytes=256 << 10)
-        from gdsdiag.sweep.engines import base, host
+        from gdsdiag.sweep.engines import ENGINES, base, host
 
-        res = base.run_workers(host, spec, sf)
+        res = base.run_workers(ENGINES["host"], spec, sf)
         assert res.ops == 64 and res.workers[0]["ops"] == 32 and res.workers[1]["ops"] == 32
         point = base.Point(spec, sf)
         ws = [host.Worker(point, i) for i in range(2)]
@@ -370,7 +370,9 @@ def test_compare_fio_runs_fio_around_each_point(tmp_path):
         for run in f["runs"]:  # fio's clat and CPU beside the sweep's own latencies, for a profile of a miss
             assert run["clat_us"]["p50"] > 0 and run["clat_us"]["p99"] >= run["clat_us"]["p50"]
             assert run["cpu_percent"] >= 0
-        assert "--numjobs=2" in f["command"] and "--thread" in f["command"] and "--ioengine=psync" in f["command"]
+        # fio as users run it: forked jobs (fio's default); --fio-jobs thread/both for --thread
+        assert f["jobs"] == "process" and "--thread" not in f["command"]
+        assert "--numjobs=2" in f["command"] and "--ioengine=psync" in f["command"]
         assert "/proc/" in f["command"] and "/fd/" in f["command"]  # the sweep's own open file
         if p["rw"] == "read":
             assert "--offset_increment=" in f["command"] and "--readonly" in f["command"]

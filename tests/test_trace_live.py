@@ -287,7 +287,7 @@ def test_two_processes_with_two_libcufile_copies_are_both_probed(tmp_path):
 
 def test_bad_selectors_are_one_clear_line():
     for args, msg in (
-        (["--pid", "999999999"], "no process 999999999"),
+        (["--pid", "4194304"], "no process 4194304"),  # the largest pid Linux allows, never running
         (["--cgroup", "/nonexistent/gdsdiag-x"], "cgroup v2"),
     ):
         r = subprocess.run(

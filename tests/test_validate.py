@@ -12,12 +12,12 @@ from check_fixtures import add_nvidia_fs, copy_tree, set_cufile, set_iommu_trans
 from sweep_fixture import h200_sweep_doc
 
 from gdsdiag.check.context import CheckContext
-from gdsdiag.check.model import Status
 from gdsdiag.errors import GdsdiagError
 from gdsdiag.platform.fsroot import FsRoot
 from gdsdiag.validate import policy as pol
 from gdsdiag.validate.rules import RULES, route_mix
 from gdsdiag.validate.runner import run
+from gdsdiag.verdicts import Status
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRACE = os.path.join(HERE, "fixtures", "trace")
@@ -377,6 +377,27 @@ def test_route_mix_uses_cufile_stats_counts():
                 "threads": 1,
                 "summary": {"bytes": 3000},
                 "route": "MIXED(COMPAT=1,NVFS=2)",
+                "route_mix": {"COMPAT": 1, "NVFS": 2},  # what the sweep writes beside the label (issue 23)
+            },
+            {  # a batch point of a document from before route_mix: its batch counters, never its label
+                "mode": "cufile-batch",
+                "rw": "read",
+                "bs": 1 << 20,
+                "threads": 1,
+                "summary": {"bytes": 200},
+                "route": "MIXED(NVFS=1,P2PDMA=1)",
+                "route_detail": {
+                    "cufile_stats": {"routes": {"NVFS": 0}},
+                    "cufile_batch_stats": {"NVFS": 1, "P2PDMA": 1},
+                },
+            },
+            {  # a label with no counts behind it is not parsed: the route is not known
+                "mode": "cufile",
+                "rw": "read",
+                "bs": 1 << 20,
+                "threads": 1,
+                "summary": {"bytes": 50},
+                "route": "MIXED(NVFS=1)",
             },
             {
                 "mode": "kvikio",
@@ -397,7 +418,16 @@ def test_route_mix_uses_cufile_stats_counts():
         ]
     }
     mix, _ = route_mix([{"path": "/d", "gpu": 0, "doc": doc}])
-    assert mix == {"COMPAT": 2000, "NVFS": 2000, "DRAM_BOUNCE": 500}  # bounce mode = reference, not counted
+    # bounce mode = reference, not counted
+    assert mix == {"COMPAT": 2000, "NVFS": 2100, "P2PDMA": 100, "UNKNOWN": 50, "DRAM_BOUNCE": 500}
+
+
+def test_route_mix_helpers():
+    from gdsdiag.routes import Route, mix_json, mix_of, route_of
+
+    assert mix_of({"NVFS": 3, "DYNAMIC_ROUTING": 2, "COMPAT": 0}) == {Route.NVFS: 3, Route.PEER_GPU: 2}
+    assert mix_json(mix_of({"P2PDMA": 1, "COMPAT": 4})) == {"COMPAT": 4, "P2PDMA": 1}
+    assert route_of("KVIKIO_POSIX") == Route.DRAM_BOUNCE and route_of("MIXED(NVFS=1)") == Route.UNKNOWN
 
 
 def test_sweep_that_cannot_run_fails_min_gbps(h200, tmp_path, monkeypatch):

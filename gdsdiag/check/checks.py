@@ -7,8 +7,10 @@ import re
 
 from ..platform import kernel
 from ..platform.kernel import NVFS_REGISTRATION_SYMBOLS
+from ..routes import Route
+from ..verdicts import Severity, Status
 from .context import CheckContext
-from .model import CheckResult, Evidence, Route, Status, judged, plain
+from .model import CheckResult, Evidence, judged, plain
 
 P2PDMA_MIN_OPEN_DRIVER = (565, 47)  # "Install OpenRM version 565.47 or above" (GDS support for NVMe, pre-installation)
 P2PDMA_MIN_KERNEL = (6, 2)  # GDS troubleshooting guide §14.1
@@ -594,8 +596,8 @@ def check_cufile_json(ctx: CheckContext) -> list[CheckResult]:
                 "fix the JSON at the position given (comments // and /* */ are fine)",
             )
         ]
-    fails = [i for i in cfg.issues if i.severity == "fail"]
-    warns = [i for i in cfg.issues if i.severity == "warn"]
+    fails = [i for i in cfg.issues if i.severity == Severity.FAIL]
+    warns = [i for i in cfg.issues if i.severity == Severity.WARN]
     st = Status.FAIL if fails else Status.WARN if warns else Status.PASS
     out.append(
         CheckResult(
@@ -700,7 +702,7 @@ def check_cufile_json(ctx: CheckContext) -> list[CheckResult]:
                 st,
                 f"on, order {', '.join(map(str, order)) or '(empty)'}",
                 [_ev(cfg.path, f"rdma_dynamic_routing_order: {plain(order)}")],
-                "SYS_MEM first stages every cross-root-port I/O through host memory (a DRAM bounce)",
+                "with SYS_MEM first in the order, every cross-root-port I/O is staged through host memory (a DRAM bounce)",
                 "put GPU_MEM_NVLINKS/GPU_MEM before SYS_MEM" if st == Status.WARN else "",
             )
         )

@@ -3,21 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import TYPE_CHECKING
 
-from ..routes import Route  # noqa: F401  (re-exported: check results carry routes)
+from ..routes import Route
+from ..verdicts import Status
 
 if TYPE_CHECKING:
     from ..schema import check as schema
-
-
-class Status(str, Enum):
-    PASS = "PASS"
-    WARN = "WARN"
-    FAIL = "FAIL"
-    SKIP = "SKIP"
-    INFO = "INFO"
 
 
 def plain(value) -> str:

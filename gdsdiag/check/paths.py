@@ -7,8 +7,10 @@ import os
 from typing import TYPE_CHECKING
 
 from ..platform import mounts as mnt
+from ..routes import Route
+from ..verdicts import Status
 from .context import CheckContext
-from .model import CheckResult, Evidence, PathVerdict, Route, Status, judged, plain
+from .model import CheckResult, Evidence, PathVerdict, judged, plain
 
 if TYPE_CHECKING:
     from ..schema import check as schema

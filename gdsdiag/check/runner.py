@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN, GdsdiagError, UsageError
+from ..routes import Route
+from ..verdicts import Status
 from .checks import NODE_CHECKS
 from .context import CheckContext
-from .model import CheckResult, Evidence, NodeVerdict, PathVerdict, Route, Status
+from .model import CheckResult, Evidence, NodeVerdict, PathVerdict
 from .paths import analyse_path
 
 if TYPE_CHECKING:
@@ -82,7 +85,7 @@ def decide(ctx: CheckContext, results: list[CheckResult]) -> NodeVerdict:
     return NodeVerdict(routes, summary, reasons)
 
 
-def run(ctx: CheckContext, paths: list[str] = (), gdscheck_text: str | None = None) -> CheckReport:
+def run(ctx: CheckContext, paths: Sequence[str] = (), gdscheck_text: str | None = None) -> CheckReport:
     for p in paths:
         if ctx.live and not os.path.isdir(p):
             # a wrong argument, not a finding about the node: one line with cause and fix, exit 4,

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
 from ._common import Duration, emit_json, json_option
+
+if TYPE_CHECKING:
+    from ..schema.cufile import DriverFailed, DriverOpened
 
 
 @click.command("cufile")
@@ -45,16 +49,18 @@ def cufile_cmd(libcufile_path, no_open, timeout, as_json):
         if d is None:
             click.echo("driver open: not tried (--no-open)")
         elif d["ok"]:
-            p = d["properties"]
+            p: dict[str, Any] = cast("DriverOpened", d)["properties"]
             click.echo(
                 f"driver open: OK — nvidia-fs {'%d.%d' % (p['nvfs_major'], p['nvfs_minor']) if p['nvfs_loaded'] else 'not loaded (compatibility mode)'}, "
                 f"control {', '.join(p['control_flags']) or '-'}, storage {', '.join(p['status_flags']) or '-'}, "
                 f"max direct I/O {p['max_direct_io_size_kb']} KiB"
             )
-        elif d.get("name") == "NOT_CALLED":
-            click.echo(f"driver open: NOT CALLED — {d['error']}")
         else:
-            click.echo(f"driver open: FAILED — {d['error']}")
-            if d.get("log_tail"):
-                click.echo("cufile.log tail:\n" + d["log_tail"].rstrip())
+            failed = cast("DriverFailed", d)
+            if failed.get("name") == "NOT_CALLED":
+                click.echo(f"driver open: NOT CALLED — {failed['error']}")
+            else:
+                click.echo(f"driver open: FAILED — {failed['error']}")
+                if failed.get("log_tail"):
+                    click.echo("cufile.log tail:\n" + failed["log_tail"].rstrip())
     return report

@@ -13,7 +13,7 @@ KINDS = ("cufile-log", "gdsio", "gdscheck", "nvfs-stats", "gds-stats", "dmesg")
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @click.option("--kind", type=click.Choice(KINDS), help="Treat every FILE as this kind instead of detecting it.")
 @click.option("-v", "--verbose", is_flag=True, help="Explain informational lines too and list every unknown line.")
-@json_option("gdsdiag.explain/1")
+@json_option("gdsdiag.explain/2")
 def explain(files, kind, verbose, as_json):
     """What the lines of a cufile.log, gdsio or gdscheck -p output, /proc/driver/nvidia-fs/stats or
     a dmesg excerpt mean, their likely cause and fix, with the source of each explanation.

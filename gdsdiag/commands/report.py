@@ -83,6 +83,7 @@ def report(reports, png_path, as_json):
 
         from ..bounded import clip, printable
         from ..validate.fleet import gbps_keys
+        from ..verdicts import style
 
         def txt(v) -> str:
             # every value comes from a report file another node wrote: never markup ('[link=…]',
@@ -93,12 +94,11 @@ def report(reports, png_path, as_json):
         t = Table(title=f"gdsdiag fleet report — {len(rs)} node(s), worst {txt(w)}")
         for c in ["node", "verdict", "failed rules", "warnings"] + [f"{k} GB/s" for k in keys] + ["snapshot"]:
             t.add_column(c, overflow="fold")
-        style = {"FAIL": "bold red", "WARN": "yellow", "PASS": "green"}
         for r in rs:
             verdict = txt(r["verdict"])
             t.add_row(
                 txt(r["node"]),
-                f"[{style[r['verdict']]}]{verdict}[/]" if r["verdict"] in style else verdict,
+                f"[{style(r['verdict'])}]{verdict}[/]" if r["verdict"] in ("FAIL", "WARN", "PASS") else verdict,
                 txt(", ".join(map(str, r["failed"]))) or "-",
                 txt(", ".join(map(str, r["warned"]))) or "-",
                 *[f"{r['gbps'][k]:.2f}" if k in r["gbps"] else "-" for k in keys],

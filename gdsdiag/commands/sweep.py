@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 
 import click
@@ -129,7 +130,16 @@ def _write_outputs(report, csv_path: str | None, plot_path: str | None) -> None:
 @click.option(
     "--compare-fio",
     is_flag=True,
-    help="Run fio's equivalent job before and after each point on the same file; print the ratio.",
+    help="Run fio's equivalent job before and after each point on the same file (like for like: the "
+    "sweep's host buffers in fio's 4 KiB pages); print the ratio and what still differs.",
+)
+@click.option(
+    "--fio-jobs",
+    type=click.Choice(["process", "thread", "both"]),
+    default="process",
+    show_default=True,
+    help="With --compare-fio: fio's jobs as forked processes (fio's default), as threads (--thread, as the "
+    "sweep's workers), or both (a ratio for each).",
 )
 @json_option("gdsdiag.sweep/1")
 @click.option("--csv", "csv_path", metavar="FILE", help="Also write a CSV (never overwrites).")
@@ -152,6 +162,7 @@ def sweep(
     total,
     no_verify,
     compare_fio,
+    fio_jobs,
     as_json,
     csv_path,
     plot_path,
@@ -179,6 +190,7 @@ def sweep(
             verify=not no_verify,
             iodepth=depth[0],
             compare_fio=compare_fio,
+            fio_jobs=fio_jobs,
         )
     except ValueError as e:
         raise UsageError(str(e), "see gdsdiag sweep --help") from None
@@ -192,20 +204,23 @@ def sweep(
     for path, option in ((csv_path, "--csv"), (plot_path, "--plot")):
         if path:
             refuse_existing(path, option)
+    from ..render.sweep_out import LineProgress, SweepProgress, check_plot, render
+
+    if plot_path:
+        check_plot()  # no matplotlib: refused now, not after the sweep ran
     from rich.console import Console
 
     console = Console(stderr=as_json)
     if not console.is_terminal:
         console = Console(stderr=as_json, width=160)  # a log or pipe: keep every column readable
     npoints = len(cfg.rws) * len(cfg.modes) * len(cfg.block_sizes) * len(cfg.threads)
-    from ..render.sweep_out import SweepProgress, render
-
     with _sigterm_exits():
         if console.is_terminal:
             with SweepProgress(console, npoints, cfg.seconds, cfg.total_bytes) as prog:
                 report = run_sweep(cfg, prog)
-        else:
-            report = run_sweep(cfg)
+        else:  # a pipe or a log: a line per point on stderr
+            with LineProgress(sys.stderr, npoints, cfg.seconds, cfg.total_bytes) as lines:
+                report = run_sweep(cfg, lines)
     # the results first: a file that cannot be written (a full disk) must not lose the sweep
     render(console, report)  # with --json the table goes to stderr, the document to stdout
     if as_json:

@@ -132,7 +132,7 @@ class FileHandle:
             self.direct = bool(_fd_flags(fd) & os.O_DIRECT)
         except OSError as e:
             self.fd = -1
-            raise CuFileOSError("FileHandle", e.errno) from None
+            raise CuFileOSError("FileHandle", e.errno or 0) from None
         self._descr = self.L.ffi.new("CUfileDescr_t *")
         self._handle = self.L.ffi.new("CUfileHandle_t *")
         self.registered = False
@@ -294,7 +294,7 @@ class Batch:
         self.max = max_requests
         self._id = self.L.ffi.new("CUfileBatchHandle_t *")
         self.live = False
-        self._keep = []
+        self._keep: list[tuple[object, object]] = []  # cffi objects of submitted I/Os, alive until reaped
 
     def __enter__(self):
         check("cuFileBatchIOSetUp", self.L.lib.cuFileBatchIOSetUp(self._id, self.max))

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..verdicts import Severity
+
 if TYPE_CHECKING:
     from ..schema import explain as schema
 
-SCHEMA = "gdsdiag.explain/1"
+SCHEMA = "gdsdiag.explain/2"  # /2 (issue 23): severity and counts say "fail", /1 said "error"
 MAX_UNKNOWN = 500  # a huge unknown file must not make a huge document
 
 
@@ -69,9 +71,9 @@ def document(report) -> schema.ExplainDoc:
         "unknown_truncated": len(report.unknown) > MAX_UNKNOWN,
         "gdsio_runs": report.gdsio_runs,
         "counts": {
-            "error": _count(report, "error"),
-            "warn": _count(report, "warn"),
-            "info": _count(report, "info"),
+            "fail": _count(report, Severity.FAIL),
+            "warn": _count(report, Severity.WARN),
+            "info": _count(report, Severity.INFO),
             "unknown": len(report.unknown),
             "unknown_that_matter": len(report.unknown_that_matter),
         },
@@ -79,5 +81,5 @@ def document(report) -> schema.ExplainDoc:
     }
 
 
-def _count(report, severity: str) -> int:
+def _count(report, severity: Severity) -> int:
     return sum(1 for g in report.groups if g.explanation.severity == severity)

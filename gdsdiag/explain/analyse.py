@@ -9,13 +9,13 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN
+from ..verdicts import Severity, worst
 from . import catalog
 from .readers import Line, detect, read_input, split
 
 if TYPE_CHECKING:
     from ..schema import explain as schema
 
-_SEV_ORDER = {"error": 0, "warn": 1, "info": 2}
 _MATTERS_RX = re.compile(r"error|fail|not supported|unsupported|does not have|not registered|not loaded", re.I)
 _NVFS_ERR_RX = re.compile(r"\b(err|io_state_err|pg-cache-fail|pg-cache-eio|cpu-gpu-pages|sg-ext|dma-map|dma-ref)=[1-9]")
 _DMESG_OURS_RX = re.compile(r"nvidia|nvfs|nvme|p2p", re.I)
@@ -87,16 +87,15 @@ class Report:
     unknown_that_matter: list[Line]
     gdsio_runs: list[schema.GdsioRun] = field(default_factory=list)  # every gdsio result line, parsed
 
-    def worst(self) -> str | None:
-        sev = {g.explanation.severity for g in self.groups}
-        return next((s for s in ("error", "warn", "info") if s in sev), None)
+    def worst(self) -> Severity | None:
+        return worst(g.explanation.severity for g in self.groups)
 
     @property
     def exit_code(self) -> int:
-        worst = self.worst()
-        if worst == "error":
+        gravest = self.worst()
+        if gravest == Severity.FAIL:
             return EXIT_FAIL
-        if worst == "warn" or self.unknown_that_matter:
+        if gravest == Severity.WARN or self.unknown_that_matter:
             return EXIT_WARN
         return EXIT_OK
 
@@ -104,7 +103,7 @@ class Report:
 def _key(ln: Line, ex: catalog.Explanation) -> tuple:
     # the same message from another pid/time is the same finding; numbers that identify the
     # process (fd, pointer, tid) are part of the text and would split groups, so mask them
-    if ex.severity == "info":
+    if ex.severity == Severity.INFO:
         return ex.id, ln.kind, None, None, None  # informational lines fold into one entry each
     return ex.id, ln.kind, ln.level, ln.component, _mask(ln.text)
 
@@ -138,7 +137,11 @@ def _run(ln: Line, f: dict) -> schema.GdsioRun:
 
 def explain_texts(inputs: list[tuple[str, str]], kind: str | None = None) -> Report:
     """``inputs`` is [(name, text)]; ``kind`` forces the input kind instead of detecting it."""
-    files, groups, unknown, unknown_matter, runs = [], {}, [], [], []
+    files: list[FileSummary] = []
+    groups: dict[tuple, Group] = {}
+    unknown: list[Line] = []
+    unknown_matter: list[Line] = []
+    runs: list[schema.GdsioRun] = []
     for name, text in inputs:
         k = kind or detect(text)
         lines, skipped = split(name, text, k or "unknown")
@@ -163,10 +166,10 @@ def explain_texts(inputs: list[tuple[str, str]], kind: str | None = None) -> Rep
     ordered = sorted(
         groups.values(),
         key=lambda g: (
-            _SEV_ORDER[g.explanation.severity],
+            -g.explanation.severity.rank,
             g.files and files.index(next(f for f in files if f.path == g.files[0])),
-            g.first.sort_time or (),
-            g.first.lineno,
+            (g.first.sort_time if g.first else None) or (),  # (every group has its first line)
+            g.first.lineno if g.first else 0,
         ),
     )
     return Report(files, ordered, unknown, unknown_matter, runs)

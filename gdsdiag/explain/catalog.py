@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ..cufile.errors import CUDA_ERRORS, HINTS, OP_ERRORS
+from ..verdicts import Severity
 
-SEVERITIES = ("error", "warn", "info")
+SEVERITIES = tuple(Severity)  # fail, warn, info: the one scale (verdicts.Severity)
 KINDS = ("cufile-log", "gdsio", "gdscheck", "nvfs-stats", "gds-stats", "dmesg")
 _DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "messages.json")
 
@@ -21,7 +22,7 @@ class Entry:
     id: str
     kinds: tuple[str, ...]
     pattern: re.Pattern
-    severity: str
+    severity: Severity
     title: str
     meaning: str
     cause: str
@@ -34,7 +35,7 @@ class Explanation:
     """What one message means: an Entry, or a CU_FILE error code, or both."""
 
     id: str
-    severity: str
+    severity: Severity
     title: str
     meaning: str
     cause: str
@@ -61,7 +62,7 @@ def load() -> Catalog:
             e["id"],
             tuple(e["kinds"]),
             re.compile(e["pattern"], re.ASCII),  # \d, \w, \s: ASCII only (int() of a match never meets '²')
-            e["severity"],
+            Severity(e["severity"]),
             e["title"],
             e["meaning"],
             e["cause"],
@@ -111,7 +112,7 @@ def _code_explanation(code: int) -> Explanation:
     ]
     return Explanation(
         id=f"cufile-error-{code}",
-        severity="error",
+        severity=Severity.FAIL,
         title=f"{name} ({code})",
         meaning=f'a cuFile call failed with {name} ({code}), NVIDIA\'s text: "{text}".',
         cause=extra.get("cause")

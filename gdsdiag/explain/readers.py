@@ -76,10 +76,19 @@ CUFILE_TRIM_RX = re.compile(
     r"(?P<comp>[\w.\-]+):\d+\s?(?P<msg>.*)$"
 )
 DMESG_RX = re.compile(r"^\s*\[\s*(?P<time>\d+\.\d+)\]\s?(?P<msg>.*)$")
-GDSIO_RX = re.compile(r"^IoType: \w+ XferType: \w+|(^|[\s/$])gdsio(_verify)?\s+-|file register error:")
+GDSIO_RX = re.compile(
+    r"^IoType: \w+ XferType: \w+|(^|[\s/$])gdsio(_verify)?\s+-|file register error:|"
+    # gdsio's own failure lines (gds-nvidia-fs#57), pasted without the command line
+    r"^(Error: IO failed stopping traffic|failed to submit io of type|(write|read) io failed of type|io failed :ret :)"
+)
+# kernel lines of nvidia-fs pasted without dmesg's '[ seconds]' prefix (journalctl -o cat, a forum paste)
+NVFS_KMSG_RX = re.compile(r"^\s*nvidia[-_]fs:\s*\S")
 GDSCHECK_RX = re.compile(
     r"^\s*(GDS release version|DRIVER CONFIGURATION:|cuFile CONFIGURATION:|CUFILE CONFIGURATION:|"
-    r"Platform verification (succeeded|failed)|--rdma_device_status)"
+    r"Platform verification (succeeded|failed)|--rdma_device_status|"
+    # a paste of only the DRIVER CONFIGURATION rows (gds-nvidia-fs#4): the row shape itself
+    r"(NVMe|NVMeOF|NVMe P2PDMA|SCSI|ScaleFlux CSD|NVMesh|DDN EXAScaler|IBM Spectrum Scale|NFS|BeeGFS|WekaFS"
+    r"|Userspace RDMA)\s*:\s*(Supported|Unsupported)\s*$)"
 )
 # NVIDIA's gds_stats (cuFile user-space counters of a running process)
 GDS_STATS_RX = re.compile(r"^\s*(cuFile STATS VERSION\s*:|GLOBAL STATS:|PER_GPU STATS:|READ-WRITE SIZE HISTOGRAM\s*:)")
@@ -100,7 +109,7 @@ def detect(text: str) -> str | None:
             score["gds-stats"] += 3
         elif NVFS_RX.match(raw):
             score["nvfs-stats"] += 3
-        elif DMESG_RX.match(raw):
+        elif DMESG_RX.match(raw) or NVFS_KMSG_RX.match(raw):
             score["dmesg"] += 1
     kind, best = max(score.items(), key=lambda kv: kv[1])
     return kind if best else None

@@ -43,7 +43,7 @@ def nvfs_families(fs: FsRoot) -> list:
             s.driver_version or "",
             s.gds_version or "",
             s.stats_version or "",
-            {True: "enabled", False: "disabled"}.get(s.io_stats, "unknown"),
+            "unknown" if s.io_stats is None else "enabled" if s.io_stats else "disabled",
         ],
         1,
     )
@@ -123,7 +123,7 @@ def stats_segments(fs: FsRoot) -> dict[int, int]:
     Seen on the GPU machine (libcufile 1.15.1.6, compat mode, stats level 3): key == the process id,
     31888 bytes, created at cuFileDriverOpen (tests/fixtures/gpu-machine/sysvipc-shm-during-validate.txt)."""
     text = fs.read_text("/proc/sysvipc/shm") or ""
-    out = {}
+    out: dict[int, int] = {}
     lines = text.splitlines()
     if not lines:
         return out
@@ -147,7 +147,7 @@ def process_families(fs: FsRoot) -> list:
     )
     for comm, v in sorted(bound(cufile_processes(fs)).items()):
         g.add_metric([comm], v)
-    seg = Counter()
+    seg: Counter[str] = Counter()
     for pid in stats_segments(fs):
         maps = fs.read_text(f"/proc/{pid}/maps")
         if maps and "libcufile" in maps:

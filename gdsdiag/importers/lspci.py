@@ -9,6 +9,7 @@ extended capabilities, so ACS then comes from the ``ACSCtl:`` line. Without a du
 
 from __future__ import annotations
 
+import os
 import re
 
 from ..errors import GdsdiagError
@@ -64,6 +65,32 @@ def parse_acsctl(line: str) -> AcsControl | None:
             return None
         vals.append(m.group(1) == "+")
     return AcsControl(*vals)
+
+
+def dedent_paste(text: str) -> str:
+    """The text without the indent a paste put in front of every line (a forum quote, a markdown
+    list, ' 1a:00.0 3D controller: ...'): the whitespace all non-blank lines share is removed, so
+    lspci's own column-0 headers and tree roots are at column 0 again. '#' lines (a capture's
+    header) are left out of the count and kept as they are."""
+    lines = text.splitlines()
+    body = [ln for ln in lines if ln.strip() and not ln.startswith("#")]
+    if not body:
+        return text
+    common = os.path.commonprefix([ln[: len(ln) - len(ln.lstrip())] for ln in body])
+    if not common:
+        return text
+    return "\n".join(ln if ln.startswith("#") or not ln.strip() else ln[len(common) :] for ln in lines) + "\n"
+
+
+def headless_acsctl_lines(text: str) -> list[AcsControl | None]:
+    """The 'ACSCtl:' lines above the first device header of a '-vvv' excerpt: ports whose
+    settings are known but whose address the excerpt cut off."""
+    head: list[str] = []
+    for raw in text.splitlines():
+        if HEADER_RE.match(raw.rstrip()) and not raw.startswith((" ", "\t")):
+            break
+        head.append(raw)
+    return acsctl_lines("\n".join(head))
 
 
 def acsctl_lines(text: str) -> list[AcsControl | None]:
@@ -196,6 +223,11 @@ def parse_tree(text: str) -> list[PciFunction]:
             nxt = TREE_DEV_RE.search(line, root.end())
             if nxt:
                 col_parent[nxt.start()] = (dom, bus, None)
+                # lspci prints a root line from column 0; leading blanks on it are the paste's (a
+                # markdown block, a prompt's indent): its children may sit that much further left
+                lead = len(line) - len(line.lstrip(" "))
+                if lead:
+                    col_parent.setdefault(nxt.start() - lead, (dom, bus, None))
         pos = root.end() if root else 0
         while True:
             m = TREE_DEV_RE.search(line, pos)
@@ -274,9 +306,16 @@ def unread_lines(path: str, text: str, kind: str) -> list[str]:
     that is not a device header (indented lines belong to the block above them); grep: a line
     without 'ACSCtl:'. The first _MAX_NAMED are named, then a count."""
     out: list[str] = []
+    seen_header = False
     for n, raw in enumerate(text.splitlines(), 1):
         s = raw.strip()
         if not s or raw.startswith("#") or _PROMPT_RE.match(raw):
+            continue
+        if kind == "vvv" and not seen_header:
+            seen_header = bool(HEADER_RE.match(raw.rstrip())) and not raw.startswith((" ", "\t"))
+        if kind == "vvv" and not seen_header and raw.startswith((" ", "\t")):
+            # indented lines before the first device header belong to a device the excerpt cut off
+            out.append(f"{path}: line {n} not read (before the first device header): {s[:120]!r}")
             continue
         if kind == "tree":
             ok = bool(TREE_ROOT_RE.search(raw) or TREE_DEV_RE.search(raw) or not s.strip("-+\\| `"))
@@ -292,6 +331,16 @@ def unread_lines(path: str, text: str, kind: str) -> list[str]:
     if len(out) > _MAX_NAMED:
         out = out[:_MAX_NAMED] + [f"{path}: {len(out) - _MAX_NAMED} more lines not read"]
     return out
+
+
+def _on_root_bus(f: PciFunction) -> bool:
+    """What in lspci text shows a function's bus is a root bus: bus 00, a host bridge function
+    (class 06 00), a root port or root-complex endpoint (PCIe capability), or a name that says so."""
+    if f.bus == 0 or (f.class_code is not None and f.class_code >> 8 == 0x0600):
+        return True
+    if f.port_type in (PortType.ROOT_PORT, PortType.RC_INTEGRATED, PortType.RC_EVENT_COLLECTOR):
+        return True
+    return bool(f.name and re.search(r"Root (?:Port|Complex)", f.name))
 
 
 def merge_functions(tree_fns: list[PciFunction], details: dict[str, PciFunction]) -> list[PciFunction]:
@@ -313,9 +362,13 @@ def merge_functions(tree_fns: list[PciFunction], details: dict[str, PciFunction]
     else:
         fns = list(details.values())
         by_sec = {(f.domain, f.secondary_bus): f for f in fns if f.secondary_bus is not None}
+        roots = {(f.domain, f.bus) for f in fns if _on_root_bus(f)}
         for f in fns:
             parent = by_sec.get((f.domain, f.bus))
             f.parent_bdf = parent.bdf if parent is not None and parent is not f else None
+            # without a tree, a function whose upstream bridge is not in the text sits on its own
+            # bus only if something says that bus is a root bus; otherwise its place is unknown
+            f.placement_unknown = f.parent_bdf is None and (f.domain, f.bus) not in roots
     by_bdf = {f.bdf: f for f in fns}
     for f in fns:
         top = f

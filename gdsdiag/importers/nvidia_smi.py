@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from ..bounded import ascii_int
 from ..errors import GdsdiagError
 
-ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
+# the underline nvidia-smi puts on the header; also its remnants once a paste lost the ESC byte
+# ('[4mGPU0 ... GPU NUMA ID[0m', seen in an sglang check_env paste), only where they can stand
+ANSI_RE = re.compile(r"\x1b\[[0-9;]*m|\[[0-9]{1,2}m(?=GPU0)|(?<=\S)\[[0-9]{1,2}m(?=\s*$)")
 LEVELS = {"X", "PIX", "PXB", "PHB", "NODE", "SYS", "SOC"}
 AFFINITY_HEADERS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 
@@ -122,13 +124,28 @@ def _header_index(lines: list[str]) -> int | None:
     return None
 
 
+# a paste that lost the newline after the command: 'nvidia-smi topo -m      GPU0    GPU1 ...'
+# (aikitoria/open-gpu-kernel-modules#12); the command is blanked out, the header kept in place
+_CMD_GLUED_RE = re.compile(r"^(?:[^\n]*?\s)?nvidia-smi\s+topo\s+-(?:m|mp|matrix)\b(?=\s+GPU0(?![0-9]))")
+
+
+def _lines(text: str) -> tuple[list[str], str | None]:
+    lines = [ANSI_RE.sub("", ln).rstrip("\n") for ln in text.splitlines()]
+    for i, ln in enumerate(lines):
+        g = _CMD_GLUED_RE.match(ln)
+        if g:
+            lines[i] = " " * g.end() + ln[g.end() :]
+            return lines, f"line {i + 1}: the command {g.group(0).strip()!r} and the header"
+    return lines, None
+
+
 def has_matrix(text: str) -> bool:
     """Whether the text holds a 'topo -m' header line."""
-    return _header_index([ANSI_RE.sub("", ln) for ln in text.splitlines()]) is not None
+    return _header_index(_lines(text)[0]) is not None
 
 
 def parse(text: str) -> SmiMatrix:
-    lines = [ANSI_RE.sub("", ln).rstrip("\n") for ln in text.splitlines()]
+    lines, cmd_glued = _lines(text)
     header_i = _header_index(lines)
     if header_i is None:
         raise GdsdiagError(
@@ -151,7 +168,7 @@ def parse(text: str) -> SmiMatrix:
     devs = [t for t in header if t not in AFFINITY_HEADERS]
     aff = [t for t in header if t in AFFINITY_HEADERS]
     m = SmiMatrix(columns=devs)
-    m.split_glued += [f"header: {g}" for g in glued]
+    m.split_glued += [f"header: {g}" for g in glued] + ([cmd_glued] if cmd_glued else [])
     matrix_end = header_i
     for i in range(header_i + 1, len(lines)):
         ln = lines[i]
@@ -200,6 +217,13 @@ def parse(text: str) -> SmiMatrix:
         unread = unread[:MAX_UNREAD] + [f"{len(unread) - MAX_UNREAD} more lines or cells not read"]
     m.unread = unread
     if not m.cells:
+        if re.search(r"^\s*OK\s+= Status Ok\s*$", text, re.M):
+            # 'topo -p2p r|w|n|a|p' prints the same header over OK/CNS/GNS/... cells and its own legend
+            raise GdsdiagError(
+                "this is 'nvidia-smi topo -p2p' output (P2P capability: OK/CNS/GNS/TNS/NS), not the "
+                "'nvidia-smi topo -m' link matrix",
+                "pass the output of 'nvidia-smi topo -m'",
+            )
         raise GdsdiagError(
             "the nvidia-smi matrix has no rows it could read" + (f" ({m.unread[0]})" if m.unread else ""),
             "pass the whole 'nvidia-smi topo -m' output",

@@ -78,6 +78,9 @@ class PciFunction:
     port_type_text: PortType | None = None  # from lspci 'Express ... Root Port'
     secondary_bus: int | None = None
     acs_absent: bool = False  # lspci listed the extended capabilities and ACS was not one
+    # an lspci excerpt without a tree left this function without its upstream bridge and nothing
+    # shows its bus is a root bus: where it attaches (root port? switch port?) is not known
+    placement_unknown: bool = False
     name: str | None = None  # lspci's device name text, when imported
     source: str = ""
 

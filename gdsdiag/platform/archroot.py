@@ -47,6 +47,7 @@ DEFAULT_LIMITS = Limits()
 def _decompress(raw: bytes, cap: int, path: str) -> bytes:
     """The whole tar stream, at most ``cap`` bytes; reading to the end makes the decompressor check
     its trailer (gzip CRC32 and length, bzip2 and xz checksums) and every concatenated member."""
+    f: gzip.GzipFile | bz2.BZ2File | lzma.LZMAFile
     if raw[:2] == b"\x1f\x8b":
         f = gzip.GzipFile(fileobj=io.BytesIO(raw))
     elif raw[:3] == b"BZh":
@@ -310,8 +311,8 @@ class ArchiveRoot(FsRoot):
                 # target the archive lacks is a link out of it
                 here = "/" + "/".join(out)
                 if not self._present(here):
-                    link, target = p[1:].split("\0", 1)
-                    self._note(link, f"link to {target[:200]!r} points outside the archive; not followed")
+                    link, outside = p[1:].split("\0", 1)
+                    self._note(link, f"link to {outside[:200]!r} points outside the archive; not followed")
                     return OUTSIDE + link
                 continue
             if p == "..":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from types import ModuleType
 
 from ..bounded import check_regular
 
@@ -199,7 +200,7 @@ def _inroot():  # the module, imported at the first --root open (it loads ctypes
     return _INROOT
 
 
-_INROOT = None
+_INROOT: ModuleType | None = None
 
 
 def _to_int(fs: FsRoot, path: str, text: str, base: int) -> int | None:

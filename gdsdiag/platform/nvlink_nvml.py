@@ -30,7 +30,7 @@ def read_nvml() -> tuple[NvLinkInfo | None, str]:
         return None, "nvidia-ml-py (pynvml) not installed: pip install 'gdsdiag[nvml]'"
     try:
         pynvml.nvmlInit()
-    except Exception as e:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+    except (pynvml.NVMLError, OSError) as e:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
         return None, f"NVML unavailable: {e}"
     try:
         return _read(pynvml), ""
@@ -39,7 +39,7 @@ def read_nvml() -> tuple[NvLinkInfo | None, str]:
     finally:
         try:
             pynvml.nvmlShutdown()
-        except Exception:
+        except pynvml.NVMLError:  # after the answer (or its failure, told above): nothing is lost
             pass
 
 

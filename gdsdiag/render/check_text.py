@@ -6,9 +6,8 @@ from rich.console import Console
 from rich.text import Text
 
 from ..bounded import clip
-from ..check.model import Status
-
-_STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "red", Status.SKIP: "dim", Status.INFO: "cyan"}
+from ..routes import Route
+from ..verdicts import Status, style
 
 
 def _line(console: Console, text: Text | str) -> None:
@@ -22,7 +21,7 @@ def render(console: Console, report, verbose: bool = False) -> None:
     width = max((len(r.id) for r in report.results), default=0) + 2
     for r in report.results:
         _line(
-            console, Text(f"  {r.status.value:<9}", style=_STYLE[r.status]) + Text(f"{r.id:<{width}}{clip(r.summary)}")
+            console, Text(f"  {r.status.value:<9}", style=style(r.status)) + Text(f"{r.id:<{width}}{clip(r.summary)}")
         )
         if r.fix and r.fix != "—" and (r.status != Status.PASS or verbose or r.path is not None):
             _line(console, Text(f"  {'':<9}{'fix:':<{width}}{clip(r.fix, 2000)}"))  # whole enough to copy
@@ -32,12 +31,12 @@ def render(console: Console, report, verbose: bool = False) -> None:
             for e in r.evidence:
                 console.print(f"    {clip(e.source)}: {clip(e.value)}", style="dim", markup=False)
     v = report.verdict
-    style = "green" if any(x.value in ("NVFS", "P2PDMA") for x in v.routes) else "yellow" if v.routes else "red"
-    _line(console, Text("GDS routes on this node: ", style="bold") + Text(v.summary, style=f"bold {style}"))
+    best = next((x for x in v.routes if x.is_p2p), v.routes[0] if v.routes else Route.NONE)
+    _line(console, Text("GDS routes on this node: ", style="bold") + Text(v.summary, style=f"bold {style(best)}"))
     for reason in v.reasons:
         _line(console, f"  - {clip(reason)}")
     for p in report.paths:
-        pstyle = {"NVFS": "green", "P2PDMA": "green", "COMPAT": "yellow", "NONE": "red"}[p.route.value]
+        pstyle = style(p.route)
         where = ", ".join(p.devices) or p.mount_point
         on = f"  ({p.fstype} on {where})" if p.fstype and where else f"  ({p.fstype})" if p.fstype else ""
         _line(
@@ -62,11 +61,11 @@ def render(console: Console, report, verbose: bool = False) -> None:
         _line(console, Text(f"gdscheck vs gdsdiag: {len(bad)} of {len(report.gdscheck)} items differ", style="bold"))
         width = max((len(clip(d["item"])) for d in report.gdscheck), default=0) + 2
         for d in report.gdscheck:
-            word, style = ("DIFFER", "red") if not d["agree"] else ("agree", "green")
+            word, colour = ("DIFFER", "red") if not d["agree"] else ("agree", "green")
             note = f" — {clip(d['note'])}" if d["note"] else ""
             _line(
                 console,
-                Text(f"  {word:<8}", style=style)
+                Text(f"  {word:<8}", style=colour)
                 + Text(
                     f"{clip(d['item']):<{width}}gdscheck: {clip(d['gdscheck'])}; gdsdiag: {clip(d['gdsdiag'])}{note}"
                 ),

@@ -5,8 +5,10 @@ wrapped, so a fix can be copied from a pipe or a ticket."""
 from __future__ import annotations
 
 from ..explain.catalog import KINDS
+from ..verdicts import Severity
 
-_LABEL = {"error": "ERROR", "warn": "WARN ", "info": "info "}
+# the words of the text (an explained line of severity fail is an error message of its log)
+_LABEL = {Severity.FAIL: "ERROR", Severity.WARN: "WARN ", Severity.INFO: "info "}
 
 
 def _span(g) -> str:
@@ -40,7 +42,7 @@ def lines(report, verbose: bool = False) -> list[str]:
     infos = []
     for g in report.groups:
         ex = g.explanation
-        if ex.severity == "info" and not verbose:
+        if ex.severity == Severity.INFO and not verbose:
             infos.append(g)
             continue
         where = f"{g.component}: " if g.component else ""
@@ -90,7 +92,7 @@ def lines(report, verbose: bool = False) -> list[str]:
         shown = report.unknown if verbose else report.unknown_that_matter
         for ln in shown[:200]:
             out.append(f"  {ln.file}:{ln.lineno}: {ln.raw.strip()}")
-    errors = sum(1 for g in report.groups if g.explanation.severity == "error")
-    warns = sum(1 for g in report.groups if g.explanation.severity == "warn")
+    errors = sum(1 for g in report.groups if g.explanation.severity == Severity.FAIL)
+    warns = sum(1 for g in report.groups if g.explanation.severity == Severity.WARN)
     out.append(f"Summary: {errors} error and {warns} warning message(s) explained.")
     return out

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..units import human_size
+from ..verdicts import style
 
 
 def _eta_text(seconds: float | None) -> str:
@@ -97,9 +98,7 @@ class SweepProgress:
         self.points_started += 1
         self.point_t0 = now
         self.done, self.t0 = 0, now
-        desc = f"{spec.mode} {spec.rw} bs={human_size(spec.bs)} threads={spec.threads}" + (
-            f" iodepth={spec.iodepth}" if getattr(spec, "iodepth", 1) > 1 else ""
-        )
+        desc = _point_name(spec)
         self.p.update(self.overall, description=f"sweep {self.points_started}/{self.npoints} points")
         if self.seconds:
             self.mode = "time"
@@ -115,6 +114,71 @@ class SweepProgress:
 
     def advance(self, n: int):
         self.done += n
+
+
+def _point_name(spec) -> str:
+    return f"{spec.mode} {spec.rw} bs={human_size(spec.bs)} threads={spec.threads}" + (
+        f" iodepth={spec.iodepth}" if getattr(spec, "iodepth", 1) > 1 else ""
+    )
+
+
+class LineProgress:
+    """Progress where stderr is no terminal (a pipe, a log, CI): one line per finished point —
+    its figures, fio's ratio with --compare-fio, the time so far and the ETA — and one when the
+    pattern file is written, so a long sweep is never silent until it ends. Same calls as
+    SweepProgress."""
+
+    def __init__(self, stream, npoints: int, seconds: float | None, total_bytes: int | None):
+        self.stream, self.npoints, self.seconds = stream, npoints, seconds
+        self.t0 = time.monotonic()
+        self.walls: list[float] = []
+        self.point_t0: float | None = None
+        self.spec = None
+        self.phase_t0: float | None = None
+        self.phase_desc = ""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def _say(self, text: str) -> None:
+        el = time.monotonic() - self.t0
+        self.stream.write(f"gdsdiag sweep [{_eta_text(el)}] {text}\n")
+        self.stream.flush()
+
+    def phase(self, desc: str, total: int):
+        self.phase_t0, self.phase_desc = time.monotonic(), desc
+        self._say(desc)
+
+    def point(self, spec):
+        self.spec, self.point_t0 = spec, time.monotonic()
+
+    def done_point(self, rec):
+        now = time.monotonic()
+        if self.point_t0 is not None:
+            self.walls.append(now - self.point_t0)
+        n = len(self.walls)
+        left = (self.npoints - n) * (sum(self.walls) / n) if n else None
+        name = _point_name(self.spec) if self.spec is not None else "?"
+        if rec is None or rec.error:
+            what = "ERROR" + (f": {rec.error.replace('gdsdiag: error: ', '')}" if rec is not None and rec.error else "")
+        else:
+            s = rec.summary
+            what = f"{s.get('gbps', 0):.3f} GB/s, {s.get('iops', 0):.0f} IOPS, p50 {s.get('lat_us', {}).get('p50')} µs"
+            f = rec.fio or {}
+            if f.get("error"):
+                what += f"; fio n/a: {f['error']}"
+            elif f.get("ratio") is not None:
+                by = f.get("by_jobs") or {f.get("jobs", "fio"): f}
+                what += "; " + ", ".join(
+                    f"÷fio {k} {v['ratio']:.2f}" for k, v in by.items() if v.get("ratio") is not None
+                )
+        self._say(f"point {n}/{self.npoints} {name}: {what} (ETA {_eta_text(left)})")
+
+    def advance(self, n: int):
+        pass
 
 
 def _escape(s: str) -> str:
@@ -144,8 +208,10 @@ def table(report) -> Table:
         "verified",
         "÷ceiling",
     ]
+    kinds = _fio_kinds(report)
     if fio:
-        cols += ["fio GB/s", "fio IOPS", "÷fio"]
+        short = {"process": "proc", "thread": "thr"}
+        cols += ["fio GB/s", "fio IOPS"] + [f"÷fio {short.get(k, k)}" if len(kinds) > 1 else "÷fio" for k in kinds]
     for c in cols:
         t.add_column(c, justify="right" if c not in ("mode", "rw", "route") else "left", no_wrap=True)
     for p in report.points:
@@ -163,7 +229,7 @@ def table(report) -> Table:
             )
             continue
         lat = s["lat_us"]
-        route = Text(p.route, style="red" if p.route_warning else "green" if p.route in ("NVFS", "P2PDMA") else "")
+        route = Text(p.route, style="red" if p.route_warning else style(p.route))
         t.add_row(
             p.mode,
             p.rw,
@@ -178,7 +244,7 @@ def table(report) -> Table:
             route,
             _verified(p, report.config.verify),
             f"{p.ratio:.2f}" if p.ratio is not None else "",
-            *(_fio_cells(p) if fio else ()),
+            *(_fio_cells(p, kinds) if fio else ()),
         )
     return t
 
@@ -189,13 +255,53 @@ def _verified(p, verify_on: bool) -> str:
     return human_size(p.verified_bytes) if p.verified_bytes else "none"
 
 
-def _fio_cells(p) -> tuple:
+def _fio_kinds(report) -> list[str]:
+    """fio's job kinds in the table: one ÷fio column per kind (--fio-jobs both: process, thread)."""
+    for p in report.points:
+        f = p.fio or {}
+        if f.get("by_jobs"):
+            return list(f["by_jobs"])
+        if f.get("jobs"):
+            return [f["jobs"]]
+    return ["process"]
+
+
+def _fio_cells(p, kinds: list[str]) -> tuple:
     f = p.fio or {}
     if f.get("error"):
-        return ("n/a", "", "")
+        return ("n/a", "", *([""] * len(kinds)))
     if not f:
-        return ("", "", "")
-    return (f"{f['gbps']:.3f}", f"{f['iops']:.0f}", f"{f['ratio']:.2f}" if f.get("ratio") is not None else "")
+        return ("", "", *([""] * len(kinds)))
+    by = f.get("by_jobs") or {f.get("jobs", kinds[0]): f}
+    ratios = [(by.get(k) or {}).get("ratio") for k in kinds]
+    return (f"{f['gbps']:.3f}", f"{f['iops']:.0f}", *(f"{r:.2f}" if r is not None else "" for r in ratios))
+
+
+def _fio_settings_lines(report) -> list[str]:
+    """What the fio runs shared with the points and what they did not: the configured settings
+    once per distinct set, the measured ones (the device's requests per I/O) per point."""
+    seen: dict[tuple, None] = {}
+    measured = []
+    for p in report.points:
+        st = (p.fio or {}).get("settings")
+        if not st:
+            continue
+        conf = [d for d in st["differ"] if not d["setting"].endswith("(measured)")]
+        key = (tuple(st["same"]), tuple((d["setting"], d["sweep"], d["fio"]) for d in conf))
+        seen.setdefault(key, None)
+        for d in st["differ"]:
+            if d["setting"].endswith("(measured)"):
+                measured.append(
+                    f"fio differs at {p.mode} {p.rw} bs={human_size(p.bs)} threads={p.threads}: "
+                    f"{d['setting']}: sweep {d['sweep']}, fio {d['fio']}"
+                )
+    out = []
+    for same, differ in seen:
+        line = "fio like for like: " + ", ".join(same)
+        if differ:
+            line += "; differs: " + "; ".join(f"{s} (sweep: {a}; fio: {b})" for s, a, b in differ)
+        out.append(line)
+    return out + measured
 
 
 def render(console: Console, report) -> None:
@@ -212,6 +318,8 @@ def render(console: Console, report) -> None:
     fio_notes = sorted({p.fio["error"] for p in report.points if p.fio and p.fio.get("error")})
     for n in fio_notes:
         console.print(Text(f"fio n/a: {n}", style="yellow"))
+    for line in _fio_settings_lines(report):
+        console.print(line, style="dim")
     py = {p.loop.get("why") for p in report.points if p.loop.get("kind") == "python"}
     for why in sorted(w for w in py if w):
         console.print(Text(f"python loop (Python's per-I/O cost is in these numbers): {why}", style="yellow"))
@@ -296,17 +404,27 @@ def write_csv(report, f) -> None:
         )
 
 
-def write_plot(report, path) -> None:  # a path, or the file object the command opened
-    """Throughput vs block size, one line per mode (at the largest thread count), read and write panels."""
+def check_plot() -> None:
+    """--plot needs matplotlib: refused before any work (the command calls this after the
+    arguments are checked, before the sweep starts)."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib  # noqa: F401
     except ImportError:
         from ..errors import GdsdiagError
 
-        raise GdsdiagError("--plot needs matplotlib", "pip install matplotlib") from None
+        raise GdsdiagError(
+            "--plot needs matplotlib", "pip install 'gdsdiag[plot]' (or pip install matplotlib)"
+        ) from None
+
+
+def write_plot(report, path) -> None:  # a path, or the file object the command opened
+    """Throughput vs block size, one line per mode (at the largest thread count), read and write panels."""
+    check_plot()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     panels = [("read", ("read", "randread")), ("write", ("write", "randwrite"))]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=False)
     for ax, (title, rws) in zip(axes, panels):
@@ -317,11 +435,11 @@ def write_plot(report, path) -> None:  # a path, or the file object the command 
                     continue
                 th = max(p.threads for p in pts)
                 pts = sorted((p for p in pts if p.threads == th), key=lambda p: p.bs)
-                style = "-" if not rw.startswith("rand") else "--"
+                line = "-" if not rw.startswith("rand") else "--"
                 ax.plot(
                     [p.bs for p in pts],
                     [p.summary["gbps"] for p in pts],
-                    style,
+                    line,
                     marker="o",
                     label=f"{mode} {rw} ({th} thr) [{pts[-1].route}]",
                 )

@@ -19,15 +19,9 @@ from ..topology.cross_check import summary
 from ..topology.findings import Finding
 from ..topology.model import Device, Role, Topology
 from ..topology.pairs import P2pVerdict, PairAnalysis
+from ..verdicts import Severity, style
 
 _SHOWN = (Role.GPU, Role.NVME, Role.NIC, Role.NVSWITCH)
-_VERDICT_STYLE = {
-    P2pVerdict.NVLINK: "green",
-    P2pVerdict.P2P: "green",
-    P2pVerdict.VIA_HOST: "yellow",
-    P2pVerdict.NO: "red",
-    P2pVerdict.UNKNOWN: "dim",
-}
 # A mark as well as a colour, so the verdict survives a pipe, a log file or a colour-blind reader.
 _VERDICT_MARK = {
     P2pVerdict.NVLINK: "",
@@ -50,7 +44,6 @@ LEGEND = [
     "! = no P2P, ? = unknown (see --json 'reasons' or docs/topology.md)",
 ]
 MATRIX_LEGEND = "Legend:\n" + "\n".join("  " + x for x in LEGEND)  # kept for callers of the old name
-_SEVERITY = {"fail": ("FAIL", "red"), "warn": ("WARN", "yellow"), "info": ("INFO", "cyan")}
 
 
 def _interesting(d: Device) -> bool:
@@ -74,7 +67,7 @@ def _node_text(topo: Topology, d: Device) -> Text:
     if d.model:
         t.append(f" {clip(d.model, 80)}", style="dim")
     link = d.fn.link
-    if link.known:
+    if link.speed_gts and link.width:  # (link.known)
         below = (link.max_speed_gts and link.speed_gts < link.max_speed_gts) or (
             link.max_width and link.width < link.max_width
         )
@@ -111,7 +104,11 @@ def tree(topo: Topology) -> Tree:
         if not tops:
             continue
         numa = f"NUMA {hb.numa_node}" if hb.numa_node is not None else "NUMA ?"
-        node = root.add(Text(f"host bridge {hb.id}  {numa}", style="bold blue"))
+        if all(d.fn.placement_unknown for d in tops):
+            # an lspci excerpt's bus whose upstream is missing: not known to be a host bridge
+            node = root.add(Text(f"bus {hb.id} (upstream not in the input)  {numa}", style="bold blue"))
+        else:
+            node = root.add(Text(f"host bridge {hb.id}  {numa}", style="bold blue"))
         for d in tops:
             _add(topo, node, d)
     return root
@@ -207,7 +204,7 @@ def matrix(topo: Topology, pairs: list[PairAnalysis], width: int = 200) -> list[
                 else:
                     mark = "" if p.nvlink else _VERDICT_MARK[p.verdict]
                     cell = "?" if p.nvlink_unknown else p.label + mark
-                    row.append(Text(cell, style=_VERDICT_STYLE[p.verdict]))
+                    row.append(Text(cell, style=style(p.verdict)))
             cpu, numa, gnode = aff[g.bdf]
             row += [Text(cpu), Text(numa)] + ([Text(gnode or "N/A")] if gpu_numa else [])
             t.add_row(*row)
@@ -234,8 +231,10 @@ def _print_list(console: Console, title: str, lines: list[str]) -> None:
 def findings_list(console: Console, findings: list[Finding]) -> None:
     console.print(Text(f"findings ({len(findings)})", style="bold"))
     for f in findings:
-        word, style = _SEVERITY.get(f.severity, (f.severity.upper(), ""))
-        console.print(Text(f"  {word} ", style=f"bold {style}") + Text(f"{f.id}: {clip(f.title)}"), soft_wrap=True)
+        word = f.severity.value.upper()
+        console.print(
+            Text(f"  {word} ", style=f"bold {style(f.severity)}") + Text(f"{f.id}: {clip(f.title)}"), soft_wrap=True
+        )
         console.print(
             f"       evidence: {clip(f.evidence)}", markup=False, highlight=False, soft_wrap=True, style="dim"
         )
@@ -290,11 +289,11 @@ def hidden_note(console: Console, findings) -> None:
     exit code, so an exit 1 or 2 is never unexplained."""
     counts = [
         (sum(1 for f in findings if f.severity == sev), word)
-        for sev, word in (("fail", "failure"), ("warn", "warning"))
+        for sev, word in ((Severity.FAIL, "failure"), (Severity.WARN, "warning"))
     ]
     said = [f"{n} {word}{'s' if n > 1 else ''}" for n, word in counts if n]
     if said:
-        ids = ", ".join(f.id for f in findings if f.severity in ("fail", "warn"))
+        ids = ", ".join(f.id for f in findings if f.severity in (Severity.FAIL, Severity.WARN))
         console.print(
             f"findings not shown: {' and '.join(said)} ({clip(ids)}; --findings lists them)",
             style="yellow",
@@ -319,8 +318,8 @@ def render_cross_check(console, results: list[dict], meta: dict | None = None) -
             1 for r in meta.get("numa") or [] if r["agree"] is not None
         )
         shown = [r for r in results if r["agree"] is not True]
-        style = "red" if any(r["agree"] is False for r in results) else "yellow" if shown else "green"
-        console.print(Text(summary(results), style=f"bold {style}"))
+        colour = "red" if any(r["agree"] is False for r in results) else "yellow" if shown else "green"
+        console.print(Text(summary(results), style=f"bold {colour}"))
         if not compared:
             console.print(
                 Text("cross-check: nothing was compared, no cell and no NUMA node (exit 3)", style="bold red")

@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.text import Text
 
 from ..trace.interval import Intervals
-from .trace_out import _STYLE, _size
+from ..verdicts import style
+from .trace_out import _size
 
 
 def _num(x, fmt: str = "{:.0f}") -> str:
@@ -50,7 +51,7 @@ class IntervalPrinter:
             return
         c.print(f"  {'ROUTE':12} {'I/Os':>9} {'BYTES':>9} {'GB/s':>8} {'p50 µs':>9} {'p99 µs':>9}", style="dim")
         for route, s in rec["routes"].items():
-            t = Text(f"  {route:12}", style=_STYLE.get(route, ""))
+            t = Text(f"  {route:12}", style=style(route))
             t.append(
                 f" {s['count']:>9} {_size(s['bytes']):>9} {_num(s['gbps'], '{:.3f}'):>8} "
                 f"{_num(s['p50_us']):>9} {_num(s['p99_us']):>9}"

@@ -11,20 +11,10 @@ from rich.console import Console
 from rich.text import Text
 
 from ..units import human_bytes, human_size
+from ..verdicts import style
 
 if TYPE_CHECKING:
     from ..schema import trace as schema
-
-_STYLE = {
-    "NVFS": "green",
-    "P2PDMA": "green",
-    "RDMA": "green",
-    "PEER_GPU": "cyan",
-    "COMPAT": "yellow",
-    "DRAM_BOUNCE": "magenta",
-    "HOST": "dim",
-    "UNKNOWN": "red",
-}
 
 
 def _size(n) -> str:
@@ -82,7 +72,7 @@ class LinePrinter:
             f"{(v['ts'] - self.t0) / 1e9:9.3f} {v['comm'][:14] + '/' + str(v['pid']):22} {v['op'][:5]:5} {path:28} {v['offset']:>10} "
             f"{_size(v['size']):>6} {lat:>8} "
         )
-        t.append(f"{route:12}", style=_STYLE.get(v["route"], ""))
+        t.append(f"{route:12}", style=style(v["route"]))
         t.append(f" [{v['confidence']}] " + "; ".join(v["evidence"][:3]), style="dim")
         self.console.print(t, overflow="ellipsis", no_wrap=True)
 
@@ -159,7 +149,7 @@ def render_summary(console: Console, res, as_json: bool) -> None:
             Text(
                 f"{route}{sub}: {s['count']} I/Os, {_size(s['bytes'])}, p50 {p50} µs, p99 {p99} µs"
                 + (f" ({s['counted_in_kernel']} counted in the kernel)" if s.get("counted_in_kernel") else ""),
-                style=f"bold {_STYLE.get(route, '')}",
+                style=f"bold {style(route)}",
             )
         )
         hist = s["hist_us"]

@@ -1,4 +1,4 @@
-"""``gdsdiag.explain/1`` (docs/json.md)."""
+"""``gdsdiag.explain/2`` (docs/json.md; /2: severities fail|warn|info, /1 spelled fail "error")."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class Code(TypedDict):
 
 class Message(TypedDict):
     id: str
-    severity: str
+    severity: str  # fail | warn | info
     title: str
     kind: str
     level: str | None
@@ -74,7 +74,7 @@ class GdsioRun(TypedDict):
 
 
 class Counts(TypedDict):
-    error: int
+    fail: int
     warn: int
     info: int
     unknown: int

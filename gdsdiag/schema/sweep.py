@@ -28,6 +28,7 @@ class Config(TypedDict):
     verify: bool
     iodepth: int
     compare_fio: bool
+    fio_jobs: str | None  # --compare-fio: "process" (fio's default), "thread" or "both"; else null
 
 
 # "p99.9" is not an identifier: the functional form
@@ -87,6 +88,7 @@ class Point(TypedDict):
     loop: Loop
     verify_seconds: float
     fio: dict[str, object] | None  # --compare-fio only
+    route_mix: dict[str, int]  # I/Os per route as cuFile's counters saw them ({} when not measured)
 
 
 class SweepDoc(TypedDict):

@@ -106,10 +106,15 @@ def host_buffer(nbytes: int) -> mmap.mmap:
 HUGE = 2 << 20
 
 
-def buffer_kind() -> str:
-    """``huge`` (default) or ``pages`` (GDSDIAG_SWEEP_BUFFERS=pages: 4 KiB pages, as fio's malloc
-    buffers are — for a comparison of buffer layouts; every result names the kind)."""
-    return "pages" if os.environ.get("GDSDIAG_SWEEP_BUFFERS") == "pages" else "huge"
+BUFFER_NAMES = {"huge": "2 MiB-aligned, MADV_HUGEPAGE", "pages": "4 KiB pages"}
+
+
+def buffer_kind(default: str = "huge") -> str:
+    """``huge`` or ``pages`` (4 KiB pages, as fio's malloc buffers are): GDSDIAG_SWEEP_BUFFERS when
+    it names one, else ``default`` (the sweep's huge pages, or fio's layout under --compare-fio);
+    every result names the kind."""
+    v = os.environ.get("GDSDIAG_SWEEP_BUFFERS")
+    return v if v in BUFFER_NAMES else default
 
 
 class IoBuffer:
@@ -120,9 +125,9 @@ class IoBuffer:
     GB/s where the huge-page buffer ran 0.94-1.17 GB/s, same file, alternating (this machine,
     2026-11-30). ``offset`` is where the aligned region starts inside ``mem``."""
 
-    def __init__(self, nbytes: int):
+    def __init__(self, nbytes: int, kind: str | None = None):
         self.nbytes = nbytes
-        self.huge = buffer_kind() == "huge"
+        self.huge = (kind or buffer_kind()) == "huge"
         self.mem = mmap.mmap(-1, nbytes + HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         if self.huge and hasattr(mmap, "MADV_HUGEPAGE"):
             try:

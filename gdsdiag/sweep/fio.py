@@ -4,7 +4,11 @@ Like for like, point by point:
 - the same open file: fio is given /proc/<pid>/fd/<fd>, the sweep's own descriptor (read points,
   with --readonly); write points go to a second file the sweep created and filled once, so fio
   never overwrites the pattern the sweep verifies and both overwrite allocated blocks;
-- threads, not processes (``--thread``), ``numjobs`` = threads, ``iodepth`` = --iodepth;
+- ``numjobs`` = threads, ``iodepth`` = --iodepth; fio's jobs as forked processes (fio's default,
+  how users run it) and/or as threads of one process (``--thread``, as the sweep's workers):
+  ``--fio-jobs process|thread|both``, each kind with its own ratio. On one GPU without MPS, forked
+  libcufile jobs are N CUDA contexts that the GPU time-slices (docs/benchmarks.md): the two kinds
+  differ there by 8x at 4 KiB;
 - sequential points: each job its own slice, as the sweep's workers (``offset_increment`` = slice,
   ``offset`` = the header); random points: each job over the whole data region, with replacement
   (``norandommap``) as the sweep draws offsets;
@@ -13,6 +17,9 @@ Like for like, point by point:
   ``libcufile`` engine with ``cuda_io=cufile``; bounce ``libcufile`` with ``cuda_io=posix``
   (pread to host memory, then a copy to the GPU); other modes have no fio equivalent (said so);
 - duration: the same --time (``time_based``), or --bytes split over the jobs (``io_size``);
+- host buffers: fio's are 4 KiB pages (malloc); under --compare-fio the sweep's host buffers are
+  4 KiB pages too, unless GDSDIAG_SWEEP_BUFFERS says otherwise (then the difference is listed);
+- what still differs is listed per point (``settings``), never hidden;
 - order: fio runs before and after the point and the ratio is against the mean of the two. On
   the GPU machine (virtio disk) whichever ran second read 1 MiB blocks up to 1.5x faster (the
   hypervisor's cache warmed by the first run), so fio-after-only flattered fio.
@@ -28,7 +35,7 @@ import shutil
 import subprocess
 
 from ..errors import UsageError
-from . import files
+from . import blockstat, files
 
 FIO_MODES = ("host", "cufile", "cufile-batch", "cufile-async", "bounce")
 
@@ -51,7 +58,15 @@ def has_libcufile(fio: str) -> bool:
     return "libcufile" in r.stdout
 
 
-def job_args(spec, path: str, size: int, header: int, gpu: int, readonly: bool) -> list[str]:
+JOB_KINDS = ("process", "thread")
+
+
+def kinds(fio_jobs: str) -> tuple[str, ...]:
+    """``--fio-jobs``: which of fio's job kinds run beside each point, in order."""
+    return JOB_KINDS if fio_jobs == "both" else (fio_jobs,)
+
+
+def job_args(spec, path: str, size: int, header: int, gpu: int, readonly: bool, kind: str = "thread") -> list[str]:
     """fio's arguments for one sweep point (see the module text for each choice)."""
     bs, th = spec.bs, spec.threads
     args = [
@@ -62,7 +77,7 @@ def job_args(spec, path: str, size: int, header: int, gpu: int, readonly: bool) 
         f"--rw={spec.rw}",
         f"--numjobs={th}",
         f"--iodepth={spec.iodepth}",
-        "--thread",
+        *(["--thread"] if kind == "thread" else []),
         "--group_reporting",
         "--output-format=json",
         f"--offset={header}",
@@ -100,6 +115,7 @@ def parse(text: str, is_read: bool) -> dict:
         "iops": round(float(side["iops"]), 1),
         "gbps": round(float(side["bw_bytes"]) / 1e9, 4),
         "ios": int(side.get("total_ios", 0)),
+        "runtime_ms": int(side.get("runtime", 0)),
         "version": doc.get("fio version"),
     }
     # fio's completion latency (clat: submit to completion, as the sweep's latencies) and CPU, so a
@@ -116,11 +132,17 @@ def parse(text: str, is_read: bool) -> dict:
 
 
 class FioRunner:
+    """fio's runs around each point: every kind of ``--fio-jobs`` before the point and again, in
+    the reverse order, after it (process, thread, point, thread, process), each kind's ratio
+    against the mean of its two runs."""
+
     def __init__(self, sf: files.SweepFile, cfg):
         self.sf, self.cfg = sf, cfg
-        self.fio = fio_binary()
-        self.cufile_ok = None
+        self.fio: str = fio_binary() or "fio"
+        self.kinds = kinds(getattr(cfg, "fio_jobs", "process"))
+        self.cufile_ok: bool | None = None
         self.wfile: files.SweepFile | None = None
+        self._first: dict[str, dict] = {}
 
     def _write_target(self) -> files.SweepFile:
         if self.wfile is None:
@@ -145,11 +167,13 @@ class FioRunner:
                 return "this fio has no libcufile engine (build fio with --enable-libcufile)"
         return None
 
-    def _run(self, spec) -> dict:
+    def _run(self, spec, kind: str) -> dict:
         target = self.sf if spec.is_read else self._write_target()
-        args = job_args(spec, target.proc_path, target.size, files.HEADER_SIZE, spec.gpu, spec.is_read)
+        args = job_args(spec, target.proc_path, target.size, files.HEADER_SIZE, spec.gpu, spec.is_read, kind)
         cmd = [self.fio, *args]
         budget = spec.seconds * 2 + 30 if spec.seconds else 600
+        dev_path = blockstat.stat_path(target.fd)
+        dev0 = blockstat.read(dev_path)
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=budget)
         except subprocess.TimeoutExpired:
@@ -164,35 +188,117 @@ class FioRunner:
         except (ValueError, KeyError, IndexError) as e:
             return {"error": f"fio output not understood ({type(e).__name__})", "command": _show(cmd)}
         out["command"] = _show(cmd)
+        dev = blockstat.delta(dev0, blockstat.read(dev_path), out["ios"], out["runtime_ms"] / 1000.0, spec.is_read)
+        if dev is not None:
+            out["block_device"] = dev
         return out
 
     def before(self, spec) -> None:
-        """fio's run before the point (the first of two)."""
-        self._first = None if self._skip(spec) else self._run(spec)
+        """fio's runs before the point (the first of two per kind)."""
+        self._first = {} if self._skip(spec) else {k: self._run(spec, k) for k in self.kinds}
 
     def compare(self, spec, rec) -> dict:
-        """fio's run after the point, and the ratio against the mean of before and after."""
+        """fio's runs after the point, and each kind's ratio against the mean of its before and
+        after. The first kind's figures are the record's own keys (as before there were kinds);
+        with both kinds, ``by_jobs`` holds each one's."""
         why = self._skip(spec)
         if why:
             return {"error": why}
-        runs = [r for r in (getattr(self, "_first", None), self._run(spec)) if r is not None]
-        self._first = None
-        bad = next((r for r in runs if r.get("error")), None)
-        if bad:
-            return bad
-        out = {
-            "gbps": round(sum(r["gbps"] for r in runs) / len(runs), 4),
-            "iops": round(sum(r["iops"] for r in runs) / len(runs), 1),
-            "runs": [
-                {"gbps": r["gbps"], "iops": r["iops"], "clat_us": r.get("clat_us"), "cpu_percent": r.get("cpu_percent")}
-                for r in runs
-            ],
-            "version": runs[-1].get("version"),
-            "command": runs[-1]["command"],
-        }
-        mine = rec.summary.get("gbps")
-        out["ratio"] = round(mine / out["gbps"], 3) if mine and out["gbps"] else None
+        after = {k: self._run(spec, k) for k in reversed(self.kinds)}
+        first, self._first = self._first, {}
+        per = {k: _combine([r for r in (first.get(k), after[k]) if r is not None], rec) for k in self.kinds}
+        out = dict(per[self.kinds[0]])
+        out["jobs"] = self.kinds[0]
+        if len(self.kinds) > 1:
+            out["by_jobs"] = per
+        out["settings"] = settings(spec, self.kinds, rec.loop)
+        shape = _request_shape(rec, per)
+        if shape is not None:
+            out["settings"]["differ"].append(shape)
         return out
+
+
+def _combine(runs: list[dict], rec) -> dict:
+    bad = next((r for r in runs if r.get("error")), None)
+    if bad:
+        return bad
+    out = {
+        "gbps": round(sum(r["gbps"] for r in runs) / len(runs), 4),
+        "iops": round(sum(r["iops"] for r in runs) / len(runs), 1),
+        "runs": [
+            {
+                "gbps": r["gbps"],
+                "iops": r["iops"],
+                "clat_us": r.get("clat_us"),
+                "cpu_percent": r.get("cpu_percent"),
+                "block_device": r.get("block_device"),
+            }
+            for r in runs
+        ],
+        "version": runs[-1].get("version"),
+        "command": runs[-1]["command"],
+    }
+    mine = rec.summary.get("gbps")
+    out["ratio"] = round(mine / out["gbps"], 3) if mine and out["gbps"] else None
+    return out
+
+
+def _request_shape(rec, per: dict) -> dict | None:
+    """The requests the device saw per I/O, when they differ (by more than 10 %) between the point
+    and fio's runs: e.g. a 1 MiB read into 4 KiB pages is one request or two, as the pages happen
+    to be physically contiguous or not (more than the device's max_segments), in either program.
+    Measured, not configured: the device's own counters, other I/O on it included."""
+    mine = (rec.route_detail.get("block_device") or {}).get("requests_per_io")
+    theirs: list[float] = []
+    for one in per.values():
+        for run in [] if one.get("error") else one.get("runs", []):
+            t = (run.get("block_device") or {}).get("requests_per_io")
+            if t:
+                theirs.append(float(t))
+    if not mine or not theirs:
+        return None
+    mean = sum(theirs) / len(theirs)
+    if abs(mine - mean) <= 0.1 * mean:
+        return None
+    return {
+        "setting": "device requests per I/O (measured)",
+        "sweep": f"{mine:g}",
+        "fio": ", ".join(f"{t:g}" for t in theirs),
+    }
+
+
+def settings(spec, job_kinds, loop: dict) -> dict:
+    """What the point and fio's job share and what they do not, so a ratio is read as like for
+    like or not: {"same": [...], "differ": [{"setting", "sweep", "fio"}]}."""
+    same = ["file (the sweep's open file)", "bs", "rw", "numjobs = threads", "iodepth", "O_DIRECT", "duration"]
+    same.append(
+        "offsets: each job its own slice" if not spec.is_random else "offsets: uniform over the file, with replacement"
+    )
+    differ = []
+    host_bufs = spec.mode in ("host", "bounce")
+    if host_bufs:
+        if loop.get("buffers") == "4 KiB pages":
+            same.append("host buffers: 4 KiB pages")
+        else:
+            differ.append({"setting": "host buffers", "sweep": loop.get("buffers"), "fio": "4 KiB pages (malloc)"})
+    if "thread" in job_kinds:
+        same.append("workers: threads of one process (fio's --thread runs)")
+    if "process" in job_kinds:
+        differ.append(
+            {"setting": "workers", "sweep": "threads of one process", "fio": "forked processes (fio's default runs)"}
+        )
+    if spec.mode.startswith("cufile"):
+        if loop.get("cufile_handles") != "per thread":
+            differ.append({"setting": "cuFile file handle", "sweep": "one per point", "fio": "one per job"})
+        if spec.mode != "cufile":
+            api = "cuFileBatchIOSubmit" if spec.mode == "cufile-batch" else "cuFileReadAsync/WriteAsync"
+            differ.append({"setting": "cuFile API", "sweep": api, "fio": "cuFileRead/cuFileWrite"})
+        differ.append({"setting": "cuFile statistics", "sweep": "level 3 (route counters)", "fio": "cufile.json's"})
+    if spec.mode == "bounce":
+        differ.append({"setting": "host buffer memory", "sweep": "pinned (cudaHostRegister)", "fio": "pageable"})
+    if spec.verify:
+        differ.append({"setting": "data check", "sweep": "every byte", "fio": "none"})
+    return {"same": same, "differ": differ}
 
 
 def _show(cmd: list[str]) -> str:

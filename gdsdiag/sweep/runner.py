@@ -10,17 +10,27 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 from ..errors import GdsdiagError, UsageError
-from . import files
-from .engines import PointError, PointSpec, VerifyError, run_point, validate, verify_written, written_ranges
+from . import blockstat, files
+from .engines import (
+    ALL_MODES,
+    ENGINES,
+    PointError,
+    PointSpec,
+    VerifyError,
+    engine,
+    run_point,
+    validate,
+    verify_written,
+    written_ranges,
+)
 from .latency import summarize_hist
 
 if TYPE_CHECKING:
     from ..schema import sweep as schema
 
-GPU_MODES = ("bounce", "cufile", "cufile-async", "cufile-batch", "kvikio")
-CUFILE_MODES = ("cufile", "cufile-async", "cufile-batch", "kvikio")
-ALL_MODES = ("cufile", "cufile-async", "cufile-batch", "kvikio", "bounce", "host")
-QUEUED_MODES = ("host", "bounce", "cufile-batch", "cufile-async")  # --iodepth N: N I/Os in flight per thread
+# derived from the engines' own flags (engines/__init__.py ENGINES), for readers outside the sweep
+CUFILE_MODES = tuple(m for m, e in ENGINES.items() if e.cufile)
+QUEUED_MODES = tuple(m for m, e in ENGINES.items() if e.queued)  # --iodepth N: N I/Os in flight per thread
 ALL_RW = ("read", "write", "randread", "randwrite")
 
 
@@ -38,6 +48,27 @@ class SweepConfig:
     verify: bool = True
     iodepth: int = 1
     compare_fio: bool = False
+    fio_jobs: str = "process"  # --compare-fio: fio's jobs as forked processes, threads, or both
+
+    @property
+    def buffers(self) -> str:
+        """The host buffers' layout: the sweep's huge pages, or fio's 4 KiB pages under
+        --compare-fio (like for like); GDSDIAG_SWEEP_BUFFERS overrides either."""
+        return files.buffer_kind("pages" if self.compare_fio else "huge")
+
+    def spec(self, mode: str, rw: str, bs: int, threads: int) -> PointSpec:
+        return PointSpec(
+            mode,
+            rw,
+            bs,
+            threads,
+            self.seconds,
+            self.total_bytes,
+            self.verify,
+            self.gpu,
+            self.iodepth,
+            buffers=self.buffers,
+        )
 
 
 @dataclass
@@ -59,6 +90,7 @@ class PointRecord:
     loop: dict = field(default_factory=dict)  # {"kind": "c"|"python", "engine": ..., "why": ...}
     verify_seconds: float = 0.0  # generating/checking data (not in the latencies)
     fio: dict | None = None  # --compare-fio: fio's figures and the ratio
+    route_mix: dict[str, int] = field(default_factory=dict)  # I/Os per Route (routes.mix_json); {} unmeasured
 
     def to_json(self) -> schema.Point:
         # the fields, in their order, are the document's keys, as they always were: Point types
@@ -93,6 +125,7 @@ class SweepReport:
                 "verify": c.verify,
                 "iodepth": c.iodepth,
                 "compare_fio": c.compare_fio,
+                "fio_jobs": c.fio_jobs if c.compare_fio else None,
             },
             "prepare_seconds": round(self.prepare_seconds, 3),
             "ceilings": self.ceilings,
@@ -109,43 +142,6 @@ def _nvfs_counters() -> dict | None:
         return None
     s = parse_stats(text)
     return {"reads": s.counters.get("Reads", {}).get("n"), "writes": s.counters.get("Writes", {}).get("n")}
-
-
-def _route_from_mix(delta: dict, mode: str) -> tuple[str, str | None]:
-    routes = {k: v for k, v in delta.items() if v}
-    if not routes:
-        if mode == "kvikio":
-            return (
-                "KVIKIO_POSIX",
-                "kvikio did not go through cuFile (its own POSIX path: cuFile handle registration failed?)",
-            )
-        return "UNKNOWN", "no cuFile statistics for this point"
-    if len(routes) == 1:
-        route = next(iter(routes))
-    else:
-        route = "MIXED(" + ",".join(f"{k}={v}" for k, v in sorted(routes.items())) + ")"
-    warn = None
-    if route == "COMPAT":
-        warn = f"{mode} ran in cuFile compatibility mode (POSIX through host bounce buffers), not P2P"
-    return route, warn
-
-
-BATCH_COUNTERS = {
-    "NVFS": ("batch_nvfs_submit_ops",),
-    "P2PDMA": ("batch_p2p_submit_ops",),
-    "COMPAT": ("batch_posix_enqueued_ops", "batch_aio_submit_ops", "batch_iouring_submit_ops"),
-}
-
-
-def _batch_routes(l1_before: dict, l1_after: dict) -> dict:
-    """Batch I/O is not in the per-GPU level-3 counters; level 1 counts batch submissions by path
-    (cufile.h 1.15: batch_nvfs/p2p/aio/iouring_submit_ops, batch_posix_enqueued_ops)."""
-    out = {}
-    for route, keys in BATCH_COUNTERS.items():
-        n = sum(l1_after.get(k, {}).get("ok", 0) - l1_before.get(k, {}).get("ok", 0) for k in keys)
-        if n:
-            out[route] = n
-    return out
 
 
 def pinned_copy_gbps(gpu: int, nbytes: int = 256 << 20, repeats: int = 3) -> dict:
@@ -188,7 +184,7 @@ def link_ceiling(directory: str, gpu: int) -> dict | None:
         gpus = sorted(ctx.topology.by_role(Role.GPU), key=lambda d: d.sort_key())
         if not pcis or gpu >= len(gpus):
             return None
-        best = None
+        best: dict | None = None
         for bdf in pcis:
             dev = ctx.topology.devices.get(bdf)
             if dev is None:
@@ -225,6 +221,8 @@ def validate_config(cfg: SweepConfig) -> None:
         raise UsageError(f"--size {cfg.size} is not a positive multiple of 4 KiB", "use e.g. --size 1G")
     if cfg.total_bytes is not None and cfg.total_bytes <= 0:
         raise UsageError(f"--bytes {cfg.total_bytes}: must be more than 0", "use e.g. --bytes 1G")
+    if cfg.fio_jobs not in ("process", "thread", "both"):
+        raise UsageError(f"unknown --fio-jobs {cfg.fio_jobs!r}", "use process, thread or both")
     if cfg.iodepth > 1:
         slow = [m for m in cfg.modes if m not in QUEUED_MODES]
         if slow:
@@ -240,7 +238,7 @@ def validate_config(cfg: SweepConfig) -> None:
                 f"--iodepth {cfg.iodepth} needs the compiled I/O loop ({why})",
                 "install gcc (apt-get install gcc), or use --iodepth 1",
             )
-        uring = [m for m in cfg.modes if m in ("host", "bounce")]
+        uring = [m for m in cfg.modes if ENGINES[m].uring]
         if uring and not have_uring():
             raise UsageError(
                 f"--iodepth {cfg.iodepth} with {', '.join(uring)} needs io_uring (no linux/io_uring.h at build time)",
@@ -251,49 +249,33 @@ def validate_config(cfg: SweepConfig) -> None:
 
         check_available(cfg.modes)
     for rw, mode, bs, th in itertools.product(cfg.rws, cfg.modes, cfg.block_sizes, cfg.threads):
-        validate(PointSpec(mode, rw, bs, th, cfg.seconds, cfg.total_bytes, cfg.verify, cfg.gpu, cfg.iodepth), cfg.size)
-
-
-def _pool_note(cufile_mod) -> str:
-    try:
-        slabs = cufile_mod.driver.posix_pool_slabs()
-        return " (posix pool now: " + ", ".join(f"{kb} KiB × {n}" for kb, n in slabs) + ")"
-    except Exception:
-        return ""
+        validate(cfg.spec(mode, rw, bs, th), cfg.size)
 
 
 def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
     validate_config(cfg)
     files.check_dir(cfg.directory)
     files.check_space(cfg.directory, cfg.size)
-    gpu_modes = [m for m in cfg.modes if m in GPU_MODES]
+    used = [engine(m) for m in cfg.modes]
     ceilings: dict = {}
     driver = None
-    cufile_mod = None
-    if gpu_modes:
+    if any(e.gpu for e in used):
         from .engines.gpu import cupy
 
         cupy()
         ceilings["pinned_copy"] = pinned_copy_gbps(cfg.gpu)
-        if any(m in CUFILE_MODES for m in gpu_modes):
-            from .. import cufile as cufile_mod
+        if any(e.cufile for e in used):
+            from .engines.cufile import open_driver
 
-            probe = cufile_mod.probe_driver_open(timeout_s=60)
-            if not probe["ok"]:
-                raise GdsdiagError(
-                    f"cuFile driver does not open: {probe.get('error')}",
-                    "run 'gdsdiag check' for the cause, or drop --mode cufile,kvikio",
-                )
-            cufile_mod.stats.set_level(3)  # the per-GPU route counters need level 3 before open
-            driver = cufile_mod.Driver().open()
-            cufile_mod.stats.start()
-    link = link_ceiling(cfg.directory, cfg.gpu) if gpu_modes else None
+            driver = open_driver()
+    link = link_ceiling(cfg.directory, cfg.gpu) if any(e.gpu for e in used) else None
     if link:
         ceilings["link"] = link
     sf = files.SweepFile(cfg.directory, cfg.size)
     points: list[PointRecord] = []
     prepare_seconds = 0.0
     fio_runner = None
+    dev_path = blockstat.stat_path(sf.fd)
     try:
         if any(rw in ("read", "randread") for rw in cfg.rws):
             # reads need the pattern everywhere; a write-only sweep writes it as it goes
@@ -304,87 +286,18 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
             from .fio import FioRunner
 
             fio_runner = FioRunner(sf, cfg)
-        host_results: dict = {}
-        order = sorted(cfg.modes, key=lambda m: 0 if m == "host" else 1)  # host first: it is a ceiling of the others
+        ceiling_results: dict = {}
+        order = sorted(cfg.modes, key=lambda m: 0 if engine(m).ceiling else 1)  # a ceiling runs first
         for rw, mode, bs, th in itertools.product(cfg.rws, order, cfg.block_sizes, cfg.threads):
-            spec = PointSpec(mode, rw, bs, th, cfg.seconds, cfg.total_bytes, cfg.verify, cfg.gpu, cfg.iodepth)
+            eng = engine(mode)
+            spec = cfg.spec(mode, rw, bs, th)
             if progress:
                 progress.point(spec)
-            before = cufile_mod.path_mix() if (driver and mode in CUFILE_MODES) else None
-            l1_before = cufile_mod.stats.level1() if (driver and mode == "cufile-batch") else None
-            if fio_runner is not None:
-                fio_runner.before(spec)
-            nv0 = _nvfs_counters()
-            try:
-                res = run_point(spec, sf, progress.advance if progress else None)
-            except VerifyError:
-                raise
-            except GdsdiagError as e:
-                line = e.line()
-                if cufile_mod is not None and mode in CUFILE_MODES and isinstance(e, PointError):
-                    line += _pool_note(cufile_mod)
-                points.append(PointRecord(mode, rw, bs, th, {}, 0.0, 0, "ERROR", error=line, iodepth=cfg.iodepth))
-                if progress:
-                    progress.done_point(None)
-                continue
-            summary = summarize_hist(
-                res.hist, res.ops, res.nbytes, res.seconds, res.lat_min_ns, res.lat_max_ns, res.lat_sum_ns
-            )
-            if mode == "kvikio" and res.seconds:
-                # kvikio's requests are threads × bs (split over its pool): count IOPS in bs
-                # units like the other modes; latencies stay per request
-                summary["iops"] = round(res.nbytes / bs / res.seconds, 1)
-                summary["request_bytes"] = bs * th
-            summary["max_gap_ms"] = round(res.max_gap_ns / 1e6, 3)
-            rec = PointRecord(
-                mode,
-                rw,
-                bs,
-                th,
-                summary,
-                round(100.0 * res.cpu_seconds / res.seconds, 1) if res.seconds else 0.0,
-                res.verified_bytes,
-                "HOST" if mode == "host" else "DRAM_BOUNCE",
-                iodepth=cfg.iodepth,
-                loop=res.loop,
-                verify_seconds=round(res.verify_seconds, 4),
-            )
-            if not spec.is_read and cfg.verify:
-                inner_bs = bs * th if mode == "kvikio" else bs
-                checked, bad, secs = verify_written(sf, written_ranges(res.written, inner_bs))
-                if bad is not None:
-                    raise VerifyError(
-                        f"{mode} {rw}: data read back differs at data offset {bad}",
-                        "the storage returned other bytes than were written",
-                    )
-                rec.verified_bytes = checked
-                rec.verify_seconds = round(rec.verify_seconds + secs, 4)
-            if before is not None:
-                delta = cufile_mod.path_mix().minus(before)
-                rec.route_detail = {"cufile_stats": delta.to_json()}
-                routes = delta.routes()
-                if l1_before is not None:
-                    routes = _batch_routes(l1_before, cufile_mod.stats.level1())
-                    rec.route_detail["cufile_batch_stats"] = routes
-                rec.route, rec.route_warning = _route_from_mix(routes, mode)
-            nv1 = _nvfs_counters()
-            if nv0 and nv1 and None not in nv0.values() and None not in nv1.values():
-                rec.route_detail["nvidia_fs"] = {k: nv1[k] - nv0[k] for k in nv0}
-            ceil = {}
-            if mode == "host":
-                host_results[(rw, bs, th)] = rec.summary.get("gbps")
-            elif host_results.get((rw, bs, th)):
-                ceil["host_mode"] = host_results[(rw, bs, th)]
-            if mode != "host":
-                if "pinned_copy" in ceilings:
-                    ceil["pinned_copy"] = ceilings["pinned_copy"]["h2d" if spec.is_read else "d2h"]
-                if link:
-                    ceil["link"] = link["gbps"]
-            rec.ceilings = ceil
-            if ceil and rec.summary.get("gbps"):
-                rec.ratio = round(rec.summary["gbps"] / min(ceil.values()), 3)
-            if fio_runner is not None:
-                rec.fio = fio_runner.compare(spec, rec)
+            rec = _point(cfg, eng, spec, sf, fio_runner, dev_path, progress)
+            if rec.error is None:
+                _hold_against_ceilings(rec, eng, spec, ceilings, link, ceiling_results)
+                if fio_runner is not None:
+                    rec.fio = fio_runner.compare(spec, rec)
             points.append(rec)
             if progress:
                 progress.done_point(rec)
@@ -406,3 +319,77 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     return SweepReport(cfg, points, ceilings, sf.path, machine, prepare_seconds)
+
+
+def _point(cfg: SweepConfig, eng, spec: PointSpec, sf, fio_runner, dev_path, progress) -> PointRecord:
+    """One point: fio before it (--compare-fio), the point, its route and device counters, and the
+    read-back of what it wrote. An ERROR point is a record with its reason, never a number."""
+    route0 = eng.route_start()
+    if fio_runner is not None:
+        fio_runner.before(spec)
+    nv0 = _nvfs_counters()
+    dev0 = blockstat.read(dev_path)
+    try:
+        res = run_point(spec, sf, progress.advance if progress else None)
+    except VerifyError:
+        raise
+    except GdsdiagError as e:
+        line = e.line() + (eng.error_note() if isinstance(e, PointError) else "")
+        return PointRecord(
+            spec.mode, spec.rw, spec.bs, spec.threads, {}, 0.0, 0, "ERROR", error=line, iodepth=cfg.iodepth
+        )
+    summary = summarize_hist(res.hist, res.ops, res.nbytes, res.seconds, res.lat_min_ns, res.lat_max_ns, res.lat_sum_ns)
+    eng.summarize(summary, spec, res)
+    summary["max_gap_ms"] = round(res.max_gap_ns / 1e6, 3)
+    route, detail, warning, mix = eng.route_end(route0)
+    rec = PointRecord(
+        spec.mode,
+        spec.rw,
+        spec.bs,
+        spec.threads,
+        summary,
+        round(100.0 * res.cpu_seconds / res.seconds, 1) if res.seconds else 0.0,
+        res.verified_bytes,
+        route,
+        route_detail=detail,
+        route_warning=warning,
+        iodepth=cfg.iodepth,
+        loop=res.loop,
+        route_mix=mix or {},
+        verify_seconds=round(res.verify_seconds, 4),
+    )
+    if not spec.is_read and cfg.verify:
+        checked, bad, secs = verify_written(sf, written_ranges(res.written, eng.written_unit(spec)))
+        if bad is not None:
+            raise VerifyError(
+                f"{spec.mode} {spec.rw}: data read back differs at data offset {bad}",
+                "the storage returned other bytes than were written",
+            )
+        rec.verified_bytes = checked
+        rec.verify_seconds = round(rec.verify_seconds + secs, 4)
+    dev = blockstat.delta(dev0, blockstat.read(dev_path), res.ops, res.seconds, spec.is_read)
+    if dev is not None:
+        rec.route_detail["block_device"] = dev
+    nv1 = _nvfs_counters()
+    if nv0 and nv1 and None not in nv0.values() and None not in nv1.values():
+        rec.route_detail["nvidia_fs"] = {k: nv1[k] - nv0[k] for k in nv0}
+    return rec
+
+
+def _hold_against_ceilings(rec: PointRecord, eng, spec: PointSpec, ceilings: dict, link, ceiling_results: dict) -> None:
+    """``ceilings`` and ``ratio``: GB/s against the ceiling mode's same point (host, which runs
+    first), the pinned host↔GPU copy and the PCIe link."""
+    key = (spec.rw, spec.bs, spec.threads)
+    ceil = {}
+    if eng.ceiling:
+        ceiling_results[key] = rec.summary.get("gbps")
+    elif ceiling_results.get(key):
+        ceil["host_mode"] = ceiling_results[key]
+    if eng.gpu:
+        if "pinned_copy" in ceilings:
+            ceil["pinned_copy"] = ceilings["pinned_copy"]["h2d" if spec.is_read else "d2h"]
+        if link:
+            ceil["link"] = link["gbps"]
+    rec.ceilings = ceil
+    if ceil and rec.summary.get("gbps"):
+        rec.ratio = round(rec.summary["gbps"] / min(ceil.values()), 3)

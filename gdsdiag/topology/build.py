@@ -19,9 +19,10 @@ def bcm_switch_gen(fn: PciFunction, level: int) -> int:
     """Broadcom PEX Gen4/Gen5 switches that present as two hierarchy levels (NCCL's getBcmGen,
     src/graph/topo.cc): vendor 0x1000, device 0xc010 + subsystem 0x1000:0xa0xx is Gen4; device
     0xc030 + subsystem 0x1000:(level<<12) is Gen5, level 0 the top and 1 the inner level."""
-    if None in (fn.vendor, fn.device, fn.subsystem_vendor, fn.subsystem_device):
+    v, d, sv, sd = fn.vendor, fn.device, fn.subsystem_vendor, fn.subsystem_device
+    if v is None or d is None or sv is None or sd is None:
         return 0
-    ident = fn.vendor << 48 | fn.device << 32 | fn.subsystem_vendor << 16 | fn.subsystem_device
+    ident = v << 48 | d << 32 | sv << 16 | sd
     if ident & ~0xFFF == 0x1000C0101000A000:
         return 4
     if ident & ~0xFFF == (0x1000C03010000000 | level * 0x1000):
@@ -85,7 +86,7 @@ def _break_cycles(devices: dict[str, Device]) -> list[str]:
     for dev in sorted(devices.values(), key=lambda d: d.bdf):
         path: list[Device] = []
         on_path: set[str] = set()
-        d = dev
+        d: Device | None = dev
         while d is not None and d.bdf not in done:
             if d.bdf in on_path:
                 cycle = path[[x.bdf for x in path].index(d.bdf) :]
@@ -95,7 +96,8 @@ def _break_cycles(devices: dict[str, Device]) -> list[str]:
                     + " -> ".join(x.bdf for x in cycle + [cycle[0]])
                     + f": the input is inconsistent; {cut.bdf} treated as attached to the host bridge"
                 )
-                cut.parent.children = [c for c in cut.parent.children if c is not cut]
+                if cut.parent is not None:  # (in a cycle every device has one)
+                    cut.parent.children = [c for c in cut.parent.children if c is not cut]
                 cut.parent, cut.fn.parent_bdf = None, None
                 break
             path.append(d)
@@ -121,7 +123,9 @@ def _assign_bridge_roles(devices: dict[str, Device]) -> None:
             continue
         p = dev.parent
         if p is None:
-            dev.role = Role.ROOT_PORT
+            # a bridge on a root bus is a root port; one whose upstream is missing from an lspci
+            # excerpt is only known to be a bridge
+            dev.role = Role.BRIDGE if dev.fn.placement_unknown else Role.ROOT_PORT
         elif p.role in (Role.ROOT_PORT, Role.SWITCH_DOWNSTREAM):
             dev.role = Role.SWITCH_UPSTREAM
         elif p.role == Role.SWITCH_UPSTREAM:
@@ -139,7 +143,7 @@ def _assign_switches(devices: dict[str, Device]) -> None:
             above = dev.parent.parent if dev.parent and dev.parent.role == Role.SWITCH_DOWNSTREAM else None
             if above is not None and above.role == Role.SWITCH_UPSTREAM:
                 gen = bcm_switch_gen(above.fn, 0)
-                if gen and bcm_switch_gen(dev.fn, 1) == gen:
+                if gen and bcm_switch_gen(dev.fn, 1) == gen and dev.parent is not None:
                     dev.switch_id = above.switch_id
                     dev.parent.switch_id = above.switch_id
         elif dev.role == Role.SWITCH_DOWNSTREAM and dev.parent is not None:
@@ -170,7 +174,7 @@ def _assign_labels(
                     for n in extra
                     if n.startswith(("mlx", "bnxt_re", "irdma", "rdma", "ib")) and not n.startswith("ibp")
                 ]
-                d.label = (ib or extra or [None])[0]
+                d.label = (ib or extra)[0] if ib or extra else None
             elif extra:
                 d.label = extra[0]
         if d.model is None and d.fn.name:

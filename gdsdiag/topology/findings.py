@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
+from ..verdicts import Severity
 from .model import Role, Topology
 from .pairs import P2pDmaMap, PairAnalysis, SmiLevel
 
@@ -18,7 +19,7 @@ VIRTIO_VENDOR = 0x1AF4  # Red Hat, Inc.: the virtio PCI devices (VIRTIO spec 1.2
 @dataclass
 class Finding:
     id: str
-    severity: str  # info | warn | fail
+    severity: Severity
     title: str
     evidence: str
     fix: str
@@ -36,7 +37,7 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
         out.append(
             Finding(
                 "acs-redirect",
-                "fail",
+                Severity.FAIL,
                 f"ACS redirect enabled on {len(redirect)} bridge(s) between GPUs and their peers",
                 "ACSCtl RR/CR/EC set on " + ", ".join(redirect),
                 "disable ACS redirect on these ports (BIOS 'ACS' option, or setpci at boot as NVIDIA's "
@@ -48,11 +49,26 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
         where = f"{grep['path']}: {grep['lines']} ACSCtl lines, settings " + ", ".join(grep["settings"])
         if grep["unreadable"]:
             where += f"; {grep['unreadable']} lines without all seven flags (not read)"
+        if grep.get("headless"):
+            # ACSCtl lines above the first device header of a -vvv excerpt: the ports they belong to
+            # are cut off, so only a redirect says anything (no redirect says nothing about the rest)
+            if grep["redirect"]:
+                out.append(
+                    Finding(
+                        "acs-unnamed-redirect",
+                        Severity.WARN,
+                        f"ACS redirect on {grep['redirect']} port(s) whose device header the excerpt cut off",
+                        where + " (above the first device header)",
+                        "find the port in the full 'sudo lspci -vvv'; if it lies between GPUs and their NVMe/NIC, "
+                        "disable ACS redirect on it (BIOS 'ACS' option or setpci at boot)",
+                    )
+                )
+            continue
         if grep["redirect"]:
             out.append(
                 Finding(
                     "acs-grep-redirect",
-                    "warn",
+                    Severity.WARN,
                     f"ACS redirect on {grep['redirect']} of {grep['lines']} ACS-capable ports (which ports: unknown, "
                     "the grep names no device)",
                     where,
@@ -64,7 +80,7 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
             out.append(
                 Finding(
                     "acs-grep-clear",
-                    "info" if grep["lines"] and not grep["unreadable"] else "warn",
+                    Severity.INFO if grep["lines"] and not grep["unreadable"] else Severity.WARN,
                     f"no ACS redirect on any of the {grep['lines']} ACS-capable ports"
                     if not grep["unreadable"]
                     else f"no ACS redirect on the {grep['lines'] - grep['unreadable']} ports read; {grep['unreadable']} unread",
@@ -80,7 +96,7 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
             out.append(
                 Finding(
                     "acs-unknown",
-                    "info",
+                    Severity.INFO,
                     f"ACS state unknown on {len(unknown)} bridge(s)",
                     "the lspci text has no ACSCtl line for: " + listed,
                     "ask the sender for 'sudo lspci -vvv' (ACSCtl is printed only when lspci runs as root), or "
@@ -91,7 +107,7 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
             out.append(
                 Finding(
                     "acs-unknown",
-                    "info",
+                    Severity.INFO,
                     f"ACS state unknown on {len(unknown)} bridge(s)",
                     "config space beyond 64 bytes unreadable: " + listed,
                     "run gdsdiag as root (or capture a snapshot as root) to read extended config space",
@@ -101,7 +117,7 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
         out.append(
             Finding(
                 "iommu-translating",
-                "fail",
+                Severity.FAIL,
                 f"IOMMU is {topo.iommu.mode}: DMA goes through address translation",
                 "; ".join(topo.iommu.evidence),
                 "boot with iommu=pt (or amd_iommu=off / intel_iommu=off) for nvidia-fs P2P, as NVIDIA's GDS "
@@ -122,7 +138,7 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
                 out.append(
                     Finding(
                         f"link-below-max:{h.bdf}",
-                        "warn" if not note else "info",
+                        Severity.WARN if not note else Severity.INFO,
                         f"{h.label} link runs at {h.link.describe()}",
                         f"{h.bdf} current_link_* vs max_link_*",
                         "reseat the card or check the slot's lane wiring and BIOS link-speed setting." + note,
@@ -140,7 +156,7 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
             out.append(
                 Finding(
                     f"placement:{gpu.bdf}",
-                    "info",
+                    Severity.INFO,
                     f"{gpu.display()} shares no PCIe switch with any NVMe or NIC (best: {best.smi.value} to {best.b.display()})",
                     ", ".join(f"{p.b.label or p.b.bdf} {p.smi.value}" for p in mine[:6])
                     + (" …" if len(mine) > 6 else ""),
@@ -163,7 +179,7 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
         out.append(
             Finding(
                 "p2pdma-not-supported",
-                "warn",
+                Severity.WARN,
                 f"{len(not_supported)} pair(s) the kernel's P2PDMA would refuse (NOT_SUPPORTED)",
                 ", ".join(f"{p.a.display()}↔{p.b.display()}" for p in not_supported[:6]),
                 "the PCI P2PDMA route (cufile.json use_pci_p2pdma) cannot work for these pairs; the nvidia-fs route"
@@ -189,7 +205,7 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
                     out.append(
                         Finding(
                             f"nvlink-inactive:{bdf}",
-                            "info",
+                            Severity.INFO,
                             title + f" (the matrix's NV# cells to peer GPUs account for all {g.links_active} active)",
                             topo.nvlink.source,
                             "nothing, if the board does not wire those links; if it does ('nvidia-smi nvlink -c' lists "
@@ -200,7 +216,7 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
                 out.append(
                     Finding(
                         f"nvlink-inactive:{bdf}",
-                        "warn",
+                        Severity.WARN,
                         title,
                         topo.nvlink.source,
                         "check 'nvidia-smi nvlink -e' error counters and the fabric manager (NVSwitch systems); a link "
@@ -211,7 +227,7 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
             out.append(
                 Finding(
                     f"nvlink-inactive:text{i}",
-                    "warn",
+                    Severity.WARN,
                     text,
                     topo.nvlink.source,
                     "check 'nvidia-smi nvlink -e' error counters and the fabric manager (NVSwitch systems); a link "
@@ -219,9 +235,9 @@ def find(topo: Topology, pairs: list[PairAnalysis]) -> list[Finding]:
                 )
             )
         for prob in topo.nvlink.problems:
-            out.append(Finding("read-problem", "info", prob, topo.nvlink.source, "check the capture"))
+            out.append(Finding("read-problem", Severity.INFO, prob, topo.nvlink.source, "check the capture"))
     for note in topo.notes:
-        out.append(Finding("input-used", "info", note, topo.source, "nothing to do"))
+        out.append(Finding("input-used", Severity.INFO, note, topo.source, "nothing to do"))
     for prob in topo.problems:
-        out.append(Finding("read-problem", "info", prob, topo.source, "check the capture or run as root"))
+        out.append(Finding("read-problem", Severity.INFO, prob, topo.source, "check the capture or run as root"))
     return out

@@ -136,8 +136,9 @@ def from_lspci(paths, numa_spec: str | None = None) -> Topology:
     details: dict[str, PciFunction] = {}
     problems: list[str] = []
     greps: list[tuple[str, list[AcsControl | None]]] = []
+    unnamed: list[tuple[str, list[AcsControl | None]]] = []  # ACSCtl lines whose device header was cut off
     for p in paths:
-        text = read_user_text(p, "lspci output")
+        text = lspci.dedent_paste(read_user_text(p, "lspci output"))
         tree = []
         if re.search(r"^[ |+\\-]*\[[0-9a-f]{4,8}:[0-9a-f]{2}\]-", text, re.M):
             tree = lspci.parse_tree(text)
@@ -147,6 +148,9 @@ def from_lspci(paths, numa_spec: str | None = None) -> Topology:
         grep = not blocks and not tree and "ACSCtl:" in text
         if grep:
             greps.append((p, lspci.acsctl_lines(text)))
+        headless = lspci.headless_acsctl_lines(text) if blocks else []
+        if headless:
+            unnamed.append((p, headless))
         problems += lspci.unread_lines(p, text, "tree" if tree else "vvv" if blocks else "grep" if grep else "none")
     if not tree_fns and not details and not greps:
         raise GdsdiagError("no lspci tree or device blocks found", "send 'lspci -tv' and 'sudo lspci -vvvxxxx' output")
@@ -156,6 +160,12 @@ def from_lspci(paths, numa_spec: str | None = None) -> Topology:
             "(send 'lspci -tv', or add plain 'lspci' output for the names)"
         )
     functions = lspci.merge_functions(tree_fns, details)
+    orphans = [f.bdf for f in functions if f.placement_unknown]
+    if orphans:
+        problems.append(
+            f"placement not known for {', '.join(orphans[:4])}{f' and {len(orphans) - 4} more' if len(orphans) > 4 else ''}:"
+            " no upstream bridge in the text, no root port on the bus (add 'lspci -tv')"
+        )
     grep_notes, grep_problems = _apply_acs_grep(functions, greps) if functions else ([], [])
     problems += grep_problems
     numa = _parse_numa_map(numa_spec)
@@ -186,13 +196,17 @@ def from_lspci(paths, numa_spec: str | None = None) -> Topology:
         # only 'grep ACSCtl' pastes (what forum threads hold): no device, but the ACS settings
         # themselves are judged (topology.findings: acs-grep)
         topo.acs_grep = [_grep_summary(path, lines) for path, lines in greps]
+    # ACSCtl lines above the first header of a '-vvv' excerpt: judged like a grep's (a redirect is a
+    # redirect, whichever port it is on); the lines themselves are also listed as not read
+    topo.acs_grep += [_grep_summary(path, lines, unnamed=True) for path, lines in unnamed]
     return topo
 
 
-def _grep_summary(path: str, lines: list[AcsControl | None]) -> dict:
+def _grep_summary(path: str, lines: list[AcsControl | None], unnamed: bool = False) -> dict:
     parsed = [a for a in lines if a is not None]
     return {
         "path": path,
+        "headless": unnamed,
         "lines": len(lines),
         "unreadable": len(lines) - len(parsed),
         "redirect": sum(1 for a in parsed if a.redirects),

@@ -311,7 +311,7 @@ def _compute_hop(d: Device) -> LinkHop | None:
     limit_speed = [s for s in (link.max_speed_gts, d.parent.fn.link.max_speed_gts if d.parent else None) if s]
     limit_width = [w for w in (link.max_width, d.parent.fn.link.max_width if d.parent else None) if w]
     down = False
-    if link.known:
+    if link.speed_gts and link.width:  # (link.known)
         if limit_speed and link.speed_gts < min(limit_speed) - 0.01:
             down = True
         if limit_width and link.width < min(limit_width):
@@ -345,6 +345,16 @@ class _Between:
     reasons: list[str]  # NUMA and p2pdma reasons, in the order analyse_pair gives them
 
 
+def _placement_unknown(d: Device) -> bool:
+    top = d.ancestors()[-1] if d.ancestors() else d
+    return top.fn.placement_unknown
+
+
+def _top_label(d: Device, hb: str) -> str:
+    # an lspci excerpt's bus whose upstream is missing is not known to be a host bridge
+    return f"bus {hb} (upstream unknown)" if _placement_unknown(d) else f"host-bridge {hb}"
+
+
 def _between(topo: Topology, a: Device, b: Device) -> _Between:
     up_a, common, up_b = _split_at_common(a, b)
     reasons: list[str] = []
@@ -354,6 +364,12 @@ def _between(topo: Topology, a: Device, b: Device) -> _Between:
     # --- labels ---
     if common is not None:
         smi = SmiLevel.PIX if len(_units(up_a + [common] + up_b)) <= 1 else SmiLevel.PXB
+    elif _placement_unknown(a) or _placement_unknown(b):
+        smi = SmiLevel.UNKNOWN
+        reasons.append(
+            "where a device attaches is not known (the lspci excerpt lacks its upstream bridge and has no "
+            "'lspci -tv'): the path between the two cannot be told"
+        )
     elif hb_a == hb_b:
         smi = SmiLevel.PHB
     elif numa_a is not None and numa_b is not None and numa_a != numa_b:
@@ -381,11 +397,11 @@ def _between(topo: Topology, a: Device, b: Device) -> _Between:
     if common is not None:
         path.append(common.fn.bdf)
     else:
-        path.append(f"host-bridge {hb_a}")
+        path.append(_top_label(a, hb_a))
         if hb_b != hb_a:
             if smi == SmiLevel.SYS:
                 path += [f"NUMA{numa_a}", f"NUMA{numa_b}"]
-            path.append(f"host-bridge {hb_b}")
+            path.append(_top_label(b, hb_b))
     path += [d.fn.bdf for d in reversed(up_b)]
     mid_hops = [h for h in (_hop(d) for d in up_a + up_b) if h is not None]
     mid_narrowest = None
@@ -530,9 +546,10 @@ def host_bridge_allows(topo: Topology, hb_a: str, hb_b: str) -> bool | None:
         # and later have PCIe host bridges with this layout; earlier AMD parts predate GPUDirect.
         return True
     # an unknown device id (lspci -tv names the vendor but gives no id) is unknown, not "not listed"
-    if any(h is None or h.vendor is None or h.device is None for h in bridges):
+    ids = [(h.vendor, h.device) for h in bridges if h is not None and h.vendor is not None and h.device is not None]
+    if len(ids) != len(bridges):
         return None
-    entries = [P2PDMA_HOST_WHITELIST.get((h.vendor, h.device)) for h in bridges]
+    entries = [P2PDMA_HOST_WHITELIST.get(i) for i in ids]
     if any(e is None for e in entries):
         return False
     if hb_a == hb_b:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ..errors import EXIT_FAIL, EXIT_OK, EXIT_TOOL_ERROR, EXIT_WARN
 from ..platform.roots import node_root
+from ..verdicts import Severity
 from .findings import Finding, find
 from .model import Topology
 from .pairs import PairAnalysis, analyse_all
@@ -42,12 +43,12 @@ class TopologyReport:
             and not any(r["agree"] is not None for r in numa)
         ):
             return EXIT_TOOL_ERROR
-        if "fail" in sev:
+        if Severity.FAIL in sev:
             return EXIT_FAIL
         # Cells not compared, or text not read, are not agreement: a warning, named in the output
         not_compared = any(c["agree"] is None for c in self.cross_check or []) or any(r["agree"] is None for r in numa)
         unread = bool(self.cross_check_input and self.cross_check_input.get("unread"))
-        if "warn" in sev or self.disagreements or not_compared or unread:
+        if Severity.WARN in sev or self.disagreements or not_compared or unread:
             return EXIT_WARN
         return EXIT_OK
 

@@ -18,12 +18,14 @@ def enrich(topo: Topology) -> list[str]:
     notes: list[str] = []
     try:
         ctx = pyudev.Context()
-    except Exception as e:  # pyudev raises plain OSError/ImportError subclasses from libudev
+    except (OSError, ImportError) as e:  # pyudev's own errors from loading libudev
         return [f"udev unavailable ({e}): model names from sysfs/procfs only"]
+    unknown = 0
     for dev in topo.devices.values():
         try:
             props = pyudev.Devices.from_sys_path(ctx, f"/sys/bus/pci/devices/{dev.bdf}").properties
-        except Exception:
+        except (pyudev.DeviceNotFoundError, OSError):  # not in this node's udev database
+            unknown += 1
             continue
         pci_id = props.get("PCI_ID")
         if pci_id and dev.fn.vendor is not None and dev.fn.device is not None:
@@ -37,4 +39,6 @@ def enrich(topo: Topology) -> list[str]:
         path = props.get("ID_PATH")
         if path and path not in dev.names:
             dev.names.append(path)
+    if unknown:
+        notes.append(f"{unknown} PCI functions not in the udev database: their names from sysfs/procfs only")
     return notes

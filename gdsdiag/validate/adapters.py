@@ -11,22 +11,8 @@ import os
 import sys
 import tempfile
 
-from ..routes import Route
-
-# cuFile statistics, the sweep's point labels and the tracer's labels, onto the one Route vocabulary.
-_LABELS = {
-    "DYNAMIC_ROUTING": Route.PEER_GPU,  # cuFile level-3 n_dr_*: bounced through a peer GPU
-    "KVIKIO_POSIX": Route.DRAM_BOUNCE,  # kvikio's own POSIX path: host buffer + copy
-    "nvidia-fs": Route.NVFS,
-    "pci-p2pdma": Route.P2PDMA,
-    "rdma": Route.RDMA,
-}
-
-
-def route_of(label: str) -> Route:
-    if label in Route.__members__:
-        return Route[label]
-    return _LABELS.get(label, Route.UNKNOWN)
+from ..errors import GdsdiagError
+from ..routes import Route, route_of
 
 
 def cufile_modes() -> tuple[str, ...]:
@@ -89,8 +75,8 @@ def trace_available() -> str | None:
         from ..trace.bpf import preflight
 
         preflight()
-    except Exception as e:  # GdsdiagError or a missing bcc: the reason is the message
-        return getattr(e, "cause", None) or str(e)
+    except GdsdiagError as e:  # no root, no tracefs: the reason is the message
+        return e.cause
     return None
 
 

@@ -8,14 +8,13 @@ import time
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
-from ..check.model import Status
+from ..verdicts import Status, style
 from .runner import ValidateReport
 
 if TYPE_CHECKING:
     from ..schema import validate as schema
 
 SCHEMA = "gdsdiag.validate/1"
-STATUS_STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim"}
 
 
 def document(rep: ValidateReport) -> schema.ValidateDoc:
@@ -228,12 +227,12 @@ def render(console, rep: ValidateReport, verbose: bool = False) -> None:
     t.add_column("verdict")
     t.add_column("summary", overflow="fold")
     for r in rep.results:
-        t.add_row(r.rule, f"[{STATUS_STYLE[r.status]}]{r.status.value}[/]", _txt(r.summary))
+        t.add_row(r.rule, f"[{style(r.status)}]{r.status.value}[/]", _txt(r.summary))
     console.print(t)
     for r in rep.results:
         if r.status in (Status.FAIL, Status.WARN) or verbose:
             # soft_wrap: never broken by the renderer, so a fix is copied whole from a pipe or a log
-            console.print(f"[{STATUS_STYLE[r.status]}]{r.status.value}[/] {r.rule}: {_txt(r.summary)}", soft_wrap=True)
+            console.print(f"[{style(r.status)}]{r.status.value}[/] {r.rule}: {_txt(r.summary)}", soft_wrap=True)
             for e in r.evidence[:8]:
                 console.print(
                     f"    evidence: {_plain(e.source)}: {_plain(e.value)}",
@@ -247,5 +246,5 @@ def render(console, rep: ValidateReport, verbose: bool = False) -> None:
         console.print(f"[yellow]stopped early[/]: {_txt(rep.stopped_early)}")
     w = rep.worst()
     console.print(
-        f"verdict: [{STATUS_STYLE[w]}]{w.value}[/]  (snapshot {_txt(rep.node['snapshot_id'])}, gdsdiag {rep.node['tool_version']}, {rep.seconds} s)"
+        f"verdict: [{style(w)}]{w.value}[/]  (snapshot {_txt(rep.node['snapshot_id'])}, gdsdiag {rep.node['tool_version']}, {rep.seconds} s)"
     )

@@ -13,11 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..check.model import Evidence, Status
+from ..check.model import Evidence
 from ..cufile_json import RDMA_KEYS_1_19
-from ..routes import Route
-from ..topology.model import Role
-from .adapters import cufile_modes, route_of
+from ..routes import Route, RouteMix, mix_of, route_of
+from ..topology.model import Role, Topology
+from ..verdicts import Severity, Status
+from .adapters import cufile_modes
 from .policy import Policy, _size
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ class Inputs:
     ctx: CheckContext
     mounts: list[dict]  # [{"path", "allowed"?, "min_gbps"?}]
     check: CheckReport | None = None
-    topo: object | None = None
+    topo: Topology | None = None  # read by the runner before any rule
     pairs: list = field(default_factory=list)
     sweeps: list[dict] = field(default_factory=list)  # [{"path", "gpu", "doc"}]
     sweep_note: str | None = None  # why there is no sweep
@@ -104,6 +105,7 @@ def _action(action: str, bad: bool) -> Status:
 def _count(role: Role, key: str):
     def fn(inp: Inputs, rule: Rule):
         want = inp.policy.get(key)
+        assert inp.topo is not None, "the runner reads the topology before the rules"
         devs = sorted(inp.topo.by_role(role), key=lambda d: d.sort_key())
         ev = [_ev("/sys/bus/pci/devices (class codes)", ", ".join(d.display() for d in devs) or "none")]
         if want is None:
@@ -195,6 +197,7 @@ def r_libcufile(inp: Inputs, rule: Rule):
 
 
 def r_iommu(inp: Inputs, rule: Rule):
+    assert inp.topo is not None, "the runner reads the topology before the rules"
     io = inp.topo.iommu
     allowed = inp.policy.get("iommu.allowed")
     ev = [_ev("/sys/kernel/iommu_groups, /sys/class/iommu, /proc/cmdline", "; ".join(io.evidence) or io.mode)]
@@ -317,7 +320,7 @@ def r_cufile_json(inp: Inputs, rule: Rule):
             [_ev(cfg.path, cfg.found_via)],
             f"copy {cfg.path} to /etc/cufile.json (or point CUFILE_ENV_PATH_JSON at it)",
         )
-    fails = [i for i in cfg.issues if i.severity == "fail"]
+    fails = [i for i in cfg.issues if i.severity == Severity.FAIL]
     ev = [_ev(cfg.path, f"{i.key}: {i.message}") for i in fails[:12]] or [_ev(cfg.path, f"parsed ({cfg.found_via})")]
     return (
         Status.FAIL if fails else Status.PASS,
@@ -550,13 +553,12 @@ def _points_verdict(checked: bool, bad: list[str], ev: list[Evidence], key: str,
     return Status.PASS, passed, ev, ""
 
 
-_MIXED = re.compile(r"([A-Za-z0-9_]{1,40})=([0-9]{1,15})")  # ASCII digits, bounded: int() of a match never fails
-
-
 def route_mix(sweeps: list[dict], only: Route | None = None) -> tuple[dict, list[Evidence]]:
     """Bytes moved per Route over the cuFile-mode points of the sweeps: each point's bytes split by
-    its cuFile statistics (ops per route) when present, else by its route label. Evidence: the
-    points that moved bytes by ``only`` (all points when None)."""
+    its route mix (ops per route, as the sweep wrote it), else, in a document from before the mix
+    was written, by its cuFile statistics, then its batch counters (what its MIXED label was made
+    of), else by its route label.
+    Evidence: the points that moved bytes by ``only`` (all points when None)."""
     mix: dict = {}
     ev = []
     for s in sweeps:
@@ -565,19 +567,11 @@ def route_mix(sweeps: list[dict], only: Route | None = None) -> tuple[dict, list
                 continue
             summ = p.get("summary") or {}
             nbytes = summ.get("bytes") or p.get("verified_bytes") or 0
-            stats = ((p.get("route_detail") or {}).get("cufile_stats") or {}).get("routes")
+            rd = p.get("route_detail") or {}
+            stats = (rd.get("cufile_stats") or {}).get("routes")
             label = p.get("route") or "UNKNOWN"
-            if stats and sum(stats.values()):
-                shares: dict[Route, float] = {}
-                for k, v in stats.items():
-                    if v:
-                        shares[route_of(k)] = shares.get(route_of(k), 0) + v
-            elif label.startswith("MIXED("):
-                shares = {}
-                for k, v in _MIXED.findall(label):
-                    shares[route_of(k)] = shares.get(route_of(k), 0) + int(v)
-            else:
-                shares = {route_of(label): 1}
+            counts = p.get("route_mix") or (stats if stats and sum(stats.values()) else rd.get("cufile_batch_stats"))
+            shares: RouteMix = mix_of(counts) if counts and sum(counts.values()) else {route_of(label): 1}
             tot = sum(shares.values())
             if tot <= 0:
                 continue  # counters that sum to nothing (or below): no route to share bytes between

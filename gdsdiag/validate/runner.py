@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..check.model import Status
 from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN, GdsdiagError
+from ..verdicts import Status
 from . import adapters
 from .policy import Policy
 from .rules import MEASURED, RULES, Inputs, RuleResult, route_mix

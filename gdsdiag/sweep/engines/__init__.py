@@ -1,28 +1,27 @@
-"""Sweep engines, one module per mode behind one interface (see base.py): ``run_point`` runs one
-point of any mode; ``verify_written`` reads back what a write point wrote."""
+"""Sweep engines, one module per mode behind one interface (``Engine``, base.py), and the table of
+them (``ENGINES``, fio's ioengine_ops list): ``run_point`` runs one point of any mode;
+``verify_written`` reads back what a write point wrote."""
 
 from __future__ import annotations
 
-import importlib
 import os
 import time
 
 from ...errors import GdsdiagError
 from ..files import IoBuffer
-from .base import MIN_OPS, PointError, PointResult, PointSpec, VerifyError, validate  # noqa: F401
+from . import bounce, cufile, cufile_async, cufile_batch, host, kvikio
+from .base import MIN_OPS, Engine, PointError, PointResult, PointSpec, VerifyError, validate  # noqa: F401
 
-MODULES = {
-    "host": "host",
-    "bounce": "bounce",
-    "cufile": "cufile",
-    "cufile-async": "cufile_async",
-    "cufile-batch": "cufile_batch",
-    "kvikio": "kvikio",
+# the modes, in the order the help and the errors list them
+ENGINES: dict[str, Engine] = {
+    e.mode: e
+    for e in (cufile.ENGINE, cufile_async.ENGINE, cufile_batch.ENGINE, kvikio.ENGINE, bounce.ENGINE, host.ENGINE)
 }
+ALL_MODES = tuple(ENGINES)
 
 
-def engine(mode: str):
-    return importlib.import_module(f".{MODULES[mode]}", __name__)
+def engine(mode: str) -> Engine:
+    return ENGINES[mode]
 
 
 def run_point(spec: PointSpec, sf, progress=None) -> PointResult:
@@ -30,9 +29,7 @@ def run_point(spec: PointSpec, sf, progress=None) -> PointResult:
 
     eng = engine(spec.mode)
     validate(spec, sf.size)
-    if hasattr(eng, "adapt"):
-        spec = eng.adapt(spec, sf.size)
-    return run_workers(eng, spec, sf, progress)
+    return run_workers(eng, eng.adapt(spec, sf.size), sf, progress)
 
 
 def written_ranges(bitmap, bs: int) -> list[tuple[int, int]]:

@@ -1,9 +1,12 @@
 """One sweep point: workers behind one small interface, started together, watched, and judged.
 
-The interface (every engine module — host, bounce, cufile, cufile_async, cufile_batch, kvikio —
-implements it): ``open_point(point)`` / ``close_point(point)`` for what the workers share (a
-cuFile handle…), and a ``Worker`` class with ``prepare()`` (in its own thread: buffers, buffer
-registration, the CUDA context made current), ``run()`` (the timed loop) and ``close()``.
+The interface is ``Engine`` (below; fio's ioengine_ops, in Python): one object per mode, listed in
+gdsdiag/sweep/engines/__init__.py's ``ENGINES``. What a mode is (GPU or not, cuFile or not, queued
+or not), what its point's workers share (``open_point``/``close_point``: a cuFile handle…), its
+workers (``worker``: a ``Worker`` with ``prepare()`` in its own thread — buffers, registration, the
+CUDA context made current — ``run()``, the timed loop, and ``close()``), the route its I/O took
+(``route_start``/``route_end``), and what only it adds to a point's figures. The sweep's runner
+asks the engine and never names a mode.
 ``Worker.native`` says whether ``run`` is the C loop (csrc/ioloop.c, GIL released for the whole
 point) or the Python loop here (``pyloop``), which keeps its state in the same ``struct gd_job``.
 
@@ -25,6 +28,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
 
 from ...errors import EXIT_FAIL, GdsdiagError, UsageError
 from .. import native
@@ -62,6 +66,7 @@ class PointSpec:
     iodepth: int = 1
     pool_threads: int | None = None  # kvikio: its thread pool size (the requested --threads)
     task_size: int | None = None  # kvikio / batch: the requested --bs of each request
+    buffers: str = "huge"  # host buffers: "huge" (2 MiB-aligned, MADV_HUGEPAGE) or "pages" (fio's)
 
     @property
     def is_read(self) -> bool:
@@ -115,6 +120,92 @@ def validate(spec: PointSpec, size: int) -> None:
             )
 
 
+class Engine(Protocol):
+    """One mode of the sweep (the registry: engines/__init__.py ``ENGINES``)."""
+
+    mode: str  # its --mode name
+    gpu: bool  # needs cupy and a CUDA GPU
+    cufile: bool  # goes through libcufile: the sweep opens the cuFile driver (and its statistics) first
+    queued: bool  # takes --iodepth > 1 (I/Os in flight per worker)
+    uring: bool  # its --iodepth > 1 is io_uring (needs linux/io_uring.h at build time)
+    ceiling: bool  # its result is a ceiling of the other modes' same point (host)
+
+    def adapt(self, spec: PointSpec, size: int) -> PointSpec:
+        """The point as the engine runs it (kvikio: one worker of threads × bs requests)."""
+        ...
+
+    def open_point(self, point: Point) -> None: ...
+
+    def close_point(self, point: Point) -> None: ...
+
+    def worker(self, point: Point, idx: int) -> Worker: ...
+
+    def route_start(self) -> Any:
+        """Counters before the point (cuFile's own), handed back to ``route_end``."""
+        ...
+
+    def route_end(self, start: Any) -> RouteSeen:
+        """The route of the point's I/O (gdsdiag/routes.py's names), its detail, warning and mix."""
+        ...
+
+    def summarize(self, summary: dict, spec: PointSpec, res: PointResult) -> None:
+        """What only this engine adds to or corrects in a point's figures (in place)."""
+        ...
+
+    def written_unit(self, spec: PointSpec) -> int:
+        """The size of the blocks a write point's bitmap counts (``spec`` as requested)."""
+        ...
+
+    def error_note(self) -> str:
+        """What to add to a point error's line (cuFile: the compat pool in effect)."""
+        ...
+
+
+class RouteSeen(NamedTuple):
+    """What a point's route was, as its engine measured it."""
+
+    route: str  # a Route name, or MIXED(...) / KVIKIO_POSIX for cuFile's counters (route_mix has the counts)
+    detail: dict  # route_detail: the counters it was read from
+    warning: str | None
+    mix: dict[str, int] | None = None  # I/Os per Route as counted (routes.mix_json); None: not counted
+
+
+class EngineDefaults:
+    """What most engines do; an engine overrides what it does differently."""
+
+    mode: str  # each engine's own
+    gpu = False
+    cufile = False
+    queued = False
+    uring = False
+    ceiling = False
+    route = "HOST"
+
+    def adapt(self, spec: PointSpec, size: int) -> PointSpec:
+        return spec
+
+    def open_point(self, point: Point) -> None:
+        pass
+
+    def close_point(self, point: Point) -> None:
+        pass
+
+    def route_start(self) -> Any:
+        return None
+
+    def route_end(self, start: Any) -> RouteSeen:
+        return RouteSeen(self.route, {}, None)
+
+    def summarize(self, summary: dict, spec: PointSpec, res: PointResult) -> None:
+        pass
+
+    def written_unit(self, spec: PointSpec) -> int:
+        return spec.bs
+
+    def error_note(self) -> str:
+        return ""
+
+
 class Point:
     """What the workers of one point share: spec, file, the stop flag, the byte budget, the
     written-blocks bitmap, and the engine's own objects (``shared``)."""
@@ -122,7 +213,10 @@ class Point:
     def __init__(self, spec: PointSpec, sf: SweepFile, native_ok: bool = True):
         self.spec, self.sf = spec, sf
         self.ffi = native.ffi()
-        self.lib, self.why = native.load() if native_ok else (None, None)
+        self.lib: Any = None
+        self.why: str | None = None
+        if native_ok:
+            self.lib, self.why = native.load()
         self.stop = self.ffi.new("int *")
         # --bytes is split between the workers up front (fio's per-job io_size): a shared budget
         # let one fast worker take it all and leave another with nothing to do
@@ -347,7 +441,7 @@ def _fail(j, kind: int, err: int, ret: int, off: int) -> None:
     j.stop[0] = 1
 
 
-def run_workers(engine, spec: PointSpec, sf: SweepFile, progress=None) -> PointResult:
+def run_workers(engine: Engine, spec: PointSpec, sf: SweepFile, progress=None) -> PointResult:
     """Set up, start together, watch, collect and judge one point."""
     import psutil
 
@@ -362,7 +456,7 @@ def run_workers(engine, spec: PointSpec, sf: SweepFile, progress=None) -> PointR
             f"{spec.mode} {spec.rw} bs={spec.bs}: setup failed: {type(e).__name__}: {e}",
             "for cuFile errors run `gdsdiag check --path DIR`; the cause is named above",
         ) from None
-    workers = [engine.Worker(point, i) for i in range(spec.threads)]
+    workers = [engine.worker(point, i) for i in range(spec.threads)]
     n = len(workers)
 
     def start():  # runs once, in the last thread to reach the barrier
@@ -514,12 +608,12 @@ def _collect(point: Point, workers: list, cpu: float) -> PointResult:
     res.seconds = max(t_end - point.t0_ns, 0) / 1e9
     res.cpu_seconds = cpu
     w0 = workers[0]
-    from ..files import buffer_kind
+    from ..files import BUFFER_NAMES
 
     res.loop = {
         "kind": "c" if w0.loop_name.startswith("c ") else "python",
         "engine": w0.loop_name,
-        "buffers": "2 MiB-aligned, MADV_HUGEPAGE" if buffer_kind() == "huge" else "4 KiB pages",
+        "buffers": BUFFER_NAMES[point.spec.buffers],
     }
     res.loop.update(getattr(w0, "loop_extra", {}))
     if res.loop["kind"] == "python":

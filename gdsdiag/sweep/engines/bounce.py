@@ -6,21 +6,13 @@ latency)."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from ..files import host_buffer
 from . import gpu
+from .base import EngineDefaults, Point
 from .base import Worker as _Worker
 from .host import HostBuffers, psync_or_uring
-
-GPU = True
-
-
-def open_point(point) -> None:
-    point.shared["cp"] = gpu.cupy()
-
-
-def close_point(point) -> None:
-    pass
 
 
 class Worker(gpu.GpuPattern, HostBuffers, _Worker):
@@ -29,6 +21,7 @@ class Worker(gpu.GpuPattern, HostBuffers, _Worker):
         psync_or_uring(self)
         self.job.bounce = 1
         self.registered = False
+        self.scratch: Any = None  # an mmap host buffer for verified writes
 
     def prepare(self):
         cp = self.cp = self.point.shared["cp"]
@@ -77,3 +70,20 @@ class Worker(gpu.GpuPattern, HostBuffers, _Worker):
                 del self.host
             self.cp.cuda.runtime.hostUnregister(int(self.point.ffi.cast("uintptr_t", self.job.host_buf)))
         self.free_host()
+
+
+class BounceEngine(EngineDefaults):
+    mode = "bounce"
+    gpu = True
+    queued = True
+    uring = True
+    route = "DRAM_BOUNCE"
+
+    def open_point(self, point: Point) -> None:
+        point.shared["cp"] = gpu.cupy()
+
+    def worker(self, point: Point, idx: int) -> Worker:
+        return Worker(point, idx)
+
+
+ENGINE = BounceEngine()

@@ -18,28 +18,152 @@ flight then, and a write issued on another stream could send stale bytes)."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
+from ...errors import GdsdiagError
+from ...routes import mix_json, mix_of
 from ..files import HEADER_SIZE, host_buffer
 from . import gpu
+from .base import EngineDefaults, Point, RouteSeen
 from .base import Worker as _Worker
 
-GPU = True
-API = "sync"
 
-
-def open_point(point) -> None:
-    cp = gpu.cupy()
-    gpu.make_current(cp, point.spec.gpu)
+def open_driver() -> Any:
+    """The cuFile driver for the whole sweep, with level-3 statistics started (the per-GPU route
+    counters need the level set before the driver opens); close it after the last point."""
     from ... import cufile
 
-    point.shared["cp"] = cp
-    point.shared["fh"] = cufile.FileHandle(fd=point.sf.fd).register()
+    probe = cufile.probe_driver_open(timeout_s=60)
+    if not probe["ok"]:
+        raise GdsdiagError(
+            f"cuFile driver does not open: {probe.get('error')}",
+            "run 'gdsdiag check' for the cause, or drop --mode cufile,kvikio",
+        )
+    cufile.stats.set_level(3)
+    driver = cufile.Driver().open()
+    cufile.stats.start()
+    return driver
 
 
-def close_point(point) -> None:
-    fh = point.shared.pop("fh", None)
-    if fh is not None:
-        fh.deregister()  # the descriptor stays the sweep's (fd= handles do not close it)
+def route_from_mix(delta: dict, mode: str) -> tuple[str, str | None]:
+    """The route name from cuFile's counters of one point (and the warning a compat route gets)."""
+    routes = {k: v for k, v in delta.items() if v}
+    if not routes:
+        if mode == "kvikio":
+            return (
+                "KVIKIO_POSIX",
+                "kvikio did not go through cuFile (its own POSIX path: cuFile handle registration failed?)",
+            )
+        return "UNKNOWN", "no cuFile statistics for this point"
+    if len(routes) == 1:
+        route = next(iter(routes))
+    else:
+        route = "MIXED(" + ",".join(f"{k}={v}" for k, v in sorted(routes.items())) + ")"
+    warn = None
+    if route == "COMPAT":
+        warn = f"{mode} ran in cuFile compatibility mode (POSIX through host bounce buffers), not P2P"
+    return route, warn
+
+
+BATCH_COUNTERS = {
+    "NVFS": ("batch_nvfs_submit_ops",),
+    "P2PDMA": ("batch_p2p_submit_ops",),
+    "COMPAT": ("batch_posix_enqueued_ops", "batch_aio_submit_ops", "batch_iouring_submit_ops"),
+}
+
+
+def batch_routes(l1_before: dict, l1_after: dict) -> dict:
+    """Batch I/O is not in the per-GPU level-3 counters; level 1 counts batch submissions by path
+    (cufile.h 1.15: batch_nvfs/p2p/aio/iouring_submit_ops, batch_posix_enqueued_ops)."""
+    out = {}
+    for route, keys in BATCH_COUNTERS.items():
+        n = sum(l1_after.get(k, {}).get("ok", 0) - l1_before.get(k, {}).get("ok", 0) for k in keys)
+        if n:
+            out[route] = n
+    return out
+
+
+class CufileRoutes(EngineDefaults):
+    """The route of a point through libcufile: its level-3 per-GPU counters before and after."""
+
+    gpu = True
+    cufile = True
+
+    def route_start(self) -> Any:
+        from ... import cufile
+
+        return cufile.path_mix()
+
+    def route_end(self, start: Any) -> RouteSeen:
+        from ... import cufile
+
+        delta = cufile.path_mix().minus(start)
+        route, warn = route_from_mix(delta.routes(), self.mode)
+        return RouteSeen(route, {"cufile_stats": delta.to_json()}, warn, mix_json(mix_of(delta.routes())))
+
+    def error_note(self) -> str:
+        """The compat bounce-buffer pool in effect, for a point that stalled or failed."""
+        from ... import cufile
+
+        try:
+            slabs = cufile.driver.posix_pool_slabs()
+            return " (posix pool now: " + ", ".join(f"{kb} KiB × {n}" for kb, n in slabs) + ")"
+        except Exception:
+            return ""
+
+
+class CufileEngine(CufileRoutes):
+    """cufile: cuFileRead/cuFileWrite, one I/O at a time per worker (fio's libcufile engine)."""
+
+    mode = "cufile"
+    api = "sync"
+
+    def open_point(self, point: Point) -> None:
+        cp = gpu.cupy()
+        gpu.make_current(cp, point.spec.gpu)
+        from ... import cufile
+
+        point.shared["cp"] = cp
+        point.shared["fh"] = cufile.FileHandle(fd=point.sf.fd).register()
+
+    def close_point(self, point: Point) -> None:
+        fh = point.shared.pop("fh", None)
+        if fh is not None:
+            fh.deregister()  # the descriptor stays the sweep's (fd= handles do not close it)
+
+    def worker(self, point: Point, idx: int) -> Worker:
+        return Worker(point, idx, self.api)
+
+
+class CufileBatchEngine(CufileEngine):
+    """cufile-batch: batch I/O, --iodepth requests in flight per worker; its route is in level 1."""
+
+    mode = "cufile-batch"
+    api = "batch"
+    queued = True
+
+    def route_start(self) -> Any:
+        from ... import cufile
+
+        return super().route_start(), cufile.stats.level1()
+
+    def route_end(self, start: Any) -> RouteSeen:
+        from ... import cufile
+
+        mix0, l1_0 = start
+        detail = super().route_end(mix0).detail
+        routes = batch_routes(l1_0, cufile.stats.level1())
+        detail["cufile_batch_stats"] = routes
+        route, warn = route_from_mix(routes, self.mode)
+        return RouteSeen(route, detail, warn, mix_json(mix_of(routes)))
+
+
+class CufileAsyncEngine(CufileEngine):
+    """cufile-async: stream-ordered cuFile, --iodepth registered streams per worker."""
+
+    mode = "cufile-async"
+    api = "stream"
+    queued = True
 
 
 def per_thread_handles() -> bool:
@@ -73,10 +197,9 @@ def _addr(L, fn) -> int:
 
 
 class Worker(gpu.GpuPattern, _Worker):
-    api = API  # sync | batch | stream (set by the cufile_batch / cufile_async modules)
-
-    def __init__(self, point, idx):
+    def __init__(self, point: Point, idx: int, api: str = "sync"):
         super().__init__(point, idx)
+        self.api = api  # sync | batch | stream
         lib = point.lib
         self.native = lib is not None
         self.engine_name = {"sync": "cufile", "batch": "cufile batch", "stream": "cufile stream"}[self.api]
@@ -86,14 +209,14 @@ class Worker(gpu.GpuPattern, _Worker):
                 "batch": lib.GD_ENGINE_CUFILE_BATCH,
                 "stream": lib.GD_ENGINE_CUFILE_STREAM,
             }[self.api]
-        self.reg = None
+        self.reg: Any = None  # cufile.BufferRegistration once prepared
         self.batches: list = []
         self.streams: list = []  # (cupy stream, its cuFile registration)
         self.slot_arrays: list = []  # cufile-async, separate buffers: (cupy array, its registration)
-        self.scratch = None
+        self.scratch: Any = None  # an mmap host buffer once prepared
         self.pinned = False
         self.own_fd = -1
-        self.own_fh = None
+        self.own_fh: Any = None  # cufile.FileHandle of own_fd (per-thread handles)
         self.loop_extra = {"cufile_handles": "per thread" if per_thread_handles() else "one per point"}
 
     def prepare(self):
@@ -210,3 +333,6 @@ class Worker(gpu.GpuPattern, _Worker):
         if self.own_fd >= 0:
             os.close(self.own_fd)
             self.own_fd = -1
+
+
+ENGINE = CufileEngine()

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-from . import cufile as _cufile
-from .cufile import close_point, open_point  # noqa: F401  (the same registered file handle)
+from .cufile import CufileBatchEngine
 
-GPU = True
-
-
-class Worker(_cufile.Worker):
-    api = "batch"
+ENGINE = CufileBatchEngine()

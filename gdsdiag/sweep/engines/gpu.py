@@ -4,6 +4,8 @@ already loaded), and GPU-side pattern fill/check for the Python loop."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...errors import GdsdiagError
 from .. import pattern
 
@@ -56,6 +58,12 @@ def stream_fns() -> tuple[int, int]:
 
 class GpuPattern:
     """Python-loop fill/check of ``self.gbuf`` by kernels on ``self.stream`` (no host copy)."""
+
+    # (a mixin: the worker it is mixed into sets these)
+    stream: Any  # a cupy stream
+    gbuf: Any  # a cupy array on the point's GPU
+    spec: Any  # base.PointSpec
+    sf: Any  # files.SweepFile
 
     def fill(self, slot, off):
         with self.stream:

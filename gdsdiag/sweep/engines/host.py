@@ -3,23 +3,15 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from .. import pattern
 from ..files import IoBuffer
+from .base import EngineDefaults, Point, PointSpec
 from .base import Worker as _Worker
 
-GPU = False
 
-
-def open_point(point) -> None:
-    pass
-
-
-def close_point(point) -> None:
-    pass
-
-
-def psync_or_uring(w) -> None:
+def psync_or_uring(w: _Worker) -> None:
     """A host/bounce worker's C loop engine: pread/pwrite one at a time, or io_uring at --iodepth > 1."""
     lib = w.point.lib
     w.native = lib is not None
@@ -30,16 +22,23 @@ def psync_or_uring(w) -> None:
 
 
 class HostBuffers:
-    """iodepth × bs bytes on a huge-page boundary (files.IoBuffer) shared with the C loop."""
+    """iodepth × bs bytes on a huge-page boundary, or in 4 KiB pages (``spec.buffers``:
+    files.IoBuffer), shared with the C loop. A mixin of a Worker (which sets the attributes
+    declared here)."""
+
+    point: Point
+    spec: PointSpec
+    job: Any
+    iob: IoBuffer | None = None
 
     def alloc_host(self, pinned: bool = False) -> None:
         spec, f, j = self.spec, self.point.ffi, self.job
-        self.iob = IoBuffer(spec.bs * spec.iodepth)
+        self.iob = IoBuffer(spec.bs * spec.iodepth, spec.buffers)
         j.host_buf = self.iob.cdata(f)
         self.view = self.iob.view[: spec.bs]
 
     def free_host(self) -> None:
-        if getattr(self, "iob", None) is None:
+        if self.iob is None:
             return
         self.view.release()
         self.iob.release(self.point.ffi)
@@ -72,3 +71,17 @@ class Worker(HostBuffers, _Worker):
 
     def close(self):
         self.free_host()
+
+
+class HostEngine(EngineDefaults):
+    mode = "host"
+    queued = True
+    uring = True
+    ceiling = True  # the storage's own speed: the other modes' same point is held against it
+    route = "HOST"
+
+    def worker(self, point: Point, idx: int) -> Worker:
+        return Worker(point, idx)
+
+
+ENGINE = HostEngine()

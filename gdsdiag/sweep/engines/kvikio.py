@@ -8,13 +8,13 @@ from __future__ import annotations
 from ...errors import GdsdiagError
 from .. import pattern
 from . import gpu
-from .base import PointSpec, UsageError
+from .base import Point, PointResult, PointSpec, UsageError
 from .base import Worker as _Worker
-
-GPU = True
+from .cufile import CufileRoutes
 
 
 def adapt(spec: PointSpec, size: int) -> PointSpec:
+    """One worker whose requests are threads × bs, split by kvikio's pool of --threads threads."""
     inner = PointSpec(
         spec.mode,
         spec.rw,
@@ -26,6 +26,7 @@ def adapt(spec: PointSpec, size: int) -> PointSpec:
         spec.gpu,
         pool_threads=spec.threads,
         task_size=spec.bs,
+        buffers=spec.buffers,
     )
     if size < inner.bs:
         raise UsageError(f"threads × bs = {inner.bs} exceeds the file size {size}", "raise --size")
@@ -78,3 +79,32 @@ class Worker(_Worker):
 
     def check(self, slot, off):
         return pattern.gpu_first_mismatch(self.gbuf, off, self.sf.seed)
+
+
+class KvikioEngine(CufileRoutes):
+    mode = "kvikio"
+
+    def adapt(self, spec: PointSpec, size: int) -> PointSpec:
+        return adapt(spec, size)
+
+    def open_point(self, point: Point) -> None:
+        open_point(point)
+
+    def close_point(self, point: Point) -> None:
+        close_point(point)
+
+    def worker(self, point: Point, idx: int) -> Worker:
+        return Worker(point, idx)
+
+    def summarize(self, summary: dict, spec: PointSpec, res: PointResult) -> None:
+        # kvikio's requests are threads × bs (split over its pool): IOPS counted in bs units like
+        # the other modes; latencies stay per request
+        if res.seconds:
+            summary["iops"] = round(res.nbytes / spec.bs / res.seconds, 1)
+            summary["request_bytes"] = spec.bs * spec.threads
+
+    def written_unit(self, spec: PointSpec) -> int:
+        return spec.bs * spec.threads  # the bitmap counts the adapted requests
+
+
+ENGINE = KvikioEngine()

@@ -1,0 +1,77 @@
+"""Medians over rounds of `gdsdiag sweep --compare-fio --fio-jobs both --json` documents: one row per
+point (mode, rw, bs, threads, iodepth), the sweep's median GB/s and IOPS, and its ratio to fio's
+forked jobs and to fio --thread — each round's ratio and the median — with the block device's
+time per request for the sweep and for fio (the storage's own share).
+
+    python3 benchmarks/sweep_goal_table.py r1-host.json r2-host.json ... [--goal 0.97]
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections import defaultdict
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    goal = 0.97
+    if "--goal" in sys.argv:
+        goal = float(sys.argv[sys.argv.index("--goal") + 1])
+        args.remove(str(sys.argv[sys.argv.index("--goal") + 1]))
+    rows: dict = defaultdict(lambda: {"gbps": [], "iops": [], "process": [], "thread": [], "dev": [], "fio_dev": []})
+    for path in args:
+        try:
+            doc = json.load(open(path))
+        except (OSError, ValueError) as e:
+            print(f"{path}: not read ({e})")
+            continue
+        for p in doc["points"]:
+            key = (p["mode"], p["rw"], p["bs"], p["threads"], p["iodepth"])
+            r = rows[key]
+            if p["error"]:
+                r.setdefault("errors", []).append(p["error"][:100])
+                continue
+            r["gbps"].append(p["summary"]["gbps"])
+            r["iops"].append(p["summary"]["iops"])
+            dev = p["route_detail"].get("block_device") or {}
+            r["dev"].append(dev.get("request_ms"))
+            f = p.get("fio") or {}
+            by = f.get("by_jobs") or ({f["jobs"]: f} if f.get("jobs") else {})
+            for kind, one in by.items():
+                if one.get("ratio") is not None:
+                    r[kind].append(one["ratio"])
+                for run in one.get("runs", []):
+                    r["fio_dev"].append((run.get("block_device") or {}).get("request_ms"))
+    worst = None
+    print(
+        f"{'point':34s} {'GB/s':>7s} {'IOPS':>8s}  {'÷fio forked (rounds) median':36s} {'÷fio --thread (rounds) median':36s} dev ms/req sweep|fio"
+    )
+    for (mode, rw, bs, th, qd), r in rows.items():
+        name = f"{mode} {rw} {bs // 1024}k x{th}" + (f" qd{qd}" if qd > 1 else "")
+        if not r["gbps"]:
+            print(f"{name:34s} ERROR {r.get('errors')}")
+            continue
+        cells = []
+        for kind in ("process", "thread"):
+            v = r[kind]
+            if not v:
+                cells.append(f"{'-':36s}")
+                continue
+            med = statistics.median(v)
+            worst = med if worst is None else min(worst, med)
+            cells.append(f"{' '.join(f'{x:.2f}' for x in v):24s} {med:6.3f}{' <' if med < goal else '  '}   ")
+        d = [x for x in r["dev"] if x is not None]
+        fd = [x for x in r["fio_dev"] if x is not None]
+        devs = f"{statistics.median(d):.3f}|{statistics.median(fd):.3f}" if d and fd else "-"
+        print(
+            f"{name:34s} {statistics.median(r['gbps']):7.3f} {statistics.median(r['iops']):8.0f}  {cells[0]} {cells[1]} {devs}"
+            + (f"  errors: {r['errors']}" if r.get("errors") else "")
+        )
+    if worst is not None:
+        print(f"lowest median ratio: {worst:.3f} (goal {goal})")
+
+
+if __name__ == "__main__":
+    main()
