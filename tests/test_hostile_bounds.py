@@ -422,3 +422,38 @@ def test_policy_numbers_are_finite_bounded_and_versions_ascii(tmp_path, body):
     p.write_text(body + "\n")
     rc, _, err, _ = cli("validate", "--from", H200, "--policy", str(p))
     assert rc == 3 and one_line(err) and "policy" in err, err
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--rw", ",".join(["read"] * 2000)], None),  # 2,000 copies of one pattern: one point, not 2,000
+        (["--bs", ",".join(f"{4 * (i + 1)}k" for i in range(70))], "more than 64 values"),
+        (
+            [
+                "--size",
+                "1G",
+                "--rw",
+                "read,write",
+                "--bs",
+                ",".join(f"{4 * (i + 1)}k" for i in range(60)),
+                "--threads",
+                ",".join(str(i + 1) for i in range(60)),
+            ],
+            "more than 1,000",
+        ),
+    ],  # fmt: skip
+    ids=["repeated-rw", "70-block-sizes", "7200-points"],
+)
+def test_sweep_lists_and_points_are_bounded(tmp_path, args, says):
+    """`sweep --rw read,read,...` (x 2,000) ran 2,000 points; lists of any length multiplied into
+    millions of points. Repeats count once, each list holds at most 64 values, a sweep at most
+    1,000 points: refused before any file is made (exit 4)."""
+    base = ["sweep", "--dir", str(tmp_path), "--size", "8M", "--bs", "4k", "--threads", "1", "--mode", "host"]
+    base += ["--time", "0.1s", "--rw", "read"]
+    rc, out, err, took = cli(*base, *args, timeout=120)
+    if says is None:
+        assert rc in (0, 1) and out.count("host") <= 3, (rc, err[-300:])
+    else:
+        assert rc == 4 and one_line(err) and says in err, err
+        assert os.listdir(tmp_path) == []

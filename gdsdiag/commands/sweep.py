@@ -46,6 +46,19 @@ def _ints(text: str, option: str) -> list[int]:
     return vals
 
 
+MAX_LIST = 64  # values of one list option
+MAX_POINTS = 1_000  # points of one sweep (the default is 192; 1,000 of 10 s are ~3 h): a list x 100,000 ran forever
+
+
+def _words(text: str, option: str) -> list[str]:
+    """A comma list of names, each once (a name repeated is one point, not a thousand), at most
+    MAX_LIST of them; unknown names are validate_config's to refuse, in its words."""
+    parts = list(dict.fromkeys(x.strip() for x in text.split(",")[: MAX_LIST * 4] if x.strip()))
+    if len(parts) > MAX_LIST:
+        raise UsageError(f"{option} {text[:80]!r}: more than {MAX_LIST} values", "see gdsdiag sweep --help")
+    return parts
+
+
 def _write_outputs(report, csv_path: str | None, plot_path: str | None) -> None:
     """--csv and --plot, each opened once (O_EXCL|O_NOFOLLOW) and written through that descriptor,
     complete or removed (gdsdiag/outfile.py): a symlink planted after the start-up check is never
@@ -167,10 +180,10 @@ def sweep(
         cfg = SweepConfig(
             directory=directory,
             size=parse_size(size),
-            block_sizes=[parse_size(x) for x in bs.split(",") if x.strip()],
+            block_sizes=[parse_size(x) for x in _words(bs, "--bs")],
             threads=_ints(threads, "--threads"),
-            rws=[x.strip() for x in rw.split(",") if x.strip()],
-            modes=[x.strip() for x in modes.split(",") if x.strip()],
+            rws=_words(rw, "--rw"),
+            modes=_words(modes, "--mode"),
             gpu=gpu,
             seconds=None if total else parse_duration(duration),
             total_bytes=parse_size(total) if total else None,
@@ -181,7 +194,13 @@ def sweep(
         )
     except ValueError as e:
         raise UsageError(str(e), "see gdsdiag sweep --help") from None
-    validate_config(cfg)
+    if len(cfg.rws) * len(cfg.modes) * len(cfg.block_sizes) * len(cfg.threads) > MAX_POINTS:
+        raise UsageError(
+            f"{len(cfg.rws) * len(cfg.modes) * len(cfg.block_sizes) * len(cfg.threads):,} points (--rw x --mode x --bs"
+            f" x --threads): more than {MAX_POINTS:,}",
+            "sweep fewer block sizes, thread counts, patterns or modes at a time",
+        )
+    validate_config(cfg)  # (per point: after the count is bounded)
     for path, option in ((csv_path, "--csv"), (plot_path, "--plot")):
         if path:
             refuse_existing(path, option)
