@@ -314,7 +314,7 @@ def create(output: str, root: str = "/", redact: bool = False, bundle: bool = Tr
             import errno
 
             full = e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
-            why = "no space left on the filesystem (ENOSPC)" if full else (e.strerror or str(e))
+            why = "no space left on the filesystem (ENOSPC)" if full else (e.strerror or str(e) or type(e).__name__)
             raise GdsdiagError(
                 f"cannot write {output}: {why}", "free space or choose another -o path (nothing was left behind)"
             ) from None
