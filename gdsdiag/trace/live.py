@@ -37,6 +37,7 @@ class TraceResult:
     files: list[dict] = field(default_factory=list)  # per file: bytes per route and why (Classifier.file_summary)
     trees: list[dict] = field(default_factory=list)  # per traced process tree (Classifier.tree_summary)
     lost_by_process: list[dict] = field(default_factory=list)  # events the kernel dropped, per process
+    recording_cut_at_line: int | None = None  # --replay: the recording's last line, cut as it was written, left out
     unclassified_at_stop: int = 0  # events still queued when a signal stopped the trace (STOP_BUDGET_S)
     unclassified_by_process: list[dict] = field(default_factory=list)  # the same per process, their I/Os and bytes
     verdicts_not_printed: int = 0  # held verdicts past STOP_PRINT_S after a signal (in the totals)
@@ -65,6 +66,7 @@ class TraceResult:
             "lost_events": self.lost,
             "lost_by_process": cast("list[schema.LostRow]", self.lost_by_process),
             "unclassified_at_stop": self.unclassified_at_stop,
+            "recording_cut_at_line": self.recording_cut_at_line,
             "unclassified_by_process": cast("list[schema.LostRow]", self.unclassified_by_process),
             "verdicts_not_printed": self.verdicts_not_printed,
             "probes_attached": self.attached,
@@ -557,7 +559,8 @@ def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
         attached=header.get("probes_attached", []),
         failed=header.get("probes_not_attached", []),
         lost=header.get("lost", 0),
-        events=rec.count,
+        events=rec.count - (rec.cut_at is not None),
         exit_code=None,
         header=header,
+        recording_cut_at_line=rec.cut_at,
     )
