@@ -223,7 +223,7 @@ class Recording:
                         except ValueError:
                             header = None
                         _check_header(header, n)
-                        self.header = header
+                        self.header = header if isinstance(header, dict) else {}  # (checked: a dict)
                         yield 0, ""
                         continue
                     if not text or text.startswith("#"):

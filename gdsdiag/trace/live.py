@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
-from ..errors import GdsdiagError
+from ..errors import GdsdiagError, UsageError
 from .classify import Classifier
 from .events import RECORD_VERSION
 from .tally import RouteTally
@@ -184,7 +184,7 @@ def _gate_child(cmd: list[str]):
     import shutil
 
     if shutil.which(cmd[0]) is None and not os.path.exists(cmd[0]):
-        raise GdsdiagError(f"command not found: {cmd[0]}", "give the program to trace after --")
+        raise UsageError(f"command not found: {cmd[0]}", "give the program to trace after --")
     r, w = os.pipe()
     # A shell waits on the pipe and then execs CMD in place: the pid we register is CMD's pid, and
     # nothing of CMD runs before the probes are attached. (A preexec_fn cannot wait: Popen blocks
@@ -240,10 +240,11 @@ def run_live(
     pids = list(pids or [])
     for p in pids:
         if not os.path.exists(f"/proc/{p}"):
-            raise GdsdiagError(f"no process {p}", "give the pid of a running process")
+            raise UsageError(f"no process {p}", "give the pid of a running process")
     cg = cgroup_target(cgroup) if cgroup else None
     say("attaching…")
-    tree, gate = (None, None)
+    tree = None
+    gate: int | None = None  # the pipe that holds CMD until the probes are live
     if cmd:
         tree, gate = _gate_child(cmd)
     proc = tree.proc if tree else None
@@ -280,7 +281,7 @@ def run_live(
             per_io=per_io,
         )
     except BaseException:
-        if tree:
+        if tree and gate is not None:
             os.close(gate)  # the gate never opens: the command never runs untraced
             tree.stop(0)
             tree.done()
@@ -315,7 +316,7 @@ def run_live(
     counter = CountedIo()
     tally = RouteTally()
     nevents = 0
-    stop = {"flag": False, "signum": None}
+    stop: dict = {"flag": False, "signum": None}  # flag, the first signal, its time ("t")
 
     def on_sigint(signum, frame):
         stop["flag"] = True
@@ -382,7 +383,7 @@ def run_live(
     say(f"tracing, Ctrl-C to end (live after {t_attached - t0:.1f} s)")
     try:
         try:
-            if proc:
+            if proc and gate is not None:
                 os.write(gate, b"go\n")
                 os.close(gate)
                 gate = None
