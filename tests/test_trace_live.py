@@ -286,14 +286,16 @@ def test_two_processes_with_two_libcufile_copies_are_both_probed(tmp_path):
 
 
 def test_bad_selectors_are_one_clear_line():
-    for args, msg in (
-        (["--pid", "4194304"], "no process 4194304"),  # the largest pid Linux allows, never running
-        (["--cgroup", "/nonexistent/gdsdiag-x"], "cgroup v2"),
+    for args, msg, code in (
+        # the largest pid Linux allows, never running: the command line names nothing (usage, 4)
+        (["--pid", "4194304"], "no process 4194304", 4),
+        (["--", "/nonexistent/gdsdiag-no-such-program"], "command not found", 4),
+        (["--cgroup", "/nonexistent/gdsdiag-x"], "cgroup v2", 3),
     ):
         r = subprocess.run(
             [sys.executable, "-m", "gdsdiag", "trace", *args], capture_output=True, text=True, timeout=60
         )
-        assert r.returncode == 3 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert r.returncode == code and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
         assert len([ln for ln in r.stderr.splitlines() if ln.startswith("gdsdiag: error")]) == 1
 
 

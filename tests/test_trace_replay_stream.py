@@ -163,3 +163,32 @@ def test_verdicts_come_out_in_time_order_though_decided_later():
     vs = _verdicts(os.path.join(os.path.dirname(__file__), "fixtures", "trace", "trace-h200-cufile.jsonl.gz"))
     ts = [v["ts"] for v in vs]
     assert len(ts) > 10 and ts == sorted(ts)
+
+
+def test_a_recording_cut_mid_line_replays_and_says_so(tmp_path):
+    """A trace killed (SIGKILL, a full disk) while writing --record leaves its last line cut: that
+    line is left out and named; every whole line before it is replayed. A cut line anywhere else is
+    still an error (test_a_damaged_line_is_named)."""
+    path = tmp_path / "cut.jsonl"
+    _write(path, _bounce_stream(40), gz=False)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 30])  # the last line (a cuMemcpy) cut, no newline after it
+    r = subprocess.run(
+        [*GDSDIAG, "trace", "--replay", str(path), "--json"], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout.splitlines()[-1])
+    lines = data.decode().splitlines()
+    assert summary["recording_cut_at_line"] == len(lines) and summary["events"] == len(lines) - 2
+    assert summary["ios"] == 40  # the 40th read's copy was the cut line: that read is HOST, all counted
+    assert summary["routes"]["DRAM_BOUNCE"]["count"] == 39
+    t = subprocess.run([*GDSDIAG, "trace", "--replay", str(path)], capture_output=True, text=True, timeout=120)
+    assert t.returncode == 0 and f"last line ({len(lines)}) was cut as it was written" in t.stdout
+    whole = tmp_path / "whole.jsonl"
+    _write(whole, _bounce_stream(40), gz=False)
+    s2 = json.loads(
+        subprocess.run(
+            [*GDSDIAG, "trace", "--replay", str(whole), "--json"], capture_output=True, text=True, timeout=120
+        ).stdout.splitlines()[-1]
+    )
+    assert s2["recording_cut_at_line"] is None

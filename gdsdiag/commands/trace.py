@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -100,7 +102,7 @@ def trace(
     console = Console(stderr=as_json)
     if not console.is_terminal:
         console = Console(stderr=as_json, width=200)  # logs and pipes keep the evidence column
-    printer = LinePrinter(console, as_json)
+    printer: Callable[[Any], None] = LinePrinter(console, as_json)  # one verdict line each
     if replay_path and record_path:
         from ..errors import UsageError
 
@@ -134,10 +136,12 @@ def trace(
         ivl = IntervalPrinter(console, as_json, interval_s, replay=bool(replay_path))
         lines = printer
 
-        def printer(v) -> None:  # (the line printer, and the intervals)
+        def with_intervals(v) -> None:  # (the line printer, and the intervals)
             ivl.add(v)
             if as_json:
                 lines(v)
+
+        printer = with_intervals
 
         on_tick = ivl.tick
     rec = None
@@ -177,10 +181,11 @@ def trace(
                 on_end=summary,
                 on_tick=on_tick,
             )
-        if getattr(res, "stopped_by", None):  # Ctrl-C / TERM / HUP mid-trace: summary shown, then 130/143/129
+        sig = getattr(res, "stopped_by", None)
+        if sig:  # Ctrl-C / TERM / HUP mid-trace: summary shown, then 130/143/129
             from ..signals import EXIT_FOR_SIGNAL
 
-            code = EXIT_FOR_SIGNAL.get(res.stopped_by, 128 + res.stopped_by)
+            code = EXIT_FOR_SIGNAL.get(sig, 128 + sig)
         else:
             code = EXIT_OK if res.exit_code in (None, 0) else EXIT_WARN
     except GdsdiagError:

@@ -215,6 +215,13 @@ def render_summary(console: Console, res, as_json: bool) -> None:
                 for r in by[:10]
             )
             console.print(f"  lost per process: {who}" + (" …" if len(by) > 10 else ""), style="red", markup=False)
+    if getattr(res, "recording_cut_at_line", None):
+        console.print(
+            f"warning: the recording's last line ({res.recording_cut_at_line}) was cut as it was written "
+            f"(the trace killed, or its disk full): that event is left out",
+            style="bold red",
+            markup=False,
+        )
     if getattr(res, "unclassified_at_stop", 0):
         console.print(
             f"warning: {res.unclassified_at_stop} events were still queued when the trace was stopped and "

@@ -123,6 +123,7 @@ class Summary(TypedDict):
     lost_events: int
     lost_by_process: list[LostRow]
     unclassified_at_stop: int
+    recording_cut_at_line: int | None
     unclassified_by_process: list[LostRow]
     verdicts_not_printed: int
     probes_attached: list[str]

@@ -13,6 +13,7 @@ import re
 import struct
 import sys
 import time
+from typing import Any
 
 from ..errors import GdsdiagError
 from . import evidence
@@ -347,7 +348,7 @@ class Probes:
             self.failed.append(
                 "libcuda.so.1 not found here: CUDA copies are seen only in a libcuda a traced process maps"
             )
-        self.kb = None
+        self.kb: Any = None  # bcc's BPF of the kprobe program, when this kernel has kprobes
         if want_kprobes:
             self._kprobes()
         self.timing["attach_s"] = round(time.monotonic() - t, 2)

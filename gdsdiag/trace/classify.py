@@ -139,7 +139,7 @@ class _Pending:
     tid: int
     comm: str
     api: str
-    op: str
+    op: str | None  # None: a call that moves no file data
     handle: int
     offset: int
     size: int
@@ -322,9 +322,9 @@ class Classifier:
                 self._close_page_run(key, run)  # while the old image's mappings are still known
             p = self._proc(e.pid)
             p["comm"], p["exe"] = e.comm or p["comm"], e.path
-            for key in [k for k in self.cloexec if k[0] == e.pid]:
-                self.fds.pop(key, None)
-                self.cloexec.discard(key)
+            for fdkey in [k for k in self.cloexec if k[0] == e.pid]:
+                self.fds.pop(fdkey, None)
+                self.cloexec.discard(fdkey)
             self.cuda_procs.discard(e.pid)  # a new program opens its libraries again
             self.flow.unmap_all(e.pid)  # a new program: the old image's mappings are gone
         elif e.name == "adopt":
@@ -454,7 +454,7 @@ class Classifier:
             return
         ret = a[5] if a[5] < 1 << 63 else a[5] - (1 << 64)
         if name in READ_SYS or name in WRITE_SYS:
-            op = "read" if name in READ_SYS else "write"
+            op: str | None = "read" if name in READ_SYS else "write"
             d = self._desc(e, a[0])
             if d is None:
                 if name in POSITIONED and self.pending:
@@ -737,7 +737,7 @@ class Classifier:
     def _path_ok(self, path: str | None) -> bool:
         if self.path_filter is None:
             return True
-        return bool(path) and (path.rstrip("/") + "/").startswith(self.path_filter)
+        return path is not None and path != "" and (path.rstrip("/") + "/").startswith(self.path_filter)
 
     def _verdict(self, p: _Pending) -> schema.IoLine:
         path = p.path or self.handles.get((p.pid, p.handle), (None, None))[1]
@@ -747,7 +747,21 @@ class Classifier:
         lat = (p.t_end - p.t_start) if p.t_end is not None else None
         self._proc(p.pid, p.comm)["ios"] += 1
         return io_line(
-            p.t_start, p.pid, p.tid, p.comm, p.api, p.op, path, p.offset, p.size, p.ret, lat, route, sub, conf, ev
+            p.t_start,
+            p.pid,
+            p.tid,
+            p.comm,
+            p.api,
+            p.op or "?",
+            path,
+            p.offset,
+            p.size,
+            p.ret,
+            lat,
+            route,
+            sub,
+            conf,
+            ev,
         )
 
     # -- verdicts of the data-flow model -----------------------------------------------------------

@@ -69,11 +69,12 @@ def proc_address_sites(libcuda: str) -> tuple[dict[int, str], str | None]:
     for name, fn in COPY_ENTRY_POINTS:
         for flags in (LEGACY_STREAM, PER_THREAD_STREAM):
             p = ctypes.c_void_p()
-            r = (
-                get2(name.encode(), ctypes.byref(p), ver.value, flags, None)
-                if get2 is not None
-                else get1(name.encode(), ctypes.byref(p), ver.value, flags)
-            )
+            if get2 is not None:
+                r = get2(name.encode(), ctypes.byref(p), ver.value, flags, None)
+            elif get1 is not None:  # (one of the two exists: checked above)
+                r = get1(name.encode(), ctypes.byref(p), ver.value, flags)
+            else:
+                break
             if r == 0 and p.value:
                 out[p.value - bias] = fn
     return out, None

@@ -129,6 +129,10 @@ class Recording:
         self.header: dict = {}
         self.count = 0  # events
         self.disorder_ns = 0  # the most an event's time lies before an earlier line's
+        # --record ends every line with a newline: a last line without one was cut as it was written
+        # (the tracer killed, the disk full). If it does not parse it is left out, and named here.
+        self.unterminated: int | None = None
+        self.cut_at: int | None = None
         newest = None
         for n, text in self._lines():
             if n == 0:
@@ -158,6 +162,9 @@ class Recording:
                 # parsed again with gdsdiag's limits for the reason)
                 v = json.loads(text)
             except (ValueError, RecursionError):
+                if n == self.unterminated:
+                    self.cut_at = n  # (the last line, cut as it was written: left out, and said)
+                    return
                 try:
                     v = loads_json(text)
                 except ValueError as e:
@@ -202,6 +209,8 @@ class Recording:
                     total += len(line)
                     if len(line) > MAX_RECORD_LINE:
                         raise _NotARecording(n, f"line longer than {MAX_RECORD_LINE >> 10} KiB")
+                    if not line.endswith(b"\n"):
+                        self.unterminated = n  # (readline returns a line without one only at the end)
                     if total > MAX_RECORDING:
                         raise _NotARecording(n, f"more than {MAX_RECORDING >> 30} GiB of events")
                     try:
@@ -214,7 +223,7 @@ class Recording:
                         except ValueError:
                             header = None
                         _check_header(header, n)
-                        self.header = header
+                        self.header = header if isinstance(header, dict) else {}  # (checked: a dict)
                         yield 0, ""
                         continue
                     if not text or text.startswith("#"):

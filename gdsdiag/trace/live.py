@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
-from ..errors import GdsdiagError
+from ..errors import GdsdiagError, UsageError
 from .classify import Classifier
 from .events import RECORD_VERSION
 from .tally import RouteTally
@@ -37,6 +37,7 @@ class TraceResult:
     files: list[dict] = field(default_factory=list)  # per file: bytes per route and why (Classifier.file_summary)
     trees: list[dict] = field(default_factory=list)  # per traced process tree (Classifier.tree_summary)
     lost_by_process: list[dict] = field(default_factory=list)  # events the kernel dropped, per process
+    recording_cut_at_line: int | None = None  # --replay: the recording's last line, cut as it was written, left out
     unclassified_at_stop: int = 0  # events still queued when a signal stopped the trace (STOP_BUDGET_S)
     unclassified_by_process: list[dict] = field(default_factory=list)  # the same per process, their I/Os and bytes
     verdicts_not_printed: int = 0  # held verdicts past STOP_PRINT_S after a signal (in the totals)
@@ -65,6 +66,7 @@ class TraceResult:
             "lost_events": self.lost,
             "lost_by_process": cast("list[schema.LostRow]", self.lost_by_process),
             "unclassified_at_stop": self.unclassified_at_stop,
+            "recording_cut_at_line": self.recording_cut_at_line,
             "unclassified_by_process": cast("list[schema.LostRow]", self.unclassified_by_process),
             "verdicts_not_printed": self.verdicts_not_printed,
             "probes_attached": self.attached,
@@ -182,7 +184,7 @@ def _gate_child(cmd: list[str]):
     import shutil
 
     if shutil.which(cmd[0]) is None and not os.path.exists(cmd[0]):
-        raise GdsdiagError(f"command not found: {cmd[0]}", "give the program to trace after --")
+        raise UsageError(f"command not found: {cmd[0]}", "give the program to trace after --")
     r, w = os.pipe()
     # A shell waits on the pipe and then execs CMD in place: the pid we register is CMD's pid, and
     # nothing of CMD runs before the probes are attached. (A preexec_fn cannot wait: Popen blocks
@@ -238,10 +240,11 @@ def run_live(
     pids = list(pids or [])
     for p in pids:
         if not os.path.exists(f"/proc/{p}"):
-            raise GdsdiagError(f"no process {p}", "give the pid of a running process")
+            raise UsageError(f"no process {p}", "give the pid of a running process")
     cg = cgroup_target(cgroup) if cgroup else None
     say("attaching…")
-    tree, gate = (None, None)
+    tree = None
+    gate: int | None = None  # the pipe that holds CMD until the probes are live
     if cmd:
         tree, gate = _gate_child(cmd)
     proc = tree.proc if tree else None
@@ -278,7 +281,7 @@ def run_live(
             per_io=per_io,
         )
     except BaseException:
-        if tree:
+        if tree and gate is not None:
             os.close(gate)  # the gate never opens: the command never runs untraced
             tree.stop(0)
             tree.done()
@@ -313,7 +316,7 @@ def run_live(
     counter = CountedIo()
     tally = RouteTally()
     nevents = 0
-    stop = {"flag": False, "signum": None}
+    stop: dict = {"flag": False, "signum": None}  # flag, the first signal, its time ("t")
 
     def on_sigint(signum, frame):
         stop["flag"] = True
@@ -380,7 +383,7 @@ def run_live(
     say(f"tracing, Ctrl-C to end (live after {t_attached - t0:.1f} s)")
     try:
         try:
-            if proc:
+            if proc and gate is not None:
                 os.write(gate, b"go\n")
                 os.close(gate)
                 gate = None
@@ -557,7 +560,8 @@ def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
         attached=header.get("probes_attached", []),
         failed=header.get("probes_not_attached", []),
         lost=header.get("lost", 0),
-        events=rec.count,
+        events=rec.count - (rec.cut_at is not None),
         exit_code=None,
         header=header,
+        recording_cut_at_line=rec.cut_at,
     )

@@ -48,9 +48,11 @@ def descendants(roots: list[int], procs: list[ProcInfo] | None = None) -> list[i
     """The roots and every process below them (children of children …), roots first."""
     procs = all_procs() if procs is None else procs
     children: dict[int, list[int]] = {}
-    for p in procs:
-        children.setdefault(p.ppid, []).append(p.pid)
-    seen, out, todo = set(), [], list(roots)
+    for info in procs:
+        children.setdefault(info.ppid, []).append(info.pid)
+    seen: set[int] = set()
+    out: list[int] = []
+    todo = list(roots)
     while todo:
         p = todo.pop(0)
         if p in seen:
@@ -117,7 +119,7 @@ def _cgroup2_root() -> str | None:
 def open_files(pid: int, proc: str = "/proc") -> list[tuple[int, str, int, int, int, int]]:
     """(fd, path, position, flags, kernel dev, inode) of each descriptor that names a file (sockets
     and pipes are left out)."""
-    out = []
+    out: list[tuple[int, str, int, int, int, int]] = []
     try:
         fds = os.listdir(f"{proc}/{pid}/fd")
     except OSError:
