@@ -41,7 +41,9 @@ def open_point(point) -> None:
         import kvikio
         import kvikio.defaults
     except ImportError:
-        raise GdsdiagError("--mode kvikio needs kvikio", "pip install kvikio-cu13 (or kvikio-cu12)") from None
+        raise GdsdiagError(
+            "--mode kvikio needs kvikio", "pip install 'gdsdiag[cu13]' (CUDA 13; gdsdiag[cu12] for CUDA 12)"
+        ) from None
     cfg = {"num_threads": spec.pool_threads or 1, "task_size": spec.task_size or spec.bs}
     if hasattr(kvikio.defaults, "set"):
         kvikio.defaults.set(cfg)
