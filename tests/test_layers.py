@@ -61,6 +61,7 @@ LAYERS = {
     "gdsdiag.bounded": 0,
     "gdsdiag.privdir": 0,
     "gdsdiag.outfile": 0,
+    "gdsdiag.workdirs": 0,
     "gdsdiag.textparse": 0,
     "gdsdiag.jsontext": 0,
     "gdsdiag.signals": 0,

@@ -20,7 +20,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 import threading
 
 _lock = threading.Lock()
@@ -70,27 +69,26 @@ def _build(cc: str, src: str, hdr_dir: str, dfd: int, name: str) -> str | None:
     result into the checked cache directory ``dfd`` under a new name (O_EXCL|O_NOFOLLOW) and rename
     it into place there; None or the error text. The compiler never writes through a path in the
     cache, so nothing swapped into the cache's path meanwhile is written or kept."""
-    from .. import privdir
+    from .. import privdir, workdirs
 
-    tmpdir = tempfile.mkdtemp(prefix="gdsdiag-cc-")
-    built = os.path.join(tmpdir, "ioloop.so")
-    try:
-        r = subprocess.run(
-            [cc, "-O2", "-shared", "-fPIC", "-I", hdr_dir, "-o", built, src],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if r.returncode != 0:
-            err = (r.stderr or r.stdout).strip().splitlines()
-            return f"{os.path.basename(cc)} failed: {err[0] if err else 'exit ' + str(r.returncode)}"
-        with open(built, "rb") as f:
-            privdir.replace_into(dfd, name, f.read(), 0o700)
-        return None
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"{os.path.basename(cc)} could not run: {e}"
-    finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
+    workdirs.remove_stale("gdsdiag-cc-")  # what a killed build left (SIGKILL runs no cleanup)
+    with workdirs.WorkDir("gdsdiag-cc-") as tmpdir:
+        built = os.path.join(tmpdir, "ioloop.so")
+        try:
+            r = subprocess.run(
+                [cc, "-O2", "-shared", "-fPIC", "-I", hdr_dir, "-o", built, src],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            if r.returncode != 0:
+                err = (r.stderr or r.stdout).strip().splitlines()
+                return f"{os.path.basename(cc)} failed: {err[0] if err else 'exit ' + str(r.returncode)}"
+            with open(built, "rb") as f:
+                privdir.replace_into(dfd, name, f.read(), 0o700)
+            return None
+        except (OSError, subprocess.SubprocessError) as e:
+            return f"{os.path.basename(cc)} could not run: {e}"
 
 
 def _load_from_cache(cc: str, src: str, hdr: str, name: str):

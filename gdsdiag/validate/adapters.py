@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 
 from ..errors import GdsdiagError
 from ..routes import Route, route_of
@@ -97,11 +96,12 @@ def trace_summary_of(result) -> dict:
 def traced_sweep(directory: str, gpu: int, pts: dict) -> tuple[dict, dict]:
     """The sweep run as 'gdsdiag sweep --json' under gdsdiag trace (trace.live.run_live): the sweep
     document and the per-I/O route totals the tracer saw."""
+    from .. import workdirs
     from ..trace.live import run_live
 
-    fd, out = tempfile.mkstemp(prefix="gdsdiag-validate-sweep-", suffix=".json")
-    os.close(fd)
-    try:
+    workdirs.remove_stale("gdsdiag-validate-sweep-")  # what a killed validate left
+    with workdirs.WorkDir("gdsdiag-validate-sweep-") as work:
+        out = os.path.join(work, "sweep.json")
         args = [
             sys.executable,
             "-m",
@@ -130,8 +130,6 @@ def traced_sweep(directory: str, gpu: int, pts: dict) -> tuple[dict, dict]:
         res = run_live(cmd, None, None, directory, None, lambda v: None)
         with open(out, encoding="utf-8") as f:
             text = f.read()
-    finally:
-        os.unlink(out)
     from ..errors import GdsdiagError
 
     try:

@@ -185,9 +185,13 @@ def run_probe(
 ) -> dict:
     """One child for one cell and mode (configured | compat_forbidden): its JSON answer, or a
     named timeout. The cell's subdirectory of ``directory`` is removed before this returns."""
+    from .. import workdirs
+
     t0 = time.monotonic()
+    workdirs.remove_stale("gdsdiag-proof-", directory)  # the cells a killed proof left on the target
     try:
         cell_dir = tempfile.mkdtemp(prefix=f"gdsdiag-proof-{mode}-", dir=directory)
+        cell_lock = workdirs.hold(cell_dir)
     except OSError as e:
         return {
             "ok": False,
@@ -265,6 +269,7 @@ def run_probe(
                 pass
         shutil.rmtree(cell_dir, ignore_errors=True)
         removed = not os.path.lexists(cell_dir)
+        os.close(cell_lock)
     out["removed"] = bool(out.get("removed", True)) and removed
     out["seconds"] = round(time.monotonic() - t0, 2)
     return out
