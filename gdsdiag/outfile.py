@@ -93,36 +93,19 @@ def hold(fd: int) -> None:
 def remove_stale(directory: str, match: Callable[[str], bool], looks_ours: Callable[[int], bool]) -> list[str]:
     """Remove work files of killed runs in ``directory``: a name ``match`` accepts, a regular file
     (not followed if a link) of the running user whose content ``looks_ours``, and whose flock is
-    free (no live process holds it). Returns the names removed; never raises."""
-    removed: list[str] = []
+    free (no live process holds it; workdirs.remove_unlocked). Returns the names removed; never raises."""
+    from .workdirs import remove_unlocked
+
     try:
-        names = [n for n in os.listdir(directory) if match(n)]
+        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
-        return removed
-    me = os.geteuid()
-    for name in names[:1000]:  # bounded: a directory of a million look-alikes costs no more
-        path = os.path.join(directory, name)
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            continue
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_uid != me or not looks_ours(fd):
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                continue  # held: a run in progress
-            cur = os.lstat(path)
-            if (cur.st_dev, cur.st_ino) == (st.st_dev, st.st_ino):
-                os.unlink(path)
-                removed.append(name)
-        except OSError:
-            continue
-        finally:
-            os.close(fd)
-    return removed
+        return []
+    try:
+        return remove_unlocked(dfd, [n for n in os.listdir(dfd) if match(n)], looks_ours)
+    except OSError:
+        return []
+    finally:
+        os.close(dfd)
 
 
 def replace_own(path: str, data: bytes, mark: str, option: str, what: str, hidden_tmp: bool = False) -> None:

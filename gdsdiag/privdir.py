@@ -187,34 +187,14 @@ def _is_tmp_name(n: str) -> bool:
 def remove_stale_tmp(dfd: int) -> list[str]:
     """Remove replace_into's temporary files left by a killed run (SIGKILL runs no cleanup): a name of
     that form, a regular file of ours (not followed if a link), whose flock is free -- the kernel
-    drops it when the writer dies, so a live writer's file is never touched. Never raises."""
-    removed: list[str] = []
+    drops it when the writer dies, so a live writer's file is never touched (workdirs.remove_unlocked).
+    Never raises."""
+    from .workdirs import remove_unlocked
+
     try:
-        names = [n for n in os.listdir(dfd) if _is_tmp_name(n)]
+        return remove_unlocked(dfd, [n for n in os.listdir(dfd) if _is_tmp_name(n)])
     except OSError:
-        return removed
-    for name in names[:1000]:
-        try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
-        except OSError:
-            continue
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
-                continue
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                continue  # held: a writer in progress
-            cur = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-            if (cur.st_dev, cur.st_ino) == (st.st_dev, st.st_ino):
-                os.unlink(name, dir_fd=dfd)
-                removed.append(name)
-        except OSError:
-            continue
-        finally:
-            os.close(fd)
-    return removed
+        return []
 
 
 def fd_path(fd: int) -> str:

@@ -15,6 +15,7 @@ import shutil
 import stat
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 
 STALE_S = 60.0  # a directory younger than this is never removed (made, not yet locked)
 MAX_SCAN = 1000  # names looked at per call: a directory of a million look-alikes costs no more
@@ -52,30 +53,58 @@ def remove_stale(prefix: str, parent: str | None = None) -> list[str]:
     directory) whose names start with ``prefix``: directories (not links) of the running user,
     older than STALE_S, whose flock is free. Returns the names removed; never raises."""
     parent = parent or tempfile.gettempdir()
-    removed: list[str] = []
     try:
-        names = [n for n in os.listdir(parent) if n.startswith(prefix)]
+        dfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
-        return removed
+        return []
+    try:
+        names = [n for n in os.listdir(dfd) if n.startswith(prefix)]
+        return remove_unlocked(dfd, names, min_age_s=STALE_S, dirs_under=parent)
+    except OSError:
+        return []
+    finally:
+        os.close(dfd)
+
+
+def remove_unlocked(
+    dfd: int,
+    names: Iterable[str],
+    looks_ours: Callable[[int], bool] | None = None,
+    min_age_s: float = 0.0,
+    dirs_under: str | None = None,
+) -> list[str]:
+    """The one way gdsdiag removes what a killed run left: each of ``names`` in the directory open as
+    ``dfd`` that is a regular file (a directory when ``dirs_under`` names that directory's path), not
+    a link, of the running user, older than ``min_age_s``, that ``looks_ours`` (given its
+    descriptor), and whose flock is free -- the kernel drops a lock when its process dies, so a live
+    run's file is never touched. At most MAX_SCAN names; returns those removed; never raises."""
+    removed: list[str] = []
     me, now = os.geteuid(), time.time()
-    for name in names[:MAX_SCAN]:
-        path = os.path.join(parent, name)
+    kind = os.O_DIRECTORY if dirs_under is not None else os.O_NONBLOCK  # (a FIFO never blocks the open)
+    for name in list(names)[:MAX_SCAN]:
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | kind, dir_fd=dfd)
         except OSError:
             continue
         try:
             st = os.fstat(fd)
-            if not stat.S_ISDIR(st.st_mode) or st.st_uid != me or now - st.st_mtime < STALE_S:
+            ok = stat.S_ISDIR(st.st_mode) if dirs_under is not None else stat.S_ISREG(st.st_mode)
+            if not ok or st.st_uid != me or now - st.st_mtime < min_age_s:
+                continue
+            if looks_ours is not None and not looks_ours(fd):
                 continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 continue  # held: a run in progress
-            cur = os.lstat(path)
-            if (cur.st_dev, cur.st_ino) == (st.st_dev, st.st_ino):
-                shutil.rmtree(path, ignore_errors=True)
-                removed.append(name)
+            cur = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            if (cur.st_dev, cur.st_ino) != (st.st_dev, st.st_ino):
+                continue  # (replaced meanwhile: not the entry checked)
+            if dirs_under is not None:
+                shutil.rmtree(os.path.join(dirs_under, name), ignore_errors=True)
+            else:
+                os.unlink(name, dir_fd=dfd)
+            removed.append(name)
         except OSError:
             continue
         finally:
