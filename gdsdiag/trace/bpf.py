@@ -397,7 +397,7 @@ class Probes:
                 self.failed.append(f"compiled-program cache not used ({e}); compiled instead")
         try:
             b = bcc.BPF(text=src, cflags=cflags)
-        except Exception as e:
+        except Exception as e:  # bcc raises bare Exception for a failed compile: named, with the fix
             raise _kernel_headers_hint(str(e)) from None
         self.timing["cached"] = False
         if k:

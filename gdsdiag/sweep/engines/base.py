@@ -492,13 +492,13 @@ def run_workers(engine: Engine, spec: PointSpec, sf: SweepFile, progress=None) -
         except GdsdiagError as e:
             w.run_error = e.cause
             point.stop[0] = 1
-        except Exception as e:
+        except Exception as e:  # a worker thread's failure of any kind ends its point as an ERROR, named
             w.run_error = f"{type(e).__name__}: {e}"
             point.stop[0] = 1
         finally:
             try:
                 w.close()
-            except Exception as e:
+            except Exception as e:  # (the same for its cleanup: the point's error names it)
                 w.run_error = w.run_error or f"cleanup: {type(e).__name__}: {e}"
 
     threads = [

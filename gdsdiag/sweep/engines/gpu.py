@@ -18,7 +18,7 @@ def cupy():
 
         cp.cuda.runtime.getDeviceCount()
         return cp
-    except Exception as e:
+    except Exception as e:  # cupy's import or CUDA's init fail in many ways: one line, the kind named
         raise GdsdiagError(
             f"this mode needs cupy and a CUDA GPU ({type(e).__name__})",
             "pip install 'gdsdiag[cu13]' (or [cu12]) on a GPU machine, or use --mode host",
