@@ -12,6 +12,7 @@ sends every I/O with its offset).
 from __future__ import annotations
 
 from ..routes import Route
+from ..units import human_bytes
 from .classify import MIN_APP_IO, SKIP_PREFIXES, SKIP_SUFFIX_RE
 from .events import Event
 
@@ -23,18 +24,11 @@ def size_class(bucket: int) -> str:
     if bucket <= 0:
         return "0"
     lo = 1 << (bucket - 1)
-    return f"{_human(lo)}-{_human(2 * lo)}"
+    return f"{human_bytes(lo)}-{human_bytes(2 * lo)}"
 
 
 # below this the reader drops host I/O as "small" (classify.MIN_APP_IO): classes up to 2 KiB-4 KiB
 SMALL_BUCKET = MIN_APP_IO.bit_length() - 1
-
-
-def _human(n: int) -> str:
-    for unit, mult in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= mult and n % mult == 0:
-            return f"{n // mult}{unit}"
-    return str(n)
 
 
 class CountedIo:
