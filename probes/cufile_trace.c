@@ -1035,24 +1035,36 @@ static __always_inline int syscall_enter(long nr, const u64 *av) {
     }
     return sys_enter(0, id, fd, buf, count, pos, extra);
 }
-static __always_inline int syscall_exit(long nr, s64 ret) {
-    switch (nr) {
-    case __NR_pread64: case __NR_pwrite64: case __NR_preadv: case __NR_pwritev: case __NR_preadv2:
-    case __NR_pwritev2: case __NR_read: case __NR_write: case __NR_readv: case __NR_writev:
-    case __NR_copy_file_range: case __NR_splice: case __NR_sendfile: case __NR_ioctl:
-    case __NR_io_uring_enter: case __NR_io_submit: case __NR_dup: case __NR_dup3: case __NR_fcntl:
-    case __NR_lseek: case __NR_mmap:
+/* The syscalls whose enter is kept for their exit: the data and descriptor syscalls (sys_exit), and
+ * the opens (open_exit). One list, for the exit's dispatch and for enter_wanted below. */
 #ifdef __NR_dup2
-    case __NR_dup2:
+#define CASE_DUP2 case __NR_dup2:
+#else
+#define CASE_DUP2
 #endif
-        return sys_exit(0, ret);
-    case __NR_openat: case __NR_openat2:
 #ifdef __NR_open
-    case __NR_open:
+#define CASE_OPEN case __NR_open:
+#else
+#define CASE_OPEN
 #endif
 #ifdef __NR_creat
-    case __NR_creat:
+#define CASE_CREAT case __NR_creat:
+#else
+#define CASE_CREAT
 #endif
+#define CASES_SYS_EXIT \
+    case __NR_pread64: case __NR_pwrite64: case __NR_preadv: case __NR_pwritev: case __NR_preadv2: \
+    case __NR_pwritev2: case __NR_read: case __NR_write: case __NR_readv: case __NR_writev: \
+    case __NR_copy_file_range: case __NR_splice: case __NR_sendfile: case __NR_ioctl: \
+    case __NR_io_uring_enter: case __NR_io_submit: case __NR_dup: case __NR_dup3: case __NR_fcntl: \
+    case __NR_lseek: case __NR_mmap: CASE_DUP2
+#define CASES_OPEN_EXIT case __NR_openat: case __NR_openat2: CASE_OPEN CASE_CREAT
+
+static __always_inline int syscall_exit(long nr, s64 ret) {
+    switch (nr) {
+    CASES_SYS_EXIT
+        return sys_exit(0, ret);
+    CASES_OPEN_EXIT
         return open_exit(0, ret);
     /* descriptors that are never file data: pipes, sockets, eventfds, epoll */
     case __NR_socket: case __NR_accept4: case __NR_eventfd2: case __NR_epoll_create1:
@@ -1077,20 +1089,9 @@ static __always_inline int syscall_exit(long nr, s64 ret) {
  * kernel); at the exit the number is orig_ax, the registers' syscall number. */
 static __always_inline int enter_wanted(long nr) {
     switch (nr) {
-    case __NR_pread64: case __NR_pwrite64: case __NR_preadv: case __NR_pwritev: case __NR_preadv2:
-    case __NR_pwritev2: case __NR_read: case __NR_write: case __NR_readv: case __NR_writev:
-    case __NR_copy_file_range: case __NR_splice: case __NR_sendfile: case __NR_ioctl:
-    case __NR_io_uring_enter: case __NR_io_submit: case __NR_close: case __NR_pipe2: case __NR_dup:
-    case __NR_dup3: case __NR_fcntl: case __NR_lseek: case __NR_mmap: case __NR_openat: case __NR_openat2:
-#ifdef __NR_dup2
-    case __NR_dup2:
-#endif
-#ifdef __NR_open
-    case __NR_open:
-#endif
-#ifdef __NR_creat
-    case __NR_creat:
-#endif
+    CASES_SYS_EXIT
+    CASES_OPEN_EXIT
+    case __NR_close: case __NR_pipe2:  /* (handled at their enter too; pipe2 also at its exit) */
         return 1;
     default:
         return 0;
