@@ -98,8 +98,9 @@ class CufileRoutes(EngineDefaults):
         from ... import cufile
 
         delta = cufile.path_mix().minus(start)
-        route, warn = route_from_mix(delta.routes(), self.mode)
-        return RouteSeen(route, {"cufile_stats": delta.to_json()}, warn, mix_json(mix_of(delta.routes())))
+        routes = delta.routes()
+        route, warn = route_from_mix(routes, self.mode)
+        return RouteSeen(route, {"cufile_stats": delta.to_json()}, warn, mix_json(mix_of(routes)))
 
     def error_note(self) -> str:
         """The compat bounce-buffer pool in effect, for a point that stalled or failed."""
