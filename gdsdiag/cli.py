@@ -100,6 +100,10 @@ def main() -> None:
     except Exception as e:  # a bug in gdsdiag itself: one line, exit 3, details on request
         import os
 
+        if signals.interruption_in(e) is not None:  # a signal inside an import, wrapped by Python
+            click.echo(f"gdsdiag: interrupted ({signals.signal_name(e)}); files it created were removed", err=True)
+            sys.exit(signals.exit_code(e))
+
         if os.environ.get("GDSDIAG_DEBUG"):
             raise
         click.echo(

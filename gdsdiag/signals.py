@@ -67,6 +67,20 @@ def before_start() -> None:
             return
 
 
+def interruption_in(exc: BaseException | None) -> KeyboardInterrupt | None:
+    """The KeyboardInterrupt (a signal) behind ``exc``, if one is: Python 3.10/3.11 wrap an
+    exception raised while a class body is finished (``__set_name__``, e.g. a signal arriving
+    while ``ipaddress`` is imported) in a RuntimeError whose cause is the signal's exception;
+    that is an interruption, not a bug in gdsdiag."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
 def exit_code(exc: BaseException | None) -> int:
     """The exit code for an interruption, looking through click's Abort at its cause."""
     seen = 0

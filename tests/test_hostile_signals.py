@@ -76,6 +76,37 @@ def test_exit_code_for_each_signal_in_each_command(tmp_path, name, phase, argv, 
     assert os.listdir(tmp_path) == []  # snapshot: no .partial left, no output either
 
 
+def test_a_signal_while_python_finishes_a_class_is_an_interruption_not_an_internal_error(tmp_path):
+    """CI caught it: SIGTERM arrived while a command's lazy import (``ipaddress``) built a class,
+    and Python 3.10/3.11 wrapped our ``Stopped`` in "RuntimeError: Error calling __set_name__",
+    which cli.main reported as an internal error (exit 3). A real signal, delivered inside a real
+    ``__set_name__`` during the check command's decision, must end as the signal's exit."""
+    code = textwrap.dedent(f"""
+        import os, signal, sys, time
+        import gdsdiag.check.runner as m
+        real = m.decide
+        class Slot:
+            def __set_name__(self, owner, name):
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)
+        def hooked(*a, **kw):
+            class Built:
+                slot = Slot()
+            return real(*a, **kw)
+        m.decide = hooked
+        sys.argv = ["gdsdiag", "check", "--from", {H200!r}]
+        from gdsdiag.cli import main
+        main()
+    """)
+    env = dict(os.environ, PYTHONPATH=REPO)
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=str(tmp_path), env=env, timeout=60
+    )
+    assert r.returncode == 143, (r.returncode, r.stderr)
+    assert "internal error" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith("gdsdiag: interrupted (SIGTERM)"), r.stderr
+
+
 # -- trace -- CMD: never untraced -----------------------------------------------------------------
 
 
