@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 from ..routes import Route
 from .dataflow import DataFlow, MappedFile, Source
 from .events import NVFS_IOCTLS, Event
-from .evidence import KPROBE_EVIDENCE, SYSCALL_EVIDENCE, decide, usdt_kind
+from .evidence import KPROBE_EVIDENCE, SYSCALL_EVIDENCE, decide_once, usdt_kind
 
 if TYPE_CHECKING:
     from ..schema import trace as schema
@@ -47,6 +47,7 @@ READ_SYS = {"pread64", "preadv", "preadv2", "read", "readv"}
 WRITE_SYS = {"pwrite64", "pwritev", "pwritev2", "write", "writev"}
 VFORMS = {"readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2"}
 POSITIONED = {"pread64", "pwrite64", "preadv", "pwritev", "preadv2", "pwritev2"}
+_RW_OP = {**dict.fromkeys(READ_SYS, "read"), **dict.fromkeys(WRITE_SYS, "write")}
 HOLD_NS = 100_000_000  # wait this long (event time) before taking a syscall as not libcufile's
 COPY_WINDOW_NS = 3_000_000_000  # a CUDA copy this close to a host I/O, of its buffer, makes it DRAM_BOUNCE
 FINALIZE_NS = 50_000_000  # evidence from other CPUs can arrive after the API exit
@@ -69,7 +70,7 @@ URING_READ_OPS, URING_WRITE_OPS = (
 AIO_READ_OPS, AIO_WRITE_OPS = {0, 7}, {1, 8}  # IOCB_CMD_PREAD, PREADV / PWRITE, PWRITEV
 
 
-@dataclass
+@dataclass(slots=True)
 class _Desc:
     """An open file description (shared by dup'd and inherited descriptors, as in the kernel)."""
 
@@ -78,7 +79,7 @@ class _Desc:
     append: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class _HostIo:
     """A file I/O outside cuFile, waiting for a CUDA copy of its buffer (or for its window to pass)."""
 
@@ -133,7 +134,7 @@ def io_line(
     }
 
 
-@dataclass
+@dataclass(slots=True, eq=False)  # (eq=False: a call is itself, found by identity in the lists it is in)
 class _Pending:
     pid: int
     tid: int
@@ -154,13 +155,16 @@ class _Pending:
     path: str | None = None  # resolved when the call starts (the handle may be gone later)
 
     def add(self, label: str, kind: str, ts: int, nbytes: int = 0) -> None:
-        self.evidence[label] = self.evidence.get(label, 0) + 1
+        ev = self.evidence
+        ev[label] = ev.get(label, 0) + 1
         self.kinds.add(kind)
         self.bytes_seen += nbytes
-        self.last_ts = max(self.last_ts, ts)
+        if ts > self.last_ts:
+            self.last_ts = ts
 
     def covers(self, off: int) -> bool:
-        return self.offset <= off < self.offset + max(self.size, 1)
+        size = self.size
+        return self.offset <= off < self.offset + (size if size > 1 else 1)
 
 
 class _Calls:
@@ -178,14 +182,21 @@ class _Calls:
         return self.n > 0
 
     def add(self, p: _Pending) -> None:
-        self.inflight.setdefault(p.pid, []).append(p)
+        lst = self.inflight.get(p.pid)
+        if lst is None:
+            self.inflight[p.pid] = [p]
+        else:
+            lst.append(p)
         self.n += 1
 
     def end(self, p: _Pending) -> None:
         lst = self.inflight.get(p.pid)
         if lst is not None and p in lst:
             lst.remove(p)
-            self.ended.setdefault(p.pid, deque()).append(p)
+            q = self.ended.get(p.pid)
+            if q is None:
+                q = self.ended[p.pid] = deque()
+            q.append(p)
 
     def near(self, pid: int, ts: int, slack: int):
         for p in self.inflight.get(pid, ()):
@@ -225,12 +236,18 @@ class _Calls:
 
 
 def _op_of(name: str) -> str | None:
-    n = name.lower()
-    if "read" in n:
-        return "read"
-    if "write" in n:
-        return "write"
-    return None
+    op = _OPS.get(name, "")
+    if op == "":
+        n = name.lower()
+        op = "read" if "read" in n else "write" if "write" in n else None
+        if len(_OPS) < 4096:  # (probe and API names: a few dozen)
+            _OPS[name] = op
+    return op
+
+
+_OPS: dict[str, str | None] = {}  # name -> _op_of(name)
+_USDT: dict[str, tuple[str, bool, str | None, str]] = {}  # probe -> kind, matched, op, evidence label
+_CUFILE_IO = frozenset(("cuFileRead", "cuFileWrite", "cuFileReadAsync", "cuFileWriteAsync"))
 
 
 class Classifier:
@@ -246,6 +263,8 @@ class Classifier:
         self.cloexec: set[tuple[int, int]] = set()
         self.inodes: dict[tuple[int, int], str] = {}  # (kernel dev, ino) -> path
         self.procs: dict[int, dict] = {}  # pid -> ppid, comm, exe, ios
+        self._data_paths: dict[str, bool] = {}  # path -> _is_data_path(path)
+        self._jobs: dict[int, int] = {}  # pid -> job_of(pid), while procs and their parents stay as they are
         self.pending = _Calls()
         self.held: deque = deque()  # host I/O waiting for libcufile's call or a CUDA copy (time order)
         self.memcpy: dict[int, deque] = {}  # pid -> recent cuMemcpy events
@@ -281,12 +300,15 @@ class Classifier:
 
     # -- input ---------------------------------------------------------------------------------
     def feed(self, e: Event) -> None:
-        self.counts["events"] += 1
-        self.now = max(self.now, e.ts)
+        counts = self.counts
+        n = counts["events"] = counts["events"] + 1
+        ts = e.ts
+        if ts > self.now:
+            self.now = ts
         handler = self._handlers.get(e.kind)
         if handler is not None:
             handler(e)
-        if self.counts["events"] % 512 == 0 or e.ts - self._advanced > ADVANCE_NS:
+        if n % 512 == 0 or ts - self._advanced > ADVANCE_NS:
             self._advance()
 
     def advance(self) -> None:
@@ -298,6 +320,7 @@ class Classifier:
         p = self.procs.get(pid)
         if p is None:
             p = self.procs[pid] = {"pid": pid, "ppid": None, "comm": comm, "exe": None, "ios": 0}
+            self._jobs.clear()  # (a new process can be the traced parent another one's job walks to)
         elif comm and not p["comm"]:
             p["comm"] = comm
         return p
@@ -314,6 +337,7 @@ class Classifier:
                         self.cloexec.add((child, fd))
             p = self._proc(child, e.comm)
             p["ppid"] = parent
+            self._jobs.clear()
             if parent in self.cuda_procs:
                 self.cuda_procs.add(child)
             self.flow.inherit(parent, child, e.ts)  # (after the parent link: the child is in its job)
@@ -331,6 +355,7 @@ class Classifier:
             self.cuda_procs.add(e.pid)  # (its libraries were mapped before the trace: not known)
             p = self._proc(e.pid, e.comm)
             p["ppid"] = a[0] if a else None
+            self._jobs.clear()
             p["exe"] = e.path
         elif e.name == "exit":
             self._proc(a[0] if a else e.pid)["exited"] = True
@@ -431,12 +456,17 @@ class Classifier:
         """The traced tree a process belongs to: its topmost traced ancestor (the cgroup, for --cgroup)."""
         if self.cgroup_job:
             return 0
+        job = self._jobs.get(pid)
+        if job is not None:
+            return job
+        first = pid
         seen = 0
         p = self.procs.get(pid)
         while p is not None and p.get("ppid") in self.procs and seen < 64:
             pid = p["ppid"]
             p = self.procs.get(pid)
             seen += 1
+        self._jobs[first] = pid  # (cleared whenever a process or a parent link is added)
         return pid
 
     # -- host I/O: the syscalls ------------------------------------------------------------------------
@@ -448,13 +478,15 @@ class Classifier:
 
     def _on_syscall(self, e: Event) -> None:
         name = e.name
-        a = e.args + [0] * 7
+        a = e.args  # (read only: the event's own list, as the probes record its 7 arguments)
+        if len(a) < 7:
+            a = a + [0] * 7
         if name == "ioctl" or name in ("io_submit", "io_uring_enter"):
             self._on_evidence(e)
             return
         ret = a[5] if a[5] < 1 << 63 else a[5] - (1 << 64)
-        if name in READ_SYS or name in WRITE_SYS:
-            op: str | None = "read" if name in READ_SYS else "write"
+        op: str | None = _RW_OP.get(name)
+        if op is not None:
             d = self._desc(e, a[0])
             if d is None:
                 if name in POSITIONED and self.pending:
@@ -492,6 +524,7 @@ class Classifier:
             op = "read" if a[2] in URING_READ_OPS else "write" if a[2] in URING_WRITE_OPS else None
             if op is None:
                 return
+            off = a[3]
             if a[4] & 1:  # IOSQE_FIXED_FILE: a registered-file index, not an fd
                 path = None
                 note = f"io_uring request on registered file #{a[0]} (its path is not known)"
@@ -499,14 +532,14 @@ class Classifier:
                 d = self._desc(e, a[0])
                 path = d.path if d else None
                 note = "io_uring request (buffer address not traced)"
-                if d is not None and a[3] == -1:
-                    a[3] = d.pos
+                if d is not None and off == -1:
+                    off = d.pos
                     if ret > 0:
                         d.pos += ret
             if path is None and not (a[4] & 1):
                 return
             self._host_io(
-                e, "io_uring", op, path or f"<io_uring fixed file {a[0]}>", a[3], max(ret, 0), ret, None, a[6], note
+                e, "io_uring", op, path or f"<io_uring fixed file {a[0]}>", off, max(ret, 0), ret, None, a[6], note
             )
         elif name in ("copy_file_range", "sendfile", "splice"):
             # both sides stay in the kernel: a file read and/or written, never a GPU
@@ -533,22 +566,32 @@ class Classifier:
                 )
 
     def _host_io(self, e, api, op, path, off, size, ret, buf, lat, note) -> None:
-        io = _HostIo(e, api, op, path, off, size, ret, buf, lat, note)
-        if self.pending and self._match_syscall(io):
+        if self.pending and self._match_call(e, api, op, off, path):
             return
-        if path is not None and (
-            path.startswith(SKIP_PREFIXES) or SKIP_SUFFIX_RE.search(path) or not self._path_ok(path)
-        ):
+        if path is not None and not self._is_data_path(path):
             return
         if 0 <= size < MIN_APP_IO:  # small reads/writes (headers, configs) are not a data path
             self.counts["small_io"] += 1
             return
-        self._hold(io)
+        self._hold(_HostIo(e, api, op, path, off, size, ret, buf, lat, note))
+
+    def _is_data_path(self, path: str) -> bool:
+        """Not a pseudo-file, library or source (SKIP_PREFIXES, SKIP_SUFFIX_RE) and under --path:
+        asked per I/O of a few files, so answered once per path (bounded, like dataflow.staged_ok)."""
+        ok = self._data_paths.get(path)
+        if ok is None:
+            if len(self._data_paths) > 65536:
+                self._data_paths.clear()
+            ok = self._data_paths[path] = not (
+                path.startswith(SKIP_PREFIXES) or SKIP_SUFFIX_RE.search(path) or not self._path_ok(path)
+            )
+        return ok
 
     def _hold(self, io: _HostIo) -> None:
         if io.op == "read" and io.path is not None and io.api not in IN_KERNEL:
             e = io.e
-            self.flow.add_read(Source(e.pid, self.job_of(e.pid), e.ts, io.path, io.offset, io.size, io.buf, io))
+            pid = e.pid
+            self.flow.add_read(Source(pid, self.job_of(pid), e.ts, io.path, io.offset, io.size, io.buf, io))
             return
         self.held.append(io)
 
@@ -565,34 +608,45 @@ class Classifier:
             self.handles.pop((e.pid, e.args[0]), None)
 
     def _on_api_enter(self, e: Event) -> None:
-        if e.name == "cuMemcpy":
-            self.memcpy.setdefault(e.pid, deque(maxlen=4096)).append(e)
-            dst, src, n, d = (e.args + [0, 0, 0, 0])[:4]
-            self.flow.copy(e.ts, e.pid, dst, src, n, d)
-            self._take_flow()
+        name = e.name
+        if name == "cuMemcpy":
+            q = self.memcpy.get(e.pid)
+            if q is None:
+                q = self.memcpy[e.pid] = deque(maxlen=4096)
+            q.append(e)
+            a = e.args
+            dst, src, n, d = (a[0], a[1], a[2], a[3]) if len(a) >= 4 else (a + [0, 0, 0, 0])[:4]
+            flow = self.flow
+            flow.copy(e.ts, e.pid, dst, src, n, d)
+            if flow.done or flow.chunks or flow.expired_fills:
+                self._take_flow()
             return
-        if e.name not in ("cuFileRead", "cuFileWrite", "cuFileReadAsync", "cuFileWriteAsync"):
-            self.api_stack.setdefault((e.pid, e.tid), []).append(
-                _Pending(e.pid, e.tid, e.comm, e.name, "", 0, 0, 0, e.ts)
-            )
+        key = (e.pid, e.tid)
+        stack = self.api_stack.get(key)
+        if stack is None:
+            stack = self.api_stack[key] = []
+        if name not in _CUFILE_IO:
+            stack.append(_Pending(e.pid, e.tid, e.comm, name, "", 0, 0, 0, e.ts))
             return
         self.counts["api_calls"] += 1
-        a = e.args + [0] * 6
+        a = e.args
+        if len(a) < 4:
+            a = a + [0] * 6
         p = _Pending(
             e.pid,
             e.tid,
             e.comm,
-            e.name,
-            _op_of(e.name),
+            name,
+            _op_of(name),
             a[0],
             a[3],
             a[2],
             e.ts,
-            is_async=e.name.endswith("Async"),
+            is_async=name.endswith("Async"),
             path=self.handles.get((e.pid, a[0]), (None, None))[1],
         )
         self.pending.add(p)
-        self.api_stack.setdefault((e.pid, e.tid), []).append(p)
+        stack.append(p)
 
     def _on_api_exit(self, e: Event) -> None:
         stack = self.api_stack.get((e.pid, e.tid))
@@ -639,10 +693,19 @@ class Classifier:
         """The calls this evidence can belong to, best first (the same thread, then the latest
         started); every=True for evidence that belongs to all of them (one io_submit, many requests)."""
         slack = 2_000_000
-        # the usual case first: evidence on the calling thread, inside its call (in flight)
-        for p in reversed(self.pending.inflight.get(e.pid, ()) if not every else ()):
-            if p.tid == e.tid and e.ts >= p.t_start - slack and self._ok(p, e, op, off, slack):
-                return [p]
+        if not every:
+            # the usual case first: evidence on the calling thread, inside its call (in flight); (_ok
+            # written out: once per event of every cuFile call)
+            ts, tid = e.ts, e.tid
+            for p in reversed(self.pending.inflight.get(e.pid, ())):
+                if (
+                    p.tid == tid
+                    and ts >= p.t_start - slack
+                    and (p.t_end is None or ts <= p.t_end + slack)
+                    and (op is None or not p.op or p.op == op)
+                    and (off is None or p.offset <= off < p.offset + (p.size if p.size > 1 else 1))
+                ):
+                    return [p]
         out = []
         for p in self.pending.near(e.pid, e.ts, slack):
             if self._ok(p, e, op, off, slack):
@@ -655,19 +718,25 @@ class Classifier:
         name = e.name
         a = e.args
         if e.kind == "usdt":
-            kind, matched = usdt_kind(name)
+            hit = _USDT.get(name)
+            if hit is None:
+                kind, matched = usdt_kind(name)
+                hit = (kind, matched, _op_of(name.split(":", 1)[-1]), f"usdt {name}")
+                if len(_USDT) < 4096:  # (the probes' names: a few dozen)
+                    _USDT[name] = hit
+            kind, matched, op, label = hit
             if matched:
                 # the probe fires per syscall of the call (libcufile splits large requests): matched to
                 # the call covering its file offset; only the POSIX probes carry offset and size
                 px = kind == "px"
                 off = a[1] if px and len(a) > 1 else None
                 nbytes = a[2] if px and len(a) > 2 else 0
-                cands = self._candidates(e, _op_of(name.split(":", 1)[-1]), off)
+                cands = self._candidates(e, op, off)
                 if cands:
-                    cands[0].add(f"usdt {name}", kind, e.ts, nbytes)
+                    cands[0].add(label, kind, e.ts, nbytes)
                 return
             for p in self._candidates(e, None, None)[:1]:
-                p.add(f"usdt {name}", kind, e.ts)
+                p.add(label, kind, e.ts)
             return
         if e.kind == "kprobe":
             ret = a[0] if a else 0
@@ -694,14 +763,20 @@ class Classifier:
 
     def _match_syscall(self, io: _HostIo) -> bool:
         """Is this pread/pwrite (or AIO request) libcufile's own, inside a cuFile call on its file?"""
-        if not self.pending or (io.api not in POSITIONED and io.api != "aio"):
+        return self._match_call(io.e, io.api, io.op, io.offset, io.path)
+
+    def _match_call(self, e: Event, api: str, op: str | None, off: int, path: str | None) -> bool:
+        """_match_syscall of an I/O not held (yet): the usual case of libcufile's own pread, which
+        then needs no _HostIo."""
+        if not self.pending or (api not in POSITIONED and api != "aio"):
             return False
-        cands = self._candidates(io.e, io.op, io.offset)
+        cands = self._candidates(e, op, off)
         if not cands:
             return False
-        cands[0].add(f"{io.api} fd {io.e.args[0]}", SYSCALL_EVIDENCE[io.api], io.e.ts, 0)
-        if cands[0].path is None and io.path is not None:
-            cands[0].path = io.path  # the handle's registration was not seen: the file it read names it
+        p = cands[0]
+        p.add(f"{api} fd {e.args[0]}", SYSCALL_EVIDENCE[api], e.ts, 0)
+        if p.path is None and path is not None:
+            p.path = path  # the handle's registration was not seen: the file it read names it
         return True
 
     # -- finalisation ----------------------------------------------------------------------------
@@ -741,8 +816,8 @@ class Classifier:
 
     def _verdict(self, p: _Pending) -> schema.IoLine:
         path = p.path or self.handles.get((p.pid, p.handle), (None, None))[1]
-        ev = [f"{k}" + (f" ×{n}" if n > 1 else "") for k, n in p.evidence.items()]
-        route, sub, conf, notes = decide(p.kinds)  # evidence.ROUTE_RULES: the one table
+        ev = [k if n == 1 else f"{k} ×{n}" for k, n in p.evidence.items()]
+        route, sub, conf, notes = decide_once(p.kinds)  # evidence.ROUTE_RULES: the one table
         ev += notes
         lat = (p.t_end - p.t_start) if p.t_end is not None else None
         self._proc(p.pid, p.comm)["ios"] += 1
@@ -788,21 +863,31 @@ class Classifier:
                 "how": set(),
                 "max_offset": 0,
             }
-        n = max(v["size"], 0)
+        n = v["size"]
+        if n < 0:
+            n = 0
         f["ios"] += 1
         f["bytes"] += n
-        f["routes"][v["route"]] = f["routes"].get(v["route"], 0) + n
-        f["page_cache_bytes"] += cached
-        f["device_fill_bytes"] += filled
-        f["via"].add("cuFile" if v["api"].startswith("cuFile") else "mmap" if v["api"] == "mmap" else v["api"])
+        routes, route = f["routes"], v["route"]
+        routes[route] = routes.get(route, 0) + n
+        if cached:
+            f["page_cache_bytes"] += cached
+        if filled:
+            f["device_fill_bytes"] += filled
+        api = v["api"]
+        f["via"].add("cuFile" if api.startswith("cuFile") else api)  # ("mmap" is its own api)
         f["pids"].add(v["pid"])
         if how:
             f["how"].add(how)
-        if v["offset"] >= 0:
-            f["max_offset"] = max(f["max_offset"], v["offset"] + n)
+        end = v["offset"] + n
+        if v["offset"] >= 0 and end > f["max_offset"]:
+            f["max_offset"] = end
 
     def _take_flow(self) -> None:
-        done, chunks, fills = self.flow.take_done()
+        flow = self.flow
+        if not (flow.done or flow.chunks or flow.expired_fills):
+            return
+        done, chunks, fills = flow.take_done()
         for src in done:
             io = src.payload
             if isinstance(io, _HostIo) and self._match_syscall(io):

@@ -120,3 +120,16 @@ def decide(kinds: set[str]) -> tuple[Route, str | None, str, list[str]]:
     if "bb" in kinds:
         return Route.UNKNOWN, None, "low", ["bounce-buffer probes only"]
     return Route.UNKNOWN, None, "low", ["no route evidence fired inside this call"]
+
+
+_DECIDED: dict[frozenset[str], tuple[Route, str | None, str, tuple[str, ...]]] = {}
+
+
+def decide_once(kinds: set[str]) -> tuple[Route, str | None, str, tuple[str, ...]]:
+    """``decide``, asked once per set of kinds (a dozen kinds: a few sets ever fire), not per call."""
+    key = frozenset(kinds)
+    hit = _DECIDED.get(key)
+    if hit is None:
+        route, sub, conf, notes = decide(kinds)
+        hit = _DECIDED[key] = (route, sub, conf, tuple(notes))
+    return hit
