@@ -487,7 +487,9 @@ class Classifier:
         ret = a[5] if a[5] < 1 << 63 else a[5] - (1 << 64)
         op: str | None = _RW_OP.get(name)
         if op is not None:
-            d = self._desc(e, a[0])
+            d = self.fds.get((e.pid, a[0]))
+            if d is None:
+                d = self._desc(e, a[0])
             if d is None:
                 if name in POSITIONED and self.pending:
                     # libcufile's own descriptors may predate the trace: still evidence for its calls
@@ -568,12 +570,18 @@ class Classifier:
     def _host_io(self, e, api, op, path, off, size, ret, buf, lat, note) -> None:
         if self.pending and self._match_call(e, api, op, off, path):
             return
-        if path is not None and not self._is_data_path(path):
+        if path is not None and not self._data_paths.get(path, None) and not self._is_data_path(path):
             return
         if 0 <= size < MIN_APP_IO:  # small reads/writes (headers, configs) are not a data path
             self.counts["small_io"] += 1
             return
-        self._hold(_HostIo(e, api, op, path, off, size, ret, buf, lat, note))
+        io = _HostIo(e, api, op, path, off, size, ret, buf, lat, note)
+        if op == "read" and path is not None and api not in IN_KERNEL:
+            # file bytes in host memory: the data-flow model's, until a copy takes them or the window passes
+            pid = e.pid
+            self.flow.add_read(Source(pid, self.job_of(pid), e.ts, path, off, size, buf, io))
+        else:
+            self.held.append(io)  # a write (its copy came before it) or an in-kernel copy
 
     def _is_data_path(self, path: str) -> bool:
         """Not a pseudo-file, library or source (SKIP_PREFIXES, SKIP_SUFFIX_RE) and under --path:
@@ -586,14 +594,6 @@ class Classifier:
                 path.startswith(SKIP_PREFIXES) or SKIP_SUFFIX_RE.search(path) or not self._path_ok(path)
             )
         return ok
-
-    def _hold(self, io: _HostIo) -> None:
-        if io.op == "read" and io.path is not None and io.api not in IN_KERNEL:
-            e = io.e
-            pid = e.pid
-            self.flow.add_read(Source(pid, self.job_of(pid), e.ts, io.path, io.offset, io.size, io.buf, io))
-            return
-        self.held.append(io)
 
     def _on_handle(self, e: Event) -> None:
         if e.name == "cuFileHandleRegister" and len(e.args) > 1:
@@ -890,7 +890,7 @@ class Classifier:
         done, chunks, fills = flow.take_done()
         for src in done:
             io = src.payload
-            if isinstance(io, _HostIo) and self._match_syscall(io):
+            if self.pending and isinstance(io, _HostIo) and self._match_syscall(io):
                 continue  # libcufile's own pread after all (its call was seen late)
             self._emit(*self._source_verdict(src))
         for ch in chunks:
@@ -1148,7 +1148,10 @@ class Classifier:
     def _host_line(self, io: _HostIo, route: Route, conf: str, ev: list[str]) -> schema.IoLine:
         """The verdict line of a host I/O (a read the data-flow model decided, or a write)."""
         e = io.e
-        self._proc(e.pid, e.comm)["ios"] += 1
+        p = self.procs.get(e.pid)
+        if p is None or (e.comm and not p["comm"]):
+            p = self._proc(e.pid, e.comm)
+        p["ios"] += 1
         return io_line(
             e.ts,
             e.pid,

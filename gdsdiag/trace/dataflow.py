@@ -29,6 +29,7 @@ once per time it really entered host memory; a copy that consumes bytes already 
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from collections import deque
 from dataclasses import dataclass, field
@@ -43,6 +44,8 @@ MAX_WAITING = 65_536  # file reads of one process waiting for a copy at most (ol
 MAP_IDLE_NS = 30_000_000_000  # a mapped file no copy touched for this long is forgotten (a warm load may
 # map its files, then build the model for seconds before the first copy; its fills are reported at WINDOW_NS)
 DIRECT_SCAN = 256  # reads searched newest first for a copy that starts inside (not at) their buffer
+GRANULE_SHIFT = 20  # RecentReads files buffers by the 1 MiB granules of address space they touch
+MAX_GRANULES = 1024  # a buffer (or copy) over more granules than this: tested one by one instead
 MAP_SETTLE_NS = 250_000_000  # a copy from a mapping faults pages in as it runs: wait for those fills
 MIN_STAGED_COPY = 4096  # smaller copies (kernel arguments, scalars) never stand for file data
 ABSORB_MIN = 4096  # readahead left over after the reads (a few bytes at the file's start): dropped
@@ -141,7 +144,7 @@ class Intervals:
         return bool(self.starts)
 
 
-@dataclass
+@dataclass(slots=True)
 class Source:
     """File bytes a host I/O put in host memory: a read's buffer, or what a mapping holds."""
 
@@ -161,12 +164,97 @@ class Source:
     link: str = ""  # for "job": the link seen between reader and copier
     ok: bool = True  # may a staged copy take its bytes (staged_ok)
     finished: bool = False  # every byte taken: out of the queue (removed lazily)
+    seq: int = 0  # the order reads came in (DataFlow.add_read), for RecentReads
 
     def __post_init__(self) -> None:
         self.ok = staged_ok(self.path)
 
     def remaining(self) -> int:
         return max(self.size - self.consumed, 0)
+
+
+class RecentReads:
+    """The DIRECT_SCAN newest reads of one process, their buffers filed by the 1 MiB granules of
+    address space they touch: a copy finds the newest read whose buffer it overlaps by looking in
+    the granules it touches, not by testing every read (a staged copy, from a pinned buffer no read
+    went into, used to test all DIRECT_SCAN of them: half the cost of its verdict). The answer is
+    the scan's: the newest overlapping read of the window."""
+
+    __slots__ = ("window", "granules", "wide")
+
+    def __init__(self) -> None:
+        # the process's last DIRECT_SCAN reads, oldest first, with their first and last granule
+        # (first -1: no buffer address; last - first >= MAX_GRANULES: in wide)
+        self.window: deque[tuple[Source, int, int]] = deque()
+        self.granules: dict[int, deque[Source]] = {}  # granule -> the window's buffers touching it
+        self.wide: deque[Source] = deque()  # the window's buffers over MAX_GRANULES granules
+
+    def add(self, src: Source) -> None:
+        buf = src.buf
+        if buf is None:
+            g0 = g1 = -1
+        else:
+            size = src.size
+            g0, g1 = buf >> GRANULE_SHIFT, (buf + (size if size > 1 else 1) - 1) >> GRANULE_SHIFT
+            gs = self.granules
+            if g0 == g1:
+                lst = gs.get(g0)
+                if lst is None:
+                    gs[g0] = deque((src,))
+                else:
+                    lst.append(src)
+            elif g1 - g0 >= MAX_GRANULES:
+                self.wide.append(src)
+            else:
+                for g in range(g0, g1 + 1):
+                    lst = gs.get(g)
+                    if lst is None:
+                        gs[g] = deque((src,))
+                    else:
+                        lst.append(src)
+        w = self.window
+        w.append((src, g0, g1))
+        if len(w) > DIRECT_SCAN:
+            self._drop(*w.popleft())
+
+    def _drop(self, old: Source, g0: int, g1: int) -> None:
+        """The window's oldest read leaves: it is the first of every list it is in."""
+        if g0 < 0:
+            return
+        if g1 - g0 >= MAX_GRANULES:
+            self.wide.popleft()
+            return
+        gs = self.granules
+        for g in range(g0, g1 + 1):
+            lst = gs[g]
+            lst.popleft()
+            if not lst:
+                del gs[g]
+
+    def newest_overlap(self, host: int, n: int, first_seq: int) -> tuple[bool, Source | None]:
+        """(answered, the newest read from FIRST_SEQ on whose buffer [host, host + n) overlaps);
+        answered is False for a copy over more than MAX_GRANULES granules (scan instead)."""
+        end = host + (n if n > 1 else 1)
+        g0, g1 = host >> GRANULE_SHIFT, (end - 1) >> GRANULE_SHIFT
+        if g1 - g0 >= MAX_GRANULES:
+            return False, None
+        gs = self.granules
+        if g0 == g1 and not self.wide:
+            lists = [gs[g0]] if g0 in gs else []
+        else:
+            lists = [gs[g] for g in range(g0, g1 + 1) if g in gs]
+            if self.wide:
+                lists.append(self.wide)
+        best = None
+        floor = first_seq - 1  # (only reads newer than the best so far, and than the window's start)
+        for lst in lists:
+            for cand in reversed(lst):
+                if cand.seq <= floor:
+                    break
+                if cand.buf < end and host < cand.buf + max(cand.size, 1):  # type: ignore[operator]
+                    best, floor = cand, cand.seq
+                    break
+        return True, best
 
 
 @dataclass
@@ -229,6 +317,8 @@ class DataFlow:
         self.mapped: dict[tuple[int, str], MappedFile] = {}
         self.maps_of: dict[int, list[MappedFile]] = {}  # pid -> its mapped files, by first mapping
         self.by_page: dict[tuple[int, int], Source] = {}  # (pid, buffer >> 12) -> newest read into it
+        self.recent: dict[int, RecentReads] = {}  # pid -> its newest reads by address (made at its first copy)
+        self.reads = 0  # reads added (Source.seq)
         self.loose_fills: dict[tuple[int, str], list] = {}  # fills of unmapped files: [ts, lo, hi, lat, payload]
         self.read_cover: dict[tuple[int, str], Intervals] = {}  # file ranges each process read (absorbs readahead)
         self.fill_pids: set[int] = set()  # processes whose page fills the kernel sends (they mapped a data file)
@@ -259,18 +349,33 @@ class DataFlow:
                     if b - a >= ABSORB_MIN:
                         keep.append([f[0], a, b, f[3], f[4]])
             self.loose_fills[(src.pid, src.path)] = keep
-        q = self.by_pid.setdefault(src.pid, deque())
+        pid = src.pid
+        self.reads += 1
+        src.seq = self.reads
+        q = self.by_pid.get(pid)
+        if q is None:
+            q = self.by_pid[pid] = deque()
         q.append(src)
         if src.ok:
-            self.stageable.setdefault(src.pid, deque()).append(src)
+            st = self.stageable.get(pid)
+            if st is None:
+                st = self.stageable[pid] = deque()
+            st.append(src)
         if len(q) > MAX_WAITING:  # (a process reading at 700k/s that copies nothing: bounded memory)
             old = q.popleft()
             if not old.finished:
                 old.finished = True
                 self.done.append(old)
-        self.by_job.setdefault(src.job, set()).add(src.pid)
+        pids = self.by_job.get(src.job)
+        if pids is None:
+            self.by_job[src.job] = {pid}
+        else:
+            pids.add(pid)
         if src.buf is not None:
-            self.by_page[(src.pid, src.buf >> 12)] = src
+            self.by_page[(pid, src.buf >> 12)] = src
+        recent = self.recent.get(pid)
+        if recent is not None:
+            recent.add(src)
 
     def add_map(self, pid: int, path: str, ts: int, addr: int, length: int, off: int) -> None:
         key = (pid, path)
@@ -324,12 +429,13 @@ class DataFlow:
     # -- copies ----------------------------------------------------------------------------------
     def copy(self, ts: int, pid: int, dst: int, src: int, n: int, direction: int) -> None:
         """A CUDA copy (direction 1 host-to-device, 0 unified: the host side is found by address)."""
-        if n <= 0 or direction not in (0, 1):
+        if n <= 0 or (direction != 1 and direction != 0):
             return
         c = [ts, pid, dst, src, n, direction]
-        self.copying_jobs.add(self.job_of(pid))
+        job = self.job_of(pid)
+        self.copying_jobs.add(job)
         if not self._direct(c) and direction == 1 and n >= MIN_STAGED_COPY:
-            self._staged(c, n)
+            self._staged(c, n, job)
 
     def _direct(self, c: list) -> bool:
         """A copy of a read's buffer or of a mapping of the file. A buffer whose read was taken already
@@ -339,12 +445,8 @@ class DataFlow:
         if s is None or not (s.buf is not None and s.buf <= host < s.buf + max(s.size, 1)):
             s = None
             q = self.by_pid.get(pid)
-            for k, cand in enumerate(reversed(q or ())):  # the newest read of that buffer (reused buffers)
-                if k >= DIRECT_SCAN:
-                    break
-                if cand.buf is not None and cand.buf < host + n and host < cand.buf + max(cand.size, 1):
-                    s = cand
-                    break
+            if q:
+                s = self._newest_read_of(pid, q, host, n)
         if s is not None and s.ts <= ts + 1:
             if not s.finished:
                 take = min(host + n, s.buf + s.size) - max(host, s.buf)  # type: ignore[operator]
@@ -357,12 +459,35 @@ class DataFlow:
                 return True
         return False
 
-    def _staged(self, c: list, n: int) -> None:
+    def _newest_read_of(self, pid: int, q: deque[Source], host: int, n: int) -> Source | None:
+        """The newest of the last DIRECT_SCAN reads in Q whose buffer [host, host + n) overlaps
+        (reused buffers: the newest read of it), found through RecentReads."""
+        recent = self.recent.get(pid)
+        if recent is None:
+            recent = self.recent[pid] = RecentReads()
+            for src in reversed(list(itertools.islice(reversed(q), DIRECT_SCAN))):
+                recent.add(src)
+        # (RecentReads holds the process's last DIRECT_SCAN reads; Q, their suffix from q[0] on)
+        answered, s = recent.newest_overlap(host, n, q[0].seq)
+        if answered:
+            return s
+        for k, cand in enumerate(reversed(q)):
+            if k >= DIRECT_SCAN:
+                break
+            if cand.buf is not None and cand.buf < host + n and host < cand.buf + max(cand.size, 1):
+                return cand
+        return None
+
+    def _staged(self, c: list, n: int, job: int) -> None:
         """The copy's n bytes from the process's own file bytes first, then the job's others', each
         oldest first (what no file byte explains is host data: nothing is taken for it)."""
         pid = c[1]
         left = self._staged_from(pid, c, n, "staged")
-        others = [p for p in self.by_job.get(self.job_of(pid), ()) if p != pid and self.can_feed(p)]
+        pids = self.by_job.get(job)
+        if not pids or (len(pids) == 1 and pid in pids):
+            return  # (the job is this process alone)
+        # (sorted whatever is left: _oldest drops the taken reads at the front of each queue)
+        others = [p for p in pids if p != pid and self.can_feed(p)]
         for other in sorted(others, key=self._oldest):
             if left <= 0:
                 break
@@ -389,12 +514,16 @@ class DataFlow:
         """Take up to ``left`` bytes of one process's file bytes, reads and mapped files in the order
         they came (maps_of is in the order of each file's first mapping)."""
         ts = c[0]
-        maps = [mf for mf in self.maps_of.get(pid, ()) if mf.ok and mf.ts <= ts and mf.consumed.total() < mf.size]
+        mapped = self.maps_of.get(pid)
+        maps = [mf for mf in mapped if mf.ok and mf.ts <= ts and mf.consumed.total() < mf.size] if mapped else []
         while left > 0:
-            q = self._stageable(pid)
+            q = self.stageable.get(pid)
+            if not q or q[0].finished:
+                q = self._stageable(pid)
             s = q[0] if q and q[0].ts <= ts else None  # (a read after the copy cannot be its source)
             if s is not None and (not maps or how == "job" or s.ts <= maps[0].ts):
-                take = min(left, s.remaining())
+                rest = s.size - s.consumed  # (s.remaining())
+                take = left if left <= rest else rest if rest > 0 else 0
                 exact = how == "staged" and take == s.size == left and s.consumed == 0 and len(q) == 1  # type: ignore[arg-type]
                 self._consume(s, take, how, c, exact)
                 left -= take
@@ -439,7 +568,7 @@ class DataFlow:
             s.copy, s.how, s.exact = c, how, exact
             if how == "job":
                 s.link = self._link(c[1])
-        if s.remaining() <= 0 and not s.finished:
+        if s.consumed >= s.size and not s.finished:  # (remaining() <= 0)
             s.finished = True  # (left in its queue: dropped when it reaches the front)
             self.done.append(s)
 
@@ -471,6 +600,7 @@ class DataFlow:
             if not q:
                 del self.by_pid[pid]
                 self.stageable.pop(pid, None)
+                self.recent.pop(pid, None)
             else:
                 # (reads a direct copy took leave this queue only here: a process whose copies are all
                 # direct never makes a staged copy that would drop them, and kept every read it made)
@@ -514,5 +644,10 @@ class DataFlow:
 
     def take_done(self) -> tuple[list[Source], list[Chunk], list]:
         out = (self.done, self.chunks, self.expired_fills)
-        self.done, self.chunks, self.expired_fills = [], [], []
-        return out
+        if out[0]:
+            self.done = []
+        if out[1]:
+            self.chunks = []
+        if out[2]:
+            self.expired_fills = []
+        return out  # (an empty list handed out is still ours: read it before feeding more)
