@@ -615,9 +615,10 @@ class Classifier:
                 q = self.memcpy[e.pid] = deque(maxlen=4096)
             q.append(e)
             a = e.args
-            dst, src, n, d = (a[0], a[1], a[2], a[3]) if len(a) >= 4 else (a + [0, 0, 0, 0])[:4]
+            if len(a) < 4:
+                a = a + [0, 0, 0, 0]
             flow = self.flow
-            flow.copy(e.ts, e.pid, dst, src, n, d)
+            flow.copy(e.ts, e.pid, a[0], a[1], a[2], a[3])  # dst, src, bytes, direction
             if flow.done or flow.chunks or flow.expired_fills:
                 self._take_flow()
             return
@@ -923,11 +924,8 @@ class Classifier:
         io = src.payload
         assert isinstance(io, _HostIo)
         e = io.e
-        ev = [
-            f"{io.api} fd {e.args[0]}"
-            + (f" into host memory {io.buf:#x}" if io.buf else "")
-            + (f" ({io.note})" if io.note else "")
-        ]
+        head = f"{io.api} fd {e.args[0]} into host memory {io.buf:#x}" if io.buf else f"{io.api} fd {e.args[0]}"
+        ev = [head + f" ({io.note})" if io.note else head]
         # a copy from the read's own buffer ties it to the GPU whatever part it copied (the address proves
         # it); an inferred (staged) tie needs at least half of its bytes taken
         if src.copy is not None and (src.how == "direct" or src.consumed * 2 >= max(src.size, 1)):

@@ -183,17 +183,13 @@ class RecentReads:
     __slots__ = ("window", "granules", "wide")
 
     def __init__(self) -> None:
-        # the process's last DIRECT_SCAN reads, oldest first, with their first and last granule
-        # (first -1: no buffer address; last - first >= MAX_GRANULES: in wide)
-        self.window: deque[tuple[Source, int, int]] = deque()
+        self.window: deque[Source] = deque()  # the process's last DIRECT_SCAN reads, oldest first
         self.granules: dict[int, deque[Source]] = {}  # granule -> the window's buffers touching it
         self.wide: deque[Source] = deque()  # the window's buffers over MAX_GRANULES granules
 
     def add(self, src: Source) -> None:
         buf = src.buf
-        if buf is None:
-            g0 = g1 = -1
-        else:
+        if buf is not None:
             size = src.size
             g0, g1 = buf >> GRANULE_SHIFT, (buf + (size if size > 1 else 1) - 1) >> GRANULE_SHIFT
             gs = self.granules
@@ -213,13 +209,22 @@ class RecentReads:
                     else:
                         lst.append(src)
         w = self.window
-        w.append((src, g0, g1))
+        w.append(src)
         if len(w) > DIRECT_SCAN:
-            self._drop(*w.popleft())
+            self._drop(w.popleft())
 
-    def _drop(self, old: Source, g0: int, g1: int) -> None:
+    def _drop(self, old: Source) -> None:
         """The window's oldest read leaves: it is the first of every list it is in."""
-        if g0 < 0:
+        buf = old.buf
+        if buf is None:
+            return
+        size = old.size
+        g0, g1 = buf >> GRANULE_SHIFT, (buf + (size if size > 1 else 1) - 1) >> GRANULE_SHIFT
+        if g0 == g1:
+            lst = self.granules[g0]
+            lst.popleft()
+            if not lst:
+                del self.granules[g0]
             return
         if g1 - g0 >= MAX_GRANULES:
             self.wide.popleft()
@@ -518,8 +523,12 @@ class DataFlow:
         maps = [mf for mf in mapped if mf.ok and mf.ts <= ts and mf.consumed.total() < mf.size] if mapped else []
         while left > 0:
             q = self.stageable.get(pid)
-            if not q or q[0].finished:
-                q = self._stageable(pid)
+            if q is not None:
+                while q and q[0].finished:  # (_stageable, written out: once per staged copy)
+                    q.popleft()
+                if not q:
+                    del self.stageable[pid]
+                    q = None
             s = q[0] if q and q[0].ts <= ts else None  # (a read after the copy cannot be its source)
             if s is not None and (not maps or how == "job" or s.ts <= maps[0].ts):
                 rest = s.size - s.consumed  # (s.remaining())
