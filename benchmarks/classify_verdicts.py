@@ -15,7 +15,13 @@ Two streams, each classified --rounds times (the least CPU time of a round repor
               asarray): DRAM_BOUNCE, staged one to one
   compat      --ios cuFileRead calls with libcufile's pread64 and USDT probe inside (compat mode)
 and the --json line of every host verdict written the way 'gdsdiag trace --json' writes it (to
-/dev/null). --tree runs another checkout's gdsdiag/ (e.g. an older commit, for a before/after pair)."""
+/dev/null). Then the live consumer's whole per-event path for bounce, staged and compat ("live"):
+the stream packed as the events ring holds it (struct event_t records, bpf.REC_STRUCT; its opens and
+handle registrations, which come by other rings, as events), decoded by the probes' own decoder
+(bpf.Probes._decode, DECODE_MAX records a poll, sorted as poll sorts them), fed to the classifier and
+the counted-I/O reader, then per poll advance, drain, the summary's tally and the --json line of
+each verdict: what 'gdsdiag trace --json' does per event once the bytes are out of the ring.
+--tree runs another checkout's gdsdiag/ (e.g. an older commit, for a before/after pair)."""
 
 import argparse
 import contextlib
@@ -50,6 +56,11 @@ def main() -> None:
     from gdsdiag.render.trace_out import LinePrinter
     from gdsdiag.trace.classify import classify
     from gdsdiag.trace.events import Event, read_record
+
+    if os.path.abspath(sys.modules["gdsdiag"].__file__ or "") != os.path.join(
+        os.path.abspath(a.tree), "gdsdiag", "__init__.py"
+    ):
+        sys.exit(f"gdsdiag came from {sys.modules['gdsdiag'].__file__}, not from --tree {a.tree}")
 
     recs = [read_record(f) for f in sorted(glob.glob(os.path.join(HERE, "tests", "fixtures", "trace", "*.jsonl.gz")))]
     n_rec = sum(len(classify(ev, record_version=int(h.get("gdsdiag_trace_record", 1)))) for h, ev in recs)
@@ -118,6 +129,77 @@ def main() -> None:
             f"{name}: {a.ios} verdicts, {t * 1e3:.1f} ms, {t / a.ios * 1e6:.2f} µs/verdict, {a.ios / t:,.0f} verdicts/s"
         )
     print(f"json lines: {a.ios} verdicts, {t_json * 1e3:.1f} ms, {t_json / a.ios * 1e6:.2f} µs/line")
+    for name, stream in (("bounce", bounce), ("staged", staged), ("compat", compat)):
+        ring, side = packed(stream)
+        got = live(ring, side, printer)
+        assert got == a.ios, (name, got)
+        t = best(lambda r=ring, s=side: live(r, s, printer), a.rounds)
+        print(
+            f"live {name}: {len(stream)} events -> {a.ios} verdicts, {t * 1e3:.1f} ms, "
+            f"{t / a.ios * 1e6:.2f} µs/verdict, {a.ios / t:,.0f} verdicts/s (decode, classify, tally, json line)"
+        )
+
+
+def packed(stream):
+    """(the events-ring records of STREAM as one bytes object, the events that come by other rings)."""
+    from gdsdiag.trace.bpf import REC_STRUCT
+    from gdsdiag.trace.events import API_NAMES, KINDS, SYS_NAMES
+
+    kind_id = {k: i for i, k in KINDS.items()}
+    name_id = {("sys_exit", n): i for i, n in SYS_NAMES.items()}
+    for kind in ("api_enter", "api_exit"):
+        name_id.update({(kind, n): i for i, n in API_NAMES.items()})
+    name_id[("usdt", "cufio_core:cufio_px_read")] = 0  # (USDT_NAMES below)
+    recs, side = [], []
+    for e in stream:
+        if e.kind in ("open", "handle"):
+            side.append(e)
+            continue
+        args = (list(e.args) + [0] * 7)[:7]
+        if e.kind == "usdt":
+            args[6] = len(e.args)  # (the probe's argument count rides in a6)
+        comm = e.comm.encode()
+        recs.append(REC_STRUCT.pack(e.ts, e.pid, e.tid, kind_id[e.kind], name_id[(e.kind, e.name)], *args, comm))
+    return b"".join(recs), side
+
+
+USDT_NAMES = {0: "cufio_core:cufio_px_read"}
+
+
+def live(ring: bytes, side, printer) -> int:
+    """The live loop's work per poll on RING (trace() in gdsdiag/trace/live.py): the verdicts made."""
+    from types import SimpleNamespace
+
+    from gdsdiag.trace.bpf import REC_STRIDE, Probes
+    from gdsdiag.trace.classify import Classifier
+    from gdsdiag.trace.counted import CountedIo
+    from gdsdiag.trace.tally import RouteTally
+
+    clf, counter, tally = Classifier(), CountedIo(), RouteTally()
+    probes = SimpleNamespace(_raw=[], _raw_n=0, _comms={}, _events=[], usdt_names=USDT_NAMES)
+    step = Probes.DECODE_MAX * REC_STRIDE
+    with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+        for e in side:
+            clf.feed(e)
+            counter.feed(e)
+        for at in range(0, len(ring), step):
+            part = ring[at : at + step]
+            probes._raw, probes._raw_n = [(part, len(part) // REC_STRIDE)], len(part) // REC_STRIDE
+            Probes._decode(probes)  # type: ignore[arg-type]
+            evs, probes._events = probes._events, []
+            evs.sort(key=lambda e: e.ts)
+            for e in evs:
+                clf.feed(e)
+                counter.feed(e)
+            clf.advance()
+            for v in clf.drain():
+                tally.add(v)
+                printer(v)
+        clf.flush()
+        for v in clf.drain():
+            tally.add(v)
+            printer(v)
+    return tally.ios
 
 
 if __name__ == "__main__":
