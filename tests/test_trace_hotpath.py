@@ -1,0 +1,124 @@
+"""The classifier's fast paths (issue: 100k verdicts/s) give the answers of the slow ones they stand
+for: each is checked against that definition, written out here, on streams that reach its edges."""
+
+from __future__ import annotations
+
+import glob
+import itertools
+import json
+import os
+import random
+
+from conftest import FIXTURES
+
+from gdsdiag.render.trace_out import _dumps
+from gdsdiag.trace.classify import Classifier, classify
+from gdsdiag.trace.dataflow import DIRECT_SCAN, GRANULE_SHIFT, MAX_GRANULES, DataFlow, Source
+from gdsdiag.trace.events import Event, read_record
+from gdsdiag.trace.evidence import ROUTE_RULES, decide, decide_once
+
+MiB = 1 << 20
+
+
+def _scan(q, host: int, n: int):
+    """The newest of the last DIRECT_SCAN reads whose buffer [host, host + n) overlaps: the linear
+    search RecentReads replaces."""
+    for k, cand in enumerate(reversed(q)):
+        if k >= DIRECT_SCAN:
+            break
+        if cand.buf is not None and cand.buf < host + n and host < cand.buf + max(cand.size, 1):
+            return cand
+    return None
+
+
+def test_recent_reads_find_the_read_the_scan_finds():
+    """Reused and fresh buffers, buffers without an address, ones over MAX_GRANULES granules, reads
+    leaving the queue at its front, copies inside, across and beside buffers, and copies too wide for
+    the index: the same read every time (by identity), None included."""
+    big = (MAX_GRANULES + 3) << GRANULE_SHIFT
+    for seed in range(4):
+        rng = random.Random(seed)
+        df = DataFlow(lambda pid: pid)
+        bases = [0x7F0000000000 + k * rng.choice([4096, 1 << 16, MiB, 3 * MiB]) for k in range(30)]
+        checked = hits = 0
+        for i in range(4000):
+            pid = rng.choice((1, 2))
+            r = rng.random()
+            if r < 0.5:
+                buf = None if rng.random() < 0.05 else rng.choice(bases) + rng.choice((0, 0, 512, 4096, 100_000))
+                size = rng.choice((0, 1, 4096, 65536, MiB, 8 * MiB, big))
+                df.add_read(Source(pid, pid, i, "/data/f", 0, size, buf, None))
+            elif r < 0.55:
+                q = df.by_pid.get(pid)
+                for _ in range(rng.randrange(1, 40)):
+                    if q:
+                        q.popleft()  # (as advance, _oldest and MAX_WAITING drop them)
+            else:
+                q = df.by_pid.get(pid)
+                if not q:
+                    continue
+                host = rng.choice(bases) + rng.choice((0, 1024, 4096, -4096, MiB, 2 * MiB, -MiB))
+                n = rng.choice((1, 16, 4096, MiB, 64 * MiB, big))
+                want = _scan(q, host, n)
+                assert df._newest_read_of(pid, q, host, n) is want, (seed, i)
+                checked += 1
+                hits += want is not None
+        assert checked > 1000 and 0.2 * checked < hits < checked  # (both answers were asked for often)
+
+
+def _walk(clf: Classifier, pid: int) -> int:
+    """job_of by its definition: the topmost traced ancestor."""
+    seen = 0
+    p = clf.procs.get(pid)
+    while p is not None and p.get("ppid") in clf.procs and seen < 64:
+        pid = p["ppid"]
+        p = clf.procs.get(pid)
+        seen += 1
+    return pid
+
+
+def test_job_of_follows_processes_and_parents_as_they_come():
+    """A reader seen before its parent (adopted later), a fork, an exec, an exit and a parent traced
+    last: the remembered job is always the walk's."""
+    clf = Classifier()
+    stream = [
+        Event(1, 300, 300, "open", "openat", [7, 0, 0], "w", "/data/x"),
+        Event(2, 300, 300, "sys_exit", "pread64", [7, 0x1000, 8192, 0, 0, 8192, 10], "w"),
+        Event(3, 200, 200, "proc", "adopt", [1], "main", "/usr/bin/main"),
+        Event(4, 300, 300, "proc", "adopt", [200], "w", "/usr/bin/w"),
+        Event(5, 300, 300, "proc", "fork", [300, 400], "w"),
+        Event(6, 400, 400, "proc", "exec", [], "x", "/usr/bin/x"),
+        Event(7, 100, 100, "proc", "fork", [100, 200], "init"),
+        Event(8, 400, 400, "proc", "exit", [400], "x"),
+        Event(10, 100, 100, "proc", "exec", [], "init", "/sbin/init"),  # (100 traced now: the top)
+    ]
+    for e in stream:
+        clf.feed(e)
+        for pid in (100, 200, 300, 400, 500):
+            assert clf.job_of(pid) == _walk(clf, pid), (e, pid)
+    assert clf.job_of(400) == 100 and clf.job_of(500) == 500
+    clf.cgroup_job = True
+    assert clf.job_of(400) == 0
+
+
+def test_route_rules_are_decided_once_as_decide_decides():
+    kinds = sorted(
+        set().union(*(r.any_of | r.all_of for r in ROUTE_RULES)) | {"cpu_k", "bb", "retry", "other", "nvfs_k"}
+    )
+    for k in range(len(kinds) + 1):
+        for combo in itertools.combinations(kinds, k):
+            route, sub, conf, notes = decide(set(combo))
+            assert decide_once(set(combo)) == (route, sub, conf, tuple(notes))
+
+
+def test_json_lines_are_json_dumps():
+    """Every verdict of every committed recording, and values no verdict has yet."""
+    n = 0
+    for f in sorted(glob.glob(os.path.join(FIXTURES, "trace", "**", "*.jsonl.gz"), recursive=True)):
+        header, events = read_record(f)
+        for v in classify(events, record_version=int(header.get("gdsdiag_trace_record", 1))):
+            assert _dumps(v) == json.dumps(v)
+            n += 1
+    assert n > 100
+    odd = {"s": 'é"\\\n\x00', "f": 1.5, "nan": float("nan"), "inf": -float("inf"), "big": 1 << 70, "t": True}
+    assert _dumps(odd) == json.dumps(odd)
