@@ -295,8 +295,12 @@ class Classifier:
         if self.counts["events"] % 512 == 0 or e.ts - self._advanced > ADVANCE_NS:
             self._advance()
 
-    def advance(self) -> None:
-        """Finalise what is old enough; the live loop calls it after each batch of events."""
+    def advance(self, complete_ns: int = 0) -> None:
+        """Finalise what is old enough; the live loop calls it after each batch of events, with the
+        time up to which it has fed every event (COMPLETE_NS, the probes' clock): a quiet program's
+        held I/O and calls are decided when their wait ends, not at its next event or its exit."""
+        if complete_ns > self.now:
+            self.now = complete_ns
         self._advance()
 
     # -- processes and descriptors -----------------------------------------------------------------

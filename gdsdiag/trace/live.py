@@ -395,7 +395,7 @@ def run_live(
                 gate = None
             while not stop["flag"]:
                 take(100)
-                clf.advance()
+                clf.advance(0 if stop["flag"] or queued else probes.complete_ns)
                 for n, v in enumerate(clf.drain(), 1):
                     tally.add(v)
                     if stop["flag"]:
