@@ -63,7 +63,7 @@ def has_libcufile(fio: str) -> bool:
 JOB_KINDS = ("process", "thread")
 # the sweep's --workers and fio's job kinds share the words: like for like is the same word
 WORKER_NAMES = {"thread": "threads of one process", "process": "a process each"}
-FIO_RUNS = {"thread": "--thread", "process": "default (forked)"}
+FIO_RUNS = {"thread": "--thread", "process": "forked (default)"}
 
 
 def kinds(fio_jobs: str) -> tuple[str, ...]:

@@ -277,12 +277,15 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
 
         cupy()
         ceilings["pinned_copy"] = pinned_copy_gbps(cfg.gpu)
-        if any(e.cufile for e in used) and cfg.workers == "thread":
-            # process workers open their own driver each (as fio's forked jobs); this process
-            # does no cuFile I/O then, and a driver here would hold one more bounce pool
-            from .engines.cufile import open_driver
+        if any(e.cufile for e in used):
+            from .engines.cufile import open_driver, probe_driver
 
-            driver = open_driver()
+            if cfg.workers == "thread":
+                driver = open_driver()
+            else:
+                # process workers open their own driver each (as fio's forked jobs); this process
+                # does no cuFile I/O then, and a driver here would hold one more bounce pool
+                probe_driver()
     link = link_ceiling(cfg.directory, cfg.gpu) if any(e.gpu for e in used) else None
     if link:
         ceilings["link"] = link

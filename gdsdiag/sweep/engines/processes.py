@@ -188,8 +188,13 @@ def run_processes(engine, spec: PointSpec, sf, progress=None) -> PointResult:
                 pass
         raise
     finally:
+        end = time.monotonic() + STOP_WAIT_S
         for c in children:
-            c.close_stdin()
+            c.close_stdin()  # (end of file: a child still running stops after its current I/O)
+            try:
+                c.proc.wait(max(end - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                pass
             c.kill()  # what has not exited by now never will on its own
     if failed:
         idx, why = failed[0]
@@ -416,7 +421,7 @@ def child_main() -> int:
         if eng.cufile:
             from .cufile import open_driver
 
-            driver = open_driver()
+            driver = open_driver(probe=False)  # the sweep probed it before its first point
         route0 = eng.route_start()
         point = Point(spec, sf)
         eng.open_point(point)
@@ -487,7 +492,10 @@ def child_main() -> int:
     if driver is not None:
         driver.close()
     send({"result": result})
-    return 0
+    proto.close()
+    # everything it set up is released above; the interpreter's own teardown (CUDA, cupy) would
+    # only delay the next point
+    os._exit(0)
 
 
 if __name__ == "__main__":
