@@ -294,7 +294,9 @@ def settings(spec, job_kinds, loop: dict) -> dict:
         if kind == workers:
             same.append(f"workers: {mine} (fio's {FIO_RUNS[kind]} runs)")
         else:
-            differ.append({"setting": "workers", "sweep": mine, "fio": f"{WORKER_NAMES[kind]} (fio's {FIO_RUNS[kind]} runs)"})
+            differ.append(
+                {"setting": "workers", "sweep": mine, "fio": f"{WORKER_NAMES[kind]} (fio's {FIO_RUNS[kind]} runs)"}
+            )
     if spec.mode.startswith("cufile"):
         if workers == "process" or loop.get("cufile_handles") == "per thread":
             same.append("cuFile file handle: one per job")
