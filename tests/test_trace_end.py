@@ -263,3 +263,37 @@ def test_interval_lines_add_up_to_the_summary_with_host_io_counted_in_the_kernel
     assert mine == 8000
     per = [sum(t["count"] for t in x["top"] if t["path"] == str(data)) for x in ivs]
     assert sum(per) == 8000 and len([n for n in per if n]) >= 2, per  # spread over the intervals
+
+
+@live
+def test_a_quiet_programs_verdicts_come_when_their_wait_ends_not_at_its_next_event(tmp_path):
+    """A program that writes a file and then goes quiet (a loader that has read its weights and now
+    computes): the classifier's clock followed only the events, so the writes' verdicts (held 0.1 s
+    for a libcufile call that might claim them) waited for its next event or its exit. The live
+    loop now moves the clock to the time up to which every event has been read; the verdicts must
+    reach us while the program still sleeps, within the latency goal (0.5 s; twice that allowed)."""
+    data, stamp = tmp_path / "out.bin", tmp_path / "wrote"
+    prog = (
+        "import os, time\n"
+        f"fd = os.open({str(data)!r}, os.O_WRONLY | os.O_CREAT, 0o600)\n"
+        "for i in range(4):\n"
+        "    os.pwrite(fd, b'x' * (1 << 20), i << 20)\n"
+        f"open({str(stamp)!r}, 'w').write(repr(time.monotonic()))\n"
+        "time.sleep(4)\n"
+    )
+    p = _spawn(["--per-io", "--", PY, "-c", prog])
+    try:
+        _wait_live(p)
+        seen = []
+        for line in p.stdout:
+            if b'"type": "io"' in line and str(data).encode() in line:
+                seen.append(time.monotonic())
+                if len(seen) == 4:
+                    break
+        wrote = float(stamp.read_text())
+        assert len(seen) == 4, seen
+        assert p.poll() is None, "the program ended before its verdicts came"
+        assert max(seen) - wrote <= 2 * 0.5, f"the last write's verdict came {max(seen) - wrote:.2f} s after it"
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=30)

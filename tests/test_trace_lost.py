@@ -80,6 +80,31 @@ def test_records_not_classified_are_tallied_exactly_per_process():
     got: dict = {}
     tally_records(b"".join(recs), got)
     assert got == want
+
+    def by_decoding(blobs):
+        rows: dict = {}
+        for b in blobs:
+            f = REC_STRUCT.unpack(b)
+            row = rows.setdefault(f[1], [0, 0, 0, 0, 0])
+            row[0] += 1
+            if f[3] == 5 and f[4] in IO_SYSCALLS:
+                row[1] += 1
+                row[2] += max(f[10], 0)
+                if IO_SYSCALLS[f[4]]:
+                    row[3] += 1
+                    row[4] += max(f[10], 0)
+        return rows
+
+    # one process (its threads and kinds mixed), and blocks of identical records (the column fast path)
+    for subset in (
+        [r for r in recs if REC_STRUCT.unpack(r)[1] == 202],
+        [recs[0]] * 1000,
+        [recs[1]] * 7 + [recs[2]],
+        [REC_STRUCT.pack(1, 5, 6, 5, 1, 0, 0, 0, 0, 0, 4096, 0, comm)] * 999,
+    ):
+        got = {}
+        tally_records(b"".join(subset), got)
+        assert got == by_decoding(subset)
     one: dict = {}  # the one-kind fast path
     tally_records(REC_STRUCT.pack(1, 9, 9, 5, 1, 0, 0, 0, 0, 0, -11, 0, comm) * 3, one)
     assert one == {9: [3, 3, 0, 3, 0]}
@@ -105,3 +130,47 @@ def test_a_replay_summary_says_nothing_was_lost_or_left_unclassified():
     assert summ["type"] == "summary"
     assert (summ["ios_lost_in_kernel"], summ["bytes_lost_in_kernel"]) == (0, 0)
     assert summ["unclassified_by_process"] == [] and summ["verdicts_not_printed"] == 0
+
+
+def test_a_flush_past_its_deadline_counts_the_held_reads_instead_of_deciding_them():
+    """After a signal the classifier's final decision of the reads it holds for a CUDA copy (up to
+    65,536 per process, ~6 µs each) has a deadline (live.STOP_FLUSH_S): past it, what is still held
+    is counted per process with its reads and bytes, never decided by guess and never dropped. The
+    same stream flushed without a deadline decides every read; the two account for the same I/O."""
+    import time
+
+    from gdsdiag.trace.classify import Classifier
+    from gdsdiag.trace.events import Event
+
+    def stream(n):
+        yield Event(0, 100, 100, "open", "openat", [7], "app", "/data/f.dat")
+        yield Event(1, 100, 100, "api_enter", "cuMemcpy", [0x7E0000000000, 0x7D0000000000, 64, 1], "app")
+        for i in range(n):  # reads of a CUDA process, none of them copied yet: held for a copy
+            yield Event(
+                1000 + i * 2000,
+                100,
+                100,
+                "sys_exit",
+                "pread64",
+                [7, 0x7F0000000000 + i * 4096, 4096, i * 4096, 0, 4096, 900],
+                "app",
+            )
+
+    n = 5000
+    whole = Classifier()
+    for e in stream(n):
+        whole.feed(e)
+    whole.flush()
+    decided = [v for v in whole.drain() if v["api"] == "pread64"]
+    assert len(decided) == n and whole.unclassified == {}
+
+    cut = Classifier()
+    for e in stream(n):
+        cut.feed(e)
+    held = cut.drain()  # (what the trace already printed while it ran)
+    cut.flush(deadline=time.monotonic() - 1)  # the budget is already spent
+    out = [v for v in held + cut.drain() if v["api"] == "pread64"]
+    row = cut.unclassified[100]
+    assert row[1] > n // 2  # most of the reads were still held
+    assert len(out) + row[1] == n  # every read is a verdict or counted
+    assert row[3] == row[1] and row[4] == row[2] == 4096 * row[1]  # reads, with their bytes

@@ -38,7 +38,7 @@ class TraceResult:
     trees: list[dict] = field(default_factory=list)  # per traced process tree (Classifier.tree_summary)
     lost_by_process: list[dict] = field(default_factory=list)  # events the kernel dropped, per process
     recording_cut_at_line: int | None = None  # --replay: the recording's last line, cut as it was written, left out
-    unclassified_at_stop: int = 0  # events still queued when a signal stopped the trace (STOP_BUDGET_S)
+    unclassified_at_stop: int = 0  # events queued and I/Os held for evidence a signal cut short (STOP_*_S)
     unclassified_by_process: list[dict] = field(default_factory=list)  # the same per process, their I/Os and bytes
     verdicts_not_printed: int = 0  # held verdicts past STOP_PRINT_S after a signal (in the totals)
 
@@ -85,13 +85,19 @@ CHUNK = 1024  # events (or verdicts) handled between two drains of the ring buff
 # STOP_RAW records still undecoded are kept: under a load Python cannot keep up with, the queue can
 # hold a million events (a minute of classifying), and the summary must be out within a second.
 # What is left is counted (``unclassified_at_stop``), never silently dropped.
-STOP_BUDGET_S = 0.3
+# The budgets count from the signal (each phase gets at least its own slice when an earlier one,
+# such as a traced program that ignores SIGTERM, took longer), so the summary is out ~0.8 s after it.
+STOP_BUDGET_S = 0.35
 # (decoding is part of the budget: ~20k records is what 0.3 s classifies on a loaded 2-vCPU VM;
 # the records dropped beyond them are counted per process, with their reads and writes and bytes)
 STOP_RAW = 20_000
-# and the verdicts the classifier still held for a possible CUDA copy are printed for at most this
-# long after a signal; the rest are in the summary's totals (and --record keeps every event)
-STOP_PRINT_S = 0.2
+# then the I/Os the classifier holds for evidence still to come (a CUDA copy of their bytes,
+# libcufile's call) are decided until this long after the signal, the rest counted per process
+STOP_FLUSH_S = 0.55
+# and the verdicts made after the signal are printed until this long after it; the rest are in the
+# summary's totals (and --record keeps every event)
+STOP_PRINT_S = 0.75
+STOP_SLICE_S = 0.1  # the least each phase gets
 IO_NAMES = frozenset(
     ("pread64", "pwrite64", "preadv", "pwritev", "preadv2", "pwritev2", "read", "write", "readv", "writev")
 )
@@ -389,7 +395,7 @@ def run_live(
                 gate = None
             while not stop["flag"]:
                 take(100)
-                clf.advance()
+                clf.advance(0 if stop["flag"] or queued else probes.complete_ns)
                 for n, v in enumerate(clf.drain(), 1):
                     tally.add(v)
                     if stop["flag"]:
@@ -428,8 +434,14 @@ def run_live(
         # where the end goes, from the signal (or the loop's end) on (startup_s: stop_*_s)
         t_stop = stop.get("t") or time.monotonic()
         phases = {"tree_s": round(time.monotonic() - t_stop, 3)}
-        # what is still in the ring buffers counts too (after a signal: what a half second allows)
-        take(0, final=True, deadline=time.monotonic() + STOP_BUDGET_S if stop["signum"] is not None else None)
+        signalled = stop["signum"] is not None
+
+        def until(budget_s: float) -> float | None:
+            """A phase's deadline after a signal: BUDGET_S from it, or at least a slice from now."""
+            return max(t_stop + budget_s, time.monotonic() + STOP_SLICE_S) if signalled else None
+
+        # what is still in the ring buffers counts too (after a signal: what the budget allows)
+        take(0, final=True, deadline=until(STOP_BUDGET_S))
         phases["classify_s"] = round(time.monotonic() - t_stop, 3)
         counted = probes.counted_host_io()
         if record_file is not None:
@@ -437,9 +449,14 @@ def run_live(
         for e in counted:
             counter.feed(e)
         nevents += len(counted)
-        clf.flush()
+        clf.flush(until(STOP_FLUSH_S))
+        for pid, row in clf.unclassified.items():  # (held for evidence the stop cut short: counted)
+            unclassified += row[0]
+            into = unsent.setdefault(pid, [0, 0, 0, 0, 0])
+            for i, n in enumerate(row):
+                into[i] += n
         phases["flush_s"] = round(time.monotonic() - t_stop, 3)
-        print_until = time.monotonic() + STOP_PRINT_S if stop["signum"] is not None else None
+        print_until = until(STOP_PRINT_S)
         not_printed = 0
         held = clf.drain()
         for v in held:
