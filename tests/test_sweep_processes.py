@@ -150,3 +150,37 @@ def test_compare_fio_names_the_forked_runs_like_for_like(tmp_path):
     assert [d["fio"] for d in f["settings"]["differ"] if d["setting"] == "workers"] == [
         "threads of one process (fio's --thread runs)"
     ]
+
+
+def _has_gpu() -> bool:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+@pytest.mark.skipif(_has_gpu(), reason="needs a machine without a CUDA GPU (the worker's setup must fail)")
+def test_a_worker_that_cannot_set_up_fails_its_point_with_the_cause(tmp_path):
+    # bounce needs cupy and a GPU; here each worker process finds neither during its own setup (the
+    # sweep's process never touched CUDA): the point is an error naming that, and no worker is left
+    from gdsdiag.sweep import files
+    from gdsdiag.sweep.engines import PointError, PointSpec, run_point
+
+    sf = files.SweepFile(str(tmp_path), 8 << 20)
+    try:
+        sf.fill()
+        with pytest.raises(PointError, match=r"worker 0 did not run: .*(cupy|CUDA|GPU)"):
+            run_point(PointSpec("bounce", "read", 4096, 2, seconds=0.3, workers="process"), sf)
+        assert not _workers_of(os.getpid())
+        # the same file and sweep process still run a host point with process workers afterwards
+        from gdsdiag.sweep.native import have_uring, load
+
+        depth = 4 if load()[0] is not None and have_uring() else 1
+        res = run_point(PointSpec("host", "read", 4096, 2, seconds=0.3, workers="process", iodepth=depth), sf)
+        assert res.loop["workers"] == "process" and res.ops >= 16 and res.verified_bytes == res.nbytes
+        if depth > 1:
+            assert res.loop["engine"] == "c io_uring iodepth 4"
+    finally:
+        sf.remove()

@@ -271,7 +271,7 @@ def _watch(children: list[_Child], spec: PointSpec, t0: int, progress) -> list[s
                     c.kill()
             if out:
                 return out
-    total = sum(int(c.result["job"]["bytes"]) if c.result else c.bytes for c in children)
+    total = sum(int((c.result.get("job") or {}).get("bytes", c.bytes)) if c.result else c.bytes for c in children)
     if progress and total != last_bytes:
         progress(total - last_bytes)
     return []
