@@ -297,3 +297,50 @@ def test_a_quiet_programs_verdicts_come_when_their_wait_ends_not_at_its_next_eve
     finally:
         p.send_signal(signal.SIGINT)
         p.communicate(timeout=30)
+
+
+@live
+def test_intervals_say_what_is_waiting_for_evidence_instead_of_showing_nothing(tmp_path):
+    """--per-io reads of a process without CUDA yet wait for the data-flow window (30 s before a
+    job's first copy: a copy may still take their bytes), so an interval showed no HOST row and no
+    hint of them. Each live interval now carries ``waiting``: the reads not decided yet, per
+    process; at the end (the program exited) every one of them has its verdict."""
+    data = tmp_path / "w.dat"
+    data.write_bytes(os.urandom(1 << 20))
+    prog = (
+        "import os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+        "for r in range(3):\n"
+        "    for i in range(16): os.pread(fd, 65536, i * 65536)\n"
+        "    time.sleep(0.4)"
+    )
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gdsdiag",
+            "trace",
+            "--json",
+            "--per-io",
+            "--interval",
+            "0.3",
+            "--",
+            PY,
+            "-c",
+            prog,
+            str(data),
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+    ivs = [x for x in lines if x["type"] == "interval"]
+    waits = [x["waiting"] for x in ivs if "waiting" in x]
+    assert waits and max(w["ios"] for w in waits) >= 16, ivs
+    w = max(waits, key=lambda w: w["ios"])
+    mine = [row for row in w["by_process"] if row["comm"] == "python3"]
+    assert mine and mine[0]["bytes"] == mine[0]["ios"] * 65536, w
+    ios = [x for x in lines if x["type"] == "io" and x["path"] == str(data)]
+    assert len(ios) == 48 and {x["route"] for x in ios} == {"HOST"}

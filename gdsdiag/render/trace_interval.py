@@ -32,10 +32,13 @@ class IntervalPrinter:
             self.tick()
         self.acc.add(v)
 
-    def tick(self, final: bool = False, counted=None) -> None:
-        """COUNTED: a function giving the kernel's host-I/O counters now (read only when due)."""
+    def tick(self, final: bool = False, counted=None, waiting=None) -> None:
+        """COUNTED: a function giving the kernel's host-I/O counters now; WAITING: one giving the
+        I/Os not decided yet (both read only when an interval is due)."""
         if counted is not None and (final or self.acc.due()):
             self.acc.add_counted(counted())
+        if waiting is not None and not final and self.acc.due():
+            self.acc.set_waiting(waiting())
         rec = self.acc.tick(final)
         if rec is None:
             return
@@ -46,8 +49,18 @@ class IntervalPrinter:
         c = self.console
         when = f"+{rec['t_s']:.1f} s" if self.replay else time.strftime("%H:%M:%S")
         c.print(Text(f"{when}  last {rec['interval_s']:.1f} s", style="bold"))
+        w = rec.get("waiting")
+        wline = None
+        if w and w["ios"]:
+            who = ", ".join(f"{(r['comm'] or '?')[:14]}/{r['pid']} {r['ios']}" for r in w["by_process"][:3])
+            wline = (
+                f"  waiting for evidence: {w['ios']} I/Os, {_size(w['bytes'])} ({who}): a CUDA copy may still take "
+                f"their bytes, or libcufile's call claim them; decided when their window ends"
+            )
         if not rec["routes"]:
-            c.print("  no I/O", style="dim")
+            c.print("  no I/O decided", style="dim")
+            if wline:
+                c.print(wline, style="yellow", markup=False)
             return
         c.print(f"  {'ROUTE':12} {'I/Os':>9} {'BYTES':>9} {'GB/s':>8} {'p50 µs':>9} {'p99 µs':>9}", style="dim")
         for route, s in rec["routes"].items():
@@ -68,3 +81,5 @@ class IntervalPrinter:
             )
         if rec["rows_left_out"]:
             c.print(f"    … {rec['rows_left_out']} more rows", style="dim")
+        if wline:
+            c.print(wline, style="yellow", markup=False)

@@ -224,8 +224,9 @@ def render_summary(console: Console, res, as_json: bool) -> None:
         )
     if getattr(res, "unclassified_at_stop", 0):
         console.print(
-            f"warning: {res.unclassified_at_stop} events were still queued when the trace was stopped and "
-            f"are not in the verdicts (the summary is out within a second of a signal)",
+            f"warning: {res.unclassified_at_stop} events were still queued, or I/Os still waiting for evidence "
+            f"(a CUDA copy, libcufile's call), when the trace was stopped; they are not in the verdicts "
+            f"(the summary is out within a second of a signal)",
             style="bold red",
             markup=False,
         )

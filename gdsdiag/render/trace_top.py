@@ -29,6 +29,7 @@ class TopScreen:
         self._counters: dict[tuple, tuple[int, int]] = {}  # kernel counter -> (count, bytes) last seen
         self.live: Live | None = None
         self.total: dict[str, list[int]] = {}  # the whole trace so far, per route
+        self.waiting: list[dict] = []  # the I/Os not decided at the last redraw (live.waiting_rows)
 
     def add(self, v) -> None:
         if self.start is None:
@@ -83,11 +84,20 @@ class TopScreen:
             or "no I/O yet",
             style="dim",
         )
+        waiting = self.waiting
+        if waiting:
+            n, b = sum(r["ios"] for r in waiting), sum(r["bytes"] for r in waiting)
+            tot.append(
+                f"\nwaiting for evidence: {n:,} I/Os, {b / 1e9:.3f} GB (a CUDA copy may still take their bytes: "
+                f"decided when their window ends)",
+                style="yellow",
+            )
         t.caption, t.caption_justify = tot, "left"
         return t
 
-    def tick(self, final: bool = False, counted=None) -> None:
-        """COUNTED: a function giving the kernel's host-I/O counters now (read only when due)."""
+    def tick(self, final: bool = False, counted=None, waiting=None) -> None:
+        """COUNTED: a function giving the kernel's host-I/O counters now; WAITING: one giving the
+        I/Os not decided yet (both read only when due)."""
         now = self.clock()
         if self.start is None:
             self.start = now
@@ -95,6 +105,7 @@ class TopScreen:
             return
         if counted is not None:
             self.add_counted(counted())
+        self.waiting = waiting() if waiting is not None and not final else []
         table = self.table(max(now - self.start, 1e-6))
         if self.live is None:
             self.live = Live(table, console=self.console, auto_refresh=False, transient=False)

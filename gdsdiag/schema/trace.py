@@ -155,12 +155,31 @@ class IntervalRow(_IntervalStats):
     route: str
 
 
-class Interval(TypedDict):
-    """``--interval N`` (trace.interval): what the last N seconds' verdicts add up to."""
+class WaitingRow(TypedDict):
+    pid: int
+    comm: str | None
+    ios: int
+    bytes: int
 
+
+class Waiting(TypedDict):
+    """The I/Os not decided at an interval's end (Classifier.waiting): their evidence may still come."""
+
+    ios: int
+    bytes: int
+    by_process: list[WaitingRow]  # most bytes first, at most ten
+
+
+class _Interval(TypedDict):
     type: str  # "interval"
     t_s: float  # seconds since the trace went live, at the interval's end
     interval_s: float
     routes: dict[str, IntervalStats]
     top: list[IntervalRow]  # the busiest (process, file, route) rows, most bytes first
     rows_left_out: int
+
+
+class Interval(_Interval, total=False):
+    """``--interval N`` (trace.interval): what the last N seconds' verdicts add up to."""
+
+    waiting: Waiting  # live traces only (not --replay, not the last interval)

@@ -784,6 +784,33 @@ class Classifier:
         out, self.out = self.out, []
         return out
 
+    def waiting(self) -> dict[int, list[int]]:
+        """The file I/Os not decided yet, per process: {pid: [I/Os, bytes]}: reads whose bytes a CUDA
+        copy may still take (for the data-flow window: 3 s, 30 s before the job's first copy), host
+        I/O held for libcufile's call, cuFile calls waiting for their evidence. What a live view
+        shows as "waiting for evidence" instead of a guess (O(held): called once per interval)."""
+        out: dict[int, list[int]] = {}
+
+        def add(pid: int, size: int) -> None:
+            row = out.get(pid)
+            if row is None:
+                row = out[pid] = [0, 0]
+            row[0] += 1
+            row[1] += max(size, 0)
+
+        for io in self.held:
+            if io.path is not None:
+                add(io.e.pid, io.size)
+        for pid, q in self.flow.by_pid.items():
+            for src in q:
+                if not src.finished:
+                    add(pid, src.size)
+        for calls in (*self.pending.inflight.values(), *self.pending.ended.values()):
+            for p in calls:
+                if p.op is not None:
+                    add(p.pid, p.size)
+        return out
+
     def _path_ok(self, path: str | None) -> bool:
         if self.path_filter is None:
             return True

@@ -6,7 +6,9 @@ A --replay has no wall clock to follow: its intervals are cut by the verdicts' o
 Host I/O that the kernel counts instead of sending (processes without CUDA; docs/trace.md) comes in
 as the growth of its counters since the last interval (``add_counted``): counts, bytes and GB/s, and
 ``counted_in_kernel`` on the HOST route; it has no per-I/O latencies, so it stays out of the
-percentiles, as in the summary."""
+percentiles, as in the summary. A live interval also says what is still undecided at its end
+(``waiting``: I/Os whose evidence may still come, such as reads a CUDA copy may yet take, which
+become HOST only when their window ends), so a quiet HOST row is "not known yet", not "none"."""
 
 from __future__ import annotations
 
@@ -62,6 +64,17 @@ class Intervals:
         self.routes: dict[str, _Acc] = {}
         self.rows: dict[tuple, _Acc] = {}
         self.counted_n = 0
+        self._waiting: dict | None = None
+
+    def set_waiting(self, rows: list[dict]) -> None:
+        """What the classifier has not decided at the interval's end, per process ({pid, comm, ios,
+        bytes}: live.waiting_rows)."""
+        rows = sorted(rows, key=lambda r: (-r["bytes"], r["pid"]))
+        self._waiting = {
+            "ios": sum(r["ios"] for r in rows),
+            "bytes": sum(r["bytes"] for r in rows),
+            "by_process": rows[:TOP],
+        }
 
     def due(self) -> bool:
         return self.start is not None and self.clock() - self.start >= self.every
@@ -112,6 +125,7 @@ class Intervals:
         secs = now - self.start
         if final and not self.routes:
             return None
+        waiting = self._waiting
         busiest = sorted(self.rows.items(), key=lambda kv: (-kv[1].bytes, -kv[1].count))[:TOP]
         routes = {r: a.out(secs) for r, a in sorted(self.routes.items())}
         if self.counted_n and "HOST" in routes:
@@ -127,6 +141,8 @@ class Intervals:
             ],
             "rows_left_out": max(0, len(self.rows) - TOP),
         }
+        if waiting is not None:
+            rec["waiting"] = waiting
         self.start = now
         self._reset()
         return rec

@@ -158,6 +158,12 @@ def _finish(clf, counter, tally: RouteTally, **kw) -> TraceResult:
     )
 
 
+def waiting_rows(clf) -> list[dict]:
+    """The I/Os the classifier has not decided yet, per process, named (the live views' "waiting
+    for evidence")."""
+    return [{"pid": pid, "comm": _comm(clf, pid), "ios": n, "bytes": b} for pid, (n, b) in clf.waiting().items()]
+
+
 def _comm(clf, pid: int) -> str | None:
     """The name of a process the trace followed, or as /proc has it now."""
     info = clf.procs.get(pid)
@@ -405,7 +411,7 @@ def run_live(
                     if n % CHUNK == 0:
                         probes.drain()
                 if on_tick is not None:
-                    on_tick(counted=counted_now)
+                    on_tick(counted=counted_now, waiting=lambda: waiting_rows(clf))
                 if proc and proc.poll() is not None:
                     exit_code = proc.returncode
                     # the buffers may still hold the last events: the kernel wakes the reader only
