@@ -1,7 +1,8 @@
-"""Medians over rounds of `gdsdiag sweep --compare-fio --fio-jobs both --json` documents: one row per
-point (mode, rw, bs, threads, iodepth), the sweep's median GB/s and IOPS, and its ratio to fio's
-forked jobs and to fio --thread — each round's ratio and the median — with the block device's
-time per request for the sweep and for fio (the storage's own share).
+"""Medians over rounds of `gdsdiag sweep --compare-fio --json` documents: one row per point (the
+sweep's workers, mode, rw, bs, threads, iodepth), the sweep's median GB/s and IOPS, and its ratio to
+fio's forked jobs and to fio --thread — each round's ratio and the median; ``*`` marks the like-for-like
+kind (process workers against forked fio, threads against --thread) — with the block device's time
+per request for the sweep and for fio (the storage's own share).
 
     python3 benchmarks/sweep_goal_table.py r1-host.json r2-host.json ... [--goal 0.97]
 """
@@ -28,7 +29,8 @@ def main() -> None:
             print(f"{path}: not read ({e})")
             continue
         for p in doc["points"]:
-            key = (p["mode"], p["rw"], p["bs"], p["threads"], p["iodepth"])
+            workers = doc["config"].get("workers", "thread")
+            key = (workers, p["mode"], p["rw"], p["bs"], p["threads"], p["iodepth"])
             r = rows[key]
             if p["error"]:
                 r.setdefault("errors", []).append(p["error"][:100])
@@ -48,8 +50,8 @@ def main() -> None:
     print(
         f"{'point':34s} {'GB/s':>7s} {'IOPS':>8s}  {'÷fio forked (rounds) median':36s} {'÷fio --thread (rounds) median':36s} dev ms/req sweep|fio"
     )
-    for (mode, rw, bs, th, qd), r in rows.items():
-        name = f"{mode} {rw} {bs // 1024}k x{th}" + (f" qd{qd}" if qd > 1 else "")
+    for (workers, mode, rw, bs, th, qd), r in sorted(rows.items()):
+        name = f"{workers[:4]} {mode} {rw} {bs // 1024}k x{th}" + (f" qd{qd}" if qd > 1 else "")
         if not r["gbps"]:
             print(f"{name:34s} ERROR {r.get('errors')}")
             continue
@@ -61,7 +63,8 @@ def main() -> None:
                 continue
             med = statistics.median(v)
             worst = med if worst is None else min(worst, med)
-            cells.append(f"{' '.join(f'{x:.2f}' for x in v):24s} {med:6.3f}{' <' if med < goal else '  '}   ")
+            like = "*" if kind == workers else " "
+            cells.append(f"{' '.join(f'{x:.2f}' for x in v):24s} {med:6.3f}{like}{'<' if med < goal else ' '}   ")
         d = [x for x in r["dev"] if x is not None]
         fd = [x for x in r["fio_dev"] if x is not None]
         devs = f"{statistics.median(d):.3f}|{statistics.median(fd):.3f}" if d and fd else "-"
@@ -70,7 +73,7 @@ def main() -> None:
             + (f"  errors: {r['errors']}" if r.get("errors") else "")
         )
     if worst is not None:
-        print(f"lowest median ratio: {worst:.3f} (goal {goal})")
+        print(f"lowest median ratio: {worst:.3f} (goal {goal}); * like for like, < below the goal")
 
 
 if __name__ == "__main__":

@@ -105,6 +105,8 @@ EXITS_ALLOWED = {
     "gdsdiag/commands/_common.py": "exit_leaving_heap, which cli.main calls for reports that ask for it",
     "gdsdiag/trace/tree.py": "the forked child of 'trace -- CMD' when its exec fails (os._exit before exec)",
     "gdsdiag/commands/sweep.py": "SIGTERM during a sweep raises SystemExit(143) so the sweep's file is removed",
+    "gdsdiag/sweep/worker_process.py": "a --workers process worker: a program of its own that reports over its "
+    "pipe, then ends with os._exit (its resources released, CUDA's teardown skipped)",
     "gdsdiag/signals.py": "a signal before the command's own handlers are in place (start-up imports): one "
     "line and the signal's code at once, nothing else can run yet",
 }

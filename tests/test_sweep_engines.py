@@ -168,7 +168,28 @@ def test_settings_name_what_differs_from_fio():
     ]
     batch = PointSpec("cufile-batch", "randread", 4096, 1)  # verify on
     names = [d["setting"] for d in settings(batch, ("process",), {"cufile_handles": "one per point"})["differ"]]
-    assert names == ["workers", "cuFile file handle", "cuFile API", "cuFile statistics", "data check"]
+    assert names == [
+        "workers",
+        "cuFile file handle",
+        "cuFile driver and bounce pool",
+        "cuFile API",
+        "cuFile statistics",
+        "data check",
+    ]
+    # --workers process: like for like with fio's forked jobs, unlike its --thread runs
+    cuf = PointSpec("cufile", "read", 1 << 20, 4, verify=False)
+    st = settings(cuf, ("process", "thread"), {"workers": "process", "cufile_handles": "one per worker process"})
+    assert "workers: a process each (fio's forked (default) runs)" in st["same"]
+    assert "cuFile file handle: one per job" in st["same"]
+    assert st["differ"] == [
+        {"setting": "workers", "sweep": "a process each", "fio": "threads of one process (fio's --thread runs)"},
+        {
+            "setting": "cuFile driver and bounce pool",
+            "sweep": "one per worker",
+            "fio": "one for all workers (fio's --thread runs)",
+        },
+        {"setting": "cuFile statistics", "sweep": "level 3 (route counters)", "fio": "cufile.json's"},
+    ]
     # the device's requests per I/O, measured on both sides: listed only when > 10 % apart
     rec = SimpleNamespace(route_detail={"block_device": {"requests_per_io": 2.01}})
     runs = {

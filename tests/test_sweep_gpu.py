@@ -120,6 +120,32 @@ def test_per_thread_cufile_handles(workdir, monkeypatch, mode):
         assert p.loop["cufile_handles"] == "per thread" and p.verified_bytes >= 16 << 20
 
 
+def test_process_workers_on_cufile(workdir):
+    # --workers process: each worker its own process, cuFile driver, handle and buffers (fio's forked
+    # jobs); the route is the sum of the processes' own cuFile counters, every byte verified
+    cfg = SweepConfig(
+        str(workdir),
+        64 << 20,
+        [1 << 20],
+        [2],
+        ["read", "write"],
+        ["cufile", "cufile-batch", "cufile-async", "bounce"],
+        seconds=None,
+        total_bytes=16 << 20,
+        workers="process",
+    )
+    rep = run_sweep(cfg)
+    for p in rep.points:
+        assert p.error is None, p.error
+        assert p.loop["workers"] == "process" and p.loop["kind"] == "c" and p.verified_bytes >= 16 << 20
+        if p.mode == "bounce":
+            assert p.route == "DRAM_BOUNCE"
+        else:
+            assert p.loop["cufile_handles"] == "one per worker process"
+            assert p.route in ("COMPAT", "NVFS", "P2PDMA"), p.route
+            assert sum(p.route_mix.values()) >= p.summary["ops"], (p.route_mix, p.summary)
+
+
 @pytest.mark.parametrize(
     "mode,threads,iodepth,where",
     [

@@ -180,6 +180,7 @@ def test_c_loop_and_python_loop_agree(tmp_path):
             "engine": "python",
             "why": "GDSDIAG_PYTHON_LOOP is set",
             "buffers": "2 MiB-aligned, MADV_HUGEPAGE",
+            "workers": "thread",  # (added in issue 27: --workers)
         }
         assert pc["summary"]["ops"] == pp["summary"]["ops"] == (1 << 20) // pc["bs"]
         if pc["rw"] == "read":

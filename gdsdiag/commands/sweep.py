@@ -141,6 +141,14 @@ def _write_outputs(report, csv_path: str | None, plot_path: str | None) -> None:
     help="With --compare-fio: fio's jobs as forked processes (fio's default), as threads (--thread, as the "
     "sweep's workers), or both (a ratio for each).",
 )
+@click.option(
+    "--workers",
+    type=click.Choice(["thread", "process"]),
+    default="thread",
+    show_default=True,
+    help="A point's workers: threads of the sweep's process, or each in a process of its own (as fio's "
+    "default forked jobs: its own cuFile driver, handle, buffers and slice).",
+)
 @json_option("gdsdiag.sweep/1")
 @click.option("--csv", "csv_path", metavar="FILE", help="Also write a CSV (never overwrites).")
 @click.option(
@@ -163,6 +171,7 @@ def sweep(
     no_verify,
     compare_fio,
     fio_jobs,
+    workers,
     as_json,
     csv_path,
     plot_path,
@@ -191,6 +200,7 @@ def sweep(
             iodepth=depth[0],
             compare_fio=compare_fio,
             fio_jobs=fio_jobs,
+            workers=workers,
         )
     except ValueError as e:
         raise UsageError(str(e), "see gdsdiag sweep --help") from None

@@ -331,6 +331,8 @@ def render(console: Console, report) -> None:
     line = f"loop: {', '.join(c_loops) or ('python' if py else '-')}" + (
         f" ({', '.join(bufs)} buffers)" if bufs else ""
     )
+    if any(p.loop.get("workers") == "process" for p in report.points):
+        line += "; workers: a process each (--workers process)"
     if report.config.verify and tsec:
         line += (
             f"; verification: {vsec:.2f} s generating/checking data (write points: reading back) in "

@@ -29,6 +29,7 @@ class Config(TypedDict):
     iodepth: int
     compare_fio: bool
     fio_jobs: str | None  # --compare-fio: "process" (fio's default), "thread" or "both"; else null
+    workers: str  # --workers: "thread" (threads of the sweep's process) or "process" (one process each)
 
 
 # "p99.9" is not an identifier: the functional form
@@ -65,7 +66,8 @@ class Loop(TypedDict, total=False):
     kind: str  # "c" | "python"
     engine: str  # "c psync", "c io_uring iodepth 32", "c cufile", ... or "python"
     buffers: str  # "2 MiB-aligned, MADV_HUGEPAGE" | "4 KiB pages"
-    cufile_handles: str  # cuFile modes only: "one per point" | "per thread"
+    workers: str  # "thread" | "process": what ran the point's workers (--workers)
+    cufile_handles: str  # cuFile modes only: "one per point" | "per thread" | "one per worker process"
     async_buffers: str  # cufile-async only: "based" | "separate" | "shared" (GDSDIAG_SWEEP_ASYNC_BUFFERS)
     why: str  # python loops only: why the C loop could not run
 

@@ -6,7 +6,9 @@ Like for like, point by point:
   never overwrites the pattern the sweep verifies and both overwrite allocated blocks;
 - ``numjobs`` = threads, ``iodepth`` = --iodepth; fio's jobs as forked processes (fio's default,
   how users run it) and/or as threads of one process (``--thread``, as the sweep's workers):
-  ``--fio-jobs process|thread|both``, each kind with its own ratio. On one GPU without MPS, forked
+  ``--fio-jobs process|thread|both``, each kind with its own ratio; the sweep's own workers are
+  threads or, with ``--workers process``, a process each (``like_for_like`` names the fio kind that
+  matches them). On one GPU without MPS, forked
   libcufile jobs are N CUDA contexts that the GPU time-slices (docs/benchmarks.md): the two kinds
   differ there by 8x at 4 KiB;
 - sequential points: each job its own slice, as the sweep's workers (``offset_increment`` = slice,
@@ -59,6 +61,9 @@ def has_libcufile(fio: str) -> bool:
 
 
 JOB_KINDS = ("process", "thread")
+# the sweep's --workers and fio's job kinds share the words: like for like is the same word
+WORKER_NAMES = {"thread": "threads of one process", "process": "a process each"}
+FIO_RUNS = {"thread": "--thread", "process": "forked (default)"}
 
 
 def kinds(fio_jobs: str) -> tuple[str, ...]:
@@ -209,6 +214,8 @@ class FioRunner:
         per = {k: _combine([r for r in (first.get(k), after[k]) if r is not None], rec) for k in self.kinds}
         out = dict(per[self.kinds[0]])
         out["jobs"] = self.kinds[0]
+        workers = (rec.loop or {}).get("workers", "thread")
+        out["like_for_like"] = workers if workers in self.kinds else None  # the kind whose ratio is like for like
         if len(self.kinds) > 1:
             out["by_jobs"] = per
         out["settings"] = settings(spec, self.kinds, rec.loop)
@@ -281,15 +288,31 @@ def settings(spec, job_kinds, loop: dict) -> dict:
             same.append("host buffers: 4 KiB pages")
         else:
             differ.append({"setting": "host buffers", "sweep": loop.get("buffers"), "fio": "4 KiB pages (malloc)"})
-    if "thread" in job_kinds:
-        same.append("workers: threads of one process (fio's --thread runs)")
-    if "process" in job_kinds:
-        differ.append(
-            {"setting": "workers", "sweep": "threads of one process", "fio": "forked processes (fio's default runs)"}
-        )
+    workers = loop.get("workers", "thread")
+    mine = WORKER_NAMES[workers]
+    for kind in job_kinds:
+        if kind == workers:
+            same.append(f"workers: {mine} (fio's {FIO_RUNS[kind]} runs)")
+        else:
+            differ.append(
+                {"setting": "workers", "sweep": mine, "fio": f"{WORKER_NAMES[kind]} (fio's {FIO_RUNS[kind]} runs)"}
+            )
     if spec.mode.startswith("cufile"):
-        if loop.get("cufile_handles") != "per thread":
+        if workers == "process" or loop.get("cufile_handles") == "per thread":
+            same.append("cuFile file handle: one per job")
+        else:
             differ.append({"setting": "cuFile file handle", "sweep": "one per point", "fio": "one per job"})
+        # in compatibility mode the bounce pool is libcufile's, one per process that opened the driver
+        for kind in job_kinds:
+            if kind != workers:
+                pools = {"thread": "one for all workers", "process": "one per worker"}
+                differ.append(
+                    {
+                        "setting": "cuFile driver and bounce pool",
+                        "sweep": pools[workers],
+                        "fio": f"{pools[kind]} (fio's {FIO_RUNS[kind]} runs)",
+                    }
+                )
         if spec.mode != "cufile":
             api = "cuFileBatchIOSubmit" if spec.mode == "cufile-batch" else "cuFileReadAsync/WriteAsync"
             differ.append({"setting": "cuFile API", "sweep": api, "fio": "cuFileRead/cuFileWrite"})

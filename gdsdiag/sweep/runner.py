@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 CUFILE_MODES = tuple(m for m, e in ENGINES.items() if e.cufile)
 QUEUED_MODES = tuple(m for m, e in ENGINES.items() if e.queued)  # --iodepth N: N I/Os in flight per thread
 ALL_RW = ("read", "write", "randread", "randwrite")
+WORKER_KINDS = ("thread", "process")  # --workers
 
 
 @dataclass
@@ -49,6 +50,7 @@ class SweepConfig:
     iodepth: int = 1
     compare_fio: bool = False
     fio_jobs: str = "process"  # --compare-fio: fio's jobs as forked processes, threads, or both
+    workers: str = "thread"  # a point's workers: threads of this process, or a process each (fio's default)
 
     @property
     def buffers(self) -> str:
@@ -68,6 +70,7 @@ class SweepConfig:
             self.gpu,
             self.iodepth,
             buffers=self.buffers,
+            workers=self.workers,
         )
 
 
@@ -126,6 +129,7 @@ class SweepReport:
                 "iodepth": c.iodepth,
                 "compare_fio": c.compare_fio,
                 "fio_jobs": c.fio_jobs if c.compare_fio else None,
+                "workers": c.workers,
             },
             "prepare_seconds": round(self.prepare_seconds, 3),
             "ceilings": self.ceilings,
@@ -223,6 +227,15 @@ def validate_config(cfg: SweepConfig) -> None:
         raise UsageError(f"--bytes {cfg.total_bytes}: must be more than 0", "use e.g. --bytes 1G")
     if cfg.fio_jobs not in ("process", "thread", "both"):
         raise UsageError(f"unknown --fio-jobs {cfg.fio_jobs!r}", "use process, thread or both")
+    if cfg.workers not in WORKER_KINDS:
+        raise UsageError(f"unknown --workers {cfg.workers!r}", "use thread or process")
+    if cfg.workers == "process":
+        single = [m for m in cfg.modes if not ENGINES[m].processes]
+        if single:
+            raise UsageError(
+                f"--workers process is not for {', '.join(single)} (one worker whose own thread pool does the I/O)",
+                "run it with --workers thread, in a sweep of its own",
+            )
     if cfg.iodepth > 1:
         slow = [m for m in cfg.modes if m not in QUEUED_MODES]
         if slow:
@@ -265,9 +278,14 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
         cupy()
         ceilings["pinned_copy"] = pinned_copy_gbps(cfg.gpu)
         if any(e.cufile for e in used):
-            from .engines.cufile import open_driver
+            from .engines.cufile import open_driver, probe_driver
 
-            driver = open_driver()
+            if cfg.workers == "thread":
+                driver = open_driver()
+            else:
+                # process workers open their own driver each (as fio's forked jobs); this process
+                # does no cuFile I/O then, and a driver here would hold one more bounce pool
+                probe_driver()
     link = link_ceiling(cfg.directory, cfg.gpu) if any(e.gpu for e in used) else None
     if link:
         ceilings["link"] = link
@@ -324,7 +342,7 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
 def _point(cfg: SweepConfig, eng, spec: PointSpec, sf, fio_runner, dev_path, progress) -> PointRecord:
     """One point: fio before it (--compare-fio), the point, its route and device counters, and the
     read-back of what it wrote. An ERROR point is a record with its reason, never a number."""
-    route0 = eng.route_start()
+    route0 = eng.route_start() if cfg.workers == "thread" else None  # (process workers: their own)
     if fio_runner is not None:
         fio_runner.before(spec)
     nv0 = _nvfs_counters()
@@ -341,7 +359,8 @@ def _point(cfg: SweepConfig, eng, spec: PointSpec, sf, fio_runner, dev_path, pro
     summary = summarize_hist(res.hist, res.ops, res.nbytes, res.seconds, res.lat_min_ns, res.lat_max_ns, res.lat_sum_ns)
     eng.summarize(summary, spec, res)
     summary["max_gap_ms"] = round(res.max_gap_ns / 1e6, 3)
-    route, detail, warning, mix = eng.route_end(route0)
+    # process workers counted their own route (each its own libcufile); threads this process's
+    route, detail, warning, mix = res.route if res.route is not None else eng.route_end(route0)
     rec = PointRecord(
         spec.mode,
         spec.rw,

@@ -29,6 +29,10 @@ def run_point(spec: PointSpec, sf, progress=None) -> PointResult:
 
     eng = engine(spec.mode)
     validate(spec, sf.size)
+    if spec.workers == "process":
+        from .processes import run_processes
+
+        return run_processes(eng, eng.adapt(spec, sf.size), sf, progress)
     return run_workers(eng, eng.adapt(spec, sf.size), sf, progress)
 
 

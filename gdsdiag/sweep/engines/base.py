@@ -16,9 +16,11 @@ worker did not run or completed no I/O, when fewer than MIN_OPS I/Os completed, 
 waited longer than max(1 s, 10 × p99) for a completion (a stall). Verification happens in the
 loop but outside each I/O's latency, and its cost is reported.
 
-Threads, not processes: Python threads calling the C loop with the GIL released. A CUDA context
+Threads by default: Python threads calling the C loop with the GIL released. A CUDA context
 is current per thread and cuFile handles/buffer registrations are per process, so each worker
 sets up in its own thread of the one process that holds the registrations, as an application does.
+``--workers process`` runs the same workers each in a process of its own, as fio's default forked
+jobs (processes.py: fresh processes, their results merged by the same ``_collect`` and ``judge``).
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ class PointSpec:
     pool_threads: int | None = None  # kvikio: its thread pool size (the requested --threads)
     task_size: int | None = None  # kvikio / batch: the requested --bs of each request
     buffers: str = "huge"  # host buffers: "huge" (2 MiB-aligned, MADV_HUGEPAGE) or "pages" (fio's)
+    workers: str = "thread"  # "thread": threads of this process; "process": one process each (processes.py)
 
     @property
     def is_read(self) -> bool:
@@ -93,6 +96,7 @@ class PointResult:
     written: object = None  # bitmap of blocks written (write points with verify)
     loop: dict = field(default_factory=dict)  # {"kind": "c"|"python", "engine": ..., "why": ...}
     workers: list = field(default_factory=list)
+    route: Any = None  # RouteSeen merged from worker processes' own counters (None: the engine's, here)
 
 
 def validate(spec: PointSpec, size: int) -> None:
@@ -129,6 +133,7 @@ class Engine(Protocol):
     queued: bool  # takes --iodepth > 1 (I/Os in flight per worker)
     uring: bool  # its --iodepth > 1 is io_uring (needs linux/io_uring.h at build time)
     ceiling: bool  # its result is a ceiling of the other modes' same point (host)
+    processes: bool  # its workers can each run in a process of their own (--workers process)
 
     def adapt(self, spec: PointSpec, size: int) -> PointSpec:
         """The point as the engine runs it (kvikio: one worker of threads × bs requests)."""
@@ -179,6 +184,7 @@ class EngineDefaults:
     queued = False
     uring = False
     ceiling = False
+    processes = True
     route = "HOST"
 
     def adapt(self, spec: PointSpec, size: int) -> PointSpec:
@@ -614,6 +620,7 @@ def _collect(point: Point, workers: list, cpu: float) -> PointResult:
         "kind": "c" if w0.loop_name.startswith("c ") else "python",
         "engine": w0.loop_name,
         "buffers": BUFFER_NAMES[point.spec.buffers],
+        "workers": point.spec.workers,
     }
     res.loop.update(getattr(w0, "loop_extra", {}))
     if res.loop["kind"] == "python":

@@ -28,9 +28,8 @@ from .base import EngineDefaults, Point, RouteSeen
 from .base import Worker as _Worker
 
 
-def open_driver() -> Any:
-    """The cuFile driver for the whole sweep, with level-3 statistics started (the per-GPU route
-    counters need the level set before the driver opens); close it after the last point."""
+def probe_driver() -> None:
+    """cuFileDriverOpen tried in a child process first (it can hang: cufile.probe), refused with its cause."""
     from ... import cufile
 
     probe = cufile.probe_driver_open(timeout_s=60)
@@ -39,6 +38,16 @@ def open_driver() -> Any:
             f"cuFile driver does not open: {probe.get('error')}",
             "run 'gdsdiag check' for the cause, or drop --mode cufile,kvikio",
         )
+
+
+def open_driver(probe: bool = True) -> Any:
+    """The cuFile driver for the whole sweep (or one worker process: ``probe=False``, its sweep
+    probed once), with level-3 statistics started (the per-GPU route counters need the level set
+    before the driver opens); close it after the last point."""
+    from ... import cufile
+
+    if probe:
+        probe_driver()
     cufile.stats.set_level(3)
     driver = cufile.Driver().open()
     cufile.stats.start()

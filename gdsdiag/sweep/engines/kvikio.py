@@ -85,6 +85,7 @@ class Worker(_Worker):
 
 class KvikioEngine(CufileRoutes):
     mode = "kvikio"
+    processes = False  # one worker whose own thread pool is the parallelism: nothing to fork
 
     def adapt(self, spec: PointSpec, size: int) -> PointSpec:
         return adapt(spec, size)
