@@ -371,8 +371,9 @@ def test_compare_fio_runs_fio_around_each_point(tmp_path):
         for run in f["runs"]:  # fio's clat and CPU beside the sweep's own latencies, for a profile of a miss
             assert run["clat_us"]["p50"] > 0 and run["clat_us"]["p99"] >= run["clat_us"]["p50"]
             assert run["cpu_percent"] >= 0
-        # fio as users run it: forked jobs (fio's default); --fio-jobs thread/both for --thread
-        assert f["jobs"] == "process" and "--thread" not in f["command"]
+        # like for like by default: the sweep's thread workers against fio's --thread jobs
+        # (--workers process against fio's default forked jobs; --fio-jobs process/both for those)
+        assert f["jobs"] == "thread" and "--thread" in f["command"] and f["like_for_like"] == "thread"
         assert "--numjobs=2" in f["command"] and "--ioengine=psync" in f["command"]
         assert "/proc/" in f["command"] and "/fd/" in f["command"]  # the sweep's own open file
         if p["rw"] == "read":

@@ -135,11 +135,12 @@ def _write_outputs(report, csv_path: str | None, plot_path: str | None) -> None:
 )
 @click.option(
     "--fio-jobs",
-    type=click.Choice(["process", "thread", "both"]),
-    default="process",
+    type=click.Choice(["match", "process", "thread", "both"]),
+    default="match",
     show_default=True,
-    help="With --compare-fio: fio's jobs as forked processes (fio's default), as threads (--thread, as the "
-    "sweep's workers), or both (a ratio for each).",
+    help="With --compare-fio: fio's jobs of the kind that matches --workers (match: --thread for thread "
+    "workers, fio's default forked jobs for process workers), forked processes, threads, or both (a "
+    "ratio for each).",
 )
 @click.option(
     "--workers",

@@ -28,7 +28,9 @@ class Config(TypedDict):
     verify: bool
     iodepth: int
     compare_fio: bool
-    fio_jobs: str | None  # --compare-fio: "process" (fio's default), "thread" or "both"; else null
+    fio_jobs: (
+        str | None
+    )  # --compare-fio: "match" (the kind of --workers, the default), "process", "thread" or "both"; else null
     workers: str  # --workers: "thread" (threads of the sweep's process) or "process" (one process each)
 
 

@@ -6,7 +6,7 @@ Like for like, point by point:
   never overwrites the pattern the sweep verifies and both overwrite allocated blocks;
 - ``numjobs`` = threads, ``iodepth`` = --iodepth; fio's jobs as forked processes (fio's default,
   how users run it) and/or as threads of one process (``--thread``, as the sweep's workers):
-  ``--fio-jobs process|thread|both``, each kind with its own ratio; the sweep's own workers are
+  ``--fio-jobs match|process|thread|both``, each kind with its own ratio; the sweep's own workers are
   threads or, with ``--workers process``, a process each (``like_for_like`` names the fio kind that
   matches them). On one GPU without MPS, forked
   libcufile jobs are N CUDA contexts that the GPU time-slices (docs/benchmarks.md): the two kinds
@@ -66,8 +66,11 @@ WORKER_NAMES = {"thread": "threads of one process", "process": "a process each"}
 FIO_RUNS = {"thread": "--thread", "process": "forked (default)"}
 
 
-def kinds(fio_jobs: str) -> tuple[str, ...]:
-    """``--fio-jobs``: which of fio's job kinds run beside each point, in order."""
+def kinds(fio_jobs: str, workers: str = "thread") -> tuple[str, ...]:
+    """``--fio-jobs``: which of fio's job kinds run beside each point, in order (match: the kind of
+    the sweep's own --workers, so the default ratio is like for like)."""
+    if fio_jobs == "match":
+        return (workers,)
     return JOB_KINDS if fio_jobs == "both" else (fio_jobs,)
 
 
@@ -144,7 +147,7 @@ class FioRunner:
     def __init__(self, sf: files.SweepFile, cfg):
         self.sf, self.cfg = sf, cfg
         self.fio: str = fio_binary() or "fio"
-        self.kinds = kinds(getattr(cfg, "fio_jobs", "process"))
+        self.kinds = kinds(getattr(cfg, "fio_jobs", "match"), getattr(cfg, "workers", "thread"))
         self.cufile_ok: bool | None = None
         self.wfile: files.SweepFile | None = None
         self._first: dict[str, dict] = {}

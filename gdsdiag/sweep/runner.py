@@ -49,7 +49,7 @@ class SweepConfig:
     verify: bool = True
     iodepth: int = 1
     compare_fio: bool = False
-    fio_jobs: str = "process"  # --compare-fio: fio's jobs as forked processes, threads, or both
+    fio_jobs: str = "match"  # --compare-fio: fio's jobs of the workers' kind, forked processes, threads, or both
     workers: str = "thread"  # a point's workers: threads of this process, or a process each (fio's default)
 
     @property
@@ -225,8 +225,8 @@ def validate_config(cfg: SweepConfig) -> None:
         raise UsageError(f"--size {cfg.size} is not a positive multiple of 4 KiB", "use e.g. --size 1G")
     if cfg.total_bytes is not None and cfg.total_bytes <= 0:
         raise UsageError(f"--bytes {cfg.total_bytes}: must be more than 0", "use e.g. --bytes 1G")
-    if cfg.fio_jobs not in ("process", "thread", "both"):
-        raise UsageError(f"unknown --fio-jobs {cfg.fio_jobs!r}", "use process, thread or both")
+    if cfg.fio_jobs not in ("match", "process", "thread", "both"):
+        raise UsageError(f"unknown --fio-jobs {cfg.fio_jobs!r}", "use match, process, thread or both")
     if cfg.workers not in WORKER_KINDS:
         raise UsageError(f"unknown --workers {cfg.workers!r}", "use thread or process")
     if cfg.workers == "process":
