@@ -100,3 +100,23 @@ def test_kernel_counted_host_io_counts_by_what_its_counters_gained():
     iv.add_counted([{**row, "count": 150, "bytes": 614400}])  # nothing new: an empty interval
     now[0] = 3.0
     assert iv.tick()["routes"] == {}
+
+
+def test_an_interval_carries_what_is_waiting_for_evidence():
+    """Intervals.set_waiting: the I/Os not decided at the interval's end, most bytes first, in the
+    record (the type's ``waiting``), and gone from the next interval until set again."""
+    from gdsdiag.trace.interval import TOP, Intervals
+
+    now = [0.0]
+    iv = Intervals(1.0, clock=lambda: now[0])
+    iv.tick()
+    now[0] = 1.0
+    rows = [{"pid": p, "comm": "w", "ios": p, "bytes": p * 10} for p in range(1, TOP + 3)]
+    iv.set_waiting(rows)
+    rec = iv.tick()
+    w = rec["waiting"]
+    assert w["ios"] == sum(range(1, TOP + 3)) and w["bytes"] == 10 * w["ios"]
+    assert [r["pid"] for r in w["by_process"]] == list(range(TOP + 2, 2, -1))
+    now[0] = 2.0
+    iv.add({"route": "HOST", "size": 4096, "latency_ns": 1000, "pid": 1, "comm": "w", "path": "/f"})
+    assert "waiting" not in iv.tick()

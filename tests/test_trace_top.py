@@ -63,3 +63,20 @@ def test_not_a_terminal_gives_interval_lines():
         timeout=120,
     )
     assert r.returncode != 0 and "--top with --interval" in (r.stdout + r.stderr)
+
+
+def test_the_screen_says_what_is_waiting_for_evidence():
+    """Reads a CUDA copy may still take are not HOST yet (their window): the screen says how many
+    wait, instead of a HOST column that looks like "no host I/O"; the last screen (the trace ended,
+    everything decided) says nothing of them."""
+    now = [100.0]
+    out = io.StringIO()
+    con = Console(file=out, force_terminal=True, width=200, color_system=None)
+    s = TopScreen(con, clock=lambda: now[0])
+    s.tick()
+    now[0] += 1.0
+    s.tick(waiting=lambda: [{"pid": 5, "comm": "worker", "ios": 1200, "bytes": 2_400_000_000}])
+    assert "waiting for evidence: 1,200 I/Os, 2.400 GB" in " ".join(out.getvalue().split())  # (wrapped)
+    now[0] += 1.0
+    s.tick(final=True, waiting=lambda: [{"pid": 5, "comm": "worker", "ios": 7, "bytes": 7}])
+    assert "7 I/Os" not in " ".join(out.getvalue().split())
