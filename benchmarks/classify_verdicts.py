@@ -167,7 +167,18 @@ USDT_NAMES = {0: "cufio_core:cufio_px_read"}
 
 
 def live(ring: bytes, side, printer) -> int:
-    """The live loop's work per poll on RING (trace() in gdsdiag/trace/live.py): the verdicts made."""
+    """The live loop's work per poll on RING (trace() in gdsdiag/trace/live.py): the verdicts made,
+    under the collector's pace the trace sets (gdsdiag/trace/gcpace.py; a --tree from before it
+    runs at the default pace, as it did)."""
+    try:
+        from gdsdiag.trace.gcpace import streaming
+    except ImportError:
+        streaming = contextlib.nullcontext
+    with streaming():
+        return _live(ring, side, printer)
+
+
+def _live(ring: bytes, side, printer) -> int:
     from types import SimpleNamespace
 
     from gdsdiag.trace.bpf import REC_STRIDE, Probes

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 from ..errors import GdsdiagError, UsageError
+from . import gcpace
 from .classify import Classifier
 from .events import RECORD_VERSION
 from .tally import RouteTally
@@ -221,6 +222,7 @@ def _gate_child(cmd: list[str]):
     return Tree(proc, own_group), w
 
 
+@gcpace.streaming()
 def run_live(
     cmd: list[str] | None,
     pids: list[int] | None,
@@ -514,6 +516,7 @@ REORDER_NS = 35_000_000_000
 REORDER_MAX = 65_536
 
 
+@gcpace.streaming()
 def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
     """Classify a recording as the live trace did: events in time order, each verdict handed to
     ON_VERDICT as it is decided. The file is read twice and never held: the first read finds how
