@@ -825,7 +825,7 @@ class Classifier:
         libcufile's call: up to 65,536 per process under load, ~6 µs each to decide) are counted per
         process in ``unclassified`` instead of becoming verdicts: a signal cut their evidence short,
         and the summary must be out within a second of it."""
-        self._deadline = deadline
+        self._deadline, self._late, self._since_clock = deadline, False, 0
         try:
             self._advance(final=True)
         finally:
