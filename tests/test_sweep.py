@@ -67,6 +67,8 @@ def test_cli_json_csv_and_refusals(tmp_path):
     doc = json.loads(r.stdout)
     assert doc["schema"] == "gdsdiag.sweep/1" and doc["points"][0]["verified_bytes"] == 262144
     assert out.read_text().startswith("mode,rw,bs,threads,gbps")
+    header, row = out.read_text().splitlines()[:2]
+    assert header.endswith(",error,workers") and row.endswith(",thread")  # the worker kind, last
     before = out.read_bytes()
     r = sweep(str(tmp_path), "--size 4M --bs 4k --threads 1 --mode host --csv", str(out))
     assert r.returncode == 3 and "exists" in r.stderr and out.read_bytes() == before

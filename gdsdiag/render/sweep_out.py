@@ -376,6 +376,7 @@ CSV_FIELDS = (
     "verified_bytes",
     "ratio",
     "error",
+    "workers",  # (added last, issue 27: thread or process, --workers)
 )
 
 
@@ -402,6 +403,7 @@ def write_csv(report, f) -> None:
                 p.verified_bytes,
                 p.ratio,
                 p.error or "",
+                getattr(report.config, "workers", "thread"),
             ]
         )
 
