@@ -187,7 +187,7 @@ def _live(ring: bytes, side, printer) -> int:
     from gdsdiag.trace.tally import RouteTally
 
     clf, counter, tally = Classifier(), CountedIo(), RouteTally()
-    probes = SimpleNamespace(_raw=[], _raw_n=0, _comms={}, _events=[], usdt_names=USDT_NAMES)
+    probes = SimpleNamespace(_raw=[], _raw_n=0, _comms={}, _names={}, _events=[], usdt_names=USDT_NAMES)
     step = Probes.DECODE_MAX * REC_STRIDE
     with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
         for e in side:

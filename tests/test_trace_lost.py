@@ -174,3 +174,56 @@ def test_a_flush_past_its_deadline_counts_the_held_reads_instead_of_deciding_the
     assert row[1] > n // 2  # most of the reads were still held
     assert len(out) + row[1] == n  # every read is a verdict or counted
     assert row[3] == row[1] and row[4] == row[2] == 4096 * row[1]  # reads, with their bytes
+
+
+def test_the_decoder_names_every_kind_of_record_as_the_tables_do():
+    """Probes._decode names each record by one lookup per (type, id), cached (_record_name): every
+    kind of the events ring, an unknown type and id, USDT records cut to their argument count and
+    named by the sites attached, and a handle registration with its descriptor's path, against
+    the name tables themselves."""
+    from types import SimpleNamespace
+
+    from gdsdiag.trace.bpf import REC_STRUCT, Probes
+    from gdsdiag.trace.events import API_NAMES, FD_NAMES, KINDS, PROC_NAMES, SYS_NAMES
+
+    comm = b"app".ljust(16, b"\0")
+    me = os.getpid()
+    fd = os.open(__file__, os.O_RDONLY)
+    try:
+        rows = []
+        for typ, kind in sorted(KINDS.items()):
+            for rid in (0, 1, 2, 3, 777):
+                rows.append((typ, kind, rid))
+        rows.append((99, "99", 1))
+        recs = []
+        for i, (typ, _kind, rid) in enumerate(rows):
+            a6 = 3 if KINDS.get(typ) == "usdt" else 6
+            recs.append(REC_STRUCT.pack(i, me, me, typ, rid, 10, fd, 12, 13, 14, 15, a6, comm))
+        p = SimpleNamespace(
+            _raw=[(b"".join(recs), len(recs))],
+            _raw_n=len(recs),
+            _comms={},
+            _names={},
+            _events=[],
+            usdt_names={1: "s:p"},
+        )
+        Probes._decode(p)  # type: ignore[arg-type]
+        for (_typ, kind, rid), e in zip(rows, p._events):
+            assert (e.kind, e.comm) == (kind, "app")
+            want = {
+                "sys_exit": SYS_NAMES.get(rid, str(rid)),
+                "usdt": {1: "s:p"}.get(rid, f"usdt#{rid}"),
+                "fd": FD_NAMES.get(rid, str(rid)),
+                "proc": PROC_NAMES.get(rid, str(rid)),
+                "pages": "page_cache_fill",
+                "blk_issue": "block_rq_issue",
+                "blk_done": "block_rq_complete",
+            }.get(kind, API_NAMES.get(rid, str(rid)))
+            assert e.name == want, (kind, rid, e.name)
+            assert e.args == ([10, fd, 12] if kind == "usdt" else [10, fd, 12, 13, 14, 15, 6])
+            if kind == "handle" and e.name == "cuFileHandleRegister":
+                assert e.path == os.path.realpath(__file__)
+            else:
+                assert e.path is None
+    finally:
+        os.close(fd)

@@ -250,6 +250,28 @@ def _tally_uniform(blob: bytes, into: dict[int, list[int]]) -> bool:
     return True
 
 
+_USDT, _HANDLE_REGISTER = 1, 2  # how a record is decoded beyond its kind and name (_record_name)
+
+
+def _record_name(typ: int, rid: int) -> tuple[str, str, int]:
+    """(kind, name, how) of an events-ring record of type TYP and id RID; how: 0 plain, _USDT (the
+    name is the attached site's, the arguments as many as the probe gave), _HANDLE_REGISTER (the
+    fd's path is looked up). Probes._decode keeps these per (type, id)."""
+    kind = KINDS.get(typ, str(typ))
+    if kind == "sys_exit":
+        return kind, SYS_NAMES.get(rid, str(rid)), 0
+    if kind == "usdt":
+        return kind, "", _USDT
+    if kind in ("fd", "proc"):
+        return kind, (FD_NAMES if kind == "fd" else PROC_NAMES).get(rid, str(rid)), 0
+    if kind == "pages":
+        return kind, "page_cache_fill", 0
+    if kind in ("blk_issue", "blk_done"):
+        return kind, "block_rq_issue" if kind == "blk_issue" else "block_rq_complete", 0
+    name = API_NAMES.get(rid, str(rid))
+    return kind, name, _HANDLE_REGISTER if kind == "handle" and name == "cuFileHandleRegister" else 0
+
+
 def tally_records(blob: bytes, into: dict[int, list[int]]) -> None:
     """Per process, the records of BLOB (ring records, REC_STRIDE bytes each) and the reads and writes
     among them with their bytes, added to INTO {pid: [events, ios, bytes, reads, read bytes]} without
@@ -394,6 +416,7 @@ class Probes:
         self._backlog_lost = 0
         self.backlog_lost_by_pid: dict[int, list[int]] = {}  # records dropped here (RAW_BACKLOG): tally_records
         self._comms: dict[bytes, str] = {}
+        self._names: dict[int, tuple[str, str, int]] = {}  # (type << 32 | id) -> _record_name
         self._adopt_serial = ADOPTED_SERIAL
         self._rr = self._ring_reader()
         if self._rr is None:
@@ -860,29 +883,23 @@ class Probes:
         comms = self._comms
         out = self._events
         usdt = self.usdt_names
+        names = self._names
         for ts, pid, tid, typ, rid, a0, a1, a2, a3, a4, a5, a6, craw in REC_STRUCT.iter_unpack(buf):
-            kind = KINDS.get(typ, str(typ))
-            args = [a0, a1, a2, a3, a4, a5, a6]
-            if kind == "sys_exit":
-                name = SYS_NAMES.get(rid, str(rid))
-            elif kind == "usdt":
-                name = usdt.get(rid, f"usdt#{rid}")
-                args = args[: min(a6, 6)] if a6 else []
-            elif kind in ("fd", "proc"):
-                name = (FD_NAMES if kind == "fd" else PROC_NAMES).get(rid, str(rid))
-            elif kind == "pages":
-                name = "page_cache_fill"
-            elif kind in ("blk_issue", "blk_done"):
-                name = "block_rq_issue" if kind == "blk_issue" else "block_rq_complete"
-            else:
-                name = API_NAMES.get(rid, str(rid))
+            # one lookup names the record (its kind and name, by type and id: _record_name)
+            known = names.get((typ << 32) | rid)
+            if known is None:
+                known = names[(typ << 32) | rid] = _record_name(typ, rid)
+            kind, name, how = known
             comm = comms.get(craw)
             if comm is None:
                 comm = comms[craw] = craw.split(b"\0", 1)[0].decode(errors="replace")
-            path = None
-            if kind == "handle" and name == "cuFileHandleRegister":  # (rare): the fd's file as it is now
-                path = _fd_path(pid, a1)
-            out.append(Event(ts, pid, tid, kind, name, args, comm, path))
+            if how == 0:
+                out.append(Event(ts, pid, tid, kind, name, [a0, a1, a2, a3, a4, a5, a6], comm, None))
+            elif how == _USDT:  # named by the sites attached so far; a6 is its argument count
+                args = [a0, a1, a2, a3, a4, a5][: min(a6, 6)] if a6 else []
+                out.append(Event(ts, pid, tid, kind, usdt.get(rid, f"usdt#{rid}"), args, comm, None))
+            else:  # _HANDLE_REGISTER (rare): the fd's file as it is now
+                out.append(Event(ts, pid, tid, kind, name, [a0, a1, a2, a3, a4, a5, a6], comm, _fd_path(pid, a1)))
         return out[-1].ts if self._raw else None
 
     def _on_open(self, ctx, data, size) -> None:
