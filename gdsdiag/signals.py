@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C)
 EXIT_TERMINATED = 143  # SIGTERM
@@ -42,6 +43,32 @@ def install() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _raise)
+    if sys.unraisablehook is not _unraisable:
+        global _previous_unraisable
+        _previous_unraisable = sys.unraisablehook
+        sys.unraisablehook = _unraisable
+
+
+_previous_unraisable = sys.unraisablehook
+
+
+def _unraisable(u) -> None:
+    """A signal's exception raised where Python cannot pass it on (a weakref callback, such as the
+    import system's module-lock cleanup, or a __del__) is printed as "Exception ignored" and the
+    signal lost: the command went on as if it never came (CI saw it on Python 3.12, a signal 0.16 s
+    into start-up). The signal is sent again instead, a millisecond later from a helper thread (sent
+    from this hook, its handler would run inside the hook and be dropped the same way), so the
+    handler runs in ordinary code and the command stops as for any other signal."""
+    exc = u.exc_value
+    if isinstance(exc, KeyboardInterrupt):
+        import threading
+
+        signum = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
+        again = threading.Timer(0.001, os.kill, (os.getpid(), signum))
+        again.daemon = True
+        again.start()
+        return
+    _previous_unraisable(u)
 
 
 def exit_now(code: int, name: str, note: str = "") -> None:

@@ -107,6 +107,40 @@ def test_a_signal_while_python_finishes_a_class_is_an_interruption_not_an_intern
     assert r.stderr.strip().splitlines()[-1].startswith("gdsdiag: interrupted (SIGTERM)"), r.stderr
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+def test_a_signal_inside_a_weakref_callback_still_stops_the_command(tmp_path, sig):
+    """CI caught it on Python 3.12: a signal that arrived while the import system ran one of its
+    weakref callbacks (the module-lock cleanup) raised inside the callback, where Python prints
+    "Exception ignored" and drops the exception: the signal was lost. A real signal delivered inside
+    a real weakref callback during check's decision must end the command with its exit code."""
+    code = textwrap.dedent(f"""
+        import os, signal, sys, time, weakref
+        import gdsdiag.check.runner as m
+        real = m.decide
+        class Thing:
+            pass
+        def callback(ref):
+            os.kill(os.getpid(), {int(sig)})
+            time.sleep(0.5)
+        def hooked(*a, **kw):
+            t = Thing()
+            r = weakref.ref(t, callback)
+            del t  # the callback runs here, and the signal arrives inside it
+            time.sleep(2)
+            return real(*a, **kw)
+        m.decide = hooked
+        sys.argv = ["gdsdiag", "check", "--from", {H200!r}]
+        from gdsdiag.cli import main
+        main()
+    """)
+    env = dict(os.environ, PYTHONPATH=REPO)
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=str(tmp_path), env=env, timeout=60
+    )
+    assert r.returncode == CODES[sig], (r.returncode, r.stderr)
+    assert "Exception ignored" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
 # -- trace -- CMD: never untraced -----------------------------------------------------------------
 
 
