@@ -35,12 +35,38 @@ class Stopped(KeyboardInterrupt):
 
 
 def _raise(signum, frame):
-    raise Stopped(signum)
+    if not _deferred(signum):
+        raise Stopped(signum)
+
+
+def _interrupt(signum, frame):
+    """SIGINT: KeyboardInterrupt, as Python's own handler (but deferred like the others)."""
+    if not _deferred(signum):
+        raise KeyboardInterrupt
+
+
+_in_hook = 0  # > 0 while _unraisable runs: an exception raised there would be dropped too
+
+
+def _deferred(signum: int) -> bool:
+    """Inside _unraisable a signal is sent again later instead of raising (True)."""
+    if _in_hook:
+        _send_later(signum)
+        return True
+    return False
+
+
+def _send_later(signum: int) -> None:
+    import threading
+
+    again = threading.Timer(0.005, os.kill, (os.getpid(), signum))
+    again.daemon = True
+    again.start()
 
 
 def install() -> None:
     """The command's handlers: SIGINT raises KeyboardInterrupt, SIGTERM/SIGHUP ``Stopped``."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, _interrupt)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _raise)
     if sys.unraisablehook is not _unraisable:
@@ -56,17 +82,17 @@ def _unraisable(u) -> None:
     """A signal's exception raised where Python cannot pass it on (a weakref callback, such as the
     import system's module-lock cleanup, or a __del__) is printed as "Exception ignored" and the
     signal lost: the command went on as if it never came (CI saw it on Python 3.12, a signal 0.16 s
-    into start-up). The signal is sent again instead, a millisecond later from a helper thread (sent
+    into start-up). The signal is sent again instead, 5 ms later from a helper thread (sent
     from this hook, its handler would run inside the hook and be dropped the same way), so the
     handler runs in ordinary code and the command stops as for any other signal."""
+    global _in_hook
     exc = u.exc_value
     if isinstance(exc, KeyboardInterrupt):
-        import threading
-
-        signum = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
-        again = threading.Timer(0.001, os.kill, (os.getpid(), signum))
-        again.daemon = True
-        again.start()
+        _in_hook += 1  # (a signal that lands in here is deferred again: _deferred)
+        try:
+            _send_later(exc.signum if isinstance(exc, Stopped) else signal.SIGINT)
+        finally:
+            _in_hook -= 1
         return
     _previous_unraisable(u)
 
