@@ -120,36 +120,32 @@ def before_start() -> None:
             return
 
 
+def _behind(exc: BaseException | None, kind: type) -> BaseException | None:
+    """The first exception of KIND in EXC's chain of causes (at most 10 links), or None."""
+    for _ in range(10):
+        if exc is None or isinstance(exc, kind):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def interruption_in(exc: BaseException | None) -> KeyboardInterrupt | None:
     """The KeyboardInterrupt (a signal) behind ``exc``, if one is: Python 3.10/3.11 wrap an
     exception raised while a class body is finished (``__set_name__``, e.g. a signal arriving
     while ``ipaddress`` is imported) in a RuntimeError whose cause is the signal's exception;
     that is an interruption, not a bug in gdsdiag."""
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, KeyboardInterrupt):
-            return exc
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return None
+    found = _behind(exc, KeyboardInterrupt)
+    return found if isinstance(found, KeyboardInterrupt) else None
 
 
 def exit_code(exc: BaseException | None) -> int:
     """The exit code for an interruption, looking through click's Abort at its cause."""
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, Stopped):
-            return EXIT_FOR_SIGNAL.get(exc.signum, 128 + exc.signum)
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return EXIT_INTERRUPTED
+    stopped = _behind(exc, Stopped)
+    return (
+        EXIT_FOR_SIGNAL.get(stopped.signum, 128 + stopped.signum) if isinstance(stopped, Stopped) else EXIT_INTERRUPTED
+    )
 
 
 def signal_name(exc: BaseException | None) -> str:
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, Stopped):
-            return exc.name
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return "SIGINT"
+    stopped = _behind(exc, Stopped)
+    return stopped.name if isinstance(stopped, Stopped) else "SIGINT"
