@@ -2,7 +2,7 @@
 # Issue 21's goals on the GPU machine in one call, this checkout against OLD (an earlier commit's
 # gdsdiag/ and probes/, e.g. `git archive REV gdsdiag probes csrc | tar -x -C .gpu-old`) where a
 # same-run baseline means something: the stop under load, verdict latency for every route (a quiet
-# tail after the I/O), the classifier alone, the per-read overhead, and the live tests.
+# tail after the I/O), the classifier alone, the per-read overhead and its floor, and the live tests.
 #   source .device/env.sh; OLD=.gpu-old bash benchmarks/gpu_trace_goals.sh $OUT
 set -u
 source "$(dirname "$0")/gpu_common.sh" "${1:-/tmp/out}"
@@ -36,6 +36,9 @@ log "  rc=$?"; summ "$OUT/overhead-counted.json"; pack
 log "6. trace_overhead.py posix 4 KiB 200k, CUDA loaded, 3 rounds"
 timeout 70 $PY benchmarks/trace_overhead.py posix --bs 4096 --ops 200000 --rounds 3 --cuda --variant new=. "${OLDV[@]}" >"$OUT/overhead-cuda.json" 2>"$OUT/overhead-cuda.err"
 log "  rc=$?"; summ "$OUT/overhead-cuda.json"; pack
+log "6b. the floor under any syscall tracer here (empty raw_syscalls programs) beside the probes"
+timeout 60 $PY benchmarks/trace_floor.py --rounds 3 --ops 300000 >"$OUT/floor.json" 2>"$OUT/floor.err"
+log "  rc=$?"; summ "$OUT/floor.json"; pack
 log "7. live trace tests"
 timeout 150 $PY -m pytest -q -rs -p no:cacheprovider tests/test_trace_end.py tests/test_trace_lost.py tests/test_trace_live.py >"$OUT/live-tests.txt" 2>&1
 log "  rc=$? $(tail -1 "$OUT/live-tests.txt")"; pack
