@@ -122,9 +122,12 @@ def test_a_file_without_a_block_device_has_no_counters():
 def test_compare_fio_both_job_kinds_like_for_like(tmp_path):
     if not shutil.which("fio"):
         pytest.skip("fio is not installed (apt-get install fio)")
+    scratch = tmp_path / "scratch"  # where fio's IOPS logs go while it runs (TMPDIR), removed after
+    scratch.mkdir()
     r = sweep(
         tmp_path,
         "--size 16M --bs 4k --threads 2 --rw read --mode host --time 1s --no-verify --compare-fio --fio-jobs both --json",
+        env={"TMPDIR": str(scratch)},
     )
     assert r.returncode in (0, 2), r.stderr
     doc = json.loads(r.stdout)
@@ -144,7 +147,20 @@ def test_compare_fio_both_job_kinds_like_for_like(tmp_path):
     assert "host buffers: 4 KiB pages" in same
     # forked jobs against the sweep's threads; and, measured, when the device saw other requests
     assert [d["setting"] for d in differ][0] == "workers"
-    assert all(d["setting"] == "device requests per I/O (measured)" for d in differ[1:])
+    measured = ("device requests per I/O (measured)", "measurement window (measured)")
+    assert all(d["setting"] in measured for d in differ[1:])
+    # when each of fio's two jobs measured, from its IOPS logs: the window both ran, and the ratio
+    # against fio's rate over it
+    for k in ("process", "thread"):
+        one = f["by_jobs"][k]
+        for run in one["runs"]:
+            w = run["windows"]
+            assert w["interval_ms"] >= 15 and w["all_running_ms"] > 500 and 0.5 < w["while_all_ran"] < 2
+            assert w["gbps_all_running"] == pytest.approx(run["gbps"] * w["while_all_ran"], rel=0.01)
+        both = one["all_running"]
+        assert both["ratio"] == pytest.approx(p["summary"]["gbps"] / both["gbps"], rel=0.01)
+        assert "--write_iops_log=" in one["command"] and "--log_unix_epoch=1" in one["command"]
+    assert os.listdir(scratch) == []  # fio's logs removed
     assert "÷fio proc" in r.stderr and "÷fio thr" in r.stderr and "fio like for like:" in r.stderr
 
 

@@ -22,6 +22,12 @@ Like for like, point by point:
 - host buffers: fio's are 4 KiB pages (malloc); under --compare-fio the sweep's host buffers are
   4 KiB pages too, unless GDSDIAG_SWEEP_BUFFERS says otherwise (then the difference is listed);
 - what still differs is listed per point (``settings``), never hidden;
+- measurement window: the sweep's workers start their clock together once every one is ready;
+  fio's jobs each start theirs after their own engine setup (fio_windows), so with numjobs > 1 fio
+  also writes per-job IOPS logs (20 ms samples) and each run carries ``windows``, and the point
+  ``all_running``: fio's rate over the window every job ran, the ratio against it, and the spread
+  of the jobs' starts and ends; where that rate is more than 2 % off fio's reported one, the
+  difference is listed as measured;
 - order: fio runs before and after the point and the ratio is against the mean of the two. On
   the GPU machine (virtio disk) whichever ran second read 1 MiB blocks up to 1.5x faster (the
   hypervisor's cache warmed by the first run), so fio-after-only flattered fio.
@@ -31,15 +37,19 @@ on includes that cost — run with --no-verify for the pure comparison.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
 import subprocess
+import tempfile
 
 from ..errors import UsageError
-from . import blockstat, files
+from . import blockstat, files, fio_windows
 
 FIO_MODES = ("host", "cufile", "cufile-batch", "cufile-async", "bounce")
+LOG_MS = 20  # fio's IOPS log interval (ms) for the jobs' windows: 150 samples a job in a 3 s point
+WINDOW_OFF = 0.02  # fio's rate over the window all jobs ran this far off its reported one: listed
 
 
 def fio_binary() -> str | None:
@@ -176,8 +186,18 @@ class FioRunner:
         return None
 
     def _run(self, spec, kind: str) -> dict:
+        logs = tempfile.mkdtemp(prefix="gdsdiag-fio-") if spec.threads > 1 else None
+        try:
+            return self._run_logged(spec, kind, logs)
+        finally:
+            if logs is not None:
+                shutil.rmtree(logs, ignore_errors=True)
+
+    def _run_logged(self, spec, kind: str, logs: str | None) -> dict:
         target = self.sf if spec.is_read else self._write_target()
         args = job_args(spec, target.proc_path, target.size, files.HEADER_SIZE, spec.gpu, spec.is_read, kind)
+        if logs is not None:  # when each job measured (fio_windows)
+            args += [f"--write_iops_log={logs}/job", f"--log_avg_msec={LOG_MS}", "--log_unix_epoch=1"]
         cmd = [self.fio, *args]
         budget = spec.seconds * 2 + 30 if spec.seconds else 600
         dev_path = blockstat.stat_path(target.fd)
@@ -199,6 +219,8 @@ class FioRunner:
         dev = blockstat.delta(dev0, blockstat.read(dev_path), out["ios"], out["runtime_ms"] / 1000.0, spec.is_read)
         if dev is not None:
             out["block_device"] = dev
+        if logs is not None:
+            out["windows"] = _windows(logs, out)
         return out
 
     def before(self, spec) -> None:
@@ -222,10 +244,28 @@ class FioRunner:
         if len(self.kinds) > 1:
             out["by_jobs"] = per
         out["settings"] = settings(spec, self.kinds, rec.loop)
-        shape = _request_shape(rec, per)
-        if shape is not None:
-            out["settings"]["differ"].append(shape)
+        for shape in (_request_shape(rec, per), _window_shape(per)):
+            if shape is not None:
+                out["settings"]["differ"].append(shape)
         return out
+
+
+def _windows(logs: str, out: dict) -> dict | None:
+    """The run's per-job windows (fio_windows.job_windows) from the logs fio wrote into LOGS, with
+    fio's rate while every job ran (its reported rate OUT times ``while_all_ran``); None when fio
+    wrote none it could be told from."""
+    per_job = []
+    for path in sorted(glob.glob(os.path.join(logs, "job_iops.*.log"))):
+        try:
+            with open(path) as f:
+                per_job.append(fio_windows.read_iops_log(f.read()))
+        except OSError:
+            return None
+    w = fio_windows.job_windows(per_job)
+    if w is not None:
+        w["gbps_all_running"] = round(out["gbps"] * w["while_all_ran"], 4)
+        w["iops_all_running"] = round(out["iops"] * w["while_all_ran"], 1)
+    return w
 
 
 def _combine(runs: list[dict], rec) -> dict:
@@ -242,6 +282,7 @@ def _combine(runs: list[dict], rec) -> dict:
                 "clat_us": r.get("clat_us"),
                 "cpu_percent": r.get("cpu_percent"),
                 "block_device": r.get("block_device"),
+                **({"windows": r["windows"]} if "windows" in r else {}),
             }
             for r in runs
         ],
@@ -250,7 +291,38 @@ def _combine(runs: list[dict], rec) -> dict:
     }
     mine = rec.summary.get("gbps")
     out["ratio"] = round(mine / out["gbps"], 3) if mine and out["gbps"] else None
+    wins: list[dict] = [r["windows"] for r in runs if r.get("windows")]
+    if wins and len(wins) == len(runs):
+        gbps = sum(w["gbps_all_running"] for w in wins) / len(wins)
+        out["all_running"] = {
+            "gbps": round(gbps, 4),
+            "iops": round(sum(w["iops_all_running"] for w in wins) / len(wins), 1),
+            "ratio": round(mine / gbps, 3) if mine and gbps else None,
+            "start_spread_ms": max(w["start_spread_ms"] for w in wins),
+            "end_spread_ms": max(w["end_spread_ms"] for w in wins),
+        }
     return out
+
+
+def _window_shape(per: dict) -> dict | None:
+    """fio's jobs measured over windows that did not coincide, enough to move its rate (more than
+    WINDOW_OFF between its reported rate and its rate while every job ran), per kind."""
+    seen = []
+    for kind, one in per.items():
+        both = one.get("all_running") if not one.get("error") else None
+        if both and one.get("gbps") and abs(both["gbps"] / one["gbps"] - 1) > WINDOW_OFF:
+            seen.append(
+                f"{FIO_RUNS[kind]} runs: each job's clock after its own setup, starts up to "
+                f"{both['start_spread_ms']} ms and ends up to {both['end_spread_ms']} ms apart; "
+                f"{both['gbps'] / one['gbps']:.3f}x its reported rate while all ran"
+            )
+    if not seen:
+        return None
+    return {
+        "setting": "measurement window (measured)",
+        "sweep": "every worker at once (the clock starts when all are ready)",
+        "fio": "; ".join(seen),
+    }
 
 
 def _request_shape(rec, per: dict) -> dict | None:
