@@ -21,6 +21,7 @@ from .eventdefs import EVENT_SIZE, EVENT_STRUCT, FD_KINDS, OPEN_FIELDS, OPEN_STR
 from .eventdefs import KINDS as EVENT_KINDS
 from .eventdefs import SYSCALLS as SYSCALL_IDS
 from .events import API_NAMES, FD_NAMES, KINDS, KPROBE_NAMES, PROC_NAMES, SYS_NAMES, Event
+from .tally import Unclassified, count_unclassified
 
 # USDT probes that name the route, and the arguments read of them: evidence.py, the one table of
 # which probe yields which evidence (the index in ROUTE_USDT is the id the probe program reports).
@@ -225,7 +226,7 @@ IO_SYSCALLS = {
 }
 
 
-def _tally_uniform(blob: bytes, into: dict[int, list[int]]) -> bool:
+def _tally_uniform(blob: bytes, into: Unclassified) -> bool:
     """tally_records when every record is the same process's same kind of event (one thread reading
     as fast as it can: what overloads the trace), by comparing whole columns in C: True if it was."""
     from array import array
@@ -236,17 +237,15 @@ def _tally_uniform(blob: bytes, into: dict[int, list[int]]) -> bool:
     n = len(who)
     if who != memoryview(array("q", [who[0]]) * n) or what != memoryview(array("q", [what[0]]) * n):
         return False
-    row = into.setdefault(who[0] & 0xFFFFFFFF, [0, 0, 0, 0, 0])
-    row[0] += n
+    pid = who[0] & 0xFFFFFFFF
     kind, nr = what[0] & 0xFFFFFFFF, what[0] >> 32
     if kind == _EV_SYS_EXIT and nr in IO_SYSCALLS:
         rets = quads[9::w]
         moved = sum(rets) if min(rets) >= 0 else sum(filter((0).__lt__, rets))  # (a failed call moved nothing)
-        row[1] += n
-        row[2] += moved
-        if IO_SYSCALLS[nr]:
-            row[3] += n
-            row[4] += moved
+        reads = IO_SYSCALLS[nr]
+        count_unclassified(into, pid, n, n, moved, n if reads else 0, moved if reads else 0)
+    else:
+        count_unclassified(into, pid, n)
     return True
 
 
@@ -272,9 +271,9 @@ def _record_name(typ: int, rid: int) -> tuple[str, str, int]:
     return kind, name, _HANDLE_REGISTER if kind == "handle" and name == "cuFileHandleRegister" else 0
 
 
-def tally_records(blob: bytes, into: dict[int, list[int]]) -> None:
+def tally_records(blob: bytes, into: Unclassified) -> None:
     """Per process, the records of BLOB (ring records, REC_STRIDE bytes each) and the reads and writes
-    among them with their bytes, added to INTO {pid: [events, ios, bytes, reads, read bytes]} without
+    among them with their bytes, added to INTO (tally.Unclassified) without
     decoding each record, so what a stop cannot classify is still counted exactly. A stop under load
     drops up to a million records here, inside the summary's one-second budget: every pass is a C
     loop over one strided column (the process id, the record kind and syscall, the result), never a
@@ -295,8 +294,7 @@ def tally_records(blob: bytes, into: dict[int, list[int]]) -> None:
     per_pid = Counter(pids)
     for pid, n in per_pid.items():
         mine = (lambda col: col) if len(per_pid) == 1 else (lambda col, p=pid: list(compress(col, map(p.__eq__, pids))))
-        row = into.setdefault(pid, [0, 0, 0, 0, 0])
-        row[0] += n
+        count_unclassified(into, pid, n)
         k, c = mine(kinds), mine(calls)
         exits = c if k.count(_EV_SYS_EXIT) == len(k) else list(compress(c, map(_EV_SYS_EXIT.__eq__, k)))
         per_call = Counter(exits)
@@ -309,11 +307,8 @@ def tally_records(blob: bytes, into: dict[int, list[int]]) -> None:
         for nr in ios:
             got = r if len(per_call) == 1 else list(compress(r, map(nr.__eq__, exits)))
             moved = sum(got) if min(got) >= 0 else sum(filter((0).__lt__, got))  # (a failed call moved nothing)
-            row[1] += per_call[nr]
-            row[2] += moved
-            if IO_SYSCALLS[nr]:  # a read
-                row[3] += per_call[nr]
-                row[4] += moved
+            reads = IO_SYSCALLS[nr]  # a read
+            count_unclassified(into, pid, 0, per_call[nr], moved, per_call[nr] if reads else 0, moved if reads else 0)
 
 
 # The flags the probe program is compiled with: tests/conftest.py compiles it with the same, so the
@@ -414,7 +409,7 @@ class Probes:
         self._raw: list[tuple[bytes, int]] = []
         self._raw_n = 0
         self._backlog_lost = 0
-        self.backlog_lost_by_pid: dict[int, list[int]] = {}  # records dropped here (RAW_BACKLOG): tally_records
+        self.backlog_lost_by_pid: Unclassified = {}  # records dropped here (RAW_BACKLOG): tally_records
         self._comms: dict[bytes, str] = {}
         self._names: dict[int, tuple[str, str, int]] = {}  # (type << 32 | id) -> _record_name
         self._adopt_serial = ADOPTED_SERIAL
@@ -825,7 +820,7 @@ class Probes:
             if n:
                 self._keep(blob, n)
 
-    def drop_raw_beyond(self, keep: int, tally: dict[int, list[int]] | None = None) -> int:
+    def drop_raw_beyond(self, keep: int, tally: Unclassified | None = None) -> int:
         """Keep the KEEP oldest records not yet decoded (the ring's too), drop the rest; how many went
         (and, into TALLY, per process: tally_records)."""
         self.drain()

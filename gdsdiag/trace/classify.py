@@ -40,6 +40,7 @@ from ..routes import Route
 from .dataflow import DataFlow, MappedFile, Source
 from .events import NVFS_IOCTLS, Event
 from .evidence import KPROBE_EVIDENCE, SYSCALL_EVIDENCE, decide_once, usdt_kind
+from .tally import Unclassified, count_unclassified
 
 if TYPE_CHECKING:
     from ..schema import trace as schema
@@ -289,7 +290,7 @@ class Classifier:
         self._deadline: float | None = None
         self._late = False
         self._since_clock = 0
-        self.unclassified: dict[int, list[int]] = {}
+        self.unclassified: Unclassified = {}
         self._handlers = {
             "sys_exit": self._on_syscall,
             "open": self._on_open,
@@ -844,17 +845,14 @@ class Classifier:
         return self._late
 
     def _unclassified(self, pid: int, op: str | None, ret: int | None) -> None:
-        """One I/O counted, not decided: {pid: [events, ios, bytes, reads, read bytes]} (as the stop's
-        tally of the events it could not classify, live.py)."""
-        row = self.unclassified.setdefault(pid, [0, 0, 0, 0, 0])
+        """One I/O counted, not decided (tally.Unclassified, as the stop's tally of the events it
+        could not classify, live.py)."""
+        if op is None:
+            count_unclassified(self.unclassified, pid)
+            return
         moved = max(ret or 0, 0)
-        row[0] += 1
-        if op is not None:
-            row[1] += 1
-            row[2] += moved
-            if op == "read":
-                row[3] += 1
-                row[4] += moved
+        is_read = op == "read"
+        count_unclassified(self.unclassified, pid, 1, 1, moved, int(is_read), moved if is_read else 0)
 
     def drain(self) -> list[schema.IoLine]:
         out, self.out = self.out, []

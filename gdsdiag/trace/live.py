@@ -14,7 +14,7 @@ from ..errors import GdsdiagError, UsageError
 from . import gcpace
 from .classify import Classifier
 from .events import RECORD_VERSION
-from .tally import RouteTally
+from .tally import RouteTally, Unclassified, count_unclassified, merge_unclassified
 
 if TYPE_CHECKING:
     from ..schema import trace as schema
@@ -104,19 +104,16 @@ IO_NAMES = frozenset(
 )
 
 
-def _tally_events(evs, into: dict[int, list[int]]) -> None:
-    """Per process (as bpf.tally_records): events, the reads and writes among them with their bytes,
-    and of those the reads (not classified)."""
+def _tally_events(evs, into: Unclassified) -> None:
+    """Per process (tally.Unclassified, as bpf.tally_records does for undecoded records): events,
+    the reads and writes among them with their bytes, and of those the reads (not classified)."""
     for e in evs:
-        row = into.setdefault(e.pid, [0, 0, 0, 0, 0])
-        row[0] += 1
         if e.kind == "sys_exit" and e.name in IO_NAMES:
             moved = max(e.args[5], 0)
-            row[1] += 1
-            row[2] += moved
-            if e.name.startswith(("pread", "read")):
-                row[3] += 1
-                row[4] += moved
+            is_read = e.name.startswith(("pread", "read"))
+            count_unclassified(into, e.pid, 1, 1, moved, int(is_read), moved if is_read else 0)
+        else:
+            count_unclassified(into, e.pid)
 
 
 def _processes(clf, counted: list[dict] | None = None) -> list[dict]:
@@ -346,7 +343,7 @@ def run_live(
 
     queued: list = []  # events taken but not classified when a stop signal came (oldest first)
     unclassified = 0
-    unsent: dict[int, list[int]] = {}  # of those, per process: [events, reads+writes, their bytes]
+    unsent: Unclassified = {}  # of those, per process (tally.Unclassified)
     unprinted: list = []  # verdicts made after a stop signal, before the loop ended
 
     def take(timeout_ms: int, final: bool = False, deadline: float | None = None) -> None:
@@ -458,11 +455,8 @@ def run_live(
             counter.feed(e)
         nevents += len(counted)
         clf.flush(until(STOP_FLUSH_S))
-        for pid, row in clf.unclassified.items():  # (held for evidence the stop cut short: counted)
-            unclassified += row[0]
-            into = unsent.setdefault(pid, [0, 0, 0, 0, 0])
-            for i, n in enumerate(row):
-                into[i] += n
+        unclassified += sum(row[0] for row in clf.unclassified.values())
+        merge_unclassified(unsent, clf.unclassified)  # (held for evidence the stop cut short: counted)
         phases["flush_s"] = round(time.monotonic() - t_stop, 3)
         print_until = until(STOP_PRINT_S)
         not_printed = 0

@@ -32,6 +32,33 @@ ROUTES = (
 )
 
 
+# What a trace counted but could not classify, per process: {pid: [events, I/Os (reads and writes),
+# their bytes, reads, read bytes]}. Three places fill it, each for what it alone sees: ring records a
+# stop drops undecoded (bpf.tally_records), decoded events past the stop's deadline (live), I/Os held
+# for evidence the stop cut short (Classifier.flush). live._finish names the columns (schema.LostRow).
+Unclassified = dict[int, list[int]]
+
+
+def count_unclassified(
+    into: Unclassified, pid: int, events: int = 1, ios: int = 0, nbytes: int = 0, reads: int = 0, read_bytes: int = 0
+) -> None:
+    """Add to PID's row of INTO (see Unclassified)."""
+    row = into.get(pid)
+    if row is None:
+        row = into[pid] = [0, 0, 0, 0, 0]
+    row[0] += events
+    row[1] += ios
+    row[2] += nbytes
+    row[3] += reads
+    row[4] += read_bytes
+
+
+def merge_unclassified(into: Unclassified, other: Unclassified) -> None:
+    """Add every row of OTHER to INTO's."""
+    for pid, row in other.items():
+        count_unclassified(into, pid, *row)
+
+
 def log2_hist(values_us: Iterable[float]) -> list[tuple[int, int, int]]:
     """(low, high, count) buckets of powers of two in µs, like bcc's biolatency."""
     buckets: dict[int, int] = {}
