@@ -76,32 +76,45 @@ def test_exit_code_for_each_signal_in_each_command(tmp_path, name, phase, argv, 
     assert os.listdir(tmp_path) == []  # snapshot: no .partial left, no output either
 
 
-def test_a_signal_while_python_finishes_a_class_is_an_interruption_not_an_internal_error(tmp_path):
-    """CI caught it: SIGTERM arrived while a command's lazy import (``ipaddress``) built a class,
-    and Python 3.10/3.11 wrapped our ``Stopped`` in "RuntimeError: Error calling __set_name__",
-    which cli.main reported as an internal error (exit 3). A real signal, delivered inside a real
-    ``__set_name__`` during the check command's decision, must end as the signal's exit."""
-    code = textwrap.dedent(f"""
-        import os, signal, sys, time
+def _check_with_decide_hooked(tmp_path, setup: str, during: str):
+    """``gdsdiag check --from H200`` in a child whose check.runner.decide first runs DURING (its
+    body, indented by four; SETUP defines what it needs at the top level): where a real signal is
+    made to arrive at a chosen moment of a real command."""
+    code = textwrap.dedent(setup) + "def hooked(*a, **kw):\n" + textwrap.indent(textwrap.dedent(during), "    ")
+    code += textwrap.dedent(f"""
         import gdsdiag.check.runner as m
         real = m.decide
-        class Slot:
-            def __set_name__(self, owner, name):
-                os.kill(os.getpid(), signal.SIGTERM)
-                time.sleep(5)
-        def hooked(*a, **kw):
-            class Built:
-                slot = Slot()
+        def decide(*a, **kw):
+            hooked(*a, **kw)
             return real(*a, **kw)
-        m.decide = hooked
+        m.decide = decide
         sys.argv = ["gdsdiag", "check", "--from", {H200!r}]
         from gdsdiag.cli import main
         main()
     """)
     env = dict(os.environ, PYTHONPATH=REPO)
-    r = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=str(tmp_path), env=env, timeout=60
     )
+
+
+def test_a_signal_while_python_finishes_a_class_is_an_interruption_not_an_internal_error(tmp_path):
+    """CI caught it: SIGTERM arrived while a command's lazy import (``ipaddress``) built a class,
+    and Python 3.10/3.11 wrapped our ``Stopped`` in "RuntimeError: Error calling __set_name__",
+    which cli.main reported as an internal error (exit 3). A real signal, delivered inside a real
+    ``__set_name__`` during the check command's decision, must end as the signal's exit."""
+    setup = """
+        import os, signal, sys, time
+        class Slot:
+            def __set_name__(self, owner, name):
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)
+    """
+    during = """
+        class Built:
+            slot = Slot()
+    """
+    r = _check_with_decide_hooked(tmp_path, setup, during)
     assert r.returncode == 143, (r.returncode, r.stderr)
     assert "internal error" not in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith("gdsdiag: interrupted (SIGTERM)"), r.stderr
@@ -113,30 +126,21 @@ def test_a_signal_inside_a_weakref_callback_still_stops_the_command(tmp_path, si
     weakref callbacks (the module-lock cleanup) raised inside the callback, where Python prints
     "Exception ignored" and drops the exception: the signal was lost. A real signal delivered inside
     a real weakref callback during check's decision must end the command with its exit code."""
-    code = textwrap.dedent(f"""
+    setup = f"""
         import os, signal, sys, time, weakref
-        import gdsdiag.check.runner as m
-        real = m.decide
         class Thing:
             pass
         def callback(ref):
             os.kill(os.getpid(), {int(sig)})
             time.sleep(0.5)
-        def hooked(*a, **kw):
-            t = Thing()
-            r = weakref.ref(t, callback)
-            del t  # the callback runs here, and the signal arrives inside it
-            time.sleep(2)
-            return real(*a, **kw)
-        m.decide = hooked
-        sys.argv = ["gdsdiag", "check", "--from", {H200!r}]
-        from gdsdiag.cli import main
-        main()
-    """)
-    env = dict(os.environ, PYTHONPATH=REPO)
-    r = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=str(tmp_path), env=env, timeout=60
-    )
+    """
+    during = """
+        t = Thing()
+        r = weakref.ref(t, callback)
+        del t  # the callback runs here, and the signal arrives inside it
+        time.sleep(2)
+    """
+    r = _check_with_decide_hooked(tmp_path, setup, during)
     assert r.returncode == CODES[sig], (r.returncode, r.stderr)
     assert "Exception ignored" not in r.stderr and "Traceback" not in r.stderr, r.stderr
 
