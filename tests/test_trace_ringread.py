@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from conftest import live
 
 from gdsdiag.trace.ringread import BUSY, DISCARD, RingReader
@@ -139,7 +140,7 @@ def test_moving_the_consumer_position_never_fails_a_reservation(tmp_path):
     finally:
         b.cleanup()
     assert p.returncode == 0
-    # (a ring really more than half full would make a failure possible: not what is tested)
-    assert fullest < int(t.max_entries) // 2, f"the ring filled to {fullest} bytes: this machine was too slow"
+    if fullest > int(t.max_entries) - (1 << 20):  # (a full ring fails reservations rightly)
+        pytest.skip(f"the reader fell {fullest} bytes behind: the ring could have been full")
     assert failed == 0, f"{failed} reservations failed with the ring at most {fullest} bytes full"
     assert got >= 600000
