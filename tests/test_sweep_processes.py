@@ -98,6 +98,38 @@ def test_a_killed_sweep_takes_its_workers_along(tmp_path):
     # (the data file stays, as after any SIGKILL; the next sweep removes it as a killed run's)
 
 
+@pytest.mark.slow
+def test_a_worker_stuck_in_one_io_is_killed_and_named(tmp_path):
+    """A worker that neither completes I/Os nor answers the stop (an I/O that never returns: a dead
+    NFS server, a hung device) is killed once the point's deadline and the grace have passed, and
+    the point says which worker and for how long, instead of the sweep hanging. SIGSTOP makes a
+    real worker process stop mid-point the way such an I/O stops it (no completion, no reply)."""
+    p = start_sweep(
+        tmp_path, "--size 32M --bs 4k --threads 2 --rw randread --mode host --time 2s --workers process --json", 0
+    )
+    deadline = time.time() + 30
+    workers: list = []
+    while time.time() < deadline and len(workers) < 2:
+        time.sleep(0.1)
+        workers = _workers_of(p.pid)
+    assert len(workers) == 2
+    time.sleep(0.5)  # into the timed point
+    stuck = workers[1]
+    stuck.suspend()  # SIGSTOP
+    t0 = time.monotonic()
+    out, err = p.communicate(timeout=90)
+    took = time.monotonic() - t0
+    point = json.loads(out)["points"][0]
+    assert point["route"] == "ERROR" and point["summary"] == {}
+    assert "stuck in one I/O: no completion for" in point["error"] and "(its process killed)" in point["error"]
+    # the 2 s point, then the grace (10 s), then 5 s for the stop to be answered: killed, not waited on
+    assert 12 < took < 40, took
+    gone, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive, [w.pid for w in alive]
+    assert p.returncode in (0, 1, 2) and "Traceback" not in err
+    assert os.listdir(tmp_path) == []
+
+
 def test_kvikio_and_unknown_kinds_are_refused(tmp_path):
     r = sweep(tmp_path, "--mode kvikio --workers process")
     assert r.returncode == 4 and "--workers process is not for kvikio" in r.stderr

@@ -24,7 +24,7 @@ Like for like, point by point:
 - what still differs is listed per point (``settings``), never hidden;
 - measurement window: the sweep's workers start their clock together once every one is ready;
   fio's jobs each start theirs after their own engine setup (fio_windows), so with numjobs > 1 fio
-  also writes per-job IOPS logs (20 ms samples) and each run carries ``windows``, and the point
+  also writes per-job IOPS logs (20 ms samples, into a work directory of ours) and each run carries ``windows``, and the point
   ``all_running``: fio's rate over the window every job ran, the ratio against it, and the spread
   of the jobs' starts and ends; where that rate is more than 2 % off fio's reported one, the
   difference is listed as measured;
@@ -42,13 +42,14 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 
+from .. import workdirs
 from ..errors import UsageError
 from . import blockstat, files, fio_windows
 
 FIO_MODES = ("host", "cufile", "cufile-batch", "cufile-async", "bounce")
 LOG_MS = 20  # fio's IOPS log interval (ms) for the jobs' windows: 150 samples a job in a 3 s point
+LOG_DIR_PREFIX = "gdsdiag-fio-logs-"  # where fio writes them while it runs ($TMPDIR), removed after
 WINDOW_OFF = 0.02  # fio's rate over the window all jobs ran this far off its reported one: listed
 
 
@@ -186,12 +187,12 @@ class FioRunner:
         return None
 
     def _run(self, spec, kind: str) -> dict:
-        logs = tempfile.mkdtemp(prefix="gdsdiag-fio-") if spec.threads > 1 else None
-        try:
+        if spec.threads == 1:
+            return self._run_logged(spec, kind, None)
+        # fio's per-job logs in a work directory of our own (a killed sweep's is removed next time)
+        workdirs.remove_stale(LOG_DIR_PREFIX)
+        with workdirs.WorkDir(LOG_DIR_PREFIX) as logs:
             return self._run_logged(spec, kind, logs)
-        finally:
-            if logs is not None:
-                shutil.rmtree(logs, ignore_errors=True)
 
     def _run_logged(self, spec, kind: str, logs: str | None) -> dict:
         target = self.sf if spec.is_read else self._write_target()
