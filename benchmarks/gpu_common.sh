@@ -14,3 +14,16 @@ export PYTHONPATH=$PWD${BASE_PYTHONPATH:+:$BASE_PYTHONPATH}
 machine_line() {
   log "machine: $(nproc) CPUs, $(uname -r), $($PY --version 2>&1), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
 }
+# settle [MAX_S]: wait (at most MAX_S, default 40 s) until the machine is quiet — fewer than half a
+# CPU busy over one second (/proc/stat) — so what the kit's unpacking or a previous step left running
+# does not land in a ratio; logs how busy it was when it went on
+settle() {
+  local max=${1:-40} t0=$SECONDS busy
+  while :; do
+    busy=$(awk '/^cpu /{print $2+$3+$4+$7+$8, $5+$6}' /proc/stat; sleep 1; awk '/^cpu /{print $2+$3+$4+$7+$8, $5+$6}' /proc/stat)
+    busy=$(echo $busy | awk '{b=$3-$1; i=$4-$2; printf "%.2f", (b+i) ? '"$(nproc)"'*b/(b+i) : 0}')
+    awk "BEGIN{exit !($busy < 0.5)}" && break
+    [ $((SECONDS - t0)) -ge "$max" ] && break
+  done
+  log "settled: $busy CPUs busy after $((SECONDS - t0)) s"
+}

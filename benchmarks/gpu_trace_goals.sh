@@ -30,11 +30,12 @@ log "4. the classifier alone (50k I/Os per stream, 3 rounds), new then old"
 timeout 60 $PY benchmarks/classify_verdicts.py --ios 50000 --rounds 3 >"$OUT/classify-new.txt" 2>&1; log "  rc=$?"; cat "$OUT/classify-new.txt" | tee -a "$OUT/run.log"
 if [ -n "${OLD:-}" ]; then timeout 60 $PY benchmarks/classify_verdicts.py --ios 50000 --rounds 3 --tree "$OLD" >"$OUT/classify-old.txt" 2>&1; log "  old rc=$?"; tee -a "$OUT/run.log" < "$OUT/classify-old.txt"; fi
 pack
-log "5. trace_overhead.py posix 4 KiB 400k counted, 4 rounds, old and new"
-timeout 70 $PY benchmarks/trace_overhead.py posix --bs 4096 --ops 400000 --rounds 4 --variant new=. "${OLDV[@]}" >"$OUT/overhead-counted.json" 2>"$OUT/overhead-counted.err"
+settle
+log "5. trace_overhead.py posix 4 KiB 400k counted, 4 rounds, old and new (workload on CPU 2, tracer on 3)"
+timeout 70 $PY benchmarks/trace_overhead.py posix --bs 4096 --ops 400000 --rounds 4 --cpus 2,3 --variant new=. "${OLDV[@]}" >"$OUT/overhead-counted.json" 2>"$OUT/overhead-counted.err"
 log "  rc=$?"; summ "$OUT/overhead-counted.json"; pack
 log "6. trace_overhead.py posix 4 KiB 200k, CUDA loaded, 3 rounds"
-timeout 70 $PY benchmarks/trace_overhead.py posix --bs 4096 --ops 200000 --rounds 3 --cuda --variant new=. "${OLDV[@]}" >"$OUT/overhead-cuda.json" 2>"$OUT/overhead-cuda.err"
+timeout 70 $PY benchmarks/trace_overhead.py posix --bs 4096 --ops 200000 --rounds 3 --cuda --cpus 2,3 --variant new=. "${OLDV[@]}" >"$OUT/overhead-cuda.json" 2>"$OUT/overhead-cuda.err"
 log "  rc=$?"; summ "$OUT/overhead-cuda.json"; pack
 log "6b. the floor under any syscall tracer here (empty raw_syscalls programs) beside the probes"
 timeout 60 $PY benchmarks/trace_floor.py --rounds 3 --ops 300000 >"$OUT/floor.json" 2>"$OUT/floor.err"

@@ -12,8 +12,9 @@ machine_line
 HERE=$PWD
 V=(); for t in "${TREES:?TREES=DIR of checkouts}"/*/; do V+=(--variant "$(basename "$t")=$(cd "$t" && pwd)"); done
 log "variants: ${V[*]}"
-log "1. counted in the kernel: 4 KiB 400k preads, ${ROUNDS:-6} rounds"
-timeout 200 $PY benchmarks/trace_overhead.py posix --bs 4096 --ops 400000 --rounds "${ROUNDS:-6}" "${V[@]}" >"$OUT/counted.json" 2>"$OUT/counted.err"
+settle
+log "1. counted in the kernel: 4 KiB 400k preads, ${ROUNDS:-6} rounds (workload on CPU 2, tracer on 3)"
+timeout 200 $PY benchmarks/trace_overhead.py posix --bs 4096 --ops 400000 --rounds "${ROUNDS:-6}" --cpus 2,3 "${V[@]}" >"$OUT/counted.json" 2>"$OUT/counted.err"
 log "  rc=$?"; $PY -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["median"]))' "$OUT/counted.json" 2>&1 | tee -a "$OUT/run.log"; pack
 log "2. the tracer's profile under the counted load (2M preads), first and last tree"
 W=$($PY -c 'import sys; sys.path.insert(0, "benchmarks"); from trace_prog_cost import WORKLOAD; print(WORKLOAD)' 2>/dev/null)
@@ -24,6 +25,6 @@ for t in "$first" "$last"; do n=$(basename "$t")
   log "  $n rc=$?"; grep -A18 ncalls "$OUT/prof-$n.err" | cut -c1-160 | tee -a "$OUT/run.log"
 done; pack
 log "3. CUDA loaded (an event per read): 4 KiB 200k preads, ${CROUNDS:-4} rounds"
-timeout 260 $PY benchmarks/trace_overhead.py posix --bs 4096 --ops 200000 --rounds "${CROUNDS:-4}" --cuda "${V[@]}" >"$OUT/cuda.json" 2>"$OUT/cuda.err"
+timeout 260 $PY benchmarks/trace_overhead.py posix --bs 4096 --ops 200000 --rounds "${CROUNDS:-4}" --cuda --cpus 2,3 "${V[@]}" >"$OUT/cuda.json" 2>"$OUT/cuda.err"
 log "  rc=$?"; $PY -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["median"]))' "$OUT/cuda.json" 2>&1 | tee -a "$OUT/run.log"; pack
 log "done"

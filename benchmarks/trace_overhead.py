@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import signal
 import subprocess
 import sys
@@ -159,7 +160,15 @@ def main():
         help="trace with this tree and environment (repeatable; each round runs untraced, then every "
         "variant in turn, so old and new share the machine's state); default: this tree as is",
     )
+    ap.add_argument(
+        "--cpus",
+        metavar="W,T",
+        help="pin the workload to CPU W and the tracer to CPU T (taskset), untraced runs too: on a "
+        "shared VM the spread between rounds is otherwise larger than the effect measured",
+    )
     a = ap.parse_args()
+    if a.cpus and (len(a.cpus.split(",")) != 2 or not shutil.which("taskset")):
+        raise SystemExit("--cpus takes two CPU numbers, W,T, and needs taskset (util-linux)")
     ops = a.ops or (400_000 if a.mode == "posix" else 50_000)
     flags = ["--per-io"] if a.per_io else []
     variants = [parse_variant(v) for v in a.variant] or [("new", HERE, {})]
@@ -174,6 +183,8 @@ def main():
             f.write(WORKLOAD)
         res_path = os.path.join(d, "rate.txt")
         wcmd = [sys.executable, wl, a.mode, path, str(ops), str(a.bs), str(a.rate), res_path]
+        if a.cpus:
+            wcmd = ["taskset", "-c", a.cpus.split(",")[0], *wcmd]
 
         def rate_of_run():
             try:
@@ -199,10 +210,11 @@ def main():
 
 
 def measure(a, variants, flags, wcmd, path, ops, rate_of_run, rounds, fixed):
+    tracer = ["taskset", "-c", a.cpus.split(",")[1]] if a.cpus else []  # (its child re-pins to W)
     for label, tree, env in variants:
         # the tracer's fixed cost (compile, attach, a trivial program), per variant (also fills
         # its compiled-program cache)
-        run([sys.executable, "-m", "gdsdiag", "trace", "--json", *flags, "--", "/bin/true"], tree, env)
+        run([*tracer, sys.executable, "-m", "gdsdiag", "trace", "--json", *flags, "--", "/bin/true"], tree, env)
         fixed[label] = run.cpu
     for k in range(a.rounds):
         r, out = run(wcmd)
@@ -211,7 +223,7 @@ def measure(a, variants, flags, wcmd, path, ops, rate_of_run, rounds, fixed):
         # (each round starts with the next variant: none is always the one a timeout cuts)
         for label, tree, env in variants[k % len(variants) :] + variants[: k % len(variants)]:
             t0 = time.monotonic()
-            r, out = run([sys.executable, "-m", "gdsdiag", "trace", "--json", *flags, "--", *wcmd], tree, env)
+            r, out = run([*tracer, sys.executable, "-m", "gdsdiag", "trace", "--json", *flags, "--", *wcmd], tree, env)
             wall = time.monotonic() - t0
             traced_cpu = run.cpu
             rate = rate_of_run()
@@ -269,6 +281,7 @@ def report(a, variants, ops, rounds, fixed):
                 "rate_asked": a.rate or None,
                 "per_io": a.per_io,
                 "cuda_loaded": os.environ.get("WL_CUDA"),
+                "cpus": dict(zip(("workload", "tracer"), map(int, a.cpus.split(",")))) if a.cpus else None,
                 "variants": {label: {"tree": tree, "env": env} for label, tree, env in variants},
                 "tracer_fixed_cpu_s": {k: round(v, 2) for k, v in fixed.items()},
                 "median": medians,
