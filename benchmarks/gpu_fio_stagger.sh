@@ -10,7 +10,6 @@ set -u
 source "$(dirname "$0")/gpu_common.sh" "${1:-/tmp/out}"
 machine_line
 ( gds_build_fio .device ) 2>&1 | tail -1 | tee -a "$OUT/run.log"
-export LD_LIBRARY_PATH=$cuf${cuf:+:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 D=/var/tmp/gds-stagger; mkdir -p $D; gds_udev_entry $D; F=$D/f
 timeout 30 /tmp/fio/fio --name=mk --filename=$F --size=2G --rw=write --bs=1m --direct=1 --output=/dev/null
 J="--filename=$F --direct=1 --bs=4k --rw=read --iodepth=1 --ioengine=libcufile --cuda_io=cufile --gpu_dev_ids=0 --size=512M --offset_increment=512M --time_based --runtime=3 --output-format=json"
@@ -19,7 +18,7 @@ timeout 30 /tmp/fio/fio --name=one $J --numjobs=1 >"$OUT/one.json" 2>"$OUT/one.e
 $PY -c 'import json,sys; j=json.load(open(sys.argv[1]))["jobs"][0]["read"]; print("one job:", round(j["iops"]), "IOPS, clat p50", j["clat_ns"]["percentile"]["50.000000"]/1e3, "us")' "$OUT/one.json" 2>&1 | tee -a "$OUT/run.log"
 for r in 1 2 3; do
   log "round $r: fio 4 forked jobs, per-job IOPS logs"
-  rm -f $OUT/r$r-*.log
+  rm -f $OUT/r${r}_iops.*.log
   timeout 30 /tmp/fio/fio --name=four $J --numjobs=4 --write_iops_log=$OUT/r$r --log_avg_msec=20 --log_unix_epoch=1 >"$OUT/r$r-fio.json" 2>"$OUT/r$r-fio.err"
   $PY benchmarks/fio_job_windows.py "$OUT/r$r-fio.json" $OUT/r${r}_iops.*.log 2>&1 | tee "$OUT/r$r-windows.json" | tee -a "$OUT/run.log"
   log "round $r: the sweep's process workers, the same point"

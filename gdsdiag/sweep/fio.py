@@ -24,10 +24,10 @@ Like for like, point by point:
 - what still differs is listed per point (``settings``), never hidden;
 - measurement window: the sweep's workers start their clock together once every one is ready;
   fio's jobs each start theirs after their own engine setup (fio_windows), so with numjobs > 1 fio
-  also writes per-job IOPS logs (20 ms samples, into a work directory of ours) and each run carries ``windows``, and the point
-  ``all_running``: fio's rate over the window every job ran, the ratio against it, and the spread
-  of the jobs' starts and ends; where that rate is more than 2 % off fio's reported one, the
-  difference is listed as measured;
+  also writes per-job IOPS logs (20 ms samples, into a work directory of ours); each run carries
+  ``windows``, and the point ``all_running``: fio's rate over the window every job ran, the ratio
+  against it, and the spread of the jobs' starts and ends; where that rate is more than 2 % off
+  fio's reported one, the difference is listed as measured;
 - order: fio runs before and after the point and the ratio is against the mean of the two. On
   the GPU machine (virtio disk) whichever ran second read 1 MiB blocks up to 1.5x faster (the
   hypervisor's cache warmed by the first run), so fio-after-only flattered fio.
@@ -162,6 +162,7 @@ class FioRunner:
         self.cufile_ok: bool | None = None
         self.wfile: files.SweepFile | None = None
         self._first: dict[str, dict] = {}
+        workdirs.remove_stale(LOG_DIR_PREFIX)  # fio's logs that a killed sweep left (once a sweep)
 
     def _write_target(self) -> files.SweepFile:
         if self.wfile is None:
@@ -189,8 +190,7 @@ class FioRunner:
     def _run(self, spec, kind: str) -> dict:
         if spec.threads == 1:
             return self._run_logged(spec, kind, None)
-        # fio's per-job logs in a work directory of our own (a killed sweep's is removed next time)
-        workdirs.remove_stale(LOG_DIR_PREFIX)
+        # fio's per-job logs in a work directory of our own (a killed sweep's: __init__ removes it)
         with workdirs.WorkDir(LOG_DIR_PREFIX) as logs:
             return self._run_logged(spec, kind, logs)
 

@@ -242,8 +242,7 @@ def _tally_uniform(blob: bytes, into: Unclassified) -> bool:
     if kind == _EV_SYS_EXIT and nr in IO_SYSCALLS:
         rets = quads[9::w]
         moved = sum(rets) if min(rets) >= 0 else sum(filter((0).__lt__, rets))  # (a failed call moved nothing)
-        reads = IO_SYSCALLS[nr]
-        count_unclassified(into, pid, n, n, moved, n if reads else 0, moved if reads else 0)
+        count_unclassified(into, pid, n, n, moved, read=IO_SYSCALLS[nr])
     else:
         count_unclassified(into, pid, n)
     return True
@@ -307,8 +306,7 @@ def tally_records(blob: bytes, into: Unclassified) -> None:
         for nr in ios:
             got = r if len(per_call) == 1 else list(compress(r, map(nr.__eq__, exits)))
             moved = sum(got) if min(got) >= 0 else sum(filter((0).__lt__, got))  # (a failed call moved nothing)
-            reads = IO_SYSCALLS[nr]  # a read
-            count_unclassified(into, pid, 0, per_call[nr], moved, per_call[nr] if reads else 0, moved if reads else 0)
+            count_unclassified(into, pid, 0, per_call[nr], moved, read=IO_SYSCALLS[nr])
 
 
 # The flags the probe program is compiled with: tests/conftest.py compiles it with the same, so the

@@ -850,9 +850,7 @@ class Classifier:
         if op is None:
             count_unclassified(self.unclassified, pid)
             return
-        moved = max(ret or 0, 0)
-        is_read = op == "read"
-        count_unclassified(self.unclassified, pid, 1, 1, moved, int(is_read), moved if is_read else 0)
+        count_unclassified(self.unclassified, pid, 1, 1, max(ret or 0, 0), read=op == "read")
 
     def drain(self) -> list[schema.IoLine]:
         out, self.out = self.out, []

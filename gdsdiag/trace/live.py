@@ -109,9 +109,7 @@ def _tally_events(evs, into: Unclassified) -> None:
     the reads and writes among them with their bytes, and of those the reads (not classified)."""
     for e in evs:
         if e.kind == "sys_exit" and e.name in IO_NAMES:
-            moved = max(e.args[5], 0)
-            is_read = e.name.startswith(("pread", "read"))
-            count_unclassified(into, e.pid, 1, 1, moved, int(is_read), moved if is_read else 0)
+            count_unclassified(into, e.pid, 1, 1, max(e.args[5], 0), read=e.name.startswith(("pread", "read")))
         else:
             count_unclassified(into, e.pid)
 

@@ -40,23 +40,25 @@ Unclassified = dict[int, list[int]]
 
 
 def count_unclassified(
-    into: Unclassified, pid: int, events: int = 1, ios: int = 0, nbytes: int = 0, reads: int = 0, read_bytes: int = 0
+    into: Unclassified, pid: int, events: int = 1, ios: int = 0, nbytes: int = 0, read: bool = False
 ) -> None:
-    """Add to PID's row of INTO (see Unclassified)."""
-    row = into.get(pid)
-    if row is None:
-        row = into[pid] = [0, 0, 0, 0, 0]
-    row[0] += events
-    row[1] += ios
-    row[2] += nbytes
-    row[3] += reads
-    row[4] += read_bytes
+    """Add EVENTS to PID's row of INTO (see Unclassified), IOS of them reads or writes (all reads
+    if READ) that moved NBYTES."""
+    _add(into, pid, (events, ios, nbytes, ios if read else 0, nbytes if read else 0))
 
 
 def merge_unclassified(into: Unclassified, other: Unclassified) -> None:
     """Add every row of OTHER to INTO's."""
     for pid, row in other.items():
-        count_unclassified(into, pid, *row)
+        _add(into, pid, row)
+
+
+def _add(into: Unclassified, pid: int, row) -> None:
+    mine = into.get(pid)
+    if mine is None:
+        mine = into[pid] = [0, 0, 0, 0, 0]
+    for i, n in enumerate(row):
+        mine[i] += n
 
 
 def log2_hist(values_us: Iterable[float]) -> list[tuple[int, int, int]]:
