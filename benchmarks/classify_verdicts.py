@@ -13,7 +13,11 @@ Two streams, each classified --rounds times (the least CPU time of a round repor
               kvikio's POSIX path): DRAM_BOUNCE, direct
   staged      --ios pread64s each followed by a copy of its size from one pinned buffer (CuPy's
               asarray): DRAM_BOUNCE, staged one to one
-  compat      --ios cuFileRead calls with libcufile's pread64 and USDT probe inside (compat mode)
+  compat      --ios cuFileRead calls with libcufile's pread64 and USDT probe inside (compat mode), as the
+              probes send them since record version 4: two records, the pread64 and USDT hit folded
+              into the call's exit record (probes/cufile_trace.c api_fold_t)
+  compat4     the same calls sent four records each, as up to record version 3 (and for libcufile's
+              worker threads still): enter, pread64, USDT hit, exit
 and the --json line of every host verdict written the way 'gdsdiag trace --json' writes it (to
 /dev/null). Then the live consumer's whole per-event path for bounce, staged and compat ("live"):
 the stream packed as the events ring holds it (struct event_t records, bpf.REC_STRUCT; its opens and
@@ -91,21 +95,34 @@ def main() -> None:
         for e in (pread(i, 0x7F0000000000 + (i % 64) * 4096), copy(i, 0x7F0000000000 + (i % 64) * 4096))
     ]
     staged = host[:1] + [e for i in range(a.ios) for e in (pread(i, 0x7F0000000000), copy(i, 0x7D0000000000))]
-    compat = [
+    compat4 = [
         Event(0, 100, 100, "open", "openat", [7], "app", "/data/f.dat"),
         Event(1, 100, 100, "handle", "cuFileHandleRegister", [0x5B, 7, 0], "app"),
     ]
+    compat = list(compat4)
+    try:
+        from gdsdiag.trace.evidence import USDT_FOLDED  # noqa: F401  (record version 4)
+
+        folded = [4096, 1, 7, 1, 1, 4096, 0]  # pread64 (SYS_PREAD64 1) on fd 7, px_read (index 0), 4096 bytes
+    except ImportError:  # a --tree from before the folding: its probes sent four records a call
+        folded = None
     for i in range(a.ios):
         t = 1000 + i * 2000
-        compat += [
-            Event(t, 100, 100, "api_enter", "cuFileRead", [0x5B, 0x7E0000000000, 4096, i * 4096, 0], "app"),
+        enter = Event(t, 100, 100, "api_enter", "cuFileRead", [0x5B, 0x7E0000000000, 4096, i * 4096, 0], "app")
+        compat4 += [
+            enter,
             Event(t + 100, 100, 100, "sys_exit", "pread64", [7, 0x7F1000000000, 4096, i * 4096, 0, 4096, 900], "app"),
             Event(t + 110, 100, 100, "usdt", "cufio_core:cufio_px_read", [0, i * 4096, 4096, 0, 4096, 0], "app"),
             Event(t + 200, 100, 100, "api_exit", "cuFileRead", [4096], "app"),
         ]
-    for name, stream in (("bounce", bounce), ("staged", staged), ("compat", compat)):
+        if folded is not None:
+            compat += [enter, Event(t + 200, 100, 100, "api_exit", "cuFileRead", folded, "app")]
+    if folded is None:
+        compat = compat4
+    streams = (("bounce", bounce), ("staged", staged), ("compat", compat), ("compat4", compat4))
+    for name, stream in streams:
         vs = classify(stream)
-        assert len(vs) == a.ios and {v["route"] for v in vs} == {"DRAM_BOUNCE" if name != "compat" else "COMPAT"}, (
+        assert len(vs) == a.ios and {v["route"] for v in vs} == {"COMPAT" if "compat" in name else "DRAM_BOUNCE"}, (
             name,
             len(vs),
             {v["route"] for v in vs},
@@ -123,13 +140,13 @@ def main() -> None:
     print(f"python {platform.python_version()} on {platform.node()} ({os.cpu_count()} CPUs), tree {a.tree}")
     print(f"recordings: {len(recs)} files, {n_rec} verdicts, {t_rec * 1e3:.1f} ms (CPU, best of {a.rounds})")
     print(f"host: {a.ios} pread64 -> {a.ios} verdicts, {t_host * 1e3:.1f} ms, {t_host / a.ios * 1e6:.2f} µs/verdict")
-    for name, stream in (("bounce", bounce), ("staged", staged), ("compat", compat)):
+    for name, stream in streams:
         t = best(lambda s=stream: classify(s), a.rounds)
         print(
             f"{name}: {a.ios} verdicts, {t * 1e3:.1f} ms, {t / a.ios * 1e6:.2f} µs/verdict, {a.ios / t:,.0f} verdicts/s"
         )
     print(f"json lines: {a.ios} verdicts, {t_json * 1e3:.1f} ms, {t_json / a.ios * 1e6:.2f} µs/line")
-    for name, stream in (("bounce", bounce), ("staged", staged), ("compat", compat)):
+    for name, stream in streams:
         ring, side = packed(stream)
         got = live(ring, side, printer)
         assert got == a.ios, (name, got)

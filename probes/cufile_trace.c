@@ -28,6 +28,8 @@ BPF_HASH(traced, u32, u8, 65536);                     /* tgids followed (and thr
  * probes' cost on a 4 KiB cached read); a slot still holding another thread's call in flight (its
  * thread id shares the low bits and it is blocked or running elsewhere) is moved aside into the
  * hash first, and the exit looks there when the slot is not its own. */
+/* counted: bit 0 the exit adds it to hostagg, CALL_IN_CUFILE its thread was inside cuFileRead/Write */
+#define CALL_IN_CUFILE 2
 struct sys_enter_t { u64 ts; s64 fd; s64 buf; s64 count; s64 pos; s64 extra; u32 id; u32 counted; u64 fdv; u64 pt; };
 BPF_ARRAY(sys_slots, struct sys_enter_t, SYS_SLOTS);
 BPF_HASH(sys_args, u64, struct sys_enter_t, 10240);    /* pid_tgid -> a call moved out of its slot */
@@ -62,7 +64,16 @@ static __always_inline void args_del(u64 pt) {
 BPF_HASH(handle_reg, u64, u64, 1024);                   /* tid -> CUfileHandle_t* being registered */
 BPF_HASH(handle_fd, u64, s64, 1024);                    /* tid -> fd being registered */
 BPF_HASH(blk_inflight, u64, u32, 10240);                /* (dev<<40 ^ sector) -> pid that issued */
-BPF_HASH(in_api, u64, u8, 10240);                       /* tid inside cuFileRead/Write: skip libcufile's own copies */
+/* tid inside cuFileRead/Write (its own CUDA copies are skipped), with what that call's own thread
+ * did for it, folded into the call's exit record instead of sent one record each: the pread64 /
+ * pwrite64 of the call's file range (libcufile's POSIX path on the calling thread) and the
+ * cufio_px_read/px_write USDT probe after each. A compat cuFileRead was four records (enter, pread64,
+ * USDT, exit) and is two: half the records for the reader to decode and classify. Only what the
+ * classifier would match to this call anyway is folded (the same thread, inside the call, the
+ * matching direction, an offset the call covers, one descriptor and one probe); everything else
+ * (libcufile's worker threads, other descriptors, a second kind) goes out as its own record. */
+struct api_fold_t { s64 off; s64 size; u32 sys_id; u32 usdt_id; s64 sys_fd; u64 n_sys; u64 n_usdt; u64 usdt_bytes; };
+BPF_HASH(in_api, u64, struct api_fold_t, 10240);
 
 /* What the kernel knows of each descriptor, (tgid << 32 | fd) -> kind | serial << 8. The kind says
  * what its I/O, mmaps, dups and close emit:
@@ -289,11 +300,11 @@ static __always_inline int emit(void *ctx, u32 type, u32 id, s64 a0, s64 a1, s64
 }
 
 /* ---- cuFile API spans (uprobes on libcufile's exported functions) ---------------------------- */
-static __always_inline void mark_api(int on) {
+static __always_inline void mark_api(int on, u32 sys_id, s64 off, s64 size) {
     u64 tid = bpf_get_current_pid_tgid();
-    u8 one = 1;
+    struct api_fold_t f = {off, size, sys_id, 0, -1, 0, 0, 0};
     if (on)
-        in_api.update(&tid, &one);
+        in_api.update(&tid, &f);
     else
         in_api.delete(&tid);
     u32 i = (u32)tid & (SYS_SLOTS - 1);
@@ -302,17 +313,43 @@ static __always_inline void mark_api(int on) {
         t->in_api = on;
 }
 int api_read_enter(struct pt_regs *ctx) {          /* cuFileRead(fh, buf, size, file_offset, buf_offset) */
-    mark_api(1);
+    mark_api(1, SYS_PREAD64, PT_REGS_PARM4(ctx), PT_REGS_PARM3(ctx));
     return emit(ctx, EV_API_ENTER, API_READ, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx),
                 PT_REGS_PARM4(ctx), PT_REGS_PARM5(ctx), 0, 0);
 }
 int api_write_enter(struct pt_regs *ctx) {
-    mark_api(1);
+    mark_api(1, SYS_PWRITE64, PT_REGS_PARM4(ctx), PT_REGS_PARM3(ctx));
     return emit(ctx, EV_API_ENTER, API_WRITE, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx),
                 PT_REGS_PARM4(ctx), PT_REGS_PARM5(ctx), 0, 0);
 }
-int api_read_exit(struct pt_regs *ctx) { mark_api(0); return emit(ctx, EV_API_EXIT, API_READ, PT_REGS_RC(ctx), 0, 0, 0, 0, 0, 0); }
-int api_write_exit(struct pt_regs *ctx) { mark_api(0); return emit(ctx, EV_API_EXIT, API_WRITE, PT_REGS_RC(ctx), 0, 0, 0, 0, 0, 0); }
+/* the exit: a0 the result, then what was folded into it (api_fold_t): a1 syscalls and a2 their fd,
+ * a3 their id; a4 USDT hits, a5 their bytes, a6 the probe's id (evidence.ROUTE_USDT's index) */
+static __always_inline int api_rw_exit(struct pt_regs *ctx, u32 id) {
+    u64 tid = bpf_get_current_pid_tgid();
+    struct api_fold_t f = {};
+    struct api_fold_t *p = in_api.lookup(&tid);
+    if (p)
+        __builtin_memcpy(&f, p, sizeof(f));
+    mark_api(0, 0, 0, 0);
+    return emit(ctx, EV_API_EXIT, id, PT_REGS_RC(ctx), f.n_sys, f.n_sys ? f.sys_fd : 0, f.n_sys ? f.sys_id : 0,
+                f.n_usdt, f.usdt_bytes, f.n_usdt ? f.usdt_id : 0);
+}
+int api_read_exit(struct pt_regs *ctx) { return api_rw_exit(ctx, API_READ); }
+int api_write_exit(struct pt_regs *ctx) { return api_rw_exit(ctx, API_WRITE); }
+static __always_inline int fold_covers(struct api_fold_t *f, s64 off) {
+    return off >= f->off && off < f->off + (f->size > 1 ? f->size : 1);
+}
+/* 1: this USDT hit of the calling thread was folded into its cuFile call (sent with its exit) */
+static __always_inline int fold_usdt(u32 probe, u32 sys_id, s64 off, s64 nbytes) {
+    u64 tid = bpf_get_current_pid_tgid();
+    struct api_fold_t *f = in_api.lookup(&tid);
+    if (!f || f->sys_id != sys_id || !fold_covers(f, off) || (f->n_usdt && f->usdt_id != probe))
+        return 0;
+    f->usdt_id = probe;
+    f->n_usdt += 1;
+    f->usdt_bytes += nbytes;
+    return 1;
+}
 
 /* cuFileReadAsync(fh, buf, size_t *size_p, off_t *off_p, off_t *bufoff_p, ssize_t *done_p, stream) */
 static __always_inline int async_enter(struct pt_regs *ctx, u32 id) {
@@ -450,6 +487,8 @@ static __always_inline int sys_enter(void *ctx, u32 id, s64 fd, s64 buf, s64 cou
     if (c && !c->per_io && (v & 0xff) == FD_DATA && (id <= SYS_PWRITEV2 || (id >= SYS_READ && id <= SYS_WRITEV))) {
         counted = !t->gpu && !t->in_api;
     }
+    if (t->in_api && (id == SYS_PREAD64 || id == SYS_PWRITE64))
+        counted |= CALL_IN_CUFILE;     /* (its exit may fold it into the call: fold_sys) */
     struct sys_enter_t s = {bpf_ktime_get_ns(), fd, buf, count, pos, extra, id, counted, v};
     args_put(pt, &s);
     return 0;
@@ -501,6 +540,15 @@ static __always_inline int host_io_counted(u64 pt, u32 id, u64 serial, struct sy
     args_del(pt);
     return 1;
 }
+/* 1: this pread64/pwrite64 of a thread inside cuFileRead/Write was folded into the call */
+static __always_inline int fold_sys(u64 pt, struct sys_enter_t *s) {
+    struct api_fold_t *f = in_api.lookup(&pt);
+    if (!f || f->sys_id != s->id || !fold_covers(f, s->pos) || (f->n_sys && f->sys_fd != s->fd))
+        return 0;
+    f->sys_fd = s->fd;
+    f->n_sys += 1;
+    return 1;
+}
 static __always_inline int sys_exit(void *ctx, s64 ret) {
     u64 pt = bpf_get_current_pid_tgid();
     struct sys_enter_t *s = args_get(pt);
@@ -508,8 +556,12 @@ static __always_inline int sys_exit(void *ctx, s64 ret) {
         return 0;
     u32 type = EV_SYS_EXIT, id = s->id;
     s64 skipped = s->extra;
-    if (s->counted && host_io_counted(pt, id, s->fdv >> 8, s, ret))
+    if ((s->counted & 1) && host_io_counted(pt, id, s->fdv >> 8, s, ret))
         return 0;
+    if ((s->counted & CALL_IN_CUFILE) && fold_sys(pt, s)) {
+        args_del(pt);
+        return 0;
+    }
     if (id >= SYS_READ && id <= SYS_WRITEV) {
         u64 v = s->fdv;
         if ((v & 0xff) == FD_DATA) {

@@ -4,7 +4,7 @@ source tree), or the package to install when there is none. Real directories in 
 
 import os
 
-from gdsdiag.trace.bpf import _kernel_headers_hint, close_headers_tree
+from gdsdiag.trace.bpf import _bcc_failure, _kernel_headers_hint, close_headers_tree
 
 
 def _tree(root, name):
@@ -45,3 +45,22 @@ def test_the_hint_names_no_placeholder():
         assert f"ln -s {tree[0]} /lib/modules/{rel}/build" in line
     else:
         assert f"apt-get install linux-headers-{rel}" in line
+
+
+def test_a_compile_error_gets_the_headers_fix():
+    line = _bcc_failure("<built-in>:2: fatal error: 'linux/types.h' file not found").line()
+    assert "bcc could not compile the probes" in line and "/build" in line
+
+
+def test_a_program_the_kernel_refused_never_gets_the_headers_fix():
+    # bcc's own words (bcc/__init__.py load_func) for a load the verifier ended with EAGAIN: seen on
+    # the dev VM with a sampling profiler attached to gdsdiag (blocking mode stops the process)
+    seen = "Failed to load BPF program b'raw_tracepoint__sys_enter': Resource temporarily unavailable"
+    line = _bcc_failure(seen).line()
+    assert "headers" not in line and "ln -s" not in line, line
+    assert "the kernel refused the compiled probe program" in line and "Resource temporarily unavailable" in line
+    assert "interrupted by a signal" in line
+    eperm = _bcc_failure("Failed to load BPF program b'x': Operation not permitted").line()
+    assert "headers" not in eperm and "root" in eperm
+    other = _bcc_failure("Failed to attach BPF program b'x' to tracepoint raw_syscalls:sys_enter: Invalid argument")
+    assert "headers" not in other.line() and "--ebpf" in other.line()

@@ -13,7 +13,7 @@ import time
 import pytest
 from conftest import LIVE_MARKS
 
-from gdsdiag.trace.events import read_record
+from gdsdiag.trace.events import RECORD_VERSION, read_record
 
 KiB, MiB = 1024, 1 << 20
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -122,7 +122,7 @@ def test_process_tree_every_syscall_exact_offsets_and_the_reused_descriptor(data
     # (the same verdicts; a live trace prints each as soon as it is decided, a replay in time order)
     assert sorted(_shape(_parse(r2.stdout)[0], datadir)) == sorted(got)
     header, events = read_record(str(rec))
-    assert header["gdsdiag_trace_record"] == 3
+    assert header["gdsdiag_trace_record"] == RECORD_VERSION
 
 
 PRE = r"""

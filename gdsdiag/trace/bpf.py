@@ -106,6 +106,7 @@ def kprobes_available() -> bool:
 # firing. bcc generates an argument reader per argument and probe location: reading all arguments
 # of all probes cost 11 s of compile CPU on the 2-vCPU dev VM, reading only these a fraction.
 USDT_ARGS_USED = evidence.USDT_ARGS_USED
+USDT_FOLDED = evidence.USDT_FOLDED
 
 
 def program_text(block: bool = False) -> str:
@@ -190,6 +191,35 @@ def close_headers_tree(src: str = "/usr/src") -> tuple[str, str] | None:
         return None
     common = build[0].rsplit("-", 1)[0] + "-common"
     return build[0], common if os.path.isdir(common) else build[0]
+
+
+# bcc's words for a program its compile built and the kernel then refused (bcc/__init__.py load_func,
+# attach_*): headers cannot fix those, so they get their own fix, by the errno's text
+_KERNEL_REFUSED = ("Failed to load BPF program", "Failed to attach BPF program")
+_REFUSAL_FIX = (
+    (
+        "Resource temporarily unavailable",
+        # (kernel/bpf/verifier.c do_check: a signal pending while the verifier walks the program
+        # ends the load with EAGAIN: a debugger or profiler attached to gdsdiag, a Ctrl-Z)
+        "the kernel's verifier was interrupted by a signal (a debugger or profiler attached to gdsdiag, "
+        "a stop): run it again without them",
+    ),
+    ("Operation not permitted", "run as root (CAP_BPF and CAP_PERFMON); a kernel in lockdown mode refuses it too"),
+    ("Permission denied", "run as root (CAP_BPF and CAP_PERFMON); a kernel in lockdown mode refuses it too"),
+)
+
+
+def _bcc_failure(msg: str) -> GdsdiagError:
+    """One line for bcc's failed BPF(): a compile error (the headers' fix) or the kernel refusing
+    the compiled program (never the headers' fix: that would be a guess stated as the cause)."""
+    last = msg.strip().splitlines()[-1][:200] if msg.strip() else ""
+    if not last.startswith(_KERNEL_REFUSED):
+        return _kernel_headers_hint(msg)
+    fix = next((f for words, f in _REFUSAL_FIX if words in last), None)
+    return GdsdiagError(
+        f"the kernel refused the compiled probe program: {last}",
+        fix or f"report it with the kernel version ({os.uname().release}) and the program gdsdiag trace --ebpf prints",
+    )
 
 
 def _kernel_headers_hint(msg: str) -> GdsdiagError:
@@ -448,8 +478,8 @@ class Probes:
                 self.failed.append(f"compiled-program cache not used ({e}); compiled instead")
         try:
             b = bcc.BPF(text=src, cflags=cflags)
-        except Exception as e:  # bcc raises bare Exception for a failed compile: named, with the fix
-            raise _kernel_headers_hint(str(e)) from None
+        except Exception as e:  # bcc raises bare Exception for a failed compile or load: named, with the fix
+            raise _bcc_failure(str(e)) from None
         self.timing["cached"] = False
         if k:
             try:
@@ -490,7 +520,7 @@ class Probes:
                 continue
             name = f"usdt_{len(self._layouts)}"
             try:
-                out.append(handler(name, ROUTE_USDT.index(site.key), lay[1]))
+                out.append(handler(name, ROUTE_USDT.index(site.key), lay[1], USDT_FOLDED.get(site.key, "")))
             except UnsupportedSpec as e:
                 self.failed.append(f"usdt {site.key} in {lib}: argument spec {e} not supported")
                 continue

@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING
 
 from ..routes import Route
 from .dataflow import DataFlow, MappedFile, Source
-from .events import NVFS_IOCTLS, Event
-from .evidence import KPROBE_EVIDENCE, SYSCALL_EVIDENCE, decide_once, usdt_kind
+from .events import NVFS_IOCTLS, SYS_NAMES, Event
+from .evidence import KPROBE_EVIDENCE, ROUTE_USDT, SYSCALL_EVIDENCE, decide_once, usdt_kind
 from .tally import Unclassified, count_unclassified
 
 if TYPE_CHECKING:
@@ -156,9 +156,9 @@ class _Pending:
     is_async: bool = False
     path: str | None = None  # resolved when the call starts (the handle may be gone later)
 
-    def add(self, label: str, kind: str, ts: int, nbytes: int = 0) -> None:
+    def add(self, label: str, kind: str, ts: int, nbytes: int = 0, times: int = 1) -> None:
         ev = self.evidence
-        ev[label] = ev.get(label, 0) + 1
+        ev[label] = ev.get(label, 0) + times
         self.kinds.add(kind)
         self.bytes_seen += nbytes
         if ts > self.last_ts:
@@ -245,6 +245,17 @@ def _op_of(name: str) -> str | None:
         if len(_OPS) < 4096:  # (probe and API names: a few dozen)
             _OPS[name] = op
     return op
+
+
+def _usdt_hit(name: str) -> tuple[str, bool, str | None, str]:
+    """(evidence kind, matched by offset, direction, evidence label) of a USDT probe, cached."""
+    hit = _USDT.get(name)
+    if hit is None:
+        kind, matched = usdt_kind(name)
+        hit = (kind, matched, _op_of(name.split(":", 1)[-1]), f"usdt {name}")
+        if len(_USDT) < 4096:  # (the probes' names: a few dozen)
+            _USDT[name] = hit
+    return hit
 
 
 _OPS: dict[str, str | None] = {}  # name -> _op_of(name)
@@ -667,13 +678,35 @@ class Classifier:
             return
         p = stack.pop()
         if p.api in ("cuFileRead", "cuFileWrite"):
-            ret = e.args[0] if e.args else None
+            a = e.args
+            ret = a[0] if a else None
             if ret is not None and ret >= 1 << 63:
                 ret -= 1 << 64
             p.ret, p.t_end = ret, e.ts
+            if len(a) > 6 and (a[1] or a[4]):
+                self._folded(p, e)
             self.pending.end(p)
         elif p.is_async:
             p.ret = e.args[0] if e.args else None  # the enqueue status; I/O follows on the stream
+
+    def _folded(self, p: _Pending, e: Event) -> None:
+        """The evidence the call's own thread gave, sent with its exit (record version 4, probes/
+        cufile_trace.c api_fold_t): args [ret, syscalls, their fd, their id, USDT hits, their bytes,
+        the probe's ROUTE_USDT index]. Added as _match_call and _on_evidence add the same evidence
+        sent one record each: the same labels, counts and kinds, so the verdict is the same."""
+        _, n_sys, fd, sys_id, n_usdt, nbytes, rid = e.args[:7]
+        if n_sys:
+            api = SYS_NAMES.get(sys_id)
+            if api in SYSCALL_EVIDENCE:
+                p.add(f"{api} fd {fd}", SYSCALL_EVIDENCE[api], e.ts, 0, n_sys)
+                if p.path is None:
+                    d = self.fds.get((e.pid, fd))
+                    if d is not None:
+                        p.path = d.path  # the handle's registration was not seen: the file it read names it
+        if n_usdt:
+            name = ROUTE_USDT[rid] if 0 <= rid < len(ROUTE_USDT) else f"usdt#{rid}"
+            kind, _, _, label = _usdt_hit(name)
+            p.add(label, kind, e.ts, nbytes, n_usdt)
 
     def _on_batch_req(self, e: Event) -> None:
         a = e.args + [0] * 7
@@ -732,10 +765,7 @@ class Classifier:
         if e.kind == "usdt":
             hit = _USDT.get(name)
             if hit is None:
-                kind, matched = usdt_kind(name)
-                hit = (kind, matched, _op_of(name.split(":", 1)[-1]), f"usdt {name}")
-                if len(_USDT) < 4096:  # (the probes' names: a few dozen)
-                    _USDT[name] = hit
+                hit = _usdt_hit(name)
             kind, matched, op, label = hit
             if matched:
                 # the probe fires per syscall of the call (libcufile splits large requests): matched to

@@ -35,7 +35,10 @@ NVFS_IOCTLS = {
 # 3: opens carry [fd, flags, position, dev, ino, dirfd, serial]; read/write/readv/writev carry in a4
 # the bytes moved at the file position while the kernel counted them; "counted" events (host I/O
 # counted in the kernel, gdsdiag/trace/counted.py) close the recording; no unnamed_open events
-RECORD_VERSION = 3
+# 4: a cuFileRead/Write's exit carries in a1..a6 the evidence its own thread gave (its pread64/pwrite64
+# and cufio_px_* USDT hits, not sent as their own records): syscalls, fd, syscall id, USDT hits,
+# their bytes, the probe's index in evidence.ROUTE_USDT (classify.Classifier._folded)
+RECORD_VERSION = 4
 
 
 @dataclass(slots=True)  # (2 M events of a replay: no per-object __dict__)
@@ -70,6 +73,12 @@ class _NotARecording(Exception):
     def __init__(self, line: int, why: str):
         super().__init__(why)
         self.line, self.why = line, why
+
+
+class _NewerRecording(Exception):
+    def __init__(self, version: int):
+        super().__init__(version)
+        self.version = version
 
 
 _INT_LO, _INT_HI = -(1 << 64), 1 << 64
@@ -233,6 +242,12 @@ class Recording:
                     raise _NotARecording(max(n, 1), "empty file")
         except _NotARecording as e:
             raise self._error(e.line, e.why) from None
+        except _NewerRecording as e:
+            raise GdsdiagError(
+                f"{self.path} was recorded by a newer gdsdiag (record version {e.version}; this one reads "
+                f"versions 1 to {RECORD_VERSION})",
+                "replay it with the gdsdiag that recorded it, or a newer one",
+            ) from None
         except (EOFError, zlib.error, gzip.BadGzipFile) as e:
             raise self._error(n + 1, f"damaged gzip stream ({e})") from None
         except OSError as e:
@@ -242,6 +257,12 @@ class Recording:
 def _check_header(header, n: int) -> None:
     if not isinstance(header, dict) or "gdsdiag_trace_record" not in header:
         raise _NotARecording(n, "no gdsdiag_trace_record header")
+    version = header["gdsdiag_trace_record"]
+    if not _is_int(version) or version < 1:
+        raise _NotARecording(n, "header field gdsdiag_trace_record must be a positive integer")
+    if version > RECORD_VERSION:
+        # (its events mean what a newer probe program sent: read here they would give other verdicts)
+        raise _NewerRecording(version)
     for key in ("probes_attached", "probes_not_attached"):
         if not isinstance(header.get(key, []), list):
             raise _NotARecording(n, f"header field {key} must be a list")

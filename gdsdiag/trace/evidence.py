@@ -44,6 +44,9 @@ USDT_FAMILIES: tuple[tuple[str, str], ...] = (
 )
 ROUTE_USDT = tuple(USDT_EVIDENCE)  # the USDT probes attached by name (bpf.py)
 USDT_ARGS_USED = {"cufio_core:cufio_px_read": 3, "cufio_core:cufio_px_write": 3}  # (offset, size read)
+# the POSIX probes a cuFile call's own thread folds into the call's exit record (probes/cufile_trace.c
+# fold_usdt), with the syscall each follows: the exit names the probe by its index in ROUTE_USDT
+USDT_FOLDED = {"cufio_core:cufio_px_read": "SYS_PREAD64", "cufio_core:cufio_px_write": "SYS_PWRITE64"}
 
 
 def usdt_kind(name: str) -> tuple[str, bool]:

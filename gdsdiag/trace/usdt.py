@@ -94,9 +94,14 @@ def layout(site: Site, nargs: int) -> tuple[str, tuple[str, ...]]:
     return site.key, tuple(site.args.split()[:nargs])
 
 
-def handler(name: str, probe_id: int, specs: tuple[str, ...]) -> str:
+def handler(name: str, probe_id: int, specs: tuple[str, ...], fold_sys: str = "") -> str:
+    """C for one probe site layout. FOLD_SYS (a syscall id's C name, SYS_PREAD64 / SYS_PWRITE64): the
+    probe fires after that syscall of a cuFile call and carries the file offset (v[1]) and size (v[2]);
+    a hit on the calling thread inside the call is added to the call's exit record (fold_usdt in
+    probes/cufile_trace.c) instead of sent as its own."""
     reads = "".join(arg_reader(s, k) for k, s in enumerate(specs[:6]))
+    fold = f"    if (fold_usdt({probe_id}, {fold_sys}, v[1], v[2]))\n        return 0;\n" if fold_sys else ""
     return (
-        f"int {name}(struct pt_regs *ctx) {{\n    s64 v[6] = {{}};\n{reads}"
+        f"int {name}(struct pt_regs *ctx) {{\n    s64 v[6] = {{}};\n{reads}{fold}"
         f"    return emit(ctx, EV_USDT, {probe_id}, v[0], v[1], v[2], v[3], v[4], v[5], {len(specs)});\n}}\n"
     )

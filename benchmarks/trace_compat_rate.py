@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""A real COMPAT per-I/O stream under the tracer: what it costs the tracer per verdict, and whether
+it keeps up (issue 21), for one or more checkouts in the same run.
+
+  sudo python3 benchmarks/trace_compat_rate.py [--calls 100000] [--bs 4096] [--rounds 2] [--tree DIR ...]
+
+The workload is gdsdiag's cffi bindings over the real libcufile (compat mode where nvidia-fs is
+absent): one thread, --calls cuFileRead calls of --bs bytes back to back over a 64 MiB file, printing
+its own ground truth (calls, seconds, its own CPU seconds). Per round and tree: the workload untraced,
+then under ``gdsdiag trace --json --per-io`` (stdout to a file). Reported: the calls' rate both ways
+(traced/plain), the verdict lines for the file against the calls, events lost, and the tracer's own
+CPU per verdict — the CPU time of gdsdiag and everything it waited for (os.wait4) less the
+workload's own, less what a trace of a 100-call run costs (start, CUDA's doors, the end), per verdict
+beyond that run's — and how busy that kept the tracer while the calls ran. Needs root, bcc, CuPy,
+libcufile and a GPU."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+WORKLOAD = r"""
+import json, os, resource, sys, time
+import cupy as cp
+import gdsdiag.cufile as cf
+path, calls, bs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+dev = cp.empty(bs, dtype=cp.uint8)
+span = os.path.getsize(path) // bs
+with cf.Driver(), cf.FileHandle(path, "r") as fh, cf.BufferRegistration(dev):
+    fh.read(dev, bs, 0)
+    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+    for i in range(calls):
+        fh.read(dev, bs, (i % span) * bs)
+    t1, r1 = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF)
+cpu = r1.ru_utime + r1.ru_stime
+print(json.dumps({"calls": calls + 1, "seconds": t1 - t0, "rate": calls / (t1 - t0), "cpu_s": cpu}))
+"""
+
+
+def run(cmd, env, cwd, out_path):
+    with open(out_path, "w") as out:
+        t = time.monotonic()
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, env=env, cwd=cwd)
+        err = p.stderr.read().decode(errors="replace")
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        return p.returncode, err, ru.ru_utime + ru.ru_stime, time.monotonic() - t
+
+
+def traced(tree: str, env: dict, wcmd: list, path: str, out: str):
+    """(the workload's own line, verdict lines for PATH, the summary, the tracer's CPU s, wall s) of
+    one traced run, or (None, stderr)."""
+    tcmd = [sys.executable, "-m", "gdsdiag", "trace", "--json", "--per-io", "--"] + wcmd
+    rc, err, cpu, wall = run(tcmd, env, tree, out)
+    lines = open(out).read().splitlines()
+    own = next((json.loads(x) for x in reversed(lines) if x.startswith('{"calls"')), None)
+    if rc != 0 or own is None:
+        return None, err[-600:]
+    verdicts = sum(1 for x in lines if x.startswith('{"type": "io"') and f'"path": "{path}"' in x)
+    summary = next((json.loads(x) for x in lines if x.startswith('{"type": "summary"')), {})
+    return (own, verdicts, summary, cpu - own["cpu_s"], wall), ""
+
+
+def one(tree: str, path: str, a, wl: str, tmp: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": tree + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    wcmd = [sys.executable, wl, path, str(a.calls), str(a.bs)]
+    rc, err, _, _ = run(wcmd, env, tree, os.path.join(tmp, "plain.out"))
+    plain = json.loads(open(os.path.join(tmp, "plain.out")).read().strip().splitlines()[-1]) if rc == 0 else None
+    if plain is None:
+        return {"failed": err[-600:]}
+    # the tracer's start and end alone (attach, CUDA's doors, the summary): a run of 100 calls
+    short, err = traced(tree, env, [sys.executable, wl, path, "100", str(a.bs)], path, os.path.join(tmp, "short.out"))
+    res, err = traced(tree, env, wcmd, path, os.path.join(tmp, "traced.out"))
+    if res is None or short is None:
+        return {"failed": err}
+    own, verdicts, summary, tracer_cpu, wall = res
+    stream_cpu = tracer_cpu - short[3]
+    return {
+        "calls": own["calls"],
+        "verdicts": verdicts,
+        "lost": summary.get("lost_events"),
+        "plain_rate": round(plain["rate"]),
+        "traced_rate": round(own["rate"]),
+        "ratio": round(own["rate"] / plain["rate"], 3),
+        "tracer_cpu_s": round(tracer_cpu, 2),
+        "tracer_start_end_cpu_s": round(short[3], 2),
+        # the stream's own cost: the tracer's CPU less its start and end, per verdict beyond the short run's
+        "tracer_us_per_verdict": round(stream_cpu / max(verdicts - short[1], 1) * 1e6, 2),
+        "tracer_busy": round(stream_cpu / own["seconds"], 2),  # of one CPU, while the calls ran
+        "wall_s": round(wall, 2),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calls", type=int, default=100_000)
+    ap.add_argument("--bs", type=int, default=4096)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--tree", action="append", help="a checkout whose gdsdiag/ is measured (repeatable)")
+    ap.add_argument("--dir", default="/var/tmp")
+    a = ap.parse_args()
+    trees = [os.path.abspath(t) for t in (a.tree or [HERE])]
+    tmp = tempfile.mkdtemp(prefix="gdsdiag-compat-rate-")
+    path = os.path.join(a.dir, "gdsdiag-compat-rate.dat")
+    if not os.path.exists(path):
+        with open(path, "wb") as f:
+            f.write(os.urandom(64 << 20))
+    wl = os.path.join(tmp, "wl.py")
+    with open(wl, "w") as f:
+        f.write(WORKLOAD)
+    rounds = []
+    for r in range(a.rounds):
+        for tree in trees:
+            res = {"round": r, "tree": tree, **one(tree, path, a, wl, tmp)}
+            rounds.append(res)
+            print(json.dumps(res), file=sys.stderr, flush=True)
+    med = {}
+    for tree in trees:
+        ok = [x for x in rounds if x["tree"] == tree and "failed" not in x]
+        if ok:
+            med[tree] = {
+                k: statistics.median(x[k] for x in ok)
+                for k in ("traced_rate", "plain_rate", "ratio", "tracer_us_per_verdict", "tracer_busy")
+            }
+    print(json.dumps({"calls": a.calls, "bs": a.bs, "rounds": rounds, "median": med}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

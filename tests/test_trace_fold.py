@@ -1,0 +1,126 @@
+"""A cuFile call's own evidence folded into its exit record (record version 4).
+
+The probes add a cuFileRead/Write's pread64/pwrite64 and cufio_px_* USDT hits on the calling thread to
+the call's exit record (probes/cufile_trace.c api_fold_t) instead of sending each as a record. The
+classifier must give the same verdict for the folded stream as for the stream of the same I/O sent
+one record each (what the probes sent up to record version 3, and still send for libcufile's worker
+threads). Both streams here are what the probes send for the same calls: the unfolded ones in the
+shape of the GPU machine's compat recordings (tests/fixtures/trace/, libcufile 1.15: pread64 on the
+calling thread, then cufio_px_read with offset and size), the folded ones as api_rw_exit writes them.
+The kernel side runs on the GPU machine (tests/test_trace_cufile_live.py)."""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+from gdsdiag.trace.classify import classify
+from gdsdiag.trace.eventdefs import SYSCALLS
+from gdsdiag.trace.events import RECORD_VERSION, Event, read_record
+from gdsdiag.trace.evidence import ROUTE_USDT, USDT_FOLDED
+
+SYS_ID = {name: value for _, value, name in SYSCALLS}
+PX = {"read": "cufio_core:cufio_px_read", "write": "cufio_core:cufio_px_write"}
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "trace")
+
+
+def _calls(specs, fold: bool) -> list[Event]:
+    """Events of cuFile calls. SPECS: (op, offset, size, own_syscalls, worker_syscalls, ret) per call;
+    own ones are the calling thread's (folded when FOLD), worker ones on thread 200 (never folded)."""
+    out = [
+        Event(0, 100, 100, "open", "openat", [7, 0, 0, 0, 0, -100, 1], "app", "/data/f.dat"),
+        Event(1, 100, 100, "handle", "cuFileHandleRegister", [0x5B, 7, 0], "app"),
+    ]
+    t = 1_000_000
+    for op, off, size, own, workers, ret in specs:
+        api = "cuFileRead" if op == "read" else "cuFileWrite"
+        sysname = "pread64" if op == "read" else "pwrite64"
+        out.append(Event(t, 100, 100, "api_enter", api, [0x5B, 0x7E0000000000, size, off, 0], "app"))
+        chunk = size // max(own + workers, 1)
+        folded_sys = folded_usdt = folded_bytes = 0
+        for k in range(own + workers):
+            tid = 100 if k < own else 200
+            at, t = t + 100, t + 200
+            o = off + k * chunk
+            if fold and tid == 100:
+                folded_sys += 1
+                folded_usdt += 1
+                folded_bytes += chunk
+                continue
+            out.append(Event(at, 100, tid, "sys_exit", sysname, [7, 0x7F1000000000, chunk, o, 0, chunk, 900], "app"))
+            out.append(Event(at + 10, 100, tid, "usdt", PX[op], [0, o, chunk], "app"))
+        t += 300
+        exit_args = [ret, 0, 0, 0, 0, 0, 0]
+        if fold and folded_sys:
+            exit_args = [ret, folded_sys, 7, SYS_ID[sysname], folded_usdt, folded_bytes, ROUTE_USDT.index(PX[op])]
+        out.append(Event(t, 100, 100, "api_exit", api, exit_args, "app"))
+        t += 5_000
+    return out
+
+
+CASES = [
+    ("read", 0, 4096, 1, 0, 4096),  # the usual compat read: all on the calling thread
+    ("write", 8192, 1 << 20, 1, 0, 1 << 20),
+    ("read", 1 << 20, 16 << 20, 0, 2, 16 << 20),  # split into chunks on libcufile's workers
+    ("read", 32 << 20, 16 << 20, 1, 1, 16 << 20),  # one chunk of each
+    ("read", 64 << 20, 4096, 3, 0, -5),  # retried, and failed (-EIO)
+    ("write", 0, 0, 0, 0, 0),  # nothing moved: no evidence at all
+]
+
+
+def test_folded_and_unfolded_streams_give_the_same_verdicts():
+    one = classify(_calls(CASES, fold=False))
+    two = classify(_calls(CASES, fold=True))
+    assert len(one) == len(two) == len(CASES)
+    for a, b in zip(one, two):
+        assert {**a, "evidence": sorted(a["evidence"])} == {**b, "evidence": sorted(b["evidence"])}
+    # where only the calling thread gave evidence, the evidence list itself (its order too) is the same
+    for k in (0, 1, 4):
+        assert one[k]["evidence"] == two[k]["evidence"]
+    assert [v["route"] for v in two][:5] == ["COMPAT"] * 5
+    assert "pread64 fd 7 ×3" in two[4]["evidence"] and "usdt cufio_core:cufio_px_read ×3" in two[4]["evidence"]
+
+
+def test_folded_evidence_names_the_file_when_the_handle_registration_was_not_seen():
+    evs = [e for e in _calls(CASES[:1], fold=True) if e.kind != "handle"]
+    (v,) = classify(evs)
+    assert v["path"] == "/data/f.dat" and v["route"] == "COMPAT"
+
+
+def test_the_folded_probes_are_the_matched_posix_ones_and_keep_their_index():
+    # a version-4 recording names the folded probe by its index in ROUTE_USDT: the order is part of
+    # the format (px_read 0, px_write 1)
+    assert ROUTE_USDT.index("cufio_core:cufio_px_read") == 0
+    assert ROUTE_USDT.index("cufio_core:cufio_px_write") == 1
+    assert set(USDT_FOLDED) == {"cufio_core:cufio_px_read", "cufio_core:cufio_px_write"}
+
+
+def test_recordings_of_earlier_versions_replay_as_before():
+    # the GPU machine's recordings (versions 2 and 3: every syscall its own record) still give COMPAT
+    # with the pread64 and USDT evidence
+    seen = 0
+    for path in sorted(glob.glob(os.path.join(FIXTURES, "*.jsonl.gz"))):
+        header, events = read_record(path)
+        assert header["gdsdiag_trace_record"] < 4
+        for v in classify(events, record_version=int(header["gdsdiag_trace_record"])):
+            if v["route"] == "COMPAT" and v["api"] == "cuFileRead":
+                seen += 1
+                assert any(x.startswith("pread64 fd ") for x in v["evidence"]), v
+    assert seen > 0
+
+
+def test_a_recording_from_a_newer_gdsdiag_is_refused_with_one_line(tmp_path):
+    rec = tmp_path / "newer.jsonl.gz"
+    with gzip.open(rec, "wt") as f:
+        f.write(json.dumps({"gdsdiag_trace_record": RECORD_VERSION + 1}) + "\n")
+        f.write(json.dumps([1, 100, 100, "api_exit", "cuFileRead", [4096, 9, 9, 9, 9, 9, 9], "app", None]) + "\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "gdsdiag", "trace", "--replay", str(rec)], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 3, r
+    assert r.stderr.count("\n") == 1 and "recorded by a newer gdsdiag" in r.stderr, r.stderr
+    assert f"record version {RECORD_VERSION + 1}" in r.stderr
