@@ -124,3 +124,38 @@ def test_a_recording_from_a_newer_gdsdiag_is_refused_with_one_line(tmp_path):
     assert r.returncode == 3, r
     assert r.stderr.count("\n") == 1 and "recorded by a newer gdsdiag" in r.stderr, r.stderr
     assert f"record version {RECORD_VERSION + 1}" in r.stderr
+
+
+def test_a_stop_counts_an_unclassified_cufile_call_as_one_io_with_its_bytes():
+    # since the call's own pread64/pwrite64 ride in its exit record, a stop that cannot classify the
+    # call counts the exit as the I/O (bpf.tally_records on undecoded records, live._tally_events on
+    # decoded ones): one read or write each, the bytes its result says, a failed call none
+    from gdsdiag.trace.bpf import REC_STRUCT, tally_records
+    from gdsdiag.trace.live import _tally_events
+
+    comm = b"app".ljust(16, b"\0")
+    api_exit, api_enter, sys_exit = 2, 1, 5
+    recs = [
+        REC_STRUCT.pack(1, 7, 7, api_enter, 1, 0x5B, 0, 4096, 0, 0, 0, 0, comm),
+        REC_STRUCT.pack(2, 7, 7, api_exit, 1, 4096, 1, 37, 1, 1, 4096, 0, comm),  # cuFileRead, folded
+        REC_STRUCT.pack(3, 7, 8, api_exit, 2, 65536, 1, 37, 2, 1, 65536, 1, comm),  # cuFileWrite
+        REC_STRUCT.pack(4, 7, 7, api_exit, 1, -5, 1, 37, 1, 0, 0, 0, comm),  # failed: -EIO
+        REC_STRUCT.pack(5, 9, 9, sys_exit, 1, 3, 0, 4096, 0, 0, 4096, 900, comm),  # another process's pread64
+        REC_STRUCT.pack(6, 7, 7, api_exit, 12, 0, 0, 0, 0, 0, 0, 0, comm),  # not a cuFile I/O
+    ]
+    got: dict = {}
+    tally_records(b"".join(recs), got)
+    # [events, I/Os, bytes, reads, read bytes]
+    assert got == {7: [5, 3, 4096 + 65536, 2, 4096], 9: [1, 1, 4096, 1, 4096]}
+    uniform: dict = {}
+    tally_records(recs[1] * 4, uniform)
+    assert uniform == {7: [4, 4, 4 * 4096, 4, 4 * 4096]}
+    evs = [
+        Event(2, 7, 7, "api_exit", "cuFileRead", [4096, 1, 37, 1, 1, 4096, 0], "app"),
+        Event(3, 7, 8, "api_exit", "cuFileWrite", [65536, 1, 37, 2, 1, 65536, 1], "app"),
+        Event(4, 7, 7, "api_exit", "cuFileRead", [(1 << 64) - 5, 1, 37, 1, 0, 0, 0], "app"),
+        Event(5, 7, 7, "api_enter", "cuFileRead", [0x5B, 0, 4096, 0, 0], "app"),
+    ]
+    decoded: dict = {}
+    _tally_events(evs, decoded)
+    assert decoded == {7: [4, 3, 4096 + 65536, 2, 4096]}

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import GdsdiagError
 from . import evidence
+from .eventdefs import API as API_IDS
 from .eventdefs import EVENT_SIZE, EVENT_STRUCT, FD_KINDS, OPEN_FIELDS, OPEN_STRUCT, c_defines
 from .eventdefs import KINDS as EVENT_KINDS
 from .eventdefs import SYSCALLS as SYSCALL_IDS
@@ -248,6 +249,10 @@ REC_STRIDE = (8 + EVENT_SIZE + 7) & ~7
 REC_STRUCT = struct.Struct(f"<8x{EVENT_STRUCT.format.lstrip('<')}{REC_STRIDE - 8 - EVENT_SIZE}x")
 ADOPTED_SERIAL = 1 << 52  # serials of descriptors adopted from /proc (the kernel's count from 1 << 12)
 _EV_SYS_EXIT = dict((n, v) for n, v, *_ in EVENT_KINDS)["EV_SYS_EXIT"]
+_EV_API_EXIT = dict((n, v) for n, v, *_ in EVENT_KINDS)["EV_API_EXIT"]
+# a cuFileRead/Write's exit: the call is one I/O (True: a read), its result in a0; its own thread's
+# pread64/pwrite64 ride in that record (record version 4), so they are not counted twice
+API_IOS = {v: n == "API_READ" for n, v, *_ in API_IDS if n in ("API_READ", "API_WRITE")}
 # the syscall ids of host reads and writes (True: a read), as the probe's io_dir() has them
 IO_SYSCALLS = {
     v: n in ("SYS_PREAD64", "SYS_PREADV", "SYS_PREADV2", "SYS_READ", "SYS_READV")
@@ -273,6 +278,8 @@ def _tally_uniform(blob: bytes, into: Unclassified) -> bool:
         rets = quads[9::w]
         moved = sum(rets) if min(rets) >= 0 else sum(filter((0).__lt__, rets))  # (a failed call moved nothing)
         count_unclassified(into, pid, n, n, moved, read=IO_SYSCALLS[nr])
+    elif kind == _EV_API_EXIT and nr in API_IOS:
+        count_unclassified(into, pid, n, n, sum(filter((0).__lt__, quads[4::w])), read=API_IOS[nr])
     else:
         count_unclassified(into, pid, n)
     return True
@@ -337,6 +344,20 @@ def tally_records(blob: bytes, into: Unclassified) -> None:
             got = r if len(per_call) == 1 else list(compress(r, map(nr.__eq__, exits)))
             moved = sum(got) if min(got) >= 0 else sum(filter((0).__lt__, got))  # (a failed call moved nothing)
             count_unclassified(into, pid, 0, per_call[nr], moved, read=IO_SYSCALLS[nr])
+    _tally_api_ios(blob, pids, kinds, calls, into)
+
+
+def _tally_api_ios(blob: bytes, pids: list, kinds: list, calls: list, into: Unclassified) -> None:
+    """tally_records' cuFileRead/Write exits: each one I/O of its process, the bytes its result says."""
+    from itertools import compress
+
+    if _EV_API_EXIT not in kinds:
+        return
+    sel = list(map(_EV_API_EXIT.__eq__, kinds))  # (C passes over the columns; a step per exit only)
+    results = compress(memoryview(blob).cast("q")[4 :: REC_STRIDE // 8].tolist(), sel)  # (a0)
+    for pid, nr, ret in zip(compress(pids, sel), compress(calls, sel), results):
+        if nr in API_IOS:
+            count_unclassified(into, pid, 0, 1, max(ret, 0), read=API_IOS[nr])
 
 
 # The flags the probe program is compiled with: tests/conftest.py compiles it with the same, so the
