@@ -122,3 +122,35 @@ def test_json_lines_are_json_dumps():
     assert n > 100
     odd = {"s": 'é"\\\n\x00', "f": 1.5, "nan": float("nan"), "inf": -float("inf"), "big": 1 << 70, "t": True}
     assert _dumps(odd) == json.dumps(odd)
+
+
+def test_poll_orders_held_and_new_events_as_one_full_sort_would():
+    """Probes._in_order (poll: only the held events younger than the oldest new one are sorted
+    again) against sorting everything held and new at every poll, as poll did: the same events in
+    the same order at every cut, over random batches with the disorder the rings have (records of
+    other CPUs, syscalls stamped at their enter; equal timestamps too)."""
+    import bisect
+    import random
+
+    from gdsdiag.trace.bpf import Probes
+    from gdsdiag.trace.events import Event
+
+    rnd = random.Random(21)
+    p = Probes.__new__(Probes)  # (only the held-events state: no probes loaded)
+    p._held, p._held_ts = [], []
+    ref_held: list = []
+    t = 0
+    for poll in range(300):
+        new = []
+        for _ in range(rnd.choice([0, 1, 5, 50, 400])):
+            t += rnd.choice([0, 1, 100, 1000])
+            new.append(Event(t - rnd.choice([0, 0, 0, 50, 3000, 40_000]), 1, 1, "sys_exit", "pread64", [poll]))
+        rnd.shuffle(new[: len(new) // 3])
+        want = ref_held + list(new)
+        want.sort(key=lambda e: e.ts)
+        got, ts = p._in_order(list(new))
+        assert [id(e) for e in got] == [id(e) for e in want] and ts == [e.ts for e in got]
+        cut = t - rnd.choice([0, 500, 20_000, 10**9])
+        i = bisect.bisect_right(ts, cut)
+        p._held, p._held_ts = got[i:], ts[i:]
+        ref_held = want[i:]

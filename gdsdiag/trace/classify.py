@@ -259,6 +259,7 @@ def _usdt_hit(name: str) -> tuple[str, bool, str | None, str]:
 
 
 _OPS: dict[str, str | None] = {}  # name -> _op_of(name)
+_FOLDED_SYS: dict[tuple[int, int], tuple[str, str]] = {}  # (syscall id, fd) -> (evidence label, kind)
 _USDT: dict[str, tuple[str, bool, str | None, str]] = {}  # probe -> kind, matched, op, evidence label
 _CUFILE_IO = frozenset(("cuFileRead", "cuFileWrite", "cuFileReadAsync", "cuFileWriteAsync"))
 
@@ -696,9 +697,14 @@ class Classifier:
         sent one record each: the same labels, counts and kinds, so the verdict is the same."""
         _, n_sys, fd, sys_id, n_usdt, nbytes, rid = e.args[:7]
         if n_sys:
-            api = SYS_NAMES.get(sys_id)
-            if api in SYSCALL_EVIDENCE:
-                p.add(f"{api} fd {fd}", SYSCALL_EVIDENCE[api], e.ts, 0, n_sys)
+            hit = _FOLDED_SYS.get((sys_id, fd))
+            if hit is None:
+                api = SYS_NAMES.get(sys_id)
+                hit = (f"{api} fd {fd}", SYSCALL_EVIDENCE[api]) if api in SYSCALL_EVIDENCE else ("", "")
+                if len(_FOLDED_SYS) < 4096:  # (a few descriptors of a few processes)
+                    _FOLDED_SYS[(sys_id, fd)] = hit
+            if hit[0]:
+                p.add(hit[0], hit[1], e.ts, 0, n_sys)
                 if p.path is None:
                     d = self.fds.get((e.pid, fd))
                     if d is not None:
