@@ -25,7 +25,10 @@ handle registrations, which come by other rings, as events), decoded by the prob
 (bpf.Probes._decode, DECODE_MAX records a poll, sorted as poll sorts them), fed to the classifier and
 the counted-I/O reader, then per poll advance, drain, the summary's tally and the --json line of
 each verdict: what 'gdsdiag trace --json' does per event once the bytes are out of the ring.
---tree runs another checkout's gdsdiag/ (e.g. an older commit, for a before/after pair)."""
+--tree runs another checkout's gdsdiag/ (e.g. an older commit, for a before/after pair).
+These streams understate what a real one costs the tracer, about twofold on the GPU machine (a larger
+heap, the real rings and their poll, start-up objects): benchmarks/trace_compat_rate.py measures a
+real COMPAT stream under the tracer there (docs/benchmarks.md, "A real COMPAT stream")."""
 
 import argparse
 import contextlib
