@@ -107,18 +107,39 @@ def test_a_worker_stuck_in_one_io_is_killed_and_named(tmp_path):
     p = start_sweep(
         tmp_path, "--size 32M --bs 4k --threads 2 --rw randread --mode host --time 2s --workers process --json", 0
     )
-    deadline = time.time() + 30
     workers: list = []
-    while time.time() < deadline and len(workers) < 2:
-        time.sleep(0.1)
-        workers = _workers_of(p.pid)
-    assert len(workers) == 2
-    time.sleep(0.5)  # into the timed point
-    stuck = workers[1]
-    stuck.suspend()  # SIGSTOP
-    t0 = time.monotonic()
-    out, err = p.communicate(timeout=90)
-    took = time.monotonic() - t0
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline and len(workers) < 2:
+            time.sleep(0.1)
+            workers = _workers_of(p.pid)
+        assert len(workers) == 2
+        stuck = workers[1]
+        # into the timed point: its reads flowing (setup makes one warm-up read). Stopped during its
+        # setup instead, the worker is waited for as a slow setup (SETUP_TIMEOUT_S), which a fixed
+        # sleep here could not rule out on a loaded machine.
+        deadline, last = time.time() + 60, stuck.io_counters().read_count
+        while time.time() < deadline:
+            time.sleep(0.2)
+            now = stuck.io_counters().read_count
+            if now - last >= 500:
+                break
+            last = now
+        else:
+            raise AssertionError("the worker never started its timed reads")
+        stuck.suspend()  # SIGSTOP
+        t0 = time.monotonic()
+        out, err = p.communicate(timeout=90)
+        took = time.monotonic() - t0
+    except BaseException:  # (a failed wait above: nothing is left running for the tests after this one)
+        p.kill()
+        p.wait(10)
+        for w in workers:
+            try:
+                w.kill()
+            except psutil.NoSuchProcess:
+                pass
+        raise
     point = json.loads(out)["points"][0]
     assert point["route"] == "ERROR" and point["summary"] == {}
     assert "stuck in one I/O: no completion for" in point["error"] and "(its process killed)" in point["error"]
