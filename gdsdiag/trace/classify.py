@@ -258,8 +258,19 @@ def _usdt_hit(name: str) -> tuple[str, bool, str | None, str]:
     return hit
 
 
+def _syscall_hit(api: str, fd: int) -> tuple[str, str]:
+    """(evidence label, kind) of libcufile's own syscall API on descriptor FD inside a cuFile call,
+    sent as its own record (_match_call) or folded into the call's exit (_folded): one label for both."""
+    hit = _SYSCALL_HIT.get((api, fd))
+    if hit is None:
+        hit = (f"{api} fd {fd}", SYSCALL_EVIDENCE[api])
+        if len(_SYSCALL_HIT) < 4096:  # (a few descriptors of a few processes)
+            _SYSCALL_HIT[(api, fd)] = hit
+    return hit
+
+
 _OPS: dict[str, str | None] = {}  # name -> _op_of(name)
-_FOLDED_SYS: dict[tuple[int, int], tuple[str, str]] = {}  # (syscall id, fd) -> (evidence label, kind)
+_SYSCALL_HIT: dict[tuple[str, int], tuple[str, str]] = {}  # (syscall, fd) -> _syscall_hit
 _USDT: dict[str, tuple[str, bool, str | None, str]] = {}  # probe -> kind, matched, op, evidence label
 _CUFILE_IO = frozenset(("cuFileRead", "cuFileWrite", "cuFileReadAsync", "cuFileWriteAsync"))
 
@@ -696,19 +707,14 @@ class Classifier:
         the probe's ROUTE_USDT index]. Added as _match_call and _on_evidence add the same evidence
         sent one record each: the same labels, counts and kinds, so the verdict is the same."""
         _, n_sys, fd, sys_id, n_usdt, nbytes, rid = e.args[:7]
-        if n_sys:
-            hit = _FOLDED_SYS.get((sys_id, fd))
-            if hit is None:
-                api = SYS_NAMES.get(sys_id)
-                hit = (f"{api} fd {fd}", SYSCALL_EVIDENCE[api]) if api in SYSCALL_EVIDENCE else ("", "")
-                if len(_FOLDED_SYS) < 4096:  # (a few descriptors of a few processes)
-                    _FOLDED_SYS[(sys_id, fd)] = hit
-            if hit[0]:
-                p.add(hit[0], hit[1], e.ts, 0, n_sys)
-                if p.path is None:
-                    d = self.fds.get((e.pid, fd))
-                    if d is not None:
-                        p.path = d.path  # the handle's registration was not seen: the file it read names it
+        api = SYS_NAMES.get(sys_id) if n_sys else None
+        if api in SYSCALL_EVIDENCE:
+            label, kind = _syscall_hit(api, fd)
+            p.add(label, kind, e.ts, 0, n_sys)
+            if p.path is None:
+                d = self.fds.get((e.pid, fd))
+                if d is not None:
+                    p.path = d.path  # the handle's registration was not seen: the file it read names it
         if n_usdt:
             name = ROUTE_USDT[rid] if 0 <= rid < len(ROUTE_USDT) else f"usdt#{rid}"
             kind, _, _, label = _usdt_hit(name)
@@ -822,7 +828,8 @@ class Classifier:
         if not cands:
             return False
         p = cands[0]
-        p.add(f"{api} fd {e.args[0]}", SYSCALL_EVIDENCE[api], e.ts, 0)
+        label, kind = _syscall_hit(api, e.args[0])
+        p.add(label, kind, e.ts, 0)
         if p.path is None and path is not None:
             p.path = path  # the handle's registration was not seen: the file it read names it
         return True
