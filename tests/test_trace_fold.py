@@ -153,7 +153,7 @@ def test_a_stop_counts_an_unclassified_cufile_call_as_one_io_with_its_bytes():
     evs = [
         Event(2, 7, 7, "api_exit", "cuFileRead", [4096, 1, 37, 1, 1, 4096, 0], "app"),
         Event(3, 7, 8, "api_exit", "cuFileWrite", [65536, 1, 37, 2, 1, 65536, 1], "app"),
-        Event(4, 7, 7, "api_exit", "cuFileRead", [(1 << 64) - 5, 1, 37, 1, 0, 0, 0], "app"),
+        Event(4, 7, 7, "api_exit", "cuFileRead", [-5, 1, 37, 1, 0, 0, 0], "app"),  # (decoded signed: s64 a[])
         Event(5, 7, 7, "api_enter", "cuFileRead", [0x5B, 0, 4096, 0, 0], "app"),
     ]
     decoded: dict = {}

@@ -112,8 +112,7 @@ def _tally_events(evs, into: Unclassified) -> None:
             count_unclassified(into, e.pid, 1, 1, max(e.args[5], 0), read=e.name.startswith(("pread", "read")))
         elif e.kind == "api_exit" and e.name in ("cuFileRead", "cuFileWrite") and e.args:
             # the call is the I/O (its own thread's pread64/pwrite64 ride in this record: version 4)
-            ret = e.args[0] if e.args[0] < 1 << 63 else e.args[0] - (1 << 64)
-            count_unclassified(into, e.pid, 1, 1, max(ret, 0), read=e.name == "cuFileRead")
+            count_unclassified(into, e.pid, 1, 1, max(e.args[0], 0), read=e.name == "cuFileRead")
         else:
             count_unclassified(into, e.pid)
 
