@@ -19,7 +19,7 @@ import fcntl
 import os
 import stat
 from collections.abc import Callable
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from .errors import GdsdiagError
 
@@ -162,7 +162,18 @@ class NewTextFile:
     def __init__(self, path: str, option: str, mode: int = PRIVATE):
         self.path, self.option = path, option
         self.fd = open_new(path, option, mode)
-        self._f = os.fdopen(self.fd, "w", closefd=False)
+        if path.endswith(".gz"):
+            # a name that says gzip gets gzip (level 1: a trace records ~100k events a second; the
+            # reader sniffs the magic either way, and reads a stream cut short up to where it ends)
+            import gzip
+            import io
+
+            self._raw: IO[bytes] | None = os.fdopen(self.fd, "wb", closefd=False)
+            z = gzip.GzipFile(filename="", mode="wb", compresslevel=1, fileobj=self._raw)
+            self._f: IO[str] = io.TextIOWrapper(z, encoding="utf-8")
+        else:
+            self._raw = None
+            self._f = os.fdopen(self.fd, "w", closefd=False)
         self.failed = False
         self.written = 0
 
@@ -194,7 +205,9 @@ class NewTextFile:
         if self.fd < 0:
             return
         try:
-            self._f.close()  # flushes what is buffered
+            self._f.close()  # flushes what is buffered (and ends a gzip stream)
+            if self._raw is not None:
+                self._raw.close()  # (GzipFile leaves the file it was given open, its buffer unflushed)
         except OSError as e:
             raise self._error(e) from None
         finally:

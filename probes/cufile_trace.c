@@ -74,6 +74,11 @@ BPF_HASH(blk_inflight, u64, u32, 10240);                /* (dev<<40 ^ sector) ->
  * (libcufile's worker threads, other descriptors, a second kind) goes out as its own record. */
 struct api_fold_t { s64 off; s64 size; u32 sys_id; u32 usdt_id; s64 sys_fd; u64 n_sys; u64 n_usdt; u64 usdt_bytes; };
 BPF_HASH(in_api, u64, struct api_fold_t, 10240);
+/* threads (pid_tgid) whose cuFileRead/Write exit that folded its syscalls found the ring full: the
+ * call is counted as a lost read or write with its bytes (drops_by_tgid), and the reader retires
+ * the call it holds in flight for that thread instead of deciding it without its exit (bpf.py
+ * lost_by_process, classify.py exits_counted) */
+BPF_HASH(lost_exits, u64, u64, 10240);
 
 /* What the kernel knows of each descriptor, (tgid << 32 | fd) -> kind | serial << 8. The kind says
  * what its I/O, mmaps, dups and close emit:
@@ -272,11 +277,12 @@ static __always_inline u64 fd_kind_of(struct thread_t *t, u64 pt, s64 fd) {
     t->fd = fd;
     return v;
 }
-/* a record of the current thread in the events ring, stamped now; NULL (counted as lost) when full */
-static __always_inline struct event_t *reserve(u64 pt, u32 type, u32 id) {
+/* a record of the current thread in the events ring, stamped now; NULL (counted as lost, as a read
+ * or write of BYTES when IO is 1 or 2) when full */
+static __always_inline struct event_t *reserve_io(u64 pt, u32 type, u32 id, int io, s64 bytes) {
     struct event_t *e = events.ringbuf_reserve(sizeof(struct event_t));
     if (!e) {
-        count_drop();                   /* full: the reader reports it as lost */
+        count_drop_io(pt >> 32, io, bytes);   /* full: the reader reports it as lost */
         return NULL;
     }
     e->ts = bpf_ktime_get_ns();
@@ -287,16 +293,29 @@ static __always_inline struct event_t *reserve(u64 pt, u32 type, u32 id) {
     bpf_get_current_comm(&e->comm, sizeof(e->comm));
     return e;
 }
-static __always_inline int emit(void *ctx, u32 type, u32 id, s64 a0, s64 a1, s64 a2, s64 a3, s64 a4, s64 a5, s64 a6) {
+static __always_inline struct event_t *reserve(u64 pt, u32 type, u32 id) { return reserve_io(pt, type, id, 0, 0); }
+static __always_inline int emit_io(void *ctx, u32 type, u32 id, int io, s64 a0, s64 a1, s64 a2, s64 a3, s64 a4,
+                                   s64 a5, s64 a6) {
     u64 pt = bpf_get_current_pid_tgid();
     if (!is_traced(pt >> 32))
         return 0;
-    struct event_t *e = reserve(pt, type, id);
-    if (!e)
+    struct event_t *e = reserve_io(pt, type, id, io, a0);
+    if (!e) {
+        if (io) {                              /* (a cuFile exit that is its call's I/O: see api_rw_exit) */
+            u64 one = 1, *n = lost_exits.lookup(&pt);
+            if (n)
+                __sync_fetch_and_add(n, 1);
+            else
+                lost_exits.update(&pt, &one);
+        }
         return 0;
+    }
     e->a[0] = a0; e->a[1] = a1; e->a[2] = a2; e->a[3] = a3; e->a[4] = a4; e->a[5] = a5; e->a[6] = a6;
     events.ringbuf_submit(e, 0);
     return 0;
+}
+static __always_inline int emit(void *ctx, u32 type, u32 id, s64 a0, s64 a1, s64 a2, s64 a3, s64 a4, s64 a5, s64 a6) {
+    return emit_io(ctx, type, id, 0, a0, a1, a2, a3, a4, a5, a6);
 }
 
 /* ---- cuFile API spans (uprobes on libcufile's exported functions) ---------------------------- */
@@ -331,8 +350,11 @@ static __always_inline int api_rw_exit(struct pt_regs *ctx, u32 id) {
     if (p)
         __builtin_memcpy(&f, p, sizeof(f));
     mark_api(0, 0, 0, 0);
-    return emit(ctx, EV_API_EXIT, id, PT_REGS_RC(ctx), f.n_sys, f.n_sys ? f.sys_fd : 0, f.n_sys ? f.sys_id : 0,
-                f.n_usdt, f.usdt_bytes, f.n_usdt ? f.usdt_id : 0);
+    /* with its own syscalls folded in, this record is the call's only trace of its I/O: a full ring
+     * counts it as a lost read or write (classify.exit_is_io) */
+    int io = f.n_sys ? (id == API_READ ? 1 : 2) : 0;
+    return emit_io(ctx, EV_API_EXIT, id, io, PT_REGS_RC(ctx), f.n_sys, f.n_sys ? f.sys_fd : 0,
+                   f.n_sys ? f.sys_id : 0, f.n_usdt, f.usdt_bytes, f.n_usdt ? f.usdt_id : 0);
 }
 int api_read_exit(struct pt_regs *ctx) { return api_rw_exit(ctx, API_READ); }
 int api_write_exit(struct pt_regs *ctx) { return api_rw_exit(ctx, API_WRITE); }

@@ -159,3 +159,88 @@ def test_a_stop_counts_an_unclassified_cufile_call_as_one_io_with_its_bytes():
     decoded: dict = {}
     _tally_events(evs, decoded)
     assert decoded == {7: [4, 3, 4096 + 65536, 2, 4096]}
+
+
+def test_an_exit_with_nothing_folded_is_an_event_not_an_io():
+    # libcufile's worker threads moved the bytes (their pread64s went out as their own records and
+    # count as themselves): the exit alone is no I/O, in each of the stop's three tallies
+    from gdsdiag.trace.bpf import REC_STRUCT, tally_records
+    from gdsdiag.trace.live import _tally_events
+
+    comm = b"app".ljust(16, b"\0")
+    bare = REC_STRUCT.pack(2, 7, 7, 2, 1, 1 << 20, 0, 0, 0, 0, 0, 0, comm)  # cuFileRead exit, 1 MiB, none folded
+    folded = REC_STRUCT.pack(3, 7, 7, 2, 1, 4096, 1, 37, 1, 1, 4096, 0, comm)
+    got: dict = {}
+    exits: set = set()
+    tally_records(bare * 3, got, exits)  # (the uniform path)
+    assert got == {7: [3, 0, 0, 0, 0]} and exits == set()
+    mixed: dict = {}
+    tally_records(bare + folded, mixed, exits)
+    assert mixed == {7: [2, 1, 4096, 1, 4096]} and exits == {(7, 7)}
+    decoded: dict = {}
+    exits = set()
+    _tally_events([Event(2, 7, 8, "api_exit", "cuFileRead", [1 << 20, 0, 0, 0, 0, 0, 0], "app")], decoded, exits)
+    assert decoded == {7: [1, 0, 0, 0, 0]} and exits == set()
+
+
+def _opened() -> list[Event]:
+    return _calls([], fold=True)  # (the data file's open and its handle's registration)
+
+
+def _compat_call(t: int, tid: int = 100) -> list[Event]:
+    return [
+        Event(t, 100, tid, "api_enter", "cuFileRead", [0x5B, 0x7E0000000000, 4096, 0, 0], "app"),
+        Event(t + 200, 100, tid, "api_exit", "cuFileRead", [4096, 1, 7, SYS_ID["pread64"], 1, 4096, 0], "app"),
+    ]
+
+
+def test_a_call_whose_exit_a_stop_counted_is_not_decided_again():
+    # The stop classified the call's start but not its exit (its deadline, a dropped backlog, the
+    # kernel's full ring): the exit is counted as the I/O, and flush must not also decide the call
+    # held in flight as if it had ended without it. Before, the I/O counted twice.
+    from gdsdiag.trace.classify import Classifier
+    from gdsdiag.trace.live import _tally_events
+
+    clf = Classifier()
+    for e in _opened() + _compat_call(1000) + _compat_call(5000, tid=101)[:1]:
+        clf.feed(e)
+    unsent: dict = {}
+    exits: set = set()
+    _tally_events(_compat_call(5000, tid=101)[1:], unsent, exits)
+    clf.exits_counted(exits)
+    clf.flush()
+    vs = clf.drain()
+    assert [v["tid"] for v in vs] == [100], vs  # the first call only, decided with its exit
+    assert unsent == {100: [1, 1, 4096, 1, 4096]}  # the second: one read, counted with its bytes
+    # a thread whose call has no exit anywhere (the program killed mid-call) is still decided
+    clf = Classifier()
+    for e in _opened() + _compat_call(5000, tid=101)[:1]:
+        clf.feed(e)
+    clf.exits_counted({(100, 102)})  # (another thread's)
+    clf.flush()
+    assert [v["tid"] for v in clf.drain()] == [101]
+
+
+def test_a_folded_exit_whose_start_was_not_seen_counts_as_one_io(tmp_path):
+    # attached mid-call (or the start's record lost): the I/O is counted, with its bytes, and no route
+    rec = tmp_path / "mid-call.jsonl"
+    with open(rec, "w") as f:
+        f.write(json.dumps({"gdsdiag_trace_record": RECORD_VERSION}) + "\n")
+        for e in _opened():
+            f.write(json.dumps(e.to_list()) + "\n")
+        f.write(json.dumps(_compat_call(1000)[1].to_list()) + "\n")  # the exit alone
+        for e in _compat_call(5000):
+            f.write(json.dumps(e.to_list()) + "\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "gdsdiag", "trace", "--replay", str(rec), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    summary = lines[-1]
+    assert [x["route"] for x in lines if x["type"] == "io"] == ["COMPAT"]
+    assert summary["ios"] == 2, summary
+    assert summary["unclassified_by_process"][0]["ios"] == 1
+    assert summary["unclassified_by_process"][0]["bytes"] == 4096

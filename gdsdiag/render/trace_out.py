@@ -253,10 +253,11 @@ def render_summary(console: Console, res, as_json: bool) -> None:
             style="bold red",
             markup=False,
         )
-        by = [r for r in getattr(res, "unclassified_by_process", []) if r.get("ios")]
-        if by:
-            who = ", ".join(f"{r['comm'] or '?'}/{r['pid']} {r['ios']} I/Os, {r['bytes']} bytes" for r in by[:10])
-            console.print(f"  not classified (counted, no route): {who}", style="red", markup=False)
+    by = [r for r in getattr(res, "unclassified_by_process", []) if r.get("ios")]
+    if by:
+        # (a stop cut their evidence short, or a cuFile call's start came before the trace did)
+        who = ", ".join(f"{r['comm'] or '?'}/{r['pid']} {r['ios']} I/Os, {r['bytes']} bytes" for r in by[:10])
+        console.print(f"  not classified (counted, no route): {who}", style="red", markup=False)
     if getattr(res, "verdicts_not_printed", 0):
         console.print(
             f"note: {res.verdicts_not_printed} verdicts held for a possible CUDA copy at the stop were not "

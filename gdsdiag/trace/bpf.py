@@ -261,7 +261,7 @@ IO_SYSCALLS = {
 }
 
 
-def _tally_uniform(blob: bytes, into: Unclassified) -> bool:
+def _tally_uniform(blob: bytes, into: Unclassified, cufile_exits: set | None = None) -> bool:
     """tally_records when every record is the same process's same kind of event (one thread reading
     as fast as it can: what overloads the trace), by comparing whole columns in C: True if it was."""
     from array import array
@@ -279,7 +279,11 @@ def _tally_uniform(blob: bytes, into: Unclassified) -> bool:
         moved = sum(rets) if min(rets) >= 0 else sum(filter((0).__lt__, rets))  # (a failed call moved nothing)
         count_unclassified(into, pid, n, n, moved, read=IO_SYSCALLS[nr])
     elif kind == _EV_API_EXIT and nr in API_IOS:
-        count_unclassified(into, pid, n, n, sum(filter((0).__lt__, quads[4::w])), read=API_IOS[nr])
+        # (an exit is the call's I/O when its own syscalls were folded into it: classify.exit_is_io)
+        ios = [r for r, k in zip(quads[4::w], quads[5::w]) if k > 0]
+        count_unclassified(into, pid, n, len(ios), sum(filter((0).__lt__, ios)), read=API_IOS[nr])
+        if ios and cufile_exits is not None:
+            cufile_exits.add((pid, (who[0] >> 32) & 0xFFFFFFFF))
     else:
         count_unclassified(into, pid, n)
     return True
@@ -307,20 +311,21 @@ def _record_name(typ: int, rid: int) -> tuple[str, str, int]:
     return kind, name, _HANDLE_REGISTER if kind == "handle" and name == "cuFileHandleRegister" else 0
 
 
-def tally_records(blob: bytes, into: Unclassified) -> None:
+def tally_records(blob: bytes, into: Unclassified, cufile_exits: set | None = None) -> None:
     """Per process, the records of BLOB (ring records, REC_STRIDE bytes each) and the reads and writes
     among them with their bytes, added to INTO (tally.Unclassified) without
     decoding each record, so what a stop cannot classify is still counted exactly. A stop under load
     drops up to a million records here, inside the summary's one-second budget: every pass is a C
     loop over one strided column (the process id, the record kind and syscall, the result), never a
     Python step per record (0.06 s for a million records of one process; the version that counted
-    (pid, kind) pairs took 0.31 s)."""
+    (pid, kind) pairs took 0.31 s). CUFILE_EXITS: (pid, tid) of the cuFile exits counted as I/Os are added
+    (Classifier.exits_counted: the calls they end are not decided again)."""
     from collections import Counter
     from itertools import compress
 
     if not blob:
         return
-    if _tally_uniform(blob, into):
+    if _tally_uniform(blob, into, cufile_exits):
         return
     words = memoryview(blob).cast("i")  # little-endian 32-bit halves
     w = REC_STRIDE // 4
@@ -344,20 +349,28 @@ def tally_records(blob: bytes, into: Unclassified) -> None:
             got = r if len(per_call) == 1 else list(compress(r, map(nr.__eq__, exits)))
             moved = sum(got) if min(got) >= 0 else sum(filter((0).__lt__, got))  # (a failed call moved nothing)
             count_unclassified(into, pid, 0, per_call[nr], moved, read=IO_SYSCALLS[nr])
-    _tally_api_ios(blob, pids, kinds, calls, into)
+    _tally_api_ios(blob, pids, kinds, calls, into, cufile_exits)
 
 
-def _tally_api_ios(blob: bytes, pids: list, kinds: list, calls: list, into: Unclassified) -> None:
-    """tally_records' cuFileRead/Write exits: each one I/O of its process, the bytes its result says."""
+def _tally_api_ios(
+    blob: bytes, pids: list, kinds: list, calls: list, into: Unclassified, cufile_exits: set | None
+) -> None:
+    """tally_records' cuFileRead/Write exits that are I/Os (their own syscalls folded in them:
+    classify.exit_is_io): each one I/O of its process, the bytes its result says."""
     from itertools import compress
 
     if _EV_API_EXIT not in kinds:
         return
     sel = list(map(_EV_API_EXIT.__eq__, kinds))  # (C passes over the columns; a step per exit only)
-    results = compress(memoryview(blob).cast("q")[4 :: REC_STRIDE // 8].tolist(), sel)  # (a0)
-    for pid, nr, ret in zip(compress(pids, sel), compress(calls, sel), results):
-        if nr in API_IOS:
+    quads = memoryview(blob).cast("q")
+    results = compress(quads[4 :: REC_STRIDE // 8].tolist(), sel)  # (a0)
+    folded = compress(quads[5 :: REC_STRIDE // 8].tolist(), sel)  # (a1: the syscalls folded)
+    tids = compress(memoryview(blob).cast("i")[5 :: REC_STRIDE // 4].tolist(), sel)
+    for pid, tid, nr, ret, n_sys in zip(compress(pids, sel), tids, compress(calls, sel), results, folded):
+        if nr in API_IOS and n_sys > 0:
             count_unclassified(into, pid, 0, 1, max(ret, 0), read=API_IOS[nr])
+            if cufile_exits is not None:
+                cufile_exits.add((pid, tid))
 
 
 # The flags the probe program is compiled with: tests/conftest.py compiles it with the same, so the
@@ -461,6 +474,9 @@ class Probes:
         self._raw_n = 0
         self._backlog_lost = 0
         self.backlog_lost_by_pid: Unclassified = {}  # records dropped here (RAW_BACKLOG): tally_records
+        # (pid, tid) of cuFile exits counted as I/Os without a record classified: dropped here, or
+        # by the kernel (lost_exits: cufile_exits_counted): Classifier.exits_counted
+        self.exits_counted: set[tuple[int, int]] = set()
         self._comms: dict[bytes, str] = {}
         self._names: dict[int, tuple[str, str, int]] = {}  # (type << 32 | id) -> _record_name
         self._adopt_serial = ADOPTED_SERIAL
@@ -766,6 +782,17 @@ class Probes:
         t[ctypes.c_int(0)] = v
         self.bump_epoch()
 
+    def cufile_exits_counted(self) -> set[tuple[int, int]]:
+        """(pid, tid) of the cuFile exits counted as I/Os with no record to classify: dropped by the
+        reader's backlog or, with the ring full, by the kernel (lost_exits; their I/O is in
+        lost_by_process). Classifier.exits_counted retires the calls they end."""
+        try:
+            for k, _ in self.b["lost_exits"].items():
+                self.exits_counted.add((int(k.value) >> 32, int(k.value) & 0xFFFFFFFF))
+        except (KeyError, OSError, AttributeError):  # (maps gone)
+            pass
+        return self.exits_counted
+
     def lost_by_process(self) -> list[dict]:
         """Events the kernel dropped (ring full), per process, most first: [{pid, lost, ios, bytes}],
         ios/bytes the reads and writes among them (counted in the kernel, with the bytes they moved)."""
@@ -853,7 +880,7 @@ class Probes:
         if n > room:  # (~100 MiB waiting: dropped as the full ring would, and counted per process)
             self._backlog_lost += n - max(room, 0)
             n = max(room, 0)
-            tally_records(blob[n * REC_STRIDE :], self.backlog_lost_by_pid)
+            tally_records(blob[n * REC_STRIDE :], self.backlog_lost_by_pid, self.exits_counted)
             blob = blob[: n * REC_STRIDE]
         if n:
             self._raw.append((blob, n))
@@ -873,7 +900,7 @@ class Probes:
 
     def drop_raw_beyond(self, keep: int, tally: Unclassified | None = None) -> int:
         """Keep the KEEP oldest records not yet decoded (the ring's too), drop the rest; how many went
-        (and, into TALLY, per process: tally_records)."""
+        (and, into TALLY, per process: tally_records; the cuFile exits among them: exits_counted)."""
         self.drain()
         n = self._raw_n - keep
         if n <= 0:
@@ -885,11 +912,11 @@ class Probes:
                 self._raw.pop()
                 drop -= m
                 if tally is not None:
-                    tally_records(blob, tally)
+                    tally_records(blob, tally, self.exits_counted)
             else:
                 self._raw[-1] = (blob[: (m - drop) * REC_STRIDE], m - drop)
                 if tally is not None:
-                    tally_records(blob[(m - drop) * REC_STRIDE :], tally)
+                    tally_records(blob[(m - drop) * REC_STRIDE :], tally, self.exits_counted)
                 drop = 0
         self._raw_n = keep
         return n

@@ -191,6 +191,15 @@ class _Calls:
             lst.append(p)
         self.n += 1
 
+    def forget(self, p: _Pending) -> None:
+        """P leaves in flight undecided (Classifier.exits_counted: another count has it)."""
+        lst = self.inflight.get(p.pid)
+        if lst is not None and p in lst:
+            lst.remove(p)
+            self.n -= 1
+            if not lst:
+                del self.inflight[p.pid]
+
     def end(self, p: _Pending) -> None:
         lst = self.inflight.get(p.pid)
         if lst is not None and p in lst:
@@ -273,6 +282,15 @@ _OPS: dict[str, str | None] = {}  # name -> _op_of(name)
 _SYSCALL_HIT: dict[tuple[str, int], tuple[str, str]] = {}  # (syscall, fd) -> _syscall_hit
 _USDT: dict[str, tuple[str, bool, str | None, str]] = {}  # probe -> kind, matched, op, evidence label
 _CUFILE_IO = frozenset(("cuFileRead", "cuFileWrite", "cuFileReadAsync", "cuFileWriteAsync"))
+_CUFILE_SYNC_IO = frozenset(("cuFileRead", "cuFileWrite"))
+
+
+def exit_is_io(args) -> bool:
+    """A cuFileRead/Write exit record (these args) is itself the call's I/O, for what counts I/Os
+    without classifying them: its own thread's pread64/pwrite64 ride in it (record version 4, a1 the
+    syscalls folded). An exit with none folded is only an event: the syscalls that moved its bytes
+    (libcufile's worker threads) went out as their own records and count as themselves."""
+    return len(args) > 6 and args[1] > 0
 
 
 class Classifier:
@@ -314,6 +332,9 @@ class Classifier:
         self._late = False
         self._since_clock = 0
         self.unclassified: Unclassified = {}
+        # cuFileRead/Write exits that are I/Os (exit_is_io) of calls whose start was not seen: counted,
+        # no route (the summary's unclassified_by_process)
+        self.unmatched: Unclassified = {}
         self._handlers = {
             "sys_exit": self._on_syscall,
             "open": self._on_open,
@@ -687,6 +708,10 @@ class Classifier:
         stack = self.api_stack.get((e.pid, e.tid))
         if not stack:
             self.counts["unmatched_exits"] += 1
+            if e.name in _CUFILE_SYNC_IO and exit_is_io(e.args):
+                # its start was not seen (the trace attached mid-call, or the ring was full): the
+                # I/O it is still counts, with its bytes, but has no route
+                count_unclassified(self.unmatched, e.pid, 1, 1, max(e.args[0], 0), read=e.name == "cuFileRead")
             return
         p = stack.pop()
         if p.api in ("cuFileRead", "cuFileWrite"):
@@ -862,6 +887,23 @@ class Classifier:
                 self._emit(self._host_verdict(io))
         self.flow.advance(now, final)
         self._take_flow()
+
+    def exits_counted(self, threads) -> None:
+        """THREADS: (pid, tid) of cuFileRead/Write exits counted as I/Os without being classified
+        (exit_is_io): dropped by the kernel with the ring full (bpf lost_exits), by the reader's
+        backlog, or left by a stop (live.py). The call each ends, when its thread's call is held here
+        in flight, is that I/O: it leaves undecided, or flush would decide it as if it had ended
+        without its exit and the I/O would count twice. (A thread's calls are one after another, so
+        its exits not seen here end its call held in flight; given once every event that will be fed
+        has been, before flush.)"""
+        for key in threads:
+            stack = self.api_stack.get(key) or []
+            for i in range(len(stack) - 1, -1, -1):
+                p = stack[i]
+                if p.api in _CUFILE_SYNC_IO and p.t_end is None:
+                    del stack[i]
+                    self.pending.forget(p)
+                    break
 
     def flush(self, deadline: float | None = None) -> None:
         """Decide everything still held, as if its evidence were complete. DEADLINE (time.monotonic):

@@ -173,6 +173,7 @@ class Recording:
             except (ValueError, RecursionError):
                 if n == self.unterminated:
                     self.cut_at = n  # (the last line, cut as it was written: left out, and said)
+                    self.count -= 1
                     return
                 try:
                     v = loads_json(text)
@@ -211,7 +212,15 @@ class Recording:
                 header = None
                 total = 0
                 while True:
-                    line = f.readline(MAX_RECORD_LINE + 1)
+                    try:
+                        line = f.readline(MAX_RECORD_LINE + 1)
+                    except EOFError:
+                        if header is None:
+                            raise
+                        # a gzip stream that ends early (the tracer killed, the disk full): what came
+                        # before the cut is read, and the cut said, as for a plain file's cut last line
+                        self.cut_at = n + 1
+                        break
                     if not line:
                         break
                     n += 1

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, cast
 
 from ..errors import GdsdiagError, UsageError
 from . import gcpace
-from .classify import Classifier
+from .classify import Classifier, exit_is_io
 from .events import RECORD_VERSION
 from .tally import RouteTally, Unclassified, count_unclassified, merge_unclassified
 
@@ -104,15 +104,18 @@ IO_NAMES = frozenset(
 )
 
 
-def _tally_events(evs, into: Unclassified) -> None:
+def _tally_events(evs, into: Unclassified, exits: set | None = None) -> None:
     """Per process (tally.Unclassified, as bpf.tally_records does for undecoded records): events,
-    the reads and writes among them with their bytes, and of those the reads (not classified)."""
+    the reads and writes among them with their bytes, and of those the reads (not classified);
+    into EXITS the (pid, tid) of cuFile exits counted as I/Os (Classifier.exits_counted)."""
     for e in evs:
         if e.kind == "sys_exit" and e.name in IO_NAMES:
             count_unclassified(into, e.pid, 1, 1, max(e.args[5], 0), read=e.name.startswith(("pread", "read")))
-        elif e.kind == "api_exit" and e.name in ("cuFileRead", "cuFileWrite") and e.args:
+        elif e.kind == "api_exit" and e.name in ("cuFileRead", "cuFileWrite") and exit_is_io(e.args):
             # the call is the I/O (its own thread's pread64/pwrite64 ride in this record: version 4)
             count_unclassified(into, e.pid, 1, 1, max(e.args[0], 0), read=e.name == "cuFileRead")
+            if exits is not None:
+                exits.add((e.pid, e.tid))
         else:
             count_unclassified(into, e.pid)
 
@@ -138,6 +141,7 @@ def _finish(clf, counter, tally: RouteTally, **kw) -> TraceResult:
     merge_summary(summary, rows)
     lost = kw.pop("lost_by_process", [])
     unsent = kw.pop("unclassified_by_process", {})
+    merge_unclassified(unsent, clf.unmatched)  # (cuFile calls whose start the trace did not see)
     kw["unclassified_by_process"] = [
         {"pid": pid, "comm": _comm(clf, pid), "events": n, "ios": ios, "bytes": nbytes, "reads": rd, "read_bytes": rb}
         for pid, (n, ios, nbytes, rd, rb) in sorted(unsent.items(), key=lambda x: (-x[1][0], x[0]))
@@ -373,7 +377,7 @@ def run_live(
         for i in range(0, len(evs), CHUNK):
             if deadline is not None and time.monotonic() > deadline:
                 unclassified += len(evs) - i
-                _tally_events(evs[i:], unsent)
+                _tally_events(evs[i:], unsent, probes.exits_counted)
                 break
             if stop["flag"] and not final:
                 queued.extend(evs[i:])
@@ -455,6 +459,8 @@ def run_live(
         for e in counted:
             counter.feed(e)
         nevents += len(counted)
+        # (the calls whose exit was counted without being classified are not decided again)
+        clf.exits_counted(probes.cufile_exits_counted())
         clf.flush(until(STOP_FLUSH_S))
         unclassified += sum(row[0] for row in clf.unclassified.values())
         merge_unclassified(unsent, clf.unclassified)  # (held for evidence the stop cut short: counted)
@@ -581,7 +587,7 @@ def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
         attached=header.get("probes_attached", []),
         failed=header.get("probes_not_attached", []),
         lost=header.get("lost", 0),
-        events=rec.count - (rec.cut_at is not None),
+        events=rec.count,
         exit_code=None,
         header=header,
         recording_cut_at_line=rec.cut_at,
