@@ -5,12 +5,12 @@
 # start and end), then traced under py-spy (sampling, --nonblocking: a blocking sampler stops the
 # process and the kernel's verifier then refuses the load with EAGAIN). The py-spy wheel is carried
 # in the kit's whl/ (pip download py-spy). Aggregate the samples with benchmarks/spy_top.py.
-#   source .device/env.sh; bash benchmarks/gpu_compat_profile.sh $OUT
+#   source .device/env.sh; [RATE=250] [SPY=path/to/py-spy] bash benchmarks/gpu_compat_profile.sh $OUT
 set -u
 source "$(dirname "$0")/gpu_common.sh" "${1:-/tmp/out}"
 machine_line
 for d in /tmp /var/tmp; do gds_udev_entry $d 2>/dev/null; done
-SPY=$(ls /tmp/site/bin/py-spy 2>/dev/null || command -v py-spy)
+SPY=${SPY:-$(ls /tmp/site/bin/py-spy 2>/dev/null || command -v py-spy)}
 W=$OUT/wl.py
 cat > "$W" <<'X'
 import os, resource, sys, time
@@ -40,6 +40,6 @@ log "untraced"; timeout 60 $PY "$OUT/split.py" "$OUT/plain.out" $PY "$W" $f 1000
 log "traced, 100 calls (start and end)"; timeout 60 $PY "$OUT/split.py" "$OUT/short.out" $PY -m gdsdiag trace --json --per-io -- $PY "$W" $f 100 | tee -a "$OUT/run.log"
 log "traced, 100k calls"; timeout 90 $PY "$OUT/split.py" "$OUT/traced.out" $PY -m gdsdiag trace --json --per-io -- $PY "$W" $f 100000 | tee -a "$OUT/run.log"
 log "  verdict lines: $(grep -c '"type": "io"' "$OUT/traced.out")"
-log "traced under py-spy (250 Hz)"
-timeout 120 $SPY record --nonblocking -r 250 -f raw -o "$OUT0/spy-compat.txt" -- $PY -m gdsdiag trace --json --per-io -- $PY "$W" $f 100000 >"$OUT/spy.out" 2>"$OUT/spy.err"
+log "traced under py-spy (${RATE:-250} Hz)"
+timeout 120 $SPY record --nonblocking -r ${RATE:-250} -f raw -o "$OUT0/spy-compat.txt" -- $PY -m gdsdiag trace --json --per-io -- $PY "$W" $f 100000 >"$OUT/spy.out" 2>"$OUT/spy.err"
 log "  rc=$? $(grep WL "$OUT/spy.err")"; pack
