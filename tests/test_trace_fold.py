@@ -171,16 +171,18 @@ def test_an_exit_with_nothing_folded_is_an_event_not_an_io():
     bare = REC_STRUCT.pack(2, 7, 7, 2, 1, 1 << 20, 0, 0, 0, 0, 0, 0, comm)  # cuFileRead exit, 1 MiB, none folded
     folded = REC_STRUCT.pack(3, 7, 7, 2, 1, 4096, 1, 37, 1, 1, 4096, 0, comm)
     got: dict = {}
-    exits: set = set()
+    exits: dict = {}
     tally_records(bare * 3, got, exits)  # (the uniform path)
-    assert got == {7: [3, 0, 0, 0, 0]} and exits == set()
+    assert got == {7: [3, 0, 0, 0, 0]} and exits == {}
     mixed: dict = {}
     tally_records(bare + folded, mixed, exits)
-    assert mixed == {7: [2, 1, 4096, 1, 4096]} and exits == {(7, 7)}
+    assert mixed == {7: [2, 1, 4096, 1, 4096]} and exits == {(7, 7): 1}
+    tally_records(folded * 3, mixed, exits)
+    assert exits == {(7, 7): 4}
     decoded: dict = {}
-    exits = set()
+    exits = {}
     _tally_events([Event(2, 7, 8, "api_exit", "cuFileRead", [1 << 20, 0, 0, 0, 0, 0, 0], "app")], decoded, exits)
-    assert decoded == {7: [1, 0, 0, 0, 0]} and exits == set()
+    assert decoded == {7: [1, 0, 0, 0, 0]} and exits == {}
 
 
 def _opened() -> list[Event]:
@@ -205,7 +207,7 @@ def test_a_call_whose_exit_a_stop_counted_is_not_decided_again():
     for e in _opened() + _compat_call(1000) + _compat_call(5000, tid=101)[:1]:
         clf.feed(e)
     unsent: dict = {}
-    exits: set = set()
+    exits: dict = {}
     _tally_events(_compat_call(5000, tid=101)[1:], unsent, exits)
     clf.exits_counted(exits)
     clf.flush()
@@ -216,7 +218,7 @@ def test_a_call_whose_exit_a_stop_counted_is_not_decided_again():
     clf = Classifier()
     for e in _opened() + _compat_call(5000, tid=101)[:1]:
         clf.feed(e)
-    clf.exits_counted({(100, 102)})  # (another thread's)
+    clf.exits_counted({(100, 102): 1})  # (another thread's)
     clf.flush()
     assert [v["tid"] for v in clf.drain()] == [101]
 
@@ -244,3 +246,18 @@ def test_a_folded_exit_whose_start_was_not_seen_counts_as_one_io(tmp_path):
     assert summary["ios"] == 2, summary
     assert summary["unclassified_by_process"][0]["ios"] == 1
     assert summary["unclassified_by_process"][0]["bytes"] == 4096
+
+
+def test_calls_held_for_exits_the_kernel_dropped_are_retired_oldest_first():
+    # the ring full twice while one thread's calls ran: two starts seen, their exits dropped (the
+    # kernel counted both as lost reads), then calls that came whole, then the program killed
+    # mid-call. The two oldest held calls are retired; the last is decided, once.
+    from gdsdiag.trace.classify import Classifier
+
+    clf = Classifier()
+    evs = _opened() + _compat_call(1000)[:1] + _compat_call(3000)[:1] + _compat_call(5000) + _compat_call(9000)[:1]
+    for e in evs:
+        clf.feed(e)
+    clf.exits_counted({(100, 100): 2})
+    clf.flush()
+    assert [v["ts"] for v in clf.drain()] == [5000, 9000]

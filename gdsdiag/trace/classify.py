@@ -888,22 +888,27 @@ class Classifier:
         self.flow.advance(now, final)
         self._take_flow()
 
-    def exits_counted(self, threads) -> None:
-        """THREADS: (pid, tid) of cuFileRead/Write exits counted as I/Os without being classified
-        (exit_is_io): dropped by the kernel with the ring full (bpf lost_exits), by the reader's
-        backlog, or left by a stop (live.py). The call each ends, when its thread's call is held here
-        in flight, is that I/O: it leaves undecided, or flush would decide it as if it had ended
-        without its exit and the I/O would count twice. (A thread's calls are one after another, so
-        its exits not seen here end its call held in flight; given once every event that will be fed
-        has been, before flush.)"""
-        for key in threads:
-            stack = self.api_stack.get(key) or []
-            for i in range(len(stack) - 1, -1, -1):
-                p = stack[i]
-                if p.api in _CUFILE_SYNC_IO and p.t_end is None:
-                    del stack[i]
+    def exits_counted(self, threads: dict[tuple[int, int], int]) -> None:
+        """THREADS: {(pid, tid): how many} of cuFileRead/Write exits counted as I/Os without being
+        classified (exit_is_io): dropped by the kernel with the ring full (bpf lost_exits), by the
+        reader's backlog, or left by a stop (live.py). The calls they end, where held here in flight
+        for that thread, are those I/Os: they leave undecided, or flush would decide them as if they
+        had ended without their exits and each I/O would count twice. A thread's calls are one after
+        another, so its calls held in flight, oldest first, are the ones whose exits were not seen
+        (at most the last one may still have none: the program ended mid-call). Given once every
+        event that will be fed has been, before flush."""
+        for key, n in threads.items():
+            stack = self.api_stack.get(key)
+            if not stack:
+                continue
+            keep = []
+            for p in stack:
+                if n and p.api in _CUFILE_SYNC_IO and p.t_end is None:
                     self.pending.forget(p)
-                    break
+                    n -= 1
+                else:
+                    keep.append(p)
+            stack[:] = keep
 
     def flush(self, deadline: float | None = None) -> None:
         """Decide everything still held, as if its evidence were complete. DEADLINE (time.monotonic):

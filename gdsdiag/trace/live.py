@@ -104,10 +104,10 @@ IO_NAMES = frozenset(
 )
 
 
-def _tally_events(evs, into: Unclassified, exits: set | None = None) -> None:
+def _tally_events(evs, into: Unclassified, exits: dict | None = None) -> None:
     """Per process (tally.Unclassified, as bpf.tally_records does for undecoded records): events,
     the reads and writes among them with their bytes, and of those the reads (not classified);
-    into EXITS the (pid, tid) of cuFile exits counted as I/Os (Classifier.exits_counted)."""
+    into EXITS, per (pid, tid), the cuFile exits counted as I/Os (Classifier.exits_counted)."""
     for e in evs:
         if e.kind == "sys_exit" and e.name in IO_NAMES:
             count_unclassified(into, e.pid, 1, 1, max(e.args[5], 0), read=e.name.startswith(("pread", "read")))
@@ -115,7 +115,7 @@ def _tally_events(evs, into: Unclassified, exits: set | None = None) -> None:
             # the call is the I/O (its own thread's pread64/pwrite64 ride in this record: version 4)
             count_unclassified(into, e.pid, 1, 1, max(e.args[0], 0), read=e.name == "cuFileRead")
             if exits is not None:
-                exits.add((e.pid, e.tid))
+                exits[(e.pid, e.tid)] = exits.get((e.pid, e.tid), 0) + 1
         else:
             count_unclassified(into, e.pid)
 
