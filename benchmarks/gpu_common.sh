@@ -11,6 +11,8 @@ cuf=$($PY -c 'import nvidia.cu13, os; print(os.path.join(list(nvidia.cu13.__path
 export LD_LIBRARY_PATH=${cuf:+$cuf:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 BASE_PYTHONPATH=${PYTHONPATH:-}
 export PYTHONPATH=$PWD${BASE_PYTHONPATH:+:$BASE_PYTHONPATH}
+# wanted N: whether step N is among $STEPS (numbers, space-separated; each script sets its default)
+wanted() { [[ " ${STEPS:-} " == *" $1 "* ]]; }
 machine_line() {
   log "machine: $(nproc) CPUs, $(uname -r), $($PY --version 2>&1), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
 }

@@ -77,7 +77,7 @@ BPF_HASH(in_api, u64, struct api_fold_t, 10240);
 /* threads (pid_tgid) whose cuFileRead/Write exit that folded its syscalls found the ring full: the
  * call is counted as a lost read or write with its bytes (drops_by_tgid), and the reader retires
  * the call it holds in flight for that thread instead of deciding it without its exit (bpf.py
- * lost_by_process, classify.py exits_counted) */
+ * cufile_exits_counted, classify.py exits_counted) */
 BPF_HASH(lost_exits, u64, u64, 10240);
 
 /* What the kernel knows of each descriptor, (tgid << 32 | fd) -> kind | serial << 8. The kind says

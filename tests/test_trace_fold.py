@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 
 from gdsdiag.trace.classify import classify
 from gdsdiag.trace.eventdefs import SYSCALLS
@@ -171,7 +172,7 @@ def test_an_exit_with_nothing_folded_is_an_event_not_an_io():
     bare = REC_STRUCT.pack(2, 7, 7, 2, 1, 1 << 20, 0, 0, 0, 0, 0, 0, comm)  # cuFileRead exit, 1 MiB, none folded
     folded = REC_STRUCT.pack(3, 7, 7, 2, 1, 4096, 1, 37, 1, 1, 4096, 0, comm)
     got: dict = {}
-    exits: dict = {}
+    exits: Counter = Counter()
     tally_records(bare * 3, got, exits)  # (the uniform path)
     assert got == {7: [3, 0, 0, 0, 0]} and exits == {}
     mixed: dict = {}
@@ -180,7 +181,7 @@ def test_an_exit_with_nothing_folded_is_an_event_not_an_io():
     tally_records(folded * 3, mixed, exits)
     assert exits == {(7, 7): 4}
     decoded: dict = {}
-    exits = {}
+    exits = Counter()
     _tally_events([Event(2, 7, 8, "api_exit", "cuFileRead", [1 << 20, 0, 0, 0, 0, 0, 0], "app")], decoded, exits)
     assert decoded == {7: [1, 0, 0, 0, 0]} and exits == {}
 
@@ -207,7 +208,7 @@ def test_a_call_whose_exit_a_stop_counted_is_not_decided_again():
     for e in _opened() + _compat_call(1000) + _compat_call(5000, tid=101)[:1]:
         clf.feed(e)
     unsent: dict = {}
-    exits: dict = {}
+    exits: Counter = Counter()
     _tally_events(_compat_call(5000, tid=101)[1:], unsent, exits)
     clf.exits_counted(exits)
     clf.flush()

@@ -13,6 +13,7 @@ import re
 import struct
 import sys
 import time
+from collections import Counter
 from typing import Any
 
 from ..errors import GdsdiagError
@@ -261,7 +262,7 @@ IO_SYSCALLS = {
 }
 
 
-def _tally_uniform(blob: bytes, into: Unclassified, cufile_exits: dict | None = None) -> bool:
+def _tally_uniform(blob: bytes, into: Unclassified, cufile_exits: Counter | None = None) -> bool:
     """tally_records when every record is the same process's same kind of event (one thread reading
     as fast as it can: what overloads the trace), by comparing whole columns in C: True if it was."""
     from array import array
@@ -283,8 +284,7 @@ def _tally_uniform(blob: bytes, into: Unclassified, cufile_exits: dict | None = 
         ios = [r for r, k in zip(quads[4::w], quads[5::w]) if k > 0]
         count_unclassified(into, pid, n, len(ios), sum(filter((0).__lt__, ios)), read=API_IOS[nr])
         if ios and cufile_exits is not None:
-            key = (pid, (who[0] >> 32) & 0xFFFFFFFF)
-            cufile_exits[key] = cufile_exits.get(key, 0) + len(ios)
+            cufile_exits[(pid, (who[0] >> 32) & 0xFFFFFFFF)] += len(ios)
     else:
         count_unclassified(into, pid, n)
     return True
@@ -312,7 +312,7 @@ def _record_name(typ: int, rid: int) -> tuple[str, str, int]:
     return kind, name, _HANDLE_REGISTER if kind == "handle" and name == "cuFileHandleRegister" else 0
 
 
-def tally_records(blob: bytes, into: Unclassified, cufile_exits: dict | None = None) -> None:
+def tally_records(blob: bytes, into: Unclassified, cufile_exits: Counter | None = None) -> None:
     """Per process, the records of BLOB (ring records, REC_STRIDE bytes each) and the reads and writes
     among them with their bytes, added to INTO (tally.Unclassified) without
     decoding each record, so what a stop cannot classify is still counted exactly. A stop under load
@@ -321,7 +321,6 @@ def tally_records(blob: bytes, into: Unclassified, cufile_exits: dict | None = N
     Python step per record (0.06 s for a million records of one process; the version that counted
     (pid, kind) pairs took 0.31 s). CUFILE_EXITS: {(pid, tid): n} of the cuFile exits counted as I/Os is added to
     (Classifier.exits_counted: the calls they end are not decided again)."""
-    from collections import Counter
     from itertools import compress
 
     if not blob:
@@ -354,7 +353,7 @@ def tally_records(blob: bytes, into: Unclassified, cufile_exits: dict | None = N
 
 
 def _tally_api_ios(
-    blob: bytes, pids: list, kinds: list, calls: list, into: Unclassified, cufile_exits: dict | None
+    blob: bytes, pids: list, kinds: list, calls: list, into: Unclassified, cufile_exits: Counter | None
 ) -> None:
     """tally_records' cuFileRead/Write exits that are I/Os (their own syscalls folded in them:
     classify.exit_is_io): each one I/O of its process, the bytes its result says."""
@@ -371,7 +370,7 @@ def _tally_api_ios(
         if nr in API_IOS and n_sys > 0:
             count_unclassified(into, pid, 0, 1, max(ret, 0), read=API_IOS[nr])
             if cufile_exits is not None:
-                cufile_exits[(pid, tid)] = cufile_exits.get((pid, tid), 0) + 1
+                cufile_exits[(pid, tid)] += 1
 
 
 # The flags the probe program is compiled with: tests/conftest.py compiles it with the same, so the
@@ -477,7 +476,7 @@ class Probes:
         self.backlog_lost_by_pid: Unclassified = {}  # records dropped here (RAW_BACKLOG): tally_records
         # (pid, tid) of cuFile exits counted as I/Os without a record classified: dropped here, or
         # by the kernel (lost_exits: cufile_exits_counted): Classifier.exits_counted
-        self.exits_counted: dict[tuple[int, int], int] = {}  # (how many per thread)
+        self.exits_counted: Counter[tuple[int, int]] = Counter()  # (how many per thread)
         self._comms: dict[bytes, str] = {}
         self._names: dict[int, tuple[str, str, int]] = {}  # (type << 32 | id) -> _record_name
         self._adopt_serial = ADOPTED_SERIAL
@@ -783,14 +782,13 @@ class Probes:
         t[ctypes.c_int(0)] = v
         self.bump_epoch()
 
-    def cufile_exits_counted(self) -> dict[tuple[int, int], int]:
+    def cufile_exits_counted(self) -> Counter[tuple[int, int]]:
         """{(pid, tid): n} of the cuFile exits counted as I/Os with no record to classify: dropped by the
         reader's backlog or, with the ring full, by the kernel (lost_exits; their I/O is in
         lost_by_process). Classifier.exits_counted retires the calls they end."""
         try:
             for k, v in self.b["lost_exits"].items():
-                key = (int(k.value) >> 32, int(k.value) & 0xFFFFFFFF)
-                self.exits_counted[key] = self.exits_counted.get(key, 0) + int(v.value)
+                self.exits_counted[(int(k.value) >> 32, int(k.value) & 0xFFFFFFFF)] += int(v.value)
         except (KeyError, OSError, AttributeError):  # (maps gone)
             pass
         return self.exits_counted

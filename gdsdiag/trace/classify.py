@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -285,12 +286,12 @@ _CUFILE_IO = frozenset(("cuFileRead", "cuFileWrite", "cuFileReadAsync", "cuFileW
 _CUFILE_SYNC_IO = frozenset(("cuFileRead", "cuFileWrite"))
 
 
-def exit_is_io(args) -> bool:
-    """A cuFileRead/Write exit record (these args) is itself the call's I/O, for what counts I/Os
-    without classifying them: its own thread's pread64/pwrite64 ride in it (record version 4, a1 the
-    syscalls folded). An exit with none folded is only an event: the syscalls that moved its bytes
+def exit_is_io(name: str, args) -> bool:
+    """The api_exit record of NAME with ARGS is itself a cuFileRead/Write call's I/O, for what counts
+    I/Os without classifying them: its own thread's pread64/pwrite64 ride in it (record version 4, a1
+    the syscalls folded). An exit with none folded is only an event: the syscalls that moved its bytes
     (libcufile's worker threads) went out as their own records and count as themselves."""
-    return len(args) > 6 and args[1] > 0
+    return name in _CUFILE_SYNC_IO and len(args) > 6 and args[1] > 0
 
 
 class Classifier:
@@ -708,7 +709,7 @@ class Classifier:
         stack = self.api_stack.get((e.pid, e.tid))
         if not stack:
             self.counts["unmatched_exits"] += 1
-            if e.name in _CUFILE_SYNC_IO and exit_is_io(e.args):
+            if exit_is_io(e.name, e.args):
                 # its start was not seen (the trace attached mid-call, or the ring was full): the
                 # I/O it is still counts, with its bytes, but has no route
                 count_unclassified(self.unmatched, e.pid, 1, 1, max(e.args[0], 0), read=e.name == "cuFileRead")
@@ -888,7 +889,7 @@ class Classifier:
         self.flow.advance(now, final)
         self._take_flow()
 
-    def exits_counted(self, threads: dict[tuple[int, int], int]) -> None:
+    def exits_counted(self, threads: Mapping[tuple[int, int], int]) -> None:
         """THREADS: {(pid, tid): how many} of cuFileRead/Write exits counted as I/Os without being
         classified (exit_is_io): dropped by the kernel with the ring full (bpf lost_exits), by the
         reader's backlog, or left by a stop (live.py). The calls they end, where held here in flight

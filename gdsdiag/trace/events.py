@@ -136,7 +136,7 @@ class Recording:
     def __init__(self, path: str):
         self.path = path
         self.header: dict = {}
-        self.count = 0  # events
+        self.count = 0  # events (less a cut last line, once events() has found it unparsable)
         self.disorder_ns = 0  # the most an event's time lies before an earlier line's
         # --record ends every line with a newline: a last line without one was cut as it was written
         # (the tracer killed, the disk full). If it does not parse it is left out, and named here.

@@ -17,6 +17,8 @@ from .events import RECORD_VERSION
 from .tally import RouteTally, Unclassified, count_unclassified, merge_unclassified
 
 if TYPE_CHECKING:
+    from collections import Counter
+
     from ..schema import trace as schema
 
 
@@ -104,18 +106,18 @@ IO_NAMES = frozenset(
 )
 
 
-def _tally_events(evs, into: Unclassified, exits: dict | None = None) -> None:
+def _tally_events(evs, into: Unclassified, exits: Counter | None = None) -> None:
     """Per process (tally.Unclassified, as bpf.tally_records does for undecoded records): events,
     the reads and writes among them with their bytes, and of those the reads (not classified);
     into EXITS, per (pid, tid), the cuFile exits counted as I/Os (Classifier.exits_counted)."""
     for e in evs:
         if e.kind == "sys_exit" and e.name in IO_NAMES:
             count_unclassified(into, e.pid, 1, 1, max(e.args[5], 0), read=e.name.startswith(("pread", "read")))
-        elif e.kind == "api_exit" and e.name in ("cuFileRead", "cuFileWrite") and exit_is_io(e.args):
+        elif e.kind == "api_exit" and exit_is_io(e.name, e.args):
             # the call is the I/O (its own thread's pread64/pwrite64 ride in this record: version 4)
             count_unclassified(into, e.pid, 1, 1, max(e.args[0], 0), read=e.name == "cuFileRead")
             if exits is not None:
-                exits[(e.pid, e.tid)] = exits.get((e.pid, e.tid), 0) + 1
+                exits[(e.pid, e.tid)] += 1
         else:
             count_unclassified(into, e.pid)
 
