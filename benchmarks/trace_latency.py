@@ -100,6 +100,7 @@ def needs(route: str) -> str | None:
 
 def measure(tree: str, route: str, path: str, n: int, gap_ms: float, wl: str, tail_s: float) -> dict:
     env = {**os.environ, "PYTHONPATH": tree + os.pathsep + HERE + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("PYTHONUNBUFFERED", None)  # (gdsdiag's stdout buffered as a user's pipe has it)
     sys.path.insert(0, tree)
     from gdsdiag.trace.dataflow import FIRST_COPY_WINDOW_NS, WINDOW_NS
 

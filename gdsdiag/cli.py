@@ -39,8 +39,19 @@ COMMANDS = {  # name -> (module under gdsdiag.commands, the click command in it)
 }
 
 
+class _ReaderGone(Exception):
+    """stdout's reader went away (``| head``): click answers a broken pipe with exit 1 before
+    main() sees it, which reads as "warnings"; this carries it past click to main's answer."""
+
+
 class _Commands(click.Group):
     """The commands of COMMANDS, each imported at its first use."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError as e:
+            raise _ReaderGone from e
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -95,7 +106,15 @@ def main() -> None:
     except (click.exceptions.Abort, KeyboardInterrupt) as e:
         click.echo(f"gdsdiag: interrupted ({signals.signal_name(e)}); files it created were removed", err=True)
         sys.exit(signals.exit_code(e))
-    except BrokenPipeError:
+    except (BrokenPipeError, _ReaderGone):
+        # nothing more can be written there: what stdout still buffers goes nowhere (no second
+        # error at exit), and the command's end is a normal one (a traced tree was stopped with it)
+        import os
+
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
         sys.exit(EXIT_OK)
     except Exception as e:  # a bug in gdsdiag itself: one line, exit 3, details on request
         import os

@@ -149,3 +149,18 @@ def test_only_cli_main_exits_or_prints_errors():
                             prints.append(f"{rel}:{node.lineno}")
     assert not exits, f"return a report (errors.Outcome) instead of exiting: {exits}"
     assert not prints, f"raise the GdsdiagError instead of printing it: {prints}"
+
+
+def test_a_reader_that_went_away_is_a_normal_end():
+    """`gdsdiag ... | head` whose reader has gone: click answered the broken pipe with exit 1 (read as
+    "warnings") before cli.main could; it is exit 0 and no word on stderr, as cli.main intends."""
+    r, w = os.pipe()
+    os.close(r)  # (the reader is gone before the first byte: every write is a broken pipe)
+    try:
+        p = subprocess.run(
+            GDSDIAG + ["trace", "--replay", RECORDING, "--json"], stdout=w, stderr=subprocess.PIPE, timeout=120
+        )
+    finally:
+        os.close(w)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr == b"", p.stderr

@@ -180,6 +180,9 @@ def trace(
                 per_io=per_io,
                 on_end=summary,
                 on_tick=on_tick,
+                # (stdout to a pipe or file is block-buffered: without this a `| jq` saw each poll's
+                # verdicts only once 8 KiB of them had piled up, or at the end)
+                on_batch=sys.stdout.flush,
             )
         sig = getattr(res, "stopped_by", None)
         if sig:  # Ctrl-C / TERM / HUP mid-trace: summary shown, then 130/143/129

@@ -242,13 +242,16 @@ def run_live(
     per_io: bool = False,
     on_end=None,
     on_tick=None,
+    on_batch=None,
 ) -> TraceResult:
     """Trace CMD (held at a gate until the probes are live), the processes PIDS and all their
     descendants, a cgroup, processes named COMM, or (none given) everything. ON_END(result) is
     called as soon as the result is complete, before the probes are detached (which takes the
     kernel seconds): the summary is out while they go. ON_TICK(counted=F) is called after each poll
     (~10 a second) and once more, with final=True, before ON_END (--interval); F() gives the
-    kernel's host-I/O counters as rows (counted.CountedIo), read only when the caller asks."""
+    kernel's host-I/O counters as rows (counted.CountedIo), read only when the caller asks.
+    ON_BATCH() is called after each poll's verdicts were handed out: the printer's output goes out
+    then (a pipe's reader gets each poll's lines as they are made, not 8 KiB at a time)."""
     from .bpf import Probes, preflight
     from .procs import by_comm, cgroup_pids, cgroup_target, descendants
 
@@ -416,6 +419,8 @@ def run_live(
                         on_verdict(v)
                     if n % CHUNK == 0:
                         probes.drain()
+                if on_batch is not None:
+                    on_batch()
                 if on_tick is not None:
                     on_tick(counted=counted_now, waiting=lambda: waiting_rows(clf))
                 if proc and proc.poll() is not None:
