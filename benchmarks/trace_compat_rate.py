@@ -1,18 +1,24 @@
 #!/usr/bin/env python3
-"""A real COMPAT per-I/O stream under the tracer: what it costs the tracer per verdict, and whether
-it keeps up (issue 21), for one or more checkouts in the same run.
+"""A real COMPAT (or DRAM_BOUNCE) per-I/O stream under the tracer: what it costs the tracer per
+verdict, and whether it keeps up (issue 21), for one or more checkouts in the same run.
 
-  sudo python3 benchmarks/trace_compat_rate.py [--calls 100000] [--bs 4096] [--rounds 2] [--tree DIR ...]
+  sudo python3 benchmarks/trace_compat_rate.py [--calls 100000] [--bs 4096] [--rounds 2]
+      [--kind compat|bounce] [--procs N] [--tree DIR ...]
 
-The workload is gdsdiag's cffi bindings over the real libcufile (compat mode where nvidia-fs is
-absent): one thread, --calls cuFileRead calls of --bs bytes back to back over a 64 MiB file, printing
-its own ground truth (calls, seconds, its own CPU seconds). Per round and tree: the workload untraced,
-then under ``gdsdiag trace --json --per-io`` (stdout to a file). Reported: the calls' rate both ways
-(traced/plain), the verdict lines for the file against the calls, events lost, and the tracer's own
-CPU per verdict — the CPU time of gdsdiag and everything it waited for (os.wait4) less the
-workload's own, less what a trace of a 100-call run costs (start, CUDA's doors, the end), per verdict
-beyond that run's — and how busy that kept the tracer while the calls ran. Needs root, bcc, CuPy,
-libcufile and a GPU."""
+The workload, --kind compat: gdsdiag's cffi bindings over the real libcufile (compat mode where
+nvidia-fs is absent), --calls cuFileRead calls of --bs bytes back to back over a 64 MiB file;
+--kind bounce: the application's own pread into host memory, then CuPy's copy of that buffer to the
+GPU (what fio --cuda_io=posix and kvikio's POSIX path do: DRAM_BOUNCE). --procs N splits the calls
+over N processes started together (one thread cannot make 100k calls a second: this can), each
+printing its own ground truth (calls, its loop's start and end, its own CPU seconds). Per round and
+tree: the workload untraced, then under ``gdsdiag trace --json --per-io`` (stdout to a file).
+Reported: the calls' rate both ways (traced/plain), the verdict lines for the file against the
+calls, events lost, the tracer's own CPU per verdict — the CPU time of gdsdiag and everything it
+waited for (os.wait4) less the workload's own, less what a trace of a 100-call run costs (start,
+CUDA's doors, the end), per verdict beyond that run's — how busy that kept the tracer while the
+calls ran, and ``verdicts_per_s``: the verdicts beyond the short run's over the wall time beyond
+its (the workload's rate while the tracer keeps up; the tracer's own sustained rate once it falls
+behind, as its trace then ends late). Needs root, bcc, CuPy, libcufile and a GPU."""
 
 from __future__ import annotations
 
@@ -28,21 +34,67 @@ import time
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 WORKLOAD = r"""
-import json, os, resource, sys, time
+import json, os, resource, subprocess, sys, time
+path, calls, bs, truth = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+procs, kind = int(sys.argv[5]), sys.argv[6]
+if procs > 1:
+    # the launcher: PROCS copies of this loop, each its own process (its own CUDA context and
+    # libcufile), started together once all are ready; the stream is theirs summed
+    import shutil
+    d = truth + ".d"
+    shutil.rmtree(d, ignore_errors=True)  # (a former run's ready and go files would start this one early)
+    os.makedirs(d)
+    kids = [subprocess.Popen([sys.executable, __file__, path, str(calls // procs), str(bs),
+                              os.path.join(d, str(i)), "1", kind, os.path.join(d, "go"), str(i)])
+            for i in range(procs)]
+    while sum(os.path.exists(os.path.join(d, f"{i}.ready")) for i in range(procs)) < procs:
+        if any(k.poll() not in (None, 0) for k in kids):
+            sys.exit("a workload process failed")
+        time.sleep(0.005)
+    open(os.path.join(d, "go"), "w").close()
+    rc = [k.wait() for k in kids]
+    own = [json.load(open(os.path.join(d, str(i)))) for i in range(procs)]
+    t0, t1 = min(x["t0"] for x in own), max(x["t1"] for x in own)
+    n = sum(x["calls"] for x in own)
+    me = resource.getrusage(resource.RUSAGE_SELF)  # (the launcher's own, small: it is the tracer's otherwise)
+    with open(truth, "w") as f:
+        f.write(json.dumps({"calls": n, "seconds": t1 - t0, "rate": (n - procs) / (t1 - t0),
+                            "cpu_s": sum(x["cpu_s"] for x in own) + me.ru_utime + me.ru_stime,
+                            "t0": t0, "t1": t1, "procs": procs}))
+    sys.exit(max(rc))
 import cupy as cp
-import gdsdiag.cufile as cf
-path, calls, bs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])  # argv[4]: where its truth goes
+go, index = (sys.argv[7], int(sys.argv[8])) if len(sys.argv) > 8 else (None, 0)
 dev = cp.empty(bs, dtype=cp.uint8)
 span = os.path.getsize(path) // bs
-with cf.Driver(), cf.FileHandle(path, "r") as fh, cf.BufferRegistration(dev):
-    fh.read(dev, bs, 0)
-    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
-    for i in range(calls):
-        fh.read(dev, bs, (i % span) * bs)
-    t1, r1 = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF)
+base = index * 7919  # (each process its own offsets)
+if kind == "compat":
+    import contextlib
+    import gdsdiag.cufile as cf
+    held = contextlib.ExitStack()  # (open until the process ends, in this order: driver, file, buffer)
+    held.enter_context(cf.Driver())
+    fh = held.enter_context(cf.FileHandle(path, "r"))
+    held.enter_context(cf.BufferRegistration(dev))
+    one = lambda off: fh.read(dev, bs, off)
+else:  # bounce: the application's own read into host memory, then its copy to the GPU (DRAM_BOUNCE)
+    import numpy as np
+    host = np.empty(bs, dtype=np.uint8)
+    fd = os.open(path, os.O_RDONLY)
+    def one(off):
+        os.preadv(fd, [host], off)
+        dev.set(host)
+one(0)
+if go:
+    open(truth + ".ready", "w").close()
+    while not os.path.exists(go):
+        time.sleep(0.001)
+r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+for i in range(calls):
+    one(((base + i) % span) * bs)
+t1, r1 = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF)
 cpu = r1.ru_utime + r1.ru_stime
-with open(sys.argv[4], "w") as f:  # (its own file: a traced program's stdout is shared with the trace's)
-    f.write(json.dumps({"calls": calls + 1, "seconds": t1 - t0, "rate": calls / (t1 - t0), "cpu_s": cpu}))
+with open(truth, "w") as f:  # (its own file: a traced program's stdout is shared with the trace's)
+    f.write(json.dumps({"calls": calls + 1, "seconds": t1 - t0, "rate": calls / (t1 - t0), "cpu_s": cpu,
+                        "t0": t0, "t1": t1}))
 """
 
 
@@ -56,11 +108,10 @@ def run(cmd, env, cwd, out_path):
         return p.returncode, err, ru.ru_utime + ru.ru_stime, time.monotonic() - t
 
 
-def traced(tree: str, env: dict, wcmd: list, path: str, out: str):
+def traced(tree: str, env: dict, wcmd: list, path: str, out: str, truth: str):
     """(the workload's own line, verdict lines for PATH, the summary, the tracer's CPU s, wall s) of
     one traced run, or (None, stderr)."""
     tcmd = [sys.executable, "-m", "gdsdiag", "trace", "--json", "--per-io", "--"] + wcmd
-    truth = wcmd[-1]
     if os.path.exists(truth):
         os.unlink(truth)
     rc, err, cpu, wall = run(tcmd, env, tree, out)
@@ -77,7 +128,8 @@ def traced(tree: str, env: dict, wcmd: list, path: str, out: str):
 def one(tree: str, path: str, a, wl: str, tmp: str) -> dict:
     env = {**os.environ, "PYTHONPATH": tree + os.pathsep + os.environ.get("PYTHONPATH", "")}
     truth = os.path.join(tmp, "truth.json")
-    wcmd = [sys.executable, wl, path, str(a.calls), str(a.bs), truth]
+    shape = [str(a.procs), a.kind]
+    wcmd = [sys.executable, wl, path, str(a.calls), str(a.bs), truth, *shape]
     rc, err, _, _ = run(wcmd, env, tree, os.path.join(tmp, "plain.out"))
     if rc != 0:
         return {"failed": err[-600:]}
@@ -85,17 +137,29 @@ def one(tree: str, path: str, a, wl: str, tmp: str) -> dict:
         plain = json.load(f)
     # the tracer's start and end alone (attach, CUDA's doors, the summary): a run of 100 calls
     short, err = traced(
-        tree, env, [sys.executable, wl, path, "100", str(a.bs), truth], path, os.path.join(tmp, "short.out")
+        tree,
+        env,
+        [sys.executable, wl, path, str(100 * a.procs), str(a.bs), truth, *shape],
+        path,
+        os.path.join(tmp, "short.out"),
+        truth,
     )
-    res, err = traced(tree, env, wcmd, path, os.path.join(tmp, "traced.out"))
+    res, err = traced(tree, env, wcmd, path, os.path.join(tmp, "traced.out"), truth)
     if res is None or short is None:
         return {"failed": err}
     own, verdicts, summary, tracer_cpu, wall = res
     stream_cpu = tracer_cpu - short[3]
     return {
+        "kind": a.kind,
+        "procs": a.procs,
         "calls": own["calls"],
         "verdicts": verdicts,
         "lost": summary.get("lost_events"),
+        "ios_lost_in_kernel": summary.get("ios_lost_in_kernel"),
+        "unclassified_at_stop": summary.get("unclassified_at_stop"),
+        # the verdicts beyond the short run's over the wall time beyond its: the workload's rate while
+        # the tracer keeps up, the tracer's own sustained rate once it falls behind (its trace ends late)
+        "verdicts_per_s": round((verdicts - short[1]) / max(wall - short[4], 1e-3)),
         "plain_rate": round(plain["rate"]),
         "traced_rate": round(own["rate"]),
         "ratio": round(own["rate"] / plain["rate"], 3),
@@ -115,6 +179,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--tree", action="append", help="a checkout whose gdsdiag/ is measured (repeatable)")
     ap.add_argument("--dir", default="/var/tmp")
+    ap.add_argument("--procs", type=int, default=1, help="workload processes reading at once (their calls summed)")
+    ap.add_argument(
+        "--kind",
+        choices=("compat", "bounce"),
+        default="compat",
+        help="compat: cuFileRead (COMPAT without nvidia-fs); bounce: pread into host memory, then its copy to the GPU",
+    )
     a = ap.parse_args()
     trees = [os.path.abspath(t) for t in (a.tree or [HERE])]
     tmp = tempfile.mkdtemp(prefix="gdsdiag-compat-rate-")
@@ -127,8 +198,9 @@ def main() -> None:
         f.write(WORKLOAD)
     for tree in trees:  # each tree's compiled-program cache filled first: a compile is no round's cost
         env = {**os.environ, "PYTHONPATH": tree + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        warm = [sys.executable, wl, path, "10", str(a.bs), os.path.join(tmp, "truth.json")]
-        traced(tree, env, warm, path, os.path.join(tmp, "warm.out"))
+        truth = os.path.join(tmp, "truth.json")
+        warm = [sys.executable, wl, path, "10", str(a.bs), truth, "1", a.kind]
+        traced(tree, env, warm, path, os.path.join(tmp, "warm.out"), truth)
     rounds = []
     for r in range(a.rounds):
         for tree in trees:
@@ -141,9 +213,20 @@ def main() -> None:
         if ok:
             med[tree] = {
                 k: statistics.median(x[k] for x in ok)
-                for k in ("traced_rate", "plain_rate", "ratio", "tracer_us_per_verdict", "tracer_busy")
+                for k in (
+                    "traced_rate",
+                    "plain_rate",
+                    "ratio",
+                    "tracer_us_per_verdict",
+                    "tracer_busy",
+                    "verdicts_per_s",
+                )
             }
-    print(json.dumps({"calls": a.calls, "bs": a.bs, "rounds": rounds, "median": med}, indent=1))
+    print(
+        json.dumps(
+            {"calls": a.calls, "bs": a.bs, "procs": a.procs, "kind": a.kind, "rounds": rounds, "median": med}, indent=1
+        )
+    )
 
 
 if __name__ == "__main__":
