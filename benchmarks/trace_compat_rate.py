@@ -3,13 +3,14 @@
 verdict, and whether it keeps up (issue 21), for one or more checkouts in the same run.
 
   sudo python3 benchmarks/trace_compat_rate.py [--calls 100000] [--bs 4096] [--rounds 2]
-      [--kind compat|bounce] [--procs N] [--tree DIR ...]
+      [--kind compat|bounce] [--procs N] [--threads T] [--tree DIR ...]
 
 The workload, --kind compat: gdsdiag's cffi bindings over the real libcufile (compat mode where
 nvidia-fs is absent), --calls cuFileRead calls of --bs bytes back to back over a 64 MiB file;
 --kind bounce: the application's own pread into host memory, then CuPy's copy of that buffer to the
 GPU (what fio --cuda_io=posix and kvikio's POSIX path do: DRAM_BOUNCE). --procs N splits the calls
-over N processes started together (one thread cannot make 100k calls a second: this can), each
+over N processes started together, --threads T over T threads of each (one thread cannot make 100k
+calls a second; processes have a CUDA context each, which the GPU time-slices), each process
 printing its own ground truth (calls, its loop's start and end, its own CPU seconds). Per round and
 tree: the workload untraced, then under ``gdsdiag trace --json --per-io`` (stdout to a file).
 Reported: the calls' rate both ways (traced/plain), the verdict lines for the file against the
@@ -34,9 +35,9 @@ import time
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 WORKLOAD = r"""
-import json, os, resource, subprocess, sys, time
+import json, os, resource, subprocess, sys, threading, time
 path, calls, bs, truth = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-procs, kind = int(sys.argv[5]), sys.argv[6]
+procs, kind, threads = int(sys.argv[5]), sys.argv[6], int(sys.argv[7])
 if procs > 1:
     # the launcher: PROCS copies of this loop, each its own process (its own CUDA context and
     # libcufile), started together once all are ready; the stream is theirs summed
@@ -45,7 +46,7 @@ if procs > 1:
     shutil.rmtree(d, ignore_errors=True)  # (a former run's ready and go files would start this one early)
     os.makedirs(d)
     kids = [subprocess.Popen([sys.executable, __file__, path, str(calls // procs), str(bs),
-                              os.path.join(d, str(i)), "1", kind, os.path.join(d, "go"), str(i)])
+                              os.path.join(d, str(i)), "1", kind, str(threads), os.path.join(d, "go"), str(i)])
             for i in range(procs)]
     while sum(os.path.exists(os.path.join(d, f"{i}.ready")) for i in range(procs)) < procs:
         if any(k.poll() not in (None, 0) for k in kids):
@@ -58,42 +59,54 @@ if procs > 1:
     n = sum(x["calls"] for x in own)
     me = resource.getrusage(resource.RUSAGE_SELF)  # (the launcher's own, small: it is the tracer's otherwise)
     with open(truth, "w") as f:
-        f.write(json.dumps({"calls": n, "seconds": t1 - t0, "rate": (n - procs) / (t1 - t0),
+        f.write(json.dumps({"calls": n, "seconds": t1 - t0, "rate": (n - procs * threads) / (t1 - t0),
                             "cpu_s": sum(x["cpu_s"] for x in own) + me.ru_utime + me.ru_stime,
                             "t0": t0, "t1": t1, "procs": procs}))
     sys.exit(max(rc))
 import cupy as cp
-go, index = (sys.argv[7], int(sys.argv[8])) if len(sys.argv) > 8 else (None, 0)
-dev = cp.empty(bs, dtype=cp.uint8)
+go, index = (sys.argv[8], int(sys.argv[9])) if len(sys.argv) > 9 else (None, 0)
 span = os.path.getsize(path) // bs
-base = index * 7919  # (each process its own offsets)
 if kind == "compat":
     import contextlib
     import gdsdiag.cufile as cf
-    held = contextlib.ExitStack()  # (open until the process ends, in this order: driver, file, buffer)
+    held = contextlib.ExitStack()  # (open until the process ends, in this order: driver, file, buffers)
     held.enter_context(cf.Driver())
     fh = held.enter_context(cf.FileHandle(path, "r"))
-    held.enter_context(cf.BufferRegistration(dev))
-    one = lambda off: fh.read(dev, bs, off)
+    def make():  # one thread's call: its own registered GPU buffer, the file handle shared
+        dev = cp.empty(bs, dtype=cp.uint8)
+        held.enter_context(cf.BufferRegistration(dev))
+        return lambda off: fh.read(dev, bs, off)
 else:  # bounce: the application's own read into host memory, then its copy to the GPU (DRAM_BOUNCE)
     import numpy as np
-    host = np.empty(bs, dtype=np.uint8)
     fd = os.open(path, os.O_RDONLY)
-    def one(off):
-        os.preadv(fd, [host], off)
-        dev.set(host)
-one(0)
+    def make():
+        dev, host = cp.empty(bs, dtype=cp.uint8), np.empty(bs, dtype=np.uint8)
+        def one(off):
+            os.preadv(fd, [host], off)
+            dev.set(host)
+        return one
+ones = [make() for _ in range(threads)]
+for one in ones:
+    one(0)
 if go:
     open(truth + ".ready", "w").close()
     while not os.path.exists(go):
         time.sleep(0.001)
+def loop(one, base, n):
+    for i in range(n):
+        one(((base + i) % span) * bs)
+each = calls // threads
+work = [threading.Thread(target=loop, args=(one, (index * threads + k) * 7919, each)) for k, one in enumerate(ones)]
 r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
-for i in range(calls):
-    one(((base + i) % span) * bs)
+for w in work:
+    w.start()
+for w in work:
+    w.join()
 t1, r1 = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF)
 cpu = r1.ru_utime + r1.ru_stime
+n = each * threads
 with open(truth, "w") as f:  # (its own file: a traced program's stdout is shared with the trace's)
-    f.write(json.dumps({"calls": calls + 1, "seconds": t1 - t0, "rate": calls / (t1 - t0), "cpu_s": cpu,
+    f.write(json.dumps({"calls": n + threads, "seconds": t1 - t0, "rate": n / (t1 - t0), "cpu_s": cpu,
                         "t0": t0, "t1": t1}))
 """
 
@@ -128,7 +141,7 @@ def traced(tree: str, env: dict, wcmd: list, path: str, out: str, truth: str):
 def one(tree: str, path: str, a, wl: str, tmp: str) -> dict:
     env = {**os.environ, "PYTHONPATH": tree + os.pathsep + os.environ.get("PYTHONPATH", "")}
     truth = os.path.join(tmp, "truth.json")
-    shape = [str(a.procs), a.kind]
+    shape = [str(a.procs), a.kind, str(a.threads)]
     wcmd = [sys.executable, wl, path, str(a.calls), str(a.bs), truth, *shape]
     rc, err, _, _ = run(wcmd, env, tree, os.path.join(tmp, "plain.out"))
     if rc != 0:
@@ -139,7 +152,7 @@ def one(tree: str, path: str, a, wl: str, tmp: str) -> dict:
     short, err = traced(
         tree,
         env,
-        [sys.executable, wl, path, str(100 * a.procs), str(a.bs), truth, *shape],
+        [sys.executable, wl, path, str(100 * a.procs * a.threads), str(a.bs), truth, *shape],
         path,
         os.path.join(tmp, "short.out"),
         truth,
@@ -152,6 +165,7 @@ def one(tree: str, path: str, a, wl: str, tmp: str) -> dict:
     return {
         "kind": a.kind,
         "procs": a.procs,
+        "threads": a.threads,
         "calls": own["calls"],
         "verdicts": verdicts,
         "lost": summary.get("lost_events"),
@@ -180,6 +194,7 @@ def main() -> None:
     ap.add_argument("--tree", action="append", help="a checkout whose gdsdiag/ is measured (repeatable)")
     ap.add_argument("--dir", default="/var/tmp")
     ap.add_argument("--procs", type=int, default=1, help="workload processes reading at once (their calls summed)")
+    ap.add_argument("--threads", type=int, default=1, help="threads of each workload process reading at once")
     ap.add_argument(
         "--kind",
         choices=("compat", "bounce"),
@@ -199,7 +214,7 @@ def main() -> None:
     for tree in trees:  # each tree's compiled-program cache filled first: a compile is no round's cost
         env = {**os.environ, "PYTHONPATH": tree + os.pathsep + os.environ.get("PYTHONPATH", "")}
         truth = os.path.join(tmp, "truth.json")
-        warm = [sys.executable, wl, path, "10", str(a.bs), truth, "1", a.kind]
+        warm = [sys.executable, wl, path, "10", str(a.bs), truth, "1", a.kind, "1"]
         traced(tree, env, warm, path, os.path.join(tmp, "warm.out"), truth)
     rounds = []
     for r in range(a.rounds):
@@ -224,7 +239,16 @@ def main() -> None:
             }
     print(
         json.dumps(
-            {"calls": a.calls, "bs": a.bs, "procs": a.procs, "kind": a.kind, "rounds": rounds, "median": med}, indent=1
+            {
+                "calls": a.calls,
+                "bs": a.bs,
+                "procs": a.procs,
+                "threads": a.threads,
+                "kind": a.kind,
+                "rounds": rounds,
+                "median": med,
+            },
+            indent=1,
         )
     )
 

@@ -284,6 +284,7 @@ _SYSCALL_HIT: dict[tuple[str, int], tuple[str, str]] = {}  # (syscall, fd) -> _s
 _USDT: dict[str, tuple[str, bool, str | None, str]] = {}  # probe -> kind, matched, op, evidence label
 _CUFILE_IO = frozenset(("cuFileRead", "cuFileWrite", "cuFileReadAsync", "cuFileWriteAsync"))
 _CUFILE_SYNC_IO = frozenset(("cuFileRead", "cuFileWrite"))
+_CUFILE_ASYNC = frozenset(("cuFileReadAsync", "cuFileWriteAsync"))
 
 
 def exit_is_io(name: str, args) -> bool:
@@ -689,19 +690,12 @@ class Classifier:
         a = e.args
         if len(a) < 4:
             a = a + [0] * 6
+        h = self.handles.get((e.pid, a[0]))
+        # (positional: once per cuFile call, and keywords cost a dataclass __init__ more)
         p = _Pending(
-            e.pid,
-            e.tid,
-            e.comm,
-            name,
-            _op_of(name),
-            a[0],
-            a[3],
-            a[2],
-            e.ts,
-            is_async=name.endswith("Async"),
-            path=self.handles.get((e.pid, a[0]), (None, None))[1],
-        )
+            e.pid, e.tid, e.comm, name, _op_of(name), a[0], a[3], a[2], e.ts, None, None, {}, 0, 0, set(),
+            name in _CUFILE_ASYNC, h[1] if h is not None else None,
+        )  # fmt: skip
         self.pending.add(p)
         stack.append(p)
 
@@ -981,9 +975,12 @@ class Classifier:
 
     def _verdict(self, p: _Pending) -> schema.IoLine:
         path = p.path or self.handles.get((p.pid, p.handle), (None, None))[1]
-        ev = [k if n == 1 else f"{k} ×{n}" for k, n in p.evidence.items()]
+        ev = []
+        for k, n in p.evidence.items():  # (a loop: a comprehension is a function call before 3.12)
+            ev.append(k if n == 1 else f"{k} ×{n}")
         route, sub, conf, notes = decide_once(p.kinds)  # evidence.ROUTE_RULES: the one table
-        ev += notes
+        if notes:
+            ev += notes
         lat = (p.t_end - p.t_start) if p.t_end is not None else None
         self._proc(p.pid, p.comm)["ios"] += 1
         return io_line(
