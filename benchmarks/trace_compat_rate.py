@@ -168,6 +168,7 @@ def one(tree: str, path: str, a, wl: str, tmp: str) -> dict:
         "threads": a.threads,
         "calls": own["calls"],
         "verdicts": verdicts,
+        "events": summary.get("events"),  # (records the tracer took: two a compat call since the fold)
         "lost": summary.get("lost_events"),
         "ios_lost_in_kernel": summary.get("ios_lost_in_kernel"),
         "unclassified_at_stop": summary.get("unclassified_at_stop"),

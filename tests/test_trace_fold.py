@@ -262,3 +262,56 @@ def test_calls_held_for_exits_the_kernel_dropped_are_retired_oldest_first():
     clf.exits_counted({(100, 100): 2})
     clf.flush()
     assert [v["ts"] for v in clf.drain()] == [5000, 9000]
+
+
+def _pread(t: int, off: int, tid: int = 100) -> Event:
+    return Event(t, 100, tid, "sys_exit", "pread64", [7, 0x7F1000000000, 4096, off, 0, 4096, 900], "app")
+
+
+def test_a_call_whose_exit_was_dropped_leaves_flight_when_the_threads_next_call_ends():
+    # a thread's calls are one after another: once a later call of it ended, an older one still open
+    # lost its exit. Held in flight it took that thread's later evidence as its own (here a pread of
+    # its offset 10 ms after both calls: the program's own read) and every call's end searched
+    # past it. It is set aside instead; at the end it is retired or decided as before.
+    from gdsdiag.trace.classify import Classifier
+
+    clf = Classifier()
+    for e in _opened() + _compat_call(1000)[:1] + _compat_call(3000) + [_pread(10_000_000, 0)]:
+        clf.feed(e)
+    assert not clf.pending.inflight, clf.pending.inflight
+    assert len(clf.pending.orphans[100]) == 1
+    clf.exits_counted({(100, 100): 1})  # (the kernel counted the dropped exit as a lost read)
+    clf.flush()
+    vs = clf.drain()
+    assert sorted((v["ts"], v["api"], v["route"]) for v in vs) == [
+        (3000, "cuFileRead", "COMPAT"),
+        (10_000_000, "pread64", "HOST"),
+    ]
+    # not counted anywhere (a trace that saw no drop): decided at the end, as before
+    clf = Classifier()
+    for e in _opened() + _compat_call(1000)[:1] + _compat_call(3000):
+        clf.feed(e)
+    clf.flush()
+    assert [v["ts"] for v in clf.drain()] == [1000, 3000]
+
+
+def test_many_dropped_exits_keep_flight_short():
+    # 20k exits dropped (the ring full), then 20k calls whole: every one of those ended against a
+    # 20k-call list before; now the thread has at most its current call in flight
+    from gdsdiag.trace.classify import Classifier
+
+    clf = Classifier()
+    for e in _opened():
+        clf.feed(e)
+    n = 20_000
+    for i in range(n):
+        clf.feed(_compat_call(1000 + i * 1000)[0])
+    most = 0
+    for i in range(n, 2 * n):
+        for e in _compat_call(1000 + i * 1000):
+            clf.feed(e)
+        most = max(most, len(clf.pending.inflight.get(100, ())))
+    assert most <= 1, most
+    clf.exits_counted({(100, 100): n})
+    clf.flush()
+    assert len(clf.drain()) == n

@@ -179,6 +179,9 @@ class _Calls:
     def __init__(self) -> None:
         self.inflight: dict[int, list[_Pending]] = {}
         self.ended: dict[int, deque[_Pending]] = {}
+        # calls whose exit was lost (Classifier._retire_stale), oldest first: no evidence is matched
+        # to them; decided or retired only at the end
+        self.orphans: dict[int, list[_Pending]] = {}
         self.n = 0
 
     def __bool__(self) -> bool:
@@ -200,6 +203,33 @@ class _Calls:
             self.n -= 1
             if not lst:
                 del self.inflight[p.pid]
+
+    def orphan(self, p: _Pending) -> None:
+        """P, still in flight, lost its exit: out of the calls evidence is matched to."""
+        lst = self.inflight.get(p.pid)
+        if lst is not None and p in lst:
+            lst.remove(p)
+            if not lst:
+                del self.inflight[p.pid]
+            self.orphans.setdefault(p.pid, []).append(p)
+
+    def forget_orphans(self, key: tuple[int, int], n: int) -> int:
+        """The N oldest orphans of thread KEY leave undecided (exits_counted); how many of N are left."""
+        lst = self.orphans.get(key[0])
+        if not lst or n <= 0:
+            return n
+        keep = []
+        for p in lst:
+            if n and p.tid == key[1]:
+                n -= 1
+                self.n -= 1
+            else:
+                keep.append(p)
+        if keep:
+            self.orphans[key[0]] = keep
+        else:
+            del self.orphans[key[0]]
+        return n
 
     def end(self, p: _Pending) -> None:
         lst = self.inflight.get(p.pid)
@@ -242,6 +272,12 @@ class _Calls:
                 self.inflight[pid] = keep
             else:
                 del self.inflight[pid]
+        if final:
+            for lst in self.orphans.values():
+                for p in lst:
+                    p.t_end = p.last_ts or p.t_start
+                    out.append(p)
+            self.orphans.clear()
         self.n -= len(out)
         out.sort(key=lambda p: p.t_start)
         return out
@@ -718,8 +754,21 @@ class Classifier:
             if len(a) > 6 and (a[1] or a[4]):
                 self._folded(p, e)
             self.pending.end(p)
+            if stack and stack[-1].t_end is None and stack[-1].api in _CUFILE_SYNC_IO:
+                self._retire_stale(stack)
         elif p.is_async:
             p.ret = e.args[0] if e.args else None  # the enqueue status; I/O follows on the stream
+
+    def _retire_stale(self, stack: list[_Pending]) -> None:
+        """A thread's cuFileRead/Write calls come one after another (the probes keep one call a
+        thread: cufile_trace.c in_api), so a call of it still open under the one that just ended
+        lost its exit (the kernel's full ring or the reader's backlog dropped it). It is set aside
+        now (_Calls.orphan), not left in flight until the trace's end: there it took later evidence
+        of its thread as its own, and every call's end searched the list past it (40k lost exits
+        made each end 40k steps). At the end it is what it was: exits_counted retires it, or flush
+        decides it, as before."""
+        while stack and stack[-1].t_end is None and stack[-1].api in _CUFILE_SYNC_IO:
+            self.pending.orphan(stack.pop())
 
     def _folded(self, p: _Pending, e: Event) -> None:
         """The evidence the call's own thread gave, sent with its exit (record version 4, probes/
@@ -893,8 +942,9 @@ class Classifier:
         (at most the last one may still have none: the program ended mid-call). Given once every
         event that will be fed has been, before flush."""
         for key, n in threads.items():
+            n = self.pending.forget_orphans(key, n)  # (the oldest: set aside when a later call ended)
             stack = self.api_stack.get(key)
-            if not stack:
+            if not stack or n <= 0:
                 continue
             keep = []
             for p in stack:
@@ -962,7 +1012,8 @@ class Classifier:
             for src in q:
                 if not src.finished:
                     add(pid, src.size)
-        for calls in (*self.pending.inflight.values(), *self.pending.ended.values()):
+        pending = self.pending
+        for calls in (*pending.inflight.values(), *pending.ended.values(), *pending.orphans.values()):
             for p in calls:
                 if p.op is not None:
                     add(p.pid, p.size)
