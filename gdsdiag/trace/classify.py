@@ -764,8 +764,8 @@ class Classifier:
         thread: cufile_trace.c in_api), so a call of it still open under the one that just ended
         lost its exit (the kernel's full ring or the reader's backlog dropped it). It is set aside
         now (_Calls.orphan), not left in flight until the trace's end: there it took later evidence
-        of its thread as its own, and every call's end searched the list past it (40k lost exits
-        made each end 40k steps). At the end it is what it was: exits_counted retires it, or flush
+        of its thread as its own, and every call's end searched the list past it (20k dropped exits
+        made each end 20k steps). At the end it is what it was: exits_counted retires it, or flush
         decides it, as before."""
         while stack and stack[-1].t_end is None and stack[-1].api in _CUFILE_SYNC_IO:
             self.pending.orphan(stack.pop())
