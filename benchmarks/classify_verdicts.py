@@ -27,8 +27,8 @@ the counted-I/O reader, then per poll advance, drain, the summary's tally and th
 each verdict: what 'gdsdiag trace --json' does per event once the bytes are out of the ring.
 --tree runs another checkout's gdsdiag/ (e.g. an older commit, for a before/after pair).
 benchmarks/trace_compat_rate.py measures a real stream under the tracer on the GPU machine; run in
-the same call, the two agree within about a tenth (2026-12-02: 20.4 µs a COMPAT verdict here, 22 µs
-there; an earlier "twofold" compared two machines: docs/benchmarks.md, "How far Python alone can go")."""
+the same call, the two agree (2026-12-02: 24.2 µs a COMPAT verdict here, 23.7 / 28.2 µs there; an
+earlier "twofold" compared two machine starts: docs/benchmarks.md, "How far Python alone can go")."""
 
 import argparse
 import contextlib
