@@ -11,6 +11,13 @@ cuf=$($PY -c 'import nvidia.cu13, os; print(os.path.join(list(nvidia.cu13.__path
 export LD_LIBRARY_PATH=${cuf:+$cuf:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 BASE_PYTHONPATH=${PYTHONPATH:-}
 export PYTHONPATH=$PWD${BASE_PYTHONPATH:+:$BASE_PYTHONPATH}
+# OLD=DIR, an earlier commit's gdsdiag/, probes/, csrc/ (`git archive REV gdsdiag probes csrc | tar -x
+# -C DIR`) to measure beside this checkout: OLDDIR its absolute path, OLDT/OLDV the arguments the
+# benchmarks take it with (--tree DIR / --variant old=DIR); all empty without it
+OLDDIR=; OLDT=(); OLDV=()
+if [ -n "${OLD:-}" ] && [ -d "$OLD/gdsdiag" ]; then
+  OLDDIR=$(cd "$OLD" && pwd); OLDT=(--tree "$OLDDIR"); OLDV=(--variant "old=$OLDDIR")
+fi
 # wanted N: whether step N is among $STEPS (numbers, space-separated; each script sets its default)
 wanted() { [[ " ${STEPS:-} " == *" $1 "* ]]; }
 machine_line() {

@@ -8,8 +8,6 @@
 set -u
 source "$(dirname "$0")/gpu_common.sh" "${1:-/tmp/out}"
 machine_line
-OLDT=()
-if [ -n "${OLD:-}" ] && [ -d "$OLD/gdsdiag" ]; then OLDT=(--tree "$(cd "$OLD" && pwd)"); fi
 for d in /tmp /var/tmp; do gds_udev_entry $d 2>/dev/null; done
 STEPS=${STEPS:-1 2 3}
 if wanted 1; then

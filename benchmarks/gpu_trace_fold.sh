@@ -9,8 +9,6 @@
 set -u
 source "$(dirname "$0")/gpu_common.sh" "${1:-/tmp/out}"
 machine_line
-OLDT=(); OLDV=()
-if [ -n "${OLD:-}" ] && [ -d "$OLD/gdsdiag" ]; then OLDT=(--tree "$(cd "$OLD" && pwd)"); OLDV=(--variant "old=$(cd "$OLD" && pwd)"); fi
 for d in /tmp /var/tmp; do gds_udev_entry $d 2>/dev/null; done
 STEPS=${STEPS:-1 2 3 4 5 6 7}
 if wanted 1; then

@@ -7,8 +7,6 @@
 set -u
 source "$(dirname "$0")/gpu_common.sh" "${1:-/tmp/out}"
 machine_line
-OLDT=(); OLDV=()
-if [ -n "${OLD:-}" ] && [ -d "$OLD/gdsdiag" ]; then OLDT=(--tree "$(cd "$OLD" && pwd)"); OLDV=(--variant "old=$(cd "$OLD" && pwd)"); fi
 summ() { $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps(d.get("median") or d.get("routes") or d)[:1500])' "$1" 2>&1 | tee -a "$OUT/run.log"; }
 for d in /tmp /var/tmp; do gds_udev_entry $d 2>/dev/null; done
 log "1. verdict latency, every route (100 x 1 MiB, 20 ms apart, 4 s quiet tail), twice"

@@ -10,8 +10,6 @@ set -u
 source "$(dirname "$0")/gpu_common.sh" "${1:-/tmp/out}"
 machine_line
 log "PYTHONUNBUFFERED in the environment: ${PYTHONUNBUFFERED:-unset} (the benchmarks drop it for gdsdiag)"
-OLDT=()
-if [ -n "${OLD:-}" ] && [ -d "$OLD/gdsdiag" ]; then OLDT=(--tree "$(cd "$OLD" && pwd)"); fi
 for d in /tmp /var/tmp; do gds_udev_entry $d 2>/dev/null; done
 STEPS=${STEPS:-1 2 3 4 5 6}
 PROCS=${PROCS:-1} THREADS=${THREADS:-8} CALLS=${CALLS:-400000}
@@ -28,7 +26,7 @@ wanted 3 && rate 3 bounce 1 1 100000 2 240
 wanted 4 && rate 4 bounce "$PROCS" "$THREADS" "$CALLS" 1 300
 if wanted 5; then
   log "5. verdict latency, every route (100 x 1 MiB, 20 ms apart, 4 s quiet tail), old and new"
-  for t in "${OLDT[@]:1}" .; do
+  for t in ${OLDDIR:+"$OLDDIR"} .; do
     n=$(basename "$(cd "$t" && pwd)")
     timeout 90 $PY benchmarks/trace_latency.py --tree "$t" --routes host,host-copying,bounce,compat --n 100 --tail 4 \
       >"$OUT/latency-$n.json" 2>"$OUT/latency-$n.err"

@@ -63,13 +63,20 @@ def datadir():
     shutil.rmtree(d, ignore_errors=True)
 
 
-def test_compat_calls_fold_their_own_evidence_and_keep_their_verdicts(datadir, tmp_path):
+def _data_file(datadir: str, mib: int) -> str:
+    """A file of MIB random MiB in DATADIR for the cuFile calls to read; the
+    test skips, with the reason, where there is no GPU, CuPy or libcufile."""
     why = _gpu_reason()
     if why:
         pytest.skip(why)
     data = os.path.join(datadir, "f.dat")
     with open(data, "wb") as f:
-        f.write(os.urandom(72 * MiB))
+        f.write(os.urandom(mib * MiB))
+    return data
+
+
+def test_compat_calls_fold_their_own_evidence_and_keep_their_verdicts(datadir, tmp_path):
+    data = _data_file(datadir, 72)
     wl = tmp_path / "wl.py"
     wl.write_text(WORKLOAD)
     rec = tmp_path / "r.jsonl.gz"
@@ -145,15 +152,10 @@ def test_cufile_calls_stay_counted_exactly_when_the_ring_overflows(datadir, tmp_
     # verdict, a read lost in the kernel (with its bytes), or one counted without a route — never
     # missing (a dropped exit was an event only, its I/O gone) and never twice (the call held in flight
     # for a dropped exit was decided again at the end).
-    why = _gpu_reason()
-    if why:
-        pytest.skip(why)
     import signal
     import time
 
-    data = os.path.join(datadir, "f.dat")
-    with open(data, "wb") as f:
-        f.write(os.urandom(64 * MiB))
+    data = _data_file(datadir, 64)
     wl, truth = tmp_path / "wl.py", tmp_path / "truth.json"
     wl.write_text(STREAM)
     calls = 300_000

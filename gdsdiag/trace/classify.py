@@ -195,22 +195,25 @@ class _Calls:
             lst.append(p)
         self.n += 1
 
+    def _leave_flight(self, p: _Pending) -> bool:
+        """P out of the calls in flight (and its process's list with it, when that empties): whether
+        it was there."""
+        lst = self.inflight.get(p.pid)
+        if lst is None or p not in lst:
+            return False
+        lst.remove(p)
+        if not lst:
+            del self.inflight[p.pid]
+        return True
+
     def forget(self, p: _Pending) -> None:
         """P leaves in flight undecided (Classifier.exits_counted: another count has it)."""
-        lst = self.inflight.get(p.pid)
-        if lst is not None and p in lst:
-            lst.remove(p)
+        if self._leave_flight(p):
             self.n -= 1
-            if not lst:
-                del self.inflight[p.pid]
 
     def orphan(self, p: _Pending) -> None:
         """P, still in flight, lost its exit: out of the calls evidence is matched to."""
-        lst = self.inflight.get(p.pid)
-        if lst is not None and p in lst:
-            lst.remove(p)
-            if not lst:
-                del self.inflight[p.pid]
+        if self._leave_flight(p):
             self.orphans.setdefault(p.pid, []).append(p)
 
     def forget_orphans(self, key: tuple[int, int], n: int) -> int:
@@ -232,6 +235,7 @@ class _Calls:
         return n
 
     def end(self, p: _Pending) -> None:
+        # (an emptied list stays until finish drops it: the process's next call usually comes first)
         lst = self.inflight.get(p.pid)
         if lst is not None and p in lst:
             lst.remove(p)
@@ -745,7 +749,7 @@ class Classifier:
                 count_unclassified(self.unmatched, e.pid, 1, 1, max(e.args[0], 0), read=e.name == "cuFileRead")
             return
         p = stack.pop()
-        if p.api in ("cuFileRead", "cuFileWrite"):
+        if p.api in _CUFILE_SYNC_IO:
             a = e.args
             ret = a[0] if a else None
             if ret is not None and ret >= 1 << 63:
@@ -754,7 +758,7 @@ class Classifier:
             if len(a) > 6 and (a[1] or a[4]):
                 self._folded(p, e)
             self.pending.end(p)
-            if stack and stack[-1].t_end is None and stack[-1].api in _CUFILE_SYNC_IO:
+            if stack:  # (a call under it: usually none)
                 self._retire_stale(stack)
         elif p.is_async:
             p.ret = e.args[0] if e.args else None  # the enqueue status; I/O follows on the stream
