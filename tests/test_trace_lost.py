@@ -11,10 +11,14 @@ import sys
 from conftest import live
 
 READS = 250_000  # the 16 MiB ring holds ~140k records
+# The child says it is ready only after its start-up and open: the interpreter's own start-up calls
+# pread64 too (the dynamic loader reads ELF headers: one 784-byte read at offset 64 made a CI run
+# count READS + 1), so it must not be traced before then.
 CHILD = r"""
 import os, sys
-os.read(0, 1)
 fd = os.open(sys.argv[1], os.O_RDONLY)
+os.write(1, b"r")
+os.read(0, 1)
 for i in range(int(sys.argv[2])):
     os.pread(fd, 4096, (i % 256) * 4096)
 """
@@ -28,7 +32,10 @@ def test_a_full_ring_counts_every_lost_read_and_its_bytes(tmp_path):
     data.write_bytes(os.urandom(1 << 20))
     p = Probes([], [], trace_all=False, want_kprobes=False, preattach=False, per_io=True)
     try:
-        child = subprocess.Popen([sys.executable, "-c", CHILD, str(data), str(READS)], stdin=subprocess.PIPE)
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(data), str(READS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        assert child.stdout.read(1) == b"r"
         p.add_pid(child.pid)
         child.stdin.write(b"g")
         child.stdin.close()
