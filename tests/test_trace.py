@@ -277,6 +277,31 @@ def test_a_verdict_is_its_json_line():
     assert routes == {COMPAT, HOST, DRAM_BOUNCE}
 
 
+def test_output_file_holds_what_stdout_would_and_is_never_overwritten(tmp_path):
+    """-o FILE: the verdict lines and the summary go to a new 0600 file (text or --json), byte for
+    byte what stdout gets without it; stdout then stays the traced program's. An existing file is
+    refused in one line and left as it was."""
+    rec = os.path.join(FIXTURES, "trace", "trace-h200-cupy-load.jsonl.gz")
+    for fmt in (["--json"], []):
+        plain = subprocess.run([*GDSDIAG, "trace", "--replay", rec, *fmt], capture_output=True, text=True, timeout=300)
+        out = tmp_path / f"v{len(fmt)}.txt"
+        r = subprocess.run(
+            [*GDSDIAG, "trace", "--replay", rec, *fmt, "-o", str(out)], capture_output=True, text=True, timeout=300
+        )
+        assert plain.returncode == r.returncode == 0, r.stderr
+        assert r.stdout == "" and out.read_text() == plain.stdout and "DRAM_BOUNCE" in plain.stdout
+        assert os.stat(out).st_mode & 0o777 == 0o600
+        r = subprocess.run([*GDSDIAG, "trace", "--replay", rec, *fmt, "-o", str(out)], capture_output=True, text=True)
+        assert r.returncode == 3 and "exists" in r.stderr and "Traceback" not in r.stderr
+        assert out.read_text() == plain.stdout
+    # a usage error, or a trace that cannot start, leaves no empty file behind
+    gone = tmp_path / "never.jsonl"
+    r = subprocess.run(
+        [*GDSDIAG, "trace", "--replay", str(tmp_path / "none.jsonl"), "-o", str(gone)], capture_output=True, text=True
+    )
+    assert r.returncode in (3, 4) and not gone.exists(), r.stderr
+
+
 def test_summary_histogram_and_percentiles():
     assert log2_hist([0.5, 1, 3, 900]) == [(0, 0, 1), (1, 1, 1), (2, 3, 1)] + [
         (1 << (b - 1), (1 << b) - 1, 0) for b in range(3, 10)

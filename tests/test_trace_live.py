@@ -26,9 +26,13 @@ pytestmark = LIVE_MARKS
 
 
 def _env():
-    """gdsdiag importable from any working directory (an uninstalled checkout too)."""
+    """gdsdiag importable from any working directory (an uninstalled checkout too). Without
+    PYTHONUNBUFFERED (set on the machines these tests run on): a traced Python program's print()
+    is then one write, not one per piece, so a line it prints is never split by gdsdiag's."""
     root = os.path.dirname(HERE)
-    return {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("PYTHONUNBUFFERED", None)
+    return env
 
 
 def _parse(stdout):
@@ -60,9 +64,10 @@ def test_process_tree_every_syscall_exact_offsets_and_the_reused_descriptor(data
     if cc:
         uring = str(tmp_path / "uring_rw")
         subprocess.run([cc, "-O2", "-o", uring, URING_C], check=True)
-    rec = tmp_path / "rec.jsonl"
+    rec, out = tmp_path / "rec.jsonl", tmp_path / "out.jsonl"
     r = subprocess.run(
-        [sys.executable, "-m", "gdsdiag", "trace", "--json", "--per-io", "--record", str(rec), "--", PY, TREE, datadir]
+        [sys.executable, "-m", "gdsdiag", "trace", "--json", "--per-io", "--record", str(rec), "-o", str(out), "--"]
+        + [PY, TREE, datadir]
         + ([uring] if uring else []),
         capture_output=True,
         text=True,
@@ -70,7 +75,9 @@ def test_process_tree_every_syscall_exact_offsets_and_the_reused_descriptor(data
     )
     assert r.returncode == 0, r.stderr
     assert r.stderr.startswith("attaching…") and "tracing, Ctrl-C to end" in r.stderr
-    ios, summ = _parse(r.stdout)
+    # -o: the verdicts in their file, the program's own lines alone on stdout (never split by a verdict)
+    assert not any(x.startswith("{") for x in r.stdout.splitlines()), r.stdout[:500]
+    ios, summ = _parse(out.read_text())
     pids = {}
     for line in r.stdout.splitlines():  # "op PID what": which process did what
         if line.startswith("op ") and line.split()[1].isdigit():
@@ -303,8 +310,12 @@ FLOOD = os.path.join(HERE, "workloads", "sysfs_flood.py")
 
 
 def _flood(datadir, *opts):
+    # -o: the program's "flood N" line is its stdout's own. On one stdout, a CI run with
+    # PYTHONUNBUFFERED=1 (print's text and newline then two writes) had a poll's flushed verdict
+    # lines land between them: "flood 88392{"type": …".
+    out = os.path.join(datadir, "verdicts.jsonl")
     r = subprocess.run(
-        [sys.executable, "-m", "gdsdiag", "trace", "--json", *opts, "--", PY, FLOOD, datadir, "1500"],
+        [sys.executable, "-m", "gdsdiag", "trace", "--json", *opts, "-o", out, "--", PY, FLOOD, datadir, "1500"],
         capture_output=True,
         text=True,
         timeout=400,
@@ -312,7 +323,9 @@ def _flood(datadir, *opts):
     )
     assert r.returncode == 0, r.stderr
     opens = int(next(x for x in r.stdout.splitlines() if x.startswith("flood ")).split()[1])
-    ios, summ = _parse(r.stdout)
+    with open(out) as f:
+        ios, summ = _parse(f.read())
+    os.unlink(out)
     return opens, ios, summ
 
 

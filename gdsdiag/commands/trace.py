@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any, cast
 
 import click
 
@@ -53,6 +53,14 @@ from ._numbers import PID
     metavar="PATH",
     help="Compile USDT probes for this libcufile (default: the bindings' copy and those running processes map; every copy a traced process maps gets uprobes).",
 )
+@click.option(
+    "-o",
+    "--output",
+    "output_path",
+    metavar="FILE",
+    help="Write the verdicts and the summary to FILE (new, 0600; .gz: gzip) instead of stdout, so a traced "
+    "program that prints keeps stdout to itself and never splits a --json line (like bpftrace -o).",
+)
 @click.option("--record", "record_path", metavar="FILE", help="Keep the raw events (JSON lines) for --replay.")
 @click.option("--replay", "replay_path", metavar="FILE", help="Re-analyse a recording (no root or bcc needed).")
 @click.option(
@@ -82,6 +90,7 @@ def trace(
     per_io,
     ebpf,
     cmd,
+    output_path=None,
     interval_s=None,
     top=False,
 ):
@@ -97,24 +106,40 @@ def trace(
         return Outcome(EXIT_OK)
     from rich.console import Console
 
+    from ..errors import UsageError
     from ..render.trace_out import LinePrinter, render_summary
 
-    console = Console(stderr=as_json)
-    if not console.is_terminal:
-        console = Console(stderr=as_json, width=200)  # logs and pipes keep the evidence column
-    printer: Callable[[Any], None] = LinePrinter(console, as_json)  # one verdict line each
     if replay_path and record_path:
-        from ..errors import UsageError
-
         raise UsageError(  # (it used to record nothing without a word: issue 24)
             "--record with --replay: a replay reads a recording, it makes none",
             "copy the recording instead, or drop --record",
         )
-    on_tick = None
     if top and interval_s is not None:
-        from ..errors import UsageError
-
         raise UsageError("--top with --interval: the screen is redrawn every second", "give one of them")
+    if interval_s is not None:
+        import math
+
+        if not math.isfinite(interval_s) or not 0.1 <= interval_s <= 86400:
+            raise UsageError(
+                f"--interval {interval_s}: not a number of seconds from 0.1 to 86400", "use e.g. --interval 1"
+            )
+    out = None
+    if output_path:
+        # The traced program inherits stdout: its own prints would land between (and, written in
+        # pieces, inside) the verdict lines. -o gives the verdicts a file of their own.
+        from ..outfile import NewTextFile
+
+        out = NewTextFile(output_path, "--output")  # new, 0600 (paths, process names), never overwritten
+    if out is not None and not as_json:
+        # a file: plain text, every column
+        console = Console(file=cast(IO[str], out), width=200, force_terminal=False, color_system=None)
+    else:
+        console = Console(stderr=as_json)
+        if not console.is_terminal:
+            console = Console(stderr=as_json, width=200)  # logs and pipes keep the evidence column
+    status = Console(stderr=True) if out is not None else console  # attaching…, tracing…: for the user
+    printer: Callable[[Any], None] = LinePrinter(console, as_json)  # one verdict line each
+    on_tick = None
     if top and console.is_terminal and not as_json and not replay_path:
         from ..render.trace_top import TopScreen
 
@@ -124,15 +149,8 @@ def trace(
     elif top:
         interval_s = 1.0  # not a terminal: the same figures as lines
     if interval_s is not None:
-        import math
-
-        from ..errors import UsageError
         from ..render.trace_interval import IntervalPrinter
 
-        if not math.isfinite(interval_s) or not 0.1 <= interval_s <= 86400:
-            raise UsageError(
-                f"--interval {interval_s}: not a number of seconds from 0.1 to 86400", "use e.g. --interval 1"
-            )
         ivl = IntervalPrinter(console, as_json, interval_s, replay=bool(replay_path))
         lines = printer
 
@@ -150,53 +168,64 @@ def trace(
         render_summary(console, res, as_json)
         sys.stdout.flush()  # out before the probes are detached (seconds of the kernel's time)
 
+    import contextlib
+
+    # -o: the JSON lines, the interval lines and the summary (written to sys.stdout by the
+    # renderers) go to the file for the trace's whole run
+    to_out = contextlib.redirect_stdout(out) if out is not None else contextlib.nullcontext()
     try:
-        if replay_path:
-            from ..trace.live import replay
+        with to_out:
+            if replay_path:
+                from ..trace.live import replay
 
-            res = replay(replay_path, path_filter, printer)
-            if on_tick is not None:  # the last, partial interval (the kernel's counters as recorded at the end)
-                on_tick(final=True, counted=lambda: res.counted)
-            summary(res)
-        else:
-            if record_path:
-                from ..outfile import NewTextFile
+                res = replay(replay_path, path_filter, printer)
+                if on_tick is not None:  # the last, partial interval (the kernel's counters as recorded at the end)
+                    on_tick(final=True, counted=lambda: res.counted)
+                summary(res)
+            else:
+                if record_path:
+                    from ..outfile import NewTextFile
 
-                rec = NewTextFile(record_path, "--record")  # 0600, never through a planted name
-            from ..trace.live import run_live
+                    rec = NewTextFile(record_path, "--record")  # 0600, never through a planted name
+                from ..trace.live import run_live
 
-            res = run_live(
-                list(cmd) or None,
-                list(pids),
-                duration,
-                path_filter,
-                libcufile_path,
-                printer,
-                rec,
-                block,
-                cgroup,
-                comm,
-                on_status=lambda m: console.print(m, style="dim"),
-                per_io=per_io,
-                on_end=summary,
-                on_tick=on_tick,
-                # (stdout to a pipe or file is block-buffered: without this a `| jq` saw each poll's
-                # verdicts only once 8 KiB of them had piled up, or at the end)
-                on_batch=sys.stdout.flush,
-            )
-        sig = getattr(res, "stopped_by", None)
-        if sig:  # Ctrl-C / TERM / HUP mid-trace: summary shown, then 130/143/129
-            from ..signals import EXIT_FOR_SIGNAL
+                res = run_live(
+                    list(cmd) or None,
+                    list(pids),
+                    duration,
+                    path_filter,
+                    libcufile_path,
+                    printer,
+                    rec,
+                    block,
+                    cgroup,
+                    comm,
+                    on_status=lambda m: status.print(m, style="dim"),
+                    per_io=per_io,
+                    on_end=summary,
+                    on_tick=on_tick,
+                    # (stdout to a pipe or file is block-buffered: without this a `| jq` saw each poll's
+                    # verdicts only once 8 KiB of them had piled up, or at the end)
+                    on_batch=sys.stdout.flush,
+                )
+            sig = getattr(res, "stopped_by", None)
+            if sig:  # Ctrl-C / TERM / HUP mid-trace: summary shown, then 130/143/129
+                from ..signals import EXIT_FOR_SIGNAL
 
-            code = EXIT_FOR_SIGNAL.get(sig, 128 + sig)
-        else:
-            code = EXIT_OK if res.exit_code in (None, 0) else EXIT_WARN
+                code = EXIT_FOR_SIGNAL.get(sig, 128 + sig)
+            else:
+                code = EXIT_OK if res.exit_code in (None, 0) else EXIT_WARN
     except GdsdiagError:
         if rec is not None and (rec.failed or rec.tell() == 0):  # nothing, or a cut recording (full disk)
             rec.discard()
             rec = None
+        if out is not None and out.tell() == 0:  # the trace never started: no empty file left behind
+            out.discard()
+            out = None
         raise
     finally:
+        if out is not None:
+            out.close()  # (a cut --output is kept: the verdicts in it were seen; the error says so)
         if rec is not None:
             try:
                 rec.close()
