@@ -315,3 +315,51 @@ def test_many_dropped_exits_keep_flight_short():
     clf.exits_counted({(100, 100): n})
     clf.flush()
     assert len(clf.drain()) == n
+
+
+def test_a_call_decided_at_its_exit_gets_what_the_hold_would_give():
+    """A call whose own thread moved every byte it returned (the folded px USDT hits' bytes equal its
+    result) is decided at its exit (Classifier._whole_verdict, its labels and decision worked out once
+    per fold shape), not held FINALIZE_NS. Its verdict is what _folded then _verdict give the same
+    call after the hold, over random fold shapes: syscalls, descriptors, syscall ids (one unknown),
+    USDT hits, probe indexes (one out of range), with and without the handle's registration."""
+    import copy
+    import random
+
+    from gdsdiag.trace.classify import Classifier
+
+    rng = random.Random(21)
+    sys_ids = [SYS_ID["pread64"], SYS_ID["pwrite64"], SYS_ID["read"], 999]
+    for _ in range(400):
+        api = rng.choice(["cuFileRead", "cuFileWrite"])
+        ret = rng.choice([4096, 1 << 20, 12345])
+        fold = [ret, rng.choice([0, 1, 2, 5]), rng.choice([7, 8, 99]), rng.choice(sys_ids)]
+        fold += [rng.choice([1, 3]), ret, rng.choice([0, 1, len(ROUTE_USDT) - 1, 999])]
+        clf = Classifier()
+        clf.feed(Event(0, 100, 100, "open", "openat", [7, 0, 0, 0, 0, -100, 1], "app", "/data/f.dat"))
+        clf.feed(Event(1, 100, 100, "open", "openat", [8, 0, 0, 0, 0, -100, 2], "app", "/data/g.dat"))
+        if rng.random() < 0.5:
+            clf.feed(Event(2, 100, 100, "handle", "cuFileHandleRegister", [0x5B, 8, 0], "app"))
+        clf.feed(Event(1_000, 100, 100, "api_enter", api, [0x5B, 0x7E0000000000, ret, 4096, 0], "app"))
+        held = copy.deepcopy(clf.api_stack[(100, 100)][-1])
+        end = Event(9_000, 100, 100, "api_exit", api, fold, "app")
+        clf.feed(end)
+        got = clf.drain()  # at once: no advance, no flush
+        held.ret, held.t_end = ret, end.ts
+        clf._folded(held, end)
+        assert got == [clf._verdict(held)], (api, fold)
+
+
+def test_a_call_with_evidence_from_other_threads_still_waits_for_it():
+    """Workers' chunks (bytes beyond the fold) keep the call held as before: a worker's late
+    evidence is still its own."""
+    from gdsdiag.trace.classify import Classifier
+
+    clf = Classifier()
+    evs = _calls([("read", 32 << 20, 16 << 20, 1, 1, 16 << 20)], fold=True)
+    for e in evs:
+        clf.feed(e)
+    assert clf.drain() == []
+    clf.flush()
+    (v,) = clf.drain()
+    assert "pread64 fd 7 ×2" in v["evidence"] and "usdt cufio_core:cufio_px_read ×2" in v["evidence"]
