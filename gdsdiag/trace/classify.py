@@ -834,8 +834,8 @@ class Classifier:
         self._proc(p.pid, p.comm)["ios"] += 1
         return io_line(
             p.t_start, p.pid, p.tid, p.comm, p.api, p.op or "?", path, p.offset, p.size, p.ret,
-            p.t_end - p.t_start, route, sub, conf, ev.copy(),
-        )  # fmt: skip
+            e.ts - p.t_start, route, sub, conf, ev.copy(),
+        )  # fmt: skip  (e.ts: the exit's, the call's t_end)
 
     def _on_batch_req(self, e: Event) -> None:
         a = e.args + [0] * 7
