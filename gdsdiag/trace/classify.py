@@ -832,10 +832,11 @@ class Classifier:
         if not path:
             path = self.handles.get((p.pid, p.handle), (None, None))[1]
         self._proc(p.pid, p.comm)["ios"] += 1
+        # (e.ts: the exit's own time, the call's t_end)
         return io_line(
             p.t_start, p.pid, p.tid, p.comm, p.api, p.op or "?", path, p.offset, p.size, p.ret,
             e.ts - p.t_start, route, sub, conf, ev.copy(),
-        )  # fmt: skip  (e.ts: the exit's, the call's t_end)
+        )  # fmt: skip
 
     def _on_batch_req(self, e: Event) -> None:
         a = e.args + [0] * 7
