@@ -81,3 +81,13 @@ def test_other_layouts_and_types_go_to_the_encoder() -> None:
     _same(extra)
     reordered = dict(reversed(list(v.items())))
     _same(reordered)
+
+
+def test_the_encoded_runs_of_two_lines_never_stand_in_for_each_other() -> None:
+    """io_json encodes (comm, api, op, path) and (route, subtype, confidence, *evidence) once per
+    distinct value: a line whose four process-and-file fields equal another's route, subtype,
+    confidence and one piece of evidence still gets its own text."""
+    a = io_line(1, 2, 3, "HOST", "sub", "high", "ev", 0, 1, 1, 1, Route.COMPAT, None, "low", ["x"])
+    b = io_line(1, 2, 3, "c", "read", "read", "/f", 0, 1, 1, 1, Route.HOST, "sub", "high", ["ev"])
+    for v in (a, b, a, b):
+        _same(v)

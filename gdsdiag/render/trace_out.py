@@ -63,6 +63,14 @@ _JSON_STR: dict[str, str] = {}  # a string -> its JSON text: names, paths, route
 _JSON_STR_MAX = 8192  # (the verdicts' own texts, such as buffer addresses, are escaped each time)
 
 
+# io_json's encoded runs of string fields, each to its JSON text: (comm, api, op, path) in _HEADS,
+# (route, subtype, confidence, *evidence) in _TAILS (two maps: a key of one can equal a key of the
+# other). Bounded: a stream of a million files keeps encoding.
+_HEADS: dict[tuple, str] = {}
+_TAILS: dict[tuple, str] = {}
+_SEGMENTS_MAX = 8192
+
+
 class _NotPlain(Exception):
     """A value io_json does not write itself (not an int, str or None where one is expected)."""
 
@@ -101,16 +109,35 @@ def io_json(v: schema.IoLine) -> str:
     try:
         if len(v) != 16 or tuple(v) != _IO_KEYS or v["type"] != "io":
             return _dumps(v) + "\n"
-        path, sub, ev = v["path"], v["subtype"], v["evidence"]
+        ev = v["evidence"]
         if type(ev) is not list:
             raise _NotPlain
+        # the two runs of string fields, each encoded once per distinct value (a stream repeats its
+        # process, file and evidence): a dict lookup a line instead of seven string encodings
+        who = (v["comm"], v["api"], v["op"], v["path"])
+        head = _HEADS.get(who)
+        if head is None:
+            comm, api, op, path = who
+            head = (
+                f'"comm": {_js(comm)}, "api": {_js(api)}, "op": {_js(op)}, '
+                f'"path": {"null" if path is None else _js(path)}'
+            )
+            if len(_HEADS) < _SEGMENTS_MAX:
+                _HEADS[who] = head
+        why = (v["route"], v["subtype"], v["confidence"], *ev)
+        tail = _TAILS.get(why)
+        if tail is None:
+            route, sub, conf = why[:3]
+            tail = (
+                f'"route": {_js(route)}, "subtype": {"null" if sub is None else _js(sub)}, '
+                f'"confidence": {_js(conf)}, "evidence": [{", ".join([_js(x) for x in ev])}]'
+            )
+            if len(_TAILS) < _SEGMENTS_MAX:
+                _TAILS[why] = tail
         return (
             f'{{"type": "io", "ts": {_int(v["ts"])}, "pid": {_int(v["pid"])}, "tid": {_int(v["tid"])}, '
-            f'"comm": {_js(v["comm"])}, "api": {_js(v["api"])}, "op": {_js(v["op"])}, '
-            f'"path": {"null" if path is None else _js(path)}, "offset": {_int(v["offset"])}, '
-            f'"size": {_int(v["size"])}, "ret": {_opt_int(v["ret"])}, "latency_ns": {_opt_int(v["latency_ns"])}, '
-            f'"route": {_js(v["route"])}, "subtype": {"null" if sub is None else _js(sub)}, '
-            f'"confidence": {_js(v["confidence"])}, "evidence": [{", ".join([_js(x) for x in ev])}]}}\n'
+            f'{head}, "offset": {_int(v["offset"])}, "size": {_int(v["size"])}, '
+            f'"ret": {_opt_int(v["ret"])}, "latency_ns": {_opt_int(v["latency_ns"])}, {tail}}}\n'
         )
     except (_NotPlain, TypeError):  # (TypeError: an unhashable value where a string was expected)
         return _dumps(v) + "\n"
