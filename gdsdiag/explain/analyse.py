@@ -35,7 +35,9 @@ def matters(line: Line) -> bool:
         # a kernel BUG/oops matters whichever module it names (gds-nvidia-fs#66: exit 0 on an oops in nvidia-fs)
         if _DMESG_OOPS_RX.search(line.text):
             return True
-        return bool(_DMESG_OURS_RX.search(line.text) and (_MATTERS_RX.search(line.text) or "incompatible" in line.text.lower()))
+        return bool(
+            _DMESG_OURS_RX.search(line.text) and (_MATTERS_RX.search(line.text) or "incompatible" in line.text.lower())
+        )
     if line.kind == "gdscheck" and re.match(r"^[\w \t]+:[ \t]*Unsupported\s*$", line.text):
         return line.text.split(":")[0].strip().upper() in ("NVME", "NVME P2PDMA")
     return bool(_MATTERS_RX.search(line.text))

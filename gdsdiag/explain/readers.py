@@ -189,8 +189,8 @@ def split(path: str, text: str, kind: str) -> tuple[list[Line], int]:
                 continue
             c = DMESG_CTIME_RX.match(raw)
             if c and c["mon"] in _MONTHS:
-                t = (int(c["y"]), _MONTHS[c["mon"]], int(c["d"]), int(c["h"]), int(c["mi"]), int(c["s"]))
-                out.append(Line(path, n, "dmesg", c["msg"].strip(), raw, time=c["time"], sort_time=t))
+                ct = (int(c["y"]), _MONTHS[c["mon"]], int(c["d"]), int(c["h"]), int(c["mi"]), int(c["s"]))
+                out.append(Line(path, n, "dmesg", c["msg"].strip(), raw, time=c["time"], sort_time=ct))
                 continue
         if kind == "gdscheck":
             b = MD_BOLD_RX.match(s)
