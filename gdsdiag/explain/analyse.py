@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 _MATTERS_RX = re.compile(r"error|fail|not supported|unsupported|does not have|not registered|not loaded", re.I)
 _NVFS_ERR_RX = re.compile(r"\b(err|io_state_err|pg-cache-fail|pg-cache-eio|cpu-gpu-pages|sg-ext|dma-map|dma-ref)=[1-9]")
 _DMESG_OURS_RX = re.compile(r"nvidia|nvfs|nvme|p2p", re.I)
+_DMESG_OOPS_RX = re.compile(r"kernel BUG at|BUG: unable to handle|general protection fault|Kernel panic|Oops: ")
 
 
 def matters(line: Line) -> bool:
@@ -31,7 +32,12 @@ def matters(line: Line) -> bool:
     if line.kind == "gds-stats":
         return bool(re.search(r"\b(err|posix)=[1-9]|Errors\s*:\s*[1-9]", line.text))
     if line.kind == "dmesg":
-        return bool(_DMESG_OURS_RX.search(line.text) and _MATTERS_RX.search(line.text))
+        # a kernel BUG/oops matters whichever module it names (gds-nvidia-fs#66: exit 0 on an oops in nvidia-fs)
+        if _DMESG_OOPS_RX.search(line.text):
+            return True
+        return bool(
+            _DMESG_OURS_RX.search(line.text) and (_MATTERS_RX.search(line.text) or "incompatible" in line.text.lower())
+        )
     if line.kind == "gdscheck" and re.match(r"^[\w \t]+:[ \t]*Unsupported\s*$", line.text):
         return line.text.split(":")[0].strip().upper() in ("NVME", "NVME P2PDMA")
     return bool(_MATTERS_RX.search(line.text))

@@ -76,6 +76,19 @@ CUFILE_TRIM_RX = re.compile(
     r"(?P<comp>[\w.\-]+):\d+\s?(?P<msg>.*)$"
 )
 DMESG_RX = re.compile(r"^\s*\[\s*(?P<time>\d+\.\d+)\]\s?(?P<msg>.*)$")
+# 'dmesg -T' (--ctime) prints a wall-clock time instead of seconds: "[Sat Sep  9 20:24:26 2023] nvidia-fs:..."
+# (gds-nvidia-fs#26); the same kernel line, so the same reader
+DMESG_CTIME_RX = re.compile(
+    r"^\s*\[(?P<time>(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<mon>[A-Z][a-z]{2}) {1,2}(?P<d>\d{1,2}) "
+    r"(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d) (?P<y>\d{4}))\]\s?(?P<msg>.*)$",
+    re.ASCII,
+)
+_MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
+# cufile.log entries glued onto one line (a paste that lost its line breaks, LMCache#795's second
+# paste): the next entry starts with its own date and '[pid=': split there, so each is read alone
+CUFILE_GLUED_RX = re.compile(r"\s+(?=\d\d-\d\d-\d{4} \d\d:\d\d:\d\d:\d{1,6}\s+\[pid=\d+ tid=\d+\]\s)", re.ASCII)
+# markdown bold around a whole pasted row ('**NVMe : Unsupported**', DALI#4009): the row inside is the text
+MD_BOLD_RX = re.compile(r"^\*\*(?P<in>.+?)\*\*$")
 GDSIO_RX = re.compile(
     r"^IoType: \w+ XferType: \w+|(^|[\s/$])gdsio(_verify)?\s+-|file register error:|"
     # gdsio's own failure lines (gds-nvidia-fs#57), pasted without the command line
@@ -109,7 +122,7 @@ def detect(text: str) -> str | None:
             score["gds-stats"] += 3
         elif NVFS_RX.match(raw):
             score["nvfs-stats"] += 3
-        elif DMESG_RX.match(raw) or NVFS_KMSG_RX.match(raw):
+        elif DMESG_RX.match(raw) or DMESG_CTIME_RX.match(raw) or NVFS_KMSG_RX.match(raw):
             score["dmesg"] += 1
     kind, best = max(score.items(), key=lambda kv: kv[1])
     return kind if best else None
@@ -120,11 +133,24 @@ def _is_header(lineno: int, raw: str) -> bool:
     return lineno <= 5 and raw.startswith("#")
 
 
+def _pieces(text: str):
+    """(line number, text) of each line; a line that holds several cufile.log entries glued
+    together gives one piece per entry, all with that line's number."""
+    for n, raw in enumerate(text.splitlines(), 1):
+        if CUFILE_RX.match(raw):
+            parts = [part for part in CUFILE_GLUED_RX.split(raw) if part.strip()]  # (not the line's own indent)
+            if len(parts) > 1:
+                for part in parts:
+                    yield n, " " + part
+                continue
+        yield n, raw
+
+
 def split(path: str, text: str, kind: str) -> tuple[list[Line], int]:
     """Records of the lines that carry something, and the number of blank/structural lines skipped."""
     out: list[Line] = []
     skipped = 0
-    for n, raw in enumerate(text.splitlines(), 1):
+    for n, raw in _pieces(text):
         s = raw.strip()
         # blank, the capture's '#' lines, separators, and the '. . .' elisions of NVIDIA's own examples
         if not s or _is_header(n, raw) or not s.strip("=-") or not s.strip(". "):
@@ -161,6 +187,15 @@ def split(path: str, text: str, kind: str) -> tuple[list[Line], int]:
             if d:
                 out.append(Line(path, n, "dmesg", d["msg"].strip(), raw, time=d["time"], sort_time=(float(d["time"]),)))
                 continue
+            c = DMESG_CTIME_RX.match(raw)
+            if c and c["mon"] in _MONTHS:
+                ct = (int(c["y"]), _MONTHS[c["mon"]], int(c["d"]), int(c["h"]), int(c["mi"]), int(c["s"]))
+                out.append(Line(path, n, "dmesg", c["msg"].strip(), raw, time=c["time"], sort_time=ct))
+                continue
+        if kind == "gdscheck":
+            b = MD_BOLD_RX.match(s)
+            if b:
+                s = b["in"].strip()
         if kind == "gdscheck" and (re.fullmatch(r"[A-Z ]+:", s) or s.endswith("CONFIGURATION:")):
             skipped += 1  # section titles: ENVIRONMENT:, GPU INFO:, ...
             continue

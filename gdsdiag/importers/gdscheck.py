@@ -86,6 +86,10 @@ def parse(text: str) -> GdsCheck:
         if raw.startswith("#"):
             continue
         line = raw.strip()
+        # a row the paster put in markdown bold ('**NVMe : Unsupported**', DALI#4009) is that row
+        b = re.fullmatch(r"\*\*(.+?)\*\*", line)
+        if b:
+            line = b.group(1).strip()
         if not line or set(line) <= {"="}:
             continue
         m = re.match(r"^GDS release version( \(beta\))?:\s*(\S+)", line)

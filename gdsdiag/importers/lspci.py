@@ -269,7 +269,10 @@ def _role_class_from_name(name: str | None) -> tuple[int | None, int | None]:
     vendor = _vendor_from_name(name)
     low = name.lower()
     if vendor == 0x10DE:
-        if "nvswitch" in low:
+        # an lspci whose pci.ids is older than the hardware prints 'NVIDIA Corporation Device 22a3': the
+        # NVSwitch device ids (pci.ids: 1ac2 V100 gen1, 1af1 'GA100 [A100 NVSwitch]', 22a3 'GH100 [H100
+        # NVSwitch]') are bridges, not GPUs (pplx-garden#2: four 'Device 22a3' were counted as GPUs)
+        if "nvswitch" in low or re.search(r"\bdevice (1ac2|1af1|22a3)\b", low):
             return 0x068000, vendor
         if "ethernet" in low:
             return 0x020000, vendor  # nForce chipsets' own NIC ("CK804 Ethernet Controller")
