@@ -300,6 +300,13 @@ def test_output_file_holds_what_stdout_would_and_is_never_overwritten(tmp_path):
         [*GDSDIAG, "trace", "--replay", str(tmp_path / "none.jsonl"), "-o", str(gone)], capture_output=True, text=True
     )
     assert r.returncode in (3, 4) and not gone.exists(), r.stderr
+    r = subprocess.run([*GDSDIAG, "trace", "--replay", rec, "-o", ""], capture_output=True, text=True)
+    assert r.returncode == 4 and "empty path" in r.stderr and r.stdout == ""
+    # --ebpf -o: the program text to the file (no root or bcc needed to print it)
+    prog = tmp_path / "prog.c"
+    r = subprocess.run([*GDSDIAG, "trace", "--ebpf", "-o", str(prog)], capture_output=True, text=True)
+    plain = subprocess.run([*GDSDIAG, "trace", "--ebpf"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout == "" and prog.read_text() == plain.stdout and "BPF" in plain.stdout
 
 
 def test_summary_histogram_and_percentiles():

@@ -98,11 +98,21 @@ def trace(
     HOST (off the GPU data path), with the evidence each came from. Trace a command and all it starts
     (gdsdiag trace -- python3 app.py), --pid trees, a --cgroup, a --comm, or everything. Needs root
     and bcc; --replay works anywhere."""
+    if output_path is not None and not output_path.strip():
+        from ..errors import UsageError
+
+        raise UsageError("-o/--output: an empty path", "name a new file, e.g. -o trace.jsonl")
     if ebpf:
         from ..trace.bpf import ebpf_text
 
         selective = bool(cmd or pids or comm or cgroup)
-        sys.stdout.write(ebpf_text(libcufile_path, selective, block, cgroup, comm, per_io))
+        text = ebpf_text(libcufile_path, selective, block, cgroup, comm, per_io)
+        if output_path:
+            from ..outfile import write_new_bytes
+
+            write_new_bytes(output_path, "--output", text.encode())
+        else:
+            sys.stdout.write(text)
         return Outcome(EXIT_OK)
     from rich.console import Console
 
