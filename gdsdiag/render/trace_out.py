@@ -147,7 +147,10 @@ def _size(n) -> str:
     if n is None:
         return "?"
     if n >= 1024 and n % 1024 == 0:
-        return human_size(n)
+        exact = human_size(n)  # '4k', '1536k', '16M': an I/O's size as it was asked for
+        if len(exact) <= 5:
+            return exact
+    # a total that is no round size ('65540k' for 64 MiB and a 4 KiB write): one decimal
     return human_bytes(n, 1, span=("GiB", "MiB"))
 
 
