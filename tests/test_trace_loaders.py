@@ -60,7 +60,12 @@ def test_loader_bytes_reach_the_gpu_as_dram_bounce(run):
         # each of the file's bytes once (a footer or header the program really read twice aside: the
         # union of the I/Os' ranges is within the file)
         assert _union((v["offset"], v["offset"] + v["size"]) for v in mine) <= t["size"], (run, path)
-        assert all(v["evidence"] and v["confidence"] in ("high", "medium") for v in mine)
+        # low only where a staged copy chose among several files' waiting bytes, and the line says so
+        assert all(
+            v["evidence"]
+            and (v["confidence"] in ("high", "medium") or any("which file's bytes it took" in x for x in v["evidence"]))
+            for v in mine
+        )
     files = {f["path"]: f for f in res.files}
     for path in truth["files"]:
         assert files[path]["to_gpu_share"] >= 0.99 and files[path]["why"].startswith("no cuFile call")
@@ -87,13 +92,18 @@ def test_warm_loads_are_page_cache_hits_and_cold_ones_device_fills():
 
 
 def test_data_loader_workers_read_and_the_main_process_copies():
-    """The workers' reads are tied to the main process's copies across processes, at medium, and the
-    evidence names the copier and the link (the shared memory the main process mapped)."""
+    """The workers' reads are tied to the main process's copies across processes, and the evidence
+    names the copier and the link (the shared memory the main process mapped). Each batch copy took
+    its bytes while other sample files' bytes were waiting too (the workers read ahead), so which
+    file's bytes each copy took is inferred from order: low, and the line says so; the files' totals
+    are whole (every waiting byte was copied in the end: no "not known" in the file summary)."""
     truth = _truth("dl-load-cold")
     res, verdicts = _replay(os.path.join(HERE, "dl-load-cold.rec.jsonl.gz"))
     reads = [v for v in verdicts if v["path"] in truth["files"]]
     assert len(reads) == 32 and {v["pid"] for v in reads}.isdisjoint({truth["main_pid"]})
-    assert {(v["route"], v["confidence"]) for v in reads} == {(Route.DRAM_BOUNCE, "medium")}
+    assert {(v["route"], v["confidence"]) for v in reads} == {(Route.DRAM_BOUNCE, "low")}
+    assert all("which file's bytes it took is not known" in v["evidence"][-1] for v in reads)
+    assert not any("not known for certain" in f["why"] for f in res.files if f["path"] in truth["files"])
     assert all(f"/{truth['main_pid']}, another process of the same traced tree" in v["evidence"][1] for v in reads)
     assert any("a descriptor it never opened" in v["evidence"][1] for v in reads)
     (tree,) = [t for t in res.trees if t["root"] == truth["main_pid"]]

@@ -137,6 +137,15 @@ def io_line(
     }
 
 
+def _rivals_text(rivals: tuple[str, ...]) -> str:
+    """The evidence note of bytes a staged copy took while bytes of other files waited too."""
+    names = ", ".join(r.rsplit("/", 1)[-1] for r in rivals)
+    return (
+        f"inferred from order: bytes of other files were waiting for this copy too ({names}); which file's "
+        "bytes it took is not known"
+    )
+
+
 @dataclass(slots=True, eq=False)  # (eq=False: a call is itself, found by identity in the lists it is in)
 class _Pending:
     pid: int
@@ -1140,7 +1149,11 @@ class Classifier:
         f["via"].add("cuFile" if api.startswith("cuFile") else api)  # ("mmap" is its own api)
         f["pids"].add(v["pid"])
         if how:
-            f["how"].add(how)
+            base, inferred, _ = how.partition("+inferred")
+            if base:
+                f["how"].add(base)
+            if inferred:
+                f["inferred"] = True  # (file_summary: its split with other files is inferred)
         end = v["offset"] + n
         if v["offset"] >= 0 and end > f["max_offset"]:
             f["max_offset"] = end
@@ -1204,6 +1217,10 @@ class Classifier:
             elif src.how == "staged" and src.exact:
                 ev.append("one read, then one copy of exactly its size: paired one to one")
             how = src.how
+            if src.rivals:
+                conf = "low"
+                ev.append(_rivals_text(src.rivals))
+                how += "+inferred"
         else:
             route, conf, how = Route.HOST, "medium", ""
             if src.consumed:
@@ -1212,6 +1229,12 @@ class Classifier:
                 "host I/O, not on the GPU data path: "
                 + ("no CUDA copy took its bytes" if self.memcpy.get(e.pid) else "the process made no CUDA copy")
             )
+            if src.passed_over:
+                conf, how = "low", "+inferred"
+                ev.append(
+                    "HOST by elimination: a CUDA copy from a staging buffer took file bytes of this job while "
+                    "this read waited, inferred from order among several files; they could have been these"
+                )
         return self._host_line(io, route, conf, ev), 0, 0, how
 
     def _chunk_verdict(self, ch) -> tuple:
@@ -1231,6 +1254,9 @@ class Classifier:
             self._copy_text(ch.copy, ch.ts, ch.how, ch.link),
         ]
         conf = "high" if ch.how == "direct" else "medium"
+        if ch.rivals:
+            conf = "low"
+            ev.append(_rivals_text(ch.rivals))
         p = self._proc(mf.pid)
         p["ios"] += 1
         line = io_line(
@@ -1250,7 +1276,7 @@ class Classifier:
             conf,
             ev,
         )
-        return line, cached, filled, ch.how
+        return line, cached, filled, ch.how + ("+inferred" if ch.rivals else "")
 
     def _fill_verdict(self, mf, path: str, pid: int, ts: int, lo: int, hi: int, lat: int, e: Event) -> tuple:
         what = (
@@ -1308,6 +1334,12 @@ class Classifier:
                 why.append("cuFile took a P2P route")
             if host and not (bounce or compat or p2p):
                 why.append("no CUDA copy took these bytes: host I/O, not on the GPU data path")
+            if f.get("inferred") and any(self.job_of(pid) in self.flow.passed_over_jobs for pid in f["pids"]):
+                why.append(
+                    "not known for certain: copies from a staging buffer took file bytes while bytes of several "
+                    "files were waiting, and some of those were never copied; which file's bytes reached the "
+                    "GPU is inferred from order (the I/O lines say low)"
+                )
             out.append(
                 {
                     "path": f["path"],

@@ -48,6 +48,7 @@ GRANULE_SHIFT = 20  # RecentReads files buffers by the 1 MiB granules of address
 MAX_GRANULES = 1024  # a buffer (or copy) over more granules than this: tested one by one instead
 MAP_SETTLE_NS = 250_000_000  # a copy from a mapping faults pages in as it runs: wait for those fills
 MIN_STAGED_COPY = 4096  # smaller copies (kernel arguments, scalars) never stand for file data
+RIVAL_SCAN = 16  # waiting reads of each process a staged copy looks at for bytes of other files
 ABSORB_MIN = 4096  # readahead left over after the reads (a few bytes at the file's start): dropped
 
 
@@ -165,6 +166,10 @@ class Source:
     ok: bool = True  # may a staged copy take its bytes (staged_ok)
     finished: bool = False  # every byte taken: out of the queue (removed lazily)
     seq: int = 0  # the order reads came in (DataFlow.add_read), for RecentReads
+    # a staged copy took these bytes while bytes of other files were waiting too: which file's bytes
+    # it took is inferred from order (up to three of those files)
+    rivals: tuple[str, ...] = ()
+    passed_over: bool = False  # never copied, though a staged copy took other files' bytes while it waited
 
     def __post_init__(self) -> None:
         self.ok = staged_ok(self.path)
@@ -307,6 +312,7 @@ class Chunk:
     how: str
     copy: list
     link: str = ""
+    rivals: tuple[str, ...] = ()  # as Source.rivals
 
 
 class DataFlow:
@@ -333,6 +339,12 @@ class DataFlow:
         self.chunks: list[Chunk] = []
         self.expired_fills: list = []  # (MappedFile or None, path, pid, ts, lo, hi, lat, payload)
         self.copying_jobs: set[int] = set()  # jobs that made a CUDA copy (their window is WINDOW_NS)
+        # the time of the latest staged copy that chose among several files' waiting bytes, per
+        # process whose bytes were among them: a read of it older than that and never copied was
+        # passed over (its HOST is by elimination)
+        self.chose_at: dict[int, int] = {}
+        self._rivals: frozenset[str] = frozenset()  # the files of the staged copy being taken (_staged)
+        self.passed_over_jobs: set[int] = set()  # jobs with a read passed over (the split was a guess)
 
     # -- sources ---------------------------------------------------------------------------------
     def add_read(self, src: Source) -> None:
@@ -487,16 +499,51 @@ class DataFlow:
         """The copy's n bytes from the process's own file bytes first, then the job's others', each
         oldest first (what no file byte explains is host data: nothing is taken for it)."""
         pid = c[1]
-        left = self._staged_from(pid, c, n, "staged")
         pids = self.by_job.get(job)
-        if not pids or (len(pids) == 1 and pid in pids):
-            return  # (the job is this process alone)
-        # (sorted whatever is left: _oldest drops the taken reads at the front of each queue)
-        others = [p for p in pids if p != pid and self.can_feed(p)]
-        for other in sorted(others, key=self._oldest):
-            if left <= 0:
-                break
-            left = self._staged_from(other, c, left, "job")
+        alone = not pids or (len(pids) == 1 and pid in pids)
+        others = [] if alone else [p for p in pids if p != pid and self.can_feed(p)]  # type: ignore[union-attr]
+        # Oldest first is a guess when bytes of more than one file wait: a program that reads one file
+        # only to checksum it and stages another to the GPU would have the first file's bytes taken.
+        # The files in reach are noted, and the verdicts say the pairing is inferred between them.
+        files = self._waiting_files(pid, c[0], others)
+        self._rivals = files if len(files) > 1 else frozenset()
+        try:
+            left = self._staged_from(pid, c, n, "staged")
+            if alone:
+                return  # (the job is this process alone)
+            # (sorted whatever is left: _oldest drops the taken reads at the front of each queue)
+            for other in sorted(others, key=self._oldest):
+                if left <= 0:
+                    break
+                left = self._staged_from(other, c, left, "job")
+        finally:
+            self._rivals = frozenset()
+
+    def _waiting_files(self, pid: int, ts: int, others: list[int]) -> frozenset[str]:
+        """The files whose bytes a staged copy at TS could take: the first RIVAL_SCAN waiting reads
+        of the copier and of the job's other processes, and the copier's mapped files (at most 4
+        named; one means no choice was made)."""
+        files: set[str] = set()
+        for p in (pid, *others):
+            q = self.stageable.get(p)
+            k = 0
+            for src in itertools.islice(q or (), 4 * RIVAL_SCAN):  # (taken reads wait in it to be dropped)
+                if src.ts > ts or k >= RIVAL_SCAN:
+                    break
+                if src.finished or src.consumed >= src.size:
+                    continue
+                k += 1
+                files.add(src.path)
+                if len(files) > 4:
+                    return frozenset(files)
+            if p == pid:
+                for mf in self.maps_of.get(pid, ()):
+                    if mf.ok and mf.ts <= ts and mf.consumed.total() < mf.size:
+                        files.add(mf.path)
+        if len(files) > 1:
+            for p in (pid, *others):
+                self.chose_at[p] = ts
+        return frozenset(files)
 
     def _oldest(self, pid: int) -> int:
         """When the process's oldest waiting read came (the order the job's processes are taken in)."""
@@ -567,7 +614,8 @@ class DataFlow:
     def _take_mapped(self, mf: MappedFile, lo: int, hi: int, how: str, c: list) -> None:
         for a, b in mf.consumed.gaps(lo, hi):
             mf.consumed.add(a, b)
-            mf.settling.append(Chunk(mf, c[0], a, b, how, c, self._link(c[1]) if how == "job" else ""))
+            rivals = tuple(sorted(self._rivals - {mf.path})[:3]) if self._rivals and how != "direct" else ()
+            mf.settling.append(Chunk(mf, c[0], a, b, how, c, self._link(c[1]) if how == "job" else "", rivals))
         mf.last_ts = max(mf.last_ts, c[0])
 
     def _consume(self, s: Source, take: int, how: str, c: list, exact: bool = False) -> None:
@@ -577,6 +625,9 @@ class DataFlow:
             s.copy, s.how, s.exact = c, how, exact
             if how == "job":
                 s.link = self._link(c[1])
+            if self._rivals and how != "direct":
+                s.rivals = tuple(sorted(self._rivals - {s.path})[:3])
+                s.exact = False
         if s.consumed >= s.size and not s.finished:  # (remaining() <= 0)
             s.finished = True  # (left in its queue: dropped when it reaches the front)
             self.done.append(s)
@@ -599,10 +650,14 @@ class DataFlow:
         mappings and loose fills idle for the window."""
         for pid, q in list(self.by_pid.items()):
             window = WINDOW_NS if q and q[0].job in self.copying_jobs else FIRST_COPY_WINDOW_NS
+            chose = self.chose_at.get(pid, -1)
             while q and (final or q[0].finished or q[0].ts + window < now):
                 s = q.popleft()
                 if not s.finished:
                     s.finished = True
+                    s.passed_over = s.ok and s.ts <= chose
+                    if s.passed_over:
+                        self.passed_over_jobs.add(s.job)
                     self.done.append(s)
                 if s.buf is not None and self.by_page.get((pid, s.buf >> 12)) is s:
                     del self.by_page[(pid, s.buf >> 12)]
@@ -610,6 +665,7 @@ class DataFlow:
                 del self.by_pid[pid]
                 self.stageable.pop(pid, None)
                 self.recent.pop(pid, None)
+                self.chose_at.pop(pid, None)
             else:
                 # (reads a direct copy took leave this queue only here: a process whose copies are all
                 # direct never makes a staged copy that would drop them, and kept every read it made)
