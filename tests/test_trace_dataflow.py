@@ -213,3 +213,29 @@ def test_a_staged_copy_of_one_files_bytes_keeps_its_confidence():
     assert len(vs) == 4 and {v["route"] for v in vs} == {Route.DRAM_BOUNCE}
     assert {v["confidence"] for v in vs} <= {"medium", "high"}  # (the last: one read, one copy of its size left)
     assert not any("not known" in x for v in vs for x in v["evidence"])
+
+
+def test_one_device_to_host_copy_carries_one_staged_write():
+    """A 1 MiB copy from the GPU into a staging buffer, then 20 writes of 1 MiB from other buffers:
+    the copy's bytes can be in one of them (the nearest), not in all 20 (they were DRAM_BOUNCE at
+    medium, 19 MiB of host data put on the GPU's account)."""
+    s = [
+        ev(0, "open", "openat", [3], path="/usr/lib/x86_64-linux-gnu/libcuda.so.1"),
+        ev(1, "open", "openat", [7], path="/data/out.bin"),
+        ev(1000, "api_enter", "cuMemcpy", [0x7E5000000000, 0x7D0000000000, MiB, 2]),
+    ]
+    s += [
+        ev(1010 + 10 * i, "sys_exit", "pwrite64", [7, 0x7F0000000000 + (i % 2) * MiB, MiB, i * MiB, 0, MiB, 9])
+        for i in range(20)
+    ]
+    vs = [v for v in classify(s) if v["path"] == "/data/out.bin"]
+    assert len(vs) == 20 and sum(v["route"] == Route.DRAM_BOUNCE for v in vs) == 1
+    (b,) = [v for v in vs if v["route"] == Route.DRAM_BOUNCE]
+    assert b["offset"] == 0 and "staged" in b["evidence"][1]
+    # a write from the copy's own buffer is seen, not inferred: every such write counts
+    s2 = s[:3] + [
+        ev(1010 + 10 * i, "sys_exit", "pwrite64", [7, 0x7E5000000000, MiB, i * MiB, 0, MiB, 9]) for i in range(3)
+    ]
+    assert [(v["route"], v["confidence"]) for v in classify(s2) if v["path"] == "/data/out.bin"] == [
+        (Route.DRAM_BOUNCE, "high")
+    ] * 3

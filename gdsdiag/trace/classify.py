@@ -362,6 +362,9 @@ class Classifier:
         self.pending = _Calls()
         self.held: deque = deque()  # host I/O waiting for libcufile's call or a CUDA copy (time order)
         self.memcpy: dict[int, deque] = {}  # pid -> recent cuMemcpy events
+        # (pid, tid, ts) of a device-to-host copy -> its bytes that writes were inferred to carry
+        # (_copy_of: one copy's bytes go to the file once, as a read's bytes are taken once)
+        self._copy_taken: dict[tuple[int, int, int], int] = {}
         self.page_runs: dict[
             tuple[int, int, int], list
         ] = {}  # (pid, dev, ino) -> [first ts, last ts, first index, next index, event]
@@ -1399,18 +1402,44 @@ class Classifier:
                 best = c
         if best is not None:
             return best, "high" if io.buf is not None else "medium"
+        # What follows is inferred, not seen: each copy's bytes are given to one write only (a copy
+        # of 1 MiB made 20 writes of 1 MiB of host data DRAM_BOUNCE before), the nearest first.
+        taken = self._copy_taken
         # a v-form with several iovecs: only the first one's base is traced (torch.save writes a zip
         # header and the tensor's bytes in one writev); a copy that fits in the I/O's bytes, the nearest
         if io.api in VFORMS and len(io.e.args) > 2 and io.e.args[2] > 1:
-            fits = [c for c in copies if lo <= c.ts <= t and (c.args + [0] * 4)[3] == 2 and 0 < c.args[2] <= io.size]
+            fits = [
+                c
+                for c in copies
+                if lo <= c.ts <= t
+                and (c.args + [0] * 4)[3] == 2
+                and 0 < c.args[2] <= io.size
+                and (c.pid, c.tid, c.ts) not in taken
+            ]
             if fits:
-                return max(fits, key=lambda c: c.ts), "iovec"
+                return self._take_copy(max(fits, key=lambda c: c.ts)), "iovec"
         staged = [
-            c for c in copies if lo <= c.ts <= t and (c.args + [0] * 4)[3] == 2 and (c.args + [0] * 3)[2] == io.size
+            c
+            for c in copies
+            if lo <= c.ts <= t
+            and (c.args + [0] * 4)[3] == 2
+            and (c.args + [0] * 3)[2] == io.size
+            and (c.pid, c.tid, c.ts) not in taken
         ]
         if staged:
-            return max(staged, key=lambda c: c.ts), "staged"
+            return self._take_copy(max(staged, key=lambda c: c.ts)), "staged"
         return None, None
+
+    def _take_copy(self, c: Event) -> Event:
+        """C's bytes are spoken for by the write an inference gave them to (bounded: only copies
+        within COPY_WINDOW_NS of a write are ever asked about)."""
+        taken = self._copy_taken
+        if len(taken) >= 65_536:
+            old = self.now - COPY_WINDOW_NS
+            for k in [k for k in taken if k[2] < old]:
+                del taken[k]
+        taken[(c.pid, c.tid, c.ts)] = c.args[2]
+        return c
 
     def _host_verdict(self, io: _HostIo) -> schema.IoLine:
         e = io.e
