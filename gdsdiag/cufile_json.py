@@ -118,6 +118,9 @@ for _k in RDMA_KEYS_1_19:
 SECTIONS = {k.split(".")[0] for k in SCHEMA} | {
     ".".join(k.split(".")[:2]) for k in SCHEMA if k.startswith(("fs.", "block."))
 }
+# names 'gdscheck -p' prints for a key that differ from the cufile.json key (libcufile 1.15 strings:
+# 'properties.use_compat_mode :' is printed, 'properties.allow_compat_mode' is what it reads)
+GDSCHECK_NAMES = {"properties.use_compat_mode": "properties.allow_compat_mode"}
 CONTAINERS = {"properties.gpu_bounce_buffer_slab_config"} | {f"fs.{f}.mount_table" for f in _FS_RDMA}
 ROUTING_ORDER = ("GPU_MEM_NVLINKS", "GPU_MEM", "SYS_MEM", "P2P")
 
@@ -294,6 +297,19 @@ def _validate(node: dict, prefix: str, issues: list[ConfigIssue]) -> None:
             issues.append(ConfigIssue(key, Severity.WARN, f"'{key}' is the old name: libcufile reads '{new}'"))
             continue
         spec = SCHEMA.get(key)
+        if spec is None and key in GDSCHECK_NAMES:
+            # gdscheck -p prints allow_compat_mode as 'properties.use_compat_mode' (libcufile's own display
+            # string), and people copy that name into cufile.json (jmdelahanty/palette: use_compat_mode
+            # false to turn compat off); spelling similarity pointed them at force_compat_mode instead
+            issues.append(
+                ConfigIssue(
+                    key,
+                    Severity.WARN,
+                    f"unknown key '{key}' is ignored by libcufile: it is the name 'gdscheck -p' prints for "
+                    f"'{GDSCHECK_NAMES[key]}', the key libcufile reads",
+                )
+            )
+            continue
         if spec is None:
             import difflib  # only for an unknown key: not every 'check' needs it
 
