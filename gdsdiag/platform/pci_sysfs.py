@@ -137,8 +137,11 @@ def _place(
             if node is not None:
                 fn.numa_node, fn.numa_source = node, attr
                 break
-    if fn.vendor is None and nvidia_bdfs and name in nvidia_bdfs:
-        fn.vendor = NVIDIA  # the NVIDIA driver lists it under /proc/driver/nvidia/gpus
+    if nvidia_bdfs and name in nvidia_bdfs:
+        # the NVIDIA driver lists it under /proc/driver/nvidia/gpus: an NVIDIA GPU
+        fn.nvidia_driver_gpu = True
+        if fn.vendor is None:
+            fn.vendor = NVIDIA
     return fn
 
 
