@@ -383,6 +383,16 @@ def read_names(fs: FsRoot) -> dict[str, list[str]]:
             names.setdefault(bdf, []).append(c)
             nss = [n for n in fs.listdir(f"/sys/class/nvme/{c}") if re.match(rf"^{c}(c\d+)?n\d+$", n)]
             names[bdf].extend(nss)
+    # Kernels before /sys/class/nvme (3.x; hwloc's 32em64t-2n8c+1mic tree) hang the namespace's block
+    # device straight under the PCI function: /sys/class/block/nvme0n1 is then the only name. On newer
+    # kernels the same namespace is already listed above (or, multipathed, is under no function).
+    # The entry's own path places it (as hwloc does), not its 'device' link: in that tree the link was
+    # copied from another machine and names 0000:01:00.0, a function the tree does not have.
+    for n in fs.listdir("/sys/class/block"):
+        if re.match(r"^nvme\d+n\d+$", n):
+            owner = owner_bdf(fs, f"/sys/class/block/{n}")
+            if owner and n not in names.get(owner, []):
+                names.setdefault(owner, []).append(n)
     for cls in ("/sys/class/infiniband", "/sys/class/net"):
         for bdf, ns in add(cls).items():
             names.setdefault(bdf, []).extend(ns)
