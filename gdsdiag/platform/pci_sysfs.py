@@ -90,7 +90,14 @@ def read_functions(
         functions.append(fn)
         if fn.host_bridge not in bridges:
             bridges[fn.host_bridge] = HostBridge(id=fn.host_bridge)
-    # The host bridge's identity for the kernel's p2pdma whitelist is function 00.0 on its root bus.
+    flat = [f.bdf for f in functions if f.placement_unknown]
+    if flat:
+        fs.problems.append(
+            f"{len(flat)} entries of /sys/bus/pci/devices ({', '.join(flat[:4])}{', ...' if len(flat) > 4 else ''}) "
+            "are directories, not links into /sys/devices: where they attach (bridge, host bridge) is not known"
+        )
+    # The host bridge's identity for the kernel's p2pdma whitelist is function 00.0 on its root bus
+    # (none where the bus is not known to be a root bus).
     by_bdf = {f.bdf: f for f in functions}
     nodes_of: dict[str, set[int]] = {hb: set() for hb in bridges}
     for f in functions:
@@ -98,7 +105,7 @@ def read_functions(
             nodes_of[f.host_bridge].add(f.numa_node)
     for hb in bridges.values():
         f0 = by_bdf.get(f"{hb.id}:00.0")
-        if f0 is not None:
+        if f0 is not None and not f0.placement_unknown:
             hb.vendor, hb.device = f0.vendor, f0.device
         nodes = nodes_of[hb.id]
         if len(nodes) == 1:
@@ -131,6 +138,12 @@ def _place(
         hb = bus_of(chain[0])
     fn = _read_attrs(attrs, real, name, hb, chain[-2] if len(chain) > 1 else None)
     fn.upstream_bdfs = list(reversed(chain[:-1]))
+    if not real.startswith("/sys/devices/"):
+        # The kernel makes every /sys/bus/pci/devices entry a link into /sys/devices, and that path is
+        # all there is to say which bridge and host bridge a function is under. A plain directory
+        # (hwloc's hand-trimmed nvidiagpunumanodes trees) says nothing: the bus above is not known to
+        # be a root bus (two POWER9 GPUs at 0004:05 and 0004:06 sit below one PHB, root bus 0004:00).
+        fn.placement_unknown = True
     if fn.numa_node is None and node_cpus:
         for attr, parse in (("local_cpulist", parse_cpulist), ("local_cpus", parse_cpumask)):
             node = node_of_cpus(parse(attrs.read_text(attr)), node_cpus)
