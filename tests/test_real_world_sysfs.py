@@ -18,7 +18,7 @@ from conftest import corpus
 
 from gdsdiag.topology.load import from_root
 from gdsdiag.topology.model import Role
-from gdsdiag.topology.pairs import SmiLevel, analyse_all
+from gdsdiag.topology.pairs import NcclLevel, SmiLevel, analyse_all
 
 
 def console_tree(name):
@@ -92,10 +92,18 @@ def test_numa_from_local_cpus_and_gpu_memory_nodes(hwloc_trees):
         assert topo.devices[busid].fn.gpu_numa_node == int(node)
     assert topo.cpu.cpu_nodes == [0, 8]
     assert topo.cpu.memory_only_nodes == [250, 251, 252, 253, 254, 255]
-    # two GPUs on different host bridges of node 0 are NODE apart; node 0 vs node 8 is SYS
+    # The tree's /sys/bus/pci/devices entries are directories, not links into /sys/devices: nothing
+    # says what is above each GPU. Two buses of one PCI domain (0004:05, 0004:06; on POWER one PHB per
+    # domain, root bus 00) may share a switch or a host bridge: unknown, not NODE (it said NODE
+    # before). GPUs in different domains share nothing PCI, so NUMA decides: node 0 and node 0 is
+    # NODE, node 0 and node 8 is SYS.
+    assert len(topo.problems) == 6 + 1 and "are directories, not links into /sys/devices" in topo.problems[-1]
     by = {(p.a.bdf, p.b.bdf): p for p in analyse_all(topo)}
-    assert by[("0004:05:00.0", "0004:06:00.0")].smi == SmiLevel.NODE
+    assert by[("0004:05:00.0", "0004:06:00.0")].smi == SmiLevel.UNKNOWN
+    assert by[("0004:05:00.0", "0004:06:00.0")].nccl == NcclLevel.UNKNOWN
+    assert by[("0004:05:00.0", "0006:00:00.0")].smi == SmiLevel.NODE
     assert by[("0004:05:00.0", "0035:05:00.0")].smi == SmiLevel.SYS
+    assert all(hb.vendor is None for hb in topo.host_bridges.values())  # no GPU taken for a host bridge
 
 
 def test_matrix_shows_cpu_numa_and_gpu_numa_id_columns(hwloc_trees):

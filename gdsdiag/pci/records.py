@@ -82,6 +82,9 @@ class PciFunction:
     # shows its bus is a root bus: where it attaches (root port? switch port?) is not known
     placement_unknown: bool = False
     name: str | None = None  # lspci's device name text, when imported
+    # the NVIDIA driver lists it under /proc/driver/nvidia/gpus: a GPU, whether or not the tree kept
+    # its class file (hwloc's 2019 POWER9 tree has none)
+    nvidia_driver_gpu: bool = False
     source: str = ""
 
     @property

@@ -90,7 +90,14 @@ def read_functions(
         functions.append(fn)
         if fn.host_bridge not in bridges:
             bridges[fn.host_bridge] = HostBridge(id=fn.host_bridge)
-    # The host bridge's identity for the kernel's p2pdma whitelist is function 00.0 on its root bus.
+    flat = [f.bdf for f in functions if f.placement_unknown]
+    if flat:
+        fs.problems.append(
+            f"{len(flat)} entries of /sys/bus/pci/devices ({', '.join(flat[:4])}{', ...' if len(flat) > 4 else ''}) "
+            "are directories, not links into /sys/devices: where they attach (bridge, host bridge) is not known"
+        )
+    # The host bridge's identity for the kernel's p2pdma whitelist is function 00.0 on its root bus
+    # (none where the bus is not known to be a root bus).
     by_bdf = {f.bdf: f for f in functions}
     nodes_of: dict[str, set[int]] = {hb: set() for hb in bridges}
     for f in functions:
@@ -98,7 +105,7 @@ def read_functions(
             nodes_of[f.host_bridge].add(f.numa_node)
     for hb in bridges.values():
         f0 = by_bdf.get(f"{hb.id}:00.0")
-        if f0 is not None:
+        if f0 is not None and not f0.placement_unknown:
             hb.vendor, hb.device = f0.vendor, f0.device
         nodes = nodes_of[hb.id]
         if len(nodes) == 1:
@@ -131,14 +138,23 @@ def _place(
         hb = bus_of(chain[0])
     fn = _read_attrs(attrs, real, name, hb, chain[-2] if len(chain) > 1 else None)
     fn.upstream_bdfs = list(reversed(chain[:-1]))
+    if not real.startswith("/sys/devices/"):
+        # The kernel makes every /sys/bus/pci/devices entry a link into /sys/devices, and that path is
+        # all there is to say which bridge and host bridge a function is under. A plain directory
+        # (hwloc's hand-trimmed nvidiagpunumanodes trees) says nothing: the bus above is not known to
+        # be a root bus (two POWER9 GPUs at 0004:05 and 0004:06 sit below one PHB, root bus 0004:00).
+        fn.placement_unknown = True
     if fn.numa_node is None and node_cpus:
         for attr, parse in (("local_cpulist", parse_cpulist), ("local_cpus", parse_cpumask)):
             node = node_of_cpus(parse(attrs.read_text(attr)), node_cpus)
             if node is not None:
                 fn.numa_node, fn.numa_source = node, attr
                 break
-    if fn.vendor is None and nvidia_bdfs and name in nvidia_bdfs:
-        fn.vendor = NVIDIA  # the NVIDIA driver lists it under /proc/driver/nvidia/gpus
+    if nvidia_bdfs and name in nvidia_bdfs:
+        # the NVIDIA driver lists it under /proc/driver/nvidia/gpus: an NVIDIA GPU
+        fn.nvidia_driver_gpu = True
+        if fn.vendor is None:
+            fn.vendor = NVIDIA
     return fn
 
 
@@ -380,6 +396,16 @@ def read_names(fs: FsRoot) -> dict[str, list[str]]:
             names.setdefault(bdf, []).append(c)
             nss = [n for n in fs.listdir(f"/sys/class/nvme/{c}") if re.match(rf"^{c}(c\d+)?n\d+$", n)]
             names[bdf].extend(nss)
+    # Kernels before /sys/class/nvme (3.x; hwloc's 32em64t-2n8c+1mic tree) hang the namespace's block
+    # device straight under the PCI function: /sys/class/block/nvme0n1 is then the only name. On newer
+    # kernels the same namespace is already listed above (or, multipathed, is under no function).
+    # The entry's own path places it (as hwloc does), not its 'device' link: in that tree the link was
+    # copied from another machine and names 0000:01:00.0, a function the tree does not have.
+    for n in fs.listdir("/sys/class/block"):
+        if re.match(r"^nvme\d+n\d+$", n):
+            owner = owner_bdf(fs, f"/sys/class/block/{n}")
+            if owner and n not in names.get(owner, []):
+                names.setdefault(owner, []).append(n)
     for cls in ("/sys/class/infiniband", "/sys/class/net"):
         for bdf, ns in add(cls).items():
             names.setdefault(bdf, []).extend(ns)

@@ -39,7 +39,7 @@ LEGEND = [
     "PIX  = Connection traversing at most a single PCIe bridge",
     "NV#  = Connection traversing a bonded set of # NVLinks (GPU peer traffic goes over NVLink)",
     "?    = not known from this input: NODE or SYS (NUMA placement unknown: lspci imports take --numa), "
-    "or two GPUs with no NVLink source",
+    "any level (where a device attaches is not in the input), or two GPUs with no NVLink source",
     "mark after a PCIe level: none = P2P below a common bridge, ~ = P2P through the root complex, "
     "! = no P2P, ? = unknown (see --json 'reasons' or docs/topology.md)",
 ]

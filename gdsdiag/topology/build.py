@@ -42,7 +42,10 @@ def build(
 ) -> Topology:
     devices: dict[str, Device] = {}
     for fn in sorted(functions, key=lambda f: f.bdf):
-        role = role_from_class(fn.class_code, fn.vendor) or Role.OTHER
+        role = role_from_class(fn.class_code, fn.vendor)
+        if role is None:
+            # no class code: the NVIDIA driver's own GPU list still says what it is
+            role = Role.GPU if fn.nvidia_driver_gpu else Role.OTHER
         devices[fn.bdf] = Device(fn=fn, role=role)
     problems: list[str] = []
     for dev in devices.values():

@@ -14,6 +14,7 @@ from ..pci.nvlink import NvLinkInfo
 from ..pci.records import CpuInfo, HostBridge, IommuInfo, PciFunction
 
 NVIDIA = 0x10DE
+MELLANOX = 0x15B3
 
 
 class Role(str, Enum):
@@ -43,7 +44,13 @@ def role_from_class(class_code: int | None, vendor: int | None) -> Role | None:
         return Role.NVSWITCH
     if class_code == 0x010802:
         return Role.NVME
-    if base_sub in (0x0200, 0x0207):
+    # Ethernet, InfiniBand network controllers, and InfiniBand serial bus controllers (0c06: QLogic/Intel
+    # True Scale HCAs, qib0 in hwloc's 40intel64-2g2n4c+pci tree; lspci calls the class 'InfiniBand')
+    if base_sub in (0x0200, 0x0207, 0x0C06):
+        return Role.NIC
+    if base_sub == 0x0280 and vendor == MELLANOX:
+        # 'Network controller: other': ConnectX-3 (15b3:1003) in VPI mode, an RDMA NIC (mlx4_0 and ib0
+        # in hwloc's 32em64t trees). Only Mellanox's: Wi-Fi cards use this class too.
         return Role.NIC
     if base_sub == 0x0600:
         return Role.HOST_BRIDGE_FN

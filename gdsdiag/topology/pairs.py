@@ -48,6 +48,8 @@ class NcclLevel(str, Enum):
     PXB = "PXB"
     PHB = "PHB"
     SYS = "SYS"
+    # PHB or SYS (or, where placement is unknown, PIX or PXB too): the input cannot tell, as for SmiLevel
+    UNKNOWN = "?"
 
 
 class P2pDmaMap(str, Enum):
@@ -364,11 +366,14 @@ def _between(topo: Topology, a: Device, b: Device) -> _Between:
     # --- labels ---
     if common is not None:
         smi = SmiLevel.PIX if len(_units(up_a + [common] + up_b)) <= 1 else SmiLevel.PXB
-    elif _placement_unknown(a) or _placement_unknown(b):
+    elif (_placement_unknown(a) or _placement_unknown(b)) and a.fn.domain == b.fn.domain:
+        # (in different PCI domains they share no bridge and no host bridge whatever is above them:
+        # NUMA decides NODE or SYS below, as for any two host bridges)
         smi = SmiLevel.UNKNOWN
         reasons.append(
-            "where a device attaches is not known (the lspci excerpt lacks its upstream bridge and has no "
-            "'lspci -tv'): the path between the two cannot be told"
+            "where a device attaches is not known (an lspci excerpt without its upstream bridge and "
+            "'lspci -tv', or a sysfs tree whose /sys/bus/pci/devices entries are not links): the path "
+            "between the two cannot be told"
         )
     elif hb_a == hb_b:
         smi = SmiLevel.PHB
@@ -389,6 +394,9 @@ def _between(topo: Topology, a: Device, b: Device) -> _Between:
         nccl = NcclLevel.PIX if nodes_on_path == 1 else NcclLevel.PXB
     elif smi == SmiLevel.SYS:
         nccl = NcclLevel.SYS
+    elif smi == SmiLevel.UNKNOWN:
+        # no shared bridge known and nvidia-smi's level unknown: PHB would be as unsupported as NODE
+        nccl = NcclLevel.UNKNOWN
     else:
         nccl = NcclLevel.PHB
 
