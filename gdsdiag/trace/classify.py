@@ -362,9 +362,9 @@ class Classifier:
         self.pending = _Calls()
         self.held: deque = deque()  # host I/O waiting for libcufile's call or a CUDA copy (time order)
         self.memcpy: dict[int, deque] = {}  # pid -> recent cuMemcpy events
-        # (pid, tid, ts) of a device-to-host copy -> its bytes that writes were inferred to carry
+        # (pid, tid, ts) of the device-to-host copies whose bytes a write was inferred to carry
         # (_copy_of: one copy's bytes go to the file once, as a read's bytes are taken once)
-        self._copy_taken: dict[tuple[int, int, int], int] = {}
+        self._copy_taken: set[tuple[int, int, int]] = set()
         self.page_runs: dict[
             tuple[int, int, int], list
         ] = {}  # (pid, dev, ino) -> [first ts, last ts, first index, next index, event]
@@ -768,20 +768,18 @@ class Classifier:
             if ret is not None and ret >= 1 << 63:
                 ret -= 1 << 64
             p.ret, p.t_end = ret, e.ts
-            if len(a) > 6 and (a[1] or a[4]):
-                whole = not p.evidence and a[4] and ret is not None and ret > 0 and a[5] == ret
-                if whole:
-                    # its own thread's POSIX I/O moved every byte it returned (the px USDT hits'
-                    # bytes ride in the exit): nothing another thread does later is this call's, so
-                    # it is decided now, not held FINALIZE_NS among the ended calls (at 40k calls/s
-                    # 2,000 of them, searched by every later piece of evidence of the process, and
-                    # each verdict 50 ms late). The same evidence and rules as after the hold.
-                    self.pending.forget(p)
-                    self._emit(self._whole_verdict(p, e))
-                else:
-                    self._folded(p, e)
-                    self.pending.end(p)
+            folded = len(a) > 6 and (a[1] or a[4])
+            if folded and not p.evidence and a[4] and ret is not None and ret > 0 and a[5] == ret:
+                # its own thread's POSIX I/O moved every byte it returned (the px USDT hits' bytes
+                # ride in the exit): nothing another thread does later is this call's, so it is
+                # decided now, not held FINALIZE_NS among the ended calls (at 40k calls/s 2,000 of
+                # them, searched by every later piece of evidence of the process, and each verdict
+                # 50 ms late). The same evidence and rules as after the hold.
+                self.pending.forget(p)
+                self._emit(self._whole_verdict(p, e))
             else:
+                if folded:
+                    self._folded(p, e)
                 self.pending.end(p)
             if stack:  # (a call under it: usually none)
                 self._retire_stale(stack)
@@ -1114,7 +1112,7 @@ class Classifier:
         )
 
     # -- verdicts of the data-flow model -----------------------------------------------------------
-    def _emit(self, v: schema.IoLine, cached: int = 0, filled: int = 0, how: str = "") -> None:
+    def _emit(self, v: schema.IoLine, cached: int = 0, filled: int = 0, how: str = "", inferred: bool = False) -> None:
         """Every verdict goes out here, and into the per-file account (file_summary)."""
         self.out.append(v)
         path = v["path"]
@@ -1152,11 +1150,9 @@ class Classifier:
         f["via"].add("cuFile" if api.startswith("cuFile") else api)  # ("mmap" is its own api)
         f["pids"].add(v["pid"])
         if how:
-            base, inferred, _ = how.partition("+inferred")
-            if base:
-                f["how"].add(base)
-            if inferred:
-                f["inferred"] = True  # (file_summary: its split with other files is inferred)
+            f["how"].add(how)
+        if inferred:
+            f["inferred"] = True  # (file_summary: its split with other files is inferred)
         end = v["offset"] + n
         if v["offset"] >= 0 and end > f["max_offset"]:
             f["max_offset"] = end
@@ -1223,7 +1219,6 @@ class Classifier:
             if src.rivals:
                 conf = "low"
                 ev.append(_rivals_text(src.rivals))
-                how += "+inferred"
         else:
             route, conf, how = Route.HOST, "medium", ""
             if src.consumed:
@@ -1233,12 +1228,12 @@ class Classifier:
                 + ("no CUDA copy took its bytes" if self.memcpy.get(e.pid) else "the process made no CUDA copy")
             )
             if src.passed_over:
-                conf, how = "low", "+inferred"
+                conf = "low"
                 ev.append(
                     "HOST by elimination: a CUDA copy from a staging buffer took file bytes of this job while "
                     "this read waited, inferred from order among several files; they could have been these"
                 )
-        return self._host_line(io, route, conf, ev), 0, 0, how
+        return self._host_line(io, route, conf, ev), 0, 0, how, bool(src.rivals) or src.passed_over
 
     def _chunk_verdict(self, ch) -> tuple:
         mf: MappedFile = ch.mf
@@ -1279,7 +1274,7 @@ class Classifier:
             conf,
             ev,
         )
-        return line, cached, filled, ch.how + ("+inferred" if ch.rivals else "")
+        return line, cached, filled, ch.how, bool(ch.rivals)
 
     def _fill_verdict(self, mf, path: str, pid: int, ts: int, lo: int, hi: int, lat: int, e: Event) -> tuple:
         what = (
@@ -1436,9 +1431,8 @@ class Classifier:
         taken = self._copy_taken
         if len(taken) >= 65_536:
             old = self.now - COPY_WINDOW_NS
-            for k in [k for k in taken if k[2] < old]:
-                del taken[k]
-        taken[(c.pid, c.tid, c.ts)] = c.args[2]
+            taken.difference_update([k for k in taken if k[2] < old])
+        taken.add((c.pid, c.tid, c.ts))
         return c
 
     def _host_verdict(self, io: _HostIo) -> schema.IoLine:

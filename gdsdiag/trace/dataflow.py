@@ -501,12 +501,15 @@ class DataFlow:
         pid = c[1]
         pids = self.by_job.get(job)
         alone = not pids or (len(pids) == 1 and pid in pids)
-        others = [] if alone else [p for p in pids if p != pid and self.can_feed(p)]  # type: ignore[union-attr]
+        others = [] if alone else [p for p in pids or () if p != pid and self.can_feed(p)]
         # Oldest first is a guess when bytes of more than one file wait: a program that reads one file
         # only to checksum it and stages another to the GPU would have the first file's bytes taken.
         # The files in reach are noted, and the verdicts say the pairing is inferred between them.
         files = self._waiting_files(pid, c[0], others)
-        self._rivals = files if len(files) > 1 else frozenset()
+        if len(files) > 1:
+            self._rivals = files
+            for p in (pid, *others):
+                self.chose_at[p] = c[0]
         try:
             left = self._staged_from(pid, c, n, "staged")
             if alone:
@@ -540,10 +543,11 @@ class DataFlow:
                 for mf in self.maps_of.get(pid, ()):
                     if mf.ok and mf.ts <= ts and mf.consumed.total() < mf.size:
                         files.add(mf.path)
-        if len(files) > 1:
-            for p in (pid, *others):
-                self.chose_at[p] = ts
         return frozenset(files)
+
+    def _rivals_of(self, path: str) -> tuple[str, ...]:
+        """Up to three of the other files a staged copy chose among (none: no choice was made)."""
+        return tuple(sorted(self._rivals - {path})[:3]) if self._rivals else ()
 
     def _oldest(self, pid: int) -> int:
         """When the process's oldest waiting read came (the order the job's processes are taken in)."""
@@ -614,7 +618,7 @@ class DataFlow:
     def _take_mapped(self, mf: MappedFile, lo: int, hi: int, how: str, c: list) -> None:
         for a, b in mf.consumed.gaps(lo, hi):
             mf.consumed.add(a, b)
-            rivals = tuple(sorted(self._rivals - {mf.path})[:3]) if self._rivals and how != "direct" else ()
+            rivals = self._rivals_of(mf.path) if how != "direct" else ()
             mf.settling.append(Chunk(mf, c[0], a, b, how, c, self._link(c[1]) if how == "job" else "", rivals))
         mf.last_ts = max(mf.last_ts, c[0])
 
@@ -626,7 +630,7 @@ class DataFlow:
             if how == "job":
                 s.link = self._link(c[1])
             if self._rivals and how != "direct":
-                s.rivals = tuple(sorted(self._rivals - {s.path})[:3])
+                s.rivals = self._rivals_of(s.path)
                 s.exact = False
         if s.consumed >= s.size and not s.finished:  # (remaining() <= 0)
             s.finished = True  # (left in its queue: dropped when it reaches the front)
