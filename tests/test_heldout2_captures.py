@@ -8,23 +8,16 @@ that were read wrong or not at all before their fix say what the tool did then.
 import json
 import os
 import re
-import subprocess
 
 import pytest
-from conftest import CORPUS, FIXTURES, GDSDIAG, REPO
+from conftest import CORPUS
+from heldout_common import run, smi_cross_check
 
 HELDOUT2 = os.path.join(CORPUS, "heldout2")
-# a committed snapshot as the node: the nvidia-smi cross-check then lists every cell it read, the
-# same way on any test machine (these matrices are never this node's, and the tool must say so)
-SNAPSHOT = os.path.join(FIXTURES, "snapshots", "h200-vm-2026-11-29.tar.gz")
 
 
 def capture(kind, name):
     return os.path.join(HELDOUT2, kind, name)
-
-
-def _run(*args):
-    return subprocess.run([*GDSDIAG, *args], capture_output=True, text=True, cwd=REPO)
 
 
 # --- nvidia-smi topo -m: every GPU-row cell against an independent split of the capture ------------
@@ -42,14 +35,6 @@ def _split_cells(path):
             cells = [c.strip() for c in ln.split("\t")][1:] if "\t" in ln else ln.split()[1:]
             out.update({(m.group(1), c): v for c, v in zip(cols, cells) if c != m.group(1)})
     return out
-
-
-def _smi(name):
-    r = _run("topology", "--from", SNAPSHOT, "--nvidia-smi", capture("nvidia-smi-topo", name), "--json")
-    assert r.returncode == 3, r.stderr  # nothing compared: the text is another node's
-    d = json.loads(r.stdout)
-    assert d["cross_check_input"]["other_node"] and d["cross_check_input"]["compared"] == 0
-    return d, {(c["row"], c["column"]): c["nvidia_smi"] for c in d["cross_check"]}
 
 
 SMI_TRUTH = {
@@ -94,7 +79,7 @@ SMI_TRUTH = {
 @pytest.mark.parametrize("name", sorted(SMI_TRUTH))
 def test_nvidia_smi_cells_as_the_capture_shows(name):
     ncells, truth, numa = SMI_TRUTH[name]
-    d, cells = _smi(name)
+    d, cells = smi_cross_check(capture("nvidia-smi-topo", name))
     assert cells == _split_cells(capture("nvidia-smi-topo", name))
     assert len(cells) == ncells
     for k, v in truth.items():
@@ -113,7 +98,7 @@ def test_nvidia_smi_cells_as_the_capture_shows(name):
 
 
 def _topo_json(path):
-    r = _run("topology", "--lspci", path, "--json")
+    r = run("topology", "--lspci", path, "--json")
     return r, (json.loads(r.stdout) if r.stdout.strip() else None)
 
 
@@ -140,7 +125,7 @@ def test_plain_grep_of_plx_ports_with_a_prompt_places_nothing():
     r, d = _topo_json(f)
     assert r.returncode == 0, r.stderr
     assert len(d["devices"]) == 11 and {x["role"] for x in d["devices"]} == {"bridge"}
-    t = _run("topology", "--lspci", f)
+    t = run("topology", "--lspci", f)
     assert "placement not known for 0000:02:00.0" in t.stdout and "line 4 not read: '-bash-4.1$ lspci" in t.stdout
 
 
@@ -244,7 +229,7 @@ EXPLAIN_TRUTH = {
 @pytest.mark.parametrize("key", sorted(EXPLAIN_TRUTH), ids=lambda k: k[1])
 def test_explain_capture_as_the_thread_shows(key):
     rc, kind, present, absent = EXPLAIN_TRUTH[key]
-    r = _run("explain", "-v", capture(*key))
+    r = run("explain", "-v", capture(*key))
     assert r.returncode == rc, r.stdout + r.stderr
     assert r.stdout.splitlines()[0].split(": ", 1)[1].startswith(kind)
     for s in present:
@@ -273,6 +258,6 @@ def test_check_gdscheck_reads_the_bold_nvme_row():
     """DALI#4009 through 'check --gdscheck' (the importer, not explain): before the fix 'gdscheck vs
     gdsdiag: 0 of 0 items differ' — the '**NVMe : Unsupported**' row was not read. The gdsdiag side
     is this machine's, so only the capture's side is asserted."""
-    r = _run("check", "--gdscheck", capture("gdscheck", "dali4009-p100-markdown-bold-rows-excerpt.txt"))
+    r = run("check", "--gdscheck", capture("gdscheck", "dali4009-p100-markdown-bold-rows-excerpt.txt"))
     assert "Traceback" not in r.stderr
     assert re.search(r"NVMe via nvidia-fs\s+gdscheck: unsupported;", r.stdout), r.stdout

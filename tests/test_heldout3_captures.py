@@ -8,24 +8,16 @@ were read wrong or not at all before their fix say what the tool did then.
 import json
 import os
 import re
-import subprocess
 
 import pytest
-from conftest import CORPUS, FIXTURES, GDSDIAG, REPO
+from conftest import CORPUS
+from heldout_common import SNAPSHOT, run, smi_cross_check
 
 HELDOUT3 = os.path.join(CORPUS, "heldout3")
-# a committed snapshot as the node: the nvidia-smi cross-check then lists every cell it read, the
-# same way on any test machine (these matrices are never this node's, and the tool must say so)
-SNAPSHOT = os.path.join(FIXTURES, "snapshots", "h200-vm-2026-11-29.tar.gz")
 
 
 def capture(kind, name):
     return os.path.join(HELDOUT3, kind, name)
-
-
-def _run(*args, env=None):
-    e = None if env is None else {**os.environ, **env}
-    return subprocess.run([*GDSDIAG, *args], capture_output=True, text=True, cwd=REPO, env=e)
 
 
 # --- nvidia-smi topo -m: every GPU-row cell against an independent split of the capture ------------
@@ -43,14 +35,6 @@ def _split_cells(path):
         if m:
             out.update({(m.group(1), c): v for c, v in zip(cols, ln.split()[1:]) if c != m.group(1)})
     return out
-
-
-def _smi(name):
-    r = _run("topology", "--from", SNAPSHOT, "--nvidia-smi", capture("nvidia-smi-topo", name), "--json")
-    assert r.returncode == 3, r.stderr  # nothing compared: the text is another node's
-    d = json.loads(r.stdout)
-    assert d["cross_check_input"]["other_node"] and d["cross_check_input"]["compared"] == 0
-    return d, {(c["row"], c["column"]): c["nvidia_smi"] for c in d["cross_check"]}
 
 
 SMI_TRUTH = {
@@ -101,7 +85,7 @@ SMI_TRUTH = {
 @pytest.mark.parametrize("name", sorted(SMI_TRUTH))
 def test_nvidia_smi_cells_as_the_capture_shows(name):
     ncells, truth, numa = SMI_TRUTH[name]
-    d, cells = _smi(name)
+    d, cells = smi_cross_check(capture("nvidia-smi-topo", name))
     assert cells == _split_cells(capture("nvidia-smi-topo", name))
     assert len(cells) == ncells
     for k, v in truth.items():
@@ -123,7 +107,7 @@ def test_nvidia_smi_cells_as_the_capture_shows(name):
     ],
 )
 def test_glued_header_names_are_reported(name, glued):
-    d, _ = _smi(name)
+    d, _ = smi_cross_check(capture("nvidia-smi-topo", name))
     assert d["cross_check_input"]["split_glued"] == [glued]
     assert d["cross_check_input"]["unread"] == ["line 4: before the matrix, not read: 'GPU Topology:'"]
 
@@ -131,7 +115,7 @@ def test_glued_header_names_are_reported(name, glued):
 def test_rows_without_a_header_are_one_error_line():
     """vllm#16336: the GPU rows of a B200 matrix (GPU2 without NVLink) without the header line: the columns
     cannot be named from the text, so one error line and exit 3, no matrix guessed."""
-    r = _run(
+    r = run(
         "topology",
         "--from",
         SNAPSHOT,
@@ -151,7 +135,7 @@ def test_rows_without_a_header_are_one_error_line():
 def test_vm_tree_eight_h200_and_six_cx7_each_on_its_own_root_port():
     # nccl-tests#256: a q35 guest flattens the host's switches; 'Device 2335' (H200) is a GPU
     f = capture("lspci-tree", "nccl-tests256-h200-vm-q35-8gpu-device2335-cx7-root-ports-prompt-excerpt.txt")
-    r = _run("topology", "--lspci", f, "--json")
+    r = run("topology", "--lspci", f, "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     roles = {x["bdf"]: x["role"] for x in d["devices"]}
@@ -207,7 +191,7 @@ EXPLAIN_TRUTH = {
 @pytest.mark.parametrize("key", sorted(EXPLAIN_TRUTH), ids=lambda k: k[1])
 def test_explain_capture_as_the_source_shows(key):
     rc, kind, present, absent = EXPLAIN_TRUTH[key]
-    r = _run("explain", "-v", capture(*key))
+    r = run("explain", "-v", capture(*key))
     assert r.returncode == rc, r.stdout + r.stderr
     assert r.stdout.splitlines()[0].split(": ", 1)[1].startswith(kind)
     for s in present:
@@ -224,14 +208,14 @@ def test_nvfs_stats_error_on_a_second_line_is_an_error(tmp_path):
     ).read()
     f = tmp_path / "stats.txt"
     f.write_text(lines.replace("pg-cache-fail=0", "pg-cache-fail=7"))
-    r = _run("explain", str(f))
+    r = run("explain", str(f))
     assert r.returncode == 2, r.stdout
     assert "= nvidia-fs counted errors" in r.stdout and "pg-cache-fail=7" in r.stdout and "0 unknown" in r.stdout
 
 
 def test_check_gdscheck_reads_nvme_supported():
     # the gdsdiag side is this machine's, so only the capture's side is asserted
-    r = _run(
+    r = run(
         "check",
         "--gdscheck",
         capture("gdscheck", "nvforum339782-a100-gds1.11-nvme-nvmeof-wekafs-supported-compat-true-prompt-excerpt.txt"),
@@ -245,7 +229,7 @@ def test_check_gdscheck_reads_nvme_supported():
 
 def _cufile(name):
     f = capture("cufile-json", name)
-    r = _run("check", "--json", env={"CUFILE_ENV_PATH_JSON": f})
+    r = run("check", "--json", env={"CUFILE_ENV_PATH_JSON": f})
     assert "Traceback" not in r.stderr
     checks = {c["id"]: c for c in json.loads(r.stdout)["checks"]}
     assert f in checks["cufile.json"]["summary"]
@@ -268,7 +252,7 @@ def test_cufile_json_gdscheck_name_use_compat_mode():
     checks = _cufile("palette-version2-use-compat-false-filesystems-mountpoints.json")
     assert checks["cufile.json"]["status"] == "WARN"
     assert checks["cufile.allow_compat"]["summary"] == "allow_compat_mode = unset (default true)"
-    r = _run("check", "-v", env={"CUFILE_ENV_PATH_JSON": f})
+    r = run("check", "-v", env={"CUFILE_ENV_PATH_JSON": f})
     text = " ".join(r.stdout.split())
     assert "it is the name 'gdscheck -p' prints for 'properties.allow_compat_mode'" in text
     assert "force_compat_mode'?" not in text
@@ -281,7 +265,7 @@ def test_cufile_json_p2pdma_on_and_a_key_under_the_wrong_section():
     assert checks["cufile.json"]["status"] == "WARN"
     assert checks["cufile.p2pdma"]["summary"].startswith("properties.use_pci_p2pdma true")
     assert checks["cufile.stats"]["summary"] == "profile.cufile_stats = 3"
-    r = _run(
+    r = run(
         "check",
         "-v",
         env={"CUFILE_ENV_PATH_JSON": capture("cufile-json", "sentry-pci-p2pdma-true-io-batchsize-under-profile.json")},

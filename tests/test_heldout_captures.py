@@ -6,35 +6,18 @@ before/after table). The ones that failed before their fix say so.
 
 import json
 import os
-import subprocess
 
 import pytest
-from conftest import CORPUS, FIXTURES, GDSDIAG, REPO
+from conftest import CORPUS
+from heldout_common import SNAPSHOT, run, smi_cross_check
 
 from gdsdiag.importers import nvidia_smi
 
 HELDOUT = os.path.join(CORPUS, "heldout")
-# a committed snapshot as the node: the cross-check then reads every nvidia-smi cell the same way
-# on any test machine (these matrices are never this node's, and the tool must say so)
-SNAPSHOT = os.path.join(FIXTURES, "snapshots", "h200-vm-2026-11-29.tar.gz")
 
 
 def heldout(kind, name):
     return os.path.join(HELDOUT, kind, name)
-
-
-def _run(*args, env=None):
-    return subprocess.run(
-        [*GDSDIAG, *args], capture_output=True, text=True, cwd=REPO, env={**os.environ, **(env or {})}
-    )
-
-
-def _smi_cells(name):
-    r = _run("topology", "--from", SNAPSHOT, "--nvidia-smi", heldout("nvidia-smi-topo", name), "--json")
-    assert r.returncode == 3, r.stderr  # nothing compared: the text is another node's
-    d = json.loads(r.stdout)
-    assert d["cross_check_input"]["other_node"] and d["cross_check_input"]["compared"] == 0
-    return {(c["row"], c["column"]): c["nvidia_smi"] for c in d["cross_check"]}
 
 
 # --- nvidia-smi topo -m: cells and NUMA affinity as the threads show them ---------------------------
@@ -98,7 +81,7 @@ SMI_TRUTH = {
 @pytest.mark.parametrize("name", sorted(SMI_TRUTH))
 def test_nvidia_smi_capture_cells_as_the_thread_shows(name):
     cells_truth, numa_truth, ncells = SMI_TRUTH[name]
-    cells = _smi_cells(name)
+    cells = smi_cross_check(heldout("nvidia-smi-topo", name))[1]
     assert len(cells) == ncells
     for k, v in cells_truth.items():
         assert cells[k] == v, k
@@ -113,7 +96,7 @@ def test_nvidia_smi_command_glued_to_the_header_is_split_off():
     """aikitoria/open-gpu-kernel-modules#12: 'nvidia-smi topo -m      GPU0    GPU1 ...' on one line.
     Before the fix: exit 3 'no nvidia-smi topo -m matrix found'. Truth: GPU0-GPU1 PHB, NUMA 0."""
     name = "aikitoria12-2x5070-command-glued-to-header.txt"
-    assert _smi_cells(name) == {("GPU0", "GPU1"): "PHB", ("GPU1", "GPU0"): "PHB"}
+    assert smi_cross_check(heldout("nvidia-smi-topo", name))[1] == {("GPU0", "GPU1"): "PHB", ("GPU1", "GPU0"): "PHB"}
     m = nvidia_smi.parse(open(heldout("nvidia-smi-topo", name)).read())
     assert m.numa == {"GPU0": 0, "GPU1": 0}
     assert m.split_glued == ["line 4: the command 'nvidia-smi topo -m' and the header"]
@@ -122,7 +105,7 @@ def test_nvidia_smi_command_glued_to_the_header_is_split_off():
 def test_nvidia_smi_paste_with_a_p2p_matrix_after_it_reads_only_topo_m():
     # aikitoria/open-gpu-kernel-modules#13: topo -m, then prompts and 'topo -p2p p' (all OK)
     name = "aikitoria13-5gpu-epyc-topo-m-then-p2p-p-prompts-excerpt.txt"
-    cells = _smi_cells(name)
+    cells = smi_cross_check(heldout("nvidia-smi-topo", name))[1]
     assert len(cells) == 20 and cells[("GPU3", "GPU4")] == "PHB" and cells[("GPU0", "GPU4")] == "NODE"
     assert "OK" not in cells.values()
     m = nvidia_smi.parse(open(heldout("nvidia-smi-topo", name)).read())
@@ -131,7 +114,7 @@ def test_nvidia_smi_paste_with_a_p2p_matrix_after_it_reads_only_topo_m():
 
 def test_nvidia_smi_topo_p2p_output_is_named_not_misread():
     # noonghunna/club-3090#1124: the 'topo -p2p rw' matrix (GNS between two GeForce 5090s)
-    r = _run(
+    r = run(
         "topology",
         "--from",
         SNAPSHOT,
@@ -152,7 +135,7 @@ def test_nvidia_smi_ansi_remnant_capture_keeps_its_nic_legend():
 
 
 def _topo_json(*files):
-    r = _run("topology", *[a for f in files for a in ("--lspci", f)], "--json")
+    r = run("topology", *[a for f in files for a in ("--lspci", f)], "--json")
     return r, (json.loads(r.stdout) if r.stdout.strip() else None)
 
 
@@ -164,7 +147,7 @@ def test_plain_lspci_grep_of_switch_ports_invents_no_root_ports():
     assert r.returncode == 0, r.stderr
     roles = {x["bdf"]: x["role"] for x in d["devices"]}
     assert len(roles) == 8 and set(roles.values()) == {"bridge"}, roles
-    t = _run("topology", "--lspci", heldout("lspci-plain", "nccl19-supermicro-7048gr-lspci-grep-plx-excerpt.txt"))
+    t = run("topology", "--lspci", heldout("lspci-plain", "nccl19-supermicro-7048gr-lspci-grep-plx-excerpt.txt"))
     assert "placement not known for 0000:03:00.0" in t.stdout and "'lspci -tv'" in t.stdout
 
 
@@ -182,7 +165,7 @@ def test_indented_plain_lspci_paste_is_read_and_gpu_pairs_stay_unknown():
     assert len(pairs) == 12 and {p["nvidia_smi"] for p in pairs} == {"?"} and {p["p2p"] for p in pairs} == {"UNKNOWN"}
     assert all(any("where a device attaches is not known" in x for x in p["reasons"]) for p in pairs)
     assert not any(s.startswith("host-bridge") for p in pairs for s in p["path"])
-    t = _run("topology", "--lspci", f, "--tree")
+    t = run("topology", "--lspci", f, "--tree")
     assert "bus 0000:1a (upstream not in the input)" in t.stdout and "host bridge 0000:1a" not in t.stdout
 
 
@@ -190,7 +173,7 @@ def test_vvv_excerpt_acs_redirect_above_the_first_header_is_not_dropped():
     """HeyMeco/Rockchip-pcie-devices#6: a PEX 8725 excerpt that starts inside a port's ACS capability
     (ReqRedir+ CmpltRedir+). Before the fix: 'no findings', exit 0 — the redirect silently dropped."""
     f = heldout("lspci-vvv", "rockchip-xike-skn2bt-pex8725-acsctl-redir-headless-excerpt.txt")
-    r = _run("topology", "--lspci", f)
+    r = run("topology", "--lspci", f)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "WARN acs-unnamed-redirect: ACS redirect on 1 port(s) whose device header the excerpt cut off" in r.stdout
     assert "line 5 not read (before the first device header)" in r.stdout
@@ -201,20 +184,20 @@ def test_vvv_excerpt_acs_redirect_above_the_first_header_is_not_dropped():
 
 def test_acsctl_grep_with_five_redirecting_ports():
     # NVIDIA/nccl#523: 'ACS disabled on BIOS & OS kernel', yet 5 of the 11 lines still redirect
-    r = _run("topology", "--lspci", heldout("lspci-vvv", "nccl523-acsctl-grep-five-redirect-excerpt.txt"))
+    r = run("topology", "--lspci", heldout("lspci-vvv", "nccl523-acsctl-grep-five-redirect-excerpt.txt"))
     assert r.returncode == 1
     assert "ACS redirect on 5 of 11 ACS-capable ports (which ports: unknown" in r.stdout
 
 
 def test_lspci_t_without_names_says_roles_cannot_be_recognised():
-    r = _run("topology", "--lspci", heldout("lspci-tree", "club3090-859-2x5090-lspci-t-switch-empty-ports-excerpt.txt"))
+    r = run("topology", "--lspci", heldout("lspci-tree", "club3090-859-2x5090-lspci-t-switch-empty-ports-excerpt.txt"))
     assert r.returncode == 0
     assert "the tree names no device, so no GPU, NVMe or NIC can be recognised" in r.stdout
 
 
 def test_elided_tree_fragment_is_refused_in_one_line():
     # intel/compute-runtime#935: three '…'-elided lines of 'lspci -tv' without the root line
-    r = _run("topology", "--lspci", heldout("lspci-tree", "intel-compute-runtime935-b70-pex880xx-elided-tv.txt"))
+    r = run("topology", "--lspci", heldout("lspci-tree", "intel-compute-runtime935-b70-pex880xx-elided-tv.txt"))
     assert r.returncode == 3 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and "no lspci tree or device blocks found" in r.stderr
 
@@ -249,7 +232,7 @@ def test_kata_vm_root_line_indented_by_the_paste_is_still_read():
 
 def test_hand_aligned_tree_is_refused_not_guessed():
     # kata-vra.md's last tree: the '\-01.0' under bus 0a sits one column right of its sibling (hand-edited)
-    r = _run("topology", "--lspci", heldout("lspci-tree", "kata-vra-q35-vm-nics-behind-pcie-to-pci-bridge.txt"))
+    r = run("topology", "--lspci", heldout("lspci-tree", "kata-vra-q35-vm-nics-behind-pcie-to-pci-bridge.txt"))
     assert r.returncode == 3 and "cannot place lspci tree entry at column 43" in r.stderr
 
 
@@ -338,7 +321,7 @@ EXPLAIN_TRUTH = {
 @pytest.mark.parametrize("key", sorted(EXPLAIN_TRUTH), ids=lambda k: k[1])
 def test_explain_capture_as_the_thread_shows(key):
     rc, kind, present, absent = EXPLAIN_TRUTH[key]
-    r = _run("explain", "-v", heldout(*key))
+    r = run("explain", "-v", heldout(*key))
     assert r.returncode == rc, r.stdout + r.stderr
     assert r.stdout.splitlines()[0].split(": ", 1)[1].startswith(kind)
     for s in present:
@@ -352,7 +335,7 @@ def test_explain_capture_as_the_thread_shows(key):
 
 def _cufile_checks(name):
     f = heldout("cufile-json", name)
-    r = _run("check", "--json", env={"CUFILE_ENV_PATH_JSON": f})
+    r = run("check", "--json", env={"CUFILE_ENV_PATH_JSON": f})
     checks = {c["id"]: c for c in json.loads(r.stdout)["checks"]}
     assert checks["cufile.json"]["status"] == "PASS" and f in checks["cufile.json"]["summary"]
     return checks
@@ -390,6 +373,6 @@ def test_vvv_endpoint_excerpt_bus_is_not_called_a_host_bridge():
     """The dev corpus's ASUS GPU endpoint block ('sudo lspci -vvv -s 01:00.0'): bus 01 is the GPU's
     root port's secondary bus, not a host bridge; before the fix the tree said 'host bridge 0000:01'."""
     f = os.path.join(CORPUS, "lspci-vvv", "asus-esc8000a-e12-gpu0-rtx6000ada-endpoint.txt")
-    r = _run("topology", "--lspci", f, "--tree")
+    r = run("topology", "--lspci", f, "--tree")
     assert r.returncode == 0
     assert "bus 0000:01 (upstream not in the input)" in r.stdout and "host bridge 0000:01" not in r.stdout
