@@ -7,6 +7,14 @@ import re
 from collections.abc import Callable
 
 Field = tuple[re.Pattern, str, Callable[[str], object]]
+_MD_BOLD = re.compile(r"\*\*(.+?)\*\*")
+
+
+def unbold(line: str) -> str:
+    """A stripped line a paster wrapped whole in markdown bold ('**NVMe : Unsupported**', DALI#4009)
+    is the row inside; any other line is itself."""
+    b = _MD_BOLD.fullmatch(line)
+    return b.group(1).strip() if b else line
 
 
 def fields(*rows: tuple[str, str, Callable[[str], object]]) -> list[Field]:

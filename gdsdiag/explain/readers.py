@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass
 
 from ..errors import GdsdiagError, UsageError
+from ..textparse import unbold
 
 MAX_BYTES = 64 << 20  # cufile.log is capped at 32 MB by default; twice that is not a log
 
@@ -89,8 +90,6 @@ _MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct N
 # ((?<!\s): a run of blanks is tried once from its start, not from each blank: 4.5 s on a line of
 # spaces otherwise, tests/test_hostile_regex.py)
 CUFILE_GLUED_RX = re.compile(r"(?<!\s)\s+(?=\d\d-\d\d-\d{4} \d\d:\d\d:\d\d:\d{1,6}\s+\[pid=\d+ tid=\d+\]\s)", re.ASCII)
-# markdown bold around a whole pasted row ('**NVMe : Unsupported**', DALI#4009): the row inside is the text
-MD_BOLD_RX = re.compile(r"^\*\*(?P<in>.+?)\*\*$")
 GDSIO_RX = re.compile(
     r"^IoType: \w+ XferType: \w+|(^|[\s/$])gdsio(_verify)?\s+-|file register error:|"
     # gdsio's own failure lines (gds-nvidia-fs#57), pasted without the command line
@@ -195,9 +194,7 @@ def split(path: str, text: str, kind: str) -> tuple[list[Line], int]:
                 out.append(Line(path, n, "dmesg", c["msg"].strip(), raw, time=c["time"], sort_time=ct))
                 continue
         if kind == "gdscheck":
-            b = MD_BOLD_RX.match(s)
-            if b:
-                s = b["in"].strip()
+            s = unbold(s)  # (as the gdscheck importer reads it)
         if kind == "gdscheck" and (re.fullmatch(r"[A-Z ]+:", s) or s.endswith("CONFIGURATION:")):
             skipped += 1  # section titles: ENVIRONMENT:, GPU INFO:, ...
             continue

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..textparse import fields, set_field
+from ..textparse import fields, set_field, unbold
 
 if TYPE_CHECKING:
     from ..schema import check as check_schema
@@ -86,10 +86,7 @@ def parse(text: str) -> GdsCheck:
         if raw.startswith("#"):
             continue
         line = raw.strip()
-        # a row the paster put in markdown bold ('**NVMe : Unsupported**', DALI#4009) is that row
-        b = re.fullmatch(r"\*\*(.+?)\*\*", line)
-        if b:
-            line = b.group(1).strip()
+        line = unbold(line)  # ('**NVMe : Unsupported**' is that row)
         if not line or set(line) <= {"="}:
             continue
         m = re.match(r"^GDS release version( \(beta\))?:\s*(\S+)", line)
