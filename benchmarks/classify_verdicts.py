@@ -149,15 +149,21 @@ def main() -> None:
             f"{name}: {a.ios} verdicts, {t * 1e3:.1f} ms, {t / a.ios * 1e6:.2f} µs/verdict, {a.ios / t:,.0f} verdicts/s"
         )
     print(f"json lines: {a.ios} verdicts, {t_json * 1e3:.1f} ms, {t_json / a.ios * 1e6:.2f} µs/line")
+    from gdsdiag.trace.bpf import Probes
+
+    paired = hasattr(Probes, "pair_whole_calls")
     for name, stream in streams:
         ring, side = packed(stream)
-        got = live(ring, side, printer)
-        assert got == a.ios, (name, got)
-        t = best(lambda r=ring, s=side: live(r, s, printer), a.rounds)
-        print(
-            f"live {name}: {len(stream)} events -> {a.ios} verdicts, {t * 1e3:.1f} ms, "
-            f"{t / a.ios * 1e6:.2f} µs/verdict, {a.ios / t:,.0f} verdicts/s (decode, classify, tally, json line)"
-        )
+        for whole in (False, True) if paired and name.startswith("compat") else (paired,):
+            got = live(ring, side, printer, whole)
+            assert got == a.ios, (name, got)
+            t = best(lambda r=ring, s=side, w=whole: live(r, s, printer, w), a.rounds)
+            how = "whole calls paired in bulk" if whole else "decode"
+            print(
+                f"live {name}{' (paired)' if whole and name.startswith('compat') else ''}: {len(stream)} events -> "
+                f"{a.ios} verdicts, {t * 1e3:.1f} ms, {t / a.ios * 1e6:.2f} µs/verdict, {a.ios / t:,.0f} verdicts/s "
+                f"({how}, classify, tally, json line)"
+            )
 
 
 def packed(stream):
@@ -186,7 +192,7 @@ def packed(stream):
 USDT_NAMES = {0: "cufio_core:cufio_px_read"}
 
 
-def live(ring: bytes, side, printer) -> int:
+def live(ring: bytes, side, printer, whole: bool = True) -> int:
     """The live loop's work per poll on RING (trace() in gdsdiag/trace/live.py): the verdicts made,
     under the collector's pace the trace sets (gdsdiag/trace/gcpace.py; a --tree from before it
     runs at the default pace, as it did)."""
@@ -195,19 +201,26 @@ def live(ring: bytes, side, printer) -> int:
     except ImportError:
         streaming = contextlib.nullcontext
     with streaming():
-        return _live(ring, side, printer)
+        return _live(ring, side, printer, whole)
 
 
-def _live(ring: bytes, side, printer) -> int:
-    from types import SimpleNamespace
-
+def _live(ring: bytes, side, printer, whole: bool = True) -> int:
     from gdsdiag.trace.bpf import REC_STRIDE, Probes
     from gdsdiag.trace.classify import Classifier
     from gdsdiag.trace.counted import CountedIo
     from gdsdiag.trace.tally import RouteTally
 
     clf, counter, tally = Classifier(), CountedIo(), RouteTally()
-    probes = SimpleNamespace(_raw=[], _raw_n=0, _comms={}, _names={}, _events=[], usdt_names=USDT_NAMES)
+    if hasattr(Probes, "offline"):  # the probes' own poll: reorder hold, decoder, whole calls
+        probes = Probes.offline()
+        probes.usdt_names = USDT_NAMES
+        probes.clock = lambda: 1 << 62  # (every record older than the reorder cut)
+        if whole:
+            probes.pair_whole_calls(lambda: ((), clf.open_calls()))
+    else:  # (a --tree from before Probes.offline: its decoder alone, sorted as its poll sorts)
+        from types import SimpleNamespace
+
+        probes = SimpleNamespace(_raw=[], _raw_n=0, _comms={}, _names={}, _events=[], usdt_names=USDT_NAMES)
     step = Probes.DECODE_MAX * REC_STRIDE
     with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
         for e in side:
@@ -215,10 +228,17 @@ def _live(ring: bytes, side, printer) -> int:
             counter.feed(e)
         for at in range(0, len(ring), step):
             part = ring[at : at + step]
-            probes._raw, probes._raw_n = [(part, len(part) // REC_STRIDE)], len(part) // REC_STRIDE
-            Probes._decode(probes)  # type: ignore[arg-type]
-            evs, probes._events = probes._events, []
-            evs.sort(key=lambda e: e.ts)
+            if hasattr(probes, "poll"):
+                probes._keep(part, len(part) // REC_STRIDE)
+                evs = probes.poll(0)
+                left = clf.feed_whole(probes.take_whole()) if whole else None
+                if left:
+                    evs = sorted(evs + left, key=lambda e: e.ts)
+            else:
+                probes._raw, probes._raw_n = [(part, len(part) // REC_STRIDE)], len(part) // REC_STRIDE
+                Probes._decode(probes)  # type: ignore[arg-type]
+                evs, probes._events = probes._events, []
+                evs.sort(key=lambda e: e.ts)
             for e in evs:
                 clf.feed(e)
                 counter.feed(e)
@@ -226,6 +246,9 @@ def _live(ring: bytes, side, printer) -> int:
             for v in clf.drain():
                 tally.add(v)
                 printer(v)
+        if hasattr(probes, "poll"):
+            for e in probes.poll(0, final=True):
+                clf.feed(e)
         clf.flush()
         for v in clf.drain():
             tally.add(v)

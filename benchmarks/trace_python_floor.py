@@ -51,6 +51,12 @@ def main() -> None:
     ring, _ = cv.packed(stream)
 
     def decode() -> list:
+        if hasattr(Probes, "offline"):
+            q = Probes.offline()
+            q.usdt_names = cv.USDT_NAMES
+            q._keep(ring, 2 * n)
+            q._decode()
+            return q._events
         p = SimpleNamespace(
             _raw=[(ring, 2 * n)], _raw_n=2 * n, _comms={}, _names={}, _events=[], usdt_names=cv.USDT_NAMES
         )

@@ -188,8 +188,6 @@ def test_the_decoder_names_every_kind_of_record_as_the_tables_do():
     kind of the events ring, an unknown type and id, USDT records cut to their argument count and
     named by the sites attached, and a handle registration with its descriptor's path, against
     the name tables themselves."""
-    from types import SimpleNamespace
-
     from gdsdiag.trace.bpf import REC_STRUCT, Probes
     from gdsdiag.trace.events import API_NAMES, FD_NAMES, KINDS, PROC_NAMES, SYS_NAMES
 
@@ -206,15 +204,10 @@ def test_the_decoder_names_every_kind_of_record_as_the_tables_do():
         for i, (typ, _kind, rid) in enumerate(rows):
             a6 = 3 if KINDS.get(typ) == "usdt" else 6
             recs.append(REC_STRUCT.pack(i, me, me, typ, rid, 10, fd, 12, 13, 14, 15, a6, comm))
-        p = SimpleNamespace(
-            _raw=[(b"".join(recs), len(recs))],
-            _raw_n=len(recs),
-            _comms={},
-            _names={},
-            _events=[],
-            usdt_names={1: "s:p"},
-        )
-        Probes._decode(p)  # type: ignore[arg-type]
+        p = Probes.offline()
+        p.usdt_names = {1: "s:p"}
+        p._keep(b"".join(recs), len(recs))
+        p._decode()
         for (_typ, kind, rid), e in zip(rows, p._events):
             assert (e.kind, e.comm) == (kind, "app")
             want = {

@@ -14,7 +14,7 @@ import struct
 import sys
 import time
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import GdsdiagError
 from . import evidence
@@ -24,6 +24,11 @@ from .eventdefs import KINDS as EVENT_KINDS
 from .eventdefs import SYSCALLS as SYSCALL_IDS
 from .events import API_NAMES, FD_NAMES, KINDS, KPROBE_NAMES, PROC_NAMES, SYS_NAMES, Event
 from .tally import Unclassified, count_unclassified
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from .wholecalls import WholeCalls
 
 # USDT probes that name the route, and the arguments read of them: evidence.py, the one table of
 # which probe yields which evidence (the index in ROUTE_USDT is the id the probe program reports).
@@ -247,6 +252,8 @@ FD_PSEUDO, FD_DATA = dict(FD_KINDS)["FD_PSEUDO"], dict(FD_KINDS)["FD_DATA"]
 RAW_BACKLOG = 1_000_000  # records held undecoded at most (~130 MiB)
 # an events-ring record as it lies in the ring (ringread.py): 8-byte header, struct event_t, padding
 REC_STRIDE = (8 + EVENT_SIZE + 7) & ~7
+_REC_TS = struct.Struct("<8xQ")  # a record's timestamp
+_SYNC_IO = frozenset(("cuFileRead", "cuFileWrite"))
 REC_STRUCT = struct.Struct(f"<8x{EVENT_STRUCT.format.lstrip('<')}{REC_STRIDE - 8 - EVENT_SIZE}x")
 ADOPTED_SERIAL = 1 << 52  # serials of descriptors adopted from /proc (the kernel's count from 1 << 12)
 _EV_SYS_EXIT = dict((n, v) for n, v, *_ in EVENT_KINDS)["EV_SYS_EXIT"]
@@ -468,6 +475,17 @@ class Probes:
         if want_kprobes:
             self._kprobes()
         self.timing["attach_s"] = round(time.monotonic() - t, 2)
+        self._init_records()
+        self._adopt_serial = ADOPTED_SERIAL
+        self._rr = self._ring_reader()
+        if self._rr is None:
+            self.b["events"].open_ring_buffer(self._on_event)
+        self.b["opens"].open_ring_buffer(self._on_open)
+        if self.kb is not None:
+            self.kb["kevents"].open_perf_buffer(self._on_kevent, page_cnt=64, lost_cb=self._on_lost)
+
+    def _init_records(self) -> None:
+        """The state of the records between the ring and the events poll() returns."""
         # event records as they came (runs of REC_STRIDE-byte records, and how many), decoded in
         # one pass per poll
         self._raw: list[tuple[bytes, int]] = []
@@ -478,14 +496,25 @@ class Probes:
         # by the kernel (lost_exits: cufile_exits_counted): Classifier.exits_counted
         self.exits_counted: Counter[tuple[int, int]] = Counter()  # (how many per thread)
         self._comms: dict[bytes, str] = {}
+        # whole sync cuFile calls paired from the records before they are decoded (wholecalls.py,
+        # set by the live loop with ``pair_whole_calls``): taken by ``take_whole``
+        self._whole: WholeCalls | None = None
+        self._whole_busy: Callable[[], tuple[Iterable[int], dict[int, tuple[int, int]]]] | None = None
+        self._whole_pairs: list = []
         self._names: dict[int, tuple[str, str, int]] = {}  # (type << 32 | id) -> _record_name
-        self._adopt_serial = ADOPTED_SERIAL
-        self._rr = self._ring_reader()
-        if self._rr is None:
-            self.b["events"].open_ring_buffer(self._on_event)
-        self.b["opens"].open_ring_buffer(self._on_open)
-        if self.kb is not None:
-            self.kb["kevents"].open_perf_buffer(self._on_kevent, page_cnt=64, lost_cb=self._on_lost)
+
+    @classmethod
+    def offline(cls) -> Probes:
+        """Probes with no program and no rings, whose poll() orders and decodes only the records
+        handed to ``_keep`` (and events put in ``_events``): the record path without bcc or root
+        (tests/test_trace_wholecalls.py). ``clock`` can be set to give poll() its time."""
+        self = cls.__new__(cls)
+        self.failed, self.lost, self._perf_lost = [], 0, 0
+        self._events, self._held, self._held_ts, self._lost_read_ns = [], [], [], 0
+        self.usdt_names, self.timing = {}, {}
+        self.b, self.kb, self._rr = _NoRings(), None, None
+        self._init_records()
+        return self
 
     def _preattach_candidates(self, cmd: list[str] | None) -> list[str]:
         """Library files a program may map later, probed before it runs (see libfind)."""
@@ -927,12 +956,55 @@ class Probes:
         self._read_events()
         self.b.ring_buffer_consume()
 
-    def _decode(self, limit: int | None = None) -> int | None:
+    def pair_whole_calls(self, busy) -> None:
+        """From now on, whole sync cuFile calls are paired straight from the ring's records
+        (wholecalls.py) and taken with ``take_whole`` instead of being decoded into events. BUSY()
+        gives (processes the classifier must see every record of, Classifier.open_calls())."""
+        from .wholecalls import WholeCalls
+
+        self._whole, self._whole_busy = WholeCalls(REC_STRIDE), busy
+
+    def _whole_gate(self) -> tuple[set[int], list[int]]:
+        """(processes whose records all go to the event path: it holds other events of theirs;
+        threads whose call it holds open, once what it holds is fed). Held cuFileRead/Write enters
+        and exits of a thread commute with other threads' whole calls (no evidence between them),
+        so they only decide whether the thread's next exit is the event path's."""
+        assert self._whole_busy is not None  # (set with _whole: pair_whole_calls)
+        vetoed, opened = self._whole_busy()
+        veto = set(vetoed)
+        depth = {tid: n for tid, (_, n) in opened.items()}
+        for e in self._held:
+            if e.name in _SYNC_IO and (e.kind == "api_enter" or e.kind == "api_exit"):
+                n = depth.get(e.tid, 0)
+                depth[e.tid] = n + 1 if e.kind == "api_enter" else max(n - 1, 0)
+                opened.setdefault(e.tid, (e.pid, 0))
+            else:
+                veto.add(e.pid)
+        veto.update(e.pid for e in self._events)
+        open_tids = []
+        for tid, n in depth.items():
+            if n == 1:
+                open_tids.append(tid)
+            elif n > 1:  # (calls nested on one thread: a lost exit; the event path sorts it out)
+                veto.add(opened[tid][0])
+        return veto, open_tids
+
+    def take_whole(self) -> list:
+        """The whole calls paired since the last call (for Classifier.feed_whole)."""
+        pairs, self._whole_pairs = self._whole_pairs, []
+        return pairs
+
+    @property
+    def whole_records(self) -> int:
+        """Records handed out as whole calls instead of events."""
+        return self._whole.taken if self._whole is not None else 0
+
+    def _decode(self, limit: int | None = None, final: bool = False) -> int | None:
         """The records taken since the last poll (the oldest LIMIT of them), decoded in one
         struct.iter_unpack pass over their bytes (no per-field ctypes access); the timestamp of the
         last one decoded when records are left undecoded, else None."""
         raw = self._raw
-        if not raw:
+        if not raw and (self._whole is None or not self._whole.carry):
             return None
         if limit is not None and self._raw_n > limit:
             take, got, i = [], 0, 0
@@ -953,6 +1025,15 @@ class Probes:
             take = [blob for blob, _ in raw]
             self._raw, self._raw_n = [], 0
         buf = b"".join(take)
+        partial_ts = _REC_TS.unpack_from(buf, len(buf) - REC_STRIDE)[0] if self._raw else None
+        if self._whole is not None:
+            cut = self.clock() - self.REORDER_NS
+            if partial_ts is not None:
+                cut = min(cut, partial_ts - self.REORDER_NS)
+            veto, open_tids = self._whole_gate()
+            buf, pairs = self._whole.split(buf, cut, veto, open_tids, final)
+            if pairs:
+                self._whole_pairs.extend(pairs)
         comms = self._comms
         out = self._events
         usdt = self.usdt_names
@@ -973,7 +1054,7 @@ class Probes:
                 out.append(Event(ts, pid, tid, kind, usdt.get(rid, f"usdt#{rid}"), args, comm, None))
             else:  # _HANDLE_REGISTER (rare): the fd's file as it is now
                 out.append(Event(ts, pid, tid, kind, name, [a0, a1, a2, a3, a4, a5, a6], comm, _fd_path(pid, a1)))
-        return out[-1].ts if self._raw else None
+        return partial_ts
 
     def _on_open(self, ctx, data, size) -> None:
         r = _OpenRecord(*OPEN_STRUCT.unpack_from(ctypes.string_at(data, OPEN_STRUCT.size)))
@@ -1030,6 +1111,7 @@ class Probes:
         self._perf_lost += n
 
     REORDER_NS = 50_000_000
+    clock = staticmethod(time.monotonic_ns)  # the probes' clock (bpf_ktime_get_ns: CLOCK_MONOTONIC)
     LOST_READ_NS = 200_000_000  # the kernel's lost-event counter read at most this often (and at the end)
     complete_ns = 0  # poll(): the time (CLOCK_MONOTONIC ns, the probes' clock) up to which every event was returned
     # records decoded per poll: a backlog is worked off in steps the loop can stop between (16k: ~0.05 s
@@ -1047,8 +1129,8 @@ class Probes:
         busy = self._rr is not None and self._rr.pending()
         self.b.ring_buffer_poll(timeout=0 if busy else timeout_ms)
         self.drain()
-        partial_ts = self._decode(None if final else self.DECODE_MAX)
-        now = time.monotonic_ns()
+        partial_ts = self._decode(None if final else self.DECODE_MAX, final)
+        now = self.clock()
         if final or now - self._lost_read_ns >= self.LOST_READ_NS:
             # (a map lookup through bcc and ctypes: a few times a second, and at the end)
             self._lost_read_ns = now
@@ -1137,6 +1219,19 @@ class Probes:
             self._rr = None
         self.b = self.kb = self._um = None
         self.timing.update(detach_all(bpfs, um))
+
+
+class _NoRings:
+    """Probes.offline's stand-in for bcc's BPF object: no rings to poll, no maps to read."""
+
+    def ring_buffer_poll(self, timeout: int = 0) -> None:
+        pass
+
+    def ring_buffer_consume(self) -> None:
+        pass
+
+    def __getitem__(self, name: str):
+        raise KeyError(name)
 
 
 def cuda_copy_handler(sym: str) -> str | None:

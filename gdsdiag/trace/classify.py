@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 from ..routes import Route
 from .dataflow import DataFlow, MappedFile, Source
-from .events import NVFS_IOCTLS, SYS_NAMES, Event
+from .events import API_NAMES, NVFS_IOCTLS, SYS_NAMES, Event
 from .evidence import KPROBE_EVIDENCE, ROUTE_USDT, SYSCALL_EVIDENCE, decide_once, usdt_kind
 from .tally import Unclassified, count_unclassified
 
@@ -334,6 +334,8 @@ _USDT: dict[str, tuple[str, bool, str | None, str]] = {}  # probe -> kind, match
 _CUFILE_IO = frozenset(("cuFileRead", "cuFileWrite", "cuFileReadAsync", "cuFileWriteAsync"))
 _CUFILE_SYNC_IO = frozenset(("cuFileRead", "cuFileWrite"))
 _CUFILE_ASYNC = frozenset(("cuFileReadAsync", "cuFileWriteAsync"))
+_API_OF = {n: name for n, name in API_NAMES.items() if name in _CUFILE_SYNC_IO}  # feed_whole's api ids
+_OP_OF = {"cuFileRead": "read", "cuFileWrite": "write"}
 
 
 def exit_is_io(name: str, args) -> bool:
@@ -390,6 +392,7 @@ class Classifier:
         # no route (the summary's unclassified_by_process)
         self.unmatched: Unclassified = {}
         self._fold_shapes: dict[tuple, tuple] = {}  # _whole_verdict's labels and decision per fold shape
+        self._comms: dict[bytes, str] = {}  # feed_whole: a record's comm bytes -> its text
         self._handlers = {
             "sys_exit": self._on_syscall,
             "open": self._on_open,
@@ -816,23 +819,29 @@ class Classifier:
             kind, _, _, label = _usdt_hit(name)
             p.add(label, kind, e.ts, nbytes, n_usdt)
 
+    def _fold_shape(self, api: str, args) -> tuple:
+        """(evidence labels, route, subtype, confidence, whether the fold names the file) of a call
+        whose evidence is its exit's fold ARGS alone: _folded then _verdict's labels and decision,
+        kept per fold shape (syscalls, fd, syscall, USDT hits, probe)."""
+        q = _Pending(0, 0, "", api, _op_of(api), 0, 0, 0, 0)
+        q.path = ""  # (the file is the call's own, looked up by the caller)
+        self._folded(q, Event(0, 0, 0, "api_exit", api, list(args)))
+        ev = [k if n == 1 else f"{k} ×{n}" for k, n in q.evidence.items()]
+        route, sub, conf, notes = decide_once(q.kinds)
+        names_file = args[1] > 0 and SYS_NAMES.get(args[3]) in SYSCALL_EVIDENCE
+        shape = (ev + list(notes), route, sub, conf, names_file)
+        if len(self._fold_shapes) < 4096:  # (a few descriptors of a few processes)
+            self._fold_shapes[(api, args[1], args[2], args[3], args[4], args[6])] = shape
+        return shape
+
     def _whole_verdict(self, p: _Pending, e: Event) -> schema.IoLine:
         """_folded then _verdict of a call whose evidence is its exit's fold alone, the fold's labels,
         kinds and decision worked out once per fold shape (syscalls, fd, syscall, USDT hits, probe):
         a COMPAT stream repeats one shape (tests/test_trace_fold.py holds it to the two steps)."""
         a = e.args
-        key = (p.api, a[1], a[2], a[3], a[4], a[6])
-        shape = self._fold_shapes.get(key)
+        shape = self._fold_shapes.get((p.api, a[1], a[2], a[3], a[4], a[6]))
         if shape is None:
-            q = _Pending(0, 0, "", p.api, p.op, 0, 0, 0, 0)
-            q.path = ""  # (the file is this call's own, looked up below)
-            self._folded(q, e)
-            ev = [k if n == 1 else f"{k} ×{n}" for k, n in q.evidence.items()]
-            route, sub, conf, notes = decide_once(q.kinds)
-            names_file = a[1] > 0 and SYS_NAMES.get(a[3]) in SYSCALL_EVIDENCE
-            shape = (ev + list(notes), route, sub, conf, names_file)
-            if len(self._fold_shapes) < 4096:  # (a few descriptors of a few processes)
-                self._fold_shapes[key] = shape
+            shape = self._fold_shape(p.api, a)
         ev, route, sub, conf, names_file = shape
         path = p.path
         if path is None and names_file:
@@ -847,6 +856,70 @@ class Classifier:
             p.t_start, p.pid, p.tid, p.comm, p.api, p.op or "?", path, p.offset, p.size, p.ret,
             e.ts - p.t_start, route, sub, conf, ev.copy(),
         )  # fmt: skip
+
+    def open_calls(self) -> dict[int, tuple[int, int]]:
+        """tid -> (pid, calls open on its stack), for the threads with one: wholecalls.py hands such
+        a thread's next exit to the event path."""
+        return {tid: (pid, len(stack)) for (pid, tid), stack in self.api_stack.items() if stack}
+
+    def feed_whole(self, pairs) -> list[Event]:
+        """Whole sync cuFile calls paired from the ring's records (wholecalls.WholeCalls.split):
+        each decided as _on_api_enter, _on_api_exit and _whole_verdict decide it, through the same
+        fold-shape table, and put in the file account once per file, route and process of the batch
+        (what _emit adds one verdict at a time). A call whose handle's file is not known here comes
+        back as its two events, for the caller to feed in time order with the rest (its thread may
+        have an exit there still to come first)."""
+        counts, handles, shapes, procs, comms = self.counts, self.handles, self._fold_shapes, self.procs, self._comms
+        out = self.out
+        left: list[Event] = []
+        account: dict[tuple, list[int]] = {}  # (path, route, api, pid) -> [verdicts, bytes, end]
+        now = self.now
+        for t0, pid, tid, craw, api_id, handle, size, off, t1, ret, n_sys, fd, sys_id, n_usdt, nbytes, rid in pairs:
+            comm = comms.get(craw)
+            if comm is None:
+                comm = comms[craw] = craw.split(b"\0", 1)[0].decode(errors="replace")
+            api = _API_OF.get(api_id) or API_NAMES.get(api_id, str(api_id))
+            h = handles.get((pid, handle))
+            if h is None or not h[1]:
+                left.append(Event(t0, pid, tid, "api_enter", api, [handle, 0, size, off, 0, 0, 0], comm))
+                left.append(Event(t1, pid, tid, "api_exit", api, [ret, n_sys, fd, sys_id, n_usdt, nbytes, rid], comm))
+                continue
+            shape = shapes.get((api, n_sys, fd, sys_id, n_usdt, rid))
+            if shape is None:
+                shape = self._fold_shape(api, (ret, n_sys, fd, sys_id, n_usdt, nbytes, rid))
+            if t1 > now:
+                now = t1
+            p = procs.get(pid)
+            if p is None:
+                p = self._proc(pid, comm)
+            elif comm and not p["comm"]:
+                p["comm"] = comm
+            p["ios"] += 1
+            ev, route, sub, conf, _ = shape
+            path = h[1]
+            out.append(
+                io_line(
+                    t0, pid, tid, comm, api, _OP_OF[api], path, off, size, ret, t1 - t0, route, sub, conf, ev.copy()
+                )
+            )
+            key = (path, route, api, pid)
+            acc = account.get(key)
+            n = size if size > 0 else 0
+            end = off + n if off >= 0 else 0
+            if acc is None:
+                account[key] = [1, n, end]
+            else:
+                acc[0] += 1
+                acc[1] += n
+                if end > acc[2]:
+                    acc[2] = end
+        taken = len(pairs) - len(left) // 2
+        counts["events"] += 2 * taken
+        counts["api_calls"] += taken
+        self.now = now
+        for (path, route, api, pid), (ios, nbytes, end) in account.items():
+            self._account(path, ios, nbytes, route, api, pid, end)
+        return left
 
     def _on_batch_req(self, e: Event) -> None:
         a = e.args + [0] * 7
@@ -1118,6 +1191,23 @@ class Classifier:
         path = v["path"]
         if not path:
             return
+        n = v["size"]
+        if n < 0:
+            n = 0
+        off = v["offset"]
+        f = self._account(path, 1, n, v["route"], v["api"], v["pid"], off + n if off >= 0 else 0)
+        if cached:
+            f["page_cache_bytes"] += cached
+        if filled:
+            f["device_fill_bytes"] += filled
+        if how:
+            f["how"].add(how)
+        if inferred:
+            f["inferred"] = True  # (file_summary: its split with other files is inferred)
+
+    def _account(self, path: str, ios: int, nbytes: int, route: str, api: str, pid: int, end: int) -> dict:
+        """IOS verdicts of NBYTES by PID through API on ROUTE, reaching file offset END, into PATH's
+        account (file_summary); the account."""
         f = self.files.get(path)
         if f is None and len(self.files) >= MAX_FILES:
             path = "(other files)"  # (a data set of millions of files: the account stays bounded)
@@ -1135,27 +1225,15 @@ class Classifier:
                 "how": set(),
                 "max_offset": 0,
             }
-        n = v["size"]
-        if n < 0:
-            n = 0
-        f["ios"] += 1
-        f["bytes"] += n
-        routes, route = f["routes"], v["route"]
-        routes[route] = routes.get(route, 0) + n
-        if cached:
-            f["page_cache_bytes"] += cached
-        if filled:
-            f["device_fill_bytes"] += filled
-        api = v["api"]
+        f["ios"] += ios
+        f["bytes"] += nbytes
+        routes = f["routes"]
+        routes[route] = routes.get(route, 0) + nbytes
         f["via"].add("cuFile" if api.startswith("cuFile") else api)  # ("mmap" is its own api)
-        f["pids"].add(v["pid"])
-        if how:
-            f["how"].add(how)
-        if inferred:
-            f["inferred"] = True  # (file_summary: its split with other files is inferred)
-        end = v["offset"] + n
-        if v["offset"] >= 0 and end > f["max_offset"]:
+        f["pids"].add(pid)
+        if end > f["max_offset"]:
             f["max_offset"] = end
+        return f
 
     def _take_flow(self) -> None:
         flow = self.flow

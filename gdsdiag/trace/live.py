@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import operator
 import os
 import signal
 import subprocess
@@ -83,6 +84,7 @@ class TraceResult:
         }
 
 
+_TS = operator.attrgetter("ts")
 CHUNK = 1024  # events (or verdicts) handled between two drains of the ring buffers
 # After INT/TERM/HUP the events still queued are classified for at most this long, and at most
 # STOP_RAW records still undecoded are kept: under a load Python cannot keep up with, the queue can
@@ -352,6 +354,9 @@ def run_live(
         return now.rows(clf._path_ok)
 
     queued: list = []  # events taken but not classified when a stop signal came (oldest first)
+    if record_file is None and os.environ.get("GDSDIAG_WHOLE_CALLS", "1") != "0":
+        # (a recording keeps every event: there each call is decoded as before)
+        probes.pair_whole_calls(lambda: ({e.pid for e in queued}, clf.open_calls()))
     unclassified = 0
     unsent: Unclassified = {}  # of those, per process (tally.Unclassified)
     unprinted: list = []  # verdicts made after a stop signal, before the loop ended
@@ -364,6 +369,13 @@ def run_live(
         if deadline is not None:
             unclassified += probes.drop_raw_beyond(STOP_RAW, unsent)
         new = probes.poll(timeout_ms, final)
+        pairs = probes.take_whole()
+        if pairs:  # (whole calls: decided now; those it cannot, fed with the rest in time order)
+            nevents += 2 * len(pairs)
+            left = clf.feed_whole(pairs)
+            if left:
+                nevents -= len(left)
+                new = sorted(new + left, key=_TS)
         nevents += len(new)
         # a process that exec'd or mapped a file we do not know as data may have loaded a library:
         # probe any new libcufile / libcuda copy it maps (once per file)

@@ -1,0 +1,159 @@
+"""cuFileRead/Write calls paired in bulk, straight from the ring's bytes, before any Event exists.
+
+Why: a COMPAT stream is two records a call (the enter, and the exit carrying the evidence its own
+thread gave: record version 4), and the classifier decides such a call at its exit from that fold
+alone (classify.Classifier._whole_verdict). Decoding both records into Events, keeping the call on
+its thread's stack and among the calls in flight, and popping it again cost most of the ~20 µs a
+verdict the GPU machine measured: a third of the 100k verdicts/s the trace is meant to follow
+(docs/benchmarks.md, "How far Python alone can go"). Here numpy pairs the two records of such
+calls in one pass over the records' columns, and the classifier builds each verdict straight from
+the pair (Classifier.feed_whole), through the same fold-shape table and the same io line.
+
+Which calls, so that the verdict is the one the event-by-event path gives (tests/test_trace_
+wholecalls.py holds the two paths to the same verdicts, file account and counts):
+- a process is taken only if every record of it in reach is a cuFileRead/Write enter or exit, and
+  the classifier holds nothing of it (no call in flight, no event held back for reordering): then
+  no other evidence can have joined its calls while they ran, as the classifier's own rule asks;
+- on each of its threads the records alternate enter, exit of the same call, and every exit is a
+  whole one (USDT bytes folded into it equal to its positive result); anything else gives the
+  whole process back to the event-by-event path;
+- a pair is taken once its exit is older than the reorder cut (Probes.poll: what may still arrive
+  out of order is younger than it), so records of other CPUs that could join it have arrived and
+  been seen; the rest of the thread waits here (``carry``) for the next poll, in ring order.
+What is given back goes to the event-by-event path in ring order, carried records first (older).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .eventdefs import API, EVENT_FIELDS, KINDS
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+_KIND = {n: v for n, v, *_ in KINDS}
+_API = {n: v for n, v, *_ in API}
+ENTER, EXIT = _KIND["EV_API_ENTER"], _KIND["EV_API_EXIT"]
+READ, WRITE = _API["API_READ"], _API["API_WRITE"]
+HEADER = 8  # the ring's length word and padding before each struct event_t (ringread.py)
+
+
+def record_dtype(stride: int):
+    """numpy's view of one ring record (header, struct event_t, padding): its columns by name."""
+    import numpy as np
+
+    sizes = {"u64": 8, "u32": 4, "s64": 8, "char": 1}
+    codes = {"u64": "<u8", "u32": "<u4", "s64": "<i8"}
+    names: list[str] = []
+    formats: list = []
+    offsets: list[int] = []
+    off = HEADER
+    for name, ctype, count, _ in EVENT_FIELDS:
+        names.append(name)
+        offsets.append(off)
+        if ctype == "char":
+            formats.append(f"S{count}")
+        else:
+            formats.append((codes[ctype], (count,)) if count > 1 else codes[ctype])
+        off += sizes[ctype] * count
+    return np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": stride})
+
+
+class WholeCalls:
+    """Splits each batch of ring records into whole sync cuFile calls (pairs) and the rest."""
+
+    def __init__(self, stride: int):
+        import numpy as np
+
+        self._np = np
+        self.stride = stride
+        self.dtype = record_dtype(stride)
+        self.carry = b""  # records of threads whose next pair is not taken yet, in ring order
+        self.taken = 0  # records handed out as pairs
+
+    def split(
+        self, buf: bytes, cut: int, veto: Iterable[int], open_tids: Iterable[int] = (), final: bool = False
+    ) -> tuple[bytes, list]:
+        """(the records left for the event-by-event path, as bytes in ring order; the pairs taken,
+        each a tuple (enter ts, pid, tid, comm bytes, api id, handle, size, offset, exit ts, ret,
+        exit a1..a6)). CUT: pairs whose exit is younger stay here; VETO: processes the event path
+        holds other events of (all their records go there); OPEN_TIDS: threads whose call the
+        event path has open (its exit, their first record here, goes there); FINAL: everything is
+        handed out (a thread's last enter to the event path)."""
+        np = self._np
+        if self.carry:
+            buf = self.carry + buf
+            self.carry = b""
+        if not buf:
+            return b"", []
+        rec = np.frombuffer(buf, dtype=self.dtype)
+        typ, rid, pid = rec["type"], rec["id"], rec["pid"]
+        call = ((typ == ENTER) | (typ == EXIT)) & ((rid == READ) | (rid == WRITE))
+        if not call.any():
+            return buf, []
+        vetoed = np.fromiter(veto, dtype=np.uint32)
+        others = np.unique(pid[~call])
+        bad = np.union1d(others, vetoed) if len(vetoed) else others
+        idx = np.flatnonzero(call & ~np.isin(pid, bad)) if len(bad) else np.flatnonzero(call)
+        if not len(idx):
+            return buf, []
+        out = np.ones(len(rec), dtype=bool)  # records for the event-by-event path
+        # each thread's records in ring order, threads one after another
+        order = idx[np.argsort(rec["tid"][idx], kind="stable")]
+        tid = rec["tid"][order]
+        n = len(order)
+        starts = np.flatnonzero(np.r_[True, tid[1:] != tid[:-1]])
+        lengths = np.diff(np.r_[starts, n])
+        k = np.arange(n) - np.repeat(starts, lengths)  # position within its thread
+        opened = np.fromiter(open_tids, dtype=np.uint32)
+        if len(opened):  # (the event path's open call: the thread's first record is its exit)
+            k -= np.isin(tid, opened)
+        t, a, ids = rec["type"][order], rec["a"][order], rec["id"][order]
+        is_exit = (k & 1) == 1
+        ok = np.where(k < 0, t == EXIT, np.where(is_exit, t == EXIT, t == ENTER))
+        prev_id = np.r_[np.uint32(0), ids[:-1]]
+        ret = a[:, 0]
+        whole = (a[:, 4] != 0) & (ret > 0) & (a[:, 5] == ret) & (ids == prev_id)
+        ok &= ~is_exit | (k < 0) | whole
+        if not ok.all():  # a thread out of step: its whole process goes the event-by-event way
+            keep = ~np.isin(rec["pid"][order], np.unique(rec["pid"][order[~ok]]))
+            order, k, is_exit, tid = order[keep], k[keep], is_exit[keep], tid[keep]
+            n = len(order)
+            if not n:
+                return buf, []
+            starts = np.flatnonzero(np.r_[True, tid[1:] != tid[:-1]])
+            lengths = np.diff(np.r_[starts, n])
+        # a pair is taken when its exit is older than the cut; on each thread the pairs taken are a
+        # prefix (its exits come in time order), and what follows waits in the carry
+        ts = rec["ts"][order]
+        exit_ts = np.where(is_exit, ts, np.r_[ts[1:], np.uint64(0)])
+        has_exit = is_exit | (np.r_[is_exit[1:], False] & np.r_[tid[1:] == tid[:-1], False])
+        ready = (k >= 0) & has_exit & ((exit_ts <= np.uint64(max(cut, 0))) | final)
+        # a prefix per thread: a record is taken only if every record before it on its thread is
+        not_ready = np.cumsum(~ready & (k >= 0))
+        before = np.repeat(np.r_[0, not_ready[starts[1:] - 1]], lengths)
+        take = ((not_ready - before) == 0) & ready
+        wait = ~take & (k >= 0)  # (k < 0: the event path's exit, handed to it)
+        taken, rest = order[take], order[wait]
+        out[taken] = False
+        if not final and len(rest):  # (final: a thread's last enter, its exit never seen, goes on)
+            out[rest] = False
+            rest.sort()
+            self.carry = np.frombuffer(buf, dtype=f"V{self.stride}")[rest].tobytes()
+        pairs = []
+        if len(taken):
+            en, ex = taken[0::2], taken[1::2]
+            ea, xa = rec["a"][en], rec["a"][ex]
+            pairs = list(
+                zip(
+                    rec["ts"][en].tolist(), rec["pid"][en].tolist(), rec["tid"][en].tolist(),
+                    rec["comm"][en].tolist(), rec["id"][en].tolist(), ea[:, 0].tolist(), ea[:, 2].tolist(),
+                    ea[:, 3].tolist(), rec["ts"][ex].tolist(), xa[:, 0].tolist(), xa[:, 1].tolist(),
+                    xa[:, 2].tolist(), xa[:, 3].tolist(), xa[:, 4].tolist(), xa[:, 5].tolist(), xa[:, 6].tolist(),
+                )
+            )  # fmt: skip
+            self.taken += len(taken)
+        if not out.any():
+            return b"", pairs
+        return np.frombuffer(buf, dtype=f"V{self.stride}")[out].tobytes(), pairs
