@@ -239,3 +239,25 @@ def test_one_device_to_host_copy_carries_one_staged_write():
     assert [(v["route"], v["confidence"]) for v in classify(s2) if v["path"] == "/data/out.bin"] == [
         (Route.DRAM_BOUNCE, "high")
     ] * 3
+
+
+def test_writes_after_a_larger_copy_to_the_host_are_not_called_host_for_sure():
+    """A 4 MiB copy from the GPU into one host buffer, then four 1 MiB writes from another: only a copy
+    of a write's own size is inferred to be its bytes, so these stay HOST, but at low confidence and
+    naming the copy (it is the GPU's data brought to the host whole and written out in pieces, or not:
+    the trace cannot tell). Without that copy they are HOST at medium, as before."""
+    base = [
+        ev(0, "open", "openat", [3], path="/usr/lib/x86_64-linux-gnu/libcuda.so.1"),
+        ev(1, "open", "openat", [7], path="/data/ckpt.bin"),
+    ]
+    writes = [
+        ev(2000 + 10 * i, "sys_exit", "pwrite64", [7, 0x7F0000000000, MiB, i * MiB, 0, MiB, 9]) for i in range(4)
+    ]
+    copy = ev(1000, "api_enter", "cuMemcpy", [0x7E5000000000, 0x7D0000000000, 4 * MiB, 2])
+    vs = [v for v in classify(base + [copy] + writes) if v["path"] == "/data/ckpt.bin"]
+    assert [(v["route"], v["confidence"]) for v in vs] == [(Route.HOST, "low")] * 4
+    assert all("4194304 bytes" in v["evidence"][-1] and "may be part of it" in v["evidence"][-1] for v in vs)
+    h2d_copy = ev(1000, "api_enter", "cuMemcpy", [0x7D0000000000, 0x7E5000000000, 4 * MiB, 1])
+    for other in ([], [h2d_copy]):  # (no copy at all; a copy the other way)
+        vs = [v for v in classify(base + other + writes) if v["path"] == "/data/ckpt.bin"]
+        assert [(v["route"], v["confidence"]) for v in vs] == [(Route.HOST, "medium")] * 4

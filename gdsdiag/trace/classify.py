@@ -1539,7 +1539,39 @@ class Classifier:
                 "host I/O, not on the GPU data path: "
                 + ("no CUDA copy of its buffer" if self.memcpy.get(e.pid) else "the process made no CUDA copy")
             )
+            big = self._larger_copy(io)
+            if big is not None:
+                # (a GPU buffer brought to the host whole and written out in pieces from another buffer:
+                # only a copy of the write's own size is inferred to be it, so this is not known)
+                conf = "low"
+                ev.append(
+                    f"a CUDA copy GPU -> host {big.args[0]:#x} of {big.args[2]} bytes, "
+                    f"{(e.ts - big.ts) / 1e6:.3f} ms before it, went to no write: this write's bytes may be "
+                    "part of it (a copy is matched to a write from another buffer only by the same size)"
+                )
         return self._host_line(io, route, conf, ev)
+
+    def _larger_copy(self, io: _HostIo):
+        """The nearest device-to-host copy of this process in the window before write IO, larger
+        than it, into another buffer, whose bytes no write was inferred to carry; or None."""
+        copies = self.memcpy.get(io.e.pid)
+        if not copies or io.op != "write":
+            return None
+        t, taken = io.e.ts, self._copy_taken
+        lo = t - COPY_WINDOW_NS
+        best = None
+        for c in copies:
+            a = c.args
+            if (
+                lo <= c.ts <= t
+                and len(a) > 3
+                and a[3] == 2
+                and a[2] > io.size
+                and (c.pid, c.tid, c.ts) not in taken
+                and (best is None or c.ts > best.ts)
+            ):
+                best = c
+        return best
 
     def _host_line(self, io: _HostIo, route: Route, conf: str, ev: list[str]) -> schema.IoLine:
         """The verdict line of a host I/O (a read the data-flow model decided, or a write)."""
