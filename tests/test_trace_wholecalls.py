@@ -249,3 +249,13 @@ def test_a_young_pair_waits_for_the_cut():
     assert pairs == [] and rest == b"" and w.carry == recs
     rest, pairs = w.split(b"", cut=20_010, veto=())
     assert len(pairs) == 1 and w.carry == b""
+
+
+def test_a_batch_without_calls_passes_untouched():
+    """Most batches of most traces hold no cuFile call: they go on as they came, without numpy."""
+    w = WholeCalls(REC_STRIDE)
+    recs = b"".join(
+        pack(Event(10 + i, 6, 6, "sys_exit", "pread64", [7, 0x7F00, 4096, 4096 * i, 0, 4096, 900], "x"))
+        for i in range(50)
+    )
+    assert w.split(recs, cut=1 << 62, veto=()) == (recs, []) and w._np is None

@@ -37,13 +37,15 @@ _API = {n: v for n, v, *_ in API}
 ENTER, EXIT = _KIND["EV_API_ENTER"], _KIND["EV_API_EXIT"]
 READ, WRITE = _API["API_READ"], _API["API_WRITE"]
 HEADER = 8  # the ring's length word and padding before each struct event_t (ringread.py)
+_SIZES = {"u64": 8, "u32": 4, "s64": 8, "char": 1}
+# where struct event_t's type field lies (its low byte: every record kind is below 256)
+_TYPE_AT = sum(_SIZES[c] * n for _, c, n, _ in EVENT_FIELDS[: [f[0] for f in EVENT_FIELDS].index("type")])
 
 
 def record_dtype(stride: int):
     """numpy's view of one ring record (header, struct event_t, padding): its columns by name."""
     import numpy as np
 
-    sizes = {"u64": 8, "u32": 4, "s64": 8, "char": 1}
     codes = {"u64": "<u8", "u32": "<u4", "s64": "<i8"}
     names: list[str] = []
     formats: list = []
@@ -56,7 +58,7 @@ def record_dtype(stride: int):
             formats.append(f"S{count}")
         else:
             formats.append((codes[ctype], (count,)) if count > 1 else codes[ctype])
-        off += sizes[ctype] * count
+        off += _SIZES[ctype] * count
     return np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": stride})
 
 
@@ -64,11 +66,9 @@ class WholeCalls:
     """Splits each batch of ring records into whole sync cuFile calls (pairs) and the rest."""
 
     def __init__(self, stride: int):
-        import numpy as np
-
-        self._np = np
+        self._np = None  # numpy, imported with the first batch that holds a cuFile call (~0.1 s)
         self.stride = stride
-        self.dtype = record_dtype(stride)
+        self.dtype = None
         self.carry = b""  # records of threads whose next pair is not taken yet, in ring order
         self.taken = 0  # records handed out as pairs
 
@@ -81,12 +81,22 @@ class WholeCalls:
         holds other events of (all their records go there); OPEN_TIDS: threads whose call the
         event path has open (its exit, their first record here, goes there); FINAL: everything is
         handed out (a thread's last enter to the event path)."""
-        np = self._np
         if self.carry:
             buf = self.carry + buf
             self.carry = b""
         if not buf:
             return b"", []
+        # (a batch with no enter or exit record at all, most batches of most traces, costs one
+        # byte-slice: the low byte of each record's type)
+        kinds = buf[HEADER + _TYPE_AT :: self.stride]
+        if ENTER not in kinds and EXIT not in kinds:
+            return buf, []
+        np = self._np
+        if np is None:
+            import numpy
+
+            np = self._np = numpy
+            self.dtype = record_dtype(self.stride)
         rec = np.frombuffer(buf, dtype=self.dtype)
         typ, rid, pid = rec["type"], rec["id"], rec["pid"]
         call = ((typ == ENTER) | (typ == EXIT)) & ((rid == READ) | (rid == WRITE))
