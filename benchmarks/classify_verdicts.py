@@ -216,7 +216,7 @@ def _live(ring: bytes, side, printer, whole: bool = True) -> int:
         probes.usdt_names = USDT_NAMES
         probes.clock = lambda: 1 << 62  # (every record older than the reorder cut)
         if whole:
-            probes.pair_whole_calls(lambda: ((), clf.open_calls()))
+            probes.pair_whole_calls(clf.whole_gate)
     else:  # (a --tree from before Probes.offline: its decoder alone, sorted as its poll sorts)
         from types import SimpleNamespace
 

@@ -250,9 +250,7 @@ def test_writes_after_a_larger_copy_to_the_host_are_not_called_host_for_sure():
         ev(0, "open", "openat", [3], path="/usr/lib/x86_64-linux-gnu/libcuda.so.1"),
         ev(1, "open", "openat", [7], path="/data/ckpt.bin"),
     ]
-    writes = [
-        ev(2000 + 10 * i, "sys_exit", "pwrite64", [7, 0x7F0000000000, MiB, i * MiB, 0, MiB, 9]) for i in range(4)
-    ]
+    writes = [ev(2000 + 10 * i, "sys_exit", "pwrite64", [7, 0x7F0000000000, MiB, i * MiB, 0, MiB, 9]) for i in range(4)]
     copy = ev(1000, "api_enter", "cuMemcpy", [0x7E5000000000, 0x7D0000000000, 4 * MiB, 2])
     vs = [v for v in classify(base + [copy] + writes) if v["path"] == "/data/ckpt.bin"]
     assert [(v["route"], v["confidence"]) for v in vs] == [(Route.HOST, "low")] * 4

@@ -61,7 +61,7 @@ def run(batches, fast: bool):
     clf = Classifier()
     pr = _probes()
     if fast:
-        pr.pair_whole_calls(lambda: ((), clf.open_calls()))
+        pr.pair_whole_calls(clf.whole_gate)
     out = []
 
     def take(now: int, final: bool = False) -> None:
@@ -259,3 +259,26 @@ def test_a_batch_without_calls_passes_untouched():
         for i in range(50)
     )
     assert w.split(recs, cut=1 << 62, veto=()) == (recs, []) and w._np is None
+
+
+def test_a_write_held_for_a_call_keeps_the_process_on_the_event_path():
+    """A pwrite64 of the file range a long cuFileWrite covers, stamped just before the call's start,
+    is held (HOLD_NS) for libcufile's call to claim it; when the hold ends while the call is still
+    in flight (here: another thread's call moves the classifier's clock past it), the call takes it,
+    and its verdict is no longer its fold's alone. Pairing the calls in bulk would skip that: a
+    process with host I/O held is the event path's. (When the hold ends is the classifier's clock,
+    which every fed event moves: another process's events, paired or not, and the poll's batching
+    shift it too. The rule is for libcufile's own pwrite seen before its call's start, which the
+    probes' fold makes rare; docs/trace.md.)"""
+    t = 1_000_000_000
+    a = _setup(500, t, 7, 0x55, "/data/w.dat")
+    write = Event(t + 10_000_000, 500, 5009, "sys_exit", "pwrite64", [7, 0x7F0000000000, 4096, 0, 0, 4096, 900], "")
+    call = _call(500, 500, t + 11_000_000, "write", 1 << 20, 0, 0x55, 7, "whole", "app500")
+    call[1].ts = t + 160_000_000  # (a slow call: 149 ms)
+    other = _call(500, 5001, t + 125_000_000, "read", 4096, 1 << 21, 0x55, 7, "whole", "app500")
+    batches = [(t + 70_000_000, a + [write]), (t + 400_000_000, sorted(call + other, key=lambda e: e.ts))]
+    slow, fast = run(batches, False), run(batches, True)
+    assert fast[:4] == slow[:4]
+    assert fast[4] == 0  # (the process had a write held: none of its calls was paired in bulk)
+    (mine,) = [json.loads(v) for v in slow[0] if "cuFileWrite" in v]
+    assert "pwrite64 fd 7 ×2" in mine["evidence"]  # (the case this test is about: the write was claimed)

@@ -959,7 +959,7 @@ class Probes:
     def pair_whole_calls(self, busy) -> None:
         """From now on, whole sync cuFile calls are paired straight from the ring's records
         (wholecalls.py) and taken with ``take_whole`` instead of being decoded into events. BUSY()
-        gives (processes the classifier must see every record of, Classifier.open_calls())."""
+        gives what the classifier must see itself (Classifier.whole_gate)."""
         from .wholecalls import WholeCalls
 
         self._whole, self._whole_busy = WholeCalls(REC_STRIDE), busy

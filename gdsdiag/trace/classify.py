@@ -857,10 +857,12 @@ class Classifier:
             e.ts - p.t_start, route, sub, conf, ev.copy(),
         )  # fmt: skip
 
-    def open_calls(self) -> dict[int, tuple[int, int]]:
-        """tid -> (pid, calls open on its stack), for the threads with one: wholecalls.py hands such
-        a thread's next exit to the event path."""
-        return {tid: (pid, len(stack)) for (pid, tid), stack in self.api_stack.items() if stack}
+    def whole_gate(self) -> tuple[set[int], dict[int, tuple[int, int]]]:
+        """What wholecalls.py must leave to the event path: (processes with host I/O held here, which
+        a call of theirs still in flight could claim at the hold's end; tid -> (pid, calls open on
+        its stack) for the threads with one, whose next exit is the event path's)."""
+        held = {io.e.pid for io in self.held}
+        return held, {tid: (pid, len(stack)) for (pid, tid), stack in self.api_stack.items() if stack}
 
     def feed_whole(self, pairs) -> list[Event]:
         """Whole sync cuFile calls paired from the ring's records (wholecalls.WholeCalls.split):

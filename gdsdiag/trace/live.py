@@ -354,9 +354,15 @@ def run_live(
         return now.rows(clf._path_ok)
 
     queued: list = []  # events taken but not classified when a stop signal came (oldest first)
+
+    def whole_gate() -> tuple[set[int], dict[int, tuple[int, int]]]:
+        veto, opened = clf.whole_gate()
+        veto.update(e.pid for e in queued)  # (taken, not fed yet: a stop signal came)
+        return veto, opened
+
     if record_file is None and os.environ.get("GDSDIAG_WHOLE_CALLS", "1") != "0":
         # (a recording keeps every event: there each call is decoded as before)
-        probes.pair_whole_calls(lambda: ({e.pid for e in queued}, clf.open_calls()))
+        probes.pair_whole_calls(whole_gate)
     unclassified = 0
     unsent: Unclassified = {}  # of those, per process (tally.Unclassified)
     unprinted: list = []  # verdicts made after a stop signal, before the loop ended
