@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Issue 21 on the GPU machine, one call: whole cuFile calls paired in bulk (gdsdiag/trace/wholecalls.py)
+# under real cuFile streams, this checkout against OLD (`git archive REV gdsdiag probes csrc | tar -x -C
+# .gpu-old`, the tree before the pairing) in the same call; the held-out loaders (attribution); the
+# live cuFile tests. Each step under its own timeout, everything under $1 (the device's $OUT).
+#   source .device/env.sh; OLD=.gpu-old [STEPS="1 2 3 4 5"] bash benchmarks/gpu_whole_calls.sh $OUT
+set -u
+FINAL=${1:-/tmp/out}
+source "$(dirname "$0")/gpu_common.sh" "$FINAL"
+machine_line
+for d in /tmp /var/tmp; do gds_udev_entry $d 2>/dev/null; done
+STEPS=${STEPS:-1 2 3 4 5}
+if wanted 1; then
+  log "1. held-out loaders under the trace (tests/workloads/gpu_heldout_run.sh)"
+  TRACE_TIMEOUT=60 timeout 200 bash tests/workloads/gpu_heldout_run.sh "$FINAL" >"$OUT/heldout.log" 2>&1
+  log "  rc=$? $(tail -3 "$FINAL/ho-score.txt" 2>/dev/null | tr '\n' ' ')"; pack
+fi
+if wanted 2; then
+  log "2. live cuFile trace tests"
+  timeout 150 $PY -m pytest -q -rs -p no:cacheprovider tests/test_trace_cufile_live.py tests/test_trace_end.py \
+    >"$OUT/live-tests.txt" 2>&1
+  log "  rc=$? $(tail -1 "$OUT/live-tests.txt")"; pack
+fi
+rate() {  # rate STEP KIND PROCS THREADS CALLS TIMEOUT
+  local tag=$2-$3x$4
+  log "$1. a real $2 stream: $5 x 4 KiB from $3 process(es) x $4 thread(s), old and new trees, 1 round"
+  env -u PYTHONUNBUFFERED timeout "$6" $PY benchmarks/trace_compat_rate.py --kind "$2" --procs "$3" --threads "$4" \
+    --calls "$5" --rounds 1 "${OLDT[@]}" --tree . >"$OUT/rate-$tag.json" 2>"$OUT/rate-$tag.err"
+  log "  rc=$?"; grep -o '"tree": "[^"]*"\|"traced_rate": [0-9.]*\|"plain_rate": [0-9.]*\|"tracer_us_per_verdict": [0-9.]*\|"tracer_busy": [0-9.]*\|"verdicts_per_s": [0-9.]*\|"lost": [0-9]*' \
+    "$OUT/rate-$tag.err" | tr '\n' ' ' | tee -a "$OUT/run.log"; echo | tee -a "$OUT/run.log"; pack
+}
+wanted 3 && rate 3 compat 1 1 100000 110
+wanted 4 && rate 4 compat 4 4 400000 120
+if wanted 5; then
+  log "5. the classifier's live path on this machine, paired and decoded (classify_verdicts.py)"
+  timeout 90 $PY benchmarks/classify_verdicts.py --ios 30000 --rounds 3 >"$OUT/classify.txt" 2>&1
+  log "  rc=$?"; grep "live compat" "$OUT/classify.txt" | tee -a "$OUT/run.log"; pack
+fi
+log "done"
