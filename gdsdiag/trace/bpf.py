@@ -1004,7 +1004,7 @@ class Probes:
         struct.iter_unpack pass over their bytes (no per-field ctypes access); the timestamp of the
         last one decoded when records are left undecoded, else None."""
         raw = self._raw
-        if not raw and (self._whole is None or not self._whole.carry):
+        if not raw and (self._whole is None or not (self._whole.carry or self._whole.unseen)):
             return None
         if limit is not None and self._raw_n > limit:
             take, got, i = [], 0, 0
@@ -1027,11 +1027,12 @@ class Probes:
         buf = b"".join(take)
         partial_ts = _REC_TS.unpack_from(buf, len(buf) - REC_STRIDE)[0] if self._raw else None
         if self._whole is not None:
-            cut = self.clock() - self.REORDER_NS
+            now = self.clock()
+            cut = now - self.REORDER_NS
             if partial_ts is not None:
                 cut = min(cut, partial_ts - self.REORDER_NS)
             veto, open_tids = self._whole_gate()
-            buf, pairs = self._whole.split(buf, cut, veto, open_tids, final)
+            buf, pairs = self._whole.split(buf, cut, veto, open_tids, final, now)
             if pairs:
                 self._whole_pairs.extend(pairs)
         comms = self._comms
@@ -1149,6 +1150,10 @@ class Probes:
         cut = now - self.REORDER_NS
         if partial_ts is not None:
             cut = min(cut, partial_ts - self.REORDER_NS)
+        if self._whole is not None:
+            held = self._whole.hold_ts()
+            if held is not None:  # (records waiting there, not looked at yet: not in this poll)
+                cut = min(cut, held - 1)
         i = bisect.bisect_right(ts, cut)
         self._held, self._held_ts = evs[i:], ts[i:]
         # every event up to CUT is in what this poll returns: the classifier's clock may go that far

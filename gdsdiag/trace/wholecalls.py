@@ -63,52 +63,98 @@ def record_dtype(stride: int):
 
 
 class WholeCalls:
-    """Splits each batch of ring records into whole sync cuFile calls (pairs) and the rest."""
+    """Splits the ring's records into whole sync cuFile calls (pairs) and the rest. Once a batch
+    holds a cuFile call, records wait here until they are older than the reorder cut (``unseen``),
+    and are looked at once, at most every EVERY_NS: on the GPU machine the live loop polls every
+    millisecond or so under load, and numpy's fixed cost per look (~0.1 ms), paid per poll over the
+    50 ms of records not yet old enough, cost 42 µs a verdict."""
+
+    EVERY_NS = 10_000_000  # one look at the records at most this often (but for a backlog)
+    BACKLOG = 16_384  # records waiting that are looked at whatever the time (Probes.DECODE_MAX)
 
     def __init__(self, stride: int):
         self._np = None  # numpy, imported with the first batch that holds a cuFile call (~0.1 s)
         self.stride = stride
         self.dtype = None
-        self.carry = b""  # records of threads whose next pair is not taken yet, in ring order
+        self.carry = b""  # old records of threads whose call's exit is not here yet, in ring order
+        self.unseen: list[tuple[bytes, int]] = []  # (records not looked at yet, their oldest time)
+        self._unseen_n = 0
+        self._looked = 0  # when the records were last looked at (the probes' clock)
         self.taken = 0  # records handed out as pairs
 
+    def hold_ts(self) -> int | None:
+        """The oldest time among the records waiting unseen here (the event path has not had them:
+        Probes.poll keeps its complete time below it), or None."""
+        return min(t for _, t in self.unseen) if self.unseen else None
+
     def split(
-        self, buf: bytes, cut: int, veto: Iterable[int], open_tids: Iterable[int] = (), final: bool = False
+        self,
+        buf: bytes,
+        cut: int,
+        veto: Iterable[int],
+        open_tids: Iterable[int] = (),
+        final: bool = False,
+        now: int | None = None,
     ) -> tuple[bytes, list]:
-        """(the records left for the event-by-event path, as bytes in ring order; the pairs taken,
-        each a tuple (enter ts, pid, tid, comm bytes, api id, handle, size, offset, exit ts, ret,
-        exit a1..a6)). CUT: pairs whose exit is younger stay here; VETO: processes the event path
+        """(the records for the event-by-event path, as bytes in ring order, all older than CUT;
+        the pairs taken, each a tuple (enter ts, pid, tid, comm bytes, api id, handle, size, offset,
+        exit ts, ret, exit a1..a6)). CUT: younger records wait here; VETO: processes the event path
         holds other events of (all their records go there); OPEN_TIDS: threads whose call the
         event path has open (its exit, their first record here, goes there); FINAL: everything is
-        handed out (a thread's last enter to the event path)."""
-        if self.carry:
-            buf = self.carry + buf
-            self.carry = b""
-        if not buf:
-            return b"", []
-        # (a batch with no enter or exit record at all, most batches of most traces, costs one
-        # byte-slice: the low byte of each record's type)
-        kinds = buf[HEADER + _TYPE_AT :: self.stride]
-        if ENTER not in kinds and EXIT not in kinds:
-            return buf, []
+        handed out (a thread's last enter to the event path); NOW: the probes' clock (None: look now)."""
+        if not self.unseen and not self.carry:
+            if not buf:
+                return b"", []
+            # (a batch with no enter or exit record at all, most batches of most traces, costs one
+            # byte-slice, the low byte of each record's type, and goes on as it came)
+            kinds = buf[HEADER + _TYPE_AT :: self.stride]
+            if ENTER not in kinds and EXIT not in kinds:
+                return buf, []
         np = self._np
         if np is None:
             import numpy
 
             np = self._np = numpy
             self.dtype = record_dtype(self.stride)
-        rec = np.frombuffer(buf, dtype=self.dtype)
+        if buf:
+            self.unseen.append((buf, int(np.frombuffer(buf, dtype="<u8")[HEADER // 8 :: self.stride // 8].min())))
+            self._unseen_n += len(buf) // self.stride
+        if not final and now is not None and now - self._looked < self.EVERY_NS and self._unseen_n < self.BACKLOG:
+            return b"", []
+        self._looked = now if now is not None else 0
+        work = self.carry + b"".join(b for b, _ in self.unseen)
+        self.carry, self.unseen, self._unseen_n = b"", [], 0
+        if not work:
+            return b"", []
+        rec = np.frombuffer(work, dtype=self.dtype)
+        raw = np.frombuffer(work, dtype=f"V{self.stride}")
+        old = np.ones(len(rec), dtype=bool) if final else rec["ts"] <= np.uint64(max(cut, 0))
+        if not old.all():  # (the young wait, in ring order)
+            young = raw[~old].tobytes()
+            self.unseen.append((young, int(rec["ts"][~old].min())))
+            self._unseen_n = len(young) // self.stride
+        out, pairs, rest = self._pairs(rec, old, veto, open_tids, final)
+        if len(rest):
+            self.carry = raw[rest].tobytes()
+        return raw[out].tobytes(), pairs
+
+    def _pairs(self, rec, old, veto: Iterable[int], open_tids: Iterable[int], final: bool):
+        """(which OLD records go to the event path, the pairs taken, the indices of those that wait:
+        a thread's call whose exit is not here yet, in ring order)."""
+        np = self._np
+        assert np is not None
         typ, rid, pid = rec["type"], rec["id"], rec["pid"]
-        call = ((typ == ENTER) | (typ == EXIT)) & ((rid == READ) | (rid == WRITE))
+        call = old & ((typ == ENTER) | (typ == EXIT)) & ((rid == READ) | (rid == WRITE))
+        none = np.zeros(0, dtype=np.intp)
         if not call.any():
-            return buf, []
+            return old, [], none
         vetoed = np.fromiter(veto, dtype=np.uint32)
-        others = np.unique(pid[~call])
+        others = np.unique(pid[old & ~call])
         bad = np.union1d(others, vetoed) if len(vetoed) else others
         idx = np.flatnonzero(call & ~np.isin(pid, bad)) if len(bad) else np.flatnonzero(call)
         if not len(idx):
-            return buf, []
-        out = np.ones(len(rec), dtype=bool)  # records for the event-by-event path
+            return old, [], none
+        out = old.copy()  # records for the event-by-event path
         # each thread's records in ring order, threads one after another
         order = idx[np.argsort(rec["tid"][idx], kind="stable")]
         tid = rec["tid"][order]
@@ -131,15 +177,13 @@ class WholeCalls:
             order, k, is_exit, tid = order[keep], k[keep], is_exit[keep], tid[keep]
             n = len(order)
             if not n:
-                return buf, []
+                return old, [], none
             starts = np.flatnonzero(np.r_[True, tid[1:] != tid[:-1]])
             lengths = np.diff(np.r_[starts, n])
-        # a pair is taken when its exit is older than the cut; on each thread the pairs taken are a
-        # prefix (its exits come in time order), and what follows waits in the carry
-        ts = rec["ts"][order]
-        exit_ts = np.where(is_exit, ts, np.r_[ts[1:], np.uint64(0)])
+        # every record here is older than the cut: an enter is taken with its exit when that is here
+        # too; on each thread the pairs taken are a prefix, and what follows waits in the carry
         has_exit = is_exit | (np.r_[is_exit[1:], False] & np.r_[tid[1:] == tid[:-1], False])
-        ready = (k >= 0) & has_exit & ((exit_ts <= np.uint64(max(cut, 0))) | final)
+        ready = (k >= 0) & has_exit
         # a prefix per thread: a record is taken only if every record before it on its thread is
         not_ready = np.cumsum(~ready & (k >= 0))
         before = np.repeat(np.r_[0, not_ready[starts[1:] - 1]], lengths)
@@ -147,10 +191,11 @@ class WholeCalls:
         wait = ~take & (k >= 0)  # (k < 0: the event path's exit, handed to it)
         taken, rest = order[take], order[wait]
         out[taken] = False
-        if not final and len(rest):  # (final: a thread's last enter, its exit never seen, goes on)
+        if final:  # (a thread's last enter, its exit never seen, goes on)
+            rest = none
+        else:
             out[rest] = False
             rest.sort()
-            self.carry = np.frombuffer(buf, dtype=f"V{self.stride}")[rest].tobytes()
         pairs = []
         if len(taken):
             en, ex = taken[0::2], taken[1::2]
@@ -164,6 +209,4 @@ class WholeCalls:
                 )
             )  # fmt: skip
             self.taken += len(taken)
-        if not out.any():
-            return b"", pairs
-        return np.frombuffer(buf, dtype=f"V{self.stride}")[out].tobytes(), pairs
+        return out, pairs, rest
