@@ -56,17 +56,8 @@ def main() -> None:
     ap.add_argument("--ios", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--tree", default=HERE, help="the checkout whose gdsdiag/ is measured")
-    ap.add_argument(
-        "--per-poll",
-        type=int,
-        default=0,
-        help="records a poll takes, the probes' clock at the last one's time (0: 16k a poll, every "
-        "record older than the reorder cut); the live loop under load polls about every millisecond",
-    )
     a = ap.parse_args()
     sys.path.insert(0, os.path.abspath(a.tree))
-    global PER_POLL
-    PER_POLL = a.per_poll
     from rich.console import Console
 
     from gdsdiag.render.trace_out import LinePrinter
@@ -201,9 +192,6 @@ def packed(stream):
 USDT_NAMES = {0: "cufio_core:cufio_px_read"}
 
 
-PER_POLL = 0  # --per-poll
-
-
 def live(ring: bytes, side, printer, whole: bool = True) -> int:
     """The live loop's work per poll on RING (trace() in gdsdiag/trace/live.py): the verdicts made,
     under the collector's pace the trace sets (gdsdiag/trace/gcpace.py; a --tree from before it
@@ -226,15 +214,14 @@ def _live(ring: bytes, side, printer, whole: bool = True) -> int:
     if hasattr(Probes, "offline"):  # the probes' own poll: reorder hold, decoder, whole calls
         probes = Probes.offline()
         probes.usdt_names = USDT_NAMES
-        probes.clock = lambda: clock[0]  # (PER_POLL: the last record's time; else every record is old)
+        probes.clock = lambda: 1 << 62  # (every record older than the reorder cut)
         if whole:
             probes.pair_whole_calls(clf.whole_gate)
     else:  # (a --tree from before Probes.offline: its decoder alone, sorted as its poll sorts)
         from types import SimpleNamespace
 
         probes = SimpleNamespace(_raw=[], _raw_n=0, _comms={}, _names={}, _events=[], usdt_names=USDT_NAMES)
-    step = (PER_POLL or Probes.DECODE_MAX) * REC_STRIDE
-    clock = [1 << 62]
+    step = Probes.DECODE_MAX * REC_STRIDE
     with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
         for e in side:
             clf.feed(e)
@@ -242,8 +229,6 @@ def _live(ring: bytes, side, printer, whole: bool = True) -> int:
         for at in range(0, len(ring), step):
             part = ring[at : at + step]
             if hasattr(probes, "poll"):
-                if PER_POLL:
-                    clock[0] = int.from_bytes(part[len(part) - REC_STRIDE + 8 : len(part) - REC_STRIDE + 16], "little")
                 probes._keep(part, len(part) // REC_STRIDE)
                 evs = probes.poll(0)
                 left = clf.feed_whole(probes.take_whole()) if whole else None
