@@ -32,7 +32,9 @@ rate() {  # rate STEP KIND PROCS THREADS CALLS TIMEOUT
 wanted 3 && rate 3 compat 1 1 100000 110
 wanted 4 && rate 4 compat 4 4 400000 120
 if wanted 5; then
-  log "5. the classifier's live path on this machine, paired and decoded (classify_verdicts.py)"
+  log "5. the classifier's live path on this machine, paired and decoded (trace_poll_pace.py, classify_verdicts.py)"
+  timeout 40 $PY benchmarks/trace_poll_pace.py >"$OUT/pace.txt" 2>&1
+  log "  rc=$?"; cat "$OUT/pace.txt" | tee -a "$OUT/run.log"
   timeout 90 $PY benchmarks/classify_verdicts.py --ios 30000 --rounds 3 >"$OUT/classify.txt" 2>&1
   log "  rc=$?"; grep "live compat" "$OUT/classify.txt" | tee -a "$OUT/run.log"; pack
 fi
