@@ -27,3 +27,15 @@ def smi_cross_check(path):
     d = json.loads(r.stdout)
     assert d["cross_check_input"]["other_node"] and d["cross_check_input"]["compared"] == 0
     return d, {(c["row"], c["column"]): c["nvidia_smi"] for c in d["cross_check"]}
+
+
+def explain_as_written(path, rc, kind, present, absent):
+    """`explain -v PATH` exits RC, names the input KIND on its first line, and says each of PRESENT
+    and none of ABSENT (what the capture's source shows about it)."""
+    r = run("explain", "-v", path)
+    assert r.returncode == rc, r.stdout + r.stderr
+    assert r.stdout.splitlines()[0].split(": ", 1)[1].startswith(kind)
+    for s in present:
+        assert s in r.stdout, s
+    for s in absent:
+        assert s not in r.stdout, s
