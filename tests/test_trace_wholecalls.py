@@ -36,6 +36,7 @@ IDS = {k: {name: v for v, name in t.items()} for k, t in IDS.items()}
 SYS = IDS["sys_exit"]
 PX = {"read": "cufio_core:cufio_px_read", "write": "cufio_core:cufio_px_write"}
 USDT_ID = {name: i for i, name in enumerate(ROUTE_USDT)}
+NO_GATE = lambda: ((), ())  # noqa: E731  (WholeCalls.split's gate: nothing held elsewhere)
 
 
 def pack(e: Event) -> bytes:
@@ -232,18 +233,18 @@ def test_final_gives_a_last_enter_to_the_event_path():
     """A thread's call still open at the end is decided by the event path (flush), not dropped."""
     w = WholeCalls(REC_STRIDE)
     enter = pack(Event(10, 5, 5, "api_enter", "cuFileRead", [1, 0, 4096, 0], "x"))
-    rest, pairs = w.split(enter, cut=1 << 62, veto=())
+    rest, pairs = w.split(enter, cut=1 << 62, gate=NO_GATE)
     assert pairs == [] and rest == b"" and w.carry == enter  # (waits for its exit)
-    rest, pairs = w.split(b"", cut=1 << 62, veto=(), final=True)
+    rest, pairs = w.split(b"", cut=1 << 62, gate=NO_GATE, final=True)
     assert pairs == [] and rest == enter and w.carry == b""
 
 
 def test_busy_process_is_left_to_the_event_path():
     w = WholeCalls(REC_STRIDE)
     recs = b"".join(pack(e) for e in _call(6, 6, 10, "read", 4096, 0, 1, 7, "whole", "x"))
-    rest, pairs = w.split(recs, cut=1 << 62, veto={6})
+    rest, pairs = w.split(recs, cut=1 << 62, gate=lambda: ({6}, ()))
     assert pairs == [] and rest == recs
-    rest, pairs = w.split(recs, cut=1 << 62, veto={7})
+    rest, pairs = w.split(recs, cut=1 << 62, gate=lambda: ({7}, ()))
     assert rest == b"" and len(pairs) == 1
     (t0, pid, tid, comm, api, handle, size, off, t1, ret, n_sys, fd, sys_id, n_usdt, nbytes, rid) = pairs[0]
     assert (t0, pid, tid, comm, handle, size, off, t1, ret, nbytes) == (10, 6, 6, b"x", 1, 4096, 0, 20_010, 4096, 4096)
@@ -252,11 +253,11 @@ def test_busy_process_is_left_to_the_event_path():
 def test_a_young_pair_waits_for_the_cut():
     w = WholeCalls(REC_STRIDE)
     recs = b"".join(pack(e) for e in _call(6, 6, 10, "read", 4096, 0, 1, 7, "whole", "x"))
-    rest, pairs = w.split(recs, cut=20_009, veto=())
+    rest, pairs = w.split(recs, cut=20_009, gate=NO_GATE)
     # (its exit is younger than the cut: it waits unseen, and holds the poll's complete time below
     # it; the enter, old, waits for it in the carry)
     assert pairs == [] and rest == b"" and w.hold_ts() == 20_010 and w.carry == recs[:REC_STRIDE]
-    rest, pairs = w.split(b"", cut=20_010, veto=())
+    rest, pairs = w.split(b"", cut=20_010, gate=NO_GATE)
     assert len(pairs) == 1 and w.carry == b"" and w.hold_ts() is None
 
 
@@ -265,12 +266,12 @@ def test_records_are_looked_at_every_10_ms_at_most():
     poll's complete time stays below them (hold_ts), until 10 ms have passed or a backlog waits."""
     w = WholeCalls(REC_STRIDE)
     one = b"".join(pack(e) for e in _call(6, 6, 10, "read", 4096, 0, 1, 7, "whole", "x"))
-    rest, pairs = w.split(one, cut=1 << 40, veto=(), now=20_000_000)  # (the first look)
+    rest, pairs = w.split(one, cut=1 << 40, gate=NO_GATE, now=20_000_000)  # (the first look)
     assert len(pairs) == 1 and rest == b""
     two = b"".join(pack(e) for e in _call(6, 6, 30_000, "read", 4096, 4096, 1, 7, "whole", "x"))
-    rest, pairs = w.split(two, cut=1 << 40, veto=(), now=25_000_000)  # (5 ms after the last look)
+    rest, pairs = w.split(two, cut=1 << 40, gate=NO_GATE, now=25_000_000)  # (5 ms after the last look)
     assert pairs == [] and rest == b"" and w.hold_ts() == 30_000
-    rest, pairs = w.split(b"", cut=1 << 40, veto=(), now=30_000_000)  # (10 ms after it)
+    rest, pairs = w.split(b"", cut=1 << 40, gate=NO_GATE, now=30_000_000)  # (10 ms after it)
     assert len(pairs) == 1 and w.hold_ts() is None
 
 
@@ -281,7 +282,7 @@ def test_a_batch_without_calls_passes_untouched():
         pack(Event(10 + i, 6, 6, "sys_exit", "pread64", [7, 0x7F00, 4096, 4096 * i, 0, 4096, 900], "x"))
         for i in range(50)
     )
-    assert w.split(recs, cut=1 << 62, veto=()) == (recs, []) and w._np is None
+    assert w.split(recs, cut=1 << 62, gate=NO_GATE) == (recs, []) and w._np is None
 
 
 def test_a_write_held_for_a_call_keeps_the_process_on_the_event_path():

@@ -1031,8 +1031,7 @@ class Probes:
             cut = now - self.REORDER_NS
             if partial_ts is not None:
                 cut = min(cut, partial_ts - self.REORDER_NS)
-            veto, open_tids = self._whole_gate()
-            buf, pairs = self._whole.split(buf, cut, veto, open_tids, final, now)
+            buf, pairs = self._whole.split(buf, cut, self._whole_gate, final, now)
             if pairs:
                 self._whole_pairs.extend(pairs)
         comms = self._comms

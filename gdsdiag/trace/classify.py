@@ -880,7 +880,7 @@ class Classifier:
             comm = comms.get(craw)
             if comm is None:
                 comm = comms[craw] = craw.split(b"\0", 1)[0].decode(errors="replace")
-            api = _API_OF.get(api_id) or API_NAMES.get(api_id, str(api_id))
+            api = _API_OF[api_id]  # (wholecalls.py pairs cuFileRead and cuFileWrite alone)
             h = handles.get((pid, handle))
             if h is None or not h[1]:
                 left.append(Event(t0, pid, tid, "api_enter", api, [handle, 0, size, off, 0, 0, 0], comm))

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from .eventdefs import API, EVENT_FIELDS, KINDS
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
 _KIND = {n: v for n, v, *_ in KINDS}
 _API = {n: v for n, v, *_ in API}
@@ -91,17 +91,17 @@ class WholeCalls:
         self,
         buf: bytes,
         cut: int,
-        veto: Iterable[int],
-        open_tids: Iterable[int] = (),
+        gate: Callable[[], tuple[Iterable[int], Iterable[int]]],
         final: bool = False,
         now: int | None = None,
     ) -> tuple[bytes, list]:
         """(the records for the event-by-event path, as bytes in ring order, all older than CUT;
         the pairs taken, each a tuple (enter ts, pid, tid, comm bytes, api id, handle, size, offset,
-        exit ts, ret, exit a1..a6)). CUT: younger records wait here; VETO: processes the event path
-        holds other events of (all their records go there); OPEN_TIDS: threads whose call the
-        event path has open (its exit, their first record here, goes there); FINAL: everything is
-        handed out (a thread's last enter to the event path); NOW: the probes' clock (None: look now)."""
+        exit ts, ret, exit a1..a6)). CUT: younger records wait here; GATE(): asked only when the
+        records are looked at, (processes the event path holds other events of: all their records
+        go there; threads whose call it has open: their exit, the first record here, goes there);
+        FINAL: everything is handed out (a thread's last enter to the event path); NOW: the
+        probes' clock (None: look now)."""
         if not self.unseen and not self.carry:
             if not buf:
                 return b"", []
@@ -133,6 +133,7 @@ class WholeCalls:
             young = raw[~old].tobytes()
             self.unseen.append((young, int(rec["ts"][~old].min())))
             self._unseen_n = len(young) // self.stride
+        veto, open_tids = gate()
         out, pairs, rest = self._pairs(rec, old, veto, open_tids, final)
         if len(rest):
             self.carry = raw[rest].tobytes()
