@@ -98,30 +98,7 @@ def main() -> None:
         for e in (pread(i, 0x7F0000000000 + (i % 64) * 4096), copy(i, 0x7F0000000000 + (i % 64) * 4096))
     ]
     staged = host[:1] + [e for i in range(a.ios) for e in (pread(i, 0x7F0000000000), copy(i, 0x7D0000000000))]
-    compat4 = [
-        Event(0, 100, 100, "open", "openat", [7], "app", "/data/f.dat"),
-        Event(1, 100, 100, "handle", "cuFileHandleRegister", [0x5B, 7, 0], "app"),
-    ]
-    compat = list(compat4)
-    try:
-        from gdsdiag.trace.evidence import USDT_FOLDED  # noqa: F401  (record version 4)
-
-        folded = [4096, 1, 7, 1, 1, 4096, 0]  # pread64 (SYS_PREAD64 1) on fd 7, px_read (index 0), 4096 bytes
-    except ImportError:  # a --tree from before the folding: its probes sent four records a call
-        folded = None
-    for i in range(a.ios):
-        t = 1000 + i * 2000
-        enter = Event(t, 100, 100, "api_enter", "cuFileRead", [0x5B, 0x7E0000000000, 4096, i * 4096, 0], "app")
-        compat4 += [
-            enter,
-            Event(t + 100, 100, 100, "sys_exit", "pread64", [7, 0x7F1000000000, 4096, i * 4096, 0, 4096, 900], "app"),
-            Event(t + 110, 100, 100, "usdt", "cufio_core:cufio_px_read", [0, i * 4096, 4096, 0, 4096, 0], "app"),
-            Event(t + 200, 100, 100, "api_exit", "cuFileRead", [4096], "app"),
-        ]
-        if folded is not None:
-            compat += [enter, Event(t + 200, 100, 100, "api_exit", "cuFileRead", folded, "app")]
-    if folded is None:
-        compat = compat4
+    compat, compat4 = compat_streams(a.ios)
     streams = (("bounce", bounce), ("staged", staged), ("compat", compat), ("compat4", compat4))
     for name, stream in streams:
         vs = classify(stream)
@@ -166,6 +143,37 @@ def main() -> None:
             )
 
 
+def compat_streams(n: int, gap: int = 2000) -> tuple[list, list]:
+    """N cuFileRead calls of 4 KiB by one thread, GAP ns apart, as the probes send them: (folded: the
+    call's pread64 and USDT hit in its exit record, record version 4; four records a call, as up to
+    version 3 and for libcufile's workers). A --tree from before the folding gets four records both."""
+    from gdsdiag.trace.events import Event
+
+    compat4 = [
+        Event(0, 100, 100, "open", "openat", [7], "app", "/data/f.dat"),
+        Event(1, 100, 100, "handle", "cuFileHandleRegister", [0x5B, 7, 0], "app"),
+    ]
+    compat = list(compat4)
+    try:
+        from gdsdiag.trace.evidence import USDT_FOLDED  # noqa: F401  (record version 4)
+
+        folded = [4096, 1, 7, 1, 1, 4096, 0]  # pread64 (SYS_PREAD64 1) on fd 7, px_read (index 0), 4096 bytes
+    except ImportError:  # a --tree from before the folding: its probes sent four records a call
+        folded = None
+    for i in range(n):
+        t = 1000 + i * gap
+        enter = Event(t, 100, 100, "api_enter", "cuFileRead", [0x5B, 0x7E0000000000, 4096, i * 4096, 0], "app")
+        compat4 += [
+            enter,
+            Event(t + 100, 100, 100, "sys_exit", "pread64", [7, 0x7F1000000000, 4096, i * 4096, 0, 4096, 900], "app"),
+            Event(t + 110, 100, 100, "usdt", "cufio_core:cufio_px_read", [0, i * 4096, 4096, 0, 4096, 0], "app"),
+            Event(t + 200, 100, 100, "api_exit", "cuFileRead", [4096], "app"),
+        ]
+        if folded is not None:
+            compat += [enter, Event(t + 200, 100, 100, "api_exit", "cuFileRead", folded, "app")]
+    return (compat if folded is not None else compat4), compat4
+
+
 def packed(stream):
     """(the events-ring records of STREAM as one bytes object, the events that come by other rings)."""
     from gdsdiag.trace.bpf import REC_STRUCT
@@ -192,19 +200,22 @@ def packed(stream):
 USDT_NAMES = {0: "cufio_core:cufio_px_read"}
 
 
-def live(ring: bytes, side, printer, whole: bool = True) -> int:
+def live(ring: bytes, side, printer, whole: bool = True, per_poll: int = 0) -> int:
     """The live loop's work per poll on RING (trace() in gdsdiag/trace/live.py): the verdicts made,
     under the collector's pace the trace sets (gdsdiag/trace/gcpace.py; a --tree from before it
-    runs at the default pace, as it did)."""
+    runs at the default pace, as it did). WHOLE: whole calls paired in bulk; PER_POLL: records a
+    poll takes, the probes' clock at the last one's time and the classifier advanced to the poll's
+    complete time, as the live loop does (0: 16k a poll, every record older than the reorder cut,
+    advanced to the events' own time)."""
     try:
         from gdsdiag.trace.gcpace import streaming
     except ImportError:
         streaming = contextlib.nullcontext
     with streaming():
-        return _live(ring, side, printer, whole)
+        return _live(ring, side, printer, whole, per_poll)
 
 
-def _live(ring: bytes, side, printer, whole: bool = True) -> int:
+def _live(ring: bytes, side, printer, whole: bool, per_poll: int) -> int:
     from gdsdiag.trace.bpf import REC_STRIDE, Probes
     from gdsdiag.trace.classify import Classifier
     from gdsdiag.trace.counted import CountedIo
@@ -214,14 +225,15 @@ def _live(ring: bytes, side, printer, whole: bool = True) -> int:
     if hasattr(Probes, "offline"):  # the probes' own poll: reorder hold, decoder, whole calls
         probes = Probes.offline()
         probes.usdt_names = USDT_NAMES
-        probes.clock = lambda: 1 << 62  # (every record older than the reorder cut)
+        clock = [1 << 62]  # (PER_POLL: the last record's time; else every record is old)
+        probes.clock = lambda: clock[0]
         if whole:
             probes.pair_whole_calls(clf.whole_gate)
     else:  # (a --tree from before Probes.offline: its decoder alone, sorted as its poll sorts)
         from types import SimpleNamespace
 
         probes = SimpleNamespace(_raw=[], _raw_n=0, _comms={}, _names={}, _events=[], usdt_names=USDT_NAMES)
-    step = Probes.DECODE_MAX * REC_STRIDE
+    step = (per_poll or Probes.DECODE_MAX) * REC_STRIDE
     with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
         for e in side:
             clf.feed(e)
@@ -229,6 +241,8 @@ def _live(ring: bytes, side, printer, whole: bool = True) -> int:
         for at in range(0, len(ring), step):
             part = ring[at : at + step]
             if hasattr(probes, "poll"):
+                if per_poll:
+                    clock[0] = int.from_bytes(part[len(part) - REC_STRIDE + 8 : len(part) - REC_STRIDE + 16], "little")
                 probes._keep(part, len(part) // REC_STRIDE)
                 evs = probes.poll(0)
                 left = clf.feed_whole(probes.take_whole()) if whole else None
@@ -242,7 +256,7 @@ def _live(ring: bytes, side, printer, whole: bool = True) -> int:
             for e in evs:
                 clf.feed(e)
                 counter.feed(e)
-            clf.advance()
+            clf.advance(probes.complete_ns if per_poll else 0)
             for v in clf.drain():
                 tally.add(v)
                 printer(v)
