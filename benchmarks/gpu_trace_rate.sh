@@ -13,17 +13,10 @@ log "PYTHONUNBUFFERED in the environment: ${PYTHONUNBUFFERED:-unset} (the benchm
 for d in /tmp /var/tmp; do gds_udev_entry $d 2>/dev/null; done
 STEPS=${STEPS:-1 2 3 4 5 6}
 PROCS=${PROCS:-1} THREADS=${THREADS:-8} CALLS=${CALLS:-400000}
-rate() {  # rate STEP KIND PROCS THREADS CALLS ROUNDS TIMEOUT
-  local tag=$2-$3x$4
-  log "$1. a real $2 stream: $5 x 4 KiB from $3 process(es) x $4 thread(s), old and new trees, $6 round(s)"
-  env -u PYTHONUNBUFFERED timeout "$7" $PY benchmarks/trace_compat_rate.py --kind "$2" --procs "$3" --threads "$4" \
-    --calls "$5" --rounds "$6" "${OLDT[@]}" --tree . >"$OUT/rate-$tag.json" 2>"$OUT/rate-$tag.err"
-  log "  rc=$?"; cat "$OUT/rate-$tag.err" | tee -a "$OUT/run.log"; pack
-}
-wanted 1 && rate 1 compat 1 1 100000 2 240
-wanted 2 && rate 2 compat "$PROCS" "$THREADS" "$CALLS" 1 300
-wanted 3 && rate 3 bounce 1 1 100000 2 240
-wanted 4 && rate 4 bounce "$PROCS" "$THREADS" "$CALLS" 1 300
+wanted 1 && compat_rate 1 compat 1 1 100000 2 240
+wanted 2 && compat_rate 2 compat "$PROCS" "$THREADS" "$CALLS" 1 300
+wanted 3 && compat_rate 3 bounce 1 1 100000 2 240
+wanted 4 && compat_rate 4 bounce "$PROCS" "$THREADS" "$CALLS" 1 300
 if wanted 5; then
   log "5. verdict latency, every route (100 x 1 MiB, 20 ms apart, 4 s quiet tail), old and new"
   for t in ${OLDDIR:+"$OLDDIR"} .; do

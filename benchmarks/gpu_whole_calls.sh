@@ -21,16 +21,8 @@ if wanted 2; then
     >"$OUT/live-tests.txt" 2>&1
   log "  rc=$? $(tail -1 "$OUT/live-tests.txt")"; pack
 fi
-rate() {  # rate STEP KIND PROCS THREADS CALLS TIMEOUT
-  local tag=$2-$3x$4
-  log "$1. a real $2 stream: $5 x 4 KiB from $3 process(es) x $4 thread(s), old and new trees, 1 round"
-  env -u PYTHONUNBUFFERED timeout "$6" $PY benchmarks/trace_compat_rate.py --kind "$2" --procs "$3" --threads "$4" \
-    --calls "$5" --rounds 1 "${OLDT[@]}" --tree . >"$OUT/rate-$tag.json" 2>"$OUT/rate-$tag.err"
-  log "  rc=$?"; grep -o '"tree": "[^"]*"\|"traced_rate": [0-9.]*\|"plain_rate": [0-9.]*\|"tracer_us_per_verdict": [0-9.]*\|"tracer_busy": [0-9.]*\|"verdicts_per_s": [0-9.]*\|"lost": [0-9]*' \
-    "$OUT/rate-$tag.err" | tr '\n' ' ' | tee -a "$OUT/run.log"; echo | tee -a "$OUT/run.log"; pack
-}
-wanted 3 && rate 3 compat 1 1 100000 110
-wanted 4 && rate 4 compat 4 4 400000 120
+wanted 3 && compat_rate 3 compat 1 1 100000 1 110
+wanted 4 && compat_rate 4 compat 4 4 400000 1 120
 if wanted 5; then
   log "5. the classifier's live path on this machine, paired and decoded (trace_poll_pace.py, classify_verdicts.py)"
   timeout 40 $PY benchmarks/trace_poll_pace.py >"$OUT/pace.txt" 2>&1
