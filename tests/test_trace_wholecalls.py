@@ -306,3 +306,27 @@ def test_a_write_held_for_a_call_keeps_the_process_on_the_event_path():
     assert fast[4] == 0  # (the process had a write held: none of its calls was paired in bulk)
     (mine,) = [json.loads(v) for v in slow[0] if "cuFileWrite" in v]
     assert "pwrite64 fd 7 ×2" in mine["evidence"]  # (the case this test is about: the write was claimed)
+
+
+def test_the_pairings_numpy_starts_no_blas_threads_and_leaves_the_environment_as_it_was():
+    """numpy's BLAS starts a thread per CPU that spins before it sleeps: 2 s of the tracer's CPU on
+    the GPU machine's 16 CPUs, for a library the pairing never calls. In a fresh interpreter (numpy not
+    loaded yet) the tracer's import must leave one thread and the user's environment untouched."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import os, json\n"
+        "os.environ['OMP_NUM_THREADS'] = '3'\n"
+        "from gdsdiag.trace.wholecalls import import_numpy\n"
+        "np = import_numpy()\n"
+        "print(json.dumps([len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS'),"
+        " os.environ.get('OMP_NUM_THREADS'), np.__name__]))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    threads, openblas, omp, name = json.loads(out.stdout)
+    assert name == "numpy"
+    assert threads == 1, f"numpy's import left {threads} threads"
+    assert openblas is None and omp == "3"  # (set only while it loaded; the user's own value kept)
