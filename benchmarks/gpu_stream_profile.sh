@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Issue 21 on the GPU machine, one call: where the tracer's CPU goes on real per-I/O streams. A real
+# stream costs it about twice what the same verdicts cost benchmarks/classify_verdicts.py's live loop
+# (H100, 2026-12-06: COMPAT 11.3 against 4.8 µs a verdict, DRAM_BOUNCE 24.9 against 14.0). Per KIND
+# (bounce, compat), trace_compat_rate.py's own workload, 100k x 4 KiB from one thread:
+#  - the trace under cProfile (prof-KIND.out, read with pstats here);
+#  - a 50k-call stream recorded (--record; rec-KIND.jsonl.gz), to replay and time on any machine;
+#  - the tracer's CPU with OLD2's tree and this one, as trace_compat_rate measures it (1 round).
+#   source .device/env.sh; OLD2=.gpu-old2 [STEPS="1 2 3"] bash benchmarks/gpu_stream_profile.sh $OUT
+set -u
+FINAL=${1:-/tmp/out}
+source "$(dirname "$0")/gpu_common.sh" "$FINAL"
+machine_line
+for d in /tmp /var/tmp; do gds_udev_entry $d 2>/dev/null; done
+STEPS=${STEPS:-1 2 3}
+WL=/tmp/gdsdiag-wl.py DAT=/var/tmp/gdsdiag-compat-rate.dat
+$PY -c "import sys; sys.path.insert(0, 'benchmarks'); import trace_compat_rate as t; open('$WL', 'w').write(t.WORKLOAD)"
+[ -f $DAT ] || head -c $((64 << 20)) /dev/urandom >$DAT
+for kind in bounce compat; do
+  if wanted 1; then
+    log "1. $kind: the trace under cProfile"
+    rm -f "$OUT/prof-$kind.jsonl"
+    env -u PYTHONUNBUFFERED timeout 120 $PY -m cProfile -o "$OUT/prof-$kind.out" -m gdsdiag trace --json --per-io \
+      -o "$OUT/prof-$kind.jsonl" -- $PY $WL $DAT 100000 4096 /tmp/truth-p.json 1 $kind 1 >/dev/null 2>"$OUT/prof-$kind.err"
+    log "  rc=$? $(cat /tmp/truth-p.json) verdicts $(grep -c '"type": "io"' "$OUT/prof-$kind.jsonl")"
+    rm -f "$OUT/prof-$kind.jsonl"; pack
+  fi
+  if wanted 2; then
+    log "2. $kind: the stream recorded"
+    rm -f "$FINAL/rec-$kind.jsonl" "$OUT/rec-$kind.out"  # (beside results.tgz: the device returns 16 MiB a file)
+    env -u PYTHONUNBUFFERED timeout 120 $PY -m gdsdiag trace --json --per-io --record "$FINAL/rec-$kind.jsonl" \
+      -o "$OUT/rec-$kind.out" -- $PY $WL $DAT 50000 4096 /tmp/truth-r.json 1 $kind 1 >/dev/null 2>"$OUT/rec-$kind.err"
+    log "  rc=$? $(cat /tmp/truth-r.json) verdicts $(grep -c '"type": "io"' "$OUT/rec-$kind.out")"
+    gzip -f "$FINAL/rec-$kind.jsonl"; rm -f "$OUT/rec-$kind.out"; pack
+  fi
+done
+if wanted 3; then
+  [ -n "${OLD2:-}" ] && OLDT=(--tree "$(cd "$OLD2" && pwd)")
+  compat_rate 3 compat 1 1 30000 1 90
+fi
+log "done"
