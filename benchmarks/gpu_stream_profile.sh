@@ -20,7 +20,7 @@ for kind in bounce compat; do
   if wanted 1; then
     log "1. $kind: the trace under cProfile"
     rm -f "$OUT/prof-$kind.jsonl"
-    env -u PYTHONUNBUFFERED timeout 120 $PY -m cProfile -o "$OUT/prof-$kind.out" -m gdsdiag trace --json --per-io \
+    env -u PYTHONUNBUFFERED timeout 120 $PY benchmarks/profile_command.py "$OUT/prof-$kind.out" -- trace --json --per-io \
       -o "$OUT/prof-$kind.jsonl" -- $PY $WL $DAT 100000 4096 /tmp/truth-p.json 1 $kind 1 >/dev/null 2>"$OUT/prof-$kind.err"
     log "  rc=$? $(cat /tmp/truth-p.json) verdicts $(grep -c '"type": "io"' "$OUT/prof-$kind.jsonl")"
     rm -f "$OUT/prof-$kind.jsonl"; pack
