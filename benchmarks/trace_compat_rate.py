@@ -61,6 +61,7 @@ if procs > 1:
     with open(truth, "w") as f:
         f.write(json.dumps({"calls": n, "seconds": t1 - t0, "rate": (n - procs * threads) / (t1 - t0),
                             "cpu_s": sum(x["cpu_s"] for x in own) + me.ru_utime + me.ru_stime,
+                            "sys_s": sum(x["sys_s"] for x in own) + me.ru_stime,
                             "t0": t0, "t1": t1, "procs": procs}))
     sys.exit(max(rc))
 import cupy as cp
@@ -106,7 +107,7 @@ t1, r1 = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF)
 cpu = r1.ru_utime + r1.ru_stime
 n = each * threads
 with open(truth, "w") as f:  # (its own file: a traced program's stdout is shared with the trace's)
-    f.write(json.dumps({"calls": n + threads, "seconds": t1 - t0, "rate": n / (t1 - t0), "cpu_s": cpu,
+    f.write(json.dumps({"calls": n + threads, "seconds": t1 - t0, "rate": n / (t1 - t0), "cpu_s": cpu, "sys_s": r1.ru_stime,
                         "t0": t0, "t1": t1}))
 """
 
@@ -118,7 +119,7 @@ def run(cmd, env, cwd, out_path):
         err = p.stderr.read().decode(errors="replace")
         _, status, ru = os.wait4(p.pid, 0)
         p.returncode = os.waitstatus_to_exitcode(status)
-        return p.returncode, err, ru.ru_utime + ru.ru_stime, time.monotonic() - t
+        return p.returncode, err, ru.ru_utime + ru.ru_stime, time.monotonic() - t, ru.ru_stime
 
 
 def traced(tree: str, env: dict, wcmd: list, path: str, out: str, truth: str):
@@ -127,7 +128,7 @@ def traced(tree: str, env: dict, wcmd: list, path: str, out: str, truth: str):
     tcmd = [sys.executable, "-m", "gdsdiag", "trace", "--json", "--per-io", "--"] + wcmd
     if os.path.exists(truth):
         os.unlink(truth)
-    rc, err, cpu, wall = run(tcmd, env, tree, out)
+    rc, err, cpu, wall, sys_s = run(tcmd, env, tree, out)
     lines = open(out).read().splitlines()
     if rc != 0 or not os.path.exists(truth):
         return None, err[-600:]
@@ -135,7 +136,8 @@ def traced(tree: str, env: dict, wcmd: list, path: str, out: str, truth: str):
         own = json.load(f)
     verdicts = sum(1 for x in lines if x.startswith('{"type": "io"') and f'"path": "{path}"' in x)
     summary = next((json.loads(x) for x in lines if x.startswith('{"type": "summary"')), {})
-    return (own, verdicts, summary, cpu - own["cpu_s"], wall), ""
+    # (the kernel's share of the tracer's CPU apart: reading the rings, its polls, writing the lines)
+    return (own, verdicts, summary, cpu - own["cpu_s"], wall, sys_s - own.get("sys_s", 0)), ""
 
 
 def one(tree: str, path: str, a, wl: str, tmp: str) -> dict:
@@ -143,7 +145,7 @@ def one(tree: str, path: str, a, wl: str, tmp: str) -> dict:
     truth = os.path.join(tmp, "truth.json")
     shape = [str(a.procs), a.kind, str(a.threads)]
     wcmd = [sys.executable, wl, path, str(a.calls), str(a.bs), truth, *shape]
-    rc, err, _, _ = run(wcmd, env, tree, os.path.join(tmp, "plain.out"))
+    rc, err, _, _, _ = run(wcmd, env, tree, os.path.join(tmp, "plain.out"))
     if rc != 0:
         return {"failed": err[-600:]}
     with open(truth) as f:
@@ -160,7 +162,7 @@ def one(tree: str, path: str, a, wl: str, tmp: str) -> dict:
     res, err = traced(tree, env, wcmd, path, os.path.join(tmp, "traced.out"), truth)
     if res is None or short is None:
         return {"failed": err}
-    own, verdicts, summary, tracer_cpu, wall = res
+    own, verdicts, summary, tracer_cpu, wall, _ = res
     stream_cpu = tracer_cpu - short[3]
     return {
         "kind": a.kind,
@@ -180,6 +182,11 @@ def one(tree: str, path: str, a, wl: str, tmp: str) -> dict:
         "ratio": round(own["rate"] / plain["rate"], 3),
         "tracer_cpu_s": round(tracer_cpu, 2),
         "tracer_start_end_cpu_s": round(short[3], 2),
+        "tracer_sys_s": round(res[5], 2),
+        "tracer_start_end_sys_s": round(short[5], 2),
+        # whose events the kernel dropped, and when the trace's phases ended (the summary's own)
+        "lost_by_process": summary.get("lost_by_process"),
+        "startup_s": summary.get("startup_s"),
         # the stream's own cost: the tracer's CPU less its start and end, per verdict beyond the short run's
         "tracer_us_per_verdict": round(stream_cpu / max(verdicts - short[1], 1) * 1e6, 2),
         "tracer_busy": round(stream_cpu / own["seconds"], 2),  # of one CPU, while the calls ran
