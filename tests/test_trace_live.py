@@ -430,3 +430,64 @@ def test_counted_reads_then_cuda_loaded_keeps_the_file_position(datadir, tmp_pat
     rows = [x for x in summ["host_io_counted"] if x["path"].endswith("/seq.dat")]
     assert sorted((x["api"], x["count"], x["bytes"]) for x in rows) == [("read", 3, 3 * 65536), ("write", 1, 8 * 65536)]
     assert summ["lost_events"] == 0
+
+
+ANON_FD0 = r"""
+import ctypes, mmap, os, sys, time
+lib, data = sys.argv[1], sys.argv[2]
+# (past the 200 ms after Python's own start-up mappings, such as the locale archive's: the kernel sends
+# every page fill in that window, as it cannot tell a data file's inode from its descriptor)
+time.sleep(0.5)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+# the CUDA driver's reservations: anonymous, with descriptor 0 (the kernel ignores it under MAP_ANONYMOUS)
+for _ in range(4):
+    a = libc.mmap(None, 3 << 20, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, 0, 0)
+    assert a not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+# then a library's pages faulting in from outside the cache (a code file: the trace never wants them)
+fd = os.open(lib, os.O_RDONLY)
+m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+sum(m[i] for i in range(0, len(m), 4096))
+# and a data file mapped and read through the mapping (its mmap is the trace's to see)
+fd2 = os.open(data, os.O_RDONLY)
+m2 = mmap.mmap(fd2, 0, prot=mmap.PROT_READ)
+sum(m2[i] for i in range(0, len(m2), 4096))
+print("mapped", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_anonymous_mappings_with_descriptor_0_are_no_file_mappings_and_open_no_page_window(datadir):
+    """mmap(MAP_ANONYMOUS) with fd 0, as the CUDA driver calls it: the probe sent each as a mapping
+    of descriptor 0 (stdin, here a data file), and each opened the kernel's 200 ms window in which
+    every page-cache fill of the process is sent, so a library's pages faulting in from outside the
+    cache came one event a page (on the GPU machine 8-18k events lost in a burst)."""
+    lib = os.path.join(datadir, "libfake.so.1")  # (".so": code, which the kernel keeps to itself)
+    data, stdin = os.path.join(datadir, "mapped.dat"), os.path.join(datadir, "stdin.dat")
+    for p, n in ((lib, 8 * MiB), (data, 1 * MiB), (stdin, 1 * MiB)):
+        with open(p, "wb") as f:
+            f.write(os.urandom(n))
+            f.flush()
+            os.fsync(f.fileno())
+        fd = os.open(p, os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # (out of the cache: its faults fill pages)
+        os.close(fd)
+    rec = os.path.join(datadir, "rec.jsonl")
+    with open(stdin, "rb") as sin:
+        r = subprocess.run(
+            [sys.executable, "-m", "gdsdiag", "trace", "--record", rec, "--json", "--",
+             PY, "-c", ANON_FD0, lib, data],
+            stdin=sin, capture_output=True, text=True, timeout=400, env=_env(),
+        )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "mapped" in r.stdout
+    _, events = read_record(rec)
+    maps = [e for e in events if e.kind == "fd" and e.name == "mmap"]
+    assert not [e for e in maps if e.args[2] == 3 << 20], "an anonymous mapping was sent as a file's"
+    assert [e for e in maps if e.args[2] == 1 * MiB], "the data file's mapping was not sent"
+    ino = os.stat(lib).st_ino
+    lib_pages = [e for e in events if e.kind == "pages" and e.args[1] == ino]
+    assert not lib_pages, f"{len(lib_pages)} page fills of a library were sent"
+    summ = _parse(r.stdout)[1]
+    assert summ["lost_events"] == 0
