@@ -3,7 +3,7 @@
 # under real cuFile streams, this checkout against OLD (`git archive REV gdsdiag probes csrc | tar -x -C
 # .gpu-old`, the tree before the pairing) in the same call; the held-out loaders (attribution); the
 # live cuFile tests. Each step under its own timeout, everything under $1 (the device's $OUT).
-#   source .device/env.sh; OLD=.gpu-old [STEPS="1 2 3 4 5 6 7 8"] bash benchmarks/gpu_whole_calls.sh $OUT
+#   source .device/env.sh; OLD=.gpu-old [STEPS="1 2 3 4 5 6 7 8 9"] bash benchmarks/gpu_whole_calls.sh $OUT
 set -u
 FINAL=${1:-/tmp/out}
 source "$(dirname "$0")/gpu_common.sh" "$FINAL"
@@ -42,4 +42,22 @@ if wanted 7; then
 fi
 # the same COMPAT stream again and again: a run of the day lost 8-18k events with no I/O lost (whose?)
 wanted 8 && compat_rate 8 compat 1 1 30000 4 200
+if wanted 9; then
+  # (the probe sent the CUDA driver's anonymous mappings, fd 0, as file mappings, each opening the
+  # kernel's 200 ms page-fill window: with the libraries out of the page cache, a burst of fills)
+  log "9. CUDA's start-up with the page cache dropped first, OLD's probe and this one: events lost"
+  WL=/tmp/gdsdiag-wl.py DAT=/var/tmp/gdsdiag-compat-rate.dat
+  $PY -c "import sys; sys.path.insert(0, 'benchmarks'); import trace_compat_rate as t; open('$WL', 'w').write(t.WORKLOAD)"
+  [ -f $DAT ] || head -c $((64 << 20)) /dev/urandom >$DAT
+  for r in 1 2 3; do
+    for t in $OLDDIR $PWD; do
+      sync; echo 3 >/proc/sys/vm/drop_caches; rm -f /tmp/cold.jsonl
+      PYTHONPATH=$t${BASE_PYTHONPATH:+:$BASE_PYTHONPATH} timeout 90 $PY -m gdsdiag trace --json --per-io \
+        -o /tmp/cold.jsonl -- $PY $WL $DAT 3000 4096 /tmp/truth-c.json 1 compat 1 >/dev/null 2>>"$OUT/cold.err"
+      log "  round $r $t rc=$? $(grep '"type": "summary"' /tmp/cold.jsonl | $PY -c 'import json, sys
+s = json.loads(sys.stdin.read()); print(json.dumps({k: s.get(k) for k in ("events", "lost_events", "lost_by_process")}))')"
+    done
+  done
+  pack
+fi
 log "done"
