@@ -491,3 +491,67 @@ def test_anonymous_mappings_with_descriptor_0_are_no_file_mappings_and_open_no_p
     assert not lib_pages, f"{len(lib_pages)} page fills of a library were sent"
     summ = _parse(r.stdout)[1]
     assert summ["lost_events"] == 0
+
+
+CUDA_LIB_PAGES = r"""
+import mmap, os, sys, time
+lib, data = sys.argv[1], sys.argv[2]
+fd = os.open(data, os.O_RDONLY)  # a data file mapped first: the process's page fills can be sent
+m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+sum(m[i] for i in range(0, len(m), 4096))
+time.sleep(0.5)  # (past the 200 ms window that mapping opens)
+lf = os.open(lib, os.O_RDONLY)  # a CUDA library's open: the kernel names it so its copy can be probed
+time.sleep(0.5)  # (the reader has seen that open by now)
+ml = mmap.mmap(lf, 0, prot=mmap.PROT_READ)
+sum(ml[i] for i in range(0, len(ml), 4096))  # its pages fault in from outside the cache
+print("mapped", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_cuda_librarys_cold_pages_are_not_sent(datadir):
+    """The kernel names the opens of CUDA libraries ("/libcu…": libcuda, libcufile, and libcublasLt,
+    libcudnn…) so the reader can probe the copy a process loads. The reader took each such open's
+    inode for a data file's, so the kernel sent every page fill of the library: on the GPU machine,
+    with the page cache cold, libcublasLt's 259 MB came as 66k events at CUDA's start-up, and runs lost
+    8-18k events of the workload. A library's pages are code: none is sent."""
+    lib, data = os.path.join(datadir, "libcublasFake.so.13"), os.path.join(datadir, "mapped.dat")
+    for p, n in ((lib, 8 * MiB), (data, 1 * MiB)):
+        with open(p, "wb") as f:
+            f.write(os.urandom(n))
+            f.flush()
+            os.fsync(f.fileno())
+        fd = os.open(p, os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+    rec = os.path.join(datadir, "rec.jsonl")
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gdsdiag",
+            "trace",
+            "--record",
+            rec,
+            "--json",
+            "--",
+            PY,
+            "-c",
+            CUDA_LIB_PAGES,
+            lib,
+            data,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env=_env(),
+    )
+    assert r.returncode == 0, r.stderr
+    assert "mapped" in r.stdout
+    _, events = read_record(rec)
+    assert [e for e in events if e.kind == "open" and e.path == lib], "the library's open was not named"
+    ino = os.stat(lib).st_ino
+    pages = [e for e in events if e.kind == "pages" and e.args[1] == ino]
+    assert not pages, f"{len(pages)} page fills of a CUDA library were sent"
+    assert [e for e in events if e.kind == "pages" and e.args[1] == os.stat(data).st_ino], "the data file's fills"
+    assert _parse(r.stdout)[1]["lost_events"] == 0

@@ -19,7 +19,6 @@ import re
 import subprocess
 
 import pytest
-
 from conftest import FIXTURES, GDSDIAG
 
 RUN = os.path.join(FIXTURES, "gpu-machine", "stream-profile-2026-12-06")

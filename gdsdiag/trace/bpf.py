@@ -22,7 +22,7 @@ from .eventdefs import API as API_IDS
 from .eventdefs import EVENT_SIZE, EVENT_STRUCT, FD_KINDS, OPEN_FIELDS, OPEN_STRUCT, c_defines
 from .eventdefs import KINDS as EVENT_KINDS
 from .eventdefs import SYSCALLS as SYSCALL_IDS
-from .events import API_NAMES, FD_NAMES, KINDS, KPROBE_NAMES, PROC_NAMES, SYS_NAMES, Event
+from .events import API_NAMES, FD_NAMES, KINDS, KPROBE_NAMES, PROC_NAMES, SYS_NAMES, Event, not_data
 from .tally import Unclassified, count_unclassified
 
 if TYPE_CHECKING:
@@ -1080,7 +1080,11 @@ class Probes:
             try:  # the inode names the file in page-cache fill events (mmap reads)
                 st = os.stat(path_here)
                 dev, ino = (os.major(st.st_dev) << 20) | os.minor(st.st_dev), st.st_ino
-                self.add_data_inode(dev, ino)
+                # (a CUDA library's open comes here so its copy can be probed: its pages are code.
+                # Registered as data, libcublasLt's 259 MB came as 66k page-fill events when the
+                # page cache was cold, and the ring lost 8-18k events of the GPU machine's runs)
+                if not not_data(path):
+                    self.add_data_inode(dev, ino)
             except OSError:
                 pass
         self._events.append(

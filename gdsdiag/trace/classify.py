@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 from ..routes import Route
 from .dataflow import DataFlow, MappedFile, Source
-from .events import API_NAMES, NVFS_IOCTLS, SYS_NAMES, Event
+from .events import API_NAMES, NVFS_IOCTLS, SYS_NAMES, Event, not_data
 from .evidence import KPROBE_EVIDENCE, ROUTE_USDT, SYSCALL_EVIDENCE, decide_once, usdt_kind
 from .tally import Unclassified, count_unclassified
 
@@ -58,9 +58,6 @@ ASYNC_TIMEOUT_NS = 5_000_000_000
 ADVANCE_NS = 20_000_000  # finalise at least this often in event time (the live loop polls every 0.1 s)
 PAGE_RUN_GAP_NS = 100_000_000  # page-cache fills of one file closer than this are one mmap read
 _PROC_FD_RE = __import__("re").compile(r"^/proc/(self|thread-self|\d+)/fd/(\d+)$")
-SKIP_PREFIXES = ("/proc/", "/sys/", "/dev/", "/run/", "pipe:", "socket:", "anon_inode:")
-# the dynamic loader and interpreters read ELF headers and sources with pread: not data I/O
-SKIP_SUFFIX_RE = __import__("re").compile(r"(\.so(\.\d+)*|\.py|\.pyc)$")
 MIN_APP_IO = 4096
 CUDA_LIBS = ("libcuda.so", "libcudart.so", "libcufile.so")
 MAX_FILES = 20_000  # files accounted one by one in the summary; the rest together
@@ -563,7 +560,7 @@ class Classifier:
         self.flow.add_fill(pid, path, run[0], off, off + size, run[1] - run[0], e)
 
     def _is_data(self, path: str) -> bool:
-        return not (path.startswith(SKIP_PREFIXES) or SKIP_SUFFIX_RE.search(path)) and self._path_ok(path)
+        return not not_data(path) and self._path_ok(path)
 
     def job_of(self, pid: int) -> int:
         """The traced tree a process belongs to: its topmost traced ancestor (the cgroup, for --cgroup)."""
@@ -697,15 +694,13 @@ class Classifier:
             self.held.append(io)  # a write (its copy came before it) or an in-kernel copy
 
     def _is_data_path(self, path: str) -> bool:
-        """Not a pseudo-file, library or source (SKIP_PREFIXES, SKIP_SUFFIX_RE) and under --path:
+        """Not a pseudo-file, library or source (events.not_data) and under --path:
         asked per I/O of a few files, so answered once per path (bounded, like dataflow.staged_ok)."""
         ok = self._data_paths.get(path)
         if ok is None:
             if len(self._data_paths) > 65536:
                 self._data_paths.clear()
-            ok = self._data_paths[path] = not (
-                path.startswith(SKIP_PREFIXES) or SKIP_SUFFIX_RE.search(path) or not self._path_ok(path)
-            )
+            ok = self._data_paths[path] = not not_data(path) and self._path_ok(path)
         return ok
 
     def _on_handle(self, e: Event) -> None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from ..routes import Route
 from ..units import human_bytes
-from .classify import MIN_APP_IO, SKIP_PREFIXES, SKIP_SUFFIX_RE
-from .events import Event
+from .classify import MIN_APP_IO
+from .events import Event, not_data
 
 READS = {"pread64", "preadv", "preadv2", "read", "readv"}
 
@@ -55,7 +55,7 @@ class CountedIo:
             path = self.paths.get(serial)
             if bucket <= SMALL_BUCKET:
                 continue  # headers and configs, as the reader drops them when sent one by one
-            if path is None or path.startswith(SKIP_PREFIXES) or SKIP_SUFFIX_RE.search(path) or not path_ok(path):
+            if path is None or not_data(path) or not path_ok(path):
                 continue
             out.append(
                 {

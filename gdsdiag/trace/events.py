@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 
@@ -14,6 +15,18 @@ EV_API_ENTER, EV_API_EXIT, EV_USDT, EV_SYS_ENTER, EV_SYS_EXIT = 1, 2, 3, 4, 5
 EV_BLK_ISSUE, EV_BLK_DONE, EV_HANDLE, EV_BATCH_REQ, EV_KPROBE = 6, 7, 8, 9, 10
 EV_PROC, EV_FD, EV_PAGES = 11, 12, 13
 KINDS = {v: kind for _, v, kind in eventdefs.KINDS if kind != "sys_enter"}
+# Paths that are never file data: pseudo-files, pipes and sockets; shared objects and Python sources
+# (the dynamic loader and interpreters read ELF headers and sources with pread). The probes decide the
+# same by path in the kernel; the reader, the classifier and the counted-I/O reader by this.
+NOT_DATA_PREFIXES = ("/proc/", "/sys/", "/dev/", "/run/", "pipe:", "socket:", "anon_inode:")
+CODE_SUFFIX_RE = re.compile(r"(\.so(\.\d+)*|\.py|\.pyc)$")
+
+
+def not_data(path: str) -> bool:
+    """Whether PATH is a pseudo-file, a library or a source: never data I/O (--path aside)."""
+    return path.startswith(NOT_DATA_PREFIXES) or CODE_SUFFIX_RE.search(path) is not None
+
+
 API_NAMES = eventdefs.names(eventdefs.API)
 SYS_NAMES = eventdefs.names(eventdefs.SYSCALLS)
 FD_NAMES = eventdefs.names(eventdefs.FD_EVENTS)
