@@ -21,7 +21,7 @@ typedef __kernel_ulong_t aio_context_t;
  * copy) and large enough for 100k events/s between two polls. */
 BPF_RINGBUF_OUTPUT(events, EVENTS_RING_PAGES);
 /* opens and execs carry a path: their own ring (fd -2 = an exec, path = the new program) */
-BPF_RINGBUF_OUTPUT(opens, OPENS_RING_PAGES);                       /* 4 MiB: Python and CUDA start-up open thousands of files */
+BPF_RINGBUF_OUTPUT(opens, OPENS_RING_PAGES);                       /* 16 MiB: Python, CUDA and libcufile start-up open thousands of files and directories (a 4 MiB ring lost 2.6-2.9k events of each of four processes starting at once on the GPU machine) */
 BPF_HASH(traced, u32, u8, 65536);                     /* tgids followed (and thread ids of theirs, harmlessly) */
 /* A syscall's arguments from its enter to its exit, per thread. Kept in an array indexed by the
  * thread id's low bits (no lock, no allocation: a hash update and delete per syscall were half the

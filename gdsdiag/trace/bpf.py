@@ -247,6 +247,7 @@ def _kernel_headers_hint(msg: str) -> GdsdiagError:
 
 
 _TS = operator.attrgetter("ts")
+_DIR_OPEN = 0o200000 | 0o10000000  # O_DIRECTORY | O_PATH: the kernel names such opens only by absolute path
 _OpenRecord = __import__("collections").namedtuple("_OpenRecord", [f for f, *_ in OPEN_FIELDS])
 FD_PSEUDO, FD_DATA = dict(FD_KINDS)["FD_PSEUDO"], dict(FD_KINDS)["FD_DATA"]
 RAW_BACKLOG = 1_000_000  # records held undecoded at most (~130 MiB)
@@ -1076,7 +1077,9 @@ class Probes:
             path_here = f"/proc/{r.pid}/" + path.split("/", 3)[3]  # their /proc/self, not ours
         else:
             path_here = path
-        if path.startswith("/"):  # (relative to a directory fd: the classifier joins it)
+        if path.startswith("/") and not r.flags & _DIR_OPEN:  # (relative to a directory fd: the classifier joins it)
+            # (a directory has no pages to name: no stat, no map update for the walks of thousands
+            # of O_PATH opens that CUDA's and libcufile's start-up make)
             try:  # the inode names the file in page-cache fill events (mmap reads)
                 st = os.stat(path_here)
                 dev, ino = (os.major(st.st_dev) << 20) | os.minor(st.st_dev), st.st_ino

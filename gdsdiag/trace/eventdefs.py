@@ -112,7 +112,7 @@ FD_KINDS = _table("""
 """)
 CONSTANTS = _table("""
     EVENTS_RING_PAGES 4096      # 16 MiB: ~160k 104-byte records between two drains
-    OPENS_RING_PAGES 1024       # 4 MiB: ~12k opens/execs (only data, named directories, CUDA libraries)
+    OPENS_RING_PAGES 4096       # 16 MiB: ~51k opens/execs (only data, named directories, CUDA libraries)
     BATCH_MAX 8                 # cuFileBatchIOSubmit requests sent per call
     AIO_MAX 8                   # io_submit iocbs sent per call
     SYS_SLOTS 65536             # per-thread slots (syscall arguments, cached state), by thread id's low bits
