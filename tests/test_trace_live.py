@@ -432,6 +432,19 @@ def test_counted_reads_then_cuda_loaded_keeps_the_file_position(datadir, tmp_pat
     assert summ["lost_events"] == 0
 
 
+def _cold_files(*files):
+    """Each (path, size): written with random bytes, then put out of the page cache, so that its
+    pages fault in (and are filled) when a program maps and reads it."""
+    for p, n in files:
+        with open(p, "wb") as f:
+            f.write(os.urandom(n))
+            f.flush()
+            os.fsync(f.fileno())
+        fd = os.open(p, os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+
+
 ANON_FD0 = r"""
 import ctypes, mmap, os, sys, time
 lib, data = sys.argv[1], sys.argv[2]
@@ -465,14 +478,7 @@ def test_anonymous_mappings_with_descriptor_0_are_no_file_mappings_and_open_no_p
     cache came one event a page (on the GPU machine 8-18k events lost in a burst)."""
     lib = os.path.join(datadir, "libfake.so.1")  # (".so": code, which the kernel keeps to itself)
     data, stdin = os.path.join(datadir, "mapped.dat"), os.path.join(datadir, "stdin.dat")
-    for p, n in ((lib, 8 * MiB), (data, 1 * MiB), (stdin, 1 * MiB)):
-        with open(p, "wb") as f:
-            f.write(os.urandom(n))
-            f.flush()
-            os.fsync(f.fileno())
-        fd = os.open(p, os.O_RDONLY)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # (out of the cache: its faults fill pages)
-        os.close(fd)
+    _cold_files((lib, 8 * MiB), (data, 1 * MiB), (stdin, 1 * MiB))
     rec = os.path.join(datadir, "rec.jsonl")
     with open(stdin, "rb") as sin:
         r = subprocess.run(
@@ -516,14 +522,7 @@ def test_a_cuda_librarys_cold_pages_are_not_sent(datadir):
     with the page cache cold, libcublasLt's 259 MB came as 66k events at CUDA's start-up, and runs lost
     8-18k events of the workload. A library's pages are code: none is sent."""
     lib, data = os.path.join(datadir, "libcublasFake.so.13"), os.path.join(datadir, "mapped.dat")
-    for p, n in ((lib, 8 * MiB), (data, 1 * MiB)):
-        with open(p, "wb") as f:
-            f.write(os.urandom(n))
-            f.flush()
-            os.fsync(f.fileno())
-        fd = os.open(p, os.O_RDONLY)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        os.close(fd)
+    _cold_files((lib, 8 * MiB), (data, 1 * MiB))
     rec = os.path.join(datadir, "rec.jsonl")
     r = subprocess.run(
         [
