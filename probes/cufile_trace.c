@@ -1082,11 +1082,10 @@ static __always_inline int syscall_enter(long nr, const u64 *av) {
     case __NR_mmap:                /* (addr, len, prot, flags, fd, off) */
         fd = (int)av[4];
         /* anonymous: the fd is -1 by convention, but under MAP_ANONYMOUS (0x20 on x86-64 and arm64)
-         * the kernel ignores it, and the CUDA driver passes 0: its reservations were sent as
-         * mappings of descriptor 0, and each opened the 200 ms in which every page fill of the
-         * process is sent (mmap_data): with the libraries' pages out of the cache, a burst the ring
-         * could not hold (8-18k events lost on the GPU machine, tests/fixtures/gpu-machine/
-         * stream-profile-2026-12-06) */
+         * the kernel ignores it, and the CUDA driver passes 0. Its reservations were sent as
+         * mappings of descriptor 0: the reader took them for shared memory another process passed,
+         * and each opened the 200 ms in which every page fill of the process is sent (mmap_data),
+         * one event per library page faulted in from a cold cache (docs/trace.md) */
         if (fd < 0 || (av[3] & 0x20))
             return 0;
         if (is_nodata(bpf_get_current_pid_tgid(), fd))

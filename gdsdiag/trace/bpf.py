@@ -1077,10 +1077,11 @@ class Probes:
             path_here = f"/proc/{r.pid}/" + path.split("/", 3)[3]  # their /proc/self, not ours
         else:
             path_here = path
-        if path.startswith("/") and not r.flags & _DIR_OPEN:  # (relative to a directory fd: the classifier joins it)
-            # (a directory has no pages to name: no stat, no map update for the walks of thousands
-            # of O_PATH opens that CUDA's and libcufile's start-up make)
-            try:  # the inode names the file in page-cache fill events (mmap reads)
+        # The inode names the file in page-cache fill events (mmap reads). Not for a path relative to a
+        # directory fd (the classifier joins it), nor for a directory: it has no pages to name, and
+        # CUDA's and libcufile's start-up walk thousands of them (a stat and a map update each).
+        if path.startswith("/") and not r.flags & _DIR_OPEN:
+            try:
                 st = os.stat(path_here)
                 dev, ino = (os.major(st.st_dev) << 20) | os.minor(st.st_dev), st.st_ino
                 # (a CUDA library's open comes here so its copy can be probed: its pages are code.

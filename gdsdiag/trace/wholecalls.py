@@ -26,6 +26,7 @@ What is given back goes to the event-by-event path in ring order, carried record
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING
 
 from .eventdefs import API, EVENT_FIELDS, KINDS
@@ -52,8 +53,6 @@ _BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 def import_numpy():
     """numpy, its BLAS asked for one thread. The variables are set only while it loads (the library
     reads them then) and put back after, so a program the trace starts later sees the user's own."""
-    import sys
-
     if "numpy" in sys.modules:
         return sys.modules["numpy"]
     saved = {k: os.environ.get(k) for k in _BLAS_THREADS}
