@@ -45,3 +45,11 @@ compat_rate() {
     --calls "$5" --rounds "$6" "${OLDT[@]}" --tree . >"$OUT/rate-$tag.json" 2>"$OUT/rate-$tag.err"
   log "  rc=$?"; cat "$OUT/rate-$tag.err" | tee -a "$OUT/run.log"; pack
 }
+# compat_workload: trace_compat_rate.py's own workload written to WL and its 64 MiB file at DAT (the
+# one trace_compat_rate.py reads, made if missing), for a step that runs it under a trace of its own:
+#   $PY $WL $DAT CALLS BS TRUTH PROCS compat|bounce THREADS
+compat_workload() {
+  WL=/tmp/gdsdiag-wl.py DAT=/var/tmp/gdsdiag-compat-rate.dat
+  $PY -c "import sys; sys.path.insert(0, 'benchmarks'); import trace_compat_rate as t; open('$WL', 'w').write(t.WORKLOAD)"
+  [ -f $DAT ] || head -c $((64 << 20)) /dev/urandom >$DAT
+}

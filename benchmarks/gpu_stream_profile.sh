@@ -13,9 +13,7 @@ source "$(dirname "$0")/gpu_common.sh" "$FINAL"
 machine_line
 for d in /tmp /var/tmp; do gds_udev_entry $d 2>/dev/null; done
 STEPS=${STEPS:-1 2 3}
-WL=/tmp/gdsdiag-wl.py DAT=/var/tmp/gdsdiag-compat-rate.dat
-$PY -c "import sys; sys.path.insert(0, 'benchmarks'); import trace_compat_rate as t; open('$WL', 'w').write(t.WORKLOAD)"
-[ -f $DAT ] || head -c $((64 << 20)) /dev/urandom >$DAT
+compat_workload
 for kind in bounce compat; do
   if wanted 1; then
     log "1. $kind: the trace under cProfile"

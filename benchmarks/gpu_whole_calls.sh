@@ -46,9 +46,7 @@ if wanted 9; then
   # (the probe sent the CUDA driver's anonymous mappings, fd 0, as file mappings, each opening the
   # kernel's 200 ms page-fill window: with the libraries out of the page cache, a burst of fills)
   log "9. CUDA's start-up with the page cache dropped first, OLD's probe and this one: events lost"
-  WL=/tmp/gdsdiag-wl.py DAT=/var/tmp/gdsdiag-compat-rate.dat
-  $PY -c "import sys; sys.path.insert(0, 'benchmarks'); import trace_compat_rate as t; open('$WL', 'w').write(t.WORKLOAD)"
-  [ -f $DAT ] || head -c $((64 << 20)) /dev/urandom >$DAT
+  compat_workload
   for r in 1 2 3; do
     for t in $OLDDIR $PWD; do
       sync; echo 3 >/proc/sys/vm/drop_caches; rm -f /tmp/cold.jsonl
