@@ -247,7 +247,6 @@ def _kernel_headers_hint(msg: str) -> GdsdiagError:
 
 
 _TS = operator.attrgetter("ts")
-_DIR_OPEN = 0o200000 | 0o10000000  # O_DIRECTORY | O_PATH: the kernel names such opens only by absolute path
 _OpenRecord = __import__("collections").namedtuple("_OpenRecord", [f for f, *_ in OPEN_FIELDS])
 FD_PSEUDO, FD_DATA = dict(FD_KINDS)["FD_PSEUDO"], dict(FD_KINDS)["FD_DATA"]
 RAW_BACKLOG = 1_000_000  # records held undecoded at most (~130 MiB)
@@ -1077,18 +1076,17 @@ class Probes:
             path_here = f"/proc/{r.pid}/" + path.split("/", 3)[3]  # their /proc/self, not ours
         else:
             path_here = path
-        # The inode names the file in page-cache fill events (mmap reads). Not for a path relative to a
-        # directory fd (the classifier joins it), nor for a directory: it has no pages to name, and
-        # CUDA's and libcufile's start-up walk thousands of them (a stat and a map update each).
-        if path.startswith("/") and not r.flags & _DIR_OPEN:
+        # The inode names the file in page-cache fill events (mmap reads), and registering it lets
+        # the kernel send them. Only for an open the kernel counted as data (it gave it a serial): a
+        # named directory (CUDA's and libcufile's start-up walk thousands, a stat and a map update
+        # each) and a CUDA library (named so its copy can be probed: libcublasLt's 259 MB came as
+        # 66k fill events from a cold page cache) have none. Not for a path the classifier never
+        # counts as data either, nor one relative to a directory fd (the classifier joins it).
+        if r.serial and path.startswith("/") and not not_data(path):
             try:
                 st = os.stat(path_here)
                 dev, ino = (os.major(st.st_dev) << 20) | os.minor(st.st_dev), st.st_ino
-                # (a CUDA library's open comes here so its copy can be probed: its pages are code.
-                # Registered as data, libcublasLt's 259 MB came as 66k page-fill events when the
-                # page cache was cold, and the ring lost 8-18k events of the GPU machine's runs)
-                if not not_data(path):
-                    self.add_data_inode(dev, ino)
+                self.add_data_inode(dev, ino)
             except OSError:
                 pass
         self._events.append(
