@@ -245,7 +245,7 @@ def _live(ring: bytes, side, printer, whole: bool, per_poll: int) -> int:
                     clock[0] = int.from_bytes(part[len(part) - REC_STRIDE + 8 : len(part) - REC_STRIDE + 16], "little")
                 probes._keep(part, len(part) // REC_STRIDE)
                 evs = probes.poll(0)
-                left = clf.feed_whole(probes.take_whole()) if whole else None
+                left = clf.feed_whole(probes.take_whole(), probes.take_bounce()) if whole else None
                 if left:
                     evs = sorted(evs + left, key=lambda e: e.ts)
             else:
@@ -262,7 +262,7 @@ def _live(ring: bytes, side, printer, whole: bool, per_poll: int) -> int:
                 printer(v)
         if hasattr(probes, "poll"):
             evs = probes.poll(0, final=True)
-            left = clf.feed_whole(probes.take_whole()) if whole else None
+            left = clf.feed_whole(probes.take_whole(), probes.take_bounce()) if whole else None
             for e in sorted(evs + left, key=lambda e: e.ts) if left else evs:
                 clf.feed(e)
         clf.flush()

@@ -499,8 +499,9 @@ class Probes:
         # whole sync cuFile calls paired from the records before they are decoded (wholecalls.py,
         # set by the live loop with ``pair_whole_calls``): taken by ``take_whole``
         self._whole: WholeCalls | None = None
-        self._whole_busy: Callable[[], tuple[Iterable[int], dict[int, tuple[int, int]]]] | None = None
+        self._whole_busy: Callable[[], tuple[Iterable[int], dict[int, tuple[int, int]], Callable | None]] | None = None
         self._whole_pairs: list = []
+        self._bounce_pairs: list = []  # (bounce pairs: a read, then the copy of its buffer; take_bounce)
         self._names: dict[int, tuple[str, str, int]] = {}  # (type << 32 | id) -> _record_name
 
     @classmethod
@@ -964,13 +965,15 @@ class Probes:
 
         self._whole, self._whole_busy = WholeCalls(REC_STRIDE), busy
 
-    def _whole_gate(self) -> tuple[set[int], list[int]]:
+    def _whole_gate(self):
         """(processes whose records all go to the event path: it holds other events of theirs;
-        threads whose call it holds open, once what it holds is fed). Held cuFileRead/Write enters
-        and exits of a thread commute with other threads' whole calls (no evidence between them),
-        so they only decide whether the thread's next exit is the event path's."""
+        threads whose call it holds open, once what it holds is fed; which processes may have
+        bounce pairs taken, or None). Held cuFileRead/Write enters and exits of a thread commute
+        with other threads' whole calls (no evidence between them), so they only decide whether the
+        thread's next exit is the event path's; a bounce pair commutes with nothing of its own
+        process, and a copy held here is one the event path will see."""
         assert self._whole_busy is not None  # (set with _whole: pair_whole_calls)
-        vetoed, opened = self._whole_busy()
+        vetoed, opened, bounce_ok = self._whole_busy()
         veto = set(vetoed)
         depth = {tid: n for tid, (_, n) in opened.items()}
         for e in self._held:
@@ -987,11 +990,24 @@ class Probes:
                 open_tids.append(tid)
             elif n > 1:  # (calls nested on one thread: a lost exit; the event path sorts it out)
                 veto.add(opened[tid][0])
-        return veto, open_tids
+        if bounce_ok is None or not (self._held or self._events):
+            return veto, open_tids, bounce_ok
+        mine = {e.pid for e in self._held} | {e.pid for e in self._events}
+        theirs = [e.pid for e in (*self._held, *self._events) if e.kind == "api_enter" and e.name == "cuMemcpy"]
+
+        def held_aware(pids: list[int], copiers: list[int]) -> set[int]:
+            return bounce_ok([p for p in pids if p not in mine], [*copiers, *theirs])
+
+        return veto, open_tids, held_aware
 
     def take_whole(self) -> list:
         """The whole calls paired since the last call (for Classifier.feed_whole)."""
         pairs, self._whole_pairs = self._whole_pairs, []
+        return pairs
+
+    def take_bounce(self) -> list:
+        """The bounce pairs taken since the last call (for Classifier.feed_whole's BOUNCES)."""
+        pairs, self._bounce_pairs = self._bounce_pairs, []
         return pairs
 
     @property
@@ -1031,9 +1047,11 @@ class Probes:
             cut = now - self.REORDER_NS
             if partial_ts is not None:
                 cut = min(cut, partial_ts - self.REORDER_NS)
-            buf, pairs = self._whole.split(buf, cut, self._whole_gate, final, now)
+            buf, pairs, bounces = self._whole.split(buf, cut, self._whole_gate, final, now)
             if pairs:
                 self._whole_pairs.extend(pairs)
+            if bounces:
+                self._bounce_pairs.extend(bounces)
         comms = self._comms
         out = self._events
         usdt = self.usdt_names

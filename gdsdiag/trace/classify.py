@@ -364,6 +364,9 @@ class Classifier:
         # (pid, tid, ts) of the device-to-host copies whose bytes a write was inferred to carry
         # (_copy_of: one copy's bytes go to the file once, as a read's bytes are taken once)
         self._copy_taken: set[tuple[int, int, int]] = set()
+        # processes that made a CUDA copy other than host to device: a later write may be matched to
+        # it (_copy_of), so their copies are never taken in bulk (bounce_ok)
+        self._copied_back: set[int] = set()
         self.page_runs: dict[
             tuple[int, int, int], list
         ] = {}  # (pid, dev, ino) -> [first ts, last ts, first index, next index, event]
@@ -725,6 +728,8 @@ class Classifier:
             a = e.args
             if len(a) < 4:
                 a = a + [0, 0, 0, 0]
+            if a[3] != 1:
+                self._copied_back.add(e.pid)
             flow = self.flow
             flow.copy(e.ts, e.pid, a[0], a[1], a[2], a[3])  # dst, src, bytes, direction
             if flow.done or flow.chunks or flow.expired_fills:
@@ -852,14 +857,45 @@ class Classifier:
             e.ts - p.t_start, route, sub, conf, ev.copy(),
         )  # fmt: skip
 
-    def whole_gate(self) -> tuple[set[int], dict[int, tuple[int, int]]]:
+    def whole_gate(self):
         """What wholecalls.py must leave to the event path: (processes with host I/O held here, which
         a call of theirs still in flight could claim at the hold's end; tid -> (pid, calls open on
-        its stack) for the threads with one, whose next exit is the event path's)."""
+        its stack) for the threads with one, whose next exit is the event path's; bounce_ok)."""
         held = {io.e.pid for io in self.held}
-        return held, {tid: (pid, len(stack)) for (pid, tid), stack in self.api_stack.items() if stack}
+        return held, {tid: (pid, len(stack)) for (pid, tid), stack in self.api_stack.items() if stack}, self.bounce_ok
 
-    def feed_whole(self, pairs) -> list[Event]:
+    def bounce_ok(self, pids: list[int], copiers: list[int]) -> set[int]:
+        """Which of PIDS may have bounce pairs (a read, then a copy of exactly its buffer) taken in
+        bulk (wholecalls.WholeCalls._bounces): the processes this classifier holds nothing of that
+        such a pair could meet — no cuFile call undecided (it could claim the read), no host I/O
+        held, no run of page fills still open (its fill is absorbed by a read, or not, by time), no
+        copy other than host to device seen (a later write may be matched to it) — whose job made a
+        CUDA copy before (its reads' window is set) and has no process among COPIERS, whose copies
+        go the event path's way: a staged copy of another process of the job could take these
+        reads' bytes there. A copier not known here (its fork not fed yet): none may. (File bytes
+        waiting, mapped files: the copy finds its own read by address first; _feed_bounces puts the
+        reads in the data-flow model where a later copy could still find them.)"""
+        procs, pending = self.procs, self.pending
+        jobs = set()
+        for q in copiers:
+            if q not in procs:
+                return set()
+            jobs.add(self.job_of(q))
+        busy = {io.e.pid for io in self.held}
+        busy.update(pid for (pid, _), stack in self.api_stack.items() if stack)
+        busy.update(key[0] for key in self.page_runs)
+        busy |= self._copied_back
+        copying = self.flow.copying_jobs
+        ok = set()
+        for p in pids:
+            if p not in procs or p in busy or pending.inflight.get(p) or pending.ended.get(p) or pending.orphans.get(p):
+                continue
+            job = self.job_of(p)
+            if job in copying and job not in jobs:
+                ok.add(p)
+        return ok
+
+    def feed_whole(self, pairs, bounces=()) -> list[Event]:
         """Whole sync cuFile calls paired from the ring's records (wholecalls.WholeCalls.split):
         each decided as _on_api_enter, _on_api_exit and _whole_verdict decide it, through the same
         fold-shape table, and put in the file account once per file, route and process of the batch
@@ -916,6 +952,87 @@ class Classifier:
         self.now = now
         for (path, route, api, pid), (ios, nbytes, end) in account.items():
             self._account(path, ios, nbytes, route, api, pid, end)
+        if bounces:
+            left += self._feed_bounces(bounces)
+        return left
+
+    def _feed_bounces(self, pairs) -> list[Event]:
+        """Bounce pairs (wholecalls.WholeCalls._bounces: a positioned read, then a host-to-device copy
+        of exactly its buffer and bytes, of a process bounce_ok let through): each decided as
+        _on_syscall, _host_io and DataFlow._direct decide it at the copy (DRAM_BOUNCE, direct, high),
+        through the same evidence text and io line. A process any of whose pairs the event path
+        would not take as such (a descriptor not known or not a data file here, a read below
+        MIN_APP_IO, a stop's deadline running) comes back whole, as its events, for the caller to
+        feed in time order with the rest."""
+        fds, data_paths, procs, comms = self.fds, self._data_paths, self.procs, self._comms
+        back: set[int] = {pr[1] for pr in pairs} if self._deadline is not None else set()
+        paths: list[str] = []
+        for pr in pairs:
+            d = fds.get((pr[1], pr[5]))
+            path = d.path if d is not None else ""
+            if not path or pr[10] < MIN_APP_IO or not (data_paths.get(path) or self._is_data_path(path)):
+                back.add(pr[1])
+            paths.append(path)
+        out, left, flow = self.out, [], self.flow
+        account: dict[tuple, list[int]] = {}  # (path, api, pid) -> [verdicts, bytes, end]
+        last: dict[int, tuple] = {}  # pid -> its last pair (its copy stands for them in self.memcpy)
+        # the processes whose reads the data-flow model must still hold: with file bytes of theirs
+        # waiting for a copy, a read taken stays in the model behind them (a later copy of its buffer
+        # finds it there, taken, and adds nothing), and a process whose page fills come absorbs them
+        # into its reads (DataFlow.add_read)
+        modelled = {pr[1] for pr in pairs if pr[1] in flow.by_pid or pr[1] in flow.fill_pids}
+        now = self.now
+        for pr, path in zip(pairs, paths):
+            ts, pid, tid, craw, sys_id, fd, buf, _, off, _, ret, lat, t_copy, dst, src, n = pr[:16]
+            comm = comms.get(craw)
+            if comm is None:
+                comm = comms[craw] = craw.split(b"\0", 1)[0].decode(errors="replace")
+            api = SYS_NAMES[sys_id]
+            if pid in back:
+                left.append(Event(ts, pid, tid, "sys_exit", api, list(pr[5:12]), comm))
+                left.append(Event(t_copy, pid, tid, "api_enter", "cuMemcpy", list(pr[13:20]), comm))
+                continue
+            head = f"{api} fd {fd} into host memory {buf:#x}" if buf else f"{api} fd {fd}"
+            ev = [head, self._copy_text([t_copy, pid, dst, src, n, 1], ts, "direct")]
+            p = procs.get(pid)
+            if p is None or (comm and not p["comm"]):
+                p = self._proc(pid, comm)
+            p["ios"] += 1
+            out.append(
+                io_line(ts, pid, tid, comm, api, "read", path, off, ret, ret, lat, Route.DRAM_BOUNCE, None, "high", ev)
+            )
+            if pid in modelled:  # (DataFlow.add_read, then _consume of all of it, its verdict made here)
+                read = Source(pid, self.job_of(pid), ts, path, off, ret, buf, None)
+                flow.add_read(read)
+                read.consumed, read.copies, read.how, read.finished = ret, 1, "direct", True
+                read.copy = [t_copy, pid, dst, src, n, 1]
+            else:
+                flow.reads += 1  # (DataFlow.add_read numbers every read)
+            key = (path, api, pid)
+            acc = account.get(key)
+            end = off + ret if off >= 0 else 0
+            if acc is None:
+                account[key] = [1, ret, end]
+            else:
+                acc[0] += 1
+                acc[1] += ret
+                if end > acc[2]:
+                    acc[2] = end
+            last[pid] = pr
+            if t_copy > now:
+                now = t_copy
+        self.now = now
+        self.counts["events"] += 2 * (len(pairs) - len(left) // 2)
+        for pid, pr in last.items():
+            flow.by_job.setdefault(self.job_of(pid), set()).add(pid)
+            q = self.memcpy.get(pid)
+            if q is None:
+                q = self.memcpy[pid] = deque(maxlen=4096)
+            # (only copies other than host to device are ever matched from here, and this process made
+            # none: its last copy stands for the ones taken, as "the process made a CUDA copy")
+            q.append(Event(pr[12], pid, pr[2], "api_enter", "cuMemcpy", list(pr[13:20]), comms[pr[3]]))
+        for (path, api, pid), (ios, nbytes, end) in account.items():
+            self._account(path, ios, nbytes, Route.DRAM_BOUNCE, api, pid, end)["how"].add("direct")
         return left
 
     def _on_batch_req(self, e: Event) -> None:

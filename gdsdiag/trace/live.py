@@ -355,10 +355,12 @@ def run_live(
 
     queued: list = []  # events taken but not classified when a stop signal came (oldest first)
 
-    def whole_gate() -> tuple[set[int], dict[int, tuple[int, int]]]:
-        veto, opened = clf.whole_gate()
-        veto.update(e.pid for e in queued)  # (taken, not fed yet: a stop signal came)
-        return veto, opened
+    def whole_gate():
+        veto, opened, bounce_ok = clf.whole_gate()
+        if queued:  # (taken, not fed yet: a stop signal came)
+            veto.update(e.pid for e in queued)
+            bounce_ok = None
+        return veto, opened, bounce_ok
 
     if record_file is None and os.environ.get("GDSDIAG_WHOLE_CALLS", "1") != "0":
         # (a recording keeps every event: there each call is decoded as before)
@@ -375,10 +377,10 @@ def run_live(
         if deadline is not None:
             unclassified += probes.drop_raw_beyond(STOP_RAW, unsent)
         new = probes.poll(timeout_ms, final)
-        pairs = probes.take_whole()
-        if pairs:  # (whole calls: decided now; those it cannot, fed with the rest in time order)
-            nevents += 2 * len(pairs)
-            left = clf.feed_whole(pairs)
+        pairs, bounces = probes.take_whole(), probes.take_bounce()
+        if pairs or bounces:  # (whole calls: decided now; those it cannot, fed with the rest in time order)
+            nevents += 2 * (len(pairs) + len(bounces))
+            left = clf.feed_whole(pairs, bounces)
             if left:
                 nevents -= len(left)
                 new = sorted(new + left, key=_TS)

@@ -29,15 +29,23 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from .eventdefs import API, EVENT_FIELDS, KINDS
+from .eventdefs import API, EVENT_FIELDS, KINDS, SYSCALLS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
+    # (processes that could have bounce pairs taken, the processes whose copies go the event path's
+    # way) -> those of the first that may (Classifier.bounce_ok)
+    BounceOk = Callable[[list[int], list[int]], set[int]]
+
 _KIND = {n: v for n, v, *_ in KINDS}
 _API = {n: v for n, v, *_ in API}
-ENTER, EXIT = _KIND["EV_API_ENTER"], _KIND["EV_API_EXIT"]
-READ, WRITE = _API["API_READ"], _API["API_WRITE"]
+_SYS = {n: v for n, v, *_ in SYSCALLS}
+ENTER, EXIT, SYS_EXIT = _KIND["EV_API_ENTER"], _KIND["EV_API_EXIT"], _KIND["EV_SYS_EXIT"]
+READ, WRITE, MEMCPY = _API["API_READ"], _API["API_WRITE"], _API["API_MEMCPY"]
+# the reads a bounce pair starts with: those with their file offset in the record (classify.POSITIONED)
+POSITIONED_READS = (_SYS["SYS_PREAD64"], _SYS["SYS_PREADV"], _SYS["SYS_PREADV2"])
+H2D = 1  # a cuMemcpy record's a3: host to device
 HEADER = 8  # the ring's length word and padding before each struct event_t (ringread.py)
 _SIZES = {"u64": 8, "u32": 4, "s64": 8, "char": 1}
 # where struct event_t's type field lies (its low byte: every record kind is below 256)
@@ -96,6 +104,7 @@ class WholeCalls:
     50 ms of records not yet old enough, cost 42 µs a verdict."""
 
     EVERY_NS = 10_000_000  # one look at the records at most this often (but for a backlog)
+    CARRY_NS = 100_000_000  # a bounce pair's read waits this long here for its copy, then goes on
     BACKLOG = 16_384  # records waiting that are looked at whatever the time (Probes.DECODE_MAX)
 
     def __init__(self, stride: int):
@@ -117,25 +126,26 @@ class WholeCalls:
         self,
         buf: bytes,
         cut: int,
-        gate: Callable[[], tuple[Iterable[int], Iterable[int]]],
+        gate: Callable[[], tuple[Iterable[int], Iterable[int], BounceOk | None]],
         final: bool = False,
         now: int | None = None,
-    ) -> tuple[bytes, list]:
+    ) -> tuple[bytes, list, list]:
         """(the records for the event-by-event path, as bytes in ring order, all older than CUT;
-        the pairs taken, each a tuple (enter ts, pid, tid, comm bytes, api id, handle, size, offset,
-        exit ts, ret, exit a1..a6)). CUT: younger records wait here; GATE(): asked only when the
-        records are looked at, (processes the event path holds other events of: all their records
-        go there; threads whose call it has open: their exit, the first record here, goes there);
-        FINAL: everything is handed out (a thread's last enter to the event path); NOW: the
-        probes' clock (None: look now)."""
+        the whole calls taken, each a tuple (enter ts, pid, tid, comm bytes, api id, handle, size,
+        offset, exit ts, ret, exit a1..a6); the bounce pairs taken (_bounces)). CUT: younger records
+        wait here; GATE(): asked only when the records are looked at, (processes the event path
+        holds other events of: all their records go there; threads whose call it has open: their
+        exit, the first record here, goes there; which processes may have bounce pairs taken, or
+        None: none); FINAL: everything is handed out (a thread's last enter to the event path);
+        NOW: the probes' clock (None: look now)."""
         if not self.unseen and not self.carry:
             if not buf:
-                return b"", []
+                return b"", [], []
             # (a batch with no enter or exit record at all, most batches of most traces, costs one
             # byte-slice, the low byte of each record's type, and goes on as it came)
             kinds = buf[HEADER + _TYPE_AT :: self.stride]
             if ENTER not in kinds and EXIT not in kinds:
-                return buf, []
+                return buf, [], []
         np = self._np
         if np is None:
             np = self._np = import_numpy()
@@ -144,12 +154,12 @@ class WholeCalls:
             self.unseen.append((buf, int(np.frombuffer(buf, dtype="<u8")[HEADER // 8 :: self.stride // 8].min())))
             self._unseen_n += len(buf) // self.stride
         if not final and now is not None and now - self._looked < self.EVERY_NS and self._unseen_n < self.BACKLOG:
-            return b"", []
+            return b"", [], []
         self._looked = now if now is not None else 0
         work = self.carry + b"".join(b for b, _ in self.unseen)
         self.carry, self.unseen, self._unseen_n = b"", [], 0
         if not work:
-            return b"", []
+            return b"", [], []
         rec = np.frombuffer(work, dtype=self.dtype)
         raw = np.frombuffer(work, dtype=f"V{self.stride}")
         old = np.ones(len(rec), dtype=bool) if final else rec["ts"] <= np.uint64(max(cut, 0))
@@ -157,11 +167,19 @@ class WholeCalls:
             young = raw[~old].tobytes()
             self.unseen.append((young, int(rec["ts"][~old].min())))
             self._unseen_n = len(young) // self.stride
-        veto, open_tids = gate()
+        veto, open_tids, bounce_ok = gate()
+        veto = list(veto)  # (read twice: whole calls, then bounce pairs)
         out, pairs, rest = self._pairs(rec, old, veto, open_tids, final)
+        bounces: list = []
+        if bounce_ok is not None:
+            if out is old:
+                out = old.copy()
+            bounces, waits = self._bounces(rec, old, out, veto, bounce_ok, now if now is not None else cut, final)
+            if len(waits):
+                rest = np.sort(np.concatenate((rest, waits)))
         if len(rest):
             self.carry = raw[rest].tobytes()
-        return raw[out].tobytes(), pairs
+        return raw[out].tobytes(), pairs, bounces
 
     def _pairs(self, rec, old, veto: Iterable[int], open_tids: Iterable[int], final: bool):
         """(which OLD records go to the event path, the pairs taken, the indices of those that wait:
@@ -235,3 +253,143 @@ class WholeCalls:
             )  # fmt: skip
             self.taken += len(taken)
         return out, pairs, rest
+
+    def _bounces(self, rec, old, out, veto: Iterable[int], bounce_ok: BounceOk, ref: int, final: bool):
+        """Bounce pairs: a positioned read (pread64, preadv, preadv2) on a thread, then a CUDA copy to
+        the device of exactly its buffer and bytes on the same thread, before the thread's next read.
+        The event path decides such a pair at the copy, from the read alone (dataflow.DataFlow._direct:
+        DRAM_BOUNCE, high): taken here, the classifier builds the same verdict from the pair
+        (Classifier.feed_whole). Which, so that nothing else could have joined the two:
+        - a process is taken only if every OLD record of it is such a read or copy, none is VETOed,
+          and on each thread they alternate read, its copy; the classifier then says which may go
+          (BOUNCE_OK: nothing of them held there, no copy of their job going the event path's way);
+        - a process's pairs are taken up to the first read whose copy is not here yet (on any of
+          its threads): every record left is younger than every copy taken, so no copy taken could
+          have found it. What is left waits here (ring order) while it is younger than CARRY_NS
+          (REF: the probes' clock), else goes to the event path with the rest of its process.
+        OUT (records for the event path) is updated; returns (the pairs, each (read ts, pid, tid,
+        comm bytes, syscall id, read a0..a6, copy ts, copy a0..a6), sorted by the read's time; the
+        indices of the records that wait)."""
+        np = self._np
+        assert np is not None
+        typ, rid, pid, tid, ts = rec["type"], rec["id"], rec["pid"], rec["tid"], rec["ts"]
+        none = np.zeros(0, dtype=np.intp)
+        is_copy = old & (typ == ENTER) & (rid == MEMCPY)
+        if not is_copy.any():
+            return [], none
+        is_read = old & (typ == SYS_EXIT) & np.isin(rid, POSITIONED_READS)
+        both = is_read | is_copy
+        bad = np.unique(pid[old & ~both])
+        vetoed = np.fromiter(veto, dtype=np.uint32)
+        if len(vetoed):
+            bad = np.union1d(bad, vetoed)
+        idx = np.flatnonzero(both & out & ~np.isin(pid, bad))
+        if not len(idx):
+            return [], none
+        order = idx[np.argsort(tid[idx], kind="stable")]  # each thread's records in ring order
+        a = rec["a"]
+
+        def threads(order):
+            t = tid[order]
+            n = len(order)
+            starts = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])
+            lengths = np.diff(np.r_[starts, n])
+            return starts, lengths, np.arange(n) - np.repeat(starts, lengths)
+
+        starts, lengths, k = threads(order)
+        odd = (k & 1) == 1
+        prev = np.r_[order[:1], order[:-1]]
+        # a copy (odd place) of its read's buffer, its bytes, to the device; a read at even places
+        mine = (a[order, 1] == a[prev, 1]) & (a[order, 2] == a[prev, 5]) & (a[order, 3] == H2D)
+        ok = np.where(odd, is_copy[order] & mine, is_read[order])
+        if not ok.all():  # (out of step: the whole process goes the event path's way)
+            order = order[~np.isin(pid[order], np.unique(pid[order[~ok]]))]
+        clash = self._shared_buffers(rec, order)
+        if len(clash):
+            order = order[~np.isin(pid[order], clash)]
+        cand = np.unique(pid[order])
+        while len(cand):  # (a process refused makes its copies the event path's: ask again)
+            copiers = np.unique(pid[is_copy & ~np.isin(pid, cand)])
+            allowed = bounce_ok(cand.tolist(), copiers.tolist())
+            if len(allowed) == len(cand):
+                break
+            cand = np.array(sorted(allowed), dtype=pid.dtype)
+        if not len(cand):
+            return [], none
+        order = order[np.isin(pid[order], cand)]
+        starts, lengths, k = threads(order)
+        n = len(order)
+        odd = (k & 1) == 1
+        ts_o, pid_o = ts[order], pid[order]
+        has_copy = ~odd & np.r_[odd[1:] & (k[1:] > 0), False]  # a read with its copy after it
+        copy_ts = np.r_[ts_o[1:], ts_o[-1:]]
+        never = np.iinfo(np.uint64).max
+        take = np.zeros(n, dtype=bool)
+        limit = np.full(n, never, dtype=np.uint64)
+        while True:
+            # pairs up to the first read not taken on each thread, and only copies older than every
+            # process's first read not taken (on any of its threads)
+            ready = has_copy & (copy_ts < limit)
+            not_ready = np.cumsum(~ready & ~odd)
+            before = np.repeat(np.r_[0, not_ready[starts[1:] - 1]], lengths)
+            take = ((not_ready - before) == 0) & ready
+            take |= odd & np.r_[False, take[:-1]]
+            left = ~take & ~odd  # the reads left: the first of each thread limits its process
+            if not left.any():
+                break
+            firsts = np.full(len(cand), never, dtype=np.uint64)
+            np.minimum.at(firsts, np.searchsorted(cand, pid_o[left]), ts_o[left])
+            new = firsts[np.searchsorted(cand, pid_o)]
+            if (new == limit).all():
+                break
+            limit = new
+        wait = order[~take]
+        if len(wait) and not final:
+            # a process with a record left this old: all of it goes the event path's way
+            stale = np.unique(pid[wait[ts[wait] + np.uint64(self.CARRY_NS) < np.uint64(max(ref, 0))]])
+            if len(stale):
+                wait = wait[~np.isin(pid[wait], stale)]
+            out[wait] = False
+        else:
+            wait = none
+        taken = order[take]
+        out[taken] = False
+        if not len(taken):
+            return [], wait
+        rd, cp = taken[0::2], taken[1::2]
+        by_time = np.argsort(ts[rd], kind="stable")
+        rd, cp = rd[by_time], cp[by_time]
+        ra, ca = a[rd], a[cp]
+        self.taken += len(taken)
+        pairs = list(
+            zip(
+                ts[rd].tolist(), pid[rd].tolist(), tid[rd].tolist(), rec["comm"][rd].tolist(), rid[rd].tolist(),
+                *(ra[:, j].tolist() for j in range(7)), ts[cp].tolist(), *(ca[:, j].tolist() for j in range(7)),
+            )
+        )  # fmt: skip
+        return pairs, np.sort(wait)
+
+    def _shared_buffers(self, rec, order):
+        """The processes (among ORDER's, each thread's records read, copy, read…) where one
+        thread's read landed in a buffer another thread's pair was using, between that pair's read
+        and its copy: the event path gives such a copy the newest read of the buffer, whichever
+        thread made it, so these are its to decide. Each process's pairs are sorted by buffer start,
+        then time: any overlap of two buffers shows between neighbours in that order; buffers that
+        overlap from different starts are left to the event path whatever their times."""
+        np = self._np
+        assert np is not None
+        ts, a, pid = rec["ts"], rec["a"], rec["pid"]
+        typ, tid = rec["type"][order], rec["tid"][order]
+        k = np.flatnonzero(typ[:-1] == SYS_EXIT)  # reads, and their copies right after them
+        k = k[(typ[k + 1] == ENTER) & (tid[k + 1] == tid[k])]
+        rd, cp = order[k], order[k + 1]
+        if len(rd) < 2:
+            return np.zeros(0, dtype=pid.dtype)
+        lo = a[rd, 1]
+        hi = lo + np.maximum(a[rd, 5], 1)
+        p, tr, tc = pid[rd], ts[rd], ts[cp]
+        o = np.lexsort((tr, lo, p))
+        p, lo, hi, tr, tc = p[o], lo[o], hi[o], tr[o], tc[o]
+        near = (p[1:] == p[:-1]) & (lo[1:] < hi[:-1])  # neighbours whose buffers overlap
+        clash = near & ((lo[1:] != lo[:-1]) | (tr[1:] < tc[:-1]))
+        return np.unique(p[1:][clash])
