@@ -402,6 +402,7 @@ class Classifier:
             "handle": self._on_handle,
             "api_enter": self._on_api_enter,
             "api_exit": self._on_api_exit,
+            "bounces": self._on_bounces,
             "batch_req": self._on_batch_req,
             "usdt": self._on_evidence,
             "kprobe": self._on_evidence,
@@ -876,11 +877,11 @@ class Classifier:
         waiting, mapped files: the copy finds its own read by address first; _feed_bounces puts the
         reads in the data-flow model where a later copy could still find them.)"""
         procs, pending = self.procs, self.pending
-        jobs = set()
+        jobs: dict[int, set[int]] = {}  # job -> its copiers
         for q in copiers:
             if q not in procs:
                 return set()
-            jobs.add(self.job_of(q))
+            jobs.setdefault(self.job_of(q), set()).add(q)
         busy = {io.e.pid for io in self.held}
         busy.update(pid for (pid, _), stack in self.api_stack.items() if stack)
         busy.update(key[0] for key in self.page_runs)
@@ -891,7 +892,7 @@ class Classifier:
             if p not in procs or p in busy or pending.inflight.get(p) or pending.ended.get(p) or pending.orphans.get(p):
                 continue
             job = self.job_of(p)
-            if job in copying and job not in jobs:
+            if job in copying and not (jobs.get(job, set()) - {p}):  # (its own earlier copies are fed first)
                 ok.add(p)
         return ok
 
@@ -958,57 +959,71 @@ class Classifier:
 
     def _feed_bounces(self, pairs) -> list[Event]:
         """Bounce pairs (wholecalls.WholeCalls._bounces: a positioned read, then a host-to-device copy
-        of exactly its buffer and bytes, of a process bounce_ok let through): each decided as
-        _on_syscall, _host_io and DataFlow._direct decide it at the copy (DRAM_BOUNCE, direct, high),
-        through the same evidence text and io line. A process any of whose pairs the event path
-        would not take as such (a descriptor not known or not a data file here, a read below
-        MIN_APP_IO, a stop's deadline running) comes back whole, as its events, for the caller to
-        feed in time order with the rest."""
-        fds, data_paths, procs, comms = self.fds, self._data_paths, self.procs, self._comms
+        of exactly its buffer and bytes, of a process bounce_ok let through), as one "bounces" event
+        per process, at its first read's time, for the caller to feed in time order with the rest:
+        its copies the event path has, older, go first (_on_bounces decides the pairs). A process any
+        of whose pairs the event path would not take as such (a descriptor not known or not a data
+        file here, a read below MIN_APP_IO, a stop's deadline running) comes back as its events."""
+        fds, data_paths, comms = self.fds, self._data_paths, self._comms
         back: set[int] = {pr[1] for pr in pairs} if self._deadline is not None else set()
-        paths: list[str] = []
+        mine: dict[int, list] = {}
         for pr in pairs:
-            d = fds.get((pr[1], pr[5]))
+            pid = pr[1]
+            d = fds.get((pid, pr[5]))
             path = d.path if d is not None else ""
             if not path or pr[10] < MIN_APP_IO or not (data_paths.get(path) or self._is_data_path(path)):
-                back.add(pr[1])
-            paths.append(path)
-        out, left, flow = self.out, [], self.flow
-        account: dict[tuple, list[int]] = {}  # (path, api, pid) -> [verdicts, bytes, end]
-        last: dict[int, tuple] = {}  # pid -> its last pair (its copy stands for them in self.memcpy)
-        # the processes whose reads the data-flow model must still hold: with file bytes of theirs
-        # waiting for a copy, a read taken stays in the model behind them (a later copy of its buffer
-        # finds it there, taken, and adds nothing), and a process whose page fills come absorbs them
-        # into its reads (DataFlow.add_read)
-        modelled = {pr[1] for pr in pairs if pr[1] in flow.by_pid or pr[1] in flow.fill_pids}
-        now = self.now
-        for pr, path in zip(pairs, paths):
-            ts, pid, tid, craw, sys_id, fd, buf, _, off, _, ret, lat, t_copy, dst, src, n = pr[:16]
+                back.add(pid)
+            lst = mine.get(pid)
+            if lst is None:
+                mine[pid] = [(path, pr)]
+            else:
+                lst.append((path, pr))
+        left = []
+        for pid, lst in mine.items():
+            craw = lst[0][1][3]
             comm = comms.get(craw)
             if comm is None:
                 comm = comms[craw] = craw.split(b"\0", 1)[0].decode(errors="replace")
-            api = SYS_NAMES[sys_id]
-            if pid in back:
-                left.append(Event(ts, pid, tid, "sys_exit", api, list(pr[5:12]), comm))
-                left.append(Event(t_copy, pid, tid, "api_enter", "cuMemcpy", list(pr[13:20]), comm))
+            if pid not in back:
+                first = lst[0][1]
+                left.append(Event(first[0], pid, first[2], "bounces", "", lst, comm))
                 continue
+            for _, pr in lst:
+                left.append(Event(pr[0], pid, pr[2], "sys_exit", SYS_NAMES[pr[4]], list(pr[5:12]), comm))
+                left.append(Event(pr[12], pid, pr[2], "api_enter", "cuMemcpy", list(pr[13:20]), comm))
+        return left
+
+    def _on_bounces(self, e: Event) -> None:
+        """One process's bounce pairs (_feed_bounces), each decided as _on_syscall, _host_io and
+        DataFlow._direct decide it at the copy (DRAM_BOUNCE, direct, high), through the same evidence
+        text and io line, and put in the file account once per file of the batch."""
+        pairs = e.args
+        pid, comm, procs, out, flow = e.pid, e.comm, self.procs, self.out, self.flow
+        # with file bytes of the process waiting for a copy, a read taken stays in the data-flow model
+        # behind them (a later copy of its buffer finds it there, taken, and adds nothing); a process
+        # whose page fills come absorbs them into its reads (DataFlow.add_read)
+        modelled = pid in flow.by_pid or pid in flow.fill_pids
+        job = self.job_of(pid)
+        account: dict[tuple, list[int]] = {}  # (path, api) -> [verdicts, bytes, end]
+        p = procs.get(pid)
+        if p is None or (comm and not p["comm"]):
+            p = self._proc(pid, comm)
+        for path, pr in pairs:
+            ts, _, tid, _, sys_id, fd, buf, _, off, _, ret, lat, t_copy, dst, src, n = pr[:16]
+            api = SYS_NAMES[sys_id]
             head = f"{api} fd {fd} into host memory {buf:#x}" if buf else f"{api} fd {fd}"
             ev = [head, self._copy_text([t_copy, pid, dst, src, n, 1], ts, "direct")]
-            p = procs.get(pid)
-            if p is None or (comm and not p["comm"]):
-                p = self._proc(pid, comm)
-            p["ios"] += 1
             out.append(
                 io_line(ts, pid, tid, comm, api, "read", path, off, ret, ret, lat, Route.DRAM_BOUNCE, None, "high", ev)
             )
-            if pid in modelled:  # (DataFlow.add_read, then _consume of all of it, its verdict made here)
-                read = Source(pid, self.job_of(pid), ts, path, off, ret, buf, None)
+            if modelled:  # (DataFlow.add_read, then _consume of all of it, its verdict made here)
+                read = Source(pid, job, ts, path, off, ret, buf, None)
                 flow.add_read(read)
                 read.consumed, read.copies, read.how, read.finished = ret, 1, "direct", True
                 read.copy = [t_copy, pid, dst, src, n, 1]
             else:
                 flow.reads += 1  # (DataFlow.add_read numbers every read)
-            key = (path, api, pid)
+            key = (path, api)
             acc = account.get(key)
             end = off + ret if off >= 0 else 0
             if acc is None:
@@ -1018,22 +1033,20 @@ class Classifier:
                 acc[1] += ret
                 if end > acc[2]:
                     acc[2] = end
-            last[pid] = pr
-            if t_copy > now:
-                now = t_copy
-        self.now = now
-        self.counts["events"] += 2 * (len(pairs) - len(left) // 2)
-        for pid, pr in last.items():
-            flow.by_job.setdefault(self.job_of(pid), set()).add(pid)
-            q = self.memcpy.get(pid)
-            if q is None:
-                q = self.memcpy[pid] = deque(maxlen=4096)
-            # (only copies other than host to device are ever matched from here, and this process made
-            # none: its last copy stands for the ones taken, as "the process made a CUDA copy")
-            q.append(Event(pr[12], pid, pr[2], "api_enter", "cuMemcpy", list(pr[13:20]), comms[pr[3]]))
-        for (path, api, pid), (ios, nbytes, end) in account.items():
+        p["ios"] += len(pairs)
+        last = pairs[-1][1]
+        if last[12] > self.now:
+            self.now = last[12]
+        self.counts["events"] += 2 * len(pairs) - 1  # (feed counted this one)
+        flow.by_job.setdefault(job, set()).add(pid)
+        q = self.memcpy.get(pid)
+        if q is None:
+            q = self.memcpy[pid] = deque(maxlen=4096)
+        # (only copies other than host to device are ever matched from here, and this process made
+        # none: its last copy stands for the ones taken, as "the process made a CUDA copy")
+        q.append(Event(last[12], pid, last[2], "api_enter", "cuMemcpy", list(last[13:20]), comm))
+        for (path, api), (ios, nbytes, end) in account.items():
             self._account(path, ios, nbytes, Route.DRAM_BOUNCE, api, pid, end)["how"].add("direct")
-        return left
 
     def _on_batch_req(self, e: Event) -> None:
         a = e.args + [0] * 7

@@ -59,7 +59,7 @@ class Event:
     ts: int  # ns, CLOCK_MONOTONIC (bpf_ktime_get_ns)
     pid: int
     tid: int
-    kind: str  # api_enter | api_exit | usdt | sys_exit | blk_issue | blk_done | handle | batch_req | kprobe | open | fd | proc | pages | counted
+    kind: str  # api_enter | api_exit | usdt | sys_exit | blk_issue | blk_done | handle | batch_req | kprobe | open | fd | proc | pages | counted | bounces (one process's bounce pairs, Classifier._feed_bounces)
     name: str  # cuFileRead, cufio_core:cufio_px_read, pread64, nvfs_get_dma …
     args: list = field(default_factory=list)
     comm: str = ""

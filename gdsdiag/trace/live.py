@@ -113,6 +113,10 @@ def _tally_events(evs, into: Unclassified, exits: Counter | None = None) -> None
     the reads and writes among them with their bytes, and of those the reads (not classified);
     into EXITS, per (pid, tid), the cuFile exits counted as I/Os (Classifier.exits_counted)."""
     for e in evs:
+        if e.kind == "bounces":  # (one process's bounce pairs: each a read and its copy)
+            for _, pr in e.args:
+                count_unclassified(into, e.pid, 2, 1, max(pr[10], 0), read=True)
+            continue
         if e.kind == "sys_exit" and e.name in IO_NAMES:
             count_unclassified(into, e.pid, 1, 1, max(e.args[5], 0), read=e.name.startswith(("pread", "read")))
         elif e.kind == "api_exit" and exit_is_io(e.name, e.args):
@@ -401,7 +405,8 @@ def run_live(
         # so a burst waits in memory instead of overflowing the ring while Python classifies
         for i in range(0, len(evs), CHUNK):
             if deadline is not None and time.monotonic() > deadline:
-                unclassified += len(evs) - i
+                # ("bounces": one event standing for two per pair)
+                unclassified += sum(2 * len(e.args) if e.kind == "bounces" else 1 for e in evs[i:])
                 _tally_events(evs[i:], unsent, probes.exits_counted)
                 break
             if stop["flag"] and not final:

@@ -261,8 +261,10 @@ class WholeCalls:
         DRAM_BOUNCE, high): taken here, the classifier builds the same verdict from the pair
         (Classifier.feed_whole). Which, so that nothing else could have joined the two:
         - a process is taken only if every OLD record of it is such a read or copy, none is VETOed,
-          and on each thread they alternate read, its copy; the classifier then says which may go
-          (BOUNCE_OK: nothing of them held there, no copy of their job going the event path's way);
+          and on each thread they alternate read, its copy (but for copies before the thread's first
+          read, older than every read of the process here: the event path's); the classifier then
+          says which may go (BOUNCE_OK: nothing of them held there, no copy of another process of
+          their job going the event path's way);
         - a process's pairs are taken up to the first read whose copy is not here yet (on any of
           its threads): every record left is younger than every copy taken, so no copy taken could
           have found it. What is left waits here (ring order) while it is younger than CARRY_NS
@@ -296,6 +298,26 @@ class WholeCalls:
             lengths = np.diff(np.r_[starts, n])
             return starts, lengths, np.arange(n) - np.repeat(starts, lengths)
 
+        # copies before their thread's first read here (of a read the event path had, in an earlier
+        # look, or staged) are the event path's, fed before this process's pairs: only if older than
+        # every read of the process here, else it is out of step
+        starts, lengths, _ = threads(order)
+        seen = np.cumsum(is_read[order])
+        lead = seen == np.repeat(np.r_[0, seen[starts[1:] - 1]], lengths)
+        led = np.zeros(len(rec), dtype=bool)
+        if lead.any():
+            led[order[lead]] = True
+            order = order[~lead]
+            lp, lt = pid[led], ts[led]
+            late = np.zeros(0, dtype=pid.dtype)
+            if len(order):
+                u = np.unique(pid[order])
+                firsts = np.full(len(u), np.iinfo(np.uint64).max, dtype=np.uint64)
+                np.minimum.at(firsts, np.searchsorted(u, pid[order]), ts[order])
+                at = np.minimum(np.searchsorted(u, lp), len(u) - 1)
+                late = np.unique(lp[(u[at] == lp) & (lt >= firsts[at])])
+            if len(late):
+                order = order[~np.isin(pid[order], late)]
         starts, lengths, k = threads(order)
         odd = (k & 1) == 1
         prev = np.r_[order[:1], order[:-1]]
@@ -309,7 +331,7 @@ class WholeCalls:
             order = order[~np.isin(pid[order], clash)]
         cand = np.unique(pid[order])
         while len(cand):  # (a process refused makes its copies the event path's: ask again)
-            copiers = np.unique(pid[is_copy & ~np.isin(pid, cand)])
+            copiers = np.unique(pid[(is_copy & ~np.isin(pid, cand)) | led])
             allowed = bounce_ok(cand.tolist(), copiers.tolist())
             if len(allowed) == len(cand):
                 break
