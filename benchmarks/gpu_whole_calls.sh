@@ -3,7 +3,7 @@
 # under real cuFile streams, this checkout against OLD (`git archive REV gdsdiag probes csrc | tar -x -C
 # .gpu-old`, the tree before the pairing) in the same call; the held-out loaders (attribution); the
 # live cuFile tests. Each step under its own timeout, everything under $1 (the device's $OUT).
-#   source .device/env.sh; OLD=.gpu-old [STEPS="1 2 3 4 5 6 7 8 9"] bash benchmarks/gpu_whole_calls.sh $OUT
+#   source .device/env.sh; OLD=.gpu-old [STEPS="1 2 3 4 5 6 7 8 9 10"] bash benchmarks/gpu_whole_calls.sh $OUT
 set -u
 FINAL=${1:-/tmp/out}
 source "$(dirname "$0")/gpu_common.sh" "$FINAL"
@@ -23,8 +23,9 @@ if wanted 2; then
 fi
 wanted 3 && compat_rate 3 compat 1 1 100000 1 110
 wanted 4 && compat_rate 4 compat 4 4 400000 1 120
-# DRAM_BOUNCE (pread to host memory, then its copy to the GPU): the stream the pairing does not take
+# DRAM_BOUNCE (pread to host memory, then its copy to the GPU): bounce pairs taken in bulk since 0835900
 wanted 6 && compat_rate 6 bounce 1 1 100000 1 110
+wanted 10 && compat_rate 10 bounce 4 4 200000 1 150
 if wanted 5; then
   log "5. the classifier's live path on this machine, paired and decoded (trace_poll_pace.py, classify_verdicts.py)"
   timeout 40 $PY benchmarks/trace_poll_pace.py >"$OUT/pace.txt" 2>&1
