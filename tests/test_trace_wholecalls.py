@@ -462,7 +462,63 @@ def test_bounce_pairs_taken_in_bulk_give_the_event_by_event_verdicts(seed):
         assert fast[3] == slow[3]
 
 
-def test_a_bounce_stream_is_taken_almost_whole():
+def bounce_job(procs: int, threads: int, pairs: int, seed: int = 3):
+    """A launcher and PROCS processes of THREADS threads, each thread reading 4 KiB into its own
+    buffer and copying it to the device (benchmarks/trace_compat_rate.py --kind bounce, fio
+    --cuda_io=posix, kvikio's POSIX path), each process's first read of a file left waiting for a
+    copy (a config at start-up), batched as polls of ~1-3 ms with the clock just past them."""
+    rnd = random.Random(seed)
+    t = 1_000_000_000
+    events = [Event(t, 900, 900, "proc", "exec", [], "launch")]
+    kids = [901 + i for i in range(procs)]
+    for pid in kids:
+        events += [
+            Event(t + 10, 900, 900, "proc", "fork", [900, pid], "launch"),
+            Event(t + 100, pid, pid, "open", "openat", [5, 0, 0, 0, 0, -100, pid * 10 + 5], "", "/data/cfg.bin"),
+            Event(t + 200, pid, pid, "sys_exit", "pread64", [5, 0x7F2000000000, 8192, 0, 0, 8192, 900], "wl"),
+            Event(t + 300, pid, pid, "open", "openat", [7, 0, 0, 0, 0, -100, pid * 10 + 7], "", "/data/stream.dat"),
+        ]
+    t += 1_000_000
+    clock = {}
+    for i in range(pairs):
+        pid = kids[i % procs]
+        tid = pid * 10 + (i // procs) % threads
+        buf = 0x7F0000000000 + ((i // procs) % threads) * (1 << 21)
+        at = max(t, clock.get(tid, 0))
+        copy_at = at + rnd.randint(1_000, 9_000)
+        events += [
+            Event(at, pid, tid, "sys_exit", "pread64", [7, buf, 4096, 4096 * i, 0, 4096, 800], "wl"),
+            Event(copy_at, pid, tid, "api_enter", "cuMemcpy", [0x7E0000000000, buf, 4096, 1], "wl"),
+        ]
+        clock[tid] = copy_at + rnd.randint(500, 5_000)
+        t += rnd.randint(20_000, 60_000)  # (~25k pairs/s: 6,000 last 0.24 s, five reorder holds)
+    events.sort(key=lambda e: e.ts)
+    batches, now, i = [], 0, 0
+    while i < len(events):
+        end = events[i].ts + rnd.randint(1_000_000, 3_000_000)
+        j = i
+        while j < len(events) and events[j].ts < end:
+            j += 1
+        now = max(now, end)
+        batches.append((now, events[i:j]))
+        i = j
+    return batches
+
+
+@pytest.mark.parametrize("procs, threads", [(1, 1), (1, 4), (4, 4)])
+def test_a_bounce_stream_is_taken_almost_whole(procs, threads):
+    """Every pair of such a stream is a DRAM_BOUNCE, and all but those of the first looks (before the
+    job's first copy is known, and while the processes' leftovers from them are fed) in bulk."""
+    n = 6000
+    batches = bounce_job(procs, threads, n)
+    slow, fast = run(batches, False), run(batches, True)
+    assert fast[:4] == slow[:4]
+    verdicts = [json.loads(v) for v in fast[0]]
+    assert sum(v["route"] == "DRAM_BOUNCE" and v["confidence"] == "high" for v in verdicts) == n
+    assert 2 * n * 0.8 <= fast[4] <= 2 * n, fast[4]
+
+
+def _unused():
     """Four threads of one process, each reading 4 KiB into its own buffer and copying it to the
     device (fio --cuda_io=posix, kvikio's POSIX path), one read left waiting for a copy (a file read
     at start-up): every pair but the first look's is taken in bulk, and each is a DRAM_BOUNCE."""

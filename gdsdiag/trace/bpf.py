@@ -995,8 +995,8 @@ class Probes:
         mine = {e.pid for e in self._held} | {e.pid for e in self._events}
         theirs = [e.pid for e in (*self._held, *self._events) if e.kind == "api_enter" and e.name == "cuMemcpy"]
 
-        def held_aware(pids: list[int], copiers: list[int]) -> set[int]:
-            return bounce_ok([p for p in pids if p not in mine], [*copiers, *theirs])
+        def held_aware(pids: list[int], copiers: list[int], leads: list) -> set[int]:
+            return bounce_ok([p for p in pids if p not in mine], [*copiers, *theirs], leads)
 
         return veto, open_tids, held_aware
 

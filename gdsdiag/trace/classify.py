@@ -865,7 +865,7 @@ class Classifier:
         held = {io.e.pid for io in self.held}
         return held, {tid: (pid, len(stack)) for (pid, tid), stack in self.api_stack.items() if stack}, self.bounce_ok
 
-    def bounce_ok(self, pids: list[int], copiers: list[int]) -> set[int]:
+    def bounce_ok(self, pids: list[int], copiers: list[int], leads: list[tuple[int, int, int, bool]]) -> set[int]:
         """Which of PIDS may have bounce pairs (a read, then a copy of exactly its buffer) taken in
         bulk (wholecalls.WholeCalls._bounces): the processes this classifier holds nothing of that
         such a pair could meet — no cuFile call undecided (it could claim the read), no host I/O
@@ -875,9 +875,21 @@ class Classifier:
         go the event path's way: a staged copy of another process of the job could take these
         reads' bytes there. A copier not known here (its fork not fed yet): none may. (File bytes
         waiting, mapped files: the copy finds its own read by address first; _feed_bounces puts the
-        reads in the data-flow model where a later copy could still find them.)"""
-        procs, pending = self.procs, self.pending
+        reads in the data-flow model where a later copy could still find them.)
+        LEADS, (pid, host address, time, late) of the copies of PIDS before their thread's first read
+        (the event path's, fed before the pairs): one that finds its read here by address, as
+        DataFlow._direct would, takes nothing else; any other is a copier too, and one LATE (after a
+        read of its own process's pairs) refuses its process."""
+        procs, pending, by_page = self.procs, self.pending, self.flow.by_page
         jobs: dict[int, set[int]] = {}  # job -> its copiers
+        refused: set[int] = set()
+        for q, host, ts, late in leads:
+            s = by_page.get((q, host >> 12))
+            if s is not None and s.buf is not None and s.buf <= host < s.buf + max(s.size, 1) and s.ts <= ts + 1:
+                continue
+            copiers = [*copiers, q]
+            if late:
+                refused.add(q)
         for q in copiers:
             if q not in procs:
                 return set()
@@ -886,6 +898,7 @@ class Classifier:
         busy.update(pid for (pid, _), stack in self.api_stack.items() if stack)
         busy.update(key[0] for key in self.page_runs)
         busy |= self._copied_back
+        busy |= refused
         copying = self.flow.copying_jobs
         ok = set()
         for p in pids:
@@ -985,8 +998,8 @@ class Classifier:
             if comm is None:
                 comm = comms[craw] = craw.split(b"\0", 1)[0].decode(errors="replace")
             if pid not in back:
-                first = lst[0][1]
-                left.append(Event(first[0], pid, first[2], "bounces", "", lst, comm))
+                first = lst[0][1]  # (at the later of its first read and its last copy before it: pr[20])
+                left.append(Event(first[20], pid, first[2], "bounces", "", lst, comm))
                 continue
             for _, pr in lst:
                 left.append(Event(pr[0], pid, pr[2], "sys_exit", SYS_NAMES[pr[4]], list(pr[5:12]), comm))

@@ -35,8 +35,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     # (processes that could have bounce pairs taken, the processes whose copies go the event path's
-    # way) -> those of the first that may (Classifier.bounce_ok)
-    BounceOk = Callable[[list[int], list[int]], set[int]]
+    # way, each (pid, host address, time, later than a read of its process here) of the copies before
+    # their thread's first read) -> those of the first that may (Classifier.bounce_ok)
+    BounceOk = Callable[[list[int], list[int], list[tuple[int, int, int, bool]]], set[int]]
 
 _KIND = {n: v for n, v, *_ in KINDS}
 _API = {n: v for n, v, *_ in API}
@@ -298,26 +299,14 @@ class WholeCalls:
             lengths = np.diff(np.r_[starts, n])
             return starts, lengths, np.arange(n) - np.repeat(starts, lengths)
 
-        # copies before their thread's first read here (of a read the event path had, in an earlier
-        # look, or staged) are the event path's, fed before this process's pairs: only if older than
-        # every read of the process here, else it is out of step
+        # copies before their thread's first read here are the event path's (of a read it had in an
+        # earlier look, or staged), fed before this process's pairs (see below)
         starts, lengths, _ = threads(order)
         seen = np.cumsum(is_read[order])
         lead = seen == np.repeat(np.r_[0, seen[starts[1:] - 1]], lengths)
         led = np.zeros(len(rec), dtype=bool)
-        if lead.any():
-            led[order[lead]] = True
-            order = order[~lead]
-            lp, lt = pid[led], ts[led]
-            late = np.zeros(0, dtype=pid.dtype)
-            if len(order):
-                u = np.unique(pid[order])
-                firsts = np.full(len(u), np.iinfo(np.uint64).max, dtype=np.uint64)
-                np.minimum.at(firsts, np.searchsorted(u, pid[order]), ts[order])
-                at = np.minimum(np.searchsorted(u, lp), len(u) - 1)
-                late = np.unique(lp[(u[at] == lp) & (lt >= firsts[at])])
-            if len(late):
-                order = order[~np.isin(pid[order], late)]
+        led[order[lead]] = True
+        order = order[~lead]
         starts, lengths, k = threads(order)
         odd = (k & 1) == 1
         prev = np.r_[order[:1], order[:-1]]
@@ -329,23 +318,31 @@ class WholeCalls:
         clash = self._shared_buffers(rec, order)
         if len(clash):
             order = order[~np.isin(pid[order], clash)]
+        li = np.flatnonzero(led)
+        if len(li) and len(order):
+            order = order[~np.isin(pid[order], self._shadowed(rec, order, li))]
+        never = np.iinfo(np.uint64).max
         cand = np.unique(pid[order])
         while len(cand):  # (a process refused makes its copies the event path's: ask again)
-            copiers = np.unique(pid[(is_copy & ~np.isin(pid, cand)) | led])
-            allowed = bounce_ok(cand.tolist(), copiers.tolist())
+            firsts = np.full(len(cand), never, dtype=np.uint64)  # each one's first read here
+            np.minimum.at(firsts, np.searchsorted(cand, pid[order]), ts[order])
+            lp = li[np.isin(pid[li], cand)]
+            late = ts[lp] >= firsts[np.searchsorted(cand, pid[lp])]
+            leads = list(zip(pid[lp].tolist(), a[lp, 1].tolist(), ts[lp].tolist(), late.tolist()))
+            copiers = np.unique(pid[is_copy & ~np.isin(pid, cand)])
+            allowed = bounce_ok(cand.tolist(), copiers.tolist(), leads)
             if len(allowed) == len(cand):
                 break
             cand = np.array(sorted(allowed), dtype=pid.dtype)
+            order = order[np.isin(pid[order], cand)]
         if not len(cand):
             return [], none
-        order = order[np.isin(pid[order], cand)]
         starts, lengths, k = threads(order)
         n = len(order)
         odd = (k & 1) == 1
         ts_o, pid_o = ts[order], pid[order]
         has_copy = ~odd & np.r_[odd[1:] & (k[1:] > 0), False]  # a read with its copy after it
         copy_ts = np.r_[ts_o[1:], ts_o[-1:]]
-        never = np.iinfo(np.uint64).max
         take = np.zeros(n, dtype=bool)
         limit = np.full(n, never, dtype=np.uint64)
         while True:
@@ -365,9 +362,22 @@ class WholeCalls:
             if (new == limit).all():
                 break
             limit = new
-        wait = order[~take]
+        # a process's pairs are fed as one event after its lead copies (Classifier._feed_bounces):
+        # at the later of its first read and its last lead copy, which must be older than every
+        # record of it left here, else all of it goes the event path's way
+        at = np.full(len(cand), never, dtype=np.uint64)
+        np.minimum.at(at, np.searchsorted(cand, pid_o[take]), ts_o[take])
+        lp = li[np.isin(pid[li], cand)]
+        if len(lp):
+            last = np.zeros(len(cand), dtype=np.uint64)
+            np.maximum.at(last, np.searchsorted(cand, pid[lp]), ts[lp] + np.uint64(1))
+            at = np.where(at == never, never, np.maximum(at, last))
+        late = cand[(at != never) & (at >= limit_of(cand, pid_o, ts_o, ~take & ~odd))]
+        if len(late):
+            take &= ~np.isin(pid_o, late)
+        wait = order[~take & ~np.isin(pid_o, late)]
         if len(wait) and not final:
-            # a process with a record left this old: all of it goes the event path's way
+            # a process with a record left this old: what is left of it goes the event path's way
             stale = np.unique(pid[wait[ts[wait] + np.uint64(self.CARRY_NS) < np.uint64(max(ref, 0))]])
             if len(stale):
                 wait = wait[~np.isin(pid[wait], stale)]
@@ -387,9 +397,35 @@ class WholeCalls:
             zip(
                 ts[rd].tolist(), pid[rd].tolist(), tid[rd].tolist(), rec["comm"][rd].tolist(), rid[rd].tolist(),
                 *(ra[:, j].tolist() for j in range(7)), ts[cp].tolist(), *(ca[:, j].tolist() for j in range(7)),
+                at[np.searchsorted(cand, pid[rd])].tolist(),
             )
         )  # fmt: skip
         return pairs, np.sort(wait)
+
+    def _shadowed(self, rec, order, li):
+        """The processes with a copy at LI (one before its thread's first read here: the event
+        path's) whose page a read of ORDER (the process's pairs) went into before it: the event path
+        finds a copy's read by the page its buffer starts in, newest first, so fed after the pairs
+        the copy could find that read instead of the one it found at its own time."""
+        np = self._np
+        assert np is not None
+        ts, a, pid = rec["ts"], rec["a"], rec["pid"]
+        rd = order[rec["type"][order] == SYS_EXIT]
+        if not len(rd):
+            return np.zeros(0, dtype=pid.dtype)
+        shift = np.uint64(36)  # (a process's pages: 48-bit addresses, 4 KiB pages)
+
+        def key(p, addr):
+            return (p.astype(np.uint64) << shift) | (addr.astype(np.uint64) >> np.uint64(12))
+
+        keys = key(pid[rd], a[rd, 1])
+        u, inv = np.unique(keys, return_inverse=True)
+        first = np.full(len(u), np.iinfo(np.uint64).max, dtype=np.uint64)
+        np.minimum.at(first, inv, ts[rd])
+        lk = key(pid[li], a[li, 1])
+        at = np.minimum(np.searchsorted(u, lk), len(u) - 1)
+        hit = (u[at] == lk) & (first[at] < ts[li])
+        return np.unique(pid[li][hit])
 
     def _shared_buffers(self, rec, order):
         """The processes (among ORDER's, each thread's records read, copy, read…) where one
@@ -415,3 +451,14 @@ class WholeCalls:
         near = (p[1:] == p[:-1]) & (lo[1:] < hi[:-1])  # neighbours whose buffers overlap
         clash = near & ((lo[1:] != lo[:-1]) | (tr[1:] < tc[:-1]))
         return np.unique(p[1:][clash])
+
+
+def limit_of(cand, pid_o, ts_o, left):
+    """Per process of CAND (sorted), the time of its first record LEFT (a read not taken), or the
+    largest time where none is."""
+    import numpy as np  # (loaded already: WholeCalls.split imported it)
+
+    never = np.iinfo(np.uint64).max
+    out = np.full(len(cand), never, dtype=np.uint64)
+    np.minimum.at(out, np.searchsorted(cand, pid_o[left]), ts_o[left])
+    return out
