@@ -965,13 +965,15 @@ class Probes:
 
         self._whole, self._whole_busy = WholeCalls(REC_STRIDE), busy
 
-    def _whole_gate(self):
+    def _whole_gate(self, cut: int):
         """(processes whose records all go to the event path: it holds other events of theirs;
         threads whose call it holds open, once what it holds is fed; which processes may have
         bounce pairs taken, or None). Held cuFileRead/Write enters and exits of a thread commute
         with other threads' whole calls (no evidence between them), so they only decide whether the
         thread's next exit is the event path's; a bounce pair commutes with nothing of its own
-        process, and a copy held here is one the event path will see."""
+        process, and a copy held here is one the event path will see. Only what is held here up to
+        CUT, the newest record WholeCalls hands out, is fed before those records: what is younger
+        (an open of a process the trace is seconds behind on, say) keeps nothing from being paired."""
         assert self._whole_busy is not None  # (set with _whole: pair_whole_calls)
         vetoed, opened, bounce_ok = self._whole_busy()
         veto = set(vetoed)
@@ -981,19 +983,20 @@ class Probes:
                 n = depth.get(e.tid, 0)
                 depth[e.tid] = n + 1 if e.kind == "api_enter" else max(n - 1, 0)
                 opened.setdefault(e.tid, (e.pid, 0))
-            else:
+            elif e.ts <= cut:
                 veto.add(e.pid)
-        veto.update(e.pid for e in self._events)
+        veto.update(e.pid for e in self._events if e.ts <= cut)
         open_tids = []
         for tid, n in depth.items():
             if n == 1:
                 open_tids.append(tid)
             elif n > 1:  # (calls nested on one thread: a lost exit; the event path sorts it out)
                 veto.add(opened[tid][0])
-        if bounce_ok is None or not (self._held or self._events):
+        before = [e for e in (*self._held, *self._events) if e.ts <= cut]
+        if bounce_ok is None or not before:
             return veto, open_tids, bounce_ok
-        mine = {e.pid for e in self._held} | {e.pid for e in self._events}
-        theirs = [e.pid for e in (*self._held, *self._events) if e.kind == "api_enter" and e.name == "cuMemcpy"]
+        mine = {e.pid for e in before}
+        theirs = [e.pid for e in before if e.kind == "api_enter" and e.name == "cuMemcpy"]
 
         def held_aware(pids: list[int], copiers: list[int], leads: list) -> set[int]:
             return bounce_ok([p for p in pids if p not in mine], [*copiers, *theirs], leads)

@@ -127,14 +127,14 @@ class WholeCalls:
         self,
         buf: bytes,
         cut: int,
-        gate: Callable[[], tuple[Iterable[int], Iterable[int], BounceOk | None]],
+        gate: Callable[[int], tuple[Iterable[int], Iterable[int], BounceOk | None]],
         final: bool = False,
         now: int | None = None,
     ) -> tuple[bytes, list, list]:
         """(the records for the event-by-event path, as bytes in ring order, all older than CUT;
         the whole calls taken, each a tuple (enter ts, pid, tid, comm bytes, api id, handle, size,
         offset, exit ts, ret, exit a1..a6); the bounce pairs taken (_bounces)). CUT: younger records
-        wait here; GATE(): asked only when the records are looked at, (processes the event path
+        wait here; GATE(CUT): asked only when the records are looked at, (processes the event path
         holds other events of: all their records go there; threads whose call it has open: their
         exit, the first record here, goes there; which processes may have bounce pairs taken, or
         None: none); FINAL: everything is handed out (a thread's last enter to the event path);
@@ -168,7 +168,7 @@ class WholeCalls:
             young = raw[~old].tobytes()
             self.unseen.append((young, int(rec["ts"][~old].min())))
             self._unseen_n = len(young) // self.stride
-        veto, open_tids, bounce_ok = gate()
+        veto, open_tids, bounce_ok = gate(cut if not final else 1 << 63)  # (final: all of it is handed out)
         veto = list(veto)  # (read twice: whole calls, then bounce pairs)
         out, pairs, rest = self._pairs(rec, old, veto, open_tids, final)
         bounces: list = []
