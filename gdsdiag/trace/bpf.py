@@ -966,42 +966,54 @@ class Probes:
         self._whole, self._whole_busy = WholeCalls(REC_STRIDE), busy
 
     def _whole_gate(self, cut: int):
-        """(processes whose records all go to the event path: it holds other events of theirs;
-        threads whose call it holds open, once what it holds is fed; which processes may have
-        bounce pairs taken, or None). Held cuFileRead/Write enters and exits of a thread commute
-        with other threads' whole calls (no evidence between them), so they only decide whether the
-        thread's next exit is the event path's; a bounce pair commutes with nothing of its own
-        process, and a copy held here is one the event path will see. Only what is held here up to
-        CUT, the newest record WholeCalls hands out, is fed before those records: what is younger
-        (an open of a process the trace is seconds behind on, say) keeps nothing from being paired."""
+        """(processes whose records go to the event path, each with the time from which: pid -> the
+        oldest event of it held here, 0 for all of them; threads whose call it holds open, once what
+        it holds is fed; which processes may have bounce pairs taken, or None; the processes' times
+        for bounce pairs). A record older than an event of its process held here (to be fed in time
+        order) is the event path's; one younger is not: an open from the other ring, seconds younger
+        than the records a backlogged trace is looking at, kept a real stream from being paired.
+        Held cuFileRead/Write enters and exits of a thread commute with other threads' whole calls
+        (no evidence between them), so they only decide whether the thread's next exit is the event
+        path's; a bounce pair commutes with nothing of its own process, and a copy held here up to
+        CUT (the newest record handed out) is one the event path sees before them."""
         assert self._whole_busy is not None  # (set with _whole: pair_whole_calls)
         vetoed, opened, bounce_ok = self._whole_busy()
-        veto = set(vetoed)
+        veto = dict.fromkeys(vetoed, 0)
+        calls: dict[int, int] = {}  # pid -> its oldest cuFile enter or exit held here
         depth = {tid: n for tid, (_, n) in opened.items()}
-        for e in self._held:
+        for e in (*self._held, *self._events):
             if e.name in _SYNC_IO and (e.kind == "api_enter" or e.kind == "api_exit"):
                 n = depth.get(e.tid, 0)
                 depth[e.tid] = n + 1 if e.kind == "api_enter" else max(n - 1, 0)
                 opened.setdefault(e.tid, (e.pid, 0))
-            elif e.ts <= cut:
-                veto.add(e.pid)
-        veto.update(e.pid for e in self._events if e.ts <= cut)
+                if e.ts < calls.get(e.pid, 1 << 64):
+                    calls[e.pid] = e.ts
+            elif e.ts < veto.get(e.pid, 1 << 64):
+                veto[e.pid] = e.ts
         open_tids = []
         for tid, n in depth.items():
             if n == 1:
                 open_tids.append(tid)
             elif n > 1:  # (calls nested on one thread: a lost exit; the event path sorts it out)
-                veto.add(opened[tid][0])
-        before = [e for e in (*self._held, *self._events) if e.ts <= cut]
-        if bounce_ok is None or not before:
-            return veto, open_tids, bounce_ok
-        mine = {e.pid for e in before}
-        theirs = [e.pid for e in before if e.kind == "api_enter" and e.name == "cuMemcpy"]
+                veto[opened[tid][0]] = 0
+        if bounce_ok is None:
+            return veto, open_tids, None, veto
+        bveto = dict(veto)
+        for pid, ts in calls.items():
+            if ts < bveto.get(pid, 1 << 64):
+                bveto[pid] = ts
+        theirs = [
+            e.pid
+            for e in (*self._held, *self._events)
+            if e.ts <= cut and e.kind == "api_enter" and e.name == "cuMemcpy"
+        ]
+        if not theirs:
+            return veto, open_tids, bounce_ok, bveto
 
         def held_aware(pids: list[int], copiers: list[int], leads: list) -> set[int]:
-            return bounce_ok([p for p in pids if p not in mine], [*copiers, *theirs], leads)
+            return bounce_ok(pids, [*copiers, *theirs], leads)
 
-        return veto, open_tids, held_aware
+        return veto, open_tids, held_aware, bveto
 
     def take_whole(self) -> list:
         """The whole calls paired since the last call (for Classifier.feed_whole)."""

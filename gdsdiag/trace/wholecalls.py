@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from .eventdefs import API, EVENT_FIELDS, KINDS, SYSCALLS
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Mapping
 
     # (processes that could have bounce pairs taken, the processes whose copies go the event path's
     # way, each (pid, host address, time, later than a read of its process here) of the copies before
@@ -127,7 +127,7 @@ class WholeCalls:
         self,
         buf: bytes,
         cut: int,
-        gate: Callable[[int], tuple[Iterable[int], Iterable[int], BounceOk | None]],
+        gate: Callable[[int], tuple[Mapping[int, int], Iterable[int], BounceOk | None, Mapping[int, int]]],
         final: bool = False,
         now: int | None = None,
     ) -> tuple[bytes, list, list]:
@@ -135,9 +135,11 @@ class WholeCalls:
         the whole calls taken, each a tuple (enter ts, pid, tid, comm bytes, api id, handle, size,
         offset, exit ts, ret, exit a1..a6); the bounce pairs taken (_bounces)). CUT: younger records
         wait here; GATE(CUT): asked only when the records are looked at, (processes the event path
-        holds other events of: all their records go there; threads whose call it has open: their
-        exit, the first record here, goes there; which processes may have bounce pairs taken, or
-        None: none); FINAL: everything is handed out (a thread's last enter to the event path);
+        holds other events of, each with the time of the oldest: all their records go there if one
+        is that old; threads whose call it has open: their exit, the first record here, goes there;
+        which processes may have bounce pairs taken, or None: none; the processes held back from
+        bounce pairs, as the first); FINAL: everything is handed out (a thread's last enter to the
+        event path);
         NOW: the probes' clock (None: look now)."""
         if not self.unseen and not self.carry:
             if not buf:
@@ -168,19 +170,40 @@ class WholeCalls:
             young = raw[~old].tobytes()
             self.unseen.append((young, int(rec["ts"][~old].min())))
             self._unseen_n = len(young) // self.stride
-        veto, open_tids, bounce_ok = gate(cut if not final else 1 << 63)  # (final: all of it is handed out)
-        veto = list(veto)  # (read twice: whole calls, then bounce pairs)
-        out, pairs, rest = self._pairs(rec, old, veto, open_tids, final)
+        veto, open_tids, bounce_ok, bveto = gate(cut if not final else 1 << 63)  # (final: all is handed out)
+        out, pairs, rest = self._pairs(rec, old, self._vetoed(rec, old, veto), open_tids, final)
         bounces: list = []
         if bounce_ok is not None:
             if out is old:
                 out = old.copy()
-            bounces, waits = self._bounces(rec, old, out, veto, bounce_ok, now if now is not None else cut, final)
+            bounces, waits = self._bounces(
+                rec, old, out, self._vetoed(rec, old, bveto), bounce_ok, now if now is not None else cut, final
+            )
             if len(waits):
                 rest = np.sort(np.concatenate((rest, waits)))
         if len(rest):
             self.carry = raw[rest].tobytes()
         return raw[out].tobytes(), pairs, bounces
+
+    def _vetoed(self, rec, old, veto: Mapping[int, int]) -> list[int]:
+        """The processes VETO (pid -> the time from which its records are the event path's) holds
+        back: those with an OLD record at or after their time."""
+        np = self._np
+        assert np is not None
+        if not veto:
+            return []
+        pid, ts = rec["pid"], rec["ts"]
+        vp = np.fromiter(veto.keys(), dtype=np.uint32, count=len(veto))
+        vt = np.fromiter(veto.values(), dtype=np.uint64, count=len(veto))
+        mine = old & np.isin(pid, vp)
+        if not mine.any():
+            return []
+        u = np.unique(pid[mine])
+        newest = np.zeros(len(u), dtype=np.uint64)
+        np.maximum.at(newest, np.searchsorted(u, pid[mine]), ts[mine])
+        keep = np.isin(vp, u)
+        vp, vt = vp[keep], vt[keep]
+        return vp[vt <= newest[np.searchsorted(u, vp)]].tolist()
 
     def _pairs(self, rec, old, veto: Iterable[int], open_tids: Iterable[int], final: bool):
         """(which OLD records go to the event path, the pairs taken, the indices of those that wait:
