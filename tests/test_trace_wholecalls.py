@@ -568,6 +568,9 @@ def test_a_young_event_of_a_process_does_not_keep_its_older_pairs_from_bulk(poll
     events.append(
         Event(last + 1_000, 901, 901, "open", "openat", [9, 0o1101, 0, 0, 0, -100, 9999], "", "/data/result.json")
     )
+    # (and its records after its last pair, in the same look: they are the event path's, not its pairs)
+    events.append(Event(last + 1_200, 901, 901, "sys_exit", "write", [9, 0x7F3000000000, 90, 0, 0, 90, 500], "wl"))
+    events.append(Event(last + 1_300, 901, 901, "fd", "close", [9], "wl"))
     # (the start followed live, the clock 40 ms past it; then the rest in the ring at once, the clock
     # just past it: each poll, 10 ms apart, decodes 16k records of it)
     start = events[:2000]

@@ -171,7 +171,7 @@ class WholeCalls:
             self.unseen.append((young, int(rec["ts"][~old].min())))
             self._unseen_n = len(young) // self.stride
         veto, open_tids, bounce_ok, bveto = gate(cut if not final else 1 << 63)  # (final: all is handed out)
-        out, pairs, rest = self._pairs(rec, old, self._vetoed(rec, old, veto), open_tids, final)
+        out, pairs, rest = self._pairs(rec, old, list(self._vetoed(rec, old, veto)), open_tids, final)
         bounces: list = []
         if bounce_ok is not None:
             if out is old:
@@ -185,25 +185,26 @@ class WholeCalls:
             self.carry = raw[rest].tobytes()
         return raw[out].tobytes(), pairs, bounces
 
-    def _vetoed(self, rec, old, veto: Mapping[int, int]) -> list[int]:
+    def _vetoed(self, rec, old, veto: Mapping[int, int]) -> dict[int, int]:
         """The processes VETO (pid -> the time from which its records are the event path's) holds
-        back: those with an OLD record at or after their time."""
+        back, with their times: those with an OLD record at or after their time."""
         np = self._np
         assert np is not None
         if not veto:
-            return []
+            return {}
         pid, ts = rec["pid"], rec["ts"]
         vp = np.fromiter(veto.keys(), dtype=np.uint32, count=len(veto))
         vt = np.fromiter(veto.values(), dtype=np.uint64, count=len(veto))
         mine = old & np.isin(pid, vp)
         if not mine.any():
-            return []
+            return {}
         u = np.unique(pid[mine])
         newest = np.zeros(len(u), dtype=np.uint64)
         np.maximum.at(newest, np.searchsorted(u, pid[mine]), ts[mine])
         keep = np.isin(vp, u)
         vp, vt = vp[keep], vt[keep]
-        return vp[vt <= newest[np.searchsorted(u, vp)]].tolist()
+        hit = vt <= newest[np.searchsorted(u, vp)]
+        return dict(zip(vp[hit].tolist(), vt[hit].tolist()))
 
     def _pairs(self, rec, old, veto: Iterable[int], open_tids: Iterable[int], final: bool):
         """(which OLD records go to the event path, the pairs taken, the indices of those that wait:
@@ -278,7 +279,7 @@ class WholeCalls:
             self.taken += len(taken)
         return out, pairs, rest
 
-    def _bounces(self, rec, old, out, veto: Iterable[int], bounce_ok: BounceOk, ref: int, final: bool):
+    def _bounces(self, rec, old, out, veto: Mapping[int, int], bounce_ok: BounceOk, ref: int, final: bool):
         """Bounce pairs: a positioned read (pread64, preadv, preadv2) on a thread, then a CUDA copy to
         the device of exactly its buffer and bytes on the same thread, before the thread's next read.
         The event path decides such a pair at the copy, from the read alone (dataflow.DataFlow._direct:
@@ -305,11 +306,24 @@ class WholeCalls:
             return [], none
         is_read = old & (typ == SYS_EXIT) & np.isin(rid, POSITIONED_READS)
         both = is_read | is_copy
-        bad = np.unique(pid[old & ~both])
-        vetoed = np.fromiter(veto, dtype=np.uint32)
-        if len(vetoed):
-            bad = np.union1d(bad, vetoed)
-        idx = np.flatnonzero(both & out & ~np.isin(pid, bad))
+        never = np.uint64(np.iinfo(np.uint64).max)
+        # a process's records from its first other record here (or its first event the probes hold,
+        # VETO) on are the event path's: its pairs before that time can be taken, the rest is fed
+        # after them, in time order (nothing of such a process waits here)
+        other = old & ~both
+        sp = np.unique(np.r_[pid[other], np.fromiter(veto.keys(), dtype=pid.dtype, count=len(veto))])
+        stop = np.full(len(sp), never, dtype=np.uint64)
+        if len(sp):
+            np.minimum.at(stop, np.searchsorted(sp, pid[other]), ts[other])
+            for p, t in veto.items():
+                at = np.searchsorted(sp, p)
+                stop[at] = min(int(stop[at]), t)
+        rec_stop = np.full(len(pid), never, dtype=np.uint64)  # (each record's process's)
+        if len(sp):
+            pos = np.minimum(np.searchsorted(sp, pid), len(sp) - 1)
+            hit = sp[pos] == pid
+            rec_stop[hit] = stop[pos[hit]]
+        idx = np.flatnonzero(both & out & (ts < rec_stop))
         if not len(idx):
             return [], none
         order = idx[np.argsort(tid[idx], kind="stable")]  # each thread's records in ring order
@@ -344,7 +358,6 @@ class WholeCalls:
         li = np.flatnonzero(led)
         if len(li) and len(order):
             order = order[~np.isin(pid[order], self._shadowed(rec, order, li))]
-        never = np.iinfo(np.uint64).max
         cand = np.unique(pid[order])
         while len(cand):  # (a process refused makes its copies the event path's: ask again)
             firsts = np.full(len(cand), never, dtype=np.uint64)  # each one's first read here
@@ -367,7 +380,7 @@ class WholeCalls:
         has_copy = ~odd & np.r_[odd[1:] & (k[1:] > 0), False]  # a read with its copy after it
         copy_ts = np.r_[ts_o[1:], ts_o[-1:]]
         take = np.zeros(n, dtype=bool)
-        limit = np.full(n, never, dtype=np.uint64)
+        limit = first_limit = rec_stop[order]
         while True:
             # pairs up to the first read not taken on each thread, and only copies older than every
             # process's first read not taken (on any of its threads)
@@ -381,7 +394,7 @@ class WholeCalls:
                 break
             firsts = np.full(len(cand), never, dtype=np.uint64)
             np.minimum.at(firsts, np.searchsorted(cand, pid_o[left]), ts_o[left])
-            new = firsts[np.searchsorted(cand, pid_o)]
+            new = np.minimum(firsts[np.searchsorted(cand, pid_o)], first_limit)
             if (new == limit).all():
                 break
             limit = new
@@ -395,10 +408,12 @@ class WholeCalls:
             last = np.zeros(len(cand), dtype=np.uint64)
             np.maximum.at(last, np.searchsorted(cand, pid[lp]), ts[lp] + np.uint64(1))
             at = np.where(at == never, never, np.maximum(at, last))
-        late = cand[(at != never) & (at >= limit_of(cand, pid_o, ts_o, ~take & ~odd))]
+        stops = np.full(len(cand), never, dtype=np.uint64)
+        np.minimum.at(stops, np.searchsorted(cand, pid_o), first_limit)
+        late = cand[(at != never) & (at >= np.minimum(limit_of(cand, pid_o, ts_o, ~take & ~odd), stops))]
         if len(late):
             take &= ~np.isin(pid_o, late)
-        wait = order[~take & ~np.isin(pid_o, late)]
+        wait = order[~take & ~np.isin(pid_o, late) & (first_limit == never)]
         if len(wait) and not final:
             # a process with a record left this old: what is left of it goes the event path's way
             stale = np.unique(pid[wait[ts[wait] + np.uint64(self.CARRY_NS) < np.uint64(max(ref, 0))]])
@@ -481,7 +496,7 @@ def limit_of(cand, pid_o, ts_o, left):
     largest time where none is."""
     import numpy as np  # (loaded already: WholeCalls.split imported it)
 
-    never = np.iinfo(np.uint64).max
+    never = np.uint64(np.iinfo(np.uint64).max)
     out = np.full(len(cand), never, dtype=np.uint64)
     np.minimum.at(out, np.searchsorted(cand, pid_o[left]), ts_o[left])
     return out
