@@ -58,6 +58,10 @@ class RingReader:
     def pending(self) -> bool:
         return self._prod_pos[0] != self._cons_pos[0]
 
+    def pending_records(self) -> int:
+        """Records (committed or being written) in the ring now."""
+        return (self._prod_pos[0] - self._cons_pos[0]) // self.stride
+
     def read(self) -> tuple[bytes, int]:
         """The committed records now in the ring, as one bytes object of n records of ``stride``
         bytes each (header included), and n; the ring's space is given back."""
