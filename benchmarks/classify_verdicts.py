@@ -135,7 +135,13 @@ def main() -> None:
             got = live(ring, side, printer, whole)
             assert got == a.ios, (name, got)
             t = best(lambda r=ring, s=side, w=whole: live(r, s, printer, w), a.rounds)
-            how = "whole calls paired in bulk" if whole and name.startswith("compat") else "decode"
+            how = (
+                "whole calls paired in bulk"
+                if whole and name.startswith("compat")
+                else "bounce pairs taken in bulk"
+                if whole and name == "bounce"
+                else "decode"
+            )
             print(
                 f"live {name}{' (paired)' if whole and name.startswith('compat') else ''}: {len(stream)} events -> "
                 f"{a.ios} verdicts, {t * 1e3:.1f} ms, {t / a.ios * 1e6:.2f} µs/verdict, {a.ios / t:,.0f} verdicts/s "
