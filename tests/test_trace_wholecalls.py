@@ -579,3 +579,24 @@ def test_a_young_event_of_a_process_does_not_keep_its_older_pairs_from_bulk(poll
     slow, fast = run(batches, False), run(batches, True)
     assert fast[:4] == slow[:4]
     assert fast[4] >= 2 * n * 0.8, fast[4]
+
+
+def test_bounce_pairs_a_stop_leaves_unfed_are_counted_as_their_reads_and_copies():
+    """A stop's budget can end before a process's bounce pairs (one "bounces" event) are fed: the
+    summary's unclassified counts must stand for every read and copy in it, as for decoded events."""
+    from gdsdiag.trace.live import _tally_events
+
+    clf = Classifier()
+    clf.procs[901] = {"pid": 901, "ppid": None, "comm": "wl", "exe": None, "ios": 0}
+    clf.fds[(901, 7)] = type("D", (), {"path": "/data/x.dat"})()
+    pairs = [
+        (1_000 + i, 901, 901, b"wl", IDS["sys_exit"]["pread64"], 7, 0x7F00, 4096, 4096 * i, 0, 4096, 800)
+        + (2_000 + i, 0x7E00, 0x7F00, 4096, 1, 0, 0, 0, 1_000)
+        for i in range(3)
+    ]
+    (e,) = clf._feed_bounces(pairs)
+    assert e.kind == "bounces" and len(e.args) == 3
+    into: dict = {}
+    _tally_events([e], into)
+    # (events, I/Os, bytes, reads, bytes read)
+    assert list(into[901]) == [6, 3, 3 * 4096, 3, 3 * 4096]
