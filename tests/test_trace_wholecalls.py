@@ -591,7 +591,7 @@ def test_bounce_pairs_a_stop_leaves_unfed_are_counted_as_their_reads_and_copies(
     clf.fds[(901, 7)] = type("D", (), {"path": "/data/x.dat"})()
     pairs = [
         (1_000 + i, 901, 901, b"wl", IDS["sys_exit"]["pread64"], 7, 0x7F00, 4096, 4096 * i, 0, 4096, 800)
-        + (2_000 + i, 0x7E00, 0x7F00, 4096, 1, 0, 0, 0, 1_000)
+        + (2_000 + i, 0x7E00, 0x7F00, 4096, 1, 0, 0, 0, 1_000, i == 2)
         for i in range(3)
     ]
     (e,) = clf._feed_bounces(pairs)

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..routes import Route
-from .dataflow import DataFlow, MappedFile, Source
+from .dataflow import RETAIN_NS, DataFlow, MappedFile, Source, Taken
 from .events import API_NAMES, NVFS_IOCTLS, SYS_NAMES, Event, not_data
 from .evidence import KPROBE_EVIDENCE, ROUTE_USDT, SYSCALL_EVIDENCE, decide_once, usdt_kind
 from .tally import Unclassified, count_unclassified
@@ -1016,6 +1016,7 @@ class Classifier:
         # behind them (a later copy of its buffer finds it there, taken, and adds nothing); a process
         # whose page fills come absorbs them into its reads (DataFlow.add_read)
         modelled = pid in flow.by_pid or pid in flow.fill_pids
+        by_page = flow.by_page
         job = self.job_of(pid)
         account: dict[tuple, list[int]] = {}  # (path, api) -> [verdicts, bytes, end]
         p = procs.get(pid)
@@ -1036,6 +1037,8 @@ class Classifier:
                 read.copy = [t_copy, pid, dst, src, n, 1]
             else:
                 flow.reads += 1  # (DataFlow.add_read numbers every read)
+                if pr[21]:  # (the newest read into its buffer's page here: found by it, RETAIN_NS)
+                    by_page[(pid, buf >> 12)] = Taken(pid, buf, ret, ts, t_copy + RETAIN_NS)
             key = (path, api)
             acc = account.get(key)
             end = off + ret if off >= 0 else 0

@@ -50,6 +50,10 @@ MAP_SETTLE_NS = 250_000_000  # a copy from a mapping faults pages in as it runs:
 MIN_STAGED_COPY = 4096  # smaller copies (kernel arguments, scalars) never stand for file data
 RIVAL_SCAN = 16  # waiting reads of each process a staged copy looks at for bytes of other files
 ABSORB_MIN = 4096  # readahead left over after the reads (a few bytes at the file's start): dropped
+# a read whose bytes copies took stays findable by its buffer (DataFlow.by_page) this long after its
+# first copy: the buffer copied again (to a second GPU) adds nothing, and is no staged copy
+RETAIN_NS = 250_000_000
+SWEEP_MIN = 4096  # by_page is swept of reads past RETAIN_NS when it is larger than this (and twice its last size)
 
 
 # Files a staging inference never takes bytes from: the system's and the interpreter's own files and
@@ -170,12 +174,24 @@ class Source:
     # it took is inferred from order (up to three of those files)
     rivals: tuple[str, ...] = ()
     passed_over: bool = False  # never copied, though a staged copy took other files' bytes while it waited
+    until: int = 0  # taken and out of its queue: found by its buffer until then (RETAIN_NS)
 
     def __post_init__(self) -> None:
         self.ok = staged_ok(self.path)
 
     def remaining(self) -> int:
         return max(self.size - self.consumed, 0)
+
+
+class Taken:
+    """A read whose bytes a copy took, decided elsewhere (Classifier._on_bounces): what DataFlow._direct
+    reads of a Source it finds by its buffer, finished."""
+
+    __slots__ = ("pid", "buf", "size", "ts", "until")
+    finished = True
+
+    def __init__(self, pid: int, buf: int, size: int, ts: int, until: int) -> None:
+        self.pid, self.buf, self.size, self.ts, self.until = pid, buf, size, ts, until
 
 
 class RecentReads:
@@ -327,7 +343,11 @@ class DataFlow:
         self.by_job: dict[int, set[int]] = {}  # job -> pids with sources or mappings
         self.mapped: dict[tuple[int, str], MappedFile] = {}
         self.maps_of: dict[int, list[MappedFile]] = {}  # pid -> its mapped files, by first mapping
-        self.by_page: dict[tuple[int, int], Source] = {}  # (pid, buffer >> 12) -> newest read into it
+        self.by_page: dict[tuple[int, int], Source | Taken] = {}  # (pid, buffer >> 12) -> newest read into it
+        # a read copies took stays in by_page when it leaves its process's queue, until RETAIN_NS after
+        # its first copy (leaving it with the queue, whenever the next advance came, made a buffer
+        # copied again after that a staged copy of other bytes); swept when by_page grows
+        self._sweep_at = SWEEP_MIN
         self.recent: dict[int, RecentReads] = {}  # pid -> its newest reads by address (made at its first copy)
         self.reads = 0  # reads added (Source.seq)
         self.loose_fills: dict[tuple[int, str], list] = {}  # fills of unmapped files: [ts, lo, hi, lat, payload]
@@ -459,15 +479,15 @@ class DataFlow:
         (copied again, to a second GPU say) adds no file bytes, and is no staged copy either."""
         ts, pid, _, host, n, _ = c
         s = self.by_page.get((pid, host >> 12))
-        if s is None or not (s.buf is not None and s.buf <= host < s.buf + max(s.size, 1)):
+        if s is None or not (s.buf is not None and s.buf <= host < s.buf + max(s.size, 1)) or 0 < s.until < ts:
             s = None
             q = self.by_pid.get(pid)
             if q:
                 s = self._newest_read_of(pid, q, host, n)
         if s is not None and s.ts <= ts + 1:
-            if not s.finished:
+            if not s.finished:  # (a Taken is finished: only a Source comes here)
                 take = min(host + n, s.buf + s.size) - max(host, s.buf)  # type: ignore[operator]
-                self._consume(s, max(take, 0), "direct", c)
+                self._consume(s, max(take, 0), "direct", c)  # type: ignore[arg-type]
             return True
         for mf in self.maps_of.get(pid, ()):
             iv = mf.direct(host, n)
@@ -651,7 +671,12 @@ class DataFlow:
     # -- time ------------------------------------------------------------------------------------
     def advance(self, now: int, final: bool = False) -> None:
         """Finish what is old enough: unconsumed reads past the window, settled mapping chunks,
-        mappings and loose fills idle for the window."""
+        mappings and loose fills idle for the window; reads copies took, RETAIN_NS after."""
+        by_page = self.by_page
+        if len(by_page) > self._sweep_at or final:
+            for page in [k for k, s in by_page.items() if 0 < s.until < now or (final and s.until)]:
+                del by_page[page]
+            self._sweep_at = max(SWEEP_MIN, 2 * len(by_page))
         for pid, q in list(self.by_pid.items()):
             window = WINDOW_NS if q and q[0].job in self.copying_jobs else FIRST_COPY_WINDOW_NS
             chose = self.chose_at.get(pid, -1)
@@ -664,7 +689,10 @@ class DataFlow:
                         self.passed_over_jobs.add(s.job)
                     self.done.append(s)
                 if s.buf is not None and self.by_page.get((pid, s.buf >> 12)) is s:
-                    del self.by_page[(pid, s.buf >> 12)]
+                    if s.copy is not None and s.consumed >= s.size:
+                        s.until = s.copy[0] + RETAIN_NS  # (copies took it: it stays a while)
+                    else:
+                        del self.by_page[(pid, s.buf >> 12)]
             if not q:
                 del self.by_pid[pid]
                 self.stageable.pop(pid, None)

@@ -295,8 +295,9 @@ class WholeCalls:
           have found it. What is left waits here (ring order) while it is younger than CARRY_NS
           (REF: the probes' clock), else goes to the event path with the rest of its process.
         OUT (records for the event path) is updated; returns (the pairs, each (read ts, pid, tid,
-        comm bytes, syscall id, read a0..a6, copy ts, copy a0..a6), sorted by the read's time; the
-        indices of the records that wait)."""
+        comm bytes, syscall id, read a0..a6, copy ts, copy a0..a6, the time its process's pairs are
+        fed at, whether it is the newest read of its process into its buffer's page here), sorted by
+        the read's time; the indices of the records that wait)."""
         np = self._np
         assert np is not None
         typ, rid, pid, tid, ts = rec["type"], rec["id"], rec["pid"], rec["tid"], rec["ts"]
@@ -431,11 +432,15 @@ class WholeCalls:
         rd, cp = rd[by_time], cp[by_time]
         ra, ca = a[rd], a[cp]
         self.taken += len(taken)
+        # the newest read of each process into each page here (the one its buffer's page names)
+        page = (pid[rd].astype(np.uint64) << np.uint64(36)) | (ra[:, 1].astype(np.uint64) >> np.uint64(12))
+        newest = np.zeros(len(rd), dtype=bool)
+        newest[len(rd) - 1 - np.unique(page[::-1], return_index=True)[1]] = True
         pairs = list(
             zip(
                 ts[rd].tolist(), pid[rd].tolist(), tid[rd].tolist(), rec["comm"][rd].tolist(), rid[rd].tolist(),
                 *(ra[:, j].tolist() for j in range(7)), ts[cp].tolist(), *(ca[:, j].tolist() for j in range(7)),
-                at[np.searchsorted(cand, pid[rd])].tolist(),
+                at[np.searchsorted(cand, pid[rd])].tolist(), newest.tolist(),
             )
         )  # fmt: skip
         return pairs, np.sort(wait)
