@@ -285,11 +285,14 @@ class WholeCalls:
         The event path decides such a pair at the copy, from the read alone (dataflow.DataFlow._direct:
         DRAM_BOUNCE, high): taken here, the classifier builds the same verdict from the pair
         (Classifier.feed_whole). Which, so that nothing else could have joined the two:
-        - a process is taken only if every OLD record of it is such a read or copy, none is VETOed,
-          and on each thread they alternate read, its copy (but for copies before the thread's first
-          read, older than every read of the process here: the event path's); the classifier then
-          says which may go (BOUNCE_OK: nothing of them held there, no copy of another process of
-          their job going the event path's way);
+        - a process's OLD records are looked at up to its first record of another kind, or its
+          VETO time (an event of it the probes hold): that one and all after it are the event
+          path's, fed after its pairs; before it, on each thread, they must alternate read, its copy
+          (copies before the thread's first read are the event path's: they are fed first, and one
+          later than a read of its process must find its own read in the data-flow model), else
+          the whole process goes the event path's way; the classifier then says which may go
+          (BOUNCE_OK: nothing of them held there, no copy of another process of their job going the
+          event path's way);
         - a process's pairs are taken up to the first read whose copy is not here yet (on any of
           its threads): every record left is younger than every copy taken, so no copy taken could
           have found it. What is left waits here (ring order) while it is younger than CARRY_NS
@@ -366,7 +369,9 @@ class WholeCalls:
             lp = li[np.isin(pid[li], cand)]
             late = ts[lp] >= firsts[np.searchsorted(cand, pid[lp])]
             leads = list(zip(pid[lp].tolist(), a[lp, 1].tolist(), ts[lp].tolist(), late.tolist()))
-            copiers = np.unique(pid[is_copy & ~np.isin(pid, cand)])
+            # (the copies the event path gets: of the processes not taken, and of those taken from
+            # their stop time on)
+            copiers = np.unique(pid[is_copy & (~np.isin(pid, cand) | (ts >= rec_stop))])
             allowed = bounce_ok(cand.tolist(), copiers.tolist(), leads)
             if len(allowed) == len(cand):
                 break
@@ -432,7 +437,9 @@ class WholeCalls:
         rd, cp = rd[by_time], cp[by_time]
         ra, ca = a[rd], a[cp]
         self.taken += len(taken)
-        # the newest read of each process into each page here (the one its buffer's page names)
+        # the newest read of each process into each page here (the one its buffer's page names; the
+        # key assumes 48-bit user addresses, x86-64's unless a program asks for more: two keys that
+        # met would leave one read unfiled, found by its buffer no longer than its queue keeps it)
         page = (pid[rd].astype(np.uint64) << np.uint64(36)) | (ra[:, 1].astype(np.uint64) >> np.uint64(12))
         newest = np.zeros(len(rd), dtype=bool)
         newest[len(rd) - 1 - np.unique(page[::-1], return_index=True)[1]] = True
@@ -456,7 +463,7 @@ class WholeCalls:
         rd = order[rec["type"][order] == SYS_EXIT]
         if not len(rd):
             return np.zeros(0, dtype=pid.dtype)
-        shift = np.uint64(36)  # (a process's pages: 48-bit addresses, 4 KiB pages)
+        shift = np.uint64(36)  # (a process's pages: 48-bit addresses, 4 KiB pages; two keys that met: a clash)
 
         def key(p, addr):
             return (p.astype(np.uint64) << shift) | (addr.astype(np.uint64) >> np.uint64(12))
