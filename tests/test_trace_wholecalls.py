@@ -600,3 +600,46 @@ def test_bounce_pairs_a_stop_leaves_unfed_are_counted_as_their_reads_and_copies(
     _tally_events([e], into)
     # (events, I/Os, bytes, reads, bytes read)
     assert list(into[901]) == [6, 3, 3 * 4096, 3, 3 * 4096]
+
+
+def test_a_copy_after_a_processs_pairs_still_counts_for_its_job():
+    """Two processes of one job. P makes bounce pairs, then closes a descriptor (from there on its
+    records are the event path's) and copies a pinned buffer no read went into; Q reads between P's
+    close and that copy, and copies its buffer after it. On the event path P's staged copy takes Q's
+    waiting bytes (the job's); Q's pairs may only be taken in bulk if the classifier hears of P's
+    copy, though P itself was taken."""
+    t = 1_000_000_000
+    ev = [Event(t, 600, 600, "proc", "exec", [], "job")]
+    for pid, fd in ((601, 7), (602, 8)):
+        ev += [
+            Event(t + 10, 600, 600, "proc", "fork", [600, pid], "job"),
+            Event(t + 50, pid, pid, "open", "openat", [20, 0, 0, 0, 0, -100, 0], "", "/usr/lib/libcuda.so.1"),
+            Event(t + 100, pid, pid, "open", "openat", [fd, 0, 0, 0, 0, -100, pid * 10 + fd], "", f"/data/{pid}.dat"),
+        ]
+    buf = {601: 0x7F1000000000, 602: 0x7F2000000000}
+    fds = {601: 7, 602: 8}
+
+    def pair(pid, at, i):
+        return [
+            Event(at, pid, pid, "sys_exit", "pread64", [fds[pid], buf[pid], 4096, 4096 * i, 0, 4096, 800], "w"),
+            Event(at + 2_000, pid, pid, "api_enter", "cuMemcpy", [0x7E0000000000, buf[pid], 4096, 1], "w"),
+        ]
+
+    for i in range(50):  # (the job's first copies, and pairs of both, 1 ms apart)
+        ev += pair(601, t + 1_000_000 * (i + 1), i) + pair(602, t + 1_000_000 * (i + 1) + 500_000, i)
+    s = t + 200_000_000
+    ev += pair(601, s, 100) + [
+        Event(s + 10_000, 601, 601, "fd", "close", [9], "w"),
+        Event(s + 30_000, 601, 601, "api_enter", "cuMemcpy", [0x7E0000000000, 0x7D0000000000, 4096, 1], "w"),
+    ]
+    ev += [
+        Event(s + 20_000, 602, 602, "sys_exit", "pread64", [8, buf[602], 4096, 4096 * 100, 0, 4096, 800], "w"),
+        Event(s + 40_000, 602, 602, "api_enter", "cuMemcpy", [0x7E0000000000, buf[602], 4096, 1], "w"),
+    ]
+    ev.sort(key=lambda e: e.ts)
+    first = [e for e in ev if e.ts < s]
+    batches = [(s - 1, first), (s + 100_000_000, [e for e in ev if e.ts >= s])]
+    slow, fast = run(batches, False), run(batches, True)
+    assert fast[:4] == slow[:4]
+    (q,) = [json.loads(v) for v in slow[0] if '"ts": %d' % (s + 20_000) in v]
+    assert "another process of the same traced tree" in " ".join(q["evidence"])  # (the case this is about)
