@@ -316,9 +316,8 @@ class WholeCalls:
         # after them, in time order (nothing of such a process waits here)
         other = old & ~both
         sp = np.unique(np.r_[pid[other], np.fromiter(veto.keys(), dtype=pid.dtype, count=len(veto))])
-        stop = np.full(len(sp), never, dtype=np.uint64)
+        stop = self._least(sp, pid[other], ts[other])
         if len(sp):
-            np.minimum.at(stop, np.searchsorted(sp, pid[other]), ts[other])
             for p, t in veto.items():
                 at = np.searchsorted(sp, p)
                 stop[at] = min(int(stop[at]), t)
@@ -364,8 +363,7 @@ class WholeCalls:
             order = order[~np.isin(pid[order], self._shadowed(rec, order, li))]
         cand = np.unique(pid[order])
         while len(cand):  # (a process refused makes its copies the event path's: ask again)
-            firsts = np.full(len(cand), never, dtype=np.uint64)  # each one's first read here
-            np.minimum.at(firsts, np.searchsorted(cand, pid[order]), ts[order])
+            firsts = self._least(cand, pid[order], ts[order])  # each one's first read here
             lp = li[np.isin(pid[li], cand)]
             late = ts[lp] >= firsts[np.searchsorted(cand, pid[lp])]
             leads = list(zip(pid[lp].tolist(), a[lp, 1].tolist(), ts[lp].tolist(), late.tolist()))
@@ -398,25 +396,22 @@ class WholeCalls:
             left = ~take & ~odd  # the reads left: the first of each thread limits its process
             if not left.any():
                 break
-            firsts = np.full(len(cand), never, dtype=np.uint64)
-            np.minimum.at(firsts, np.searchsorted(cand, pid_o[left]), ts_o[left])
-            new = np.minimum(firsts[np.searchsorted(cand, pid_o)], first_limit)
+            new = np.minimum(self._least(cand, pid_o[left], ts_o[left])[np.searchsorted(cand, pid_o)], first_limit)
             if (new == limit).all():
                 break
             limit = new
         # a process's pairs are fed as one event after its lead copies (Classifier._feed_bounces):
         # at the later of its first read and its last lead copy, which must be older than every
         # record of it left here, else all of it goes the event path's way
-        at = np.full(len(cand), never, dtype=np.uint64)
-        np.minimum.at(at, np.searchsorted(cand, pid_o[take]), ts_o[take])
+        at = self._least(cand, pid_o[take], ts_o[take])
         lp = li[np.isin(pid[li], cand)]
         if len(lp):
             last = np.zeros(len(cand), dtype=np.uint64)
             np.maximum.at(last, np.searchsorted(cand, pid[lp]), ts[lp] + np.uint64(1))
             at = np.where(at == never, never, np.maximum(at, last))
-        stops = np.full(len(cand), never, dtype=np.uint64)
-        np.minimum.at(stops, np.searchsorted(cand, pid_o), first_limit)
-        late = cand[(at != never) & (at >= np.minimum(limit_of(cand, pid_o, ts_o, ~take & ~odd), stops))]
+        # (LEFT: the reads the loop's last pass left)
+        before = np.minimum(self._least(cand, pid_o[left], ts_o[left]), self._least(cand, pid_o, first_limit))
+        late = cand[(at != never) & (at >= before)]
         if len(late):
             take &= ~np.isin(pid_o, late)
         wait = order[~take & ~np.isin(pid_o, late) & (first_limit == never)]
@@ -452,6 +447,15 @@ class WholeCalls:
         )  # fmt: skip
         return pairs, np.sort(wait)
 
+    def _least(self, keys, of, values):
+        """Per key of KEYS (sorted, distinct): the least of VALUES whose key (OF, each one of KEYS)
+        it is; where none is, the largest time."""
+        np = self._np
+        assert np is not None
+        out = np.full(len(keys), np.iinfo(np.uint64).max, dtype=np.uint64)
+        np.minimum.at(out, np.searchsorted(keys, of), values)
+        return out
+
     def _shadowed(self, rec, order, li):
         """The processes with a copy at LI (one before its thread's first read here: the event
         path's) whose page a read of ORDER (the process's pairs) went into before it: the event path
@@ -469,9 +473,8 @@ class WholeCalls:
             return (p.astype(np.uint64) << shift) | (addr.astype(np.uint64) >> np.uint64(12))
 
         keys = key(pid[rd], a[rd, 1])
-        u, inv = np.unique(keys, return_inverse=True)
-        first = np.full(len(u), np.iinfo(np.uint64).max, dtype=np.uint64)
-        np.minimum.at(first, inv, ts[rd])
+        u = np.unique(keys)
+        first = self._least(u, keys, ts[rd])
         lk = key(pid[li], a[li, 1])
         at = np.minimum(np.searchsorted(u, lk), len(u) - 1)
         hit = (u[at] == lk) & (first[at] < ts[li])
@@ -501,14 +504,3 @@ class WholeCalls:
         near = (p[1:] == p[:-1]) & (lo[1:] < hi[:-1])  # neighbours whose buffers overlap
         clash = near & ((lo[1:] != lo[:-1]) | (tr[1:] < tc[:-1]))
         return np.unique(p[1:][clash])
-
-
-def limit_of(cand, pid_o, ts_o, left):
-    """Per process of CAND (sorted), the time of its first record LEFT (a read not taken), or the
-    largest time where none is."""
-    import numpy as np  # (loaded already: WholeCalls.split imported it)
-
-    never = np.uint64(np.iinfo(np.uint64).max)
-    out = np.full(len(cand), never, dtype=np.uint64)
-    np.minimum.at(out, np.searchsorted(cand, pid_o[left]), ts_o[left])
-    return out
