@@ -343,6 +343,23 @@ def exit_is_io(name: str, args) -> bool:
     return name in _CUFILE_SYNC_IO and len(args) > 6 and args[1] > 0
 
 
+class _Batched(dict):
+    """A batch's verdicts per file-account key, put in the account once per key (Classifier._account
+    after feed_whole and _on_bounces): key -> [verdicts, bytes, the furthest offset reached]."""
+
+    __slots__ = ()
+
+    def add(self, key: tuple, nbytes: int, end: int) -> None:
+        acc = self.get(key)
+        if acc is None:
+            self[key] = [1, nbytes, end]
+        else:
+            acc[0] += 1
+            acc[1] += nbytes
+            if end > acc[2]:
+                acc[2] = end
+
+
 class Classifier:
     """Feed events in (roughly) time order with ``feed``; collect the verdicts from ``drain`` and at
     the end from ``flush``: each the ``trace --json`` io line itself (``schema.trace.IoLine``), so the
@@ -919,7 +936,7 @@ class Classifier:
         counts, handles, shapes, procs, comms = self.counts, self.handles, self._fold_shapes, self.procs, self._comms
         out = self.out
         left: list[Event] = []
-        account: dict[tuple, list[int]] = {}  # (path, route, api, pid) -> [verdicts, bytes, end]
+        account = _Batched()  # (path, route, api, pid) -> [verdicts, bytes, end]
         now = self.now
         for t0, pid, tid, craw, api_id, handle, size, off, t1, ret, n_sys, fd, sys_id, n_usdt, nbytes, rid in pairs:
             comm = comms.get(craw)
@@ -949,17 +966,8 @@ class Classifier:
                     t0, pid, tid, comm, api, _OP_OF[api], path, off, size, ret, t1 - t0, route, sub, conf, ev.copy()
                 )
             )
-            key = (path, route, api, pid)
-            acc = account.get(key)
             n = size if size > 0 else 0
-            end = off + n if off >= 0 else 0
-            if acc is None:
-                account[key] = [1, n, end]
-            else:
-                acc[0] += 1
-                acc[1] += n
-                if end > acc[2]:
-                    acc[2] = end
+            account.add((path, route, api, pid), n, off + n if off >= 0 else 0)
         taken = len(pairs) - len(left) // 2
         counts["events"] += 2 * taken
         counts["api_calls"] += taken
@@ -1018,7 +1026,7 @@ class Classifier:
         modelled = pid in flow.by_pid or pid in flow.fill_pids
         by_page = flow.by_page
         job = self.job_of(pid)
-        account: dict[tuple, list[int]] = {}  # (path, api) -> [verdicts, bytes, end]
+        account = _Batched()  # (path, api) -> [verdicts, bytes, end]
         p = procs.get(pid)
         if p is None or (comm and not p["comm"]):
             p = self._proc(pid, comm)
@@ -1039,16 +1047,7 @@ class Classifier:
                 flow.reads += 1  # (DataFlow.add_read numbers every read)
                 if pr[21]:  # (the newest read into its buffer's page here: found by it, RETAIN_NS)
                     by_page[(pid, buf >> 12)] = Taken(pid, buf, ret, ts, t_copy + RETAIN_NS)
-            key = (path, api)
-            acc = account.get(key)
-            end = off + ret if off >= 0 else 0
-            if acc is None:
-                account[key] = [1, ret, end]
-            else:
-                acc[0] += 1
-                acc[1] += ret
-                if end > acc[2]:
-                    acc[2] = end
+            account.add((path, api), ret, off + ret if off >= 0 else 0)
         p["ios"] += len(pairs)
         last = pairs[-1][1]
         if last[12] > self.now:
