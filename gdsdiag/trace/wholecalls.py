@@ -432,12 +432,15 @@ class WholeCalls:
         rd, cp = rd[by_time], cp[by_time]
         ra, ca = a[rd], a[cp]
         self.taken += len(taken)
-        # the newest read of each process into each page here (the one its buffer's page names; the
-        # key assumes 48-bit user addresses, x86-64's unless a program asks for more: two keys that
-        # met would leave one read unfiled, found by its buffer no longer than its queue keeps it)
-        page = (pid[rd].astype(np.uint64) << np.uint64(36)) | (ra[:, 1].astype(np.uint64) >> np.uint64(12))
+        # the newest read of each process into each page here (the one its buffer's page names),
+        # by (process, page) in time order: the last of each run (no packed key: addresses of 57 bits,
+        # LA57, leave no room for a pid beside the page number)
+        rp, page = pid[rd], ra[:, 1].astype(np.uint64) >> np.uint64(12)
+        o = np.lexsort((np.arange(len(rd)), page, rp))
+        last = np.ones(len(o), dtype=bool)
+        last[:-1] = (rp[o][1:] != rp[o][:-1]) | (page[o][1:] != page[o][:-1])
         newest = np.zeros(len(rd), dtype=bool)
-        newest[len(rd) - 1 - np.unique(page[::-1], return_index=True)[1]] = True
+        newest[o[last]] = True
         pairs = list(
             zip(
                 ts[rd].tolist(), pid[rd].tolist(), tid[rd].tolist(), rec["comm"][rd].tolist(), rid[rd].tolist(),
@@ -467,7 +470,9 @@ class WholeCalls:
         rd = order[rec["type"][order] == SYS_EXIT]
         if not len(rd):
             return np.zeros(0, dtype=pid.dtype)
-        shift = np.uint64(36)  # (a process's pages: 48-bit addresses, 4 KiB pages; two keys that met: a clash)
+        # (a process's pages, packed for 48-bit addresses: with LA57 two pages may meet in a key, and a
+        # copy then counts as shadowed when it is not: its process goes the event path's way, no other verdict)
+        shift = np.uint64(36)
 
         def key(p, addr):
             return (p.astype(np.uint64) << shift) | (addr.astype(np.uint64) >> np.uint64(12))
