@@ -263,19 +263,27 @@ def _live(ring: bytes, side, printer, whole: bool, per_poll: int) -> int:
                 clf.feed(e)
                 counter.feed(e)
             clf.advance(probes.complete_ns if per_poll else 0)
-            for v in clf.drain():
-                tally.add(v)
-                printer(v)
+            hand_out(clf.drain(), tally, printer)
         if hasattr(probes, "poll"):
             evs = probes.poll(0, final=True)
             left = clf.feed_whole(probes.take_whole(), probes.take_bounce()) if whole else None
             for e in sorted(evs + left, key=lambda e: e.ts) if left else evs:
                 clf.feed(e)
         clf.flush()
-        for v in clf.drain():
-            tally.add(v)
-            printer(v)
+        hand_out(clf.drain(), tally, printer)
     return tally.ios
+
+
+def hand_out(vs: list, tally, printer) -> None:
+    """A poll's verdicts to the tally and the printer as the live loop hands them out: together
+    where the tree's tally and printer take lists (add_all, many), else one by one."""
+    if hasattr(tally, "add_all") and hasattr(printer, "many"):
+        tally.add_all(vs)
+        printer.many(vs)
+        return
+    for v in vs:
+        tally.add(v)
+        printer(v)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 # under real cuFile streams, this checkout against OLD (`git archive REV gdsdiag probes csrc | tar -x -C
 # .gpu-old`, the tree before the pairing) in the same call; the held-out loaders (attribution); the
 # live cuFile tests. Each step under its own timeout, everything under $1 (the device's $OUT).
-#   source .device/env.sh; OLD=.gpu-old [STEPS="1 2 3 4 5 6 7 8 9 10"] bash benchmarks/gpu_whole_calls.sh $OUT
+#   source .device/env.sh; OLD=.gpu-old [STEPS="1 2 3 4 5 6 7 8 9 10 11 12"] bash benchmarks/gpu_whole_calls.sh $OUT
 set -u
 FINAL=${1:-/tmp/out}
 source "$(dirname "$0")/gpu_common.sh" "$FINAL"
@@ -58,5 +58,24 @@ s = json.loads(sys.stdin.read()); print(json.dumps({k: s.get(k) for k in ("event
     done
   done
   pack
+fi
+if wanted 11; then
+  # (issue 21: traced/plain >= 0.90 at >= 700k 4 KiB page-cache reads/s with CUDA loaded, 0 lost;
+  # pinned: the workload on CPU 2, the tracer on CPU 3, after the machine settled)
+  settle
+  log "11. trace_overhead.py posix 4 KiB 300k, CUDA loaded, 5 rounds, old and new (CPUs 2,3)"
+  timeout 150 $PY benchmarks/trace_overhead.py posix --bs 4096 --ops 300000 --rounds 5 --cuda --cpus 2,3 \
+    --variant new=. "${OLDV[@]}" >"$OUT/overhead-cuda.json" 2>"$OUT/overhead-cuda.err"
+  log "  rc=$?"; $PY -c 'import json, sys; d = json.load(open(sys.argv[1])); print(json.dumps(d.get("median", d))[:1500])' \
+    "$OUT/overhead-cuda.json" 2>&1 | tee -a "$OUT/run.log"; pack
+fi
+if wanted 12; then
+  # (the floor under any syscall tracer: two empty raw_syscalls programs; the workload's own CPU per
+  # pread, everything on CPU 2 so the rounds share one core's clock)
+  settle
+  log "12. trace_floor.py, 7 rounds, on CPU 2"
+  timeout 120 taskset -c 2 $PY benchmarks/trace_floor.py --rounds 7 --ops 300000 >"$OUT/floor.json" 2>"$OUT/floor.err"
+  log "  rc=$?"; $PY -c 'import json, sys; d = json.load(open(sys.argv[1])); print(json.dumps(d)[:3000])' \
+    "$OUT/floor.json" 2>&1 | tee -a "$OUT/run.log"; pack
 fi
 log "done"

@@ -91,3 +91,48 @@ def test_the_encoded_runs_of_two_lines_never_stand_in_for_each_other() -> None:
     b = io_line(1, 2, 3, "c", "read", "read", "/f", 0, 1, 1, 1, Route.HOST, "sub", "high", ["ev"])
     for v in (a, b, a, b):
         _same(v)
+
+
+def test_a_printer_given_a_polls_lines_together_writes_what_one_call_each_writes(capsys) -> None:
+    """LinePrinter.many (the live loop's verdicts of a poll in one list): the same bytes as __call__
+    per verdict, in JSON and as text lines (rate-limited the same way)."""
+    import io
+
+    from rich.console import Console
+
+    from gdsdiag.render.trace_out import LinePrinter
+
+    vs = [
+        io_line(
+            i * 10_000_000,
+            7,
+            7,
+            "app",
+            "pread64",
+            "read",
+            "/d/f",
+            i * 4096,
+            4096,
+            4096,
+            900,
+            route,
+            None,
+            "high",
+            ["x"],
+        )
+        for i, route in enumerate([Route.HOST, Route.DRAM_BOUNCE, Route.COMPAT] * 40)
+    ]
+    for as_json in (True, False):
+        texts = []
+        for together in (False, True):
+            buf = io.StringIO()
+            p = LinePrinter(Console(file=buf, width=200), as_json, max_per_s=50)
+            if together:
+                p.many(vs[:50])
+                p.many(vs[50:])
+            else:
+                for v in vs:
+                    p(v)
+            texts.append(buf.getvalue() + capsys.readouterr().out)
+        assert texts[0] == texts[1]
+        assert texts[0].count("\n") >= (len(vs) if as_json else 50)

@@ -71,6 +71,10 @@ def test_the_tally_is_the_summary_of_the_verdicts():
     for v in vs:
         t.add(v)  # type: ignore[arg-type]
     assert t.ios == 500 and t.summary() == summarize(vs)  # type: ignore[arg-type]
+    together = RouteTally()  # (the live loop hands a poll's verdicts out in lists)
+    for i in range(0, 500, 37):
+        together.add_all(vs[i : i + 37])  # type: ignore[arg-type]
+    assert together.ios == 500 and together.summary() == t.summary()
     s = t.summary()
     assert sum(r["count"] for r in s.values()) == 500
     assert s[Route.COMPAT]["bytes"] == sum(max(v["size"], 0) for v in vs if v["route"] == Route.COMPAT)

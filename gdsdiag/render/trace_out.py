@@ -64,8 +64,9 @@ _JSON_STR_MAX = 8192  # (the verdicts' own texts, such as buffer addresses, are 
 
 
 # io_json's encoded runs of string fields, each to its JSON text: (comm, api, op, path) in _HEADS,
-# (route, subtype, confidence, *evidence) in _TAILS (two maps: a key of one can equal a key of the
-# other). Bounded: a stream of a million files keeps encoding.
+# (route, subtype, confidence) in _TAILS (two maps: a key of one can equal a key of the other); the
+# evidence strings one by one (_js: a stream's repeat, a bounce pair's buffer and copy are its own).
+# Bounded: a stream of a million files keeps encoding.
 _HEADS: dict[tuple, str] = {}
 _TAILS: dict[tuple, str] = {}
 _SEGMENTS_MAX = 8192
@@ -86,34 +87,36 @@ def _js(s) -> str:
     return r
 
 
-def _int(x) -> int:
-    if type(x) is not int:
-        raise _NotPlain
-    return x
-
-
-def _opt_int(x) -> str:
-    if x is None:
-        return "null"
-    if type(x) is not int:
-        raise _NotPlain
-    return str(x)
-
-
 def io_json(v: schema.IoLine) -> str:
     """The --json line of a verdict with its newline, byte for byte what json.dumps writes (tests/
-    test_trace_json_line.py holds it to that), at 0.6 of its cost on the dev VM (2.9 against 4.8 µs a
-    line): the line was a sixth of the tracer's CPU on a real COMPAT stream. An io line's layout is
-    fixed (classify.io_line), so only its values are encoded; any other dict, or a value of another
-    type, goes to the encoder."""
+    test_trace_json_line.py holds it to that), at about half its cost: the line was a sixth of the
+    tracer's CPU on a real COMPAT stream. An io line's layout is fixed (classify.io_line), so only
+    its values are encoded; any other dict, or a value of another type, goes to the encoder."""
     try:
         if len(v) != 16 or tuple(v) != _IO_KEYS or v["type"] != "io":
             return _dumps(v) + "\n"
-        ev = v["evidence"]
+        ts, pid, tid, off, size, ret, lat, ev = (
+            v["ts"], v["pid"], v["tid"], v["offset"], v["size"], v["ret"], v["latency_ns"], v["evidence"]
+        )  # fmt: skip
+        # (type(x) is int: a bool is an int to isinstance, not to JSON)
+        if not (type(ts) is int and type(pid) is int and type(tid) is int and type(off) is int and type(size) is int):
+            raise _NotPlain
+        if ret is None:
+            rets = "null"
+        elif type(ret) is int:
+            rets = str(ret)
+        else:
+            raise _NotPlain
+        if lat is None:
+            lats = "null"
+        elif type(lat) is int:
+            lats = str(lat)
+        else:
+            raise _NotPlain
         if type(ev) is not list:
             raise _NotPlain
-        # the two runs of string fields, each encoded once per distinct value (a stream repeats its
-        # process, file and evidence): a dict lookup a line instead of seven string encodings
+        # the runs of string fields, each encoded once per distinct value (a stream repeats its
+        # process, file and route): a dict lookup a line instead of seven string encodings
         who = (v["comm"], v["api"], v["op"], v["path"])
         head = _HEADS.get(who)
         if head is None:
@@ -124,20 +127,19 @@ def io_json(v: schema.IoLine) -> str:
             )
             if len(_HEADS) < _SEGMENTS_MAX:
                 _HEADS[who] = head
-        why = (v["route"], v["subtype"], v["confidence"], *ev)
+        why = (v["route"], v["subtype"], v["confidence"])
         tail = _TAILS.get(why)
         if tail is None:
-            route, sub, conf = why[:3]
+            route, sub, conf = why
             tail = (
                 f'"route": {_js(route)}, "subtype": {"null" if sub is None else _js(sub)}, '
-                f'"confidence": {_js(conf)}, "evidence": [{", ".join([_js(x) for x in ev])}]'
+                f'"confidence": {_js(conf)}, "evidence": ['
             )
             if len(_TAILS) < _SEGMENTS_MAX:
                 _TAILS[why] = tail
         return (
-            f'{{"type": "io", "ts": {_int(v["ts"])}, "pid": {_int(v["pid"])}, "tid": {_int(v["tid"])}, '
-            f'{head}, "offset": {_int(v["offset"])}, "size": {_int(v["size"])}, '
-            f'"ret": {_opt_int(v["ret"])}, "latency_ns": {_opt_int(v["latency_ns"])}, {tail}}}\n'
+            f'{{"type": "io", "ts": {ts}, "pid": {pid}, "tid": {tid}, {head}, "offset": {off}, "size": {size}, '
+            f'"ret": {rets}, "latency_ns": {lats}, {tail}{", ".join([_js(x) for x in ev])}]}}\n'
         )
     except (_NotPlain, TypeError):  # (TypeError: an unhashable value where a string was expected)
         return _dumps(v) + "\n"
@@ -167,6 +169,15 @@ class LinePrinter:
         self.suppressed = 0
         self.header_done = False
         self.t0: int | None = None  # the first line's time: lines show seconds since it
+
+    def many(self, vs: list[schema.IoLine]) -> None:
+        """Each of VS in turn, as __call__ would (the live loop's verdicts of a poll, together):
+        the JSON lines in one write."""
+        if self.as_json:
+            sys.stdout.write("".join([io_json(v) for v in vs]))
+            return
+        for v in vs:
+            self(v)
 
     def __call__(self, v: schema.IoLine) -> None:
         if self.as_json:

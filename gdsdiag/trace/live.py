@@ -257,7 +257,8 @@ def run_live(
     (~10 a second) and once more, with final=True, before ON_END (--interval); F() gives the
     kernel's host-I/O counters as rows (counted.CountedIo), read only when the caller asks.
     ON_BATCH() is called after each poll's verdicts were handed out: the printer's output goes out
-    then (a pipe's reader gets each poll's lines as they are made, not 8 KiB at a time)."""
+    then (a pipe's reader gets each poll's lines as they are made, not 8 KiB at a time). An
+    ON_VERDICT with a ``many`` method gets them in lists (in order, as one call each would)."""
     from .bpf import Probes, preflight
     from .procs import by_comm, cgroup_pids, cgroup_target, descendants
 
@@ -423,6 +424,7 @@ def run_live(
     # The handlers stay until the probes are gone: a second signal only notes itself, so neither the
     # summary nor the detach is cut short.
     old = {sig: signal.signal(sig, on_sigint) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    many = getattr(on_verdict, "many", None)  # (a printer that takes a poll's verdicts together)
     t_end = time.monotonic() + duration if duration else None
     exit_code = None
     timing = {"attach_s": round(t_attached - t0, 2), **probes.timing}
@@ -436,13 +438,18 @@ def run_live(
             while not stop["flag"]:
                 take(100)
                 clf.advance(0 if stop["flag"] or queued else probes.complete_ns)
-                for n, v in enumerate(clf.drain(), 1):
-                    tally.add(v)
+                vs = clf.drain()
+                for i in range(0, len(vs), CHUNK):
+                    part = vs[i : i + CHUNK]
+                    tally.add_all(part)
                     if stop["flag"]:
-                        unprinted.append(v)  # (a signal came: printed with the held ones, in the stop's budget)
+                        unprinted.extend(part)  # (a signal came: printed with the held ones, in the stop's budget)
+                    elif many is not None:
+                        many(part)
                     else:
-                        on_verdict(v)
-                    if n % CHUNK == 0:
+                        for v in part:
+                            on_verdict(v)
+                    if len(part) == CHUNK:
                         probes.drain()
                 if on_batch is not None:
                     on_batch()
@@ -500,8 +507,7 @@ def run_live(
         print_until = until(STOP_PRINT_S)
         not_printed = 0
         held = clf.drain()
-        for v in held:
-            tally.add(v)
+        tally.add_all(held)
         for v in unprinted + held if unprinted else held:
             if print_until is None or time.monotonic() < print_until:
                 on_verdict(v)

@@ -110,6 +110,24 @@ class RouteTally:
         if v["latency_ns"] is not None:
             r.lat_us.append(v["latency_ns"] / 1000)
 
+    def add_all(self, vs: list[schema.IoLine]) -> None:
+        """add() for each of VS, in one call (the live loop hands out a poll's verdicts together)."""
+        routes = self._routes
+        self.ios += len(vs)
+        for v in vs:
+            r = routes.get(v["route"])
+            if r is None:
+                r = routes[v["route"]] = _Route()
+            r.count += 1
+            size = v["size"]
+            if size > 0:
+                r.bytes += size
+            if v["subtype"]:
+                r.subtypes.add(v["subtype"])
+            lat = v["latency_ns"]
+            if lat is not None:
+                r.lat_us.append(lat / 1000)
+
     def summary(self) -> dict:
         """{route: {count, bytes, subtypes, p50_us, p99_us, hist_us}} in the route vocabulary's order."""
         from ..units import percentile
