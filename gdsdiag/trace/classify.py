@@ -1034,7 +1034,13 @@ class Classifier:
             ts, _, tid, _, sys_id, fd, buf, _, off, _, ret, lat, t_copy, dst, src, n = pr[:16]
             api = SYS_NAMES[sys_id]
             head = f"{api} fd {fd} into host memory {buf:#x}" if buf else f"{api} fd {fd}"
-            ev = [head, self._copy_text([t_copy, pid, dst, src, n, 1], ts, "direct")]
+            if t_copy > ts:  # (_copy_text's words for a copy after its read, without its list)
+                ev = [
+                    head,
+                    f"CUDA copy host {src:#x} -> GPU {dst:#x}, {n} bytes, {(t_copy - ts) / 1e6:+.3f} ms after it",
+                ]
+            else:
+                ev = [head, self._copy_text([t_copy, pid, dst, src, n, 1], ts, "direct")]
             out.append(
                 io_line(ts, pid, tid, comm, api, "read", path, off, ret, ret, lat, Route.DRAM_BOUNCE, None, "high", ev)
             )
