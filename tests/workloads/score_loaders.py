@@ -79,7 +79,7 @@ def main(argv: list[str]) -> int:
     replay = "--replay" in argv
     runs = [a for a in argv if not a.startswith("--")]
     bad = 0
-    agg: dict[str, list] = collections.defaultdict(lambda: [0, 0, True, collections.Counter()])
+    agg: dict[str, list] = collections.defaultdict(lambda: [0, 0, True, collections.Counter(), set()])
     for run in runs:
         for r in score(run, replay):
             if "error" in r:
@@ -91,6 +91,7 @@ def main(argv: list[str]) -> int:
             a[1] += int(r["share"] * r["truth_bytes"])
             a[2] = a[2] and r["counted_once"]
             a[3].update(r["confidence"])
+            a[4].add(r["expected"])  # (the routes its files' truths name: HOST for bytes that never reached a GPU)
             if r["share"] < 1.0 or not r["counted_once"]:
                 bad += 1
                 print(
@@ -100,10 +101,11 @@ def main(argv: list[str]) -> int:
     print(
         f"{'workload':<18} {'expected':<12} {'truth bytes':>12} {'right':>7} {'once':>5}  confidence of its I/O lines"
     )
-    for run, (want, good, once, conf) in agg.items():
+    for run, (want, good, once, conf, routes) in agg.items():
         c = ", ".join(f"{k} {n}" for k, n in sorted(conf.items()))
+        expected = "+".join(sorted(routes))
         print(
-            f"{run:<18} {'DRAM_BOUNCE':<12} {want:>12} {100 * good / max(want, 1):>6.1f}% {'yes' if once else 'NO':>5}  {c}"
+            f"{run:<18} {expected:<12} {want:>12} {100 * good / max(want, 1):>6.1f}% {'yes' if once else 'NO':>5}  {c}"
         )
     return 1 if bad else 0
 
