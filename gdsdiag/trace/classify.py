@@ -1445,6 +1445,15 @@ class Classifier:
             if src.rivals:
                 conf = "low"
                 ev.append(_rivals_text(src.rivals))
+        elif src.recopy is not None:  # (DataFlow.recopies: which bytes that copy carried is not known)
+            route, conf, how = Route.DRAM_BOUNCE, "low", "staged"
+            c = src.recopy
+            ev.append(
+                f"CUDA copy host {c[3]:#x} -> GPU {c[2]:#x}, {c[4]} bytes, {(c[0] - e.ts) / 1e6:+.3f} ms after it, "
+                "from a buffer whose read's bytes copies had all taken already: either these bytes, put there by "
+                "the CPU (a reused buffer: decoded or gathered, not traced), or the same bytes again (to a second "
+                "GPU); inferred from order, no copy took this read's bytes otherwise"
+            )
         else:
             route, conf, how = Route.HOST, "medium", ""
             if src.consumed:
@@ -1459,7 +1468,8 @@ class Classifier:
                     "HOST by elimination: a CUDA copy from a staging buffer took file bytes of this job while "
                     "this read waited, inferred from order among several files; they could have been these"
                 )
-        return self._host_line(io, route, conf, ev), 0, 0, how, bool(src.rivals) or src.passed_over
+        inferred = bool(src.rivals) or src.passed_over or src.recopy is not None
+        return self._host_line(io, route, conf, ev), 0, 0, how, inferred
 
     def _chunk_verdict(self, ch) -> tuple:
         mf: MappedFile = ch.mf

@@ -47,6 +47,7 @@ DIRECT_SCAN = 256  # reads searched newest first for a copy that starts inside (
 GRANULE_SHIFT = 20  # RecentReads files buffers by the 1 MiB granules of address space they touch
 MAX_GRANULES = 1024  # a buffer (or copy) over more granules than this: tested one by one instead
 MAP_SETTLE_NS = 250_000_000  # a copy from a mapping faults pages in as it runs: wait for those fills
+RECOPIES_KEPT = 64  # a job's latest copies of a buffer already taken (DataFlow.recopies)
 MIN_STAGED_COPY = 4096  # smaller copies (kernel arguments, scalars) never stand for file data
 RIVAL_SCAN = 16  # waiting reads of each process a staged copy looks at for bytes of other files
 ABSORB_MIN = 4096  # readahead left over after the reads (a few bytes at the file's start): dropped
@@ -174,6 +175,9 @@ class Source:
     # it took is inferred from order (up to three of those files)
     rivals: tuple[str, ...] = ()
     passed_over: bool = False  # never copied, though a staged copy took other files' bytes while it waited
+    # never copied, though its job copied to a GPU, while it waited, a buffer whose read's bytes copies
+    # had all taken: the first such copy ([ts, pid, dst, src, n, direction]; DataFlow.recopies)
+    recopy: list | None = None
     until: int = 0  # taken and out of its queue: found by its buffer until then (RETAIN_NS)
 
     def __post_init__(self) -> None:
@@ -365,6 +369,13 @@ class DataFlow:
         self.chose_at: dict[int, int] = {}
         self._rivals: frozenset[str] = frozenset()  # the files of the staged copy being taken (_staged)
         self.passed_over_jobs: set[int] = set()  # jobs with a read passed over (the split was a guess)
+        # Copies to the GPU of a buffer whose read's bytes copies had all taken already, per job, newest
+        # last: the same bytes again (to a second GPU), or other bytes the CPU put in the buffer since
+        # (a memory pool hands the freed read buffer out again: pyarrow's concatenated columns are
+        # copied from where its read buffer was). The trace cannot tell. Such a copy adds nothing at
+        # its time; a read of the job that waited through it and that no copy took ends as a staged
+        # DRAM_BOUNCE of low confidence, not as host I/O (Source.recopy).
+        self.recopies: dict[int, deque[list]] = {}
 
     # -- sources ---------------------------------------------------------------------------------
     def add_read(self, src: Source) -> None:
@@ -488,6 +499,11 @@ class DataFlow:
             if not s.finished:  # (a Taken is finished: only a Source comes here)
                 take = min(host + n, s.buf + s.size) - max(host, s.buf)  # type: ignore[operator]
                 self._consume(s, max(take, 0), "direct", c)  # type: ignore[arg-type]
+            elif c[5] == 1 and n >= MIN_STAGED_COPY:
+                again = self.recopies.get(self.job_of(pid))
+                if again is None:
+                    again = self.recopies[self.job_of(pid)] = deque(maxlen=RECOPIES_KEPT)
+                again.append(c)
             return True
         for mf in self.maps_of.get(pid, ()):
             iv = mf.direct(host, n)
@@ -656,6 +672,15 @@ class DataFlow:
             s.finished = True  # (left in its queue: dropped when it reaches the front)
             self.done.append(s)
 
+    def _recopy_while(self, s: Source, window: int) -> list | None:
+        """The first copy of DataFlow.recopies of S's job made while S waited (after it, within its window)."""
+        q = self.recopies.get(s.job)
+        if q:
+            for c in q:
+                if s.ts <= c[0] <= s.ts + window:
+                    return c
+        return None
+
     def _link(self, copier: int) -> str:
         """What ties a reader's bytes to another process's copy: a descriptor the copier mapped but
         never opened (shared memory the reader passed it), or nothing seen."""
@@ -685,6 +710,8 @@ class DataFlow:
                 if not s.finished:
                     s.finished = True
                     s.passed_over = s.ok and s.ts <= chose
+                    if s.ok and not s.consumed:
+                        s.recopy = self._recopy_while(s, window)
                     if s.passed_over:
                         self.passed_over_jobs.add(s.job)
                     self.done.append(s)
