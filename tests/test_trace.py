@@ -183,23 +183,29 @@ def test_constructed_from_docs_sys_mem_staging_by_the_application():
     assert [v["route"] for v in classify(s[:1] + [early] + s[1:2])] == [HOST]
     # staged through another host buffer of the same size (CuPy's asarray copies a NumPy array into
     # pinned memory first; seen on the GPU machine): paired by order, the first copy of that size
-    # after the read with no other read of that size in between (high, and the evidence says why) ...
+    # after the read with no other read of that size in between (medium: order and size are no proof —
+    # a program that only sums its 4 MiB reads while it copies other 4 MiB buffers makes the same
+    # events, held-out host-stats; the evidence says it was paired one to one) ...
     staged = ev(2100, "api_enter", "cuMemcpy", [0x7F2000000000, 0x7F3000000000, 4 * MiB, 1])
     (v,) = classify(s[:2] + [staged])
-    assert (v["route"], v["confidence"]) == (DRAM_BOUNCE, "high")
+    assert (v["route"], v["confidence"]) == (DRAM_BOUNCE, "medium")
     assert "one read, then one copy of exactly its size" in v["evidence"][-1]
-    # ... read, copy, read, copy (cupy_load.py's shape): each read its own copy, both high ...
+    # ... read, copy, read, copy (cupy_load.py's shape): each read its own copy, both one to one ...
     read2 = ev(5000, "sys_exit", "pread64", [7, 0x7F1000800000, 4 * MiB, 0, 0, 4 * MiB, 2_000_000])
     staged2 = ev(7000, "api_enter", "cuMemcpy", [0x7F2000400000, 0x7F3000000000, 4 * MiB, 1])
     vs = classify(s[:2] + [staged, read2, staged2])
-    assert [(v["route"], v["confidence"]) for v in vs] == [(DRAM_BOUNCE, "high")] * 2
+    assert [(v["route"], v["confidence"]) for v in vs] == [(DRAM_BOUNCE, "medium")] * 2
+    assert all("paired one to one" in v["evidence"][-1] for v in vs)
     assert ["0x7f2000000000" in vs[0]["evidence"][1], "0x7f2000400000" in vs[1]["evidence"][1]] == [True, True]
-    # ... two reads of that size before one copy: the copy carries one read's bytes (the oldest, at
-    # medium: either could have fed it), never both: the other stays host I/O
+    # ... two reads of that size before one copy: the copy takes one read's bytes (the oldest, at
+    # medium: either could have fed it); the other, of the same file and older than the copy, may be
+    # behind it too (a decode changes sizes: a CSV parsed into floats is copied in fewer bytes than
+    # were read), so it is no host I/O at medium either: DRAM_BOUNCE, low, and the line says why
     read2.ts = 20
     vs = classify(s[:2] + [read2, staged])
-    assert [(v["route"], v["confidence"]) for v in vs] == [(DRAM_BOUNCE, "medium"), (HOST, "medium")]
+    assert [(v["route"], v["confidence"]) for v in vs] == [(DRAM_BOUNCE, "medium"), (DRAM_BOUNCE, "low")]
     assert "staged" in vs[0]["evidence"][1] and "one to one" not in " ".join(vs[0]["evidence"])
+    assert "a decode changes sizes" in vs[1]["evidence"][-1]
     # a copy of part of the buffer (the application copies a slice) still ties the read to the GPU
     part = ev(2100, "api_enter", "cuMemcpy", [0x7F2000000000, 0x7F1000100000, MiB, 0])
     assert [v["route"] for v in classify(s[:2] + [part])] == [DRAM_BOUNCE]
@@ -517,14 +523,15 @@ def _gpu_fixture(name):
 def test_replay_gpu_machine_cupy_loader_numpy_then_asarray():
     """tests/workloads/cupy_load.py on the H200: tofile (no GPU), fromfile + cupy.asarray (CuPy copies
     the NumPy buffer into pinned memory, then host-to-device: staged, each read paired with the first
-    8 MiB copy after it, high), asnumpy + tofile (device-to-host into the very buffer written: high)."""
+    8 MiB copy after it, medium: inferred from order), asnumpy + tofile (device-to-host into the very
+    buffer written: high)."""
     got, vs = _gpu_fixture("cupy-load")
     E = 8 * MiB
     assert got == [
         ("write", "write", "cupy-src.dat", 0, E, HOST, "medium"),
-        ("read", "read", "cupy-src.dat", 0, E, DRAM_BOUNCE, "high"),
+        ("read", "read", "cupy-src.dat", 0, E, DRAM_BOUNCE, "medium"),
         ("write", "write", "cupy-out.dat", 0, E, DRAM_BOUNCE, "high"),
-        ("read", "read", "cupy-out.dat", 0, E, DRAM_BOUNCE, "high"),
+        ("read", "read", "cupy-out.dat", 0, E, DRAM_BOUNCE, "medium"),
     ]
     assert "staged" in vs[1]["evidence"][1] and vs[2]["evidence"][-1].startswith("CUDA copy GPU ")
     # each read its own copy: the first to the cupy.asarray buffer, the second to the check's

@@ -5,7 +5,10 @@ safetensors load in a running process found with --pid; cold and warm page cache
 truth the loader printed (tests/workloads/loaders.py). loaders-predecessor/ was recorded by the release
 before the data-flow model (its probes), loaders/ by this one. Replayed through the installed package:
 every byte the loader moved to the GPU from a file is DRAM_BOUNCE, and no file's bytes are counted more
-than once."""
+than once. Beside them, real captures of the held-out sets (tests/workloads/loaders_heldout2.py and
+loaders_heldout3.py, H100 2026-12-06) that first showed a fault: pq-torch (a pool's reused buffer),
+csv-numpy and jsonl-tokens (data sets parsed, then copied: once taken for text configs),
+torch-load-zip and tar-stream, and in heldout-limits/ the adversary no trace can tell apart."""
 
 from __future__ import annotations
 
@@ -56,7 +59,8 @@ def test_loader_bytes_reach_the_gpu_as_dram_bounce(run):
     for path, t in truth["files"].items():
         mine = [v for v in verdicts if v["path"] == path]
         bounce = sum(v["size"] for v in mine if v["route"] == Route.DRAM_BOUNCE)
-        assert bounce >= t["to_gpu"], (run, path, {v["route"] for v in mine})
+        # (less at most one read under 4 KiB, the tracer's smallest I/O: a text file's last partial chunk)
+        assert bounce >= t["to_gpu"] - 4095, (run, path, {v["route"] for v in mine})
         # each of the file's bytes once (a footer or header the program really read twice aside: the
         # union of the I/Os' ranges is within the file)
         assert _union((v["offset"], v["offset"] + v["size"]) for v in mine) <= t["size"], (run, path)
@@ -128,11 +132,13 @@ def test_recordings_are_real_gpu_machine_captures():
 
 def test_a_read_waits_for_the_jobs_first_copy():
     """JAX read its array, then took 3.8 s to bring its GPU backend up before device_put: the read
-    waits for the job's first copy (30 s) and is paired with it (one read, one copy of its size)."""
+    waits for the job's first copy (30 s) and is paired with it (one read, one copy of its size:
+    medium, inferred from order)."""
     truth = _truth("jax-load-cold")
     res, verdicts = _replay(os.path.join(HERE, "jax-load-cold.rec.jsonl.gz"))
     (v,) = [v for v in verdicts if v["path"] in truth["files"]]
-    assert (v["route"], v["confidence"]) == (Route.DRAM_BOUNCE, "high")
+    assert (v["route"], v["confidence"]) == (Route.DRAM_BOUNCE, "medium")  # (by order and size: no proof)
+    assert "paired one to one" in v["evidence"][-1]
     assert "+3911" in v["evidence"][1]
 
 
@@ -155,3 +161,21 @@ def test_a_pool_hands_the_read_buffer_out_again_for_the_decoded_columns():
         (low,) = [v for v in big if v["confidence"] == "low"]
         assert low["size"] == 29366868 and "a reused buffer" in low["evidence"][-1]
         assert sum(v["size"] for v in big) == truth["files"][path]["to_gpu"]
+
+
+def test_a_host_only_read_in_lockstep_with_unrelated_copies_is_never_high():
+    """The held-out set's adversary (tests/workloads/loaders_heldout3.py host-stats, H100 2026-12-06):
+    a 48 MiB file read 4 MiB at a time into one buffer and only summed, while as many 4 MiB buffers of
+    random numbers, made in memory, are copied to the GPU in lockstep. Order and sizes are those of a
+    staged loader, and the trace cannot tell them apart: its bytes are DRAM_BOUNCE by inference, which
+    the truth says is wrong. What it must not do is say so with high confidence (it did: "paired one
+    to one" was high): every line is medium and says it was inferred from order."""
+    path = os.path.join(TRACE, "heldout-limits", "host-stats-cold")
+    with open(path + ".truth") as f:
+        truth = json.loads(f.read().split(" ", 1)[1])
+    res, verdicts = _replay(path + ".rec.jsonl.gz")
+    ((file, t),) = truth["files"].items()
+    assert t["route"] == "HOST"
+    mine = [v for v in verdicts if v["path"] == file]
+    assert len(mine) == 12 and {v["confidence"] for v in mine} == {"medium"}
+    assert all("inferred from order" in " ".join(v["evidence"]) for v in mine if v["route"] == Route.DRAM_BOUNCE)

@@ -1436,7 +1436,10 @@ class Classifier:
             if src.copies > 1 or src.consumed < src.size:
                 ev.append(f"{src.consumed} of its {src.size} bytes taken by {src.copies} CUDA copies")
             route = Route.DRAM_BOUNCE
-            conf = "high" if src.how == "direct" or (src.how == "staged" and src.exact) else "medium"
+            # (high only where the address proves it: a staged pairing, one to one or not, is inferred
+            # from order and sizes, and a program that reads 4 MiB chunks only to sum them while it
+            # copies other 4 MiB buffers to the GPU makes the same order and sizes: held-out host-stats)
+            conf = "high" if src.how == "direct" else "medium"
             if io.buf is None:
                 conf = "medium"  # (no buffer address traced: io_uring, version-1 records of the v-forms)
             elif src.how == "staged" and src.exact:
@@ -1454,6 +1457,13 @@ class Classifier:
                 "the CPU (a reused buffer: decoded or gathered, not traced), or the same bytes again (to a second "
                 "GPU); inferred from order, no copy took this read's bytes otherwise"
             )
+        elif src.with_file is not None:  # (DataFlow.staged_files: a decode changes sizes)
+            route, conf, how = Route.DRAM_BOUNCE, "low", "staged"
+            ev.append(
+                self._copy_text(src.with_file, e.ts, "staged")
+                + "; it took other bytes of this file, read before it: a decode changes sizes (text parsed into "
+                "numbers), so this read's bytes may be behind it too; inferred from order"
+            )
         else:
             route, conf, how = Route.HOST, "medium", ""
             if src.consumed:
@@ -1468,7 +1478,7 @@ class Classifier:
                     "HOST by elimination: a CUDA copy from a staging buffer took file bytes of this job while "
                     "this read waited, inferred from order among several files; they could have been these"
                 )
-        inferred = bool(src.rivals) or src.passed_over or src.recopy is not None
+        inferred = bool(src.rivals) or src.passed_over or src.recopy is not None or src.with_file is not None
         return self._host_line(io, route, conf, ev), 0, 0, how, inferred
 
     def _chunk_verdict(self, ch) -> tuple:

