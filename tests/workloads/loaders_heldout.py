@@ -31,6 +31,10 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from heldout import main  # noqa: E402
+from heldout import truth as _truth  # noqa: E402
+
 MiB = 1 << 20
 CHUNK = 4 * MiB
 
@@ -90,23 +94,6 @@ def prepare(d: str) -> None:
             os.fsync(fd)
             os.close(fd)
     print(json.dumps({f: os.path.getsize(f) for f in p.values() if os.path.exists(f)}))
-
-
-def _truth(loader: str, files: dict, extra: dict | None = None) -> None:
-    """FILES: {path: (bytes on the expected route, route)}."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from loaders import _cached_pages
-
-    doc = {
-        "loader": loader,
-        "files": {
-            f: {"size": os.path.getsize(f), "to_gpu": n, "route": r, "cached_after": _cached_pages(f)}
-            for f, (n, r) in files.items()
-        },
-        **(extra or {}),
-    }
-    sys.stdout.write("GROUND_TRUTH " + json.dumps(doc) + "\n")  # (one write: never split by another's line)
-    sys.stdout.flush()
 
 
 def st_loadfile(d: str) -> None:
@@ -303,18 +290,5 @@ LOADERS = {
 }
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 3:
-        print(__doc__, file=sys.stderr)
-        return 2
-    what, d = argv[1], argv[2]
-    fns = {"prepare": prepare, **LOADERS}
-    if what not in fns:
-        print(f"unknown loader {what}; one of {', '.join(fns)}", file=sys.stderr)
-        return 2
-    fns[what](d)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(main(sys.argv, __doc__ or "", prepare, LOADERS))

@@ -57,6 +57,10 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from heldout import main  # noqa: E402
+from heldout import truth as _truth  # noqa: E402
+
 MiB = 1 << 20
 KiB = 1 << 10
 
@@ -196,26 +200,6 @@ def _files(top: str) -> list[str]:
     for root, _, names in os.walk(top):
         out += [os.path.join(root, n) for n in names]
     return sorted(out)
-
-
-def _truth(loader: str, files: dict, extra: dict | None = None) -> None:
-    """FILES: {path: (bytes on the expected route, route)}."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from loaders import _cached_pages
-
-    for f, (n, _) in files.items():
-        if not 0 <= n <= os.path.getsize(f):
-            raise SystemExit(f"{loader}: truth of {f} is {n} bytes, outside 0..{os.path.getsize(f)}")
-    doc = {
-        "loader": loader,
-        "files": {
-            f: {"size": os.path.getsize(f), "to_gpu": int(n), "route": r, "cached_after": _cached_pages(f)}
-            for f, (n, r) in files.items()
-        },
-        **(extra or {}),
-    }
-    sys.stdout.write("GROUND_TRUTH " + json.dumps(doc) + "\n")  # (one write: never split by another's line)
-    sys.stdout.flush()
 
 
 def csv_numpy(d: str) -> None:
@@ -560,22 +544,5 @@ LOADERS = {
 }
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 3:
-        print(__doc__, file=sys.stderr)
-        return 2
-    what, d = argv[1], argv[2]
-    fns = {"prepare": prepare, **LOADERS}
-    if what not in fns:
-        print(f"unknown loader {what}; one of {', '.join(fns)}", file=sys.stderr)
-        return 2
-    try:
-        fns[what](d)
-    except ImportError as e:  # never a GROUND_TRUTH line without the real library
-        print(f"loaders_heldout3 {what}: a library is missing: {e}", file=sys.stderr)
-        return 3
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(main(sys.argv, __doc__ or "", prepare, LOADERS))
