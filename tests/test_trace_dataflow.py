@@ -289,3 +289,18 @@ def test_writes_after_a_larger_copy_to_the_host_are_not_called_host_for_sure():
     for other in ([], [h2d_copy]):  # (no copy at all; a copy the other way)
         vs = [v for v in classify(base + other + writes) if v["path"] == "/data/ckpt.bin"]
         assert [(v["route"], v["confidence"]) for v in vs] == [(Route.HOST, "medium")] * 4
+
+
+def test_the_staged_files_noted_stay_few_over_a_million_file_data_set():
+    """Each staged copy notes the file whose bytes it took (a decode changes sizes, Source.with_file);
+    a data set read a sample file at a time must not keep a note per file for the whole trace."""
+    from gdsdiag.trace.dataflow import SWEEP_MIN, DataFlow, Source
+
+    flow = DataFlow(lambda pid: 1)
+    t = 0
+    for i in range(3 * SWEEP_MIN):
+        t += 20_000_000  # (50 samples a second: 30 s of them is 1,500 files)
+        flow.add_read(Source(7, 1, t, f"/data/sample{i:07d}.bin", 0, 8192, 0x7F1000000000 + i * 8192, None))
+        flow.copy(t + 1000, 7, 0x7E0000000000, 0x7D0000000000, 8192, 1)  # (staged: another buffer)
+        flow.advance(t + 2000)
+    assert len(flow.staged_files) <= 2 * SWEEP_MIN

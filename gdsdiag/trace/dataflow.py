@@ -386,6 +386,7 @@ class DataFlow:
         # I/O (held-out csv-numpy: 42 % of the file on DRAM_BOUNCE). A read of that file the copy came
         # after, and that no copy took, ends DRAM_BOUNCE, low (Source.with_file).
         self.staged_files: dict[tuple[int, str], list] = {}
+        self._staged_sweep_at = SWEEP_MIN  # (swept of copies older than any read that waits, as by_page)
 
     # -- sources ---------------------------------------------------------------------------------
     def add_read(self, src: Source) -> None:
@@ -714,6 +715,11 @@ class DataFlow:
             for page in [k for k, s in by_page.items() if 0 < s.until < now or (final and s.until)]:
                 del by_page[page]
             self._sweep_at = max(SWEEP_MIN, 2 * len(by_page))
+        staged = self.staged_files
+        if len(staged) > self._staged_sweep_at:  # (a data set of a million files: no read that old waits)
+            for key in [k for k, c in staged.items() if c[0] + FIRST_COPY_WINDOW_NS < now]:
+                del staged[key]
+            self._staged_sweep_at = max(SWEEP_MIN, 2 * len(staged))
         for pid, q in list(self.by_pid.items()):
             window = WINDOW_NS if q and q[0].job in self.copying_jobs else FIRST_COPY_WINDOW_NS
             chose = self.chose_at.get(pid, -1)
