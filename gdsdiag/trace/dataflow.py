@@ -510,10 +510,11 @@ class DataFlow:
             if not s.finished:  # (a Taken is finished: only a Source comes here)
                 take = min(host + n, s.buf + s.size) - max(host, s.buf)  # type: ignore[operator]
                 self._consume(s, max(take, 0), "direct", c)  # type: ignore[arg-type]
-            elif c[5] == 1 and n >= MIN_STAGED_COPY:
-                again = self.recopies.get(self.job_of(pid))
+            elif c[5] == 1 and n >= MIN_STAGED_COPY:  # (copied again: DataFlow.recopies)
+                job = self.job_of(pid)
+                again = self.recopies.get(job)
                 if again is None:
-                    again = self.recopies[self.job_of(pid)] = deque(maxlen=RECOPIES_KEPT)
+                    again = self.recopies[job] = deque(maxlen=RECOPIES_KEPT)
                 again.append(c)
             return True
         for mf in self.maps_of.get(pid, ()):
