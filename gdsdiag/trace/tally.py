@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ..routes import Route
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
 
     from ..schema import trace as schema
 
@@ -99,19 +99,10 @@ class RouteTally:
         self.ios = 0  # verdicts added
 
     def add(self, v: schema.IoLine) -> None:
-        self.ios += 1
-        r = self._routes.get(v["route"])
-        if r is None:
-            r = self._routes[v["route"]] = _Route()
-        r.count += 1
-        r.bytes += max(v["size"], 0)
-        if v["subtype"]:
-            r.subtypes.add(v["subtype"])
-        if v["latency_ns"] is not None:
-            r.lat_us.append(v["latency_ns"] / 1000)
+        self.add_all((v,))
 
-    def add_all(self, vs: list[schema.IoLine]) -> None:
-        """add() for each of VS, in one call (the live loop hands out a poll's verdicts together)."""
+    def add_all(self, vs: Sequence[schema.IoLine]) -> None:
+        """Each of VS (the live loop hands out a poll's verdicts together; add() one alone)."""
         routes = self._routes
         self.ios += len(vs)
         for v in vs:
