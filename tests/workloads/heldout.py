@@ -8,6 +8,29 @@ import os
 import sys
 
 
+def paths(d: str, sub: str, names: dict[str, str]) -> dict[str, str]:
+    """A set's files under D/SUB: {key: path} for NAMES {key: file name}."""
+    return {k: os.path.join(d, sub, v) for k, v in names.items()}
+
+
+def files_under(top: str) -> list[str]:
+    """Every file under TOP, sorted."""
+    out = []
+    for root, _, names in os.walk(top):
+        out += [os.path.join(root, n) for n in names]
+    return sorted(out)
+
+
+def written(top: str, d: str) -> None:
+    """What prepare wrote under TOP on disk before any eviction; its sizes printed (paths from D)."""
+    files = files_under(top)
+    for f in files:
+        fd = os.open(f, os.O_RDONLY)
+        os.fsync(fd)
+        os.close(fd)
+    print(json.dumps({os.path.relpath(f, d): os.path.getsize(f) for f in files}))
+
+
 def truth(loader: str, files: dict, extra: dict | None = None) -> None:
     """Print LOADER's GROUND_TRUTH line. FILES: {path: (bytes on the expected route, route)}."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -32,7 +32,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from heldout import main  # noqa: E402
+from heldout import main, paths  # noqa: E402
 from heldout import truth as _truth  # noqa: E402
 
 MiB = 1 << 20
@@ -40,10 +40,10 @@ CHUNK = 4 * MiB
 
 
 def _p(d: str) -> dict:
-    h = os.path.join(d, "ho")
-    return {
-        k: os.path.join(h, v)
-        for k, v in {
+    return paths(
+        d,
+        "ho",
+        {
             "st": "w.safetensors",
             "pt": "ckpt.pt",
             "stream": "stream.bin",
@@ -54,8 +54,8 @@ def _p(d: str) -> dict:
             "host": "host.bin",
             "mix": "mix.bin",
             "mm": "rows.npy",
-        }.items()
-    }
+        },
+    )
 
 
 def prepare(d: str) -> None:

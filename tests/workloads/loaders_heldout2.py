@@ -49,7 +49,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from heldout import main  # noqa: E402
+from heldout import main, paths, written  # noqa: E402
 from heldout import truth as _truth  # noqa: E402
 
 MiB = 1 << 20
@@ -57,10 +57,10 @@ KiB = 1 << 10
 
 
 def _p(d: str) -> dict:
-    h = os.path.join(d, "ho2")
-    return {
-        k: os.path.join(h, v)
-        for k, v in {
+    return paths(
+        d,
+        "ho2",
+        {
             "h5c": "contig.h5",
             "h5z": "gzip.h5",
             "pq": "plain.parquet",
@@ -72,8 +72,8 @@ def _p(d: str) -> dict:
             "pin": "pinned.bin",
             "npz": "arrays.npz",
             "mm": "slices.f32",
-        }.items()
-    }
+        },
+    )
 
 
 H5C_SHAPE = (8192, 2048)  # float32: 64 MiB
@@ -169,19 +169,7 @@ def prepare(d: str) -> None:
     _prep_pq(d, rng)
     _prep_npz(d, rng)
     _prep_hf(d)
-    files = _files(os.path.dirname(p["h5c"]))
-    for f in files:  # on disk before any eviction
-        fd = os.open(f, os.O_RDONLY)
-        os.fsync(fd)
-        os.close(fd)
-    print(json.dumps({os.path.relpath(f, d): os.path.getsize(f) for f in files}))
-
-
-def _files(top: str) -> list[str]:
-    out = []
-    for root, _, names in os.walk(top):
-        out += [os.path.join(root, n) for n in names]
-    return sorted(out)
+    written(os.path.dirname(p["h5c"]), d)
 
 
 def _shards(hf: str) -> list[str]:

@@ -58,7 +58,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from heldout import main  # noqa: E402
+from heldout import main, paths, written  # noqa: E402
 from heldout import truth as _truth  # noqa: E402
 
 MiB = 1 << 20
@@ -66,10 +66,10 @@ KiB = 1 << 10
 
 
 def _p(d: str) -> dict:
-    h = os.path.join(d, "ho3")
-    return {
-        k: os.path.join(h, v)
-        for k, v in {
+    return paths(
+        d,
+        "ho3",
+        {
             "csv": "table.csv",
             "jsonl": "tokens.jsonl",
             "pkl": "arrays.pkl",
@@ -82,8 +82,8 @@ def _p(d: str) -> dict:
             "gz": "field.f32.gz",
             "osa": "chunks.bin",
             "osb": "verify.bin",
-        }.items()
-    }
+        },
+    )
 
 
 CSV_ROWS, CSV_COLS = 320_000, 8  # about 23 MiB of text
@@ -187,19 +187,7 @@ def prepare(d: str) -> None:
     _prep_text(d, rng)
     _prep_binary(d, rng)
     _prep_tar(d, rng)
-    files = _files(top)
-    for f in files:  # on disk before any eviction
-        fd = os.open(f, os.O_RDONLY)
-        os.fsync(fd)
-        os.close(fd)
-    print(json.dumps({os.path.relpath(f, d): os.path.getsize(f) for f in files}))
-
-
-def _files(top: str) -> list[str]:
-    out = []
-    for root, _, names in os.walk(top):
-        out += [os.path.join(root, n) for n in names]
-    return sorted(out)
+    written(top, d)
 
 
 def csv_numpy(d: str) -> None:
