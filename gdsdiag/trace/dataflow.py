@@ -436,6 +436,52 @@ class DataFlow:
         if recent is not None:
             recent.add(src)
 
+    def add_taken(self, srcs: list[Source]) -> None:
+        """Reads of one process, oldest first, each taken whole by one copy and decided elsewhere
+        (Classifier._on_bounces): what add_read makes of each in turn, in one pass (per read, add_read
+        cost as much as the rest of such a verdict). A process whose page fills come, or with fills
+        of these files waiting to be absorbed, has each read added on its own."""
+        pid = srcs[0].pid
+        fills = self.loose_fills
+        if pid in self.fill_pids or (fills and any(fills.get((pid, p)) for p in {s.path for s in srcs})):
+            for s in srcs:
+                self.add_read(s)
+            return
+        seq = self.reads
+        for s in srcs:
+            seq += 1
+            s.seq = seq
+        self.reads = seq
+        q = self.by_pid.get(pid)
+        if q is None:
+            q = self.by_pid[pid] = deque()
+        q.extend(srcs)
+        ok = [s for s in srcs if s.ok]
+        if ok:
+            st = self.stageable.get(pid)
+            if st is None:
+                st = self.stageable[pid] = deque()
+            st.extend(ok)
+        while len(q) > MAX_WAITING:  # (add_read's bound, popped in the same order)
+            old = q.popleft()
+            if not old.finished:
+                old.finished = True
+                self.done.append(old)
+        pids = self.by_job.get(srcs[0].job)
+        if pids is None:
+            self.by_job[srcs[0].job] = {pid}
+        else:
+            pids.add(pid)
+        by_page = self.by_page
+        for s in srcs:
+            if s.buf is not None:
+                by_page[(pid, s.buf >> 12)] = s
+        recent = self.recent.get(pid)
+        if recent is not None:
+            # (its window keeps the last DIRECT_SCAN reads: the batch's earlier ones would leave it)
+            for s in srcs[-DIRECT_SCAN:]:
+                recent.add(s)
+
     def add_map(self, pid: int, path: str, ts: int, addr: int, length: int, off: int) -> None:
         key = (pid, path)
         mf = self.mapped.get(key)
