@@ -24,7 +24,8 @@ the stream packed as the events ring holds it (struct event_t records, bpf.REC_S
 handle registrations, which come by other rings, as events), decoded by the probes' own decoder
 (bpf.Probes._decode, DECODE_MAX records a poll, sorted as poll sorts them), fed to the classifier and
 the counted-I/O reader, then per poll advance, drain, the summary's tally and the --json line of
-each verdict: what 'gdsdiag trace --json' does per event once the bytes are out of the ring.
+each verdict: what 'gdsdiag trace --json' does per event once the bytes are out of the ring; and
+the same for a real DRAM_BOUNCE stream recorded on the GPU machine ("live recorded bounce").
 --tree runs another checkout's gdsdiag/ (e.g. an older commit, for a before/after pair).
 benchmarks/trace_compat_rate.py measures a real stream under the tracer on the GPU machine; run in
 the same call, the two agree (2026-12-02: 24.2 µs a COMPAT verdict here, 23.7 / 28.2 µs there; an
@@ -147,6 +148,33 @@ def main() -> None:
                 f"{a.ios} verdicts, {t * 1e3:.1f} ms, {t / a.ios * 1e6:.2f} µs/verdict, {a.ios / t:,.0f} verdicts/s "
                 f"({how}, classify, tally, json line)"
             )
+    if paired:
+        recorded_bounce(printer, a.rounds)
+
+
+REAL_BOUNCE = os.path.join(HERE, "tests", "fixtures", "gpu-machine", "stream-profile-2026-12-06", "rec-bounce.jsonl.gz")
+
+
+def recorded_bounce(printer, rounds: int) -> None:
+    """A real DRAM_BOUNCE stream through the live path: the 50,001 preadv2 + CuPy copy pairs recorded
+    on the GPU machine (REAL_BOUNCE; trace_compat_rate.py --kind bounce). Unlike the synthetic one,
+    its process read a few other files first (OpenSSL's config at Python's start), which wait for a
+    copy through the whole stream: its pairs then go into the data-flow model as well. Its pairs
+    come as the ring holds them; the events before them (process start, opens) are fed first."""
+    from gdsdiag.trace.events import read_record
+
+    _, evs = read_record(REAL_BOUNCE)
+    pair = (("sys_exit", "preadv2"), ("api_enter", "cuMemcpy"))
+    in_ring = [e for e in evs if (e.kind, e.name) in pair]
+    before = [e for e in evs if e.ts < in_ring[0].ts and (e.kind, e.name) not in pair]
+    ring, _ = packed(in_ring)
+    n = len(in_ring) // 2
+    got = live(ring, before, printer)
+    t = best(lambda: live(ring, before, printer), rounds)
+    print(
+        f"live recorded bounce: {len(in_ring)} events -> {got} verdicts ({n} pairs), {t * 1e3:.1f} ms, "
+        f"{t / n * 1e6:.2f} µs/verdict, {n / t:,.0f} verdicts/s (the GPU machine's stream, {os.path.basename(REAL_BOUNCE)})"
+    )
 
 
 def compat_streams(n: int, gap: int = 2000) -> tuple[list, list]:

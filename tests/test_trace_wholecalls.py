@@ -506,7 +506,7 @@ def test_a_bounce_stream_is_taken_almost_whole(procs, threads):
     assert 2 * n * 0.8 <= fast[4] <= 2 * n, fast[4]
 
 
-def _unused():
+def test_four_threads_with_a_read_waiting_are_taken_in_bulk():
     """Four threads of one process, each reading 4 KiB into its own buffer and copying it to the
     device (fio --cuda_io=posix, kvikio's POSIX path), one read left waiting for a copy (a file read
     at start-up): every pair but the first look's is taken in bulk, and each is a DRAM_BOUNCE."""
@@ -540,6 +540,44 @@ def _unused():
     verdicts = [json.loads(v) for v in fast[0]]
     assert sum(v["route"] == "DRAM_BOUNCE" and v["confidence"] == "high" for v in verdicts) == 4000
     assert 2 * 4000 * 0.9 <= fast[4] <= 2 * 4000, fast[4]
+
+
+@pytest.mark.parametrize("waiting", [0, 3])
+def test_a_jobs_first_pairs_are_taken_in_bulk(waiting):
+    """A process whose first CUDA copies come in the same look as their reads (a short program, or
+    a tracer seconds behind: 16k records a look), with WAITING reads of another file before them
+    that no copy takes (Python's start reads OpenSSL's config): every pair is taken in bulk, its job's
+    first copy included, and the verdicts are the event path's. (The GPU machine's recorded 50k-pair
+    stream went the event path for its first 16k records: tests/fixtures/gpu-machine/
+    stream-profile-2026-12-06/rec-bounce.jsonl.gz.)"""
+    t = 1_000_000_000
+    events = [
+        Event(t, 950, 950, "proc", "exec", [], "py"),
+        Event(t + 100, 950, 950, "open", "openat", [3, 0, 0, 0, 0, -100, 9503], "", "/etc/ssl/openssl.cnf"),
+    ]
+    events += [
+        Event(t + 200 + k, 950, 950, "sys_exit", "read", [3, 0x7F2000000000, 4096, 0, 0, 4096, 900], "py")
+        for k in range(waiting)
+    ]
+    events.append(Event(t + 300, 950, 950, "open", "openat", [7, 0, 0, 0, 0, -100, 9507], "", "/data/stream.dat"))
+    n = 3000
+    for i in range(n):
+        at = t + 250_000_000 + i * 5_000
+        buf = 0x7F0000000000 + (i % 8) * 4096
+        events += [
+            Event(at, 950, 951, "sys_exit", "preadv2", [7, buf, 1, 4096 * i, 0, 4096, 800], "py"),
+            Event(at + 2_000, 950, 951, "api_enter", "cuMemcpy", [0x7E0000000000, buf, 4096, 1], "py"),
+        ]
+    # (the start in a look of its own, as Python's start takes many; then the pairs in one look: the
+    # job had made no copy before it)
+    k = 2 + waiting  # (the open of the stream)
+    batches = [(events[k].ts + 200_000_000, events[: k + 1]), (events[-1].ts + 260_000_000, events[k + 1 :])]
+    slow, fast = run(batches, False), run(batches, True)
+    assert fast[:4] == slow[:4]
+    assert fast[4] == 2 * n, fast[4]
+    verdicts = [json.loads(v) for v in fast[0]]
+    assert sum(v["route"] == "DRAM_BOUNCE" and v["confidence"] == "high" for v in verdicts) == n
+    assert sum(v["route"] == "HOST" for v in verdicts) == waiting
 
 
 @pytest.mark.parametrize("polls", [8, 1])

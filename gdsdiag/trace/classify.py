@@ -887,10 +887,12 @@ class Classifier:
         bulk (wholecalls.WholeCalls._bounces): the processes this classifier holds nothing of that
         such a pair could meet — no cuFile call undecided (it could claim the read), no host I/O
         held, no run of page fills still open (its fill is absorbed by a read, or not, by time), no
-        copy other than host to device seen (a later write may be matched to it) — whose job made a
-        CUDA copy before (its reads' window is set) and has no process among COPIERS, whose copies
-        go the event path's way: a staged copy of another process of the job could take these
-        reads' bytes there. A copier not known here (its fork not fed yet): none may. (File bytes
+        copy other than host to device seen (a later write may be matched to it) — whose job has no
+        process among COPIERS, whose copies go the event path's way: a staged copy of another process
+        of the job could take these reads' bytes there. A job's first copies may be pairs taken here
+        (_on_bounces marks the job as copying, as DataFlow.copy does; the GPU machine's recorded 50k-pair
+        stream went the event path for its first 16k records while this waited for a copy the event
+        path had seen). A copier not known here (its fork not fed yet): none may. (File bytes
         waiting, mapped files: the copy finds its own read by address first; _feed_bounces puts the
         reads in the data-flow model where a later copy could still find them.)
         LEADS, (pid, host address, time, late) of the copies of PIDS before their thread's first read
@@ -916,13 +918,12 @@ class Classifier:
         busy.update(key[0] for key in self.page_runs)
         busy |= self._copied_back
         busy |= refused
-        copying = self.flow.copying_jobs
         ok = set()
         for p in pids:
             if p not in procs or p in busy or pending.inflight.get(p) or pending.ended.get(p) or pending.orphans.get(p):
                 continue
             job = self.job_of(p)
-            if job in copying and not (jobs.get(job, set()) - {p}):  # (its own earlier copies are fed first)
+            if not (jobs.get(job, set()) - {p}):  # (its own earlier copies are fed first)
                 ok.add(p)
         return ok
 
@@ -1079,6 +1080,7 @@ class Classifier:
             self.now = last[12]
         self.counts["events"] += 2 * len(pairs) - 1  # (feed counted this one)
         flow.by_job.setdefault(job, set()).add(pid)
+        flow.copying_jobs.add(job)  # (as DataFlow.copy does at each pair's copy)
         q = self.memcpy.get(pid)
         if q is None:
             q = self.memcpy[pid] = deque(maxlen=4096)
