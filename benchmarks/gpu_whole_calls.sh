@@ -24,14 +24,19 @@ fi
 wanted 3 && compat_rate 3 compat 1 1 100000 1 110
 wanted 4 && compat_rate 4 compat 4 4 400000 1 120
 # DRAM_BOUNCE (pread to host memory, then its copy to the GPU): bounce pairs taken in bulk since 0835900
-wanted 6 && compat_rate 6 bounce 1 1 100000 1 110
-wanted 10 && compat_rate 10 bounce 4 4 200000 1 150
+# (BOUNCE_ROUNDS: rounds of each tree, interleaved, for the machine start's noise)
+wanted 6 && compat_rate 6 bounce 1 1 100000 "${BOUNCE_ROUNDS:-1}" $((20 + 60 * ${BOUNCE_ROUNDS:-1}))
+wanted 10 && compat_rate 10 bounce 4 4 200000 "${BOUNCE_ROUNDS:-1}" $((30 + 90 * ${BOUNCE_ROUNDS:-1}))
 if wanted 5; then
   log "5. the classifier's live path on this machine, paired and decoded (trace_poll_pace.py, classify_verdicts.py)"
   timeout 40 $PY benchmarks/trace_poll_pace.py >"$OUT/pace.txt" 2>&1
   log "  rc=$?"; cat "$OUT/pace.txt" | tee -a "$OUT/run.log"
-  timeout 90 $PY benchmarks/classify_verdicts.py --ios 30000 --rounds 3 >"$OUT/classify.txt" 2>&1
-  log "  rc=$?"; grep "live compat" "$OUT/classify.txt" | tee -a "$OUT/run.log"; pack
+  for t in $OLDDIR $PWD; do  # (OLD's tree first, when given: the live path's CPU per verdict, both)
+    timeout 90 $PY benchmarks/classify_verdicts.py --ios 30000 --rounds 3 --tree "$t" >"$OUT/classify.txt" 2>&1
+    log "  rc=$? tree $t"; grep "^live" "$OUT/classify.txt" | tee -a "$OUT/run.log"
+    cat "$OUT/classify.txt" >>"$OUT/classify-all.txt"
+  done
+  pack
 fi
 if wanted 7; then
   # (the pairing holds a call's records until they are older than the reorder cut and looks at them at
