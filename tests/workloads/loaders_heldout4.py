@@ -36,6 +36,7 @@ LOADER is one of:
   sendfile-copy  a thread keeps CUDA busy copying host data made in memory (np.random, from no file) to the
                  GPU while file A is copied to A.copy by os.sendfile (kernel to kernel) and file B to B.copy
                  by shutil.copyfileobj (read + write through a 1 MiB user buffer): no file byte reaches a GPU
+                 (then 4 KiB at each end of each file and copy are read back, on the host, to check them)
   kvikio-posix   KVIKIO_COMPAT_MODE=ON set before `import kvikio`: kvikio.CuFile(path, "r").pread of the two
                  halves of a raw file into one cupy array (kvikio's own POSIX reads and copies, no cuFile);
                  optional: without kvikio, rc 3
@@ -44,7 +45,8 @@ LOADER is one of:
                  each batch's input_ids offsets and values copied to the GPU (torch); "text" never touched
   ckpt-save      a training checkpoint written, the other direction: a model and its AdamW state on the GPU
                  (one optimizer step) saved by torch.save to an opened file, then flush + fsync (torch copies
-                 each CUDA storage to host memory and writes it)
+                 each CUDA storage to host memory and writes it); then the zip's directory and the first
+                 storage's first 64 bytes are read back on the host to check the file
 
 Each prints one line `GROUND_TRUTH {json}` as the earlier sets do: for each file, "to_gpu" is the bytes
 of the file on the expected "route" (DRAM_BOUNCE: file bytes that reached a GPU through host memory, or a
@@ -69,7 +71,8 @@ How the bytes are counted (the conventions of loaders.py and the earlier held-ou
     worker process into shared memory) and pipe-stream's file (read by dd, through the pipe) count every
     byte that reached the GPU;
   - a write counts the bytes written: ckpt-save counts the storages that were on the GPU (DRAM_BOUNCE; the
-    optimizer's step counters, CPU tensors of 4 bytes, and the zip records are left out); sendfile-copy's
+    optimizer's step counters, CPU tensors of 4 bytes, and the zip records are left out; the check's reads
+    of the file afterwards reach no GPU and are not counted); sendfile-copy's
     copies A.copy and B.copy count every byte written (HOST: they came from a file and no GPU), as A and
     B count every byte copied from them (HOST);
   - raw files read whole count all their bytes.
@@ -139,7 +142,7 @@ TP_RANK, TP_WORLD = 1, 4
 PT_LAYERS, PT_DIM, PT_VOCAB = 6, 512, 4096
 ARROW_ROWS, ARROW_BATCH = 8192, 1000
 SF_CHUNK = 4 * MiB
-SF_H2D = 4 * MiB
+SF_H2D = MiB
 
 
 def _words(start: int, n: int, salt: int):
@@ -714,11 +717,13 @@ def sendfile_copy(d: str) -> None:
     def gpu_busy() -> None:
         try:
             rng = np.random.default_rng(9)
-            w = torch.randn(1024, 1024, device="cuda")
-            while not stop.is_set() or h2d["copies"] < 4:
-                x = rng.standard_normal(SF_H2D // 4, dtype=np.float32)  # made here, from no file
+            pool = rng.standard_normal((4, SF_H2D // 4), dtype=np.float32)  # made here, from no file
+            w = torch.randn(512, 512, device="cuda")  # (as many elements as one copy)
+            while not stop.is_set() or h2d["copies"] < 16:
+                x = pool[h2d["copies"] % len(pool)]
                 g = torch.from_numpy(x).cuda()  # a pageable host-to-GPU copy
-                w = torch.tanh(w @ w + g[: w.numel()].view_as(w))
+                if h2d["copies"] % 8 == 0:
+                    w = torch.tanh(w @ w + g[: w.numel()].view_as(w))
                 h2d["bytes"] += x.nbytes
                 h2d["copies"] += 1
                 busy.set()
@@ -730,6 +735,7 @@ def sendfile_copy(d: str) -> None:
     t = threading.Thread(target=gpu_busy)
     t.start()
     busy.wait(60)
+    during = h2d["copies"]
     sent = 0
     with open(p["sfa"], "rb") as fi, open(p["sfa_copy"], "wb") as fo:
         size_a = os.fstat(fi.fileno()).st_size
@@ -741,6 +747,7 @@ def sendfile_copy(d: str) -> None:
     with open(p["sfb"], "rb") as fi, open(p["sfb_copy"], "wb") as fo:
         shutil.copyfileobj(fi, fo, MiB)
         copied, wrote = fi.tell(), fo.tell()
+    during = h2d["copies"] - during
     stop.set()
     t.join()
     if errors:
@@ -761,7 +768,7 @@ def sendfile_copy(d: str) -> None:
             p["sfb"]: (copied, "HOST"),
             p["sfb_copy"]: (wrote, "HOST"),
         },
-        {"h2d_bytes_not_from_files": h2d["bytes"], "h2d_copies": h2d["copies"]},
+        {"h2d_bytes_not_from_files": h2d["bytes"], "h2d_copies": h2d["copies"], "h2d_during_file_copies": during},
     )
 
 
@@ -769,25 +776,30 @@ def kvikio_posix(d: str) -> None:
     os.environ["KVIKIO_COMPAT_MODE"] = "ON"  # before the import: kvikio reads it once
     import cupy
     import kvikio
+    import kvikio.defaults
 
+    if not kvikio.defaults.is_compat_mode_preferred():
+        raise SystemExit("kvikio-posix: kvikio does not prefer its compat (POSIX) mode: the route would differ")
     path = _p(d)["kv"]
     size = os.path.getsize(path)
     g = cupy.empty(size, dtype=cupy.uint8)
     half = (size // 2) & ~(MiB - 1)
     with kvikio.CuFile(path, "r") as f:
-        futs = [f.pread(g[:half], half, 0), f.pread(g[half:], size - half, half)]
+        futs = [f.pread(g[:half], half, 0), f.pread(g[half:], size - half, half)]  # its thread pool
         n = sum(fut.get() for fut in futs)
     cupy.cuda.runtime.deviceSynchronize()
     assert n == size, (n, size)
     _check_cupy(g, 0, PATTERN["kv"][1], "kvikio-posix")
-    try:
-        mode = str(kvikio.defaults.compat_mode())
-    except Exception as e:  # (the name moved between releases)
-        mode = f"? {e!r}"
+    conf = {}
+    for k in ("compat_mode", "num_threads", "task_size", "bounce_buffer_size", "auto_direct_io_read"):
+        try:
+            conf[k] = str(kvikio.defaults.get(k))
+        except Exception as e:  # (the names differ between releases)
+            conf[k] = f"? {e!r}"
     _truth(
         "kvikio-posix",
         {path: (n, "DRAM_BOUNCE")},
-        {"kvikio": getattr(kvikio, "__version__", "?"), "compat_mode": mode, "reads": len(futs)},
+        {"kvikio": getattr(kvikio, "__version__", "?"), "reads": len(futs), **conf},
     )
 
 
