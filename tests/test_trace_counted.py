@@ -99,3 +99,77 @@ def test_exporter_route_counters_take_the_kernels_counters_too():
     c.add_counted({"route": "HOST", "comm": "app", "op": "read", "count": 1000, "bytes": 4096000})
     c.add_counted({"route": "HOST", "comm": "app", "op": "read", "count": 10, "bytes": 655360})
     assert c.ios[("HOST", "app", "read")] == 1010 and c.bytes[("HOST", "app", "read")] == 4096000 + 655360
+
+
+def _handoff(tmp_path, copy: bool, per_io: bool = False):
+    """A process with CUDA (it opened libcuda) that forks a reader; the reader execs a program without
+    CUDA (a spawned worker, `dd`) and reads a data file, 4 MiB at a time; then, if COPY, the first
+    process copies 4 MiB of host memory no read of its own explains to the GPU (from shared memory or
+    a pipe the reader filled: the trace does not see which). The reader's reads come counted in the
+    kernel, or, PER_IO, one by one (--per-io)."""
+    data = "/var/tmp/x/shards.bin"
+    ev = [
+        [100, 7, 7, "proc", "exec", [], "main", "/usr/bin/python3"],
+        [150, 7, 7, "open", "openat", [3, 0, 0, 0, 0, -100, 0], "", "/usr/lib/x86_64-linux-gnu/libcuda.so.1"],
+        [200, 7, 7, "proc", "fork", [7, 8], "main", None],
+        [300, 8, 8, "proc", "exec", [], "worker", "/usr/bin/python3"],
+        [400, 8, 8, "open", "openat", [5, 0, 0, 0, 0, -100, 4097], "", data],
+    ]
+    if per_io:
+        ev += [
+            [
+                1000 + k * 100_000,
+                8,
+                8,
+                "sys_exit",
+                "read",
+                [5, 0x7F0000000000, 4 << 20, 0, 0, 4 << 20, 9000],
+                "worker",
+                None,
+            ]
+            for k in range(3)
+        ]
+    else:
+        ev.append([600_000, 8, 8, "counted", "read", [4097, 23, 3, 12 << 20, 0, 30_000, 1000, 201_000], "", None])
+    if copy:
+        ev.append([500_000, 7, 7, "api_enter", "cuMemcpy", [0x7E0000000000, 0x7D0000000000, 4 << 20, 1], "main", None])
+    _record(tmp_path / "rec.jsonl", ev)
+    r = subprocess.run(
+        [sys.executable, "-m", "gdsdiag", "trace", "--replay", str(tmp_path / "rec.jsonl"), "--json"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+    return [x for x in lines if x["type"] == "io"], lines[-1], data
+
+
+def test_counted_reads_of_a_process_without_cuda_are_unknown_when_its_tree_copied_unexplained_memory(tmp_path):
+    """Held-out shm-handoff and pipe-stream (H100, 2026-12-06): a worker without CUDA read the file,
+    the process with CUDA copied its bytes from shared memory or a pipe. The worker's reads, counted in
+    the kernel, were HOST ("no CUDA copy can make them DRAM_BOUNCE"): a confident wrong answer. With a
+    copy of the tree that no traced read explains after them, they are UNKNOWN and say why; without
+    one they stay HOST."""
+    _, summ, data = _handoff(tmp_path, copy=True)
+    (row,) = [r for r in summ["host_io_counted"] if r["path"] == data]
+    assert row["route"] == "UNKNOWN" and "main/7 of the same traced tree copied" in row["why"]
+    assert "4194304 of them from memory no traced read explains" in row["why"]
+    assert summ["routes"]["UNKNOWN"]["counted_in_kernel"] == 3 and "HOST" not in summ["routes"]
+
+    _, summ, data = _handoff(tmp_path, copy=False)
+    (row,) = [r for r in summ["host_io_counted"] if r["path"] == data]
+    assert row["route"] == "HOST" and "why" not in row
+    assert summ["routes"]["HOST"]["counted_in_kernel"] == 3
+
+
+def test_per_io_reads_of_a_process_without_cuda_are_unknown_the_same_way(tmp_path):
+    """The same hand-off traced with --per-io: each read a line, UNKNOWN (low) where the counted rows
+    are, HOST (medium) without the copy."""
+    ios, _, data = _handoff(tmp_path, copy=True, per_io=True)
+    mine = [v for v in ios if v["path"] == data]
+    assert len(mine) == 3 and {(v["route"], v["confidence"]) for v in mine} == {("UNKNOWN", "low")}
+    assert all("shared memory or a pipe" in v["evidence"][-1] for v in mine)
+
+    ios, _, data = _handoff(tmp_path, copy=False, per_io=True)
+    mine = [v for v in ios if v["path"] == data]
+    assert len(mine) == 3 and {(v["route"], v["confidence"]) for v in mine} == {("HOST", "medium")}

@@ -150,20 +150,31 @@ def test_system_files_are_never_staged_but_a_copy_of_their_buffer_counts():
 
 
 def test_a_host_tool_in_the_tree_never_feeds_another_process_copy():
-    """`sh -c 'cp … ; python load.py'`: the cp (exec'd, no CUDA library opened) reads while the
-    Python process copies to the GPU: cp's bytes stay HOST (pure host tools are never DRAM_BOUNCE)."""
+    """`sh -c 'cp … ; python load.py'`: the cp (exec'd, no CUDA library opened) reads, and writes what
+    it read to another file, while the Python process copies to the GPU host memory no traced read
+    explains: cp's bytes stay HOST (a host tool that writes its bytes to a file is never DRAM_BOUNCE).
+    A reader without CUDA that writes no file may have handed its bytes over by shared memory or a
+    pipe (held-out shm-handoff): UNKNOWN."""
     s = [
         ev(0, "proc", "adopt", [1], pid=100),
         ev(1, "proc", "fork", [100, 300], pid=100),
         ev(2, "proc", "exec", [], pid=300, path="/usr/bin/cp", comm="cp"),
         ev(3, "open", "openat", [5], pid=300, path="/data/big.bin"),
+        ev(4, "open", "openat", [6], pid=300, path="/data/big.copy"),
         read(10, 5, 0x7F1000000000, 2 * MiB, 0, pid=300),
+        ev(20, "sys_exit", "pwrite64", [6, 0x7F1000000000, 2 * MiB, 0, 0, 2 * MiB, 900], pid=300, comm="cp"),
         h2d(30, 0x7E0000000000, 0x7F6000000000, 2 * MiB, pid=100),
     ]
-    (v,) = classify(s)
-    assert (v["pid"], v["route"]) == (300, Route.HOST)
+    vs = classify(s)
+    assert sorted((v["pid"], v["op"], v["route"]) for v in vs) == [
+        (300, "read", Route.HOST),
+        (300, "write", Route.HOST),
+    ]
+    no_write = [e for e in s if e.name != "pwrite64"]
+    (v,) = classify(no_write)
+    assert (v["pid"], v["route"], v["confidence"]) == (300, Route.UNKNOWN, "low")
     # the same child without the exec (a forked worker of a CUDA process) does feed it
-    (v,) = classify([e for e in s if e.name != "exec"])
+    (v,) = classify([e for e in no_write if e.name != "exec"])
     assert (v["pid"], v["route"]) == (300, Route.DRAM_BOUNCE)
 
 

@@ -8,7 +8,8 @@ every byte the loader moved to the GPU from a file is DRAM_BOUNCE, and no file's
 than once. Beside them, real captures of the held-out sets (tests/workloads/loaders_heldout2.py and
 loaders_heldout3.py, H100 2026-12-06) that first showed a fault: pq-torch (a pool's reused buffer),
 csv-numpy and jsonl-tokens (data sets parsed, then copied: once taken for text configs),
-torch-load-zip and tar-stream, and in heldout-limits/ the adversary no trace can tell apart."""
+torch-load-zip and tar-stream, and in heldout-limits/ the adversary no trace can tell apart and the
+hand-offs through shared memory and a pipe it cannot follow."""
 
 from __future__ import annotations
 
@@ -179,3 +180,24 @@ def test_a_host_only_read_in_lockstep_with_unrelated_copies_is_never_high():
     mine = [v for v in verdicts if v["path"] == file]
     assert len(mine) == 12 and {v["confidence"] for v in mine} == {"medium"}
     assert all("inferred from order" in " ".join(v["evidence"]) for v in mine if v["route"] == Route.DRAM_BOUNCE)
+
+
+@pytest.mark.parametrize("run", ["shm-handoff-cold", "pipe-stream-cold"])
+def test_a_readers_bytes_handed_to_the_copier_by_shared_memory_or_a_pipe_are_unknown_not_host(run):
+    """The fourth held-out set (tests/workloads/loaders_heldout4.py, H100 2026-12-06): a spawned
+    worker without CUDA (shm-handoff) or `dd` (pipe-stream) reads the file; the process with CUDA
+    copies its bytes to the GPU from shared memory or from a pipe. The reader's reads were counted in
+    the kernel as HOST: the truth is DRAM_BOUNCE. The trace sees no link (neither the shared memory's
+    pages nor the pipe's bytes are followed), so the file's bytes are UNKNOWN, with the copy that no
+    traced read explained named: never HOST."""
+    path = os.path.join(TRACE, "heldout-limits", run)
+    with open(path + ".truth") as f:
+        truth = json.loads(f.read().split(" ", 1)[1])
+    ((file, t),) = truth["files"].items()
+    assert t["route"] == "DRAM_BOUNCE"
+    res, verdicts = _replay(path + ".rec.jsonl.gz")
+    rows = [r for r in res.counted if r["path"] == file]
+    assert rows and {r["route"] for r in rows} == {Route.UNKNOWN}
+    assert sum(r["bytes"] for r in rows) == t["to_gpu"]
+    assert all("from memory no traced read explains" in r["why"] for r in rows)
+    assert not [v for v in verdicts if v["path"] == file and v["route"] == Route.HOST]

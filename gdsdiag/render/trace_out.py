@@ -320,6 +320,8 @@ def render_summary(console: Console, res, as_json: bool) -> None:
                 markup=False,
                 style="dim",
             )
+            if r.get("why"):  # (UNKNOWN: counted.CountedIo.rows)
+                console.print(f"    {r['route']}: {r['why']}", markup=False)
         if len(counted) > 40:
             console.print(f"  … {len(counted) - 40} more (all in --json)", style="dim")
     if res.processes:

@@ -39,10 +39,10 @@ class _RouteStats(TypedDict):
 
 
 class RouteStats(_RouteStats, total=False):
-    counted_in_kernel: int  # HOST only, when host I/O was counted in the kernel (trace/counted.py)
+    counted_in_kernel: int  # HOST (or UNKNOWN), when host I/O was counted in the kernel (trace/counted.py)
 
 
-class CountedRow(TypedDict):
+class _CountedRow(TypedDict):
     """One kernel counter: host I/O of a process without CUDA, per (process, file, syscall, size class)."""
 
     pid: int
@@ -55,7 +55,11 @@ class CountedRow(TypedDict):
     bytes: int
     errors: int
     mean_latency_us: float | None
-    route: str
+    route: str  # HOST; UNKNOWN where its job copied host memory no traced read explains
+
+
+class CountedRow(_CountedRow, total=False):
+    why: str  # (UNKNOWN only) that copy, and why the route cannot be told
 
 
 class Process(TypedDict):

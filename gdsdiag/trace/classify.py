@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..routes import Route
-from .dataflow import RETAIN_NS, DataFlow, MappedFile, Source, Taken
+from .dataflow import RETAIN_NS, DataFlow, MappedFile, Source, Taken, staged_ok
 from .events import API_NAMES, NVFS_IOCTLS, SYS_NAMES, Event, not_data
 from .evidence import KPROBE_EVIDENCE, ROUTE_USDT, SYSCALL_EVIDENCE, decide_once, usdt_kind
 from .tally import Unclassified, count_unclassified
@@ -398,6 +398,7 @@ class Classifier:
         # processes that opened a CUDA library (or were forked from one, or adopted with --pid): only
         # their file bytes can be another process's staged copy (a cp or tar in the same tree cannot)
         self.cuda_procs: set[int] = set()
+        self.wrote_data: set[int] = set()  # processes that wrote data files (copy and archive tools)
         self.flow.can_feed = self.cuda_procs.__contains__
         self._advanced = 0  # event time of the last _advance (replay finalises as the live loop does)
         # flush(deadline): a stop's budget, and the I/Os it left undecided per process
@@ -707,6 +708,8 @@ class Classifier:
             self.counts["small_io"] += 1
             return
         io = _HostIo(e, api, op, path, off, size, ret, buf, lat, note)
+        if op == "write":
+            self.wrote_data.add(e.pid)  # (a process without CUDA that writes files: copied_elsewhere)
         if op == "read" and path is not None and api not in IN_KERNEL:
             # file bytes in host memory: the data-flow model's, until a copy takes them or the window passes
             pid = e.pid
@@ -1444,6 +1447,31 @@ class Classifier:
             text += f" by {comm}/{pid}, another process of the same traced tree; {link}"
         return text
 
+    def _elsewhere_text(self, pid: int, c: list, left: int, t: int) -> str:
+        """Why a read of a process without CUDA is UNKNOWN (DataFlow.unexplained): the copy of its
+        job that no read explained."""
+        who = self._proc(c[1])["comm"] or "?"
+        return (
+            f"this process loaded no CUDA library, but {who}/{c[1]} of the same traced tree copied host "
+            f"{c[3]:#x} -> GPU {c[2]:#x}, {c[4]} bytes, {(c[0] - t) / 1e6:+.3f} ms after it, {left} of them "
+            "from memory no traced read explains: these bytes may have reached it through shared memory or a "
+            "pipe, or not at all; the trace cannot tell (a process without CUDA is not paired with copies by order)"
+        )
+
+    def copied_elsewhere(self, pid: int, first_ts: int, path: str, writers: Container[int] = ()) -> str | None:
+        """For I/O the kernel counted (counted.CountedIo: a process without CUDA), why its route is
+        UNKNOWN rather than HOST: a copy of its job after its first such I/O that no traced read
+        explained (DataFlow.unexplained; the per-I/O reads of such a process end the same way). None:
+        HOST, also for a process that writes data files (cp, tar: a host tool whose bytes went to a
+        file; WRITERS, the processes the kernel counted writes of)."""
+        if pid in self.cuda_procs or pid in self.wrote_data or pid in writers or not staged_ok(path):
+            return None
+        hit = self.flow.unexplained_since(self.job_of(pid), first_ts)
+        if hit is None:
+            return None
+        c, left = hit
+        return self._elsewhere_text(pid, c, left, first_ts)
+
     def _source_verdict(self, src: Source) -> tuple:
         io = src.payload
         assert isinstance(io, _HostIo)
@@ -1485,6 +1513,10 @@ class Classifier:
                 + "; it took other bytes of this file, read before it: a decode changes sizes (text parsed into "
                 "numbers), so this read's bytes may be behind it too; inferred from order"
             )
+        elif src.elsewhere is not None and not src.consumed and e.pid not in self.wrote_data:  # (DataFlow.unexplained)
+            route, conf, how = Route.UNKNOWN, "low", ""
+            c, left = src.elsewhere
+            ev.append(self._elsewhere_text(e.pid, c, left, e.ts))
         else:
             route, conf, how = Route.HOST, "medium", ""
             if src.consumed:
@@ -1499,7 +1531,13 @@ class Classifier:
                     "HOST by elimination: a CUDA copy from a staging buffer took file bytes of this job while "
                     "this read waited, inferred from order among several files; they could have been these"
                 )
-        inferred = bool(src.rivals) or src.passed_over or src.recopy is not None or src.with_file is not None
+        inferred = (
+            bool(src.rivals)
+            or src.passed_over
+            or src.recopy is not None
+            or src.with_file is not None
+            or route == Route.UNKNOWN
+        )
         return self._host_line(io, route, conf, ev), 0, 0, how, inferred
 
     def _chunk_verdict(self, ch) -> tuple:

@@ -47,9 +47,14 @@ class CountedIo:
         elif e.kind == "counted":
             self.counted.append(e)
 
-    def rows(self, path_ok) -> list[dict]:
-        """One row per counter whose file is data under the path filter (path_ok(path) -> bool)."""
+    def rows(self, path_ok, elsewhere=None) -> list[dict]:
+        """One row per counter whose file is data under the path filter (path_ok(path) -> bool).
+        Its route is HOST, or UNKNOWN where ELSEWHERE(pid, first I/O's time, path, the processes
+        whose writes were counted) gives a reason
+        (Classifier.copied_elsewhere: its job copied host memory to a GPU that no traced read
+        explained, after this I/O began: the bytes may have gone there through shared memory)."""
         out = []
+        writers = {e.pid for e in self.counted if e.name not in READS and self.paths.get(e.args[0]) is not None}
         for e in self.counted:
             serial, bucket, count, nbytes, errors, lat_ns = (list(e.args) + [0] * 6)[:6]
             path = self.paths.get(serial)
@@ -57,41 +62,46 @@ class CountedIo:
                 continue  # headers and configs, as the reader drops them when sent one by one
             if path is None or not_data(path) or not path_ok(path):
                 continue
-            out.append(
-                {
-                    "pid": e.pid,
-                    "comm": self.comms.get(e.pid, e.comm),
-                    "api": e.name,
-                    "op": "read" if e.name in READS else "write",
-                    "path": path,
-                    "size_class": size_class(bucket),
-                    "count": count,
-                    "bytes": nbytes,
-                    "errors": errors,
-                    "mean_latency_us": round(lat_ns / count / 1000, 2) if count else None,
-                    "route": Route.HOST,
-                }
-            )
+            op = "read" if e.name in READS else "write"
+            first = e.args[6] if len(e.args) > 6 and e.args[6] else e.ts
+            why = elsewhere(e.pid, first, path, writers) if elsewhere is not None and op == "read" else None
+            row = {
+                "pid": e.pid,
+                "comm": self.comms.get(e.pid, e.comm),
+                "api": e.name,
+                "op": op,
+                "path": path,
+                "size_class": size_class(bucket),
+                "count": count,
+                "bytes": nbytes,
+                "errors": errors,
+                "mean_latency_us": round(lat_ns / count / 1000, 2) if count else None,
+                "route": Route.HOST if why is None else Route.UNKNOWN,
+            }
+            if why is not None:
+                row["why"] = why
+            out.append(row)
         return out
 
 
 def merge_summary(summary: dict, rows: list[dict]) -> None:
-    """Add the counted I/O to the HOST route of the summary (count, bytes; their latencies are
-    means per counter, so they stay out of the percentiles and the histogram)."""
-    if not rows:
-        return
-    n = sum(r["count"] for r in rows)
-    b = sum(r["bytes"] for r in rows)
-    h = summary.get(Route.HOST)
-    if h is None:
-        h = summary[Route.HOST] = {
-            "count": 0,
-            "bytes": 0,
-            "subtypes": [],
-            "p50_us": None,
-            "p99_us": None,
-            "hist_us": [],
-        }
-    h["count"] += n
-    h["bytes"] += b
-    h["counted_in_kernel"] = h.get("counted_in_kernel", 0) + n
+    """Add the counted I/O to its route in the summary, HOST or UNKNOWN (count, bytes; their
+    latencies are means per counter, so they stay out of the percentiles and the histogram)."""
+    for route in (Route.HOST, Route.UNKNOWN):
+        mine = [r for r in rows if r["route"] == route]
+        if not mine:
+            continue
+        n = sum(r["count"] for r in mine)
+        h = summary.get(route)
+        if h is None:
+            h = summary[route] = {
+                "count": 0,
+                "bytes": 0,
+                "subtypes": [],
+                "p50_us": None,
+                "p99_us": None,
+                "hist_us": [],
+            }
+        h["count"] += n
+        h["bytes"] += sum(r["bytes"] for r in mine)
+        h["counted_in_kernel"] = h.get("counted_in_kernel", 0) + n

@@ -182,6 +182,10 @@ class Source:
     # never copied, though a staged copy after it took bytes of its file (same job): that copy
     # (DataFlow.staged_files)
     with_file: list | None = None
+    # never copied, of a process that loaded no CUDA library (no staged copy takes its bytes by order),
+    # while a process of its job copied host memory to a GPU that no traced read explained: that copy
+    # and the bytes left unexplained (DataFlow.unexplained)
+    elsewhere: tuple | None = None
     until: int = 0  # taken and out of its queue: found by its buffer until then (RETAIN_NS)
 
     def __post_init__(self) -> None:
@@ -386,6 +390,13 @@ class DataFlow:
         # I/O (held-out csv-numpy: 42 % of the file on DRAM_BOUNCE). A read of that file the copy came
         # after, and that no copy took, ends DRAM_BOUNCE, low (Source.with_file).
         self.staged_files: dict[tuple[int, str], list] = {}
+        # Copies to the GPU of host memory no traced read explains (a staged copy with bytes left when
+        # every waiting file byte it could take was taken), per job, newest last, with those bytes.
+        # A process of the job that loaded no CUDA library may have made them: a reader that hands
+        # its bytes to the copier through shared memory or a pipe (held-out shm-handoff, pipe-stream,
+        # where the reads were host I/O at medium). Its reads are not paired by order (can_feed: a
+        # tool the program runs reads files too); the trace cannot tell, so they end UNKNOWN.
+        self.unexplained: dict[int, deque[tuple[list, int]]] = {}
         self._staged_sweep_at = SWEEP_MIN  # (swept of copies older than any read that waits, as by_page)
 
     # -- sources ---------------------------------------------------------------------------------
@@ -606,13 +617,17 @@ class DataFlow:
                 self.chose_at[p] = c[0]
         try:
             left = self._staged_from(pid, c, n, "staged")
-            if alone:
-                return  # (the job is this process alone)
-            # (sorted whatever is left: _oldest drops the taken reads at the front of each queue)
-            for other in sorted(others, key=self._oldest):
-                if left <= 0:
-                    break
-                left = self._staged_from(other, c, left, "job")
+            if not alone:  # (the job is more than this process)
+                # (sorted whatever is left: _oldest drops the taken reads at the front of each queue)
+                for other in sorted(others, key=self._oldest):
+                    if left <= 0:
+                        break
+                    left = self._staged_from(other, c, left, "job")
+            if left > 0:
+                q = self.unexplained.get(job)
+                if q is None:
+                    q = self.unexplained[job] = deque(maxlen=RECOPIES_KEPT)
+                q.append((c, left))
         finally:
             self._rivals = frozenset()
 
@@ -741,6 +756,16 @@ class DataFlow:
                     return c
         return None
 
+    def unexplained_since(self, job: int, ts: int, until: int = 1 << 63) -> tuple[list, int] | None:
+        """The first copy of DataFlow.unexplained of JOB made from TS to UNTIL, with its bytes no
+        read explained."""
+        q = self.unexplained.get(job)
+        if q:
+            for c, left in q:
+                if ts <= c[0] <= until:
+                    return c, left
+        return None
+
     def _link(self, copier: int) -> str:
         """What ties a reader's bytes to another process's copy: a descriptor the copier mapped but
         never opened (shared memory the reader passed it), or nothing seen."""
@@ -781,6 +806,8 @@ class DataFlow:
                         # (not where that copy chose among several files' bytes: passed over, by elimination)
                         if c is not None and not s.passed_over and s.ts <= c[0] <= s.ts + window:
                             s.with_file = c
+                        if s.recopy is None and s.with_file is None and not self.can_feed(pid):
+                            s.elsewhere = self.unexplained_since(s.job, s.ts, s.ts + window)
                     if s.passed_over:
                         self.passed_over_jobs.add(s.job)
                     self.done.append(s)

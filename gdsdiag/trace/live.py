@@ -144,7 +144,7 @@ def _finish(clf, counter, tally: RouteTally, **kw) -> TraceResult:
     """The result: per-I/O verdicts plus the host I/O the kernel counted, in one summary."""
     from .counted import merge_summary
 
-    rows = counter.rows(clf._path_ok)
+    rows = counter.rows(clf._path_ok, clf.copied_elsewhere)
     summary = tally.summary()
     merge_summary(summary, rows)
     lost = kw.pop("lost_by_process", [])
@@ -356,7 +356,7 @@ def run_live(
         """The kernel's host-I/O counters as they stand, named as the summary names them."""
         now = CountedIo()
         now.paths, now.comms, now.counted = counter.paths, counter.comms, probes.counted_host_io()
-        return now.rows(clf._path_ok)
+        return now.rows(clf._path_ok, clf.copied_elsewhere)
 
     queued: list = []  # events taken but not classified when a stop signal came (oldest first)
 
