@@ -5,7 +5,7 @@
     python3 tests/workloads/score_loaders.py --replay tests/fixtures/trace/loaders/*.truth   # the committed ones
 
 One row per (run, file): the bytes the program moved to the GPU from that file (its truth), the bytes the
-trace put on each route for that file, the share on the expected route (capped at 100 %), whether the
+trace put on each route for that file (its io lines and the summary's rows of I/O counted in the kernel), the share on the expected route (capped at 100 %), whether the
 file's bytes were counted at most once (sum of its I/O sizes <= its size), and the confidences seen.
 Exit 1 when any row is below 100 % or counts a byte twice.
 """
@@ -43,12 +43,17 @@ def score(run: str, replay: bool) -> list[dict]:
             [sys.executable, "-m", "gdsdiag", "trace", "--replay", rec, "--json"], capture_output=True, text=True
         ).stdout
     ios = [v for k, v in _lines(text) if k == "io"]
+    summary = next((v for k, v in _lines(text) if k == "summary"), {})
     rows = []
     for path, t in truth["files"].items():
         mine = [v for v in ios if v.get("path") == path]
         by_route: dict[str, int] = collections.Counter()
         for v in mine:
             by_route[v["route"]] += max(v["size"], 0)
+        # the I/O the kernel counted (processes without CUDA: no io line each, no offsets), by route
+        counted_rows = [r for r in summary.get("host_io_counted", []) if r.get("path") == path]
+        for r in counted_rows:
+            by_route[r["route"]] += r["bytes"]
         # bytes counted once: the union of the I/Os' file ranges (a range the program really read twice,
         # a footer or a header, is two I/Os but one set of the file's bytes)
         spans = sorted((v["offset"], v["offset"] + max(v["size"], 0)) for v in mine if v["offset"] >= 0)
@@ -68,7 +73,10 @@ def score(run: str, replay: bool) -> list[dict]:
                 "seen": dict(by_route),
                 "share": min(1.0, good / want) if want else 1.0,
                 "counted_once": counted <= t["size"],
-                "confidence": dict(collections.Counter(v["confidence"] for v in mine)),
+                "confidence": dict(
+                    collections.Counter(v["confidence"] for v in mine)
+                    + collections.Counter({"counted in the kernel": sum(r["count"] for r in counted_rows)})
+                ),
                 "evidence": (mine[0]["evidence"] if mine else []),
             }
         )
