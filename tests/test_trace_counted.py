@@ -152,8 +152,8 @@ def test_counted_reads_of_a_process_without_cuda_are_unknown_when_its_tree_copie
     one they stay HOST."""
     _, summ, data = _handoff(tmp_path, copy=True)
     (row,) = [r for r in summ["host_io_counted"] if r["path"] == data]
-    assert row["route"] == "UNKNOWN" and "main/7 of the same traced tree copied" in row["why"]
-    assert "4194304 of them from memory no traced read explains" in row["why"]
+    assert row["route"] == "UNKNOWN" and "in its traced tree main/7 copied" in row["why"]
+    assert "4194304 bytes from memory no traced read explains" in row["why"]
     assert summ["routes"]["UNKNOWN"]["counted_in_kernel"] == 3 and "HOST" not in summ["routes"]
 
     _, summ, data = _handoff(tmp_path, copy=False)

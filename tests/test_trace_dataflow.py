@@ -315,3 +315,27 @@ def test_the_staged_files_noted_stay_few_over_a_million_file_data_set():
         flow.copy(t + 1000, 7, 0x7E0000000000, 0x7D0000000000, 8192, 1)  # (staged: another buffer)
         flow.advance(t + 2000)
     assert len(flow.staged_files) <= 2 * SWEEP_MIN
+
+
+def test_a_text_file_is_unknown_only_when_as_much_unexplained_memory_went_to_the_gpu():
+    """A text file (dataflow.text_data: .txt, .json outside the system's and the interpreter's own
+    files) is never paired with copies by order. Where a copy of host memory that no read explains
+    follows its read with at least 1/16 of its bytes (a token corpus parsed into ids), the read is
+    UNKNOWN; a tokenizer.json followed by the few bytes of a prompt's token ids stays HOST; so does one
+    in site-packages."""
+
+    def run(path: str, copied: int) -> dict:
+        s = [
+            ev(0, "open", "openat", [3], path="/usr/lib/x86_64-linux-gnu/libcuda.so.1"),
+            ev(1, "open", "openat", [5], path=path),
+            read(10, 5, 0x7F1000000000, 4 * MiB, 0),
+            h2d(500, 0x7E0000000000, 0x7F6000000000, copied),
+        ]
+        (v,) = [v for v in classify(s) if v["path"] == path]
+        return v
+
+    v = run("/data/corpus.txt", 3 * MiB)
+    assert (v["route"], v["confidence"]) == (Route.UNKNOWN, "low") and "a text file" in v["evidence"][-1]
+    assert run("/models/llama/tokenizer.json", 8192)["route"] == Route.HOST
+    assert run("/venv/lib/python3.12/site-packages/x/data.txt", 3 * MiB)["route"] == Route.HOST
+    assert run("/data/corpus.txt", 255 * 1024)["route"] == Route.HOST  # (under 1/16 of 4 MiB)

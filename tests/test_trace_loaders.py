@@ -201,3 +201,20 @@ def test_a_readers_bytes_handed_to_the_copier_by_shared_memory_or_a_pipe_are_unk
     assert sum(r["bytes"] for r in rows) == t["to_gpu"]
     assert all("from memory no traced read explains" in r["why"] for r in rows)
     assert not [v for v in verdicts if v["path"] == file and v["route"] == Route.HOST]
+
+
+def test_a_text_corpus_parsed_and_copied_is_unknown_not_host():
+    """Held-out txt-tokens (tests/workloads/loaders_heldout4.py, H100 2026-12-06): a .txt corpus of
+    token ids read line by line (8 KiB reads), parsed into one int32 array and copied to the GPU.
+    Text files are never paired with copies by order (a vocab.txt or config.json is read by every
+    program), so its 1,536 reads were HOST, medium: the truth is DRAM_BOUNCE. Host memory that no
+    read explains (8.7 MB of ids) went to the GPU after them: UNKNOWN, low, with that copy named."""
+    path = os.path.join(TRACE, "heldout-limits", "txt-tokens-cold")
+    with open(path + ".truth") as f:
+        truth = json.loads(f.read().split(" ", 1)[1])
+    ((file, t),) = truth["files"].items()
+    assert t["route"] == "DRAM_BOUNCE"
+    _, verdicts = _replay(path + ".rec.jsonl.gz")
+    mine = [v for v in verdicts if v["path"] == file]
+    assert len(mine) == 1536 and {(v["route"], v["confidence"]) for v in mine} == {(Route.UNKNOWN, "low")}
+    assert all("a parse of this text may have made them" in v["evidence"][-1] for v in mine)

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..routes import Route
-from .dataflow import RETAIN_NS, DataFlow, MappedFile, Source, Taken, staged_ok
+from .dataflow import RETAIN_NS, DataFlow, MappedFile, Source, Taken, staged_ok, text_data
 from .events import API_NAMES, NVFS_IOCTLS, SYS_NAMES, Event, not_data
 from .evidence import KPROBE_EVIDENCE, ROUTE_USDT, SYSCALL_EVIDENCE, decide_once, usdt_kind
 from .tally import Unclassified, count_unclassified
@@ -1447,30 +1447,45 @@ class Classifier:
             text += f" by {comm}/{pid}, another process of the same traced tree; {link}"
         return text
 
-    def _elsewhere_text(self, pid: int, c: list, left: int, t: int) -> str:
-        """Why a read of a process without CUDA is UNKNOWN (DataFlow.unexplained): the copy of its
-        job that no read explained."""
+    def _elsewhere_text(self, c: list, left: int, t: int, text: bool = False) -> str:
+        """Why a read is UNKNOWN (DataFlow.unexplained): the first copy of its job after it that no
+        read explained, and those copies' bytes. TEXT: a text file (dataflow.text_data) no staged
+        copy takes; else a process without CUDA."""
         who = self._proc(c[1])["comm"] or "?"
+        copy = (
+            f"{who}/{c[1]} copied host {c[3]:#x} -> GPU {c[2]:#x}, {c[4]} bytes, {(c[0] - t) / 1e6:+.3f} ms after "
+            f"it, and the job's copies in its window {left} bytes from memory no traced read explains"
+        )
+        if text:
+            return (
+                f"a text file, which no copy is paired with by order (configs and vocabularies are read by every "
+                f"program), but {copy}: a parse of this text may have made them, or not; the trace cannot tell"
+            )
         return (
-            f"this process loaded no CUDA library, but {who}/{c[1]} of the same traced tree copied host "
-            f"{c[3]:#x} -> GPU {c[2]:#x}, {c[4]} bytes, {(c[0] - t) / 1e6:+.3f} ms after it, {left} of them "
-            "from memory no traced read explains: these bytes may have reached it through shared memory or a "
-            "pipe, or not at all; the trace cannot tell (a process without CUDA is not paired with copies by order)"
+            f"this process loaded no CUDA library, but in its traced tree {copy}: these bytes may have reached it through shared "
+            "memory or a pipe, or not at all; the trace cannot tell (a process without CUDA is not paired with "
+            "copies by order)"
         )
 
-    def copied_elsewhere(self, pid: int, first_ts: int, path: str, writers: Container[int] = ()) -> str | None:
+    def copied_elsewhere(
+        self, pid: int, first_ts: int, path: str, nbytes: int, writers: Container[int] = ()
+    ) -> str | None:
         """For I/O the kernel counted (counted.CountedIo: a process without CUDA), why its route is
-        UNKNOWN rather than HOST: a copy of its job after its first such I/O that no traced read
-        explained (DataFlow.unexplained; the per-I/O reads of such a process end the same way). None:
+        UNKNOWN rather than HOST: copies of its job after its first such I/O that no traced read
+        explained, at least 1/16 of its NBYTES (DataFlow.unexplained; the per-I/O reads of such a
+        process, and text files' reads, end the same way). None:
         HOST, also for a process that writes data files (cp, tar: a host tool whose bytes went to a
         file; WRITERS, the processes the kernel counted writes of)."""
-        if pid in self.cuda_procs or pid in self.wrote_data or pid in writers or not staged_ok(path):
+        if pid in self.cuda_procs or pid in self.wrote_data or pid in writers:
             return None
-        hit = self.flow.unexplained_since(self.job_of(pid), first_ts)
+        text = not staged_ok(path)
+        if text and not text_data(path):
+            return None
+        hit = self.flow.unexplained_since(self.job_of(pid), first_ts, 1 << 63, nbytes)
         if hit is None:
             return None
         c, left = hit
-        return self._elsewhere_text(pid, c, left, first_ts)
+        return self._elsewhere_text(c, left, first_ts, text)
 
     def _source_verdict(self, src: Source) -> tuple:
         io = src.payload
@@ -1513,10 +1528,10 @@ class Classifier:
                 + "; it took other bytes of this file, read before it: a decode changes sizes (text parsed into "
                 "numbers), so this read's bytes may be behind it too; inferred from order"
             )
-        elif src.elsewhere is not None and not src.consumed and e.pid not in self.wrote_data:  # (DataFlow.unexplained)
+        elif src.elsewhere is not None and not (src.ok and e.pid in self.wrote_data):  # (DataFlow.unexplained)
             route, conf, how = Route.UNKNOWN, "low", ""
             c, left = src.elsewhere
-            ev.append(self._elsewhere_text(e.pid, c, left, e.ts))
+            ev.append(self._elsewhere_text(c, left, e.ts, text=not src.ok))
         else:
             route, conf, how = Route.HOST, "medium", ""
             if src.consumed:

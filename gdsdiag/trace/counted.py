@@ -49,8 +49,8 @@ class CountedIo:
 
     def rows(self, path_ok, elsewhere=None) -> list[dict]:
         """One row per counter whose file is data under the path filter (path_ok(path) -> bool).
-        Its route is HOST, or UNKNOWN where ELSEWHERE(pid, first I/O's time, path, the processes
-        whose writes were counted) gives a reason
+        Its route is HOST, or UNKNOWN where ELSEWHERE(pid, first I/O's time, path, bytes, the
+        processes whose writes were counted) gives a reason
         (Classifier.copied_elsewhere: its job copied host memory to a GPU that no traced read
         explained, after this I/O began: the bytes may have gone there through shared memory)."""
         out = []
@@ -64,7 +64,7 @@ class CountedIo:
                 continue
             op = "read" if e.name in READS else "write"
             first = e.args[6] if len(e.args) > 6 and e.args[6] else e.ts
-            why = elsewhere(e.pid, first, path, writers) if elsewhere is not None and op == "read" else None
+            why = elsewhere(e.pid, first, path, nbytes, writers) if elsewhere is not None and op == "read" else None
             row = {
                 "pid": e.pid,
                 "comm": self.comms.get(e.pid, e.comm),

@@ -70,6 +70,22 @@ NOT_STAGED_RE = re.compile(
 )
 
 
+# Of the files a staged copy never takes bytes from, the text a program may parse and copy: a token
+# corpus as .txt, a data set as .json (held-out txt-tokens: its ids parsed line by line were copied;
+# its reads were host I/O at medium). A tokenizer's vocab.txt or a model's config.json looks the same.
+# Such a read that no copy took ends UNKNOWN where host memory no read explains went to a GPU after it
+# (DataFlow.unexplained), at least 1/UNEXPLAINED_SHARE of its bytes.
+TEXT_DATA_RE = re.compile(r"\.(txt|json)$", re.IGNORECASE)
+SYSTEM_RE = re.compile(r"^/(usr|etc|lib|lib32|lib64|bin|sbin|boot|var/lib/(dpkg|apt))/|/(site|dist)-packages/")
+UNEXPLAINED_SHARE = 16
+
+
+def text_data(path: str) -> bool:
+    """Text a program may parse into what it copies to a GPU (TEXT_DATA_RE), outside the system's
+    and the interpreter's own files."""
+    return TEXT_DATA_RE.search(path) is not None and SYSTEM_RE.search(path) is None
+
+
 _STAGED_OK: dict[str, bool] = {}
 
 
@@ -756,15 +772,20 @@ class DataFlow:
                     return c
         return None
 
-    def unexplained_since(self, job: int, ts: int, until: int = 1 << 63) -> tuple[list, int] | None:
-        """The first copy of DataFlow.unexplained of JOB made from TS to UNTIL, with its bytes no
-        read explained."""
+    def unexplained_since(self, job: int, ts: int, until: int, read: int) -> tuple[list, int] | None:
+        """The first copy of DataFlow.unexplained of JOB made from TS to UNTIL, and the bytes no
+        read explained of all such copies: where they are at least UNEXPLAINED_SHARE of READ bytes
+        (a parse of text makes about as many bytes as it read, or half; the few bytes of a prompt's
+        token ids are no sign that a 7 MB tokenizer.json went to the GPU). None: none, or too few."""
         q = self.unexplained.get(job)
-        if q:
-            for c, left in q:
-                if ts <= c[0] <= until:
-                    return c, left
-        return None
+        first, total = None, 0
+        for c, left in q or ():
+            if ts <= c[0] <= until:
+                first = first or c
+                total += left
+        if first is None or total * UNEXPLAINED_SHARE < read:
+            return None
+        return first, total
 
     def _link(self, copier: int) -> str:
         """What ties a reader's bytes to another process's copy: a descriptor the copier mapped but
@@ -807,7 +828,9 @@ class DataFlow:
                         if c is not None and not s.passed_over and s.ts <= c[0] <= s.ts + window:
                             s.with_file = c
                         if s.recopy is None and s.with_file is None and not self.can_feed(pid):
-                            s.elsewhere = self.unexplained_since(s.job, s.ts, s.ts + window)
+                            s.elsewhere = self.unexplained_since(s.job, s.ts, s.ts + window, s.size)
+                    elif not s.ok and not s.consumed and text_data(s.path):
+                        s.elsewhere = self.unexplained_since(s.job, s.ts, s.ts + window, s.size)
                     if s.passed_over:
                         self.passed_over_jobs.add(s.job)
                     self.done.append(s)
