@@ -1462,9 +1462,9 @@ class Classifier:
                 f"program), but {copy}: a parse of this text may have made them, or not; the trace cannot tell"
             )
         return (
-            f"this process loaded no CUDA library, but in its traced tree {copy}: these bytes may have reached it through shared "
-            "memory or a pipe, or not at all; the trace cannot tell (a process without CUDA is not paired with "
-            "copies by order)"
+            f"this process loaded no CUDA library, but in its traced tree {copy}: these bytes may have reached "
+            "it through shared memory or a pipe, or not at all; the trace cannot tell (a process without CUDA is "
+            "not paired with copies by order)"
         )
 
     def copied_elsewhere(
@@ -1473,9 +1473,9 @@ class Classifier:
         """For I/O the kernel counted (counted.CountedIo: a process without CUDA), why its route is
         UNKNOWN rather than HOST: copies of its job after its first such I/O that no traced read
         explained, at least 1/16 of its NBYTES (DataFlow.unexplained; the per-I/O reads of such a
-        process, and text files' reads, end the same way). None:
-        HOST, also for a process that writes data files (cp, tar: a host tool whose bytes went to a
-        file; WRITERS, the processes the kernel counted writes of)."""
+        process, and text files' reads, end the same way). None: HOST, as for a process that writes
+        data files (cp, tar: a host tool whose bytes went to a file; WRITERS: the processes the kernel
+        counted writes of)."""
         if pid in self.cuda_procs or pid in self.wrote_data or pid in writers:
             return None
         text = not staged_ok(path)
