@@ -1652,6 +1652,11 @@ class Classifier:
                 why.append("cuFile took a P2P route")
             if host and not (bounce or compat or p2p):
                 why.append("no CUDA copy took these bytes: host I/O, not on the GPU data path")
+            if r.get(Route.UNKNOWN, 0):
+                why.append(
+                    "not known: host memory no traced read explains went to a GPU after these reads, and "
+                    "they were not paired with it (a text file, or a process without CUDA); the I/O lines name the copy"
+                )
             if f.get("inferred") and any(self.job_of(pid) in self.flow.passed_over_jobs for pid in f["pids"]):
                 why.append(
                     "not known for certain: copies from a staging buffer took file bytes while bytes of several "
