@@ -1,12 +1,14 @@
 """Host I/O the kernel counted instead of sending one by one (probes/cufile_trace.c hostagg).
 
 A read/write/pread/pwrite (or v-form) on a data file, by a process that has opened no CUDA library
-and is not inside a cuFile call, cannot become DRAM_BOUNCE: no CUDA copy can follow it in that
-process image. The kernel adds it to a counter per (process, open, syscall, size class), and the
-trace reads the counters at its end as "counted" events (live and in --record files). This module
-names each counter's file from the open events (their serial, args[6]) and folds the counters into
-the summary as HOST I/O: every I/O is still counted, with its bytes; offsets are not kept (--per-io
-sends every I/O with its offset).
+and is not inside a cuFile call, cannot become DRAM_BOUNCE in that process: no CUDA copy can follow
+it in that process image. The kernel adds it to a counter per (process, open, syscall, size class),
+and the trace reads the counters at its end as "counted" events (live and in --record files). This
+module names each counter's file from the open events (their serial, args[6]) and folds the counters
+into the summary as HOST I/O: every I/O is still counted, with its bytes; offsets are not kept
+(--per-io sends every I/O with its offset). Another process may still copy those bytes to a GPU (a
+spawned worker's shared memory, `dd` into a pipe): where a process of the tree copied host memory no
+traced read explains, a read counter is UNKNOWN instead (Classifier.copied_elsewhere).
 """
 
 from __future__ import annotations
