@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..routes import Route
-from .dataflow import RETAIN_NS, DataFlow, MappedFile, Source, Taken, staged_ok, text_data
+from .dataflow import RETAIN_NS, DataFlow, MappedFile, Source, Taken, staged_ok
 from .events import API_NAMES, NVFS_IOCTLS, SYS_NAMES, Event, not_data
 from .evidence import KPROBE_EVIDENCE, ROUTE_USDT, SYSCALL_EVIDENCE, decide_once, usdt_kind
 from .tally import Unclassified, count_unclassified
@@ -1476,16 +1476,19 @@ class Classifier:
         process, and text files' reads, end the same way). None: HOST, as for a process that writes
         data files (cp, tar: a host tool whose bytes went to a file; WRITERS: the processes the kernel
         counted writes of)."""
-        if pid in self.cuda_procs or pid in self.wrote_data or pid in writers:
+        if self._host_tool(pid, writers):
             return None
-        text = not staged_ok(path)
-        if text and not text_data(path):
-            return None
-        hit = self.flow.unexplained_since(self.job_of(pid), first_ts, 1 << 63, nbytes)
+        hit = self.flow.elsewhere(pid, self.job_of(pid), path, first_ts, 1 << 63, nbytes)
         if hit is None:
             return None
         c, left = hit
-        return self._elsewhere_text(c, left, first_ts, text)
+        return self._elsewhere_text(c, left, first_ts, text=not staged_ok(path))
+
+    def _host_tool(self, pid: int, writers: Container[int] = ()) -> bool:
+        """A process without CUDA that wrote data files (WRITERS: those the kernel counted writes
+        of): a copy or archive tool (cp, tar), whose reads stay HOST where DataFlow.elsewhere would
+        make them UNKNOWN."""
+        return pid not in self.cuda_procs and (pid in self.wrote_data or pid in writers)
 
     def _source_verdict(self, src: Source) -> tuple:
         io = src.payload
@@ -1528,7 +1531,7 @@ class Classifier:
                 + "; it took other bytes of this file, read before it: a decode changes sizes (text parsed into "
                 "numbers), so this read's bytes may be behind it too; inferred from order"
             )
-        elif src.elsewhere is not None and not (src.ok and e.pid in self.wrote_data):  # (DataFlow.unexplained)
+        elif src.elsewhere is not None and not self._host_tool(e.pid):  # (DataFlow.elsewhere)
             route, conf, how = Route.UNKNOWN, "low", ""
             c, left = src.elsewhere
             ev.append(self._elsewhere_text(c, left, e.ts, text=not src.ok))

@@ -56,7 +56,11 @@ class CountedIo:
         (Classifier.copied_elsewhere: its job copied host memory to a GPU that no traced read
         explained, after this I/O began: the bytes may have gone there through shared memory)."""
         out = []
-        writers = {e.pid for e in self.counted if e.name not in READS and self.paths.get(e.args[0]) is not None}
+        writers = (
+            {e.pid for e in self.counted if e.name not in READS and self.paths.get(e.args[0]) is not None}
+            if elsewhere is not None
+            else set()
+        )
         for e in self.counted:
             serial, bucket, count, nbytes, errors, lat_ns = (list(e.args) + [0] * 6)[:6]
             path = self.paths.get(serial)

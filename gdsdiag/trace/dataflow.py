@@ -32,6 +32,7 @@ import bisect
 import itertools
 import re
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 WINDOW_NS = 3_000_000_000  # file bytes in host memory this old, never copied, are HOST
@@ -62,10 +63,11 @@ SWEEP_MIN = 4096  # by_page is swept of reads past RETAIN_NS when it is larger t
 # by every GPU program and are not what it copies to the GPU. A copy *from* their buffer (direct) still
 # counts: the address proves it. CSV and JSON Lines are data sets, parsed and then copied (held-out
 # csv-numpy and jsonl-tokens, real captures: their bytes were host I/O while they were listed here).
+SYSTEM_RE = re.compile(r"^/(usr|etc|lib|lib32|lib64|bin|sbin|boot|var/lib/(dpkg|apt))/|/(site|dist)-packages/")
 NOT_STAGED_RE = re.compile(
-    r"^/(usr|etc|lib|lib32|lib64|bin|sbin|boot|var/lib/(dpkg|apt))/"
-    r"|/(site|dist)-packages/|\.(dist|egg)-info/"
-    r"|\.(json|txt|md|ya?ml|toml|cfg|conf|cnf|ini|py|pyc|so(\.\d+)*|cache|xml|html|log|lock)$",
+    SYSTEM_RE.pattern
+    + r"|\.(dist|egg)-info/"
+    + r"|\.(json|txt|md|ya?ml|toml|cfg|conf|cnf|ini|py|pyc|so(\.\d+)*|cache|xml|html|log|lock)$",
     re.IGNORECASE,
 )
 
@@ -76,7 +78,6 @@ NOT_STAGED_RE = re.compile(
 # Such a read that no copy took ends UNKNOWN where host memory no read explains went to a GPU after it
 # (DataFlow.unexplained), at least 1/UNEXPLAINED_SHARE of its bytes.
 TEXT_DATA_RE = re.compile(r"\.(txt|json)$", re.IGNORECASE)
-SYSTEM_RE = re.compile(r"^/(usr|etc|lib|lib32|lib64|bin|sbin|boot|var/lib/(dpkg|apt))/|/(site|dist)-packages/")
 UNEXPLAINED_SHARE = 16
 
 
@@ -198,9 +199,9 @@ class Source:
     # never copied, though a staged copy after it took bytes of its file (same job): that copy
     # (DataFlow.staged_files)
     with_file: list | None = None
-    # never copied, of a process that loaded no CUDA library (no staged copy takes its bytes by order),
-    # while a process of its job copied host memory to a GPU that no traced read explained: that copy
-    # and the bytes left unexplained (DataFlow.unexplained)
+    # never copied, of a process that loaded no CUDA library or of a text file (no staged copy takes
+    # its bytes by order), while a process of its job copied host memory to a GPU that no traced read
+    # explained: that copy and the bytes left unexplained (DataFlow.elsewhere)
     elsewhere: tuple | None = None
     until: int = 0  # taken and out of its queue: found by its buffer until then (RETAIN_NS)
 
@@ -418,6 +419,24 @@ class DataFlow:
     # -- sources ---------------------------------------------------------------------------------
     def add_read(self, src: Source) -> None:
         """A read-family I/O: it absorbs the loose readahead fills of its range first."""
+        self._absorb(src)
+        self._file(src.pid, src.job, (src,))
+
+    def add_taken(self, srcs: list[Source]) -> None:
+        """Reads of one process, oldest first, each taken whole by one copy and decided elsewhere
+        (Classifier._on_bounces): what add_read makes of each in turn, in one pass (per read, add_read
+        cost as much as the rest of such a verdict). Fills to absorb are looked for only where they
+        can be: a process whose page fills come, or with fills of these files waiting."""
+        pid = srcs[0].pid
+        fills = self.loose_fills
+        if pid in self.fill_pids or (fills and any(fills.get((pid, p)) for p in {s.path for s in srcs})):
+            for s in srcs:
+                self._absorb(s)
+        self._file(pid, srcs[0].job, srcs)
+
+    def _absorb(self, src: Source) -> None:
+        """The read's range joins its process's read cover (where fills can come), and the loose
+        readahead fills in it are its own."""
         if src.offset >= 0 and src.size > 0 and src.pid in self.fill_pids:
             # (only where fills can come: a random reader's millions of ranges are kept nowhere else)
             cover = self.read_cover.setdefault((src.pid, src.path), Intervals())
@@ -435,45 +454,11 @@ class DataFlow:
                     if b - a >= ABSORB_MIN:
                         keep.append([f[0], a, b, f[3], f[4]])
             self.loose_fills[(src.pid, src.path)] = keep
-        pid = src.pid
-        self.reads += 1
-        src.seq = self.reads
-        q = self.by_pid.get(pid)
-        if q is None:
-            q = self.by_pid[pid] = deque()
-        q.append(src)
-        if src.ok:
-            st = self.stageable.get(pid)
-            if st is None:
-                st = self.stageable[pid] = deque()
-            st.append(src)
-        if len(q) > MAX_WAITING:  # (a process reading at 700k/s that copies nothing: bounded memory)
-            old = q.popleft()
-            if not old.finished:
-                old.finished = True
-                self.done.append(old)
-        pids = self.by_job.get(src.job)
-        if pids is None:
-            self.by_job[src.job] = {pid}
-        else:
-            pids.add(pid)
-        if src.buf is not None:
-            self.by_page[(pid, src.buf >> 12)] = src
-        recent = self.recent.get(pid)
-        if recent is not None:
-            recent.add(src)
 
-    def add_taken(self, srcs: list[Source]) -> None:
-        """Reads of one process, oldest first, each taken whole by one copy and decided elsewhere
-        (Classifier._on_bounces): what add_read makes of each in turn, in one pass (per read, add_read
-        cost as much as the rest of such a verdict). A process whose page fills come, or with fills
-        of these files waiting to be absorbed, has each read added on its own."""
-        pid = srcs[0].pid
-        fills = self.loose_fills
-        if pid in self.fill_pids or (fills and any(fills.get((pid, p)) for p in {s.path for s in srcs})):
-            for s in srcs:
-                self.add_read(s)
-            return
+    def _file(self, pid: int, job: int, srcs: Sequence[Source]) -> None:
+        """Reads of PID (of JOB), oldest first, into the queues a copy looks in: numbered, waiting
+        (at most MAX_WAITING a process), stageable where a staged copy may take them, by page and
+        among the recent."""
         seq = self.reads
         for s in srcs:
             seq += 1
@@ -489,14 +474,14 @@ class DataFlow:
             if st is None:
                 st = self.stageable[pid] = deque()
             st.extend(ok)
-        while len(q) > MAX_WAITING:  # (add_read's bound, popped in the same order)
+        while len(q) > MAX_WAITING:  # (a process reading at 700k/s that copies nothing: bounded memory)
             old = q.popleft()
             if not old.finished:
                 old.finished = True
                 self.done.append(old)
-        pids = self.by_job.get(srcs[0].job)
+        pids = self.by_job.get(job)
         if pids is None:
-            self.by_job[srcs[0].job] = {pid}
+            self.by_job[job] = {pid}
         else:
             pids.add(pid)
         by_page = self.by_page
@@ -505,7 +490,7 @@ class DataFlow:
                 by_page[(pid, s.buf >> 12)] = s
         recent = self.recent.get(pid)
         if recent is not None:
-            # (its window keeps the last DIRECT_SCAN reads: the batch's earlier ones would leave it)
+            # (its window keeps the last DIRECT_SCAN reads: a batch's earlier ones would leave it)
             for s in srcs[-DIRECT_SCAN:]:
                 recent.add(s)
 
@@ -772,6 +757,17 @@ class DataFlow:
                     return c
         return None
 
+    def elsewhere(self, pid: int, job: int, path: str, ts: int, until: int, read: int) -> tuple[list, int] | None:
+        """Whether READ bytes of PATH that PID read at TS and no copy took are UNKNOWN rather than
+        HOST (Source.elsewhere): a process without CUDA (can_feed) or a text file (text_data), whose
+        bytes are never paired with copies by order, and host memory no traced read explains went to
+        a GPU from TS to UNTIL (unexplained_since). None: HOST."""
+        if staged_ok(path) and self.can_feed(pid):
+            return None
+        if not staged_ok(path) and not text_data(path):
+            return None
+        return self.unexplained_since(job, ts, until, read)
+
     def unexplained_since(self, job: int, ts: int, until: int, read: int) -> tuple[list, int] | None:
         """The first copy of DataFlow.unexplained of JOB made from TS to UNTIL, and the bytes no
         read explained of all such copies: where they are at least UNEXPLAINED_SHARE of READ bytes
@@ -827,10 +823,8 @@ class DataFlow:
                         # (not where that copy chose among several files' bytes: passed over, by elimination)
                         if c is not None and not s.passed_over and s.ts <= c[0] <= s.ts + window:
                             s.with_file = c
-                        if s.recopy is None and s.with_file is None and not self.can_feed(pid):
-                            s.elsewhere = self.unexplained_since(s.job, s.ts, s.ts + window, s.size)
-                    elif not s.ok and not s.consumed and text_data(s.path):
-                        s.elsewhere = self.unexplained_since(s.job, s.ts, s.ts + window, s.size)
+                    if not s.consumed and s.recopy is None and s.with_file is None:
+                        s.elsewhere = self.elsewhere(pid, s.job, s.path, s.ts, s.ts + window, s.size)
                     if s.passed_over:
                         self.passed_over_jobs.add(s.job)
                     self.done.append(s)
