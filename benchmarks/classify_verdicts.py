@@ -57,6 +57,12 @@ def main() -> None:
     ap.add_argument("--ios", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--tree", default=HERE, help="the checkout whose gdsdiag/ is measured")
+    ap.add_argument(
+        "--bounce-recording",
+        action="append",
+        help="a DRAM_BOUNCE stream recorded with 'trace --record' (preadv2 + cuMemcpy pairs) for the "
+        "'live recorded bounce' line; repeatable (default: the committed 1 x 1 recording)",
+    )
     a = ap.parse_args()
     sys.path.insert(0, os.path.abspath(a.tree))
     from rich.console import Console
@@ -149,31 +155,38 @@ def main() -> None:
                 f"({how}, classify, tally, json line)"
             )
     if paired:
-        recorded_bounce(printer, a.rounds)
+        for path in a.bounce_recording or [REAL_BOUNCE]:
+            recorded_bounce(printer, a.rounds, path)
 
 
 REAL_BOUNCE = os.path.join(HERE, "tests", "fixtures", "gpu-machine", "stream-profile-2026-12-06", "rec-bounce.jsonl.gz")
 
 
-def recorded_bounce(printer, rounds: int) -> None:
-    """A real DRAM_BOUNCE stream through the live path: the 50,001 preadv2 + CuPy copy pairs recorded
-    on the GPU machine (REAL_BOUNCE; trace_compat_rate.py --kind bounce). Unlike the synthetic one,
-    its process read a few other files first (OpenSSL's config at Python's start), which wait for a
-    copy through the whole stream: its pairs then go into the data-flow model as well. Its pairs
-    come as the ring holds them; the events before them (process start, opens) are fed first."""
+def recorded_bounce(printer, rounds: int, path: str = REAL_BOUNCE) -> None:
+    """A real DRAM_BOUNCE stream through the live path: e.g. the 50,001 preadv2 + CuPy copy pairs
+    recorded on the GPU machine (REAL_BOUNCE; trace_compat_rate.py --kind bounce). Unlike the
+    synthetic one, its process read a few other files first (OpenSSL's config at Python's start),
+    which wait for a copy through the whole stream: its pairs then go into the data-flow model as
+    well. Its pairs come as the ring holds them; each process's events before its first pair
+    (process start, opens: a stream of several processes starts them one after another) are fed
+    first."""
     from gdsdiag.trace.events import read_record
 
-    _, evs = read_record(REAL_BOUNCE)
+    _, evs = read_record(path)
     pair = (("sys_exit", "preadv2"), ("api_enter", "cuMemcpy"))
     in_ring = [e for e in evs if (e.kind, e.name) in pair]
-    before = [e for e in evs if e.ts < in_ring[0].ts and (e.kind, e.name) not in pair]
+    first: dict[int, int] = {}
+    for e in in_ring:
+        first.setdefault(e.pid, e.ts)
+    before = [e for e in evs if e.ts < first.get(e.pid, 1 << 64) and (e.kind, e.name) not in pair]
     ring, _ = packed(in_ring)
     n = len(in_ring) // 2
     got = live(ring, before, printer)
     t = best(lambda: live(ring, before, printer), rounds)
     print(
-        f"live recorded bounce: {len(in_ring)} events -> {got} verdicts ({n} pairs), {t * 1e3:.1f} ms, "
-        f"{t / n * 1e6:.2f} µs/verdict, {n / t:,.0f} verdicts/s (the GPU machine's stream, {os.path.basename(REAL_BOUNCE)})"
+        f"live recorded bounce: {len(in_ring)} events -> {got} verdicts ({n} pairs, {len(first)} processes), "
+        f"{t * 1e3:.1f} ms, {t / n * 1e6:.2f} µs/verdict, {n / t:,.0f} verdicts/s (the GPU machine's stream, "
+        f"{os.path.basename(path)})"
     )
 
 

@@ -6,7 +6,10 @@
 #  - the trace under cProfile (prof-KIND.out, read with pstats here);
 #  - a 50k-call stream recorded (--record; rec-KIND.jsonl.gz), to replay and time on any machine;
 #  - the tracer's CPU with OLD2's tree and this one, as trace_compat_rate measures it (1 round).
-#   source .device/env.sh; OLD2=.gpu-old2 [STEPS="1 2 3"] bash benchmarks/gpu_stream_profile.sh $OUT
+# SHAPE="PROCS THREADS" (default "1 1"), CALLS (profiled; default 100000; the recording half of it) and
+# KINDS (default "bounce compat") choose the stream; the files are named KIND-PxT when SHAPE is given.
+#   source .device/env.sh; OLD2=.gpu-old2 [STEPS="1 2 3"] [SHAPE="4 4" CALLS=200000 KINDS=bounce] \
+#     bash benchmarks/gpu_stream_profile.sh $OUT
 set -u
 FINAL=${1:-/tmp/out}
 source "$(dirname "$0")/gpu_common.sh" "$FINAL"
@@ -14,22 +17,25 @@ machine_line
 for d in /tmp /var/tmp; do gds_udev_entry $d 2>/dev/null; done
 STEPS=${STEPS:-1 2 3}
 compat_workload
-for kind in bounce compat; do
+read -r NP NT <<<"${SHAPE:-1 1}"
+CALLS=${CALLS:-100000}
+for kind in ${KINDS:-bounce compat}; do
+  tag=$kind${SHAPE:+-${NP}x$NT}
   if wanted 1; then
-    log "1. $kind: the trace under cProfile"
-    rm -f "$OUT/prof-$kind.jsonl"
-    env -u PYTHONUNBUFFERED timeout 120 $PY benchmarks/profile_command.py "$OUT/prof-$kind.out" -- trace --json --per-io \
-      -o "$OUT/prof-$kind.jsonl" -- $PY $WL $DAT 100000 4096 /tmp/truth-p.json 1 $kind 1 >/dev/null 2>"$OUT/prof-$kind.err"
-    log "  rc=$? $(cat /tmp/truth-p.json) verdicts $(grep -c '"type": "io"' "$OUT/prof-$kind.jsonl")"
-    rm -f "$OUT/prof-$kind.jsonl"; pack
+    log "1. $tag: the trace under cProfile, $CALLS calls"
+    rm -f "$OUT/prof-$tag.jsonl"
+    env -u PYTHONUNBUFFERED timeout 120 $PY benchmarks/profile_command.py "$OUT/prof-$tag.out" -- trace --json --per-io \
+      -o "$OUT/prof-$tag.jsonl" -- $PY $WL $DAT $CALLS 4096 /tmp/truth-p.json $NP $kind $NT >/dev/null 2>"$OUT/prof-$tag.err"
+    log "  rc=$? $(cat /tmp/truth-p.json) verdicts $(grep -c '"type": "io"' "$OUT/prof-$tag.jsonl")"
+    rm -f "$OUT/prof-$tag.jsonl"; pack
   fi
   if wanted 2; then
-    log "2. $kind: the stream recorded"
-    rm -f "$FINAL/rec-$kind.jsonl" "$OUT/rec-$kind.out"  # (beside results.tgz: the device returns 16 MiB a file)
-    env -u PYTHONUNBUFFERED timeout 120 $PY -m gdsdiag trace --json --per-io --record "$FINAL/rec-$kind.jsonl" \
-      -o "$OUT/rec-$kind.out" -- $PY $WL $DAT 50000 4096 /tmp/truth-r.json 1 $kind 1 >/dev/null 2>"$OUT/rec-$kind.err"
-    log "  rc=$? $(cat /tmp/truth-r.json) verdicts $(grep -c '"type": "io"' "$OUT/rec-$kind.out")"
-    gzip -f "$FINAL/rec-$kind.jsonl"; rm -f "$OUT/rec-$kind.out"; pack
+    log "2. $tag: the stream recorded, $((CALLS / 2)) calls"
+    rm -f "$FINAL/rec-$tag.jsonl" "$OUT/rec-$tag.out"  # (beside results.tgz: the device returns 16 MiB a file)
+    env -u PYTHONUNBUFFERED timeout 120 $PY -m gdsdiag trace --json --per-io --record "$FINAL/rec-$tag.jsonl" \
+      -o "$OUT/rec-$tag.out" -- $PY $WL $DAT $((CALLS / 2)) 4096 /tmp/truth-r.json $NP $kind $NT >/dev/null 2>"$OUT/rec-$tag.err"
+    log "  rc=$? $(cat /tmp/truth-r.json) verdicts $(grep -c '"type": "io"' "$OUT/rec-$tag.out")"
+    gzip -f "$FINAL/rec-$tag.jsonl"; rm -f "$OUT/rec-$tag.out"; pack
   fi
 done
 if wanted 3; then
