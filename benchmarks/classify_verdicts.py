@@ -25,7 +25,8 @@ handle registrations, which come by other rings, as events), decoded by the prob
 (bpf.Probes._decode, DECODE_MAX records a poll, sorted as poll sorts them), fed to the classifier and
 the counted-I/O reader, then per poll advance, drain, the summary's tally and the --json line of
 each verdict: what 'gdsdiag trace --json' does per event once the bytes are out of the ring; and
-the same for a real DRAM_BOUNCE stream recorded on the GPU machine ("live recorded bounce").
+the same for real DRAM_BOUNCE streams recorded on the GPU machine ("live recorded bounce": one
+thread, and 4 processes x 4 threads).
 --tree runs another checkout's gdsdiag/ (e.g. an older commit, for a before/after pair).
 benchmarks/trace_compat_rate.py measures a real stream under the tracer on the GPU machine; run in
 the same call, the two agree (2026-12-02: 24.2 µs a COMPAT verdict here, 23.7 / 28.2 µs there; an
@@ -61,7 +62,7 @@ def main() -> None:
         "--bounce-recording",
         action="append",
         help="a DRAM_BOUNCE stream recorded with 'trace --record' (preadv2 + cuMemcpy pairs) for the "
-        "'live recorded bounce' line; repeatable (default: the committed 1 x 1 recording)",
+        "'live recorded bounce' line; repeatable (default: the committed recordings, REAL_BOUNCES)",
     )
     a = ap.parse_args()
     sys.path.insert(0, os.path.abspath(a.tree))
@@ -155,11 +156,17 @@ def main() -> None:
                 f"({how}, classify, tally, json line)"
             )
     if paired:
-        for path in a.bounce_recording or [REAL_BOUNCE]:
+        for path in a.bounce_recording or REAL_BOUNCES:
             recorded_bounce(printer, a.rounds, path)
 
 
 REAL_BOUNCE = os.path.join(HERE, "tests", "fixtures", "gpu-machine", "stream-profile-2026-12-06", "rec-bounce.jsonl.gz")
+# (and 100,016 pairs from 4 processes x 4 threads, each process's start-up reads waiting for a copy
+# through all of it: the data-flow model keeps every pair of them, benchmarks/gpu_stream_profile.sh)
+REAL_BOUNCES = [
+    REAL_BOUNCE,
+    os.path.join(HERE, "tests", "fixtures", "gpu-machine", "stream-profile-2026-12-06b", "rec-bounce-4x4.jsonl.gz"),
+]
 
 
 def recorded_bounce(printer, rounds: int, path: str = REAL_BOUNCE) -> None:

@@ -1,9 +1,10 @@
-"""Two real per-I/O streams recorded on the GPU machine (H100, libcufile 1.15 in compat mode,
-2026-12-06; tests/fixtures/gpu-machine/stream-profile-2026-12-06/README.md) and replayed by the
+"""Real per-I/O streams recorded on the GPU machine (H100, libcufile 1.15 in compat mode,
+2026-12-06; tests/fixtures/gpu-machine/stream-profile-2026-12-06{,b}/README.md) and replayed by the
 installed command: every call the workload itself counted comes back once, on its route, for its file.
 
 - DRAM_BOUNCE: the application's own preadv of 4 KiB into host memory, then CuPy's copy of that
-  buffer to the GPU (what fio --cuda_io=posix and kvikio's POSIX path do), 50,001 times;
+  buffer to the GPU (what fio --cuda_io=posix and kvikio's POSIX path do), 50,001 times from one
+  thread, and 100,016 times from 4 processes x 4 threads;
 - COMPAT: 50,001 cuFileRead calls of 4 KiB through gdsdiag's cffi bindings (no nvidia-fs: libcufile's
   compatibility mode reads with pread64).
 
@@ -22,22 +23,33 @@ import pytest
 from conftest import FIXTURES, GDSDIAG
 
 RUN = os.path.join(FIXTURES, "gpu-machine", "stream-profile-2026-12-06")
+RUN_B = os.path.join(FIXTURES, "gpu-machine", "stream-profile-2026-12-06b")
 DATA = "/var/tmp/gdsdiag-compat-rate.dat"  # (benchmarks/gpu_stream_profile.sh's file)
 
 
 def _truth(kind: str) -> int:
     """The calls the workload made in the recorded run, as its own line in the run's log says."""
-    with open(os.path.join(RUN, "call2-run.log")) as f:
+    with open(
+        os.path.join(RUN_B, "callA-4x4-run.log") if kind == "bounce-4x4" else os.path.join(RUN, "call2-run.log")
+    ) as f:
         log = f.read()
-    m = re.search(rf"2\. {kind}: the stream recorded\n== \S+ +rc=0 (\{{.*?\}}) verdicts", log)
+    m = re.search(rf"2\. {kind}: the stream recorded(?:, \d+ calls)?\n== \S+ +rc=0 (\{{.*?\}}) verdicts", log)
     assert m, f"no ground-truth line for {kind} in call2-run.log"
     return json.loads(m.group(1))["calls"]
 
 
-@pytest.mark.parametrize("kind, route", [("bounce", "DRAM_BOUNCE"), ("compat", "COMPAT")])
+@pytest.mark.parametrize(
+    "kind, route", [("bounce", "DRAM_BOUNCE"), ("compat", "COMPAT"), ("bounce-4x4", "DRAM_BOUNCE")]
+)
 def test_a_real_gpu_stream_replays_every_call_once_on_its_route(kind, route):
     out = subprocess.run(
-        [*GDSDIAG, "trace", "--replay", os.path.join(RUN, f"rec-{kind}.jsonl.gz"), "--json"],
+        [
+            *GDSDIAG,
+            "trace",
+            "--replay",
+            os.path.join(RUN_B if "4x4" in kind else RUN, f"rec-{kind}.jsonl.gz"),
+            "--json",
+        ],
         capture_output=True,
         text=True,
         timeout=120,

@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Container, Mapping
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..routes import Route
-from .dataflow import RETAIN_NS, DataFlow, MappedFile, Source, Taken, staged_ok
+from .dataflow import RETAIN_NS, DataFlow, MappedFile, Source, Taken, TakenRead, staged_ok
 from .events import API_NAMES, NVFS_IOCTLS, SYS_NAMES, Event, not_data
 from .evidence import KPROBE_EVIDENCE, ROUTE_USDT, SYSCALL_EVIDENCE, decide_once, usdt_kind
 from .tally import Unclassified, count_unclassified
@@ -1051,24 +1051,8 @@ class Classifier:
                 io_line(ts, pid, tid, comm, api, "read", path, off, ret, ret, lat, Route.DRAM_BOUNCE, None, "high", ev)
             )
             if modelled:  # (DataFlow.add_read, then _consume of all of it, its verdict made here)
-                # (fields in order: pid, job, ts, path, offset, size, buf, payload, consumed, how,
-                # copy, copies)
                 taken.append(
-                    Source(
-                        pid,
-                        job,
-                        ts,
-                        path,
-                        off,
-                        ret,
-                        buf,
-                        None,
-                        ret,
-                        "direct",
-                        [t_copy, pid, dst, src, n, 1],
-                        1,
-                        finished=True,
-                    )
+                    TakenRead(pid, job, ts, path, off, ret, buf, (t_copy, pid, dst, src, n, 1), staged_ok(path))
                 )
             else:
                 flow.reads += 1  # (DataFlow.add_read numbers every read)
@@ -1426,7 +1410,7 @@ class Classifier:
         for mf, path, pid, ts, lo, hi, lat, e in fills:
             self._emit(*self._fill_verdict(mf, path, pid, ts, lo, hi, lat, e))
 
-    def _copy_text(self, c: list, t: int, how: str, link: str = "") -> str:
+    def _copy_text(self, c: Sequence[int], t: int, how: str, link: str = "") -> str:
         ts, pid, dst, src, n, _ = c
         dt = (ts - t) / 1e6
         when = (

@@ -182,7 +182,7 @@ class Source:
     payload: object  # the classifier's record of the I/O (its verdict line is built from it)
     consumed: int = 0
     how: str = ""  # "direct" | "staged" | "job": the strongest way a copy took its bytes
-    copy: list | None = None  # the first copy that consumed it: [ts, pid, dst, src, n, direction]
+    copy: list | tuple | None = None  # the first copy that consumed it: [ts, pid, dst, src, n, direction]
     copies: int = 0
     exact: bool = False  # staged one-to-one: a copy of exactly its size, nothing else pending
     link: str = ""  # for "job": the link seen between reader and copier
@@ -210,6 +210,33 @@ class Source:
 
     def remaining(self) -> int:
         return max(self.size - self.consumed, 0)
+
+
+class TakenRead(Source):
+    """A read one copy took whole, its verdict made elsewhere (Classifier._on_bounces), kept in its
+    process's queues behind reads that wait for a copy (DataFlow.add_taken): where the model's
+    readers find it, a Source whose bytes are all taken. Made in a third of a Source's time, and
+    its copy a tuple the collector stops walking: a bounce stream makes one a verdict, and a Source
+    each (its making, and the collector walking the up to MAX_WAITING kept a process) was a third
+    of a verdict's CPU (benchmarks/classify_verdicts.py, "live recorded bounce"). What a copy
+    never sets on such a read is the class's; what DataFlow sets on it (seq, until) is its own."""
+
+    __slots__ = ()
+    payload = None
+    how = "direct"
+    copies = 1
+    exact = False
+    link = ""
+    finished = True
+    rivals = ()
+    passed_over = False
+    recopy = None
+    with_file = None
+    elsewhere = None
+
+    def __init__(self, pid: int, job: int, ts: int, path: str, offset: int, size: int, buf: int, copy: tuple, ok: bool):
+        self.pid, self.job, self.ts, self.path, self.offset, self.size, self.buf = pid, job, ts, path, offset, size, buf
+        self.consumed, self.copy, self.ok, self.seq, self.until = size, copy, ok, 0, 0
 
 
 class Taken:
