@@ -36,13 +36,14 @@ settle() {
   done
   log "settled: $busy CPUs busy after $((SECONDS - t0)) s"
 }
-# compat_rate STEP KIND PROCS THREADS CALLS ROUNDS TIMEOUT: benchmarks/trace_compat_rate.py over a real
-# KIND stream (compat|bounce), OLD's tree (if given) and this checkout, its per-round lines logged
+# compat_rate STEP KIND PROCS THREADS CALLS ROUNDS TIMEOUT [OPTION]: benchmarks/trace_compat_rate.py over
+# a real KIND stream (compat|bounce), OLD's tree (if given) and this checkout, its per-round lines
+# logged; OPTION (e.g. --cold) is passed on and named in the files
 compat_rate() {
-  local tag=$2-$3x$4
-  log "$1. a real $2 stream: $5 x 4 KiB from $3 process(es) x $4 thread(s), old and new trees, $6 round(s)"
+  local tag=$2-$3x$4${8:+${8#--}}
+  log "$1. a real $2 stream: $5 x 4 KiB from $3 process(es) x $4 thread(s), old and new trees, $6 round(s) ${8:-}"
   env -u PYTHONUNBUFFERED timeout "$7" $PY benchmarks/trace_compat_rate.py --kind "$2" --procs "$3" --threads "$4" \
-    --calls "$5" --rounds "$6" "${OLDT[@]}" --tree . >"$OUT/rate-$tag.json" 2>"$OUT/rate-$tag.err"
+    --calls "$5" --rounds "$6" ${8:-} "${OLDT[@]}" --tree . >"$OUT/rate-$tag.json" 2>"$OUT/rate-$tag.err"
   log "  rc=$?"; cat "$OUT/rate-$tag.err" | tee -a "$OUT/run.log"; pack
 }
 # compat_workload: trace_compat_rate.py's own workload written to WL and its 64 MiB file at DAT (the

@@ -3,7 +3,7 @@
 # under real cuFile streams, this checkout against OLD (`git archive REV gdsdiag probes csrc | tar -x -C
 # .gpu-old`, the tree before the pairing) in the same call; the held-out loaders (attribution); the
 # live cuFile tests. Each step under its own timeout, everything under $1 (the device's $OUT).
-#   source .device/env.sh; OLD=.gpu-old [STEPS="1 2 3 4 5 6 7 8 9 10 11 12 13"] bash benchmarks/gpu_whole_calls.sh $OUT
+#   source .device/env.sh; OLD=.gpu-old [STEPS="1 2 3 4 5 6 7 8 9 10 11 12 13 14"] bash benchmarks/gpu_whole_calls.sh $OUT
 set -u
 FINAL=${1:-/tmp/out}
 source "$(dirname "$0")/gpu_common.sh" "$FINAL"
@@ -30,6 +30,8 @@ wanted 10 && compat_rate 10 bounce 4 4 200000 "${BOUNCE_ROUNDS:-1}" $((30 + 90 *
 # (sustained: 800k calls from 4 x 4, several seconds of stream, most of it after the processes' start-up
 # reads stopped waiting for a copy (WINDOW_NS, 3 s): the stream's own cost beyond its first seconds)
 wanted 13 && compat_rate 13 bounce 4 4 800000 "${BOUNCE_ROUNDS:-1}" $((60 + 120 * ${BOUNCE_ROUNDS:-1}))
+# (the same with CUDA's libraries faulting in under the trace: the page cache dropped before each run)
+wanted 14 && compat_rate 14 bounce 4 4 200000 "${BOUNCE_ROUNDS:-1}" $((40 + 100 * ${BOUNCE_ROUNDS:-1})) --cold
 if wanted 5; then
   log "5. the classifier's live path on this machine, paired and decoded (trace_poll_pace.py, classify_verdicts.py)"
   timeout 40 $PY benchmarks/trace_poll_pace.py >"$OUT/pace.txt" 2>&1

@@ -140,17 +140,33 @@ def traced(tree: str, env: dict, wcmd: list, path: str, out: str, truth: str):
     return (own, verdicts, summary, cpu - own["cpu_s"], wall, sys_s - own.get("sys_s", 0)), ""
 
 
+def libraries_cold(path: str) -> None:
+    """The page cache dropped, then PATH (the workload's data) read back into it: the programs' and
+    CUDA's libraries fault in under the trace, as on a program's first run after a boot or in a
+    fresh container, while the data is cached as in every other round (--cold)."""
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+    with open(path, "rb") as f:
+        while f.read(8 << 20):
+            pass
+
+
 def one(tree: str, path: str, a, wl: str, tmp: str) -> dict:
     env = {**os.environ, "PYTHONPATH": tree + os.pathsep + os.environ.get("PYTHONPATH", "")}
     truth = os.path.join(tmp, "truth.json")
     shape = [str(a.procs), a.kind, str(a.threads)]
     wcmd = [sys.executable, wl, path, str(a.calls), str(a.bs), truth, *shape]
+    if a.cold:
+        libraries_cold(path)
     rc, err, _, _, _ = run(wcmd, env, tree, os.path.join(tmp, "plain.out"))
     if rc != 0:
         return {"failed": err[-600:]}
     with open(truth) as f:
         plain = json.load(f)
     # the tracer's start and end alone (attach, CUDA's doors, the summary): a run of 100 calls
+    if a.cold:
+        libraries_cold(path)
     short, err = traced(
         tree,
         env,
@@ -159,6 +175,8 @@ def one(tree: str, path: str, a, wl: str, tmp: str) -> dict:
         os.path.join(tmp, "short.out"),
         truth,
     )
+    if a.cold:
+        libraries_cold(path)
     res, err = traced(tree, env, wcmd, path, os.path.join(tmp, "traced.out"), truth)
     if res is None or short is None:
         return {"failed": err}
@@ -166,6 +184,7 @@ def one(tree: str, path: str, a, wl: str, tmp: str) -> dict:
     stream_cpu = tracer_cpu - short[3]
     return {
         "kind": a.kind,
+        "cold": a.cold,
         "procs": a.procs,
         "threads": a.threads,
         "calls": own["calls"],
@@ -208,6 +227,11 @@ def main() -> None:
         choices=("compat", "bounce"),
         default="compat",
         help="compat: cuFileRead (COMPAT without nvidia-fs); bounce: pread into host memory, then its copy to the GPU",
+    )
+    ap.add_argument(
+        "--cold",
+        action="store_true",
+        help="drop the page cache before each run, the data file read back in: libraries fault in under the trace",
     )
     a = ap.parse_args()
     trees = [os.path.abspath(t) for t in (a.tree or [HERE])]

@@ -98,6 +98,33 @@ def test_readahead_belongs_to_the_read_that_follows():
     assert "no read or mapping" in vs[0]["evidence"][0]
 
 
+def test_only_a_data_files_fills_make_a_process_keep_what_it_read():
+    """The probe sends every page a process's mapping faults in for 200 ms after it maps a file
+    (probes/cufile_trace.c: before the reader knows the file's inode), so a CUDA program started
+    cold sends its libraries' pages. Those runs are dropped unnamed; they used to mark the process
+    as one whose fills come, and from then on every read of it kept a read cover and every bounce
+    pair it made stayed in the data-flow model (on the H100 a fifth of each DRAM_BOUNCE verdict's
+    CPU, for the process's whole life). A fill of a data file does mark it, and then the reads'
+    ranges are kept (test_readahead_belongs_to_the_read_that_follows: the fills they absorb)."""
+    from gdsdiag.trace.classify import Classifier
+
+    clf = Classifier()
+    start = [
+        ev(0, "open", "openat", [7, 0, 0, 1, 77], path="/data/t.bin"),
+        ev(5, "pages", "page_cache_fill", [1, 4242, 0, 16]),  # (a library's pages: an inode never opened)
+        ev(6, "pages", "page_cache_fill", [1, 4242, 16, 16]),
+        read(50, 7, 0x7F1000000000, 1 * MiB, 0),
+        h2d(60, 0x7E0000000000, 0x7F1000000000, 1 * MiB),
+    ]
+    for e in start:
+        clf.feed(e)
+    clf.advance(100_000)
+    assert 100 not in clf.flow.fill_pids and not clf.flow.read_cover
+    for e in (ev(200, "pages", "page_cache_fill", [1, 77, 4096, 16]), read(300, 7, 0x7F1000000000, 1 * MiB, MiB)):
+        clf.feed(e)
+    assert 100 in clf.flow.fill_pids and clf.flow.read_cover[(100, "/data/t.bin")].items() == [(MiB, 2 * MiB)]
+
+
 def test_warm_mapped_file_is_a_page_cache_hit_with_its_bytes():
     """A mapped file whose pages were cached: no fill at all, and a copy from the mapping."""
     s = [

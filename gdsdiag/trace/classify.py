@@ -557,7 +557,13 @@ class Classifier:
         if e.comm.startswith(("iou-wrk", "iou-sqp")):
             return  # io_uring's workers filling pages for requests already reported as io_uring I/O
         dev, ino, index, n = (e.args + [0, 0, 0, 1])[:4]
-        self.flow.note_fills(e.pid)
+        # (fills of a data file only: the probe also sends a library's pages faulting in within
+        # 200 ms of a mapping (probes/cufile_trace.c), whose runs are dropped unnamed; with them
+        # every read of a cold-started CUDA program kept a read cover and its taken reads were
+        # modelled for its whole life, a fifth of each bounce verdict's CPU on the H100)
+        path = self.inodes.get((dev, ino))
+        if path is not None and self._is_data_path(path):
+            self.flow.note_fills(e.pid)
         key = (e.pid, dev, ino)
         run = self.page_runs.get(key)
         if run is not None and index == run[3] and e.ts - run[1] <= PAGE_RUN_GAP_NS:
