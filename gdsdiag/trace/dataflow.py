@@ -215,11 +215,12 @@ class Source:
 class TakenRead(Source):
     """A read one copy took whole, its verdict made elsewhere (Classifier._on_bounces), kept in its
     process's queues behind reads that wait for a copy (DataFlow.add_taken): where the model's
-    readers find it, a Source whose bytes are all taken. Made in a third of a Source's time, and
-    its copy a tuple the collector stops walking: a bounce stream makes one a verdict, and a Source
-    each (its making, and the collector walking the up to MAX_WAITING kept a process) was a third
-    of a verdict's CPU (benchmarks/classify_verdicts.py, "live recorded bounce"). What a copy
-    never sets on such a read is the class's; what DataFlow sets on it (seq, until) is its own."""
+    readers find it, a Source whose bytes are all taken. What a copy never sets on such a read is
+    the class's; what DataFlow sets on it (seq, until) is its own. A bounce stream keeps one a verdict
+    while its process has reads waiting; as full Sources, making and collecting them was 2.5–3 µs of
+    a verdict's 8.5–10 on the dev VM. This one is made in two thirds of the time and its copy is a
+    tuple the collector stops walking: 5–6 % of a verdict on the H100's recorded streams
+    (docs/benchmarks.md, "Taken reads kept cheaply")."""
 
     __slots__ = ()
     payload = None
