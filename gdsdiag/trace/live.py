@@ -508,11 +508,19 @@ def run_live(
         not_printed = 0
         held = clf.drain()
         tally.add_all(held)
-        for v in unprinted + held if unprinted else held:
-            if print_until is None or time.monotonic() < print_until:
-                on_verdict(v)
+        # (a chunk at a time, as the loop prints: a trace behind its program makes most of its verdicts
+        # here, and one call and one write a line were a twentieth of the tracer's CPU on the H100)
+        rest = unprinted + held if unprinted else held
+        for i in range(0, len(rest), CHUNK):
+            if print_until is not None and time.monotonic() >= print_until:
+                not_printed = len(rest) - i
+                break
+            part = rest[i : i + CHUNK]
+            if many is not None:
+                many(part)
             else:
-                not_printed += 1
+                for v in part:
+                    on_verdict(v)
         phases["held_printed_s"] = round(time.monotonic() - t_stop, 3)
         if on_tick is not None:
             on_tick(final=True, counted=counted_now)
