@@ -790,9 +790,10 @@ class DataFlow:
         HOST (Source.elsewhere): a process without CUDA (can_feed) or a text file (text_data), whose
         bytes are never paired with copies by order, and host memory no traced read explains went to
         a GPU from TS to UNTIL (unexplained_since). None: HOST."""
-        if staged_ok(path) and self.can_feed(pid):
-            return None
-        if not staged_ok(path) and not text_data(path):
+        if staged_ok(path):
+            if self.can_feed(pid):
+                return None
+        elif not text_data(path):
             return None
         return self.unexplained_since(job, ts, until, read)
 

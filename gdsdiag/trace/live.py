@@ -425,6 +425,15 @@ def run_live(
     # summary nor the detach is cut short.
     old = {sig: signal.signal(sig, on_sigint) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     many = getattr(on_verdict, "many", None)  # (a printer that takes a poll's verdicts together)
+
+    def hand_out(part: list) -> None:
+        """A chunk of verdicts to the printer: together where it takes lists, else one by one."""
+        if many is not None:
+            many(part)
+        else:
+            for v in part:
+                on_verdict(v)
+
     t_end = time.monotonic() + duration if duration else None
     exit_code = None
     timing = {"attach_s": round(t_attached - t0, 2), **probes.timing}
@@ -444,11 +453,8 @@ def run_live(
                     tally.add_all(part)
                     if stop["flag"]:
                         unprinted.extend(part)  # (a signal came: printed with the held ones, in the stop's budget)
-                    elif many is not None:
-                        many(part)
                     else:
-                        for v in part:
-                            on_verdict(v)
+                        hand_out(part)
                     if len(part) == CHUNK:
                         probes.drain()
                 if on_batch is not None:
@@ -515,12 +521,7 @@ def run_live(
             if print_until is not None and time.monotonic() >= print_until:
                 not_printed = len(rest) - i
                 break
-            part = rest[i : i + CHUNK]
-            if many is not None:
-                many(part)
-            else:
-                for v in part:
-                    on_verdict(v)
+            hand_out(rest[i : i + CHUNK])
         phases["held_printed_s"] = round(time.monotonic() - t_stop, 3)
         if on_tick is not None:
             on_tick(final=True, counted=counted_now)
