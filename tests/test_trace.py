@@ -319,6 +319,13 @@ def test_summary_histogram_and_percentiles():
     assert log2_hist([0.5, 1, 3, 900]) == [(0, 0, 1), (1, 1, 1), (2, 3, 1)] + [
         (1 << (b - 1), (1 << b) - 1, 0) for b in range(3, 10)
     ] + [(512, 1023, 1)]
+    # each bucket holds [2^(b-1), 2^b) µs: a power of two opens its bucket, a nanosecond below it
+    # closes the one before (the edges are found by bisection in the sorted latencies)
+    edges = [0.0, 0.999, 1.0, 1.999, 2.0, 3.999, 4.0, 1023.999, 1024.0]
+    assert log2_hist(edges) == [(0, 0, 2), (1, 1, 2), (2, 3, 2), (4, 7, 1)] + [
+        (1 << (b - 1), (1 << b) - 1, 0) for b in range(4, 10)
+    ] + [(512, 1023, 1), (1024, 2047, 1)]
+    assert log2_hist([]) == []
     s = [ev(0, "open", "openat", [7], path="/d/f")] + [
         ev(10 + i, "sys_exit", "pread64", [7, 0, MiB, 0, 0, MiB, (i + 1) * 1000]) for i in range(100)
     ]

@@ -7,8 +7,8 @@ histogram: the latencies are kept as 8-byte doubles, everything else as running 
 
 from __future__ import annotations
 
-import math
 from array import array
+from bisect import bisect_left
 from typing import TYPE_CHECKING
 
 from ..routes import Route
@@ -61,24 +61,23 @@ def _add(into: Unclassified, pid: int, row) -> None:
         mine[i] += n
 
 
-def log2_hist(values_us: Iterable[float]) -> list[tuple[int, int, int]]:
-    """(low, high, count) buckets of powers of two in µs, like bcc's biolatency."""
-    buckets: dict[int, int] = {}
-    for v in values_us:
-        b = _bucket(v)
-        buckets[b] = buckets.get(b, 0) + 1
-    return _rows(buckets)
-
-
-def _bucket(v_us: float) -> int:
-    return 0 if v_us < 1 else int(math.log2(v_us)) + 1
-
-
-def _rows(buckets: dict[int, int]) -> list[tuple[int, int, int]]:
-    if not buckets:
+def log2_hist(ascending_us: Sequence[float]) -> list[tuple[int, int, int]]:
+    """(low, high, count) buckets of powers of two in µs, like bcc's biolatency, of an ascending
+    sequence (the summary sorts its latencies for the percentiles anyway): each bucket's edge found
+    by bisection, not each value's bucket by a log2 (a 200k-verdict trace's summary spent 70 ms on
+    that, a third of a µs a verdict)."""
+    n = len(ascending_us)
+    if n == 0:
         return []
-    hi = max(buckets)
-    return [((0 if b == 0 else 1 << (b - 1)), (1 << b) - 1, buckets.get(b, 0)) for b in range(0, hi + 1)]
+    rows = []
+    below = bisect_left(ascending_us, 1)  # bucket 0: under 1 µs
+    rows.append((0, 0, below))
+    b = 1
+    while below < n and b <= 1024:  # bucket b: [2^(b-1), 2^b) µs (past 2^1024: only inf, not a latency)
+        upto = bisect_left(ascending_us, 1 << b, below)
+        rows.append((1 << (b - 1), (1 << b) - 1, upto - below))
+        below, b = upto, b + 1
+    return rows
 
 
 class _Route:
