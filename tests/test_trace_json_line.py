@@ -67,6 +67,7 @@ def test_other_layouts_and_types_go_to_the_encoder() -> None:
         {"comm": 7},
         {"evidence": ("x",)},  # a tuple
         {"evidence": [["nested"]]},  # unhashable where a string goes
+        {"evidence": ["x", 5, None]},  # numbers and null among the strings
         {"path": b"/d/f"},
         {"type": "summary"},
     ):

@@ -64,8 +64,9 @@ _JSON_STR_MAX = 8192  # (the verdicts' own texts, such as buffer addresses, are 
 
 
 # io_json's encoded runs of string fields, each to its JSON text: (comm, api, op, path) in _HEADS,
-# (route, subtype, confidence) in _TAILS (two maps: a key of one can equal a key of the other); the
-# evidence strings one by one (_js: a stream's repeat, a bounce pair's buffer and copy are its own).
+# (route, subtype, confidence) in _TAILS (two maps: a key of one can equal a key of the other). The
+# evidence strings are escaped each time, by the C encoder over the list: most are a verdict's own
+# (a bounce pair's buffer and copy time), and a cache that misses costs more than the escape.
 # Bounded: a stream of a million files keeps encoding.
 _HEADS: dict[tuple, str] = {}
 _TAILS: dict[tuple, str] = {}
@@ -139,7 +140,7 @@ def io_json(v: schema.IoLine) -> str:
                 _TAILS[why] = tail
         return (
             f'{{"type": "io", "ts": {ts}, "pid": {pid}, "tid": {tid}, {head}, "offset": {off}, "size": {size}, '
-            f'"ret": {rets}, "latency_ns": {lats}, {tail}{", ".join([_js(x) for x in ev])}]}}\n'
+            f'"ret": {rets}, "latency_ns": {lats}, {tail}{", ".join(map(_esc, ev))}]}}\n'
         )
     except (_NotPlain, TypeError):  # (TypeError: an unhashable value where a string was expected)
         return _dumps(v) + "\n"
