@@ -1042,6 +1042,7 @@ class Classifier:
         job = self.job_of(pid)
         account = _Batched()  # (path, api) -> [verdicts, bytes, end]
         taken: list[Source] = []  # (modelled: the reads, for DataFlow.add_taken)
+        ok_path, ok = None, False  # (modelled: the last read's file, staged_ok of it)
         p = procs.get(pid)
         if p is None or (comm and not p["comm"]):
             p = self._proc(pid, comm)
@@ -1061,9 +1062,9 @@ class Classifier:
                 io_line(ts, pid, tid, comm, api, "read", path, off, ret, ret, lat, Route.DRAM_BOUNCE, None, "high", ev)
             )
             if modelled:  # (DataFlow.add_read, then _consume of all of it, its verdict made here)
-                taken.append(
-                    TakenRead(pid, job, ts, path, off, ret, buf, (t_copy, pid, dst, src, n, 1), staged_ok(path))
-                )
+                if path is not ok_path:  # (a batch's pairs read one file or a few: asked once a run)
+                    ok_path, ok = path, staged_ok(path)
+                taken.append(TakenRead(pid, job, ts, path, off, ret, buf, (t_copy, pid, dst, src, n, 1), ok))
             else:
                 flow.reads += 1  # (DataFlow.add_read numbers every read)
                 if pr[21]:  # (the newest read into its buffer's page here: found by it, RETAIN_NS)
