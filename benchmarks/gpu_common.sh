@@ -7,6 +7,9 @@ log() { echo "== $(date -u +%T) $*" | tee -a "$OUT/run.log"; }
 pack() { tar -C "$OUT" -czf "$OUT0/results.tgz.tmp" . && mv "$OUT0/results.tgz.tmp" "$OUT0/results.tgz"; cp "$OUT/run.log" "$OUT0/run.log"; }
 PY=${PYTHON:-python3}
 for k in .device ../.device; do [ -f $k/env.sh ] && { source $k/env.sh; break; }; done
+# (without the kit, a step that registers files with libcufile fails for want of udev's entry, far
+# from the cause: a line now, naming it)
+type gds_udev_entry >/dev/null 2>&1 || log "no kit: .device/env.sh not found (no bcc, no gds_udev_entry: cuFileHandleRegister fails here); carry the kit as .device"
 cuf=$($PY -c 'import nvidia.cu13, os; print(os.path.join(list(nvidia.cu13.__path__)[0], "lib"))' 2>/dev/null)
 export LD_LIBRARY_PATH=${cuf:+$cuf:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 BASE_PYTHONPATH=${PYTHONPATH:-}
