@@ -154,3 +154,26 @@ def test_poll_orders_held_and_new_events_as_one_full_sort_would():
         i = bisect.bisect_right(ts, cut)
         p._held, p._held_ts = got[i:], ts[i:]
         ref_held = want[i:]
+
+
+def test_the_collectors_streaming_pace_is_set_for_the_stream_and_undone_after() -> None:
+    """gcpace.streaming: while events stream, the start-up heap is frozen and the young and middle
+    generations are collected at the slower pace; after, the thresholds and the frozen heap are the
+    caller's again, also when the stream raises."""
+    import gc
+
+    from gdsdiag.trace.gcpace import STREAM_THRESHOLD, streaming
+
+    before = gc.get_threshold()
+    assert before != STREAM_THRESHOLD
+    frozen = gc.get_freeze_count()
+    for fail in (False, True):
+        try:
+            with streaming():
+                assert gc.get_threshold() == STREAM_THRESHOLD
+                assert gc.get_freeze_count() > frozen
+                if fail:
+                    raise KeyError("the stream's own error")
+        except KeyError:
+            assert fail
+        assert gc.get_threshold() == before and gc.get_freeze_count() == frozen
