@@ -1064,7 +1064,7 @@ class Classifier:
             if modelled:  # (DataFlow.add_read, then _consume of all of it, its verdict made here)
                 if path is not ok_path:  # (a batch's pairs read one file or a few: asked once a run)
                     ok_path, ok = path, staged_ok(path)
-                taken.append(TakenRead(pid, job, ts, path, off, ret, buf, (t_copy, pid, dst, src, n, 1), ok))
+                taken.append(TakenRead(pid, job, ts, path, off, ret, buf, t_copy, dst, src, ok))
             else:
                 flow.reads += 1  # (DataFlow.add_read numbers every read)
                 if pr[21]:  # (the newest read into its buffer's page here: found by it, RETAIN_NS)

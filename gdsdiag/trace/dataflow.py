@@ -218,11 +218,12 @@ class TakenRead(Source):
     readers find it, a Source whose bytes are all taken. What a copy never sets on such a read is
     the class's; what DataFlow sets on it (seq, until) is its own. A bounce stream keeps one a verdict
     while its process has reads waiting; as full Sources, making and collecting them was 2.5–3 µs of
-    a verdict's 8.5–10 on the dev VM. This one is made in two thirds of the time and its copy is a
-    tuple the collector stops walking: 5–6 % of a verdict on the H100's recorded streams
-    (docs/benchmarks.md, "Taken reads kept cheaply")."""
+    a verdict's 8.5–10 on the dev VM. This one is made in two thirds of the time: 5–6 % of a verdict
+    on the H100's recorded streams (docs/benchmarks.md, "Taken reads kept cheaply"). Its copy's
+    fields are its own slots, the tuple a Source holds made only when a reader asks: one object
+    fewer a verdict for the collector to walk while the read is kept."""
 
-    __slots__ = ()
+    __slots__ = ("t_copy", "dst", "src")  # (its copy's own fields: a tuple of them only when asked)
     payload = None
     how = "direct"
     copies = 1
@@ -235,9 +236,27 @@ class TakenRead(Source):
     with_file = None
     elsewhere = None
 
-    def __init__(self, pid: int, job: int, ts: int, path: str, offset: int, size: int, buf: int, copy: tuple, ok: bool):
+    def __init__(
+        self,
+        pid: int,
+        job: int,
+        ts: int,
+        path: str,
+        offset: int,
+        size: int,
+        buf: int,
+        t_copy: int,
+        dst: int,
+        src: int,
+        ok: bool,
+    ):
         self.pid, self.job, self.ts, self.path, self.offset, self.size, self.buf = pid, job, ts, path, offset, size, buf
-        self.consumed, self.copy, self.ok, self.seq, self.until = size, copy, ok, 0, 0
+        self.consumed, self.t_copy, self.dst, self.src, self.ok, self.seq, self.until = size, t_copy, dst, src, ok, 0, 0
+
+    @property
+    def copy(self) -> tuple:  # type: ignore[override]  # (read-only: a copy never sets it on a taken read)
+        """The copy that took it, as a Source holds it: [ts, pid, dst, src, n, direction]."""
+        return (self.t_copy, self.pid, self.dst, self.src, self.size, 1)
 
 
 class Taken:
