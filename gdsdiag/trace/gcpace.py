@@ -15,7 +15,8 @@ about a million allocations (a second or two of a fast stream) but not before a 
 walked again at the shorter pace, it cost 0.3-0.9 µs a verdict on the dev VM (the collector's own
 time in benchmarks/classify_verdicts.py's live streams: host reads 1.0 -> 0.4, the recorded 4 x 4
 bounce stream 1.0-1.2 -> 0.6-0.8; COMPAT unchanged at 0.2). Collection still happens (reference
-cycles are freed); only its pace changes. Both are undone at the end."""
+cycles are freed); only its pace changes. Both are undone at the end (the freeze only where the
+caller had frozen nothing itself)."""
 
 from __future__ import annotations
 
@@ -29,10 +30,14 @@ STREAM_THRESHOLD = (10_000, 100, 10)
 @contextlib.contextmanager
 def streaming() -> Iterator[None]:
     old = gc.get_threshold()
+    # (unfreeze releases every frozen object, not only ours: where the caller had frozen its own,
+    # e.g. before forking workers, ours stay frozen with them rather than theirs thawed)
+    ours = gc.get_freeze_count() == 0
     gc.freeze()
     gc.set_threshold(*STREAM_THRESHOLD)
     try:
         yield
     finally:
         gc.set_threshold(*old)
-        gc.unfreeze()
+        if ours:
+            gc.unfreeze()
