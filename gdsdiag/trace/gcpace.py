@@ -25,6 +25,9 @@ import gc
 from collections.abc import Iterator
 
 STREAM_THRESHOLD = (10_000, 100, 10)
+# (Python 3.12 starts with a few hundred objects frozen, the interpreter's own: a caller has frozen
+# objects of its own where the count is neither that nor 0, which an unfreeze leaves)
+_FROZEN_AT_LOAD = gc.get_freeze_count()
 
 
 @contextlib.contextmanager
@@ -32,7 +35,7 @@ def streaming() -> Iterator[None]:
     old = gc.get_threshold()
     # (unfreeze releases every frozen object, not only ours: where the caller had frozen its own,
     # e.g. before forking workers, ours stay frozen with them rather than theirs thawed)
-    ours = gc.get_freeze_count() == 0
+    ours = gc.get_freeze_count() in (0, _FROZEN_AT_LOAD)
     gc.freeze()
     gc.set_threshold(*STREAM_THRESHOLD)
     try:
