@@ -142,7 +142,8 @@ def io_json(v: schema.IoLine) -> str:
             f'{{"type": "io", "ts": {ts}, "pid": {pid}, "tid": {tid}, {head}, "offset": {off}, "size": {size}, '
             f'"ret": {rets}, "latency_ns": {lats}, {tail}{", ".join(map(_esc, ev))}]}}\n'
         )
-    except (_NotPlain, TypeError):  # (TypeError: an unhashable value where a string was expected)
+    except (_NotPlain, TypeError):  # (TypeError: an unhashable value where a string was expected, or
+        # a piece of evidence that is no string: the C escape takes strings only)
         return _dumps(v) + "\n"
 
 

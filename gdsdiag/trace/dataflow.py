@@ -255,7 +255,9 @@ class TakenRead(Source):
 
     @property
     def copy(self) -> tuple:  # type: ignore[override]  # (read-only: a copy never sets it on a taken read)
-        """The copy that took it, as a Source holds it: [ts, pid, dst, src, n, direction]."""
+        """The copy that took it, as a Source holds it: [ts, pid, dst, src, n, direction]; n is the
+        read's size (a bounce pair's copy moves exactly the bytes its read returned:
+        wholecalls.WholeCalls._bounces)."""
         return (self.t_copy, self.pid, self.dst, self.src, self.size, 1)
 
 
