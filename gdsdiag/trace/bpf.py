@@ -423,6 +423,9 @@ class Probes:
         self._layouts: dict[tuple, str] = {}  # (probe, argument specs) -> handler compiled in
         self._sites: dict[str, list] = {}  # libcufile path -> its route-probe sites
         self._proc_sites: dict[tuple, dict] = {}  # libcuda build -> its cuGetProcAddress copy sites
+        self._asking_builds: set[tuple] = set()  # builds whose child was started (cudadoors.Asking)
+        self._asking: list[tuple] = []  # (Asking, path, build, addresses attached) not yet answered
+        self._started = False  # True once start-up's libraries are probed: later ones ask async
         libcufiles = [libcufile] if isinstance(libcufile, str) else list(libcufile or [])
         candidates = self._preattach_candidates(cmd) if preattach else []
         for c in candidates:
@@ -467,6 +470,7 @@ class Probes:
         for c in candidates:
             if os.path.basename(c).startswith("libcuda.so"):
                 self.attach_library(c)
+        self._started = True
         if not any(x["kind"] == "libcuda" for x in self.libraries):
             self.failed.append(
                 "libcuda.so.1 not found here: CUDA copies are seen only in a libcuda a traced process maps"
@@ -514,6 +518,7 @@ class Probes:
         self._events, self._held, self._held_ts, self._lost_read_ns = [], [], [], 0
         self.usdt_names, self.timing = {}, {}
         self.b, self.kb, self._rr = _NoRings(), None, None
+        self._asking = []
         self._init_records()
         return self
 
@@ -680,7 +685,7 @@ class Probes:
         _v2 forms, Async, and the per-thread default stream _ptds/_ptsz variants libcudart calls;
         and the addresses cuGetProcAddress hands out for them where no exported symbol lies there
         (what libcudart and kvikio call)."""
-        from .cudadoors import proc_address_sites
+        from .cudadoors import Asking
         from .elfsyms import dynamic_symbol_addresses
 
         try:
@@ -697,20 +702,44 @@ class Probes:
             if self._attach("uprobe libcuda", sym, lambda fn=fn, sym=sym: self._uprobe(libcuda, fn, sym=sym)):
                 at.add(syms[sym])
                 n += 1
-        extra = 0
-        # once per build: loading a second, different libcuda into this process would mean two drivers
         build = tuple(sorted((k, v) for k, v in syms.items() if k.startswith("cuMemcpy")))
-        cache = self._proc_sites
-        if build in cache:
-            sites, why = cache[build], None
-        elif any(cache.values()):
-            sites, why = {}, "another libcuda build was loaded here already (one driver per process)"
-        else:
-            try:
-                sites, why = proc_address_sites(libcuda)
-            except Exception as e:  # a driver that misbehaves here must not stop the trace
-                sites, why = {}, f"{type(e).__name__}: {e}"
-            cache[build] = sites
+        self.attached.append(f"uprobes {n} cuMemcpy* entry points in {libcuda}")
+        if build in self._proc_sites:  # (asked of another copy of this build already)
+            self._attach_proc_sites(libcuda, self._proc_sites[build], at)
+        elif build not in self._asking_builds:
+            # a child asks the driver (cudadoors.py: never loaded here); at start the trace waits
+            # for its answer (a program may dlopen libcuda and copy before the next poll), for a
+            # library found while tracing it is attached at a later poll (attach_answers)
+            self._asking_builds.add(build)
+            asking = Asking(libcuda)
+            if self._started:
+                self._asking.append((asking, libcuda, build, at))
+            else:
+                self._answered(asking.result(wait=True), libcuda, build, at)
+        return n
+
+    def attach_answers(self) -> None:
+        """Attach the cuGetProcAddress sites of the libcuda copies whose child has answered."""
+        if not self._asking:
+            return
+        waiting = []
+        for item in self._asking:
+            asking, libcuda, build, at = item
+            if asking.done():
+                self._answered(asking.result(), libcuda, build, at)
+            else:
+                waiting.append(item)
+        self._asking = waiting
+
+    def _answered(self, answer: tuple[dict[int, str], str | None], libcuda: str, build: tuple, at: set[int]) -> None:
+        sites, why = answer
+        self._proc_sites[build] = sites
+        if why:
+            self.failed.append(f"libcuda {libcuda}: cuGetProcAddress entry points not probed: {why}")
+        self._attach_proc_sites(libcuda, sites, at)
+
+    def _attach_proc_sites(self, libcuda: str, sites: dict[int, str], at: set[int]) -> None:
+        extra = 0
         for addr, fn in sorted(sites.items()):
             if addr in at:
                 continue
@@ -721,13 +750,8 @@ class Probes:
             ):
                 at.add(addr)
                 extra += 1
-        if why:
-            self.failed.append(f"libcuda {libcuda}: cuGetProcAddress entry points not probed: {why}")
-        self.attached.append(
-            f"uprobes {n} cuMemcpy* entry points in {libcuda}"
-            + (f" + {extra} more that cuGetProcAddress hands out" if extra else "")
-        )
-        return n + extra
+        if extra:
+            self.attached.append(f"uprobes {extra} more in {libcuda} that cuGetProcAddress hands out")
 
     def _kprobes(self) -> None:
         from ..platform.fsroot import FsRoot

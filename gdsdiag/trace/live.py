@@ -400,6 +400,7 @@ def run_live(
                 rescan.add(e.pid)
         for p in rescan:
             probes.scan_maps(p)
+        probes.attach_answers()
         evs = queued + new if queued else new
         queued.clear()
         # the ring is emptied into memory (cheap: bytes copied) every CHUNK events of this slower work,
