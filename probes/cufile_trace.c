@@ -467,13 +467,68 @@ int api_driver_open_exit(struct pt_regs *ctx) { return emit(ctx, EV_API_EXIT, AP
 int api_get_version_enter(struct pt_regs *ctx) { return emit(ctx, EV_API_ENTER, API_GET_VERSION, PT_REGS_PARM1(ctx), 0, 0, 0, 0, 0, 0); }
 int api_get_version_exit(struct pt_regs *ctx) { return emit(ctx, EV_API_EXIT, API_GET_VERSION, PT_REGS_RC(ctx) & 0xffffffff, 0, 0, 0, 0, 0, 0); }
 
+/* ---- content samples: evidence about the bytes, not their order ----------------------------------
+ * A copy is tied to a file's bytes by address where its host source is the read's own buffer; a
+ * staged copy (another buffer) only by order, and order cannot tell a loader that stages a file from
+ * a program that reads a file only to checksum it while it copies other data. So each copy of 4 KiB
+ * or more carries a fingerprint of its source: a 30-bit hash of the 32 bytes at its start and of the
+ * 32 at byte SAMPLE_AT (gdsdiag/trace/content.py computes the same of the file's bytes at the offset
+ * the model proposes). And each read of 4 KiB or more leaves the same fingerprint of its buffer here,
+ * by (process, buffer address), so a copy of that very buffer says whether it still holds what the
+ * read put there (a buffer overwritten since is no read's bytes). a6 of a copy: flag << 60 | h0 << 30
+ * | h1, flag 1 = the buffer holds what the last read into it put there, 2 = it does not, 0 = no read
+ * of this address known; h 0 = not readable (a page not present, a device pointer). */
+#define SAMPLE_AT 4064
+struct rdkey_t { u32 tgid; u32 pad; u64 buf; };
+BPF_TABLE("lru_hash", struct rdkey_t, u64, read_samples, 65536);
+static __always_inline u64 sample_hash(u64 addr) {
+    u64 w[4] = {};
+    if (bpf_probe_read_user(&w, sizeof(w), (void *)addr) != 0)
+        return 0;
+    u64 h = 0xcbf29ce484222325ULL;        /* FNV-1a's basis and prime, a word at a time */
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        h ^= w[i];
+        h *= 0x100000001b3ULL;
+    }
+    return (((h >> 32) ^ h) & 0x3fffffff) | 1;
+}
+static __always_inline u64 buffer_sample(u64 addr) {
+    u64 h0 = sample_hash(addr), h1 = sample_hash(addr + SAMPLE_AT);
+    return (h0 << 30) | h1;
+}
+static __always_inline void note_read_sample(u64 pt, u64 buf, s64 ret) {
+    if (ret < 4096)
+        return;
+    struct rdkey_t k = {pt >> 32, 0, buf};
+    u64 v = buffer_sample(buf);
+    read_samples.update(&k, &v);
+}
+static __always_inline s64 copy_content(u64 src, s64 n) {
+    if (n < 4096)                          /* copies under 4 KiB never stand for file data */
+        return 0;
+    u64 v = buffer_sample(src);
+    struct rdkey_t k = {bpf_get_current_pid_tgid() >> 32, 0, src};
+    u64 *r = read_samples.lookup(&k);
+    u64 flag = 0;
+    if (r && (v >> 30) && (v & 0x3fffffff) && (*r >> 30) && (*r & 0x3fffffff))
+        flag = *r == v ? 1 : 2;
+    return (s64)((flag << 60) | v);
+}
+
 /* CUDA copies (uprobes on libcuda's cuMemcpy* when present): a host->GPU copy after a host read is
- * the application-staging (DRAM bounce) shape. a0 = dst, a1 = src, a2 = bytes, a3 = direction tag. */
+ * the application-staging (DRAM bounce) shape. a0 = dst, a1 = src, a2 = bytes, a3 = direction tag,
+ * a6 = what the copy's host source holds (copy_content). */
 static __always_inline int inside_api(void) {
     u64 tid = bpf_get_current_pid_tgid();
     return in_api.lookup(&tid) != NULL;
 }
-int memcpy_htod(struct pt_regs *ctx) { if (inside_api()) return 0; return emit(ctx, EV_API_ENTER, API_MEMCPY, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx), 1, 0, 0, 0); }
+int memcpy_htod(struct pt_regs *ctx) {
+    if (inside_api())
+        return 0;
+    return emit(ctx, EV_API_ENTER, API_MEMCPY, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx), 1, 0, 0,
+                copy_content(PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx)));
+}
 int memcpy_dtoh(struct pt_regs *ctx) { if (inside_api()) return 0; return emit(ctx, EV_API_ENTER, API_MEMCPY, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx), 2, 0, 0, 0); }
 /* cuMemcpy2D*_v2(const CUDA_MEMCPY2D *): srcMemoryType@16 srcHost@24 srcDevice@32, dstMemoryType@72
  * dstHost@80 dstDevice@88, WidthInBytes@112 Height@120 (cuda.h CUDA_MEMCPY2D_st, size_t fields;
@@ -486,12 +541,17 @@ int memcpy_2d(struct pt_regs *ctx) {
     bpf_probe_read_user(&m, sizeof(m), (void *)PT_REGS_PARM1(ctx));
     s64 n = m.width * m.height;
     if (m.stype == 1 && m.dtype != 1)
-        return emit(ctx, EV_API_ENTER, API_MEMCPY, m.ddev, m.shost, n, 1, 0, 0, 0);
+        return emit(ctx, EV_API_ENTER, API_MEMCPY, m.ddev, m.shost, n, 1, 0, 0, copy_content(m.shost, n));
     if (m.dtype == 1 && m.stype != 1)
         return emit(ctx, EV_API_ENTER, API_MEMCPY, m.dhost, m.sdev, n, 2, 0, 0, 0);
     return emit(ctx, EV_API_ENTER, API_MEMCPY, m.dtype == 1 ? m.dhost : m.ddev, m.stype == 1 ? m.shost : m.sdev, n, 0, 0, 0, 0);
 }
-int memcpy_any(struct pt_regs *ctx) { if (inside_api()) return 0; return emit(ctx, EV_API_ENTER, API_MEMCPY, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx), 0, 0, 0, 0); }
+int memcpy_any(struct pt_regs *ctx) {
+    if (inside_api())
+        return 0;
+    return emit(ctx, EV_API_ENTER, API_MEMCPY, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx), 0, 0, 0,
+                copy_content(PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx)));
+}
 
 /* ---- syscalls: compat I/O is plain POSIX on the registered file; applications read and write --- */
 static __always_inline int sys_enter(void *ctx, u32 id, s64 fd, s64 buf, s64 count, s64 pos, s64 extra) {
@@ -652,6 +712,8 @@ static __always_inline int sys_exit(void *ctx, s64 ret) {
         e->a[0] = s->fd; e->a[1] = s->buf; e->a[2] = s->count; e->a[3] = s->pos; e->a[4] = skipped;
         e->a[5] = ret;
         e->a[6] = now - s->ts;                       /* syscall latency */
+        if (io_dir(id) == 1)
+            note_read_sample(pt, s->buf, ret);       /* what a copy of this buffer must still hold */
     }
     args_del(pt);
     events.ringbuf_submit(e, 0);
@@ -1264,7 +1326,7 @@ int memcpy_3d(struct pt_regs *ctx) {
     bpf_probe_read_user(&m, sizeof(m), (void *)PT_REGS_PARM1(ctx));
     s64 n = m.width * (m.height ? m.height : 1) * (m.depth ? m.depth : 1);
     if (m.stype == 1 && m.dtype != 1)
-        return emit(ctx, EV_API_ENTER, API_MEMCPY, m.ddev, m.shost, n, 1, 0, 0, 0);
+        return emit(ctx, EV_API_ENTER, API_MEMCPY, m.ddev, m.shost, n, 1, 0, 0, copy_content(m.shost, n));
     if (m.dtype == 1 && m.stype != 1)
         return emit(ctx, EV_API_ENTER, API_MEMCPY, m.dhost, m.sdev, n, 2, 0, 0, 0);
     return emit(ctx, EV_API_ENTER, API_MEMCPY, m.dtype == 1 ? m.dhost : m.ddev, m.stype == 1 ? m.shost : m.sdev, n, 0, 0, 0, 0);
@@ -1286,7 +1348,7 @@ int memcpy_batch(struct pt_regs *ctx) {
         bpf_probe_read_user(&d, sizeof(d), (void *)(dsts + i * 8));
         bpf_probe_read_user(&s, sizeof(s), (void *)(srcs + i * 8));
         bpf_probe_read_user(&n, sizeof(n), (void *)(sizes + i * 8));
-        emit(ctx, EV_API_ENTER, API_MEMCPY, d, s, n, 0, count, i, 0);
+        emit(ctx, EV_API_ENTER, API_MEMCPY, d, s, n, 0, count, i, copy_content(s, n));
     }
     return 0;
 }

@@ -39,6 +39,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from ..routes import Route
+from .content import ContentCheck, CopySample, recorded_answers
 from .dataflow import RETAIN_NS, DataFlow, MappedFile, Source, Taken, TakenRead, staged_ok
 from .events import API_NAMES, NVFS_IOCTLS, SYS_NAMES, Event, not_data
 from .evidence import KPROBE_EVIDENCE, ROUTE_USDT, SYSCALL_EVIDENCE, decide_once, usdt_kind
@@ -144,6 +145,46 @@ def _rivals_text(rivals: tuple[str, ...]) -> str:
     return (
         f"inferred from order: bytes of other files were waiting for this copy too ({names}); which file's "
         "bytes it took is not known"
+    )
+
+
+def _checked_text(offset: int) -> str:
+    """The evidence note of a staged copy whose source was seen to hold the file's bytes."""
+    return (
+        f"checked by content: the copy's source holds this file's bytes at offset {offset} (fingerprints of "
+        "its first bytes and of the file's, compared)"
+    )
+
+
+def _by_order_text(c: Sequence[int], checking: bool) -> str:
+    """Why a staged copy's bytes are tied to the file by order only (low confidence)."""
+    if not checking:
+        why = "this recording has no content checks (made before gdsdiag compared them)"
+    elif CopySample.of(c[6] if len(c) > 6 else 0) is None or not CopySample.of(c[6]).h0:  # type: ignore[union-attr]
+        why = "the probe could not read the copy's source"
+    else:
+        why = "the file's bytes could not be compared (unreadable, changed since, or too uniform to tell)"
+    return f"inferred from order, the oldest file bytes not yet copied: not checked by content ({why})"
+
+
+def _copy_brief(c: Sequence[int], t: int) -> str:
+    return f"CUDA copy host {c[3]:#x} -> GPU {c[2]:#x}, {c[4]} bytes, {(c[0] - t) / 1e6:+.3f} ms after it"
+
+
+def _differs_text(src: Source, t: int) -> str:
+    """Why a read no copy took is UNKNOWN although copies followed it: they did not carry its bytes."""
+    if src.changed is not None:
+        return (
+            f"its buffer was copied to the GPU ({_copy_brief(src.changed, t)}) after other bytes were written into "
+            "it (the probe saw the buffer differ from what this read put there): these bytes may have been "
+            "transformed in place, or replaced; the trace cannot tell which"
+        )
+    c = src.differs
+    assert c is not None
+    return (
+        f"a CUDA copy from another buffer followed ({_copy_brief(c, t)}), but not of these bytes (checked by "
+        "content: its source's fingerprint differs from this file's bytes): the program decoded or converted "
+        "them, or copied other data; the trace cannot tell which"
     )
 
 
@@ -397,6 +438,7 @@ class Classifier:
         self.notes: list[str] = []
         self.counts = {"events": 0, "api_calls": 0, "unmatched_exits": 0, "small_io": 0}
         self.flow = DataFlow(self.job_of)  # file bytes in host memory and the copies that take them
+        self.use_content(ContentCheck())  # (a replay without recorded answers: nothing is checked)
         self.files: dict[str, dict] = {}  # path -> what its bytes did (file_summary)
         self.cgroup_job = False  # --cgroup: the whole cgroup is one job
         # processes that opened a CUDA library (or were forked from one, or adopted with --pid): only
@@ -429,6 +471,12 @@ class Classifier:
             "usdt": self._on_evidence,
             "kprobe": self._on_evidence,
         }
+
+    def use_content(self, check: ContentCheck) -> None:
+        """Where staged copies' fingerprints are checked against the files' bytes (content.py):
+        the files themselves while tracing, a recording's answers in a replay."""
+        self.content = check
+        self.flow.check = check
 
     # -- input ---------------------------------------------------------------------------------
     def feed(self, e: Event) -> None:
@@ -762,7 +810,9 @@ class Classifier:
             if a[3] != 1:
                 self._copied_back.add(e.pid)
             flow = self.flow
-            flow.copy(e.ts, e.pid, a[0], a[1], a[2], a[3])  # dst, src, bytes, direction
+            # dst, src, bytes, direction, what the probe read of the host source (recordings of
+            # version 4 and before: nothing)
+            flow.copy(e.ts, e.pid, a[0], a[1], a[2], a[3], a[6] if len(a) > 6 else 0)
             if flow.done or flow.chunks or flow.expired_fills:
                 self._take_flow()
             return
@@ -1421,8 +1471,8 @@ class Classifier:
         for mf, path, pid, ts, lo, hi, lat, e in fills:
             self._emit(*self._fill_verdict(mf, path, pid, ts, lo, hi, lat, e))
 
-    def _copy_text(self, c: Sequence[int], t: int, how: str, link: str = "") -> str:
-        ts, pid, dst, src, n, _ = c
+    def _copy_text(self, c: Sequence[int], t: int, how: str, link: str = "", checked: int = -1) -> str:
+        ts, pid, dst, src, n = c[:5]
         dt = (ts - t) / 1e6
         when = (
             "which took these bytes of the mapping"
@@ -1433,13 +1483,16 @@ class Classifier:
         )
         text = f"CUDA copy host {src:#x} -> GPU {dst:#x}, {n} bytes, {when}"
         if how == "staged":
-            text += (
-                " from another host buffer (staged through host memory; the CPU copy into it is not traced: "
-                "inferred from order, the process's oldest file bytes not yet copied)"
-            )
+            text += " from another host buffer (staged through host memory; the CPU copy into it is not traced)"
         elif how == "job":
             comm = self._proc(pid)["comm"] or "?"
             text += f" by {comm}/{pid}, another process of the same traced tree; {link}"
+        if how in ("staged", "job"):
+            text += "; " + (
+                _checked_text(checked)
+                if checked >= 0
+                else _by_order_text(c, self.content.live or bool(self.content.recorded))
+            )
         return text
 
     def _elsewhere_text(self, c: list, left: int, t: int, text: bool = False) -> str:
@@ -1494,22 +1547,26 @@ class Classifier:
         # a copy from the read's own buffer ties it to the GPU whatever part it copied (the address proves
         # it); an inferred (staged) tie needs at least half of its bytes taken
         if src.copy is not None and (src.how == "direct" or src.consumed * 2 >= max(src.size, 1)):
-            ev.append(self._copy_text(src.copy, e.ts, src.how, src.link))
+            ev.append(self._copy_text(src.copy, e.ts, src.how, src.link, src.checked))
             if src.copies > 1 or src.consumed < src.size:
                 ev.append(f"{src.consumed} of its {src.size} bytes taken by {src.copies} CUDA copies")
             route = Route.DRAM_BOUNCE
-            # (high only where the address proves it: a staged pairing, one to one or not, is inferred
-            # from order and sizes, and a program that reads 4 MiB chunks only to sum them while it
-            # copies other 4 MiB buffers to the GPU makes the same order and sizes: held-out host-stats)
-            conf = "high" if src.how == "direct" else "medium"
-            if io.buf is None:
+            # High where the address or the bytes prove it. A staged pairing not checked by content is
+            # inferred from order and sizes, and a program that reads 4 MiB chunks only to sum them
+            # while it copies other 4 MiB buffers to the GPU makes the same order and sizes (held-out
+            # host-stats, issue 43's checksum loop): low.
+            conf = "high" if src.how == "direct" or src.checked >= 0 else "low"
+            if io.buf is None and src.how == "direct":
                 conf = "medium"  # (no buffer address traced: io_uring, version-1 records of the v-forms)
-            elif src.how == "staged" and src.exact:
+            elif src.how == "staged" and src.exact and src.checked < 0:
                 ev.append("one read, then one copy of exactly its size: paired one to one")
             how = src.how
             if src.rivals:
                 conf = "low"
                 ev.append(_rivals_text(src.rivals))
+        elif src.changed is not None or src.differs is not None:  # (content: copies that were not its bytes)
+            route, conf, how = Route.UNKNOWN, "low", ""
+            ev.append(_differs_text(src, e.ts))
         elif src.recopy is not None:  # (DataFlow.recopies: which bytes that copy carried is not known)
             route, conf, how = Route.DRAM_BOUNCE, "low", "staged"
             c = src.recopy
@@ -1550,6 +1607,7 @@ class Classifier:
             or src.recopy is not None
             or src.with_file is not None
             or route == Route.UNKNOWN
+            or (route == Route.DRAM_BOUNCE and conf == "low")  # (staged, by order only)
         )
         return self._host_line(io, route, conf, ev), 0, 0, how, inferred
 
@@ -1567,9 +1625,9 @@ class Classifier:
                 else f"{filled} bytes filled from the device during the trace"
                 + (f", {cached} from the page cache" if cached else "")
             ),
-            self._copy_text(ch.copy, ch.ts, ch.how, ch.link),
+            self._copy_text(ch.copy, ch.ts, ch.how, ch.link, ch.lo if ch.checked else -1),
         ]
-        conf = "high" if ch.how == "direct" else "medium"
+        conf = "high" if ch.how == "direct" or ch.checked else "low"
         if ch.rivals:
             conf = "low"
             ev.append(_rivals_text(ch.rivals))
@@ -1592,7 +1650,7 @@ class Classifier:
             conf,
             ev,
         )
-        return line, cached, filled, ch.how, bool(ch.rivals)
+        return line, cached, filled, ch.how, bool(ch.rivals) or conf == "low"
 
     def _fill_verdict(self, mf, path: str, pid: int, ts: int, lo: int, hi: int, lat: int, e: Event) -> tuple:
         what = (
@@ -1847,6 +1905,9 @@ class Classifier:
 def classify(events: list[Event], path_filter: str | None = None, record_version: int = 2) -> list[schema.IoLine]:
     """The whole stream at once (replay): events are ordered by time first."""
     c = Classifier(path_filter, record_version)
+    answers = recorded_answers(e for e in events if e.kind == "content")
+    if answers:
+        c.use_content(ContentCheck(recorded=answers))
     for e in sorted(events, key=lambda e: e.ts):
         c.feed(e)
     c.flush()

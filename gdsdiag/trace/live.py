@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, cast
 from ..errors import GdsdiagError, UsageError
 from . import gcpace
 from .classify import Classifier, exit_is_io
+from .content import ContentCheck, answer_event, recorded_answers
 from .events import RECORD_VERSION
 from .tally import RouteTally, Unclassified, count_unclassified, merge_unclassified
 
@@ -106,6 +107,12 @@ STOP_SLICE_S = 0.1  # the least each phase gets
 IO_NAMES = frozenset(
     ("pread64", "pwrite64", "preadv", "pwritev", "preadv2", "pwritev2", "read", "write", "readv", "writev")
 )
+
+
+def record_answers(record_file, content: ContentCheck, ts: int) -> None:
+    """The content checks made since the last call, as recording lines (a replay reads them)."""
+    lines = (answer_event(ts, p, off, fs).to_list() for p, off, fs in content.take_answers())
+    record_file.write("".join(json.dumps(v) + "\n" for v in lines))
 
 
 def _tally_events(evs, into: Unclassified, exits: Counter | None = None) -> None:
@@ -341,6 +348,8 @@ def run_live(
 
     clf = Classifier(path_filter)
     clf.cgroup_job = bool(cgroup)  # a container's processes are one job, forked from each other or not
+    content = ContentCheck(live=True)  # staged copies checked against the files' own bytes
+    clf.use_content(content)
     counter = CountedIo()
     tally = RouteTally()
     nevents = 0
@@ -420,6 +429,8 @@ def run_live(
             for e in part:
                 clf.feed(e)
                 counter.feed(e)
+            if record_file is not None and content.answers:
+                record_answers(record_file, content, part[-1].ts)
             probes.drain()
 
     # The handlers stay until the probes are gone: a second signal only notes itself, so neither the
@@ -501,6 +512,7 @@ def run_live(
         phases["classify_s"] = round(time.monotonic() - t_stop, 3)
         counted = probes.counted_host_io()
         if record_file is not None:
+            record_answers(record_file, content, clf.now)
             record_file.write("".join(json.dumps(e.to_list()) + "\n" for e in counted))
         for e in counted:
             counter.feed(e)
@@ -553,6 +565,7 @@ def run_live(
             on_end(res)  # the summary, before the detach
     finally:
         probes.close()  # detach every probe, whatever happened (all at once: detach.py)
+        content.close()
         for sig, h in old.items():
             signal.signal(sig, h)
     timing.update({k: v for k, v in probes.timing.items() if k in ("probes", "detach_s")})
@@ -580,6 +593,8 @@ def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
     rec = Recording(path)
     header = rec.header
     clf = Classifier(path_filter, int(header.get("gdsdiag_trace_record", 1)))
+    if rec.content_lines:  # (the checks the live trace made: a replay cannot read the node's files)
+        clf.use_content(ContentCheck(recorded=recorded_answers(rec.content_events())))
     clf.cgroup_job = bool(header.get("cgroup"))
     counter = CountedIo()
     tally = RouteTally()
