@@ -148,6 +148,14 @@ def _rivals_text(rivals: tuple[str, ...]) -> str:
     )
 
 
+def _cufile_error(rc: int) -> str:
+    """A cuFile status code's name (cufile.h, CU_FILE_*), or its number."""
+    from ..cufile.errors import OP_ERRORS
+
+    name = OP_ERRORS.get(rc)
+    return f"{rc} {name[0]}" if name else str(rc)
+
+
 def _checked_text(offset: int) -> str:
     """The evidence note of a staged copy whose source was seen to hold the file's bytes."""
     return (
@@ -445,6 +453,13 @@ class Classifier:
         # their file bytes can be another process's staged copy (a cp or tar in the same tree cannot)
         self.cuda_procs: set[int] = set()
         self.wrote_data: set[int] = set()  # processes that wrote data files (copy and archive tools)
+        # libcufile in use, per process: the cuFile calls other than I/O it made (cuFileDriverOpen's
+        # return code, or None until it returned), the processes that made cuFile I/O calls, and those
+        # the live trace saw map libcufile (set at the end, from the probes' libraries): a loader that
+        # loads libcufile and then moves its bytes another way (its own non-GDS fallback) is named so
+        self.cufile_calls: dict[int, dict[str, int | None]] = {}
+        self.cufile_io_pids: set[int] = set()
+        self.libcufile_pids: set[int] = set()
         self.flow.can_feed = self.cuda_procs.__contains__
         self._advanced = 0  # event time of the last _advance (replay finalises as the live loop does)
         # flush(deadline): a stop's budget, and the I/Os it left undecided per process
@@ -821,8 +836,13 @@ class Classifier:
         if stack is None:
             stack = self.api_stack[key] = []
         if name not in _CUFILE_IO:
+            calls = self.cufile_calls.get(e.pid)
+            if calls is None:
+                calls = self.cufile_calls[e.pid] = {}
+            calls.setdefault(name, None)
             stack.append(_Pending(e.pid, e.tid, e.comm, name, "", 0, 0, 0, e.ts))
             return
+        self.cufile_io_pids.add(e.pid)
         self.counts["api_calls"] += 1
         a = e.args
         if len(a) < 4:
@@ -846,6 +866,8 @@ class Classifier:
                 count_unclassified(self.unmatched, e.pid, 1, 1, max(e.args[0], 0), read=e.name == "cuFileRead")
             return
         p = stack.pop()
+        if p.api == "cuFileDriverOpen" and e.args:
+            self.cufile_calls.setdefault(e.pid, {})["cuFileDriverOpen"] = e.args[0] & 0xFFFFFFFF
         if p.api in _CUFILE_SYNC_IO:
             a = e.args
             ret = a[0] if a else None
@@ -1713,6 +1735,10 @@ class Classifier:
                     "not known: host memory no traced read explains went to a GPU after these reads, and "
                     "they were not paired with it (a text file, or a process without CUDA); the I/O lines name the copy"
                 )
+            if bounce or host:
+                unused = self._cufile_unused(f["pids"])
+                if unused:
+                    why.append(unused)
             if f.get("inferred") and any(self.job_of(pid) in self.flow.passed_over_jobs for pid in f["pids"]):
                 why.append(
                     "not known for certain: copies from a staging buffer took file bytes while bytes of several "
@@ -1736,6 +1762,34 @@ class Classifier:
                 }
             )
         return out
+
+    def _cufile_unused(self, pids) -> str | None:
+        """'libcufile loaded, no cuFile I/O' for the file's processes that loaded libcufile (mapped
+        it, or called it to open the driver or ask its version) and never read or wrote through it:
+        a loader's own non-GDS fallback (it tried GDS, or only linked it, and moved the bytes itself)."""
+        for pid in sorted(pids):
+            if pid in self.cufile_io_pids:
+                continue
+            calls = self.cufile_calls.get(pid)
+            if not calls and pid not in self.libcufile_pids:
+                continue
+            who = f"{self._proc(pid)['comm'] or '?'}/{pid}"
+            text = f"libcufile loaded, no cuFile I/O: {who} loaded libcufile"
+            if calls:
+                rc = calls.get("cuFileDriverOpen")
+                if "cuFileDriverOpen" in calls:
+                    text += (
+                        ", opened the driver"
+                        if rc == 0
+                        else f", its cuFileDriverOpen failed ({_cufile_error(rc)})"
+                        if rc is not None
+                        else ", called cuFileDriverOpen"
+                    )
+                others = sorted(k for k in calls if k != "cuFileDriverOpen")
+                if others:
+                    text += " and called " + ", ".join(others)
+            return text + ", and read these bytes itself (the program's own non-GDS path, not cuFile)"
+        return None
 
     def tree_summary(self) -> list[dict]:
         """Per traced process tree (job): the bytes of its files on each route."""

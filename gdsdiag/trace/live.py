@@ -541,6 +541,8 @@ def run_live(
         timing["end_s"] = round(time.monotonic() - t_attached, 3)
         # (cumulative from the signal: tree stopped, queue classified, flushed, held verdicts out)
         timing.update({f"stop_{k}": v for k, v in phases.items()})
+        # (the processes that mapped libcufile: a file's why names one that never did I/O through it)
+        clf.libcufile_pids.update(p for x in probes.libraries if x["kind"] == "libcufile" for p in x["pids"])
         res = _finish(
             clf,
             counter,
