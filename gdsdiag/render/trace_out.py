@@ -247,7 +247,23 @@ def file_line(f: dict) -> str:
             parts.append(f"{'<1' if 0 < pct < 0.5 else f'{pct:.0f}'} % {label}{extra}")
     p2p = f.get("p2p_share", 0)
     parts.append(f"{100 * p2p:.0f} % P2P")
-    return f"{f['path']}: {_size(f['bytes'])}, " + ", ".join(parts) + (f" — why: {f['why']}" if f.get("why") else "")
+    line = f"{f['path']}: {_size(f['bytes'])}, " + ", ".join(parts)
+    return line + (f" — why: {f['why']}" if f.get("why") and not f.get("why_chain") else "")
+
+
+def file_why_lines(f: dict) -> list[str]:
+    """The decisive fact of a file's why and the fix, a line each (the chain is in --json)."""
+    chain = f.get("why_chain") or []
+    decisive = next((x for x in chain if x.get("role") == "decisive"), chain[0] if chain else None)
+    out = []
+    if decisive is not None:
+        out.append(f"why: {decisive['fact']}: {decisive['value']}")
+        others = [x for x in chain if x is not decisive][:3]
+        if others:
+            out.append("  because: " + "; ".join(f"{x['fact']}: {x['value']}" for x in others))
+    if f.get("fix"):
+        out.append(f"fix: {f['fix']}")
+    return out
 
 
 def _render_files(console: Console, files: list[dict]) -> None:
@@ -256,6 +272,8 @@ def _render_files(console: Console, files: list[dict]) -> None:
     console.print("per file:", style="bold")
     for f in files[:40]:
         console.print("  " + file_line(f), markup=False, highlight=False, soft_wrap=True)  # (copyable: never wrapped)
+        for line in file_why_lines(f):
+            console.print("    " + line, markup=False, highlight=False, soft_wrap=True)
     if len(files) > 40:
         console.print(f"  … {len(files) - 40} more (all in --json)", style="dim")
 

@@ -44,8 +44,10 @@ from .dataflow import RETAIN_NS, DataFlow, MappedFile, Source, Taken, TakenRead,
 from .events import API_NAMES, NVFS_IOCTLS, SYS_NAMES, Event, not_data
 from .evidence import KPROBE_EVIDENCE, ROUTE_USDT, SYSCALL_EVIDENCE, decide_once, usdt_kind
 from .tally import Unclassified, count_unclassified
+from .why import file_why
 
 if TYPE_CHECKING:
+    from ..check.facts import NodeFacts
     from ..schema import trace as schema
 
 READ_SYS = {"pread64", "preadv", "preadv2", "read", "readv"}
@@ -460,6 +462,7 @@ class Classifier:
         self.cufile_calls: dict[int, dict[str, int | None]] = {}
         self.cufile_io_pids: set[int] = set()
         self.libcufile_pids: set[int] = set()
+        self.node: NodeFacts | None = None  # the node's GDS facts (check/facts.py), for each file's why
         self.flow.can_feed = self.cuda_procs.__contains__
         self._advanced = 0  # event time of the last _advance (replay finalises as the live loop does)
         # flush(deadline): a stop's budget, and the I/Os it left undecided per process
@@ -1745,6 +1748,15 @@ class Classifier:
                     "files were waiting, and some of those were never copied; which file's bytes reached the "
                     "GPU is inferred from order (the I/O lines say low)"
                 )
+            row = {
+                "path": f["path"],
+                "routes": r,
+                "via": sorted(f["via"]),
+                "how": sorted(f["how"]),
+                "page_cache_hit": round(f["page_cache_bytes"] / mm, 4) if mm else None,
+                "why": "; ".join(why),
+            }
+            chain, fix = file_why(row, self.node, self._cufile_unused(f["pids"]) if bounce or host else None)
             out.append(
                 {
                     "path": f["path"],
@@ -1759,6 +1771,8 @@ class Classifier:
                     "pids": sorted(f["pids"]),
                     "how": sorted(f["how"]),
                     "why": "; ".join(why),
+                    "why_chain": [x.to_json() for x in chain],
+                    "fix": fix,
                 }
             )
         return out

@@ -109,6 +109,36 @@ IO_NAMES = frozenset(
 )
 
 
+class NodeFactsReader:
+    """`check`'s node facts (check/facts.py), read in a thread while the trace runs: a file's why
+    joins them to what the program did. Read once (~0.1 s on the dev VM); a failure is no reason to
+    stop a trace: the why then says the node's facts are not known."""
+
+    WAIT_S = 2.0
+
+    def __init__(self) -> None:
+        import threading
+
+        self._got: list = []
+        self._thread = threading.Thread(target=self._read, name="gdsdiag-node-facts", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        from ..check.context import CheckContext
+        from ..check.facts import NodeFacts
+        from ..platform.roots import node_root
+
+        try:
+            with node_root("/") as fs:
+                self._got.append(NodeFacts.collect(CheckContext(fs, env=dict(os.environ))))
+        except Exception:  # (a reader's failure leaves the why without the node's side, said there)
+            self._got.append(None)
+
+    def result(self):
+        self._thread.join(self.WAIT_S)
+        return self._got[0] if self._got else None
+
+
 def record_answers(record_file, content: ContentCheck, ts: int) -> None:
     """The content checks made since the last call, as recording lines (a replay reads them)."""
     lines = (answer_event(ts, p, off, fs).to_list() for p, off, fs in content.take_answers())
@@ -350,6 +380,7 @@ def run_live(
     clf.cgroup_job = bool(cgroup)  # a container's processes are one job, forked from each other or not
     content = ContentCheck(live=True)  # staged copies checked against the files' own bytes
     clf.use_content(content)
+    node = NodeFactsReader()  # the node's GDS facts for each file's why, read beside the trace
     counter = CountedIo()
     tally = RouteTally()
     nevents = 0
@@ -543,6 +574,7 @@ def run_live(
         timing.update({f"stop_{k}": v for k, v in phases.items()})
         # (the processes that mapped libcufile: a file's why names one that never did I/O through it)
         clf.libcufile_pids.update(p for x in probes.libraries if x["kind"] == "libcufile" for p in x["pids"])
+        clf.node = node.result()
         res = _finish(
             clf,
             counter,
