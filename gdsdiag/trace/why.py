@@ -74,10 +74,14 @@ def file_why(row: dict, node: NodeFacts | None, cufile_unused: str | None) -> tu
     facts: list[Fact] = []
     if compat:
         # cuFile was called and fell back: the node's first missing piece decided it
-        decisive = node_facts[0] if node_facts else Fact("route", "cuFile ran in compatibility mode", TRACE)
-        facts = [Fact(decisive.fact, decisive.value, decisive.source, "decisive"), *node_facts[1:]]
-        facts.append(Fact("cuFile", "libcufile read the file with POSIX I/O through its bounce buffers", TRACE))
-        return facts, node_fix or "none on this node: no GDS fact that decided it could be read"
+        ran = Fact("cuFile", "libcufile read the file with POSIX I/O through its bounce buffers", TRACE)
+        if node is None:
+            return [Fact(ran.fact, ran.value, ran.source, "decisive"), *node_facts], (
+                "not known here: replay on the node, or run gdsdiag check there"
+            )
+        decisive = node_facts[0]
+        facts = [Fact(decisive.fact, decisive.value, decisive.source, "decisive"), *node_facts[1:], ran]
+        return facts, node_fix or "none found on this node: no GDS fact read here explains it"
     if bounce:
         via = row.get("via") or []
         how = "mapped it (mmap) and copied the pages" if "mmap" in via else "read it into host memory and copied it"
