@@ -247,7 +247,8 @@ def file_line(f: dict) -> str:
             parts.append(f"{'<1' if 0 < pct < 0.5 else f'{pct:.0f}'} % {label}{extra}")
     p2p = f.get("p2p_share", 0)
     parts.append(f"{100 * p2p:.0f} % P2P")
-    return f"{f['path']}: {_size(f['bytes'])}, " + ", ".join(parts) + (f" — why: {f['why']}" if f.get("why") else "")
+    was = f" (renamed from {', '.join(f['renamed_from'])})" if f.get("renamed_from") else ""
+    return f"{f['path']}{was}: {_size(f['bytes'])}, " + ", ".join(parts) + (f" — why: {f['why']}" if f.get("why") else "")
 
 
 def _render_files(console: Console, files: list[dict]) -> None:
@@ -317,7 +318,9 @@ def render_summary(console: Console, res, as_json: bool) -> None:
         for r in counted[:40]:
             mean = f"{r['mean_latency_us']:.1f}" if r["mean_latency_us"] is not None else "-"
             console.print(
-                f"  {r['comm'][:14] + '/' + str(r['pid']):22} {r['api']:9} {r['path']}  {r['count']} x {r['size_class']}"
+                f"  {r['comm'][:14] + '/' + str(r['pid']):22} {r['api']:9} {r['path']}"
+                + (f" (renamed from {r['renamed_from']})" if r.get("renamed_from") else "")
+                + f"  {r['count']} x {r['size_class']}"
                 f" = {_size(r['bytes'])}, mean {mean} µs" + (f", {r['errors']} errors" if r["errors"] else ""),
                 markup=False,
                 style="dim",

@@ -1640,14 +1640,13 @@ class Classifier:
     # -- verdicts of the data-flow model -----------------------------------------------------------
     def _emit(self, v: schema.IoLine, cached: int = 0, filled: int = 0, how: str = "", inferred: bool = False) -> None:
         """Every verdict goes out here, and into the per-file account (file_summary)."""
-        path = v["path"]
+        path = was = v["path"]
         if self._renames and path:
             final = self._final_name(path, v["ts"])
             if final != path:
                 verb = "written" if v["op"] == "write" else "read"
-                v["path"] = final
-                v["evidence"] = [*v["evidence"], f"{verb} as {path}, renamed to {final}"]
-                path = final
+                v["path"] = path = final
+                v["evidence"] = [*v["evidence"], f"{verb} as {was}, renamed to {final}"]
         self.out.append(v)
         if not path:
             return
@@ -1656,6 +1655,10 @@ class Classifier:
             n = 0
         off = v["offset"]
         f = self._account(path, 1, n, v["route"], v["api"], v["pid"], off + n if off >= 0 else 0)
+        if was != path:
+            names = f.setdefault("renamed_from", [])
+            if was not in names and len(names) < RENAMED_FROM_MAX:
+                names.append(was)
         if cached:
             f["page_cache_bytes"] += cached
         if filled:
