@@ -63,7 +63,9 @@ def test_a_rename_before_the_verdicts_names_them_and_the_file_by_the_final_name(
     """os.replace right after the writes (before the writes' 100 ms hold ends): each verdict comes
     out under the final name, the temporary one in its evidence; the file has one account."""
     c, vs = run(saved(6))
-    assert [(v["path"], v["route"], v["confidence"]) for v in vs] == [(f"{D}/model.safetensors", Route.DRAM_BOUNCE, "high")] * 2
+    assert [(v["path"], v["route"], v["confidence"]) for v in vs] == [
+        (f"{D}/model.safetensors", Route.DRAM_BOUNCE, "high")
+    ] * 2
     assert all(
         v["evidence"][-1] == f"written as {D}/model.safetensors.tmp, renamed to {D}/model.safetensors" for v in vs
     )
@@ -88,7 +90,11 @@ def test_a_rename_after_the_verdicts_were_printed_moves_the_files_account():
     c.flush()
     assert c.drain() == []
     (f,) = c.file_summary()
-    assert (f["path"], f["renamed_from"], f["bytes"]) == (f"{D}/model.safetensors", [f"{D}/model.safetensors.tmp"], 8 * MiB)
+    assert (f["path"], f["renamed_from"], f["bytes"]) == (
+        f"{D}/model.safetensors",
+        [f"{D}/model.safetensors.tmp"],
+        8 * MiB,
+    )
 
 
 def test_a_checkpoint_saved_again_over_its_last_copy_is_one_file_and_an_older_io_keeps_its_file():
@@ -257,3 +263,22 @@ def test_the_older_io_uring_record_replays_as_before():
             "ring's files was traced))",
         ),
     ]
+
+
+# -- threads under their process ------------------------------------------------------------------------
+def test_a_thread_is_counted_under_its_process_not_listed_as_one():
+    """sched_process_fork fires for threads too; the reader marks a thread (a2 1: its tid is in the
+    parent's /proc task directory, bpf._is_thread), a fork of a process stays a process. Recordings
+    made before (a2 0) list every fork, as they did."""
+    from gdsdiag.trace.live import _processes
+
+    c = Classifier()
+    for e in (
+        ev(0, "proc", "fork", [100, 101, 1, 0, 0, 0, 0]),
+        ev(1, "proc", "fork", [100, 102, 1, 0, 0, 0, 0]),
+        ev(2, "proc", "fork", [100, 200, 0, 0, 0, 0, 0]),
+    ):
+        c.feed(e)
+    procs = {p["pid"]: p for p in _processes(c)}
+    assert sorted(procs) == [100, 200] and procs[100]["threads"] == 2 and "threads" not in procs[200]
+    assert procs[200]["ppid"] == 100

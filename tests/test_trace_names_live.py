@@ -105,9 +105,9 @@ def test_a_writer_that_saves_through_temporary_names_is_reported_under_the_final
         env={**os.environ, "PYTHONPATH": os.path.dirname(HERE)},
     )
     replayed = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
-    assert sorted(_rel(datadir, v["path"]) for v in replayed if v["type"] == "io" and _rel(datadir, v["path"])) == sorted(
-        _rel(datadir, v["path"]) for v in ios if _rel(datadir, v["path"])
-    )
+    assert sorted(
+        _rel(datadir, v["path"]) for v in replayed if v["type"] == "io" and _rel(datadir, v["path"])
+    ) == sorted(_rel(datadir, v["path"]) for v in ios if _rel(datadir, v["path"]))
     # counted in the kernel (the default for a process without CUDA): the rows name the final files
     again = os.path.join(datadir, "again")
     os.mkdir(again)
@@ -145,3 +145,29 @@ def test_io_uring_registered_files_and_buffers_resolve_to_paths_and_addresses(da
     fixed = [v["evidence"][0] for v in ios if v["api"] == "io_uring" and v["op"] == "read"]
     assert sum("in registered buffer #" in e for e in fixed) == 2 and all("registered file #0" in e for e in fixed)
     assert {f["path"] for f in summ["files"]} >= {f1, f2}
+
+
+THREADS = r"""
+import os, sys, threading, time
+def work(i):
+    with open(os.path.join(sys.argv[1], f"t{i}.dat"), "wb") as f:
+        f.write(b"t" * (1 << 20))
+    time.sleep(0.3)                      # (alive when the reader looks: a thread gone by then is listed)
+ts = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+if os.fork() == 0:
+    os._exit(0)
+os.wait()
+print("pid", os.getpid(), flush=True)
+"""
+
+
+def test_threads_are_shown_under_their_process(datadir, tmp_path):
+    prog = tmp_path / "threads.py"
+    prog.write_text(THREADS)
+    stdout, _, summ = _trace([], [PY, str(prog), datadir], tmp_path)
+    main = int(stdout.split("pid ")[1].split()[0])
+    procs = {p["pid"]: p for p in summ["processes"]}
+    assert procs[main]["threads"] == 6, summ["processes"]
+    assert len(procs) == 2 and [p["ppid"] for p in procs.values() if p["pid"] != main] == [main]

@@ -248,7 +248,9 @@ def file_line(f: dict) -> str:
     p2p = f.get("p2p_share", 0)
     parts.append(f"{100 * p2p:.0f} % P2P")
     was = f" (renamed from {', '.join(f['renamed_from'])})" if f.get("renamed_from") else ""
-    return f"{f['path']}{was}: {_size(f['bytes'])}, " + ", ".join(parts) + (f" — why: {f['why']}" if f.get("why") else "")
+    return (
+        f"{f['path']}{was}: {_size(f['bytes'])}, " + ", ".join(parts) + (f" — why: {f['why']}" if f.get("why") else "")
+    )
 
 
 def _render_files(console: Console, files: list[dict]) -> None:
@@ -335,6 +337,7 @@ def render_summary(console: Console, res, as_json: bool) -> None:
             parent = f" child of {p['ppid']}" if p.get("ppid") else ""
             console.print(
                 f"  {p['pid']:>7} {p.get('comm') or '?':16} {p.get('ios', 0):>6} I/Os{parent}"
+                + (f", {p['threads']} thread{'s' if p['threads'] != 1 else ''} started" if p.get("threads") else "")
                 + (f"  {p['exe']}" if p.get("exe") else ""),
                 markup=False,
                 style="dim",

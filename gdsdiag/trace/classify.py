@@ -39,9 +39,9 @@ from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from ..routes import Route
+from . import eventdefs
 from .content import ContentCheck, CopySample, recorded_answers
 from .dataflow import RETAIN_NS, DataFlow, MappedFile, Source, Taken, TakenRead, staged_ok
-from . import eventdefs
 from .events import API_NAMES, NVFS_IOCTLS, SYS_NAMES, Event, not_data
 from .evidence import KPROBE_EVIDENCE, ROUTE_USDT, SYSCALL_EVIDENCE, decide_once, usdt_kind
 from .tally import Unclassified, count_unclassified
@@ -543,7 +543,12 @@ class Classifier:
 
     def _on_proc(self, e: Event) -> None:
         a = e.args
-        if e.name == "fork" and len(a) > 1:
+        if e.name == "fork" and len(a) > 2 and a[2] == 1:
+            # a thread (bpf._is_thread): one task more of its process, not a process (its events come
+            # with the process's pid); counted under it (the summary's processes say "threads")
+            p = self._proc(a[0])
+            p["threads"] = p.get("threads", 0) + 1
+        elif e.name == "fork" and len(a) > 1:
             parent, child = a[0], a[1]
             # the child starts with the parent's descriptors, sharing their file descriptions
             for (pid, fd), d in list(self.fds.items()):
@@ -946,7 +951,11 @@ class Classifier:
             if base <= buf < base + n:
                 return f", in registered buffer #{i} ({base:#x}, {n} bytes)"
         size = (tables or {}).get("bufs_n", 0)
-        more = f" (the ring registered {size} buffers, the first {URING_REG_MAX_BUFS} are traced)" if size > len(bufs) else ""
+        more = (
+            f" (the ring registered {size} buffers, the first {URING_REG_MAX_BUFS} are traced)"
+            if size > len(bufs)
+            else ""
+        )
         return ", in no registered buffer the trace saw" + more
 
     def _on_uring_register(self, pid: int, a: list) -> None:
