@@ -737,6 +737,8 @@ class Classifier:
 
     def _final_name(self, path: str, ts: int) -> str:
         """The name of the file PATH named at TS, after the renames since."""
+        if self._renames[-1][0] <= ts:
+            return path  # (most verdicts: of an I/O after the last rename, such as a start-up's .pyc writes)
         for t, old, new in self._renames:
             if t > ts:
                 moved = _moved(path, old, new)
@@ -894,14 +896,15 @@ class Classifier:
         rw = e.name == "io_uring_rw"
         ring = (a[2] >> 32) - 1 if rw else -1
         buf = (a[1] or None) if rw else None
-        tables = self._uring_tables(e.pid, ring)
+        fixed_buf = opcode in (4, 5)  # READ_FIXED, WRITE_FIXED
+        tables = self._uring_tables(e.pid, ring) if a[4] & 1 or fixed_buf else None
         if a[4] & 1:  # IOSQE_FIXED_FILE: a registered-file index, not an fd
             d, note = self._fixed_file(tables, a[0])
         else:
             d = self._desc(e, a[0])
-            note = "io_uring request" if buf else "io_uring request (buffer address not traced)"
-        if opcode in (4, 5):  # READ_FIXED, WRITE_FIXED
-            note += self._fixed_buffer(tables, buf)
+            note = "" if buf else "io_uring request (buffer address not traced)"
+        if fixed_buf:
+            note = ", ".join(filter(None, (note, self._fixed_buffer(tables, buf))))
         off = a[3]
         if d is None:
             if not (a[4] & 1):
@@ -949,14 +952,14 @@ class Classifier:
         bufs = (tables or {}).get("bufs", {})
         for i, (base, n) in sorted(bufs.items()):
             if base <= buf < base + n:
-                return f", in registered buffer #{i} ({base:#x}, {n} bytes)"
+                return f"in registered buffer #{i} ({base:#x}, {n} bytes)"
         size = (tables or {}).get("bufs_n", 0)
         more = (
             f" (the ring registered {size} buffers, the first {URING_REG_MAX_BUFS} are traced)"
             if size > len(bufs)
             else ""
         )
-        return ", in no registered buffer the trace saw" + more
+        return "in no registered buffer the trace saw" + more
 
     def _on_uring_register(self, pid: int, a: list) -> None:
         """One record of an io_uring_register (probes/cufile_trace.c uring_register_exit): a0 the
