@@ -282,3 +282,26 @@ def test_a_thread_is_counted_under_its_process_not_listed_as_one():
     procs = {p["pid"]: p for p in _processes(c)}
     assert sorted(procs) == [100, 200] and procs[100]["threads"] == 2 and "threads" not in procs[200]
     assert procs[200]["ppid"] == 100
+
+
+def test_renameat2_exchange_swaps_the_two_names():
+    """renameat2(RENAME_EXCHANGE): each file takes the other's name (a new checkpoint swapped in,
+    the old one kept under the temporary name)."""
+    c, counter = Classifier(), CountedIo()
+    s = [
+        opened(0, 5, f"{D}/live.pt", serial=4097),
+        write(1, 5, 0x7F1000000000, MiB, 0),
+        opened(2, 6, f"{D}/next.pt", serial=8193),
+        write(3, 6, 0x7F1000000000, 2 * MiB, 0),
+        renamed(4, f"{D}/next.pt", f"{D}/live.pt", "renameat2", (-100, -100, 2)),
+        ev(9, "counted", "write", [4097, 21, 1, MiB, 0, 1000, 0]),
+    ]
+    for e in s:
+        c.feed(e)
+        counter.feed(e)
+    c.flush()
+    assert sorted((v["path"], v["size"]) for v in c.drain()) == [(f"{D}/live.pt", 2 * MiB), (f"{D}/next.pt", MiB)]
+    files = {f["path"]: (f["bytes"], f["renamed_from"]) for f in c.file_summary()}
+    assert files == {f"{D}/live.pt": (2 * MiB, [f"{D}/next.pt"]), f"{D}/next.pt": (MiB, [f"{D}/live.pt"])}
+    (row,) = counter.rows(c._path_ok)
+    assert (row["path"], row["renamed_from"]) == (f"{D}/next.pt", f"{D}/live.pt")

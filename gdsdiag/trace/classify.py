@@ -66,7 +66,7 @@ CUDA_LIBS = ("libcuda.so", "libcudart.so", "libcufile.so")
 MAX_FILES = 20_000  # files accounted one by one in the summary; the rest together
 IN_KERNEL = {"copy_file_range", "sendfile", "splice"}  # both sides in the kernel: never a GPU
 O_APPEND, O_CLOEXEC, O_TMPFILE = 0o2000, 0o2000000, 0o20000000  # (O_TMPFILE: __O_TMPFILE, without O_DIRECTORY)
-AT_SYMLINK_FOLLOW, AT_EMPTY_PATH = 0x400, 0x1000
+AT_SYMLINK_FOLLOW, AT_EMPTY_PATH, RENAME_EXCHANGE = 0x400, 0x1000, 2
 RENAME_KEEP_NS = 120_000_000_000  # renames kept for the names of verdicts still to come (held 35 s at most)
 RENAMED_FROM_MAX = 8  # earlier names kept per file (renamed_from); a file saved a thousand times names the first
 URING_READ_OPS, URING_WRITE_OPS = (
@@ -667,7 +667,14 @@ class Classifier:
         if not old.startswith("/") or not new.startswith("/") or old == new:
             return
         e.path = old + "\0" + new
-        self._rename(old, new, e.ts)
+        if e.name == "renameat2" and a[2] & RENAME_EXCHANGE:
+            # (the two names swap: through a name no path has, at the same time, in order)
+            swap = old + "\0exchange"
+            self._rename(old, swap, e.ts)
+            self._rename(new, old, e.ts)
+            self._rename(swap, new, e.ts)
+        else:
+            self._rename(old, new, e.ts)
 
     def _joined(self, pid: int, path: str, dfd: int) -> str:
         """PATH relative to directory fd DFD, where the reader left it relative (it could not read
@@ -717,7 +724,7 @@ class Classifier:
         f = self.files.pop(path)
         f["path"] = new
         names = f.setdefault("renamed_from", [])
-        if path not in names and len(names) < RENAMED_FROM_MAX:
+        if path not in names and len(names) < RENAMED_FROM_MAX and "\0" not in path:  # (not an exchange's step)
             names.append(path)
         into = self.files.get(new)
         if into is None:

@@ -49,7 +49,13 @@ class CountedIo:
             if e.path:
                 self.serials.setdefault(e.path, []).append(e.args[6])
         elif e.kind == "rename" and e.path and self.paths:
-            self._rename(*e.path.partition("\0")[::2])
+            old, _, new = e.path.partition("\0")
+            if e.name == "renameat2" and len(e.args) > 2 and e.args[2] & 2:  # RENAME_EXCHANGE: the names swap
+                self._rename(old, old + "\0exchange")
+                self._rename(new, old)
+                self._rename(old + "\0exchange", new)
+            else:
+                self._rename(old, new)
         elif e.kind == "proc" and e.comm:
             self.comms[e.pid] = e.comm
         elif e.kind == "counted":

@@ -3,7 +3,11 @@
  * closed right after IORING_REGISTER_FILES: the ring keeps the file), read back with READ_FIXED into
  * registered buffer 0 and with a plain READ into a buffer of its own, both through the fixed file;
  * then FILE2 replaces entry 0 (IORING_REGISTER_FILES_UPDATE) and is read with READ_FIXED. Prints
- * "op <write|read> SIZE OFFSET RESULT BUFFER PATH" per request, for tests/test_trace_live.py. */
+ * "op <write|read> SIZE OFFSET RESULT BUFFER PATH" per request, for tests/test_trace_names_live.py.
+ * With a third argument "gpu" (the GPU machine: libcuda.so.1 loaded with dlopen, no CUDA headers
+ * needed) each READ_FIXED's buffer is then copied to the GPU (cuMemcpyHtoD_v2) and "copy BUFFER SIZE"
+ * printed: those two reads are DRAM_BOUNCE, the plain READ into the program's own buffer HOST. */
+#include <dlfcn.h>
 #include <linux/io_uring.h>
 #include <sys/syscall.h>
 #include <sys/mman.h>
@@ -44,6 +48,40 @@ static int submit(int op, int index, char *buf, unsigned len, unsigned long long
     return res;
 }
 
+/* the GPU side, through the driver API's exported functions (cuda.h's types as plain integers) */
+static int (*cu_memcpy_htod)(unsigned long long, const void *, size_t);
+static unsigned long long dev_buf;
+static int gpu_init(void) {
+    void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    if (!h) {
+        fprintf(stderr, "no libcuda.so.1: %s\n", dlerror());
+        return -1;
+    }
+    int (*init)(unsigned) = dlsym(h, "cuInit");
+    int (*dev_get)(int *, int) = dlsym(h, "cuDeviceGet");
+    int (*retain)(void **, int) = dlsym(h, "cuDevicePrimaryCtxRetain");
+    int (*set_ctx)(void *) = dlsym(h, "cuCtxSetCurrent");
+    int (*alloc)(unsigned long long *, size_t) = dlsym(h, "cuMemAlloc_v2");
+    cu_memcpy_htod = dlsym(h, "cuMemcpyHtoD_v2");
+    int dev = 0;
+    void *ctx = NULL;
+    if (!init || !dev_get || !retain || !set_ctx || !alloc || !cu_memcpy_htod || init(0) || dev_get(&dev, 0) ||
+        retain(&ctx, dev) || set_ctx(ctx) || alloc(&dev_buf, SZ)) {
+        fprintf(stderr, "CUDA driver set-up failed\n");
+        return -1;
+    }
+    return 0;
+}
+static void to_gpu(char *buf) {
+    if (!cu_memcpy_htod)
+        return;
+    if (cu_memcpy_htod(dev_buf, buf, SZ)) {
+        fprintf(stderr, "cuMemcpyHtoD failed\n");
+        exit(4);
+    }
+    printf("copy %#lx %d\n", (unsigned long)buf, SZ);
+}
+
 static void report(const char *what, unsigned len, unsigned long long off, int res, char *buf, const char *path) {
     printf("op %s %u %llu %d %#lx %s\n", what, len, off, res, (unsigned long)buf, path);
 }
@@ -51,6 +89,8 @@ static void report(const char *what, unsigned len, unsigned long long off, int r
 int main(int argc, char **argv) {
     if (argc < 3)
         return 2;
+    if (argc > 3 && strcmp(argv[3], "gpu") == 0 && gpu_init() != 0)
+        return 77;
     struct io_uring_params p;
     memset(&p, 0, sizeof(p));
     ring = syscall(__NR_io_uring_setup, 4, &p);
@@ -100,6 +140,7 @@ int main(int argc, char **argv) {
     report("write", SZ, 0, submit(IORING_OP_WRITE_FIXED, 0, bufs + SZ, SZ, 0, 1), bufs + SZ, argv[1]);
     report("write", SZ, SZ, submit(IORING_OP_WRITE_FIXED, 0, bufs + SZ, SZ, SZ, 1), bufs + SZ, argv[1]);
     report("read", SZ, SZ, submit(IORING_OP_READ_FIXED, 0, bufs, SZ, SZ, 0), bufs, argv[1]);
+    to_gpu(bufs);
     report("read", SZ, 0, submit(IORING_OP_READ, 0, own, SZ, 0, 0), own, argv[1]);
     /* entry 0 becomes FILE2 */
     int upd_fd = fd2;
@@ -110,5 +151,6 @@ int main(int argc, char **argv) {
     }
     close(fd2);
     report("read", SZ, SZ, submit(IORING_OP_READ_FIXED, 0, bufs + SZ, SZ, SZ, 1), bufs + SZ, argv[2]);
+    to_gpu(bufs + SZ);
     return 0;
 }
