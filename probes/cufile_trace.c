@@ -1049,7 +1049,7 @@ TRACEPOINT_PROBE(sched, sched_process_exec) {
     o.ts = bpf_ktime_get_ns();
     o.pid = pid;
     o.tid = (u32)pt;
-    o.fd = -2;                              /* an exec, not an open: path is the new program */
+    o.fd = OPEN_EXEC;                       /* an exec, not an open: path is the new program */
     bpf_get_current_comm(&o.comm, sizeof(o.comm));
     unsigned off = args->data_loc_filename & 0xFFFF;
     bpf_probe_read_kernel_str(&o.path, sizeof(o.path), (char *)args + off);

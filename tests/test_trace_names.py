@@ -305,3 +305,20 @@ def test_renameat2_exchange_swaps_the_two_names():
     assert files == {f"{D}/live.pt": (2 * MiB, [f"{D}/next.pt"]), f"{D}/next.pt": (MiB, [f"{D}/live.pt"])}
     (row,) = counter.rows(c._path_ok)
     assert (row["path"], row["renamed_from"]) == (f"{D}/next.pt", f"{D}/live.pt")
+
+
+def test_a_stream_of_renames_costs_bounded_time():
+    """A recording is a stranger's: 20,000 renames over 2,000 open descriptors, a rename walk each,
+    stay well under a second (the walks stop at RENAME_WORK_MAX; the accounts still move)."""
+    import time
+
+    c = Classifier()
+    for fd in range(2000):
+        c.feed(opened(0, 10 + fd, f"{D}/f{fd}"))
+    c.feed(write(1, 10, 0x7F1000000000, MiB, 0))
+    c.advance(500_000_000)
+    t = time.perf_counter()
+    for i in range(20_000):
+        c.feed(renamed(600 + i / 1000, f"{D}/f0" if i == 0 else f"{D}/g{i - 1}", f"{D}/g{i}"))
+    assert time.perf_counter() - t < 5
+    assert [f["path"] for f in c.file_summary()] == [f"{D}/g19999"]

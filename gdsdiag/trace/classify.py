@@ -68,6 +68,11 @@ IN_KERNEL = {"copy_file_range", "sendfile", "splice"}  # both sides in the kerne
 O_APPEND, O_CLOEXEC, O_TMPFILE = 0o2000, 0o2000000, 0o20000000  # (O_TMPFILE: __O_TMPFILE, without O_DIRECTORY)
 AT_SYMLINK_FOLLOW, AT_EMPTY_PATH, RENAME_EXCHANGE = 0x400, 0x1000, 2
 RENAME_KEEP_NS = 120_000_000_000  # renames kept for the names of verdicts still to come (held 35 s at most)
+RENAMES_KEPT = 512  # at most (each verdict of an I/O before the last rename walks them)
+# descriptors, handles, inodes and accounts a trace's renames may walk in all (a recording is a
+# stranger's: a million renames over a million descriptors must not take hours); beyond it a rename
+# moves the per-file account of that exact path only
+RENAME_WORK_MAX = 5_000_000
 RENAMED_FROM_MAX = 8  # earlier names kept per file (renamed_from); a file saved a thousand times names the first
 URING_READ_OPS, URING_WRITE_OPS = (
     {1, 4, 22},
@@ -460,7 +465,8 @@ class Classifier:
         self.files: dict[str, dict] = {}  # path -> what its bytes did (file_summary)
         # (time, old path, new path) of the renames of the last RENAME_KEEP_NS: a verdict decided after
         # a rename, of an I/O before it, takes the file's new name (_final_name)
-        self._renames: deque[tuple[int, str, str]] = deque()
+        self._renames: deque[tuple[int, str, str]] = deque(maxlen=RENAMES_KEPT)
+        self._rename_work = 0  # (RENAME_WORK_MAX)
         # (pid, ring fd) -> io_uring registered tables: "files" {index: _Desc | None}, "bufs" {index:
         # (base, length)}, and the tables' sizes when larger than the probe sends (_on_uring_register)
         self.uring: dict[tuple[int, int], dict] = {}
@@ -697,6 +703,16 @@ class Classifier:
 
     def _rename(self, old: str, new: str, ts: int) -> None:
         """OLD (a file, or a directory: every path under it) is NEW from TS on."""
+        q = self._renames
+        q.append((ts, old, new))
+        while q and q[0][0] < ts - RENAME_KEEP_NS:
+            q.popleft()
+        work = len(self.fds) + len(self.handles) + len(self.inodes) + len(self.files)
+        if self._rename_work + work > RENAME_WORK_MAX:
+            if old in self.files:
+                self._move_account(old, new)
+            return
+        self._rename_work += work
         registered = [d for t in self.uring.values() for d, _ in t["files"].values()]
         for d in {id(d): d for d in (*self.fds.values(), *registered)}.values():
             moved = _moved(d.path, old, new)
@@ -712,10 +728,6 @@ class Classifier:
                 self.inodes[key] = moved
         for path in [p for p in self.files if _moved(p, old, new) is not None]:
             self._move_account(path, _moved(path, old, new) or new)
-        q = self._renames
-        q.append((ts, old, new))
-        while q and q[0][0] < ts - RENAME_KEEP_NS:
-            q.popleft()
 
     def _move_account(self, path: str, new: str) -> None:
         """PATH's account under its new name (added to an account already there: the file it

@@ -19,6 +19,7 @@ from .classify import MIN_APP_IO
 from .events import Event, not_data
 
 READS = {"pread64", "preadv", "preadv2", "read", "readv"}
+SCAN_MAX = 5_000_000  # (classify.RENAME_WORK_MAX: the same bound for the counters' opens)
 
 
 def size_class(bucket: int) -> str:
@@ -40,6 +41,7 @@ class CountedIo:
         self.paths: dict[int, str | None] = {}  # open serial -> path (its file's name now)
         self.was: dict[int, str] = {}  # open serial -> the path it was opened by, where renamed since
         self.serials: dict[str, list[int]] = {}  # path -> the opens of it (a rename of a file: no scan)
+        self.scanned = 0  # opens walked for renames of directories, at most SCAN_MAX (a stranger's recording)
         self.comms: dict[int, str] = {}
         self.counted: list[Event] = []
 
@@ -71,6 +73,10 @@ class CountedIo:
             return
         exact = self.serials.pop(old, None)
         # (a file: its opens by name; else maybe a directory: every path under it)
+        if exact is None and self.scanned + len(self.paths) > SCAN_MAX:
+            return
+        if exact is None:
+            self.scanned += len(self.paths)
         touched = exact if exact is not None else [s for s, p in self.paths.items() if p and p.startswith(old + "/")]
         for serial in touched:
             path = self.paths.get(serial)
