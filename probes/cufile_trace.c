@@ -801,7 +801,9 @@ TRACEPOINT_PROBE(io_uring, io_uring_submit_req) {
     } else if (u.len) {
         u.addr = rw[0];
     }
-    if (u.addr < 4096 || u.addr >= 0x800000000000ULL)
+    /* (IOSQE_BUFFER_SELECT, bit 5 of the request's flags too: the kernel picks a provided buffer at
+     * issue, the sqe's address is none) */
+    if (u.addr < 4096 || u.addr >= 0x800000000000ULL || (args->flags & (1 << 5)))
         u.addr = 0;
     if (args->flags & 1) {
         /* a fixed file (REQ_F_FIXED_FILE, bit 0 as IOSQE_FIXED_FILE) fires no io_uring_file_get: its
