@@ -1063,11 +1063,15 @@ TRACEPOINT_PROBE(sched, sched_process_exit) {
     u64 pt = bpf_get_current_pid_tgid();
     u32 tgid = pt >> 32, tid = (u32)pt;
     if (tid != tgid) {
-        int gone = traced.delete(&tid) == 0;   /* a thread of a traced process (fork added it) */
+        int forked = traced.delete(&tid) == 0;   /* a thread of a traced process (fork added it) */
         heirs.delete(&tid);
-        gone |= gpu_procs.delete(&tid) == 0;
+        int gone = forked | (gpu_procs.delete(&tid) == 0);
         if (gone)
             bump_epoch();
+        /* sched_process_fork announced it without saying it is a thread: the reader, which may not
+         * have seen it in /proc (a thread of a few ms), lists it under its process, not as one */
+        if (forked && traced.lookup(&tgid))
+            small_event(EV_PROC, PROC_THREAD_EXIT, tgid, tid);
         return 0;
     }
     if (!args->group_dead || !traced.lookup(&tgid))

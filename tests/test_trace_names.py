@@ -282,6 +282,12 @@ def test_a_thread_is_counted_under_its_process_not_listed_as_one():
     procs = {p["pid"]: p for p in _processes(c)}
     assert sorted(procs) == [100, 200] and procs[100]["threads"] == 2 and "threads" not in procs[200]
     assert procs[200]["ppid"] == 100
+    # a thread gone before the reader looked (a2 0): the kernel's thread_exit puts it under its process
+    c.feed(ev(3, "proc", "fork", [100, 103, 0, 0, 0, 0, 0]))
+    assert 103 in {p["pid"] for p in _processes(c)}
+    c.feed(ev(4, "proc", "thread_exit", [100, 103, 0, 0, 0, 0, 0]))
+    procs = {p["pid"]: p for p in _processes(c)}
+    assert sorted(procs) == [100, 200] and procs[100]["threads"] == 3
 
 
 def test_renameat2_exchange_swaps_the_two_names():

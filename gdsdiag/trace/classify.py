@@ -589,6 +589,24 @@ class Classifier:
             p["exe"] = e.path
         elif e.name == "exit":
             self._proc(a[0] if a else e.pid)["exited"] = True
+        elif e.name == "thread_exit" and len(a) > 1:
+            self._thread_ended(a[0], a[1])
+
+    def _thread_ended(self, pid: int, tid: int) -> None:
+        """Thread TID of PID ended (the kernel says so: probes/cufile_trace.c sched_process_exit). If
+        its fork was taken for a process's (it ended before the reader looked in /proc), it is one
+        thread more of PID instead. Events never carry a thread's id as their pid: nothing else
+        was counted under it."""
+        p = self.procs.get(tid)
+        if p is None or p.get("ppid") != pid or p.get("exe") or p["ios"]:
+            return
+        del self.procs[tid]
+        self._jobs.clear()
+        for key in [k for k in self.fds if k[0] == tid]:  # (the fork gave it its parent's descriptors)
+            self.fds.pop(key, None)
+            self.cloexec.discard(key)
+        parent = self._proc(pid)
+        parent["threads"] = parent.get("threads", 0) + 1
 
     def _on_open(self, e: Event) -> None:
         if not e.args:

@@ -90,11 +90,13 @@ FD_EVENTS = _table("""
     FDEV_UNNAMED_OPEN 5 unnamed_open    # (a0 fd) in version-2 recordings only
     FDEV_MMAP 6 mmap
 """)
-# ids of EV_PROC: fork (a0 parent, a1 child), exec (from the opens ring, with the program), exit (a0 pid)
+# ids of EV_PROC: fork (a0 parent, a1 child; a2 the reader's: 1 a thread), exec (from the opens ring,
+# with the program), exit (a0 pid), thread_exit (a0 pid, a1 thread id)
 PROC_EVENTS = _table("""
     PROC_FORK 1 fork
     PROC_EXEC 2 exec
     PROC_EXIT 3 exit
+    PROC_THREAD_EXIT 4 thread_exit  # (a0 its process, a1 the thread): a thread fork announced ended
 """)
 # ids of nvfs_kprobes.c's EV_KPROBE records
 KPROBE_EVENTS = _table("""
