@@ -145,6 +145,7 @@ def test_an_o_tmpfile_linked_by_its_descriptor_or_through_proc_gets_its_name():
         opened(6, 7, f"{D}/c.pt"),
         write(7, 7, 0x7F1000000000, MiB, 0),
         ev(8, "rename", "linkat", [-100, -100, 0], path=f"{D}/c.pt\0{D}/c-link.pt"),
+        ev(9, "rename", "linkat", [7, -100, 0x1000], path=f"\0{D}/c-link2.pt"),  # (a named file's fd: a hard link)
     ]
     c, vs = run(s)
     assert sorted(v["path"] for v in vs) == [f"{D}/a.pt", f"{D}/b.pt", f"{D}/c.pt"]

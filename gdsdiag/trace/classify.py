@@ -73,6 +73,7 @@ RENAMES_KEPT = 512  # at most (each verdict of an I/O before the last rename wal
 # stranger's: a million renames over a million descriptors must not take hours); beyond it a rename
 # moves the per-file account of that exact path only
 RENAME_WORK_MAX = 5_000_000
+TMPFILE_NAME = "(unnamed O_TMPFILE"  # an O_TMPFILE's name until a linkat names it: "DIR/(unnamed O_TMPFILE, fd N)"
 RENAMED_FROM_MAX = 8  # earlier names kept per file (renamed_from); a file saved a thousand times names the first
 URING_READ_OPS, URING_WRITE_OPS = (
     {1, 4, 22},
@@ -635,7 +636,7 @@ class Classifier:
                 e.path = src.path
         if flags & O_TMPFILE == O_TMPFILE:
             # an unnamed file in that directory, until a linkat names it (_on_rename): one name per open
-            e.path = f"{e.path.rstrip('/')}/(unnamed O_TMPFILE, fd {fd})"
+            e.path = f"{e.path.rstrip('/')}/{TMPFILE_NAME}, fd {fd})"
         self.fds[key] = _Desc(e.path, pos, bool(flags & O_APPEND))
         if flags & O_CLOEXEC:
             self.cloexec.add(key)
@@ -709,15 +710,17 @@ class Classifier:
         return base.path.rstrip("/") + "/" + path if base else path
 
     def _linked(self, pid: int, old: str, dfd: int, flags: int) -> _Desc | None:
-        """The open file a linkat names (AT_EMPTY_PATH: descriptor DFD; /proc/self/fd/N followed),
-        or None for a link of a path (a hard link: the old name stays)."""
+        """The unnamed O_TMPFILE a linkat names (AT_EMPTY_PATH: descriptor DFD; /proc/self/fd/N
+        followed), or None: a link of a path, or of a file that has a name, is a second name (a hard
+        link), and the first stays."""
+        d = None
         if not old and flags & AT_EMPTY_PATH:
-            return self.fds.get((pid, dfd))
+            d = self.fds.get((pid, dfd))
         m = _PROC_FD_RE.match(old)
         if m and flags & AT_SYMLINK_FOLLOW:
             owner = pid if m.group(1) in ("self", "thread-self") else int(m.group(1))
-            return self.fds.get((owner, int(m.group(2))))
-        return None
+            d = self.fds.get((owner, int(m.group(2))))
+        return d if d is not None and TMPFILE_NAME in d.path else None
 
     def _rename(self, old: str, new: str, ts: int) -> None:
         """OLD (a file, or a directory: every path under it) is NEW from TS on."""
