@@ -887,9 +887,10 @@ static __always_inline int uring_register_enter(s64 fd, u32 op, u64 arg, u32 nr)
     uring_reg_args.update(&pt, &a);
     return 0;
 }
-/* io_uring_files_update {u32 offset, resv; u64 fds}; io_uring_rsrc_register {u32 nr, flags; u64 resv2,
- * data, tags}; io_uring_rsrc_update2 {u32 offset, resv; u64 data, tags; u32 nr, resv2} */
-struct uring_rsrc_t { u32 w0; u32 w1; u64 q1; u64 q2; u64 q3; u32 nr; u32 pad; };
+/* io_uring_files_update {u32 offset, resv; u64 fds} (16 bytes); io_uring_rsrc_register {u32 nr,
+ * flags; u64 resv2, data, tags} and io_uring_rsrc_update2 {u32 offset, resv; u64 data, tags; u32 nr,
+ * resv2} (32 bytes): each read at its own size (a struct may end at its page's end) */
+struct uring_rsrc_t { u32 w0; u32 w1; u64 q1; u64 q2; u64 q3; };
 static __always_inline int uring_register_exit(s64 ret) {
     u64 pt = bpf_get_current_pid_tgid();
     struct uring_reg_arg_t *p = uring_reg_args.lookup(&pt);
@@ -903,7 +904,9 @@ static __always_inline int uring_register_exit(s64 ret) {
     u64 data = a.arg;
     u32 n = a.nr, base = 0, op = a.op;
     struct uring_rsrc_t r = {};
-    if (op == 6 || op == 13 || op == 14 || op == 15 || op == 16)
+    if (op == 6)
+        bpf_probe_read_user(&r, 16, (void *)a.arg);
+    else if (op >= 13)
         bpf_probe_read_user(&r, sizeof(r), (void *)a.arg);
     if (op == 1 || op == 3) {
         n = 0;
@@ -913,7 +916,7 @@ static __always_inline int uring_register_exit(s64 ret) {
         n = (r.w1 & 1) ? 0 : r.w0;      /* IORING_RSRC_REGISTER_SPARSE: empty slots */
         data = r.q2;
     } else if (op == 14 || op == 16) {
-        base = r.w0; data = r.q1; n = r.nr;
+        base = r.w0; data = r.q1; n = (u32)r.q3;
     }
     int files = op == 2 || op == 3 || op == 6 || op == 13 || op == 14;
     u32 per = files ? 6 : 1;

@@ -1,8 +1,10 @@
 /* io_uring with registered files and buffers (raw syscalls, no liburing), as fast loaders use it:
- * FILE is written with WRITE_FIXED from registered buffer 1 through registered file 0 (the fd is
- * closed right after IORING_REGISTER_FILES: the ring keeps the file), read back with READ_FIXED into
- * registered buffer 0 and with a plain READ into a buffer of its own, both through the fixed file;
- * then FILE2 replaces entry 0 (IORING_REGISTER_FILES_UPDATE) and is read with READ_FIXED. Prints
+ * two buffers registered (IORING_REGISTER_BUFFERS2), FILE is written with WRITE_FIXED from registered
+ * buffer 1 through registered file 0 (the fd is closed right after IORING_REGISTER_FILES: the ring
+ * keeps the file), read back with READ_FIXED into registered buffer 0 and with a plain READ into a
+ * buffer of its own, both through the fixed file; then FILE2 replaces entry 0
+ * (IORING_REGISTER_FILES_UPDATE) and is read with READ_FIXED, and FILE, opened again, fills the
+ * sparse entry 1 (IORING_REGISTER_FILES_UPDATE2) and is read through it. Prints
  * "op <write|read> SIZE OFFSET RESULT BUFFER PATH" per request, for tests/test_trace_names_live.py.
  * With a third argument "gpu" (the GPU machine: libcuda.so.1 loaded with dlopen, no CUDA headers
  * needed) each READ_FIXED's buffer is then copied to the GPU (cuMemcpyHtoD_v2) and "copy BUFFER SIZE"
@@ -117,8 +119,9 @@ int main(int argc, char **argv) {
     memset(bufs, 'r', 2 * SZ);
     memset(own, 'o', SZ);
     struct iovec iov[2] = {{bufs, SZ}, {bufs + SZ, SZ}};
-    if (syscall(__NR_io_uring_register, ring, IORING_REGISTER_BUFFERS, iov, 2) < 0) {
-        perror("IORING_REGISTER_BUFFERS");
+    struct io_uring_rsrc_register reg = {.nr = 2, .data = (unsigned long)iov};
+    if (syscall(__NR_io_uring_register, ring, IORING_REGISTER_BUFFERS2, &reg, sizeof(reg)) < 0) {
+        perror("IORING_REGISTER_BUFFERS2");
         return 3;
     }
     int fd = open(argv[1], O_CREAT | O_RDWR | O_TRUNC, 0600);
@@ -152,5 +155,14 @@ int main(int argc, char **argv) {
     close(fd2);
     report("read", SZ, SZ, submit(IORING_OP_READ_FIXED, 0, bufs + SZ, SZ, SZ, 1), bufs + SZ, argv[2]);
     to_gpu(bufs + SZ);
+    /* entry 1 (sparse until now) becomes FILE, opened again (IORING_REGISTER_FILES_UPDATE2) */
+    int again = open(argv[1], O_RDONLY);
+    struct io_uring_rsrc_update2 up2 = {.offset = 1, .data = (unsigned long)&again, .nr = 1};
+    if (again < 0 || syscall(__NR_io_uring_register, ring, IORING_REGISTER_FILES_UPDATE2, &up2, sizeof(up2)) < 0) {
+        perror("IORING_REGISTER_FILES_UPDATE2");
+        return 3;
+    }
+    close(again);
+    report("read", SZ, 0, submit(IORING_OP_READ_FIXED, 1, bufs, SZ, 0, 0), bufs, argv[1]);
     return 0;
 }
