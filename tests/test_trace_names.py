@@ -329,3 +329,22 @@ def test_a_stream_of_renames_costs_bounded_time():
         c.feed(renamed(600 + i / 1000, f"{D}/f0" if i == 0 else f"{D}/g{i - 1}", f"{D}/g{i}"))
     assert time.perf_counter() - t < 5
     assert [f["path"] for f in c.file_summary()] == [f"{D}/g19999"]
+
+
+def test_a_sparse_table_filled_by_updates_and_buffers_updated():
+    """IORING_REGISTER_FILES2 with IORING_RSRC_REGISTER_SPARSE (the probe sends 0 entries: an empty
+    table), IORING_REGISTER_FILES_UPDATE2 at entry 3, IORING_REGISTER_BUFFERS_UPDATE at entry 2, and
+    an update with IORING_REGISTER_FILES_SKIP (-2) that leaves entry 3 as it is."""
+    s = [
+        opened(0, 5, "/models/a.bin"),
+        register(1, 13, 0, 0, [0, 0, 0], k=0),
+        register(2, 14, 3, 1, fds(5), k=1),
+        register(3, 16, 2, 1, [0x7F1000000000, MiB, 0], k=1),
+        register(4, 6, 3, 1, fds(-2), k=1),
+        ev(5, "fd", "close", [5]),
+        uring(6, 3, 0x7F1000000000 + 4096, MiB - 4096, 0),
+    ]
+    _, vs = run(s, end_ms=10_000)
+    (v,) = vs
+    assert v["path"] == "/models/a.bin"
+    assert "registered file #3 (fd 5 when registered), in registered buffer #2 (0x7f1000000000" in v["evidence"][0]
