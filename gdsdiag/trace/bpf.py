@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import GdsdiagError
 from . import evidence
 from .eventdefs import API as API_IDS
-from .eventdefs import EVENT_SIZE, EVENT_STRUCT, FD_KINDS, OPEN_FIELDS, OPEN_STRUCT, c_defines
+from .eventdefs import EVENT_SIZE, EVENT_STRUCT, FD_KINDS, OPEN_FIELDS, OPEN_KINDS, OPEN_STRUCT, RENAMES, c_defines
 from .eventdefs import KINDS as EVENT_KINDS
 from .eventdefs import SYSCALLS as SYSCALL_IDS
 from .events import API_NAMES, FD_NAMES, KINDS, KPROBE_NAMES, PROC_NAMES, SYS_NAMES, Event, not_data
@@ -255,6 +255,11 @@ REC_STRIDE = (8 + EVENT_SIZE + 7) & ~7
 _REC_TS = struct.Struct("<8xQ")  # a record's timestamp
 _SYNC_IO = frozenset(("cuFileRead", "cuFileWrite"))
 REC_STRUCT = struct.Struct(f"<8x{EVENT_STRUCT.format.lstrip('<')}{REC_STRIDE - 8 - EVENT_SIZE}x")
+OPEN_EXEC, OPEN_RENAME_FROM, OPEN_RENAME_TO = (
+    dict(OPEN_KINDS)[k] for k in ("OPEN_EXEC", "OPEN_RENAME_FROM", "OPEN_RENAME_TO")
+)
+RENAME_NAMES = {v: name for _, v, name in RENAMES}
+O_TMPFILE = 0o20000000  # (__O_TMPFILE: an unnamed file in the directory the open names)
 ADOPTED_SERIAL = 1 << 52  # serials of descriptors adopted from /proc (the kernel's count from 1 << 12)
 _EV_SYS_EXIT = dict((n, v) for n, v, *_ in EVENT_KINDS)["EV_SYS_EXIT"]
 _EV_API_EXIT = dict((n, v) for n, v, *_ in EVENT_KINDS)["EV_API_EXIT"]
@@ -297,7 +302,7 @@ def _tally_uniform(blob: bytes, into: Unclassified, cufile_exits: Counter | None
     return True
 
 
-_USDT, _HANDLE_REGISTER = 1, 2  # how a record is decoded beyond its kind and name (_record_name)
+_USDT, _HANDLE_REGISTER, _FORK = 1, 2, 3  # how a record is decoded beyond its kind and name (_record_name)
 
 
 def _record_name(typ: int, rid: int) -> tuple[str, str, int]:
@@ -310,7 +315,8 @@ def _record_name(typ: int, rid: int) -> tuple[str, str, int]:
     if kind == "usdt":
         return kind, "", _USDT
     if kind in ("fd", "proc"):
-        return kind, (FD_NAMES if kind == "fd" else PROC_NAMES).get(rid, str(rid)), 0
+        name = (FD_NAMES if kind == "fd" else PROC_NAMES).get(rid, str(rid))
+        return kind, name, _FORK if name == "fork" else 0
     if kind == "pages":
         return kind, "page_cache_fill", 0
     if kind in ("blk_issue", "blk_done"):
@@ -409,6 +415,7 @@ class Probes:
         self.lost = 0
         self._perf_lost = 0
         self._events: list[Event] = []
+        self._rename_from: dict[int, tuple[str, int]] = {}  # tid -> a rename's old path and dfd (_on_rename)
         self._held: list[Event] = []
         self._held_ts: list[int] = []  # their timestamps (poll: _in_order)
         self._lost_read_ns = 0
@@ -1109,6 +1116,8 @@ class Probes:
             elif how == _USDT:  # named by the sites attached so far; a6 is its argument count
                 args = [a0, a1, a2, a3, a4, a5][: min(a6, 6)] if a6 else []
                 out.append(Event(ts, pid, tid, kind, usdt.get(rid, f"usdt#{rid}"), args, comm, None))
+            elif how == _FORK:  # (a2 1: the child is a thread of the parent, as /proc has it now)
+                out.append(Event(ts, pid, tid, kind, name, [a0, a1, _is_thread(a0, a1), a3, a4, a5, a6], comm, None))
             else:  # _HANDLE_REGISTER (rare): the fd's file as it is now
                 out.append(Event(ts, pid, tid, kind, name, [a0, a1, a2, a3, a4, a5, a6], comm, _fd_path(pid, a1)))
         return partial_ts
@@ -1116,18 +1125,14 @@ class Probes:
     def _on_open(self, ctx, data, size) -> None:
         r = _OpenRecord(*OPEN_STRUCT.unpack_from(ctypes.string_at(data, OPEN_STRUCT.size)))
         path = r.path.split(b"\0", 1)[0].decode(errors="replace")
-        if r.fd == -2:
+        if r.fd == OPEN_EXEC:
             comm = r.comm.split(b"\0", 1)[0].decode(errors="replace")
             self._events.append(Event(r.ts, r.pid, r.tid, "proc", "exec", [], comm, path))
             return
-        if path and not path.startswith("/"):
-            # relative to the cwd or to a directory fd (directory fds are not traced: they carry no
-            # data), as the process has them when we see the open
-            where = "cwd" if r.dfd == -100 else f"fd/{r.dfd}"
-            try:
-                path = os.path.join(os.readlink(f"/proc/{r.pid}/{where}"), path)
-            except OSError:
-                pass
+        path = _absolute(path, r.pid, r.dfd)
+        if r.fd in (OPEN_RENAME_FROM, OPEN_RENAME_TO):
+            self._on_rename(r, path)
+            return
         dev = ino = 0
         if path.startswith(("/proc/self/", "/proc/thread-self/")):
             path_here = f"/proc/{r.pid}/" + path.split("/", 3)[3]  # their /proc/self, not ours
@@ -1139,7 +1144,7 @@ class Probes:
         # each) and a CUDA library (named so its copy can be probed: libcublasLt's 259 MB came as
         # 66k fill events from a cold page cache) have none. Not for a path the classifier never
         # counts as data either, nor one relative to a directory fd (the classifier joins it).
-        if r.serial and path.startswith("/") and not not_data(path):
+        if r.serial and path.startswith("/") and not not_data(path) and not r.flags & O_TMPFILE:
             try:
                 st = os.stat(path_here)
                 dev, ino = (os.major(st.st_dev) << 20) | os.minor(st.st_dev), st.st_ino
@@ -1148,6 +1153,22 @@ class Probes:
                 pass
         self._events.append(
             Event(r.ts, r.pid, r.tid, "open", "openat", [r.fd, r.flags, 0, dev, ino, r.dfd, r.serial], "", path)
+        )
+
+    def _on_rename(self, r, path: str) -> None:
+        """The two halves of a rename (probes/cufile_trace.c rename_exit), one after the other from
+        one thread: one "rename" event, its path "OLD\\0NEW" (no path holds a NUL; the recording's
+        path field stays one string), args [old dfd, new dfd, flags]. A half without its other half
+        (the ring was full for it) is dropped."""
+        if r.fd == OPEN_RENAME_FROM:
+            self._rename_from[r.tid] = (path, r.dfd)
+            return
+        old = self._rename_from.pop(r.tid, None)
+        if old is None:
+            return
+        name = RENAME_NAMES.get(r.serial, "rename")
+        self._events.append(
+            Event(r.ts, r.pid, r.tid, "rename", name, [old[1], r.dfd, r.flags], "", old[0] + "\0" + path)
         )
 
     def add_data_inode(self, dev: int, ino: int) -> None:
@@ -1325,6 +1346,27 @@ def cuda_copy_handler(sym: str) -> str | None:
     if not m:
         return None
     return {"HtoD": "memcpy_htod", "DtoH": "memcpy_dtoh", "": "memcpy_any"}[m.group(1)]
+
+
+def _absolute(path: str, pid: int, dfd: int) -> str:
+    """PATH relative to the cwd (DFD -100) or to a directory fd (directory fds are not traced: they
+    carry no data), as the process has them when the reader sees the call; an absolute or empty PATH
+    as it is."""
+    if not path or path.startswith("/"):
+        return path
+    where = "cwd" if dfd == -100 else f"fd/{dfd}"
+    try:
+        return os.path.join(os.readlink(f"/proc/{pid}/{where}"), path)
+    except OSError:
+        return path
+
+
+def _is_thread(parent: int, child: int) -> int:
+    """1 if CHILD (a task sched_process_fork announced) is a thread of process PARENT: its tid is
+    in PARENT's task directory. The tracepoint does not say (clone's CLONE_THREAD is not among its
+    fields, and the probes read no task struct); a thread gone before the reader looks stays 0, as
+    every fork was before (listed as a process of its own)."""
+    return 1 if child != parent and os.path.exists(f"/proc/{parent}/task/{child}") else 0
 
 
 def _fd_path(pid: int, fd: int) -> str | None:

@@ -39,6 +39,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from ..routes import Route
+from . import eventdefs
 from .content import ContentCheck, CopySample, recorded_answers
 from .dataflow import RETAIN_NS, DataFlow, MappedFile, Source, Taken, TakenRead, staged_ok
 from .events import API_NAMES, NVFS_IOCTLS, SYS_NAMES, Event, not_data
@@ -66,12 +67,27 @@ MIN_APP_IO = 4096
 CUDA_LIBS = ("libcuda.so", "libcudart.so", "libcufile.so")
 MAX_FILES = 20_000  # files accounted one by one in the summary; the rest together
 IN_KERNEL = {"copy_file_range", "sendfile", "splice"}  # both sides in the kernel: never a GPU
-O_APPEND, O_CLOEXEC = 0o2000, 0o2000000
+O_APPEND, O_CLOEXEC, O_TMPFILE = 0o2000, 0o2000000, 0o20000000  # (O_TMPFILE: __O_TMPFILE, without O_DIRECTORY)
+AT_SYMLINK_FOLLOW, AT_EMPTY_PATH, RENAME_EXCHANGE = 0x400, 0x1000, 2
+RENAME_KEEP_NS = 120_000_000_000  # renames kept for the names of verdicts still to come (held 35 s at most)
+RENAMES_KEPT = 512  # at most (each verdict of an I/O before the last rename walks them)
+# descriptors, handles, inodes and accounts a trace's renames may walk in all (a recording is a
+# stranger's: a million renames over a million descriptors must not take hours); beyond it a rename
+# moves the per-file account of that exact path only
+RENAME_WORK_MAX = 5_000_000
+TMPFILE_NAME = "(unnamed O_TMPFILE"  # an O_TMPFILE's name until a linkat names it: "DIR/(unnamed O_TMPFILE, fd N)"
+RENAMED_FROM_MAX = 8  # earlier names kept per file (renamed_from); a file saved a thousand times names the first
 URING_READ_OPS, URING_WRITE_OPS = (
     {1, 4, 22},
     {2, 5, 23},
 )  # IORING_OP_READV, READ_FIXED, READ / WRITEV, WRITE_FIXED, WRITE
 AIO_READ_OPS, AIO_WRITE_OPS = {0, 7}, {1, 8}  # IOCB_CMD_PREAD, PREADV / PWRITE, PWRITEV
+# io_uring_register opcodes (uapi io_uring.h): the registrations that start a table (FILES, FILES2,
+# BUFFERS, BUFFERS2), that change entries of one (FILES_UPDATE(2), BUFFERS_UPDATE), of files
+URING_REG_NEW, URING_REG_UPDATE, URING_REG_FILES = {0, 2, 13, 15}, {6, 14, 16}, {2, 3, 6, 13, 14}
+URING_FILE_SKIP = -2  # IORING_REGISTER_FILES_SKIP: an update leaves that entry as it is
+URING_REG_MAX_BUFS = dict(eventdefs.CONSTANTS)["URING_REG_RECORDS"]  # the probe sends these many
+URING_REG_MAX_FILES = 6 * URING_REG_MAX_BUFS
 
 
 @dataclass(slots=True)
@@ -450,6 +466,13 @@ class Classifier:
         self.flow = DataFlow(self.job_of)  # file bytes in host memory and the copies that take them
         self.use_content(ContentCheck())  # (a replay without recorded answers: nothing is checked)
         self.files: dict[str, dict] = {}  # path -> what its bytes did (file_summary)
+        # (time, old path, new path) of the renames of the last RENAME_KEEP_NS: a verdict decided after
+        # a rename, of an I/O before it, takes the file's new name (_final_name)
+        self._renames: deque[tuple[int, str, str]] = deque(maxlen=RENAMES_KEPT)
+        self._rename_work = 0  # (RENAME_WORK_MAX)
+        # (pid, ring fd) -> io_uring registered tables: "files" {index: _Desc | None}, "bufs" {index:
+        # (base, length)}, and the tables' sizes when larger than the probe sends (_on_uring_register)
+        self.uring: dict[tuple[int, int], dict] = {}
         self.cgroup_job = False  # --cgroup: the whole cgroup is one job
         # processes that opened a CUDA library (or were forked from one, or adopted with --pid): only
         # their file bytes can be another process's staged copy (a cp or tar in the same tree cannot)
@@ -486,6 +509,7 @@ class Classifier:
             "api_exit": self._on_api_exit,
             "bounces": self._on_bounces,
             "batch_req": self._on_batch_req,
+            "rename": self._on_rename,
             "usdt": self._on_evidence,
             "kprobe": self._on_evidence,
         }
@@ -529,7 +553,12 @@ class Classifier:
 
     def _on_proc(self, e: Event) -> None:
         a = e.args
-        if e.name == "fork" and len(a) > 1:
+        if e.name == "fork" and len(a) > 2 and a[2] == 1:
+            # a thread (bpf._is_thread): one task more of its process, not a process (its events come
+            # with the process's pid); counted under it (the summary's processes say "threads")
+            p = self._proc(a[0])
+            p["threads"] = p.get("threads", 0) + 1
+        elif e.name == "fork" and len(a) > 1:
             parent, child = a[0], a[1]
             # the child starts with the parent's descriptors, sharing their file descriptions
             for (pid, fd), d in list(self.fds.items()):
@@ -543,6 +572,9 @@ class Classifier:
             if parent in self.cuda_procs:
                 self.cuda_procs.add(child)
             self.flow.inherit(parent, child, e.ts)  # (after the parent link: the child is in its job)
+            for (pid, ring), t in list(self.uring.items()):  # (its rings too, with their registrations)
+                if pid == parent:
+                    self.uring[(child, ring)] = {k: v.copy() if isinstance(v, dict) else v for k, v in t.items()}
         elif e.name == "exec":
             for key, run in [(k, r) for k, r in self.page_runs.items() if k[0] == e.pid]:
                 self._close_page_run(key, run)  # while the old image's mappings are still known
@@ -561,6 +593,24 @@ class Classifier:
             p["exe"] = e.path
         elif e.name == "exit":
             self._proc(a[0] if a else e.pid)["exited"] = True
+        elif e.name == "thread_exit" and len(a) > 1:
+            self._thread_ended(a[0], a[1])
+
+    def _thread_ended(self, pid: int, tid: int) -> None:
+        """Thread TID of PID ended (the kernel says so: probes/cufile_trace.c sched_process_exit). If
+        its fork was taken for a process's (it ended before the reader looked in /proc), it is one
+        thread more of PID instead. Events never carry a thread's id as their pid: nothing else
+        was counted under it."""
+        p = self.procs.get(tid)
+        if p is None or p.get("ppid") != pid or p.get("exe") or p["ios"]:
+            return
+        del self.procs[tid]
+        self._jobs.clear()
+        for key in [k for k in self.fds if k[0] == tid]:  # (the fork gave it its parent's descriptors)
+            self.fds.pop(key, None)
+            self.cloexec.discard(key)
+        parent = self._proc(pid)
+        parent["threads"] = parent.get("threads", 0) + 1
 
     def _on_open(self, e: Event) -> None:
         if not e.args:
@@ -587,6 +637,9 @@ class Classifier:
             src = self.fds.get((owner, int(m.group(2))))
             if src is not None:
                 e.path = src.path
+        if flags & O_TMPFILE == O_TMPFILE:
+            # an unnamed file in that directory, until a linkat names it (_on_rename): one name per open
+            e.path = f"{e.path.rstrip('/')}/{TMPFILE_NAME}, fd {fd})"
         self.fds[key] = _Desc(e.path, pos, bool(flags & O_APPEND))
         if flags & O_CLOEXEC:
             self.cloexec.add(key)
@@ -620,6 +673,121 @@ class Classifier:
                     self.flow.add_map(e.pid, d.path, e.ts, a[1], a[2], a[3])
             elif a[1] > 0 and a[2] > 0:
                 self.flow.add_foreign_map(e.pid, e.ts, a[1], a[2])
+
+    def _on_rename(self, e: Event) -> None:
+        """rename/renameat/renameat2 (path "OLD\\0NEW", args [old dfd, new dfd, flags]), or linkat of a
+        descriptor (AT_EMPTY_PATH, or /proc/self/fd/N with AT_SYMLINK_FOLLOW: an O_TMPFILE given its
+        name). From now on the file is NEW: the descriptors open on it, its account (file_summary),
+        the registered io_uring files, the counted I/O (counted.py reads the resolved event), and
+        the verdicts still to come of its I/O before the rename (_final_name). A plain hard link
+        leaves the old name in place: not a rename."""
+        old, _, new = (e.path or "").partition("\0")
+        e.path = None  # (what counted.CountedIo reads: set below to the rename as applied, if it is one)
+        a = e.args + [-100, -100, 0]
+        new = self._joined(e.pid, new, a[1])
+        if e.name == "linkat":
+            d = self._linked(e.pid, old, a[0], a[2])
+            if d is None:
+                return
+            old = d.path
+        else:
+            old = self._joined(e.pid, old, a[0])
+        if not old.startswith("/") or not new.startswith("/") or old == new:
+            return
+        e.path = old + "\0" + new
+        if e.name == "renameat2" and a[2] & RENAME_EXCHANGE:
+            # (the two names swap: through a name no path has, at the same time, in order)
+            swap = old + "\0exchange"
+            self._rename(old, swap, e.ts)
+            self._rename(new, old, e.ts)
+            self._rename(swap, new, e.ts)
+        else:
+            self._rename(old, new, e.ts)
+
+    def _joined(self, pid: int, path: str, dfd: int) -> str:
+        """PATH relative to directory fd DFD, where the reader left it relative (it could not read
+        /proc/PID/fd/DFD) and the traced table names that directory."""
+        if path.startswith("/") or dfd < 0:
+            return path
+        base = self.fds.get((pid, dfd))
+        return base.path.rstrip("/") + "/" + path if base else path
+
+    def _linked(self, pid: int, old: str, dfd: int, flags: int) -> _Desc | None:
+        """The unnamed O_TMPFILE a linkat names (AT_EMPTY_PATH: descriptor DFD; /proc/self/fd/N
+        followed), or None: a link of a path, or of a file that has a name, is a second name (a hard
+        link), and the first stays."""
+        d = None
+        if not old and flags & AT_EMPTY_PATH:
+            d = self.fds.get((pid, dfd))
+        m = _PROC_FD_RE.match(old)
+        if m and flags & AT_SYMLINK_FOLLOW:
+            owner = pid if m.group(1) in ("self", "thread-self") else int(m.group(1))
+            d = self.fds.get((owner, int(m.group(2))))
+        return d if d is not None and TMPFILE_NAME in d.path else None
+
+    def _rename(self, old: str, new: str, ts: int) -> None:
+        """OLD (a file, or a directory: every path under it) is NEW from TS on."""
+        q = self._renames
+        q.append((ts, old, new))
+        while q and q[0][0] < ts - RENAME_KEEP_NS:
+            q.popleft()
+        work = len(self.fds) + len(self.handles) + len(self.inodes) + len(self.files)
+        if self._rename_work + work > RENAME_WORK_MAX:
+            if old in self.files:
+                self._move_account(old, new)
+            return
+        self._rename_work += work
+        registered = [d for t in self.uring.values() for d, _ in t["files"].values()]
+        for d in {id(d): d for d in (*self.fds.values(), *registered)}.values():
+            moved = _moved(d.path, old, new)
+            if moved is not None:
+                d.path = moved
+        for key, (fd, path) in list(self.handles.items()):
+            moved = _moved(path, old, new) if path else None
+            if moved is not None:
+                self.handles[key] = (fd, moved)
+        for key, path in list(self.inodes.items()):
+            moved = _moved(path, old, new)
+            if moved is not None:
+                self.inodes[key] = moved
+        for path in [p for p in self.files if _moved(p, old, new) is not None]:
+            self._move_account(path, _moved(path, old, new) or new)
+
+    def _move_account(self, path: str, new: str) -> None:
+        """PATH's account under its new name (added to an account already there: the file it
+        replaced had that name too, as a checkpoint saved again over its last copy), the old name in
+        renamed_from."""
+        f = self.files.pop(path)
+        f["path"] = new
+        names = f.setdefault("renamed_from", [])
+        if path not in names and len(names) < RENAMED_FROM_MAX and "\0" not in path:  # (not an exchange's step)
+            names.append(path)
+        into = self.files.get(new)
+        if into is None:
+            self.files[new] = f
+            return
+        for k in ("ios", "bytes", "page_cache_bytes", "device_fill_bytes"):
+            into[k] += f[k]
+        for k, n in f["routes"].items():
+            into["routes"][k] = into["routes"].get(k, 0) + n
+        for k in ("via", "pids", "how"):
+            into[k] |= f[k]
+        into["max_offset"] = max(into["max_offset"], f["max_offset"])
+        if f.get("inferred"):
+            into["inferred"] = True
+        kept = into.setdefault("renamed_from", [])
+        kept += [n for n in names if n not in kept][: RENAMED_FROM_MAX - len(kept)]
+
+    def _final_name(self, path: str, ts: int) -> str:
+        """The name of the file PATH named at TS, after the renames since."""
+        if self._renames[-1][0] <= ts:
+            return path  # (most verdicts: of an I/O after the last rename, such as a start-up's .pyc writes)
+        for t, old, new in self._renames:
+            if t > ts:
+                moved = _moved(path, old, new)
+                if moved is not None:
+                    path = moved
+        return path
 
     def _on_pages(self, e: Event) -> None:
         """Page-cache fills outside read syscalls (mmap faults and their readahead): consecutive
@@ -730,27 +898,10 @@ class Classifier:
                 None,
                 "Linux AIO request (completion not traced: size is the request's)",
             )
-        elif name == "io_uring":
-            op = "read" if a[2] in URING_READ_OPS else "write" if a[2] in URING_WRITE_OPS else None
-            if op is None:
-                return
-            off = a[3]
-            if a[4] & 1:  # IOSQE_FIXED_FILE: a registered-file index, not an fd
-                path = None
-                note = f"io_uring request on registered file #{a[0]} (its path is not known)"
-            else:
-                d = self._desc(e, a[0])
-                path = d.path if d else None
-                note = "io_uring request (buffer address not traced)"
-                if d is not None and off == -1:
-                    off = d.pos
-                    if ret > 0:
-                        d.pos += ret
-            if path is None and not (a[4] & 1):
-                return
-            self._host_io(
-                e, "io_uring", op, path or f"<io_uring fixed file {a[0]}>", off, max(ret, 0), ret, None, a[6], note
-            )
+        elif name in ("io_uring_rw", "io_uring"):
+            self._on_uring_rw(e, a, ret)
+        elif name == "io_uring_register":
+            self._on_uring_register(e.pid, a)
         elif name in ("copy_file_range", "sendfile", "splice"):
             # both sides stay in the kernel: a file read and/or written, never a GPU
             for fd, offi, op in ((a[0], 3, "read"), (a[1], 4, "write")):
@@ -774,6 +925,121 @@ class Classifier:
                     a[6],
                     f"{name} fd {a[0]} -> fd {a[1]}: an in-kernel copy, no user buffer",
                 )
+
+    def _on_uring_rw(self, e: Event, a: list, ret: int) -> None:
+        """One io_uring read or write. io_uring_rw (probes/cufile_trace.c uring_t): a1 the buffer
+        address (0: not known), a2 the opcode | (ring fd + 1) << 32; io_uring, the older record: a1
+        user_data, a2 the opcode. A fixed-file request (IOSQE_FIXED_FILE) names an index into the
+        ring's registered files (_on_uring_register), a READ_FIXED/WRITE_FIXED buffer lies in one of
+        its registered buffers."""
+        opcode = a[2] & 0xFF
+        op = "read" if opcode in URING_READ_OPS else "write" if opcode in URING_WRITE_OPS else None
+        if op is None:
+            return
+        rw = e.name == "io_uring_rw"
+        ring = (a[2] >> 32) - 1 if rw else -1
+        buf = (a[1] or None) if rw else None
+        fixed_buf = opcode in (4, 5)  # READ_FIXED, WRITE_FIXED
+        tables = self._uring_tables(e.pid, ring) if a[4] & 1 or fixed_buf else None
+        if a[4] & 1:  # IOSQE_FIXED_FILE: a registered-file index, not an fd
+            d, note = self._fixed_file(tables, a[0])
+        else:
+            d = self._desc(e, a[0])
+            note = "" if buf else "io_uring request (buffer address not traced)"
+        if fixed_buf:
+            note = ", ".join(filter(None, (note, self._fixed_buffer(tables, buf))))
+        off = a[3]
+        if d is None:
+            if not (a[4] & 1):
+                return
+            path = f"<io_uring fixed file {a[0]}>"
+        else:
+            path = d.path
+            if off == -1:
+                off = d.pos
+                if ret > 0:
+                    d.pos += ret
+        self._host_io(e, "io_uring", op, path, off, max(ret, 0), ret, buf, a[6], note)
+
+    def _uring_tables(self, pid: int, ring: int) -> dict | None:
+        """The registered tables of PID's ring RING; with RING not known (-1: an SQPOLL thread
+        submitted it) or registered under another number (a registered ring's index), the process's
+        only ring with tables."""
+        t = self.uring.get((pid, ring))
+        if t is None:
+            mine = [v for (p, _), v in self.uring.items() if p == pid]
+            t = mine[0] if len(mine) == 1 else None
+        return t
+
+    @staticmethod
+    def _fixed_file(tables: dict | None, index: int) -> tuple[_Desc | None, str]:
+        """The open file at INDEX of a ring's registered files, and the evidence that says so."""
+        files = tables["files"] if tables else {}
+        hit = files.get(index)
+        if hit is not None:
+            return hit[0], f"io_uring request on registered file #{index} (fd {hit[1]} when registered)"
+        size = tables.get("files_n", 0) if tables else 0
+        if size > len(files) and index >= URING_REG_MAX_FILES:
+            why = f"the ring registered {size} files, the first {URING_REG_MAX_FILES} are traced"
+        elif tables is None:
+            why = "no registration of the ring's files was traced"
+        else:
+            why = "not a data file the trace named when it was registered"
+        return None, f"io_uring request on registered file #{index} (its path is not known: {why})"
+
+    @staticmethod
+    def _fixed_buffer(tables: dict | None, buf: int | None) -> str:
+        """Evidence of a READ_FIXED/WRITE_FIXED address: which registered buffer holds it."""
+        if not buf:
+            return ""
+        bufs = (tables or {}).get("bufs", {})
+        for i, (base, n) in sorted(bufs.items()):
+            if base <= buf < base + n:
+                return f"in registered buffer #{i} ({base:#x}, {n} bytes)"
+        size = (tables or {}).get("bufs_n", 0)
+        more = (
+            f" (the ring registered {size} buffers, the first {URING_REG_MAX_BUFS} are traced)"
+            if size > len(bufs)
+            else ""
+        )
+        return "in no registered buffer the trace saw" + more
+
+    def _on_uring_register(self, pid: int, a: list) -> None:
+        """One record of an io_uring_register (probes/cufile_trace.c uring_register_exit): a0 the
+        ring's fd, a1 the opcode | entries here << 8, a2 the table index of the first, a3 the call's
+        entries, a4..a6 six s32 descriptors or one buffer (base, length). A descriptor is resolved
+        now: a ring keeps its file after the program closes the fd."""
+        op, k, first, total = a[1] & 0xFF, (a[1] >> 8) & 0xFF, a[2], a[3]
+        key = (pid, a[0])
+        t = self.uring.get(key)
+        if t is None:
+            t = self.uring[key] = {"files": {}, "bufs": {}}
+        files = op in URING_REG_FILES
+        table = t["files"] if files else t["bufs"]
+        if op in URING_REG_NEW and first == 0:  # (a register's first record: the table starts anew)
+            table.clear()
+            t["files_n" if files else "bufs_n"] = total
+        if op not in URING_REG_NEW and op not in URING_REG_UPDATE:  # UNREGISTER_BUFFERS, UNREGISTER_FILES
+            table.clear()
+            return
+        if files:
+            words = [v & 0xFFFFFFFFFFFFFFFF for v in a[4:7]]
+            fds = [x for w in words for x in (w & 0xFFFFFFFF, w >> 32)]
+            for i in range(k):
+                fd = fds[i] - (1 << 32) if fds[i] >= 1 << 31 else fds[i]
+                if fd == URING_FILE_SKIP:
+                    continue
+                d = self.fds.get((pid, fd)) if fd >= 0 else None
+                if d is None:
+                    table.pop(first + i, None)
+                else:
+                    table[first + i] = (d, fd)  # (the open file itself: its position, its renames)
+        elif k:
+            base, n = a[4], a[5]
+            if base and n > 0:
+                table[first] = (base, n)
+            else:
+                table.pop(first, None)
 
     def _host_io(self, e, api, op, path, off, size, ret, buf, lat, note) -> None:
         if self.pending and self._match_call(e, api, op, off, path):
@@ -1429,8 +1695,14 @@ class Classifier:
     # -- verdicts of the data-flow model -----------------------------------------------------------
     def _emit(self, v: schema.IoLine, cached: int = 0, filled: int = 0, how: str = "", inferred: bool = False) -> None:
         """Every verdict goes out here, and into the per-file account (file_summary)."""
+        path = was = v["path"]
+        if self._renames and path:
+            final = self._final_name(path, v["ts"])
+            if final != path:
+                verb = "written" if v["op"] == "write" else "read"
+                v["path"] = path = final
+                v["evidence"] = [*v["evidence"], f"{verb} as {was}, renamed to {final}"]
         self.out.append(v)
-        path = v["path"]
         if not path:
             return
         n = v["size"]
@@ -1438,6 +1710,10 @@ class Classifier:
             n = 0
         off = v["offset"]
         f = self._account(path, 1, n, v["route"], v["api"], v["pid"], off + n if off >= 0 else 0)
+        if was != path:
+            names = f.setdefault("renamed_from", [])
+            if was not in names and len(names) < RENAMED_FROM_MAX:
+                names.append(was)
         if cached:
             f["page_cache_bytes"] += cached
         if filled:
@@ -1775,6 +2051,8 @@ class Classifier:
                     "fix": fix,
                 }
             )
+            if f.get("renamed_from"):
+                out[-1]["renamed_from"] = list(f["renamed_from"])
         return out
 
     def _cufile_unused(self, pids) -> str | None:
@@ -1968,6 +2246,16 @@ class Classifier:
             conf,
             ev,
         )
+
+
+def _moved(path: str, old: str, new: str) -> str | None:
+    """PATH once OLD is renamed NEW (PATH is OLD, or under it when OLD is a directory); None when the
+    rename does not touch it."""
+    if path == old:
+        return new
+    if path.startswith(old) and path[len(old) : len(old) + 1] == "/":
+        return new + path[len(old) :]
+    return None
 
 
 def classify(events: list[Event], path_filter: str | None = None, record_version: int = 2) -> list[schema.IoLine]:

@@ -173,6 +173,8 @@ def _processes(clf, counted: list[dict] | None = None) -> list[dict]:
     for p in sorted(clf.procs.values(), key=lambda p: p["pid"]):
         d = {k: p.get(k) for k in ("pid", "ppid", "comm", "exe", "ios")}
         d["ios"] = (d["ios"] or 0) + extra.get(p["pid"], 0)
+        if p.get("threads"):
+            d["threads"] = p["threads"]  # (threads it started during the trace: not processes)
         out.append(d)
     return out
 
