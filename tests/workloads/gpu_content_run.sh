@@ -7,12 +7,13 @@
 # 2-5 the held-out loader sets 3, 4, 1, 2 (each loader prints its ground truth; score_loaders.py)
 # 6 DRAM_BOUNCE verdict rate, 1 x 1 and 4 x 4 (benchmarks/trace_compat_rate.py), OLD's tree beside
 # 7 the live trace tests that need a GPU (cuFile, the end of a trace)
+# 8 names users recognise: checkpoints saved through temporary names, io_uring fixed files to the GPU
 set -u
 FINAL=${1:-/tmp/out}
 source "$(dirname "$0")/../../benchmarks/gpu_common.sh" "$FINAL"
 machine_line
 for d in /tmp /var/tmp; do gds_udev_entry $d 2>/dev/null; done
-STEPS=${STEPS:-1 2 3 4 5 6 7}
+STEPS=${STEPS:-1 2 3 4 5 6 7 8}
 LIBCUDA=$(ldconfig -p | awk '/libcuda\.so\.1 .*x86-64/{print $NF; exit}')
 if wanted 1; then
   log "1. content controls through $LIBCUDA under the trace"
@@ -55,5 +56,10 @@ if wanted 7; then
   timeout 200 $PY -m pytest -q -rs -p no:cacheprovider tests/test_trace_cufile_live.py tests/test_trace_end.py \
     tests/test_trace_content_live.py tests/test_hostile_libraries.py >"$OUT/live-tests.txt" 2>&1
   log "  rc=$? $(tail -1 "$OUT/live-tests.txt")"; pack
+fi
+if wanted 8; then
+  log "8. names: tests/workloads/gpu_names_run.sh"
+  timeout 150 bash tests/workloads/gpu_names_run.sh "$OUT" >"$OUT/names.log" 2>&1
+  log "  rc=$?"; cat "$OUT/names.log" | tee -a "$OUT/run.log"; pack
 fi
 log "done"; pack
