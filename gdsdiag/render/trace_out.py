@@ -258,7 +258,8 @@ def file_why_lines(f: dict) -> list[str]:
     decisive = next((x for x in chain if x.get("role") == "decisive"), chain[0] if chain else None)
     out = []
     if decisive is not None:
-        out.append(f"why: {decisive['fact']}: {decisive['value']}")
+        label = "" if decisive["fact"] == "route" else f"{decisive['fact']}: "
+        out.append(f"why: {label}{decisive['value']}")
         others = [x for x in chain if x is not decisive][:3]
         if others:
             out.append("  because: " + "; ".join(f"{x['fact']}: {x['value']}" for x in others))

@@ -1753,6 +1753,16 @@ class Classifier:
             f["max_offset"] = end
         return f
 
+    def add_counted(self, rows: list[dict]) -> None:
+        """The host I/O the kernel counted (counted.CountedIo.rows: processes without CUDA, no line
+        each) into the per-file and per-tree accounts, as the route totals have them: one set of
+        books (issue 43: a summary said HOST 49.0MiB and, below it, 32M per file and per tree). Its
+        file offsets are not known: the extent stays what the per-I/O lines reached."""
+        for r in rows:
+            f = self._account(r["path"], r["count"], r["bytes"], r["route"], r["api"], r["pid"], 0)
+            f["via"].discard(r["api"])
+            f["via"].add(f"{r['api']} (counted in the kernel)")
+
     def _take_flow(self) -> None:
         flow = self.flow
         if not (flow.done or flow.chunks or flow.expired_fills):

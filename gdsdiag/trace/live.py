@@ -186,6 +186,7 @@ def _finish(clf, counter, tally: RouteTally, **kw) -> TraceResult:
     rows = counter.rows(clf._path_ok, clf.copied_elsewhere)
     summary = tally.summary()
     merge_summary(summary, rows)
+    clf.add_counted(rows)  # (the per-file and per-tree books hold what the route totals hold)
     lost = kw.pop("lost_by_process", [])
     unsent = kw.pop("unclassified_by_process", {})
     merge_unclassified(unsent, clf.unmatched)  # (cuFile calls whose start the trace did not see)
