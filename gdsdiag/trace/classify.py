@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 from ..routes import Route
 from . import eventdefs
-from .content import ContentCheck, CopySample, recorded_answers
+from .content import HASH_MASK, ContentCheck, recorded_answers
 from .dataflow import RETAIN_NS, DataFlow, MappedFile, Source, Taken, TakenRead, staged_ok
 from .events import API_NAMES, NVFS_IOCTLS, SYS_NAMES, Event, not_data
 from .evidence import KPROBE_EVIDENCE, ROUTE_USDT, SYSCALL_EVIDENCE, decide_once, usdt_kind
@@ -182,15 +182,20 @@ def _checked_text(offset: int) -> str:
     )
 
 
+_BY_ORDER = "inferred from order, the oldest file bytes not yet copied: not checked by content ({})"
+_BY_ORDER_TEXTS = (
+    _BY_ORDER.format("this recording has no content checks (made before gdsdiag compared them)"),
+    _BY_ORDER.format("the probe could not read the copy's source"),
+    _BY_ORDER.format("the file's bytes could not be compared (unreadable, changed since, or too uniform to tell)"),
+)
+
+
 def _by_order_text(c: Sequence[int], checking: bool) -> str:
     """Why a staged copy's bytes are tied to the file by order only (low confidence)."""
     if not checking:
-        why = "this recording has no content checks (made before gdsdiag compared them)"
-    elif CopySample.of(c[6] if len(c) > 6 else 0) is None or not CopySample.of(c[6]).h0:  # type: ignore[union-attr]
-        why = "the probe could not read the copy's source"
-    else:
-        why = "the file's bytes could not be compared (unreadable, changed since, or too uniform to tell)"
-    return f"inferred from order, the oldest file bytes not yet copied: not checked by content ({why})"
+        return _BY_ORDER_TEXTS[0]
+    sampled = len(c) > 6 and (c[6] >> 30) & HASH_MASK  # (the probe's hash of the source's first bytes)
+    return _BY_ORDER_TEXTS[2 if sampled else 1]
 
 
 def _copy_brief(c: Sequence[int], t: int) -> str:

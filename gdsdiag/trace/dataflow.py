@@ -694,7 +694,7 @@ class DataFlow:
         pids = self.by_job.get(job)
         alone = not pids or (len(pids) == 1 and pid in pids)
         others = [] if alone else [p for p in pids or () if p != pid and self.can_feed(p)]
-        sample = CopySample.of(c[6])
+        sample = CopySample.of(c[6]) if c[6] else None
         if sample is not None and sample.h0 and self.check is not None:
             left = self._by_content(c, n, pid, others, sample)
             if left is not None:
@@ -704,7 +704,8 @@ class DataFlow:
         try:
             self._staged_by_order(c, n, job, pid, alone, others)
         finally:
-            self._skip = set()
+            if self._skip:
+                self._skip = set()
 
     def _unexplained(self, job: int, c: list, left: int) -> None:
         q = self.unexplained.get(job)
