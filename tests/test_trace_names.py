@@ -182,6 +182,10 @@ def test_counted_host_io_is_named_by_the_final_name():
     rows = {r["path"]: r for r in counter.rows(c._path_ok)}
     assert rows[f"{D}/x.bin"]["renamed_from"] == f"{D}/x.tmp" and rows[f"{D}/x.bin"]["bytes"] == 4 * MiB
     assert rows[f"{D}/y.bin"]["renamed_from"] == f"{D}/(unnamed O_TMPFILE, fd 6)"
+    # and in the per-file books (Classifier.add_counted), under the final name, with renamed_from
+    c.add_counted(list(rows.values()))
+    files = {f["path"]: f for f in c.file_summary()}
+    assert files[f"{D}/x.bin"]["renamed_from"] == [f"{D}/x.tmp"] and files[f"{D}/x.bin"]["bytes"] == 4 * MiB
 
 
 # -- io_uring registered files and buffers -------------------------------------------------------------

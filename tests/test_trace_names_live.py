@@ -119,6 +119,8 @@ def test_a_writer_that_saves_through_temporary_names_is_reported_under_the_final
             rows[rel] = rows.get(rel, 0) + row["bytes"]
             assert row["renamed_from"], row
     assert rows == FINAL
+    files = {_rel(again, f["path"]): f for f in summ["files"] if _rel(again, f["path"])}
+    assert {k: f["bytes"] for k, f in files.items()} == FINAL and all(f["renamed_from"] for f in files.values())
 
 
 def test_io_uring_registered_files_and_buffers_resolve_to_paths_and_addresses(datadir, tmp_path):
