@@ -860,6 +860,12 @@ TRACEPOINT_PROBE(io_uring, io_uring_complete) {
     e->a[5] = args->res;
     e->a[6] = bpf_ktime_get_ns() - u->ts;
     __builtin_memcpy(e->comm, u->comm, sizeof(e->comm));
+    /* a read's buffer as it left it, as for read syscalls (note_read_sample): a copy of that address
+     * after the program wrote other bytes there is then no copy of the file's. Only in the
+     * submitter's process (its memory: inline, its io-wq workers, its task work), else not known */
+    u64 pt = bpf_get_current_pid_tgid();
+    if (addr && (pt >> 32) == u->pid && (u->opcode == 1 || u->opcode == 4 || u->opcode == 22))
+        note_read_sample(pt, addr, args->res);
     uring_reqs.delete(&key);
     events.ringbuf_submit(e, 0);
     return 0;

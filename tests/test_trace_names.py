@@ -6,6 +6,13 @@ io_uring_complete); tests/test_trace_names_live.py runs real programs under the 
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import time
+
+from conftest import FIXTURES, GDSDIAG
+
 from gdsdiag.routes import Route
 from gdsdiag.trace.classify import Classifier
 from gdsdiag.trace.counted import CountedIo
@@ -175,6 +182,10 @@ def test_counted_host_io_is_named_by_the_final_name():
     rows = {r["path"]: r for r in counter.rows(c._path_ok)}
     assert rows[f"{D}/x.bin"]["renamed_from"] == f"{D}/x.tmp" and rows[f"{D}/x.bin"]["bytes"] == 4 * MiB
     assert rows[f"{D}/y.bin"]["renamed_from"] == f"{D}/(unnamed O_TMPFILE, fd 6)"
+    # and in the per-file books (Classifier.add_counted), under the final name, with renamed_from
+    c.add_counted(list(rows.values()))
+    files = {f["path"]: f for f in c.file_summary()}
+    assert files[f"{D}/x.bin"]["renamed_from"] == [f"{D}/x.tmp"] and files[f"{D}/x.bin"]["bytes"] == 4 * MiB
 
 
 # -- io_uring registered files and buffers -------------------------------------------------------------
@@ -317,8 +328,6 @@ def test_renameat2_exchange_swaps_the_two_names():
 def test_a_stream_of_renames_costs_bounded_time():
     """A recording is a stranger's: 20,000 renames over 2,000 open descriptors, a rename walk each,
     stay well under a second (the walks stop at RENAME_WORK_MAX; the accounts still move)."""
-    import time
-
     c = Classifier()
     for fd in range(2000):
         c.feed(opened(0, 10 + fd, f"{D}/f{fd}"))
@@ -348,3 +357,49 @@ def test_a_sparse_table_filled_by_updates_and_buffers_updated():
     (v,) = vs
     assert v["path"] == "/models/a.bin"
     assert "registered file #3 (fd 5 when registered), in registered buffer #2 (0x7f1000000000" in v["evidence"][0]
+
+
+# -- recordings of the live programs (tests/fixtures/trace/names/README.md), replayed -----------------------
+def _replayed(name):
+    rec = os.path.join(FIXTURES, "trace", "names", name)
+    r = subprocess.run([*GDSDIAG, "trace", "--replay", rec, "--json"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+    return [x for x in lines if x["type"] == "io"], lines[-1]
+
+
+def test_the_recorded_writer_replays_under_the_final_names():
+    ios, summ = _replayed("writer.jsonl.gz")
+    d = "/var/tmp/gdsdiag-names/w/"
+    got: dict[str, int] = {}
+    for v in ios:
+        if v["path"].startswith(d):
+            got[v["path"][len(d) :]] = got.get(v["path"][len(d) :], 0) + v["size"]
+    assert got == {"model.safetensors": 4 * MiB, "a.pt": 2 * MiB, "b.pt": MiB, "step-100/shard-0": MiB}
+    files = {f["path"][len(d) :]: f.get("renamed_from") for f in summ["files"] if f["path"].startswith(d)}
+    assert files["model.safetensors"] == [d + "model.safetensors.tmp"]
+    assert files["step-100/shard-0"] == [d + "step.tmp/shard-0"]
+    assert files["a.pt"][0].startswith(d + "(unnamed O_TMPFILE, fd ") and files["b.pt"][0].startswith(d + "(unnamed")
+
+
+def test_the_recorded_uring_program_replays_with_its_files_and_buffers():
+    want = []
+    with open(os.path.join(FIXTURES, "trace", "names", "uring-fixed.app.txt")) as f:
+        for line in f:  # "op <write|read> SIZE OFFSET RESULT BUFFER PATH"
+            _, op, size, off, _, buf, path = line.split()
+            want.append((op, path, int(off), int(size), int(buf, 16)))
+    ios, _ = _replayed("uring-fixed.jsonl.gz")
+    got = [
+        (v["op"], v["path"], v["offset"], v["size"], int(v["evidence"][0].split("host memory ")[1].split()[0], 16))
+        for v in ios
+        if v["api"] == "io_uring"
+    ]
+    assert sorted(got) == sorted(want)
+
+
+def test_the_recorded_threads_replay_under_their_process():
+    with open(os.path.join(FIXTURES, "trace", "names", "threads.app.txt")) as f:
+        pid = int(f.read().split()[1])
+    _, summ = _replayed("threads.jsonl.gz")
+    procs = {p["pid"]: p for p in summ["processes"]}
+    assert procs[pid]["threads"] == 26 and len(procs) == 2

@@ -119,6 +119,8 @@ def test_a_writer_that_saves_through_temporary_names_is_reported_under_the_final
             rows[rel] = rows.get(rel, 0) + row["bytes"]
             assert row["renamed_from"], row
     assert rows == FINAL
+    files = {_rel(again, f["path"]): f for f in summ["files"] if _rel(again, f["path"])}
+    assert {k: f["bytes"] for k, f in files.items()} == FINAL and all(f["renamed_from"] for f in files.values())
 
 
 def test_io_uring_registered_files_and_buffers_resolve_to_paths_and_addresses(datadir, tmp_path):
@@ -176,3 +178,61 @@ def test_threads_are_shown_under_their_process(datadir, tmp_path):
     procs = {p["pid"]: p for p in summ["processes"]}
     assert procs[main]["threads"] == 26, summ["processes"]
     assert len(procs) == 2 and [p["ppid"] for p in procs.values() if p["pid"] != main] == [main]
+
+
+STAND_IN_CUDA_C = r"""
+#include <stddef.h>
+int cuMemcpyHtoD_v2(unsigned long long dst, const void *src, size_t n) { return 0; }
+"""
+
+
+@pytest.mark.slow
+def test_io_uring_fixed_reads_copied_are_dram_bounce_and_a_buffer_overwritten_is_not(datadir, tmp_path):
+    """uring_fixed.c "stand-in": its READ_FIXED buffers copied through a libcuda.so.1 whose
+    cuMemcpyHtoD_v2 copies nothing (the probes see the call and the host memory as with the real
+    driver: tests/test_trace_content_live.py). Each copied fixed read is DRAM_BOUNCE, high (the
+    address proves it); the read whose buffer the program overwrote before copying it is not (the
+    probe keeps the buffer's fingerprint when the io_uring read completes); the READ into the
+    program's own buffer, never copied, is HOST or UNKNOWN (with the reason), never DRAM_BOUNCE."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    exe, lib = str(tmp_path / "uring_fixed"), tmp_path / "cuda"
+    lib.mkdir()
+    (lib / "stand_in.c").write_text(STAND_IN_CUDA_C)
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib / "libcuda.so.1"), str(lib / "stand_in.c")], check=True)
+    subprocess.run([cc, "-O2", "-o", exe, URING_FIXED_C], check=True)
+    f1, f2 = os.path.join(datadir, "u1.dat"), os.path.join(datadir, "u2.dat")
+    out = tmp_path / "out.jsonl"
+    r = subprocess.run(
+        [sys.executable, "-m", "gdsdiag", "trace", "--json", "--per-io", "-o", str(out), "--", exe, f1, f2, "stand-in"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": os.path.dirname(HERE), "LD_LIBRARY_PATH": str(lib)},
+    )
+    assert r.returncode == 0, r.stderr
+    # each read, and what the program did with its buffer next: copied, overwritten then copied, or nothing
+    out_lines = r.stdout.splitlines()
+    reads = []
+    for k, x in enumerate(out_lines):
+        if x.startswith("op read"):
+            nxt = out_lines[k + 1] if k + 1 < len(out_lines) else ""
+            fate = "copied" if nxt.startswith("copy ") else "overwritten" if nxt.startswith("overwritten ") else "kept"
+            reads.append((x.split()[6], int(x.split()[3]), fate))
+    assert [f for _, _, f in reads] == ["copied", "kept", "copied", "copied", "overwritten"], r.stdout
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    verdicts: dict[tuple, list] = {}
+    for v in sorted(
+        (v for v in lines if v["type"] == "io" and v["api"] == "io_uring" and v["op"] == "read"), key=lambda v: v["ts"]
+    ):
+        verdicts.setdefault((v["path"], v["offset"]), []).append(v)
+    for path, off, fate in reads:  # (in order: the control reads u1 at 64 KiB again)
+        v = verdicts[(path, off)].pop(0)
+        text = "; ".join(v["evidence"])
+        if fate == "overwritten":
+            assert v["route"] != "DRAM_BOUNCE" or v["confidence"] == "low", text
+        elif fate == "copied":
+            assert (v["route"], v["confidence"]) == ("DRAM_BOUNCE", "high"), text
+        else:  # (never copied: HOST, or UNKNOWN where a copy of other bytes followed it, with the reason)
+            assert v["route"] in ("HOST", "UNKNOWN"), text

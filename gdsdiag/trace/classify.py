@@ -1767,6 +1767,11 @@ class Classifier:
             f = self._account(r["path"], r["count"], r["bytes"], r["route"], r["api"], r["pid"], 0)
             f["via"].discard(r["api"])
             f["via"].add(f"{r['api']} (counted in the kernel)")
+            was = r.get("renamed_from")  # (the row's file was opened by another name: _on_rename)
+            if was:
+                names = f.setdefault("renamed_from", [])
+                if was not in names and len(names) < RENAMED_FROM_MAX:
+                    names.append(was)
 
     def _take_flow(self) -> None:
         flow = self.flow

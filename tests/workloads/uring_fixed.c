@@ -8,7 +8,10 @@
  * "op <write|read> SIZE OFFSET RESULT BUFFER PATH" per request, for tests/test_trace_names_live.py.
  * With a third argument "gpu" (the GPU machine: libcuda.so.1 loaded with dlopen, no CUDA headers
  * needed) each READ_FIXED's buffer is then copied to the GPU (cuMemcpyHtoD_v2) and "copy BUFFER SIZE"
- * printed: those two reads are DRAM_BOUNCE, the plain READ into the program's own buffer HOST. */
+ * printed: those reads are DRAM_BOUNCE, the plain READ into the program's own buffer HOST; and a
+ * last READ_FIXED whose buffer is overwritten before it is copied ("overwritten BUFFER": a negative
+ * control, not the file's bytes). "stand-in" does the same through a libcuda.so.1 whose
+ * cuMemcpyHtoD_v2 copies nothing (tests/test_trace_content_live.py's): no context is made. */
 #include <dlfcn.h>
 #include <linux/io_uring.h>
 #include <sys/syscall.h>
@@ -53,11 +56,15 @@ static int submit(int op, int index, char *buf, unsigned len, unsigned long long
 /* the GPU side, through the driver API's exported functions (cuda.h's types as plain integers) */
 static int (*cu_memcpy_htod)(unsigned long long, const void *, size_t);
 static unsigned long long dev_buf;
-static int gpu_init(void) {
+static int gpu_init(int stand_in) {
     void *h = dlopen("libcuda.so.1", RTLD_NOW);
     if (!h) {
         fprintf(stderr, "no libcuda.so.1: %s\n", dlerror());
         return -1;
+    }
+    if (stand_in) {
+        cu_memcpy_htod = dlsym(h, "cuMemcpyHtoD_v2");
+        return cu_memcpy_htod ? 0 : -1;
     }
     int (*init)(unsigned) = dlsym(h, "cuInit");
     int (*dev_get)(int *, int) = dlsym(h, "cuDeviceGet");
@@ -91,7 +98,8 @@ static void report(const char *what, unsigned len, unsigned long long off, int r
 int main(int argc, char **argv) {
     if (argc < 3)
         return 2;
-    if (argc > 3 && strcmp(argv[3], "gpu") == 0 && gpu_init() != 0)
+    int stand_in = argc > 3 && strcmp(argv[3], "stand-in") == 0;
+    if (argc > 3 && (stand_in || strcmp(argv[3], "gpu") == 0) && gpu_init(stand_in) != 0)
         return 77;
     struct io_uring_params p;
     memset(&p, 0, sizeof(p));
@@ -116,7 +124,8 @@ int main(int argc, char **argv) {
 
     /* two registered buffers; a third buffer of the program's own */
     char *bufs = aligned_alloc(4096, 2 * SZ), *own = aligned_alloc(4096, SZ);
-    memset(bufs, 'r', 2 * SZ);
+    for (int i = 0; i < 2 * SZ; i++)   /* bytes that differ along the file (a fingerprint tells them apart) */
+        bufs[i] = (char)((i * 2654435761u) >> 24);
     memset(own, 'o', SZ);
     struct iovec iov[2] = {{bufs, SZ}, {bufs + SZ, SZ}};
     struct io_uring_rsrc_register reg = {.nr = 2, .data = (unsigned long)iov};
@@ -164,5 +173,12 @@ int main(int argc, char **argv) {
     }
     close(again);
     report("read", SZ, 0, submit(IORING_OP_READ_FIXED, 1, bufs, SZ, 0, 0), bufs, argv[1]);
+    to_gpu(bufs);
+    if (cu_memcpy_htod) {           /* the control: the file's bytes replaced before the copy */
+        report("read", SZ, SZ, submit(IORING_OP_READ_FIXED, 1, bufs + SZ, SZ, SZ, 1), bufs + SZ, argv[1]);
+        memset(bufs + SZ, 'x', SZ);
+        printf("overwritten %#lx\n", (unsigned long)(bufs + SZ));
+        to_gpu(bufs + SZ);
+    }
     return 0;
 }
