@@ -103,7 +103,7 @@ def test_compat_calls_fold_their_own_evidence_and_keep_their_verdicts(datadir, t
         assert any(x.startswith(f"{sysname} fd ") for x in v["evidence"]), v
         if usdt and v["size"] < 8 * MiB:
             assert any(x.startswith("usdt cufio_core:cufio_px_") for x in v["evidence"]), v
-    assert header["gdsdiag_trace_record"] == RECORD_VERSION == 4
+    assert header["gdsdiag_trace_record"] == RECORD_VERSION == 5
     exits = [e for e in events if e.kind == "api_exit" and e.name in ("cuFileRead", "cuFileWrite")]
     folded = [e for e in exits if len(e.args) > 6 and e.args[1] > 0]
     # the 4 KiB .. 1 MiB calls: libcufile's pread64/pwrite64 on the calling thread, folded

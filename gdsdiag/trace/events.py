@@ -51,7 +51,11 @@ NVFS_IOCTLS = {
 # 4: a cuFileRead/Write's exit carries in a1..a6 the evidence its own thread gave (its pread64/pwrite64
 # and cufio_px_* USDT hits, not sent as their own records): syscalls, fd, syscall id, USDT hits,
 # their bytes, the probe's index in evidence.ROUTE_USDT (classify.Classifier._folded)
-RECORD_VERSION = 4
+# 5: a CUDA copy carries in a6 what the probe read of its host source (content.CopySample); "content"
+# events hold the live trace's comparisons of those with the files' bytes (content.py); renames,
+# io_uring registrations and io_uring_rw requests with their buffer, thread exits (a gdsdiag that
+# reads only up to 4 would drop them unseen: it refuses the file instead)
+RECORD_VERSION = 5
 
 
 @dataclass(slots=True)  # (2 M events of a replay: no per-object __dict__)
