@@ -54,7 +54,7 @@ wanted 6 && compat_rate 6 bounce 4 4 200000 "${BOUNCE_ROUNDS:-1}" $((30 + 90 * $
 if wanted 7; then
   log "7. live trace tests on the GPU"
   timeout 200 $PY -m pytest -q -rs -p no:cacheprovider tests/test_trace_cufile_live.py tests/test_trace_end.py \
-    tests/test_trace_content_live.py tests/test_hostile_libraries.py >"$OUT/live-tests.txt" 2>&1
+    tests/test_trace_content_live.py tests/test_hostile_libraries.py tests/test_trace_names_live.py >"$OUT/live-tests.txt" 2>&1
   log "  rc=$? $(tail -1 "$OUT/live-tests.txt")"; pack
 fi
 if wanted 8; then
