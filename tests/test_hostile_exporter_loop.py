@@ -1,0 +1,165 @@
+"""Issue 42, item 4: the exporter's serving loop survives any order of accepts, complete requests,
+partial requests and closes, a full connection table included. The server is driven one select
+round at a time (MetricsServer.serve_round) with real sockets on 127.0.0.1, so that several events
+land in one round as they did in the crash (a request complete in the round whose connection the
+same round's accept evicted: ``ValueError: Invalid file descriptor: -1``, the thread gone)."""
+
+import socket
+
+import pytest
+
+pytest.importorskip("prometheus_client")
+from hypothesis import HealthCheck, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule  # noqa: E402
+
+from gdsdiag.exporter.server import MetricsServer  # noqa: E402
+
+REQUEST = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+BODY = b"gdsdiag_test 1\n"
+
+
+def _server(max_conns):
+    s = MetricsServer("127.0.0.1", 0, lambda: BODY)
+    s.max_conns = max_conns
+    return s
+
+
+def _connect(server):
+    c = socket.create_connection(("127.0.0.1", server.server_port), timeout=2)
+    c.setblocking(False)
+    return c
+
+
+def _rounds(server, n=3):
+    for _ in range(n):
+        server.serve_round(0)  # (loopback events are there at once: no round waits)
+
+
+def _answer(client, server, rounds=20):
+    """What the server sent this client until it closed, serving rounds meanwhile."""
+    got = b""
+    for _ in range(rounds):
+        server.serve_round(0.01)
+        try:
+            data = client.recv(65536)
+        except BlockingIOError:
+            continue
+        except ConnectionResetError:
+            return got
+        if not data:
+            return got
+        got += data
+    return got
+
+
+def _check_table(server):
+    assert server._lsock.fileno() != -1, "the listening socket closed"
+    assert len(server._conns) <= server.max_conns
+    for fd, c in server._conns.items():
+        assert not c.closed and c.sock.fileno() == fd
+
+
+def test_a_request_complete_in_the_round_its_connection_is_evicted():
+    """The issue's order: table full, one request completes, two newcomers, all in one round."""
+    server = _server(2)
+    clients = [_connect(server) for _ in range(2)]
+    try:
+        _rounds(server)
+        clients[0].sendall(REQUEST)  # complete: ready before the listening socket
+        clients += [_connect(server), _connect(server)]
+        _rounds(server)
+        _check_table(server)
+        late = _connect(server)
+        clients.append(late)
+        late.sendall(REQUEST)
+        assert _answer(late, server).startswith(b"HTTP/1.1 200 OK")
+    finally:
+        for c in clients:
+            c.close()
+        server.close()
+
+
+def test_every_connection_of_a_full_table_completing_while_more_arrive():
+    server = _server(4)
+    clients = [_connect(server) for _ in range(4)]
+    try:
+        _rounds(server)
+        for c in clients:
+            c.sendall(REQUEST)
+        clients += [_connect(server) for _ in range(8)]
+        _rounds(server)
+        _check_table(server)
+        clients[-1].sendall(REQUEST)
+        assert _answer(clients[-1], server).startswith(b"HTTP/1.1 200 OK")
+    finally:
+        for c in clients:
+            c.close()
+        server.close()
+
+
+class ConnectionOrders(RuleBasedStateMachine):
+    """Random orders of what clients do, a round served between some of them (so several events
+    share a round), the table small so that it is often full. After every step the table is
+    consistent and the listening socket open; at the end a new client is answered."""
+
+    def __init__(self):
+        super().__init__()
+        self.server = _server(2)
+        self.clients: list[socket.socket] = []
+
+    @precondition(lambda self: len(self.clients) < 8)
+    @rule()
+    def connect(self):
+        self.clients.append(_connect(self.server))
+
+    @precondition(lambda self: self.clients)
+    @rule(i=st.integers(0, 7), whole=st.booleans())
+    def send(self, i, whole):
+        c = self.clients[i % len(self.clients)]
+        try:
+            c.send(REQUEST if whole else REQUEST[:7])
+        except OSError:
+            pass  # the server closed it (evicted or answered): as a real client would see
+
+    @precondition(lambda self: self.clients)
+    @rule(i=st.integers(0, 7))
+    def close(self, i):
+        self.clients.pop(i % len(self.clients)).close()
+
+    @precondition(lambda self: self.clients)
+    @rule(i=st.integers(0, 7))
+    def read(self, i):
+        try:
+            self.clients[i % len(self.clients)].recv(65536)
+        except OSError:
+            pass
+
+    @rule(n=st.integers(1, 3))
+    def serve(self, n):
+        _rounds(self.server, n)
+
+    @invariant()
+    def table_is_consistent(self):
+        _check_table(self.server)
+
+    def teardown(self):
+        try:
+            last = _connect(self.server)
+            self.clients.append(last)
+            last.sendall(REQUEST)
+            assert _answer(last, self.server).startswith(b"HTTP/1.1 200 OK")
+        finally:
+            for c in self.clients:
+                c.close()
+            self.server.close()
+
+
+ConnectionOrders.TestCase.settings = settings(
+    max_examples=100,
+    stateful_step_count=30,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+test_any_order_of_connections_keeps_the_server_serving = ConnectionOrders.TestCase
