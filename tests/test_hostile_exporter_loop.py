@@ -163,3 +163,77 @@ ConnectionOrders.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 test_any_order_of_connections_keeps_the_server_serving = ConnectionOrders.TestCase
+
+
+# --- the process scan of a scrape is bounded (issue 42: many huge /proc/PID/maps, 0.004 s -> 7.8 s)
+
+MANY_MAPPINGS = """
+import mmap, sys
+# alternating protections: adjacent anonymous mappings cannot merge, one maps line each
+keep = [mmap.mmap(-1, 4096, prot=mmap.PROT_READ if i % 2 else mmap.PROT_READ | mmap.PROT_WRITE)
+        for i in range(int(sys.argv[1]))]
+print("ok", flush=True)
+sys.stdin.read()
+"""
+
+
+def _hoarders(n, mappings):
+    import subprocess
+    import sys
+
+    kids = [
+        subprocess.Popen(
+            [sys.executable, "-c", MANY_MAPPINGS, str(mappings)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(n)
+    ]
+    for k in kids:
+        assert k.stdout.readline().strip() == "ok"
+    return kids
+
+
+def test_a_scrape_among_processes_with_huge_maps_ends_within_its_budget():
+    """Real processes of 60,000 mappings each (~5.6 MB of maps): each read is cut at its cap, the
+    scan stops at its time budget, and the scrape says it is partial."""
+    import time
+
+    from gdsdiag.exporter.collect import scan_processes
+    from gdsdiag.platform.fsroot import FsRoot
+
+    kids = _hoarders(8, 60000)
+    try:
+        t = time.monotonic()
+        scan = scan_processes(FsRoot("/"), seconds=0.2)
+        took = time.monotonic() - t
+        assert scan.partial and scan.cut + scan.not_reached >= 1
+        assert took < 0.2 + 0.6, took  # the budget, plus one capped read under way when it ran out
+        whole = scan_processes(FsRoot("/"), seconds=60)
+        assert whole.cut >= 8 and not whole.not_reached  # each of them cut at MAPS_BYTES
+    finally:
+        for k in kids:
+            k.kill()
+            k.wait()
+
+
+def test_maps_beyond_the_cap_are_counted_not_read(tmp_path):
+    """Under a --root tree: libcufile past the cap is not found, and the metrics say partial."""
+    from gdsdiag.exporter import collect
+    from gdsdiag.platform.fsroot import FsRoot
+
+    line = b"7f0000000000-7f0000001000 r--p 00000000 00:00 0 \n"
+    for pid, maps in (
+        (100, line * (collect.MAPS_BYTES // len(line) + 10) + b"7f1 r-xp 0 0:0 1 /usr/lib/libcufile.so.0\n"),
+        (101, line + b"7f1 r-xp 0 0:0 1 /usr/lib/libcufile.so.0\n"),
+    ):
+        d = tmp_path / "proc" / str(pid)
+        d.mkdir(parents=True)
+        (d / "maps").write_bytes(maps)
+        (d / "comm").write_text(f"p{pid}\n")
+    fams = {f.name: f for f in collect.process_families(FsRoot(str(tmp_path)))}
+    assert [(s.labels["comm"], s.value) for s in fams["gdsdiag_cufile_processes"].samples] == [("p101", 1)]
+    assert [s.value for s in fams["gdsdiag_cufile_processes_partial"].samples] == [1]
+    cut = {s.labels["why"]: s.value for s in fams["gdsdiag_cufile_processes_unscanned"].samples}
+    assert cut == {"maps_cut": 1, "budget": 0}
