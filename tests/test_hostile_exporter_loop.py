@@ -7,6 +7,7 @@ same round's accept evicted: ``ValueError: Invalid file descriptor: -1``, the th
 import socket
 
 import pytest
+from conftest import LIVE_MARKS
 
 pytest.importorskip("prometheus_client")
 from hypothesis import HealthCheck, settings  # noqa: E402
@@ -237,3 +238,70 @@ def test_maps_beyond_the_cap_are_counted_not_read(tmp_path):
     assert [s.value for s in fams["gdsdiag_cufile_processes_partial"].samples] == [1]
     cut = {s.labels["why"]: s.value for s in fams["gdsdiag_cufile_processes_unscanned"].samples}
     assert cut == {"maps_cut": 1, "budget": 0}
+
+
+# --- INT/TERM end the exporter within 1 s with 130/143 (issue 42: exit 0, and --trace ignored them)
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    from check_fixtures import add_nvidia_fs, unpack_h200
+
+    root = unpack_h200(str(tmp_path_factory.mktemp("h200")))
+    add_nvidia_fs(root)
+    return root
+
+
+def _stopped_within(p, sig, seconds):
+    import subprocess
+    import time
+
+    t = time.monotonic()
+    p.send_signal(sig)
+    try:
+        _, err = p.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise AssertionError(f"still running 10 s after {sig!r}") from None
+    took = time.monotonic() - t
+    assert took < seconds, took
+    return err.decode()
+
+
+@pytest.mark.parametrize("sig, code", [(2, 130), (15, 143)], ids=["INT", "TERM"])
+def test_the_exporter_ends_on_a_signal_within_a_second(tree, sig, code):
+    from test_hostile_exporter import _exporter, scrape
+
+    p, _, port = _exporter(tree)
+    try:
+        assert b"gdsdiag_nvfs_up" in scrape(port)
+        err = _stopped_within(p, sig, 1.0)
+        assert p.returncode == code, (p.returncode, err)
+        assert err.strip().splitlines()[-1].startswith("gdsdiag: interrupted (SIG"), err
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+@pytest.mark.parametrize("sig, code", [(2, 130), (15, 143)], ids=["INT", "TERM"])
+@LIVE_MARKS[0]
+@LIVE_MARKS[1]
+def test_the_tracing_exporter_ends_on_a_signal_within_a_second(tree, sig, code):
+    """Each trace window installs its own handlers: the signal ended the window and the next one
+    began (still serving 60 s later). Sent once the probes are attached (the cache makes that a
+    few seconds; 15 s leaves room for a first compile)."""
+    import time
+
+    from test_hostile_exporter import _exporter
+
+    p, _, _ = _exporter("/", extra=("--trace", "--trace-window", "60"))
+    try:
+        time.sleep(15)
+        err = _stopped_within(p, sig, 1.0)
+        assert p.returncode == code, (p.returncode, err)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()

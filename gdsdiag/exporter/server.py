@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 import time
@@ -235,7 +236,7 @@ class MetricsServer:
     def shutdown(self) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=0.5)  # (a daemon: a scrape under way is cut by the exit)
 
     _thread: threading.Thread | None = None
 
@@ -267,8 +268,15 @@ def refresher(state: State, make_report, interval: float, stop: threading.Event)
 
 def trace_windows(state: State, path_filter: str | None, window: float, stop: threading.Event) -> None:
     """gdsdiag trace needs the main thread (it installs signal handlers): run it there in windows,
-    so its per-window verdict list stays bounded; counters accumulate across windows."""
+    so its per-window verdict list stays bounded; counters accumulate across windows. A window's
+    handlers take INT/TERM/HUP to end the trace cleanly; the signal then ends the exporter too, as
+    the exception the command's own handler would have raised."""
+    from ..signals import Stopped
     from ..validate import adapters
 
     while not stop.is_set():
-        adapters.trace_window(window, path_filter, state.trace)
+        signum = adapters.trace_window(window, path_filter, state.trace)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        if signum:
+            raise Stopped(signum)
