@@ -44,6 +44,7 @@ class Inputs:
     trace: dict | None = None  # {route: {"count", "bytes"}}
     trace_note: str | None = None
     trace_of_own_sweep: bool = False  # --full: the trace watched gdsdiag's own sweep
+    inconsistent: list[str] = field(default_factory=list)  # where --sweep-results contradict themselves
 
 
 @dataclass
