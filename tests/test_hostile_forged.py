@@ -119,3 +119,99 @@ def test_forged_counters_in_a_copy_do_not_change_the_original():
     forged = copy.deepcopy(doc)
     forged["points"][0]["route_mix"] = {"NVFS": 1}
     assert sweep_problems(doc, "a") == [] and sweep_problems(forged, "b")
+
+
+# --- report: a verdict its own rules contradict
+
+
+def _report_doc(tmp_path):
+    """The real H200 VM judged on its real sweep: io.compat_share fails (100 % COMPAT)."""
+    v = tmp_path / "v.json"
+    p = gdsdiag("validate", "--from", H200, "--keep-going", "--sweep-results", REAL, "--json", str(v))
+    assert p.returncode in (0, 1, 2), p.stderr
+    return json.loads(v.read_text())
+
+
+def test_report_never_prints_worst_pass_beside_a_failed_rule(tmp_path):
+    doc = _report_doc(tmp_path)
+    assert any(r["status"] == "FAIL" for r in doc["rules"])
+    doc["verdict"] = "PASS"  # the forgery: the verdict line only
+    f = tmp_path / "forged.json"
+    f.write_text(json.dumps(doc))
+    p = gdsdiag("report", str(f))
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "worst PASS" not in p.stdout and "worst FAIL" in p.stdout
+    assert "inconsistent" in p.stdout  # (the cell folds the sentence; the JSON below has it whole)
+    j = json.loads(gdsdiag("report", str(f), "--json").stdout)
+    assert j["verdict"] == "FAIL"
+    assert j["nodes"][0]["inconsistent"] == "inconsistent input: the report says PASS, its rules FAIL"
+
+
+@pytest.mark.parametrize("field, value", [("verdict", "GREAT"), ("status", "OK")])
+def test_report_with_an_unknown_verdict_or_status_earns_no_pass(tmp_path, field, value):
+    doc = _report_doc(tmp_path)
+    if field == "verdict":
+        doc["verdict"] = value
+    else:
+        for r in doc["rules"]:
+            r["status"] = value
+        doc["verdict"] = "PASS"
+    f = tmp_path / "forged.json"
+    f.write_text(json.dumps(doc))
+    j = json.loads(gdsdiag("report", str(f), "--json").stdout)
+    assert j["verdict"] == "FAIL" and "is none of" in j["nodes"][0]["inconsistent"]
+
+
+def test_a_real_report_is_consistent(tmp_path):
+    f = tmp_path / "v.json"
+    f.write_text(json.dumps(_report_doc(tmp_path)))
+    j = json.loads(gdsdiag("report", str(f), "--json").stdout)
+    assert j["nodes"][0]["inconsistent"] is None
+
+
+# --- check --from: the NVFS route from a snapshot whose evidence does not fit together
+
+
+def _snapshot(tmp_path, version="2.25.7", symbols=(("nvme_v1_register_nvfs_dma_ops", "nvme"),)):
+    """The real H200 VM snapshot (no NVMe function) with nvidia-fs added, packed as --from takes it."""
+    import tarfile
+
+    import check_fixtures as cf
+
+    root = cf.unpack_h200(str(tmp_path / "t"))
+    cf.add_nvidia_fs(root)
+    cf._write(root, "/sys/module/nvidia_fs/version", version + "\n")
+    cf.add_kallsyms(root, *symbols, ("nvidia_p2p_get_pages_persistent", "nvidia"))
+    cf.add_device_nodes(root)
+    out = tmp_path / "node.tar.gz"
+    with tarfile.open(out, "w:gz") as tar:
+        for name in sorted(os.listdir(root)):
+            tar.add(os.path.join(root, name), arcname=name)
+    return str(out)
+
+
+def _routes(snapshot):
+    p = gdsdiag("check", "--from", snapshot, "--json")
+    assert p.returncode in (0, 1, 2), p.stderr
+    doc = json.loads(p.stdout)
+    return doc["verdict"], {c["id"]: c for c in doc["checks"]}
+
+
+def test_no_nvme_device_does_not_earn_the_nvfs_route(tmp_path):
+    verdict, checks = _routes(_snapshot(tmp_path))
+    assert "NVFS" not in verdict["routes"] and "NVFS not claimed" in verdict["summary"], verdict
+    assert checks["snapshot.consistency"]["status"] == "WARN"
+    assert "no NVMe device" in checks["snapshot.consistency"]["summary"]
+
+
+def test_an_unknown_nvidia_fs_release_does_not_earn_the_nvfs_route(tmp_path):
+    nvmeof = (("nvme_rdma_v1_register_nvfs_dma_ops", "nvme_rdma"),)
+    verdict, checks = _routes(_snapshot(tmp_path, "99.99.99", nvmeof))
+    assert "NVFS" not in verdict["routes"], verdict
+    assert "99.99.99 is no known release" in checks["snapshot.consistency"]["summary"]
+
+
+def test_a_consistent_snapshot_keeps_its_nvfs_route(tmp_path):
+    nvmeof = (("nvme_rdma_v1_register_nvfs_dma_ops", "nvme_rdma"),)
+    verdict, checks = _routes(_snapshot(tmp_path, "2.28.4", nvmeof))
+    assert "NVFS" in verdict["routes"] and "snapshot.consistency" not in checks, verdict
