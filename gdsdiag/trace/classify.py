@@ -62,6 +62,7 @@ _PROC_FD_RE = __import__("re").compile(r"^/proc/(self|thread-self|\d+)/fd/(\d+)$
 MIN_APP_IO = 4096
 CUDA_LIBS = ("libcuda.so", "libcudart.so", "libcufile.so")
 MAX_FILES = 20_000  # files accounted one by one in the summary; the rest together
+MAX_FILE_PIDS = 256  # processes named per file (the "(other files)" account of a crafted recording had millions)
 IN_KERNEL = {"copy_file_range", "sendfile", "splice"}  # both sides in the kernel: never a GPU
 O_APPEND, O_CLOEXEC = 0o2000, 0o2000000
 URING_READ_OPS, URING_WRITE_OPS = (
@@ -1397,7 +1398,8 @@ class Classifier:
         routes = f["routes"]
         routes[route] = routes.get(route, 0) + nbytes
         f["via"].add("cuFile" if api.startswith("cuFile") else api)  # ("mmap" is its own api)
-        f["pids"].add(pid)
+        if len(f["pids"]) < MAX_FILE_PIDS:
+            f["pids"].add(pid)
         if end > f["max_offset"]:
             f["max_offset"] = end
         return f
