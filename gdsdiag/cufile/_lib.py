@@ -184,7 +184,15 @@ def load(path: str | None = None) -> Library:
         except OSError as e:
             raise GdsdiagError(f"cannot load {lib_path}: {e}", "check the file and its dependencies (ldd)") from None
         v = ffi.new("int *")
-        st = lib.cuFileGetVersion(v)
+        try:
+            get_version = lib.cuFileGetVersion
+        except AttributeError:  # (cffi: the symbol is not in the library; was an internal error)
+            raise GdsdiagError(
+                f"libcufile version unknown: {lib_path} has no cuFileGetVersion "
+                "(not a libcufile, or one older than 1.15)",
+                "point GDSDIAG_LIBCUFILE at libcufile.so.0 of nvidia-cufile >= 1.15",
+            ) from None
+        st = get_version(v)
         if st.err != 0:
             raise GdsdiagError(f"cuFileGetVersion failed with {st.err}", f"see {log}")
         if v[0] < 1150:
