@@ -143,7 +143,7 @@ def test_a_compiler_another_user_owns_never_runs(tmp_path, monkeypatch):
     from gdsdiag.sweep import native
 
     marker = tmp_path / "ran"
-    cc = _owned_by_nobody(tmp_path / "cc", f"#!/bin/sh\ntouch {marker}\nexec cc \"$@\"\n")
+    cc = _owned_by_nobody(tmp_path / "cc", f'#!/bin/sh\ntouch {marker}\nexec cc "$@"\n')
     os.chmod(cc, 0o755)
     monkeypatch.setenv("CC", str(cc))
     monkeypatch.setenv("GDSDIAG_CACHE_DIR", str(tmp_path / "cache"))

@@ -37,7 +37,9 @@ def _validate(tmp_path, doc):
     sw.write_text(json.dumps(doc))
     pol = tmp_path / "policy.yaml"
     pol.write_text(POLICY)
-    p = gdsdiag("validate", "--from", H200, "--keep-going", "--policy", str(pol), "--sweep-results", str(sw), "--json", "-")
+    p = gdsdiag(
+        "validate", "--from", H200, "--keep-going", "--policy", str(pol), "--sweep-results", str(sw), "--json", "-"
+    )
     assert p.returncode in (0, 1, 2), p.stderr
     return p.returncode, {r["rule"]: r for r in json.loads(p.stdout)["rules"]}
 

@@ -648,7 +648,8 @@ def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
         if not _follow(e, followed):
             one: Unclassified = {}
             _tally_events([e], one)
-            merge_unclassified(beyond, {0: row for row in one.values()})
+            for row in one.values():  # (its one process's row, counted under pid 0)
+                merge_unclassified(beyond, {0: row})
             return
         clf.feed(e)
         counter.feed(e)

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN, GdsdiagError
 from ..check.model import Evidence
+from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN, GdsdiagError
 from ..verdicts import Status
 from . import adapters
-from .policy import Policy
 from .consistency import MAX_PROBLEMS, sweep_problems
+from .policy import Policy
 from .rules import MEASURED, RULES, Inputs, RuleResult, route_mix
 
 if TYPE_CHECKING:
