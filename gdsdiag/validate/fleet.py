@@ -136,6 +136,8 @@ def _verdict(d: dict, rules: list) -> tuple[str, str | None]:
     known = [s for s in statuses if s in RANK]
     from_rules = max(known, key=lambda s: RANK[s]) if known else None
     why = None
+    if said is None:  # (no verdict at all claims nothing: the rules' own, else unknown)
+        return from_rules or "?", None
     if said not in RANK:
         why = f"verdict {str(said)[:40]!r} is none of FAIL, WARN, PASS, SKIP"
     elif unknown:
