@@ -467,13 +467,68 @@ int api_driver_open_exit(struct pt_regs *ctx) { return emit(ctx, EV_API_EXIT, AP
 int api_get_version_enter(struct pt_regs *ctx) { return emit(ctx, EV_API_ENTER, API_GET_VERSION, PT_REGS_PARM1(ctx), 0, 0, 0, 0, 0, 0); }
 int api_get_version_exit(struct pt_regs *ctx) { return emit(ctx, EV_API_EXIT, API_GET_VERSION, PT_REGS_RC(ctx) & 0xffffffff, 0, 0, 0, 0, 0, 0); }
 
+/* ---- content samples: evidence about the bytes, not their order ----------------------------------
+ * A copy is tied to a file's bytes by address where its host source is the read's own buffer; a
+ * staged copy (another buffer) only by order, and order cannot tell a loader that stages a file from
+ * a program that reads a file only to checksum it while it copies other data. So each copy of 4 KiB
+ * or more carries a fingerprint of its source: a 30-bit hash of the 32 bytes at its start and of the
+ * 32 at byte SAMPLE_AT (gdsdiag/trace/content.py computes the same of the file's bytes at the offset
+ * the model proposes). And each read of 4 KiB or more leaves the same fingerprint of its buffer here,
+ * by (process, buffer address), so a copy of that very buffer says whether it still holds what the
+ * read put there (a buffer overwritten since is no read's bytes). a6 of a copy: flag << 60 | h0 << 30
+ * | h1, flag 1 = the buffer holds what the last read into it put there, 2 = it does not, 0 = no read
+ * of this address known; h 0 = not readable (a page not present, a device pointer). */
+#define SAMPLE_AT 4064
+struct rdkey_t { u32 tgid; u32 pad; u64 buf; };
+BPF_TABLE("lru_hash", struct rdkey_t, u64, read_samples, 65536);
+static __always_inline u64 sample_hash(u64 addr) {
+    u64 w[4] = {};
+    if (bpf_probe_read_user(&w, sizeof(w), (void *)addr) != 0)
+        return 0;
+    u64 h = 0xcbf29ce484222325ULL;        /* FNV-1a's basis and prime, a word at a time */
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        h ^= w[i];
+        h *= 0x100000001b3ULL;
+    }
+    return (((h >> 32) ^ h) & 0x3fffffff) | 1;
+}
+static __always_inline u64 buffer_sample(u64 addr) {
+    u64 h0 = sample_hash(addr), h1 = sample_hash(addr + SAMPLE_AT);
+    return (h0 << 30) | h1;
+}
+static __always_inline void note_read_sample(u64 pt, u64 buf, s64 ret) {
+    if (ret < 4096)
+        return;
+    struct rdkey_t k = {pt >> 32, 0, buf};
+    u64 v = buffer_sample(buf);
+    read_samples.update(&k, &v);
+}
+static __always_inline s64 copy_content(u64 src, s64 n) {
+    if (n < 4096)                          /* copies under 4 KiB never stand for file data */
+        return 0;
+    u64 v = buffer_sample(src);
+    struct rdkey_t k = {bpf_get_current_pid_tgid() >> 32, 0, src};
+    u64 *r = read_samples.lookup(&k);
+    u64 flag = 0;
+    if (r && (v >> 30) && (v & 0x3fffffff) && (*r >> 30) && (*r & 0x3fffffff))
+        flag = *r == v ? 1 : 2;
+    return (s64)((flag << 60) | v);
+}
+
 /* CUDA copies (uprobes on libcuda's cuMemcpy* when present): a host->GPU copy after a host read is
- * the application-staging (DRAM bounce) shape. a0 = dst, a1 = src, a2 = bytes, a3 = direction tag. */
+ * the application-staging (DRAM bounce) shape. a0 = dst, a1 = src, a2 = bytes, a3 = direction tag,
+ * a6 = what the copy's host source holds (copy_content). */
 static __always_inline int inside_api(void) {
     u64 tid = bpf_get_current_pid_tgid();
     return in_api.lookup(&tid) != NULL;
 }
-int memcpy_htod(struct pt_regs *ctx) { if (inside_api()) return 0; return emit(ctx, EV_API_ENTER, API_MEMCPY, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx), 1, 0, 0, 0); }
+int memcpy_htod(struct pt_regs *ctx) {
+    if (inside_api())
+        return 0;
+    return emit(ctx, EV_API_ENTER, API_MEMCPY, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx), 1, 0, 0,
+                copy_content(PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx)));
+}
 int memcpy_dtoh(struct pt_regs *ctx) { if (inside_api()) return 0; return emit(ctx, EV_API_ENTER, API_MEMCPY, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx), 2, 0, 0, 0); }
 /* cuMemcpy2D*_v2(const CUDA_MEMCPY2D *): srcMemoryType@16 srcHost@24 srcDevice@32, dstMemoryType@72
  * dstHost@80 dstDevice@88, WidthInBytes@112 Height@120 (cuda.h CUDA_MEMCPY2D_st, size_t fields;
@@ -486,12 +541,17 @@ int memcpy_2d(struct pt_regs *ctx) {
     bpf_probe_read_user(&m, sizeof(m), (void *)PT_REGS_PARM1(ctx));
     s64 n = m.width * m.height;
     if (m.stype == 1 && m.dtype != 1)
-        return emit(ctx, EV_API_ENTER, API_MEMCPY, m.ddev, m.shost, n, 1, 0, 0, 0);
+        return emit(ctx, EV_API_ENTER, API_MEMCPY, m.ddev, m.shost, n, 1, 0, 0, copy_content(m.shost, n));
     if (m.dtype == 1 && m.stype != 1)
         return emit(ctx, EV_API_ENTER, API_MEMCPY, m.dhost, m.sdev, n, 2, 0, 0, 0);
     return emit(ctx, EV_API_ENTER, API_MEMCPY, m.dtype == 1 ? m.dhost : m.ddev, m.stype == 1 ? m.shost : m.sdev, n, 0, 0, 0, 0);
 }
-int memcpy_any(struct pt_regs *ctx) { if (inside_api()) return 0; return emit(ctx, EV_API_ENTER, API_MEMCPY, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx), 0, 0, 0, 0); }
+int memcpy_any(struct pt_regs *ctx) {
+    if (inside_api())
+        return 0;
+    return emit(ctx, EV_API_ENTER, API_MEMCPY, PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx), 0, 0, 0,
+                copy_content(PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx)));
+}
 
 /* ---- syscalls: compat I/O is plain POSIX on the registered file; applications read and write --- */
 static __always_inline int sys_enter(void *ctx, u32 id, s64 fd, s64 buf, s64 count, s64 pos, s64 extra) {
@@ -652,6 +712,8 @@ static __always_inline int sys_exit(void *ctx, s64 ret) {
         e->a[0] = s->fd; e->a[1] = s->buf; e->a[2] = s->count; e->a[3] = s->pos; e->a[4] = skipped;
         e->a[5] = ret;
         e->a[6] = now - s->ts;                       /* syscall latency */
+        if (io_dir(id) == 1)
+            note_read_sample(pt, s->buf, ret);       /* what a copy of this buffer must still hold */
     }
     args_del(pt);
     events.ringbuf_submit(e, 0);
@@ -700,9 +762,15 @@ static __always_inline int aio_submit(s64 ctx_id, s64 nr_arg, s64 iocbpp) {
  * offset is read from the request itself: struct io_kiocb starts with the union of its file
  * pointer and the command data, whose first member for reads and writes is struct kiocb {ki_filp;
  * ki_pos; ...}; io_prep_rw() sets ki_pos from sqe->off before io_uring_submit_req fires. Checked
- * by tests/test_trace_live.py against a program that knows its offsets. The buffer address is not
- * read (host-address matching of io_uring I/O to CUDA copies is not done). */
-struct uring_t { u64 ts; u32 pid; u32 tid; s64 fd; s64 pos; u64 user_data; u32 opcode; u32 flags; char comm[16]; };
+ * by tests/test_trace_live.py against a program that knows its offsets. The buffer address is read
+ * the same way: struct io_rw is {struct kiocb (48 bytes since 5.x); u64 addr; u32 len; ...}, addr
+ * the sqe's (the user address, also for READ_FIXED/WRITE_FIXED: inside a registered buffer), for
+ * READV/WRITEV the iovec array (its first base is read). It is kept only when it looks like one
+ * (a user-space address, a length, a result no larger than it), so a kernel whose layout differs
+ * gives "not traced", never a wrong address. The ring's fd is the submitting thread's
+ * io_uring_enter's (-1 under SQPOLL): it names the registered-file table a fixed-file request
+ * indexes. */
+struct uring_t { u64 ts; u32 pid; u32 tid; s64 fd; s64 pos; u64 user_data; u32 opcode; u32 flags; char comm[16]; u64 addr; s64 ring; u64 len; };
 BPF_HASH(uring_reqs, u64, struct uring_t, 10240);
 static __always_inline int uring_rw(u32 op) {
     /* IORING_OP_READV 1, WRITEV 2, READ_FIXED 4, WRITE_FIXED 5, READ 22, WRITE 23 (uapi io_uring.h) */
@@ -722,6 +790,37 @@ TRACEPOINT_PROBE(io_uring, io_uring_submit_req) {
     u.opcode = args->opcode;
     u.flags = args->flags;
     bpf_probe_read_kernel(&u.pos, sizeof(u.pos), (char *)args->req + 8);
+    u64 rw[2] = {};         /* io_rw.addr, io_rw.len (and flags) */
+    bpf_probe_read_kernel(&rw, sizeof(rw), (char *)args->req + 48);
+    u.len = (u32)rw[1];
+    if (args->opcode == 1 || args->opcode == 2) {
+        u64 base = 0;       /* READV/WRITEV: the first iovec's base (len: the number of iovecs) */
+        if (rw[0] && rw[0] < 0x800000000000ULL && bpf_probe_read_user(&base, sizeof(base), (void *)rw[0]) == 0)
+            u.addr = base;
+        u.len = 0;
+    } else if (u.len) {
+        u.addr = rw[0];
+    }
+    /* (IOSQE_BUFFER_SELECT, bit 5 of the request's flags too: the kernel picks a provided buffer at
+     * issue, the sqe's address is none) */
+    if (u.addr < 4096 || u.addr >= 0x800000000000ULL || (args->flags & (1 << 5)))
+        u.addr = 0;
+    if (args->flags & 1) {
+        /* a fixed file (REQ_F_FIXED_FILE, bit 0 as IOSQE_FIXED_FILE) fires no io_uring_file_get: its
+         * index is the sqe's fd, which io_init_req keeps in req->cqe.fd, 12 bytes after cqe.user_data.
+         * That is at 72 (6.0-6.7) or at 80 (6.8 on: 64-bit request flags before it); the one holding
+         * this request's user_data is taken, and neither gives "not known" (-1) */
+        u64 w[4] = {};
+        bpf_probe_read_kernel(&w, sizeof(w), (char *)args->req + 64);
+        int at = w[1] == args->user_data ? 1 : w[2] == args->user_data ? 2 : 0;
+        s32 index = at == 1 ? (s32)(w[2] >> 32) : at == 2 ? (s32)(w[3] >> 32) : -1;
+        if (index >= 0 && index < (1 << 20))
+            u.fd = index;
+    }
+    u.ring = -1;
+    struct sys_enter_t *s = args_get(pt);
+    if (s && s->id == SYS_IO_URING_ENTER)
+        u.ring = s->fd;
     bpf_get_current_comm(&u.comm, sizeof(u.comm));
     u64 key = (u64)args->req;
     uring_reqs.update(&key, &u);
@@ -750,14 +849,102 @@ TRACEPOINT_PROBE(io_uring, io_uring_complete) {
     e->pid = u->pid;
     e->tid = u->tid;
     e->type = EV_SYS_EXIT;
-    e->id = SYS_URING;
-    /* a: fd (or fixed-file index when flags & IOSQE_FIXED_FILE), user_data, opcode, offset, flags, result, latency */
-    e->a[0] = u->fd; e->a[1] = u->user_data; e->a[2] = u->opcode; e->a[3] = u->pos; e->a[4] = u->flags;
+    e->id = SYS_URING_RW;
+    /* a: fd (or fixed-file index when flags & IOSQE_FIXED_FILE), buffer address (0: not known),
+     * opcode | (ring fd + 1) << 32, offset, flags, result, latency (SYS_URING had user_data in a1
+     * and the opcode alone in a2) */
+    u64 addr = u->addr;
+    if (u->len && args->res > 0 && (u64)args->res > u->len)
+        addr = 0;           /* more bytes than the request's length: not this layout */
+    e->a[0] = u->fd; e->a[1] = addr; e->a[2] = u->opcode | (u64)(u->ring + 1) << 32; e->a[3] = u->pos; e->a[4] = u->flags;
     e->a[5] = args->res;
     e->a[6] = bpf_ktime_get_ns() - u->ts;
     __builtin_memcpy(e->comm, u->comm, sizeof(e->comm));
     uring_reqs.delete(&key);
     events.ringbuf_submit(e, 0);
+    return 0;
+}
+
+/* io_uring_register(fd, opcode, arg, nr_args): the registered file and buffer tables that fixed-file
+ * requests (IOSQE_FIXED_FILE: the sqe's fd is an index) and READ_FIXED/WRITE_FIXED use. The arrays
+ * are in the caller's memory during the call; read at its exit, when it succeeded. One record per 6
+ * descriptors or per buffer (a0 ring fd, a1 opcode | entries in this record << 8, a2 the table index
+ * of its first entry, a3 the call's entries, a4..a6 six s32 descriptors or a buffer's base and
+ * length), the first URING_REG_RECORDS of them: the reader says when a table was larger. Opcodes
+ * (uapi io_uring.h): BUFFERS 0, UNREGISTER_BUFFERS 1, FILES 2, UNREGISTER_FILES 3, FILES_UPDATE 6,
+ * FILES2 13, FILES_UPDATE2 14, BUFFERS2 15, BUFFERS_UPDATE 16. */
+struct uring_reg_arg_t { s64 fd; u64 arg; u32 op; u32 nr; };
+BPF_HASH(uring_reg_args, u64, struct uring_reg_arg_t, 1024);
+static __always_inline int uring_reg_op(u32 op) {
+    return op <= 3 || op == 6 || (op >= 13 && op <= 16);
+}
+static __always_inline int uring_register_enter(s64 fd, u32 op, u64 arg, u32 nr) {
+    u64 pt = bpf_get_current_pid_tgid();
+    op &= ~(1U << 31);      /* IORING_REGISTER_USE_REGISTERED_RING: fd is the ring's index (io_uring_enter's too) */
+    if (!uring_reg_op(op) || !is_traced(pt >> 32))
+        return 0;
+    struct uring_reg_arg_t a = {fd, arg, op, nr};
+    uring_reg_args.update(&pt, &a);
+    return 0;
+}
+/* io_uring_files_update {u32 offset, resv; u64 fds} (16 bytes); io_uring_rsrc_register {u32 nr,
+ * flags; u64 resv2, data, tags} and io_uring_rsrc_update2 {u32 offset, resv; u64 data, tags; u32 nr,
+ * resv2} (32 bytes): each read at its own size (a struct may end at its page's end) */
+struct uring_rsrc_t { u32 w0; u32 w1; u64 q1; u64 q2; u64 q3; };
+static __always_inline int uring_register_exit(s64 ret) {
+    u64 pt = bpf_get_current_pid_tgid();
+    struct uring_reg_arg_t *p = uring_reg_args.lookup(&pt);
+    if (!p)
+        return 0;
+    struct uring_reg_arg_t a = {};
+    __builtin_memcpy(&a, p, sizeof(a));
+    uring_reg_args.delete(&pt);
+    if (ret < 0)
+        return 0;
+    u64 data = a.arg;
+    u32 n = a.nr, base = 0, op = a.op;
+    struct uring_rsrc_t r = {};
+    if (op == 6)
+        bpf_probe_read_user(&r, 16, (void *)a.arg);
+    else if (op >= 13)
+        bpf_probe_read_user(&r, sizeof(r), (void *)a.arg);
+    if (op == 1 || op == 3) {
+        n = 0;
+    } else if (op == 6) {
+        base = r.w0; data = r.q1;
+    } else if (op == 13 || op == 15) {
+        n = (r.w1 & 1) ? 0 : r.w0;      /* IORING_RSRC_REGISTER_SPARSE: empty slots */
+        data = r.q2;
+    } else if (op == 14 || op == 16) {
+        base = r.w0; data = r.q1; n = (u32)r.q3;
+    }
+    int files = op == 2 || op == 3 || op == 6 || op == 13 || op == 14;
+    u32 per = files ? 6 : 1;
+    struct event_t e = {};
+    e.ts = bpf_ktime_get_ns();
+    e.pid = pt >> 32;
+    e.tid = (u32)pt;
+    e.type = EV_SYS_EXIT;
+    e.id = SYS_URING_REGISTER;
+    bpf_get_current_comm(&e.comm, sizeof(e.comm));
+    e.a[0] = a.fd;
+    e.a[3] = n;
+    for (int i = 0; i < URING_REG_RECORDS; i++) {
+        u32 first = i * per;
+        if (i > 0 && first >= n)
+            break;
+        u32 k = first < n ? n - first : 0;
+        if (k > per)
+            k = per;
+        s64 pl[4] = {};     /* (4: the verifier sees a size of at most 31 bytes) */
+        if (k)      /* (exactly the entries there: the array may end at a page's end) */
+            bpf_probe_read_user(&pl, (files ? k * 4 : 16) & 0x1f, (void *)(data + (u64)first * (files ? 4 : 16)));
+        e.a[1] = op | k << 8;
+        e.a[2] = base + first;
+        e.a[4] = pl[0]; e.a[5] = pl[1]; e.a[6] = pl[2];
+        if (events.ringbuf_output(&e, sizeof(e), 0) != 0)
+            count_drop();
+    }
     return 0;
 }
 
@@ -867,7 +1054,7 @@ TRACEPOINT_PROBE(sched, sched_process_exec) {
     o.ts = bpf_ktime_get_ns();
     o.pid = pid;
     o.tid = (u32)pt;
-    o.fd = -2;                              /* an exec, not an open: path is the new program */
+    o.fd = OPEN_EXEC;                       /* an exec, not an open: path is the new program */
     bpf_get_current_comm(&o.comm, sizeof(o.comm));
     unsigned off = args->data_loc_filename & 0xFFFF;
     bpf_probe_read_kernel_str(&o.path, sizeof(o.path), (char *)args + off);
@@ -879,11 +1066,15 @@ TRACEPOINT_PROBE(sched, sched_process_exit) {
     u64 pt = bpf_get_current_pid_tgid();
     u32 tgid = pt >> 32, tid = (u32)pt;
     if (tid != tgid) {
-        int gone = traced.delete(&tid) == 0;   /* a thread of a traced process (fork added it) */
+        int forked = traced.delete(&tid) == 0;   /* a thread of a traced process (fork added it) */
         heirs.delete(&tid);
-        gone |= gpu_procs.delete(&tid) == 0;
+        int gone = forked | (gpu_procs.delete(&tid) == 0);
         if (gone)
             bump_epoch();
+        /* sched_process_fork announced it without saying it is a thread: the reader, which may not
+         * have seen it in /proc (a thread of a few ms), lists it under its process, not as one */
+        if (forked && traced.lookup(&tgid))
+            small_event(EV_PROC, PROC_THREAD_EXIT, tgid, tid);
         return 0;
     }
     if (!args->group_dead || !traced.lookup(&tgid))
@@ -986,7 +1177,9 @@ static __always_inline int open_exit(void *ctx, s64 ret) {
     /* directories and O_PATH descriptors carry no file data (libcufile walks sysfs with tens of
      * thousands of openat(dirfd, "..") / O_PATH opens on start-up); one opened by an absolute path
      * is still named (its close is reported), so files opened relative to it can be */
-    if (!skip && (flags & (0200000 | 010000000))) {
+    /* (O_TMPFILE is __O_TMPFILE | O_DIRECTORY: an unnamed regular file in that directory, whose bytes
+     * are file data; checkpoint writers link it under its name when it is complete: rename_exit) */
+    if (!skip && (flags & (0200000 | 010000000)) && !(flags & 020000000)) {
         if (o->path[0] == '/') {
             set_fd(pt, ret, FD_NAMEDDIR);
             opens.ringbuf_submit(o, 0);
@@ -1008,6 +1201,57 @@ static __always_inline int open_exit(void *ctx, s64 ret) {
         set_fd(pt, ret, FD_DATA | serial << 8);
     }
     opens.ringbuf_submit(o, 0);
+    return 0;
+}
+/* ---- renames: a file written under one name and saved under another ----------------------------
+ * rename/renameat/renameat2, and linkat (an O_TMPFILE descriptor linked by AT_EMPTY_PATH or through
+ * /proc/self/fd/N). A successful call is sent as two open_t records in the opens ring, one after the
+ * other from this exit: OPEN_RENAME_FROM (the old path, its directory fd) then OPEN_RENAME_TO (the
+ * new one); the reader pairs them per thread and resolves relative paths as for opens. Every call
+ * of a traced process is sent: they are few (Python's .pyc writes are the most), and which of them
+ * name a data file only the reader knows. */
+struct rename_arg_t { u64 oldp; u64 newp; s64 olddfd; s64 newdfd; s64 flags; u32 kind; u32 pad; };
+BPF_HASH(rename_args, u64, struct rename_arg_t, 1024);
+static __always_inline int rename_enter(s64 olddfd, u64 oldp, s64 newdfd, u64 newp, s64 flags, u32 kind) {
+    u64 pt = bpf_get_current_pid_tgid();
+    if (!is_traced(pt >> 32))
+        return 0;
+    struct rename_arg_t a = {oldp, newp, olddfd, newdfd, flags, kind, 0};
+    rename_args.update(&pt, &a);
+    return 0;
+}
+static __always_inline int rename_half(u64 pt, s64 fd, u64 p, s64 dfd, s64 flags, u32 kind) {
+    struct open_t *o = opens.ringbuf_reserve(sizeof(struct open_t));
+    if (!o) {
+        count_drop();
+        return -1;
+    }
+    o->ts = bpf_ktime_get_ns();
+    o->pid = pt >> 32;
+    o->tid = (u32)pt;
+    o->fd = fd;
+    o->flags = flags;
+    o->dfd = dfd;
+    o->serial = kind;
+    o->comm[0] = 0;
+    o->path[0] = 0;
+    if (p)
+        bpf_probe_read_user_str(&o->path, sizeof(o->path), (void *)p);
+    opens.ringbuf_submit(o, 0);
+    return 0;
+}
+static __always_inline int rename_exit(s64 ret) {
+    u64 pt = bpf_get_current_pid_tgid();
+    struct rename_arg_t *a = rename_args.lookup(&pt);
+    if (!a)
+        return 0;
+    struct rename_arg_t r = {};
+    __builtin_memcpy(&r, a, sizeof(r));
+    rename_args.delete(&pt);
+    if (ret != 0)
+        return 0;
+    if (rename_half(pt, OPEN_RENAME_FROM, r.oldp, r.olddfd, r.flags, r.kind) == 0)
+        rename_half(pt, OPEN_RENAME_TO, r.newp, r.newdfd, r.flags, r.kind);
     return 0;
 }
 /* ---- every syscall through two tracepoints: raw_syscalls:sys_enter / sys_exit ------------------
@@ -1104,6 +1348,19 @@ static __always_inline int syscall_enter(long nr, const u64 *av) {
     case __NR_creat:
         return open_enter((const char *)a0, 01101, -100);
 #endif
+    /* renames: (olddfd, old, newdfd, new[, flags]) */
+#ifdef __NR_rename
+    case __NR_rename:
+        return rename_enter(-100, a0, -100, a1, 0, RN_RENAME);
+#endif
+    case __NR_renameat:
+        return rename_enter((int)a0, a1, (int)a2, a3, 0, RN_RENAMEAT);
+    case __NR_renameat2:
+        return rename_enter((int)a0, a1, (int)a2, a3, (u32)av[4], RN_RENAMEAT2);
+    case __NR_linkat:
+        return rename_enter((int)a0, a1, (int)a2, a3, (int)av[4], RN_LINKAT);
+    case __NR_io_uring_register:
+        return uring_register_enter((int)a0, (u32)a1, a2, (u32)a3);
     case __NR_openat2: {
         s64 flags = 0;
         bpf_probe_read_user(&flags, sizeof(flags), (void *)a2);     /* struct open_how: flags first */
@@ -1138,6 +1395,12 @@ static __always_inline int syscall_enter(long nr, const u64 *av) {
     case __NR_io_uring_enter: case __NR_io_submit: case __NR_dup: case __NR_dup3: case __NR_fcntl: \
     case __NR_lseek: case __NR_mmap: CASE_DUP2
 #define CASES_OPEN_EXIT case __NR_openat: case __NR_openat2: CASE_OPEN CASE_CREAT
+#ifdef __NR_rename
+#define CASE_RENAME case __NR_rename:
+#else
+#define CASE_RENAME
+#endif
+#define CASES_RENAME_EXIT case __NR_renameat: case __NR_renameat2: case __NR_linkat: CASE_RENAME
 
 static __always_inline int syscall_exit(long nr, s64 ret) {
     switch (nr) {
@@ -1145,6 +1408,10 @@ static __always_inline int syscall_exit(long nr, s64 ret) {
         return sys_exit(0, ret);
     CASES_OPEN_EXIT
         return open_exit(0, ret);
+    CASES_RENAME_EXIT
+        return rename_exit(ret);
+    case __NR_io_uring_register:
+        return uring_register_exit(ret);
     /* descriptors that are never file data: pipes, sockets, eventfds, epoll */
     case __NR_socket: case __NR_accept4: case __NR_eventfd2: case __NR_epoll_create1:
     case __NR_memfd_create: case __NR_timerfd_create: case __NR_inotify_init1:
@@ -1170,6 +1437,8 @@ static __always_inline int enter_wanted(long nr) {
     switch (nr) {
     CASES_SYS_EXIT
     CASES_OPEN_EXIT
+    CASES_RENAME_EXIT
+    case __NR_io_uring_register:
     case __NR_close: case __NR_pipe2:  /* (handled at their enter too; pipe2 also at its exit) */
         return 1;
     default:
@@ -1264,7 +1533,7 @@ int memcpy_3d(struct pt_regs *ctx) {
     bpf_probe_read_user(&m, sizeof(m), (void *)PT_REGS_PARM1(ctx));
     s64 n = m.width * (m.height ? m.height : 1) * (m.depth ? m.depth : 1);
     if (m.stype == 1 && m.dtype != 1)
-        return emit(ctx, EV_API_ENTER, API_MEMCPY, m.ddev, m.shost, n, 1, 0, 0, 0);
+        return emit(ctx, EV_API_ENTER, API_MEMCPY, m.ddev, m.shost, n, 1, 0, 0, copy_content(m.shost, n));
     if (m.dtype == 1 && m.stype != 1)
         return emit(ctx, EV_API_ENTER, API_MEMCPY, m.dhost, m.sdev, n, 2, 0, 0, 0);
     return emit(ctx, EV_API_ENTER, API_MEMCPY, m.dtype == 1 ? m.dhost : m.ddev, m.stype == 1 ? m.shost : m.sdev, n, 0, 0, 0, 0);
@@ -1286,7 +1555,7 @@ int memcpy_batch(struct pt_regs *ctx) {
         bpf_probe_read_user(&d, sizeof(d), (void *)(dsts + i * 8));
         bpf_probe_read_user(&s, sizeof(s), (void *)(srcs + i * 8));
         bpf_probe_read_user(&n, sizeof(n), (void *)(sizes + i * 8));
-        emit(ctx, EV_API_ENTER, API_MEMCPY, d, s, n, 0, count, i, 0);
+        emit(ctx, EV_API_ENTER, API_MEMCPY, d, s, n, 0, count, i, copy_content(s, n));
     }
     return 0;
 }

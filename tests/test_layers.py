@@ -53,6 +53,7 @@ LAYERS = {
     "gdsdiag.trace.elfsyms": 2,
     "gdsdiag.trace.cudadoors": 2,
     "gdsdiag.pci": 1,
+    "gdsdiag.platform.elf": 1,  # a library read as ELF data (trace's elfsyms and platform/libcufile use it)
     # shared by every layer
     "gdsdiag": 0,  # gdsdiag/__init__.py (__version__)
     "gdsdiag.routes": 0,

@@ -156,7 +156,8 @@ def test_workers_read_the_main_process_copies():
         h2d(30, 0x7E0000000000, 0x7F6000000000, 2 * MiB, pid=100),
     ]
     (v,) = classify(s)
-    assert (v["pid"], v["route"], v["confidence"]) == (200, Route.DRAM_BOUNCE, "medium")
+    # (a recording without content checks: inferred from order, low)
+    assert (v["pid"], v["route"], v["confidence"]) == (200, Route.DRAM_BOUNCE, "low")
     assert "another process of the same traced tree" in v["evidence"][1]
     assert "a descriptor it never opened" in v["evidence"][1]
     # a process outside the tree copying is no evidence
@@ -279,7 +280,8 @@ def test_a_staged_copy_of_one_files_bytes_keeps_its_confidence():
     s += [h2d(200, 0x7D0000000000, 0x7E5000000000, 4 * MiB)]
     vs = classify(s)
     assert len(vs) == 4 and {v["route"] for v in vs} == {Route.DRAM_BOUNCE}
-    assert {v["confidence"] for v in vs} <= {"medium", "high"}  # (the last: one read, one copy of its size left)
+    # (no content checks here: inferred from order, low, but no note of other files)
+    assert {v["confidence"] for v in vs} == {"low"}
     assert not any("not known" in x for v in vs for x in v["evidence"])
 
 

@@ -172,6 +172,24 @@ def analyse_path(ctx: CheckContext, path: str, routes: list[Route]) -> tuple[Pat
     return pv, results
 
 
+def file_route(ctx: CheckContext, path: str, routes: list[Route]) -> tuple[Route, list[str], str]:
+    """The route a cuFile I/O of the file at PATH would take on this node (the rules analyse_path
+    applies to a directory, without its O_DIRECT probe: nothing is written), the reasons, and its
+    mount as one line ("ext4 /dev/vda1 on /"). For `trace`'s why: the same rules as `check`."""
+    m = mnt.mount_for(path, ctx.mounts)
+    if m is None:
+        return Route.NONE, ["no mount found for it"], "unknown"
+    chain = mnt.block_chain(ctx.fs, m.dev) if not m.dev.startswith("0:") else None
+    kinds = chain.kinds() if chain is not None else set()
+    devices = ", ".join(
+        f"{n.name} ({n.kind}{', ' + n.controller if n.controller else ''})" for n in (chain.leaves() if chain else [])
+    )
+    levels = _md_levels(chain) if chain is not None else set()
+    route, why = _route(ctx, m, kinds, routes, True, levels)
+    where = f"{m.fstype} {m.source} on {m.mount_point}" + (f" ({devices})" if devices else "")
+    return route, why, where
+
+
 # md RAID and PCI P2PDMA, per NVIDIA's current guidance: its gds-diag tool (NVIDIA/MagnumIO,
 # gds-diag/checks/gds_report.py@13e31ef9520e, _raid0_p2pdma_architecture_check) treats RAID0 over
 # NVMe as a P2PDMA route on NVIDIA Grace, or on Linux 7.1 or newer elsewhere, with

@@ -11,10 +11,10 @@ from __future__ import annotations
 import glob
 import os
 import re
-import struct
 from dataclasses import dataclass, field
 
 from ..cufile._lib import candidates
+from .elf import sdt_notes
 
 # The probes gdsdiag trace keys its verdicts on (NVIDIA GDS troubleshooting guide, "GDS Library
 # Tracing"; seen in the x86-64 1.15.1 build on the GPU machine, tests/fixtures/gpu-machine/).
@@ -42,54 +42,9 @@ class UsdtProbe:
 
 
 def read_usdt_notes(path: str) -> list[UsdtProbe]:
-    """USDT probes of an ELF64 little-endian file; [] when there are none; OSError/ValueError when
-    the file is not such an ELF."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if data[:4] != b"\x7fELF":
-        raise ValueError("not an ELF file")
-    if data[4] != 2 or data[5] != 1:
-        raise ValueError("only 64-bit little-endian ELF is supported")
-    (e_shoff,) = struct.unpack_from("<Q", data, 0x28)
-    e_shentsize, e_shnum, e_shstrndx = struct.unpack_from("<HHH", data, 0x3A)
-    if e_shoff == 0 or e_shnum == 0 or e_shoff + e_shnum * e_shentsize > len(data):
-        raise ValueError("no section headers")
-
-    def section(i):
-        off = e_shoff + i * e_shentsize
-        name, stype, _flags, _addr, offset, size = struct.unpack_from("<IIQQQQ", data, off)
-        return name, stype, offset, size
-
-    _, _, str_off, str_size = section(e_shstrndx)
-    probes: list[UsdtProbe] = []
-    for i in range(e_shnum):
-        name_off, stype, offset, size = section(i)
-        end = data.find(b"\0", str_off + name_off)
-        if data[str_off + name_off : end] != b".note.stapsdt" or stype != 7:  # SHT_NOTE
-            continue
-        pos, stop = offset, min(offset + size, len(data))
-        while pos + 12 <= stop:
-            namesz, descsz, ntype = struct.unpack_from("<III", data, pos)
-            pos += 12
-            owner = data[pos : pos + namesz].rstrip(b"\0")
-            pos += (namesz + 3) & ~3
-            desc = data[pos : pos + descsz]
-            pos += (descsz + 3) & ~3
-            if ntype != 3 or owner != b"stapsdt" or len(desc) < 24:
-                continue
-            pc, _base, sem = struct.unpack_from("<QQQ", desc, 0)
-            parts = desc[24:].split(b"\0")
-            if len(parts) >= 3:
-                probes.append(
-                    UsdtProbe(
-                        parts[0].decode(errors="replace"),
-                        parts[1].decode(errors="replace"),
-                        pc,
-                        sem,
-                        parts[2].decode(errors="replace"),
-                    )
-                )
-    return probes
+    """USDT probes of an ELF64 little-endian file (read bounded, never loaded: platform/elf.py);
+    [] when there are none; OSError/ValueError (ElfError) when the file is not such an ELF."""
+    return [UsdtProbe(n.provider, n.name, n.pc, n.semaphore, n.args) for n in sdt_notes(path)]
 
 
 @dataclass
@@ -139,6 +94,6 @@ def locate(explicit: str | None = None) -> LibcufileInfo:
         probes = read_usdt_notes(path)
         info.probes = sorted({p.key for p in probes})
         info.trace_probes_present = [k for k in TRACE_PROBES if k in info.probes]
-    except (OSError, ValueError, struct.error) as e:
+    except (OSError, ValueError) as e:
         info.probe_error = f"{path}: {e}"
     return info

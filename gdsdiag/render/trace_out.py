@@ -247,7 +247,25 @@ def file_line(f: dict) -> str:
             parts.append(f"{'<1' if 0 < pct < 0.5 else f'{pct:.0f}'} % {label}{extra}")
     p2p = f.get("p2p_share", 0)
     parts.append(f"{100 * p2p:.0f} % P2P")
-    return f"{f['path']}: {_size(f['bytes'])}, " + ", ".join(parts) + (f" — why: {f['why']}" if f.get("why") else "")
+    was = f" (renamed from {', '.join(f['renamed_from'])})" if f.get("renamed_from") else ""
+    line = f"{f['path']}{was}: {_size(f['bytes'])}, " + ", ".join(parts)
+    return line + (f" — why: {f['why']}" if f.get("why") and not f.get("why_chain") else "")
+
+
+def file_why_lines(f: dict) -> list[str]:
+    """The decisive fact of a file's why and the fix, a line each (the chain is in --json)."""
+    chain = f.get("why_chain") or []
+    decisive = next((x for x in chain if x.get("role") == "decisive"), chain[0] if chain else None)
+    out = []
+    if decisive is not None:
+        label = "" if decisive["fact"] == "route" else f"{decisive['fact']}: "
+        out.append(f"why: {label}{decisive['value']}")
+        others = [x for x in chain if x is not decisive][:3]
+        if others:
+            out.append("  because: " + "; ".join(f"{x['fact']}: {x['value']}" for x in others))
+    if f.get("fix"):
+        out.append(f"fix: {f['fix']}")
+    return out
 
 
 def _render_files(console: Console, files: list[dict]) -> None:
@@ -256,6 +274,8 @@ def _render_files(console: Console, files: list[dict]) -> None:
     console.print("per file:", style="bold")
     for f in files[:40]:
         console.print("  " + file_line(f), markup=False, highlight=False, soft_wrap=True)  # (copyable: never wrapped)
+        for line in file_why_lines(f):
+            console.print("    " + line, markup=False, highlight=False, soft_wrap=True)
     if len(files) > 40:
         console.print(f"  … {len(files) - 40} more (all in --json)", style="dim")
 
@@ -317,7 +337,9 @@ def render_summary(console: Console, res, as_json: bool) -> None:
         for r in counted[:40]:
             mean = f"{r['mean_latency_us']:.1f}" if r["mean_latency_us"] is not None else "-"
             console.print(
-                f"  {r['comm'][:14] + '/' + str(r['pid']):22} {r['api']:9} {r['path']}  {r['count']} x {r['size_class']}"
+                f"  {r['comm'][:14] + '/' + str(r['pid']):22} {r['api']:9} {r['path']}"
+                + (f" (renamed from {r['renamed_from']})" if r.get("renamed_from") else "")
+                + f"  {r['count']} x {r['size_class']}"
                 f" = {_size(r['bytes'])}, mean {mean} µs" + (f", {r['errors']} errors" if r["errors"] else ""),
                 markup=False,
                 style="dim",
@@ -332,6 +354,7 @@ def render_summary(console: Console, res, as_json: bool) -> None:
             parent = f" child of {p['ppid']}" if p.get("ppid") else ""
             console.print(
                 f"  {p['pid']:>7} {p.get('comm') or '?':16} {p.get('ios', 0):>6} I/Os{parent}"
+                + (f", {p['threads']} thread{'s' if p['threads'] != 1 else ''} started" if p.get("threads") else "")
                 + (f"  {p['exe']}" if p.get("exe") else ""),
                 markup=False,
                 style="dim",

@@ -60,14 +60,19 @@ class _CountedRow(TypedDict):
 
 class CountedRow(_CountedRow, total=False):
     why: str  # (UNKNOWN only) that copy, and why the route cannot be told
+    renamed_from: str  # the path the file was opened by, where renamed since (path: its last name)
 
 
-class Process(TypedDict):
+class _Process(TypedDict):
     pid: int
     ppid: int | None
     comm: str | None
     exe: str | None
     ios: int | None
+
+
+class Process(_Process, total=False):
+    threads: int  # threads it started during the trace (listed under it, not as processes)
 
 
 class Library(TypedDict):
@@ -78,7 +83,7 @@ class Library(TypedDict):
     pids: list[int]
 
 
-class FileRow(TypedDict):
+class _FileRow(TypedDict):
     """One file's bytes in the trace, per route, and why (trace.classify.Classifier.file_summary)."""
 
     path: str
@@ -93,6 +98,15 @@ class FileRow(TypedDict):
     pids: list[int]
     how: list[str]  # direct | staged | job: how copies took its bytes (dataflow.py)
     why: str
+    # the facts that decided its route, decisive first: {fact, value, source, role: decisive |
+    # contributing} (trace/why.py, the node's from check/facts.py), and the one change that would
+    # move its bytes to a better route ("none on this node: …", "none needed")
+    why_chain: list[dict]
+    fix: str
+
+
+class FileRow(_FileRow, total=False):
+    renamed_from: list[str]  # the names its bytes were written or read under before a rename (path: the last)
 
 
 class TreeRow(TypedDict):

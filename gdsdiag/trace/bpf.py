@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import GdsdiagError
 from . import evidence
 from .eventdefs import API as API_IDS
-from .eventdefs import EVENT_SIZE, EVENT_STRUCT, FD_KINDS, OPEN_FIELDS, OPEN_STRUCT, c_defines
+from .eventdefs import EVENT_SIZE, EVENT_STRUCT, FD_KINDS, OPEN_FIELDS, OPEN_KINDS, OPEN_STRUCT, RENAMES, c_defines
 from .eventdefs import KINDS as EVENT_KINDS
 from .eventdefs import SYSCALLS as SYSCALL_IDS
 from .events import API_NAMES, FD_NAMES, KINDS, KPROBE_NAMES, PROC_NAMES, SYS_NAMES, Event, not_data
@@ -255,6 +255,11 @@ REC_STRIDE = (8 + EVENT_SIZE + 7) & ~7
 _REC_TS = struct.Struct("<8xQ")  # a record's timestamp
 _SYNC_IO = frozenset(("cuFileRead", "cuFileWrite"))
 REC_STRUCT = struct.Struct(f"<8x{EVENT_STRUCT.format.lstrip('<')}{REC_STRIDE - 8 - EVENT_SIZE}x")
+OPEN_EXEC, OPEN_RENAME_FROM, OPEN_RENAME_TO = (
+    dict(OPEN_KINDS)[k] for k in ("OPEN_EXEC", "OPEN_RENAME_FROM", "OPEN_RENAME_TO")
+)
+RENAME_NAMES = {v: name for _, v, name in RENAMES}
+O_TMPFILE = 0o20000000  # (__O_TMPFILE: an unnamed file in the directory the open names)
 ADOPTED_SERIAL = 1 << 52  # serials of descriptors adopted from /proc (the kernel's count from 1 << 12)
 _EV_SYS_EXIT = dict((n, v) for n, v, *_ in EVENT_KINDS)["EV_SYS_EXIT"]
 _EV_API_EXIT = dict((n, v) for n, v, *_ in EVENT_KINDS)["EV_API_EXIT"]
@@ -297,7 +302,7 @@ def _tally_uniform(blob: bytes, into: Unclassified, cufile_exits: Counter | None
     return True
 
 
-_USDT, _HANDLE_REGISTER = 1, 2  # how a record is decoded beyond its kind and name (_record_name)
+_USDT, _HANDLE_REGISTER, _FORK = 1, 2, 3  # how a record is decoded beyond its kind and name (_record_name)
 
 
 def _record_name(typ: int, rid: int) -> tuple[str, str, int]:
@@ -310,7 +315,8 @@ def _record_name(typ: int, rid: int) -> tuple[str, str, int]:
     if kind == "usdt":
         return kind, "", _USDT
     if kind in ("fd", "proc"):
-        return kind, (FD_NAMES if kind == "fd" else PROC_NAMES).get(rid, str(rid)), 0
+        name = (FD_NAMES if kind == "fd" else PROC_NAMES).get(rid, str(rid))
+        return kind, name, _FORK if name == "fork" else 0
     if kind == "pages":
         return kind, "page_cache_fill", 0
     if kind in ("blk_issue", "blk_done"):
@@ -409,6 +415,7 @@ class Probes:
         self.lost = 0
         self._perf_lost = 0
         self._events: list[Event] = []
+        self._rename_from: dict[int, tuple[str, int]] = {}  # tid -> a rename's old path and dfd (_on_rename)
         self._held: list[Event] = []
         self._held_ts: list[int] = []  # their timestamps (poll: _in_order)
         self._lost_read_ns = 0
@@ -423,6 +430,9 @@ class Probes:
         self._layouts: dict[tuple, str] = {}  # (probe, argument specs) -> handler compiled in
         self._sites: dict[str, list] = {}  # libcufile path -> its route-probe sites
         self._proc_sites: dict[tuple, dict] = {}  # libcuda build -> its cuGetProcAddress copy sites
+        self._asking_builds: set[tuple] = set()  # builds whose child was started (cudadoors.Asking)
+        self._asking: list[tuple] = []  # (Asking, path, build, addresses attached) not yet answered
+        self._started = False  # True once start-up's libraries are probed: later ones ask async
         libcufiles = [libcufile] if isinstance(libcufile, str) else list(libcufile or [])
         candidates = self._preattach_candidates(cmd) if preattach else []
         for c in candidates:
@@ -467,6 +477,7 @@ class Probes:
         for c in candidates:
             if os.path.basename(c).startswith("libcuda.so"):
                 self.attach_library(c)
+        self._started = True
         if not any(x["kind"] == "libcuda" for x in self.libraries):
             self.failed.append(
                 "libcuda.so.1 not found here: CUDA copies are seen only in a libcuda a traced process maps"
@@ -514,6 +525,7 @@ class Probes:
         self._events, self._held, self._held_ts, self._lost_read_ns = [], [], [], 0
         self.usdt_names, self.timing = {}, {}
         self.b, self.kb, self._rr = _NoRings(), None, None
+        self._asking = []
         self._init_records()
         return self
 
@@ -680,7 +692,7 @@ class Probes:
         _v2 forms, Async, and the per-thread default stream _ptds/_ptsz variants libcudart calls;
         and the addresses cuGetProcAddress hands out for them where no exported symbol lies there
         (what libcudart and kvikio call)."""
-        from .cudadoors import proc_address_sites
+        from .cudadoors import Asking
         from .elfsyms import dynamic_symbol_addresses
 
         try:
@@ -697,20 +709,44 @@ class Probes:
             if self._attach("uprobe libcuda", sym, lambda fn=fn, sym=sym: self._uprobe(libcuda, fn, sym=sym)):
                 at.add(syms[sym])
                 n += 1
-        extra = 0
-        # once per build: loading a second, different libcuda into this process would mean two drivers
         build = tuple(sorted((k, v) for k, v in syms.items() if k.startswith("cuMemcpy")))
-        cache = self._proc_sites
-        if build in cache:
-            sites, why = cache[build], None
-        elif any(cache.values()):
-            sites, why = {}, "another libcuda build was loaded here already (one driver per process)"
-        else:
-            try:
-                sites, why = proc_address_sites(libcuda)
-            except Exception as e:  # a driver that misbehaves here must not stop the trace
-                sites, why = {}, f"{type(e).__name__}: {e}"
-            cache[build] = sites
+        self.attached.append(f"uprobes {n} cuMemcpy* entry points in {libcuda}")
+        if build in self._proc_sites:  # (asked of another copy of this build already)
+            self._attach_proc_sites(libcuda, self._proc_sites[build], at)
+        elif build not in self._asking_builds:
+            # a child asks the driver (cudadoors.py: never loaded here); at start the trace waits
+            # for its answer (a program may dlopen libcuda and copy before the next poll), for a
+            # library found while tracing it is attached at a later poll (attach_answers)
+            self._asking_builds.add(build)
+            asking = Asking(libcuda)
+            if self._started:
+                self._asking.append((asking, libcuda, build, at))
+            else:
+                self._answered(asking.result(wait=True), libcuda, build, at)
+        return n
+
+    def attach_answers(self) -> None:
+        """Attach the cuGetProcAddress sites of the libcuda copies whose child has answered."""
+        if not self._asking:
+            return
+        waiting = []
+        for item in self._asking:
+            asking, libcuda, build, at = item
+            if asking.done():
+                self._answered(asking.result(), libcuda, build, at)
+            else:
+                waiting.append(item)
+        self._asking = waiting
+
+    def _answered(self, answer: tuple[dict[int, str], str | None], libcuda: str, build: tuple, at: set[int]) -> None:
+        sites, why = answer
+        self._proc_sites[build] = sites
+        if why:
+            self.failed.append(f"libcuda {libcuda}: cuGetProcAddress entry points not probed: {why}")
+        self._attach_proc_sites(libcuda, sites, at)
+
+    def _attach_proc_sites(self, libcuda: str, sites: dict[int, str], at: set[int]) -> None:
+        extra = 0
         for addr, fn in sorted(sites.items()):
             if addr in at:
                 continue
@@ -721,13 +757,8 @@ class Probes:
             ):
                 at.add(addr)
                 extra += 1
-        if why:
-            self.failed.append(f"libcuda {libcuda}: cuGetProcAddress entry points not probed: {why}")
-        self.attached.append(
-            f"uprobes {n} cuMemcpy* entry points in {libcuda}"
-            + (f" + {extra} more that cuGetProcAddress hands out" if extra else "")
-        )
-        return n + extra
+        if extra:
+            self.attached.append(f"uprobes {extra} more in {libcuda} that cuGetProcAddress hands out")
 
     def _kprobes(self) -> None:
         from ..platform.fsroot import FsRoot
@@ -1085,6 +1116,8 @@ class Probes:
             elif how == _USDT:  # named by the sites attached so far; a6 is its argument count
                 args = [a0, a1, a2, a3, a4, a5][: min(a6, 6)] if a6 else []
                 out.append(Event(ts, pid, tid, kind, usdt.get(rid, f"usdt#{rid}"), args, comm, None))
+            elif how == _FORK:  # (a2 1: the child is a thread of the parent, as /proc has it now)
+                out.append(Event(ts, pid, tid, kind, name, [a0, a1, _is_thread(a0, a1), a3, a4, a5, a6], comm, None))
             else:  # _HANDLE_REGISTER (rare): the fd's file as it is now
                 out.append(Event(ts, pid, tid, kind, name, [a0, a1, a2, a3, a4, a5, a6], comm, _fd_path(pid, a1)))
         return partial_ts
@@ -1092,18 +1125,14 @@ class Probes:
     def _on_open(self, ctx, data, size) -> None:
         r = _OpenRecord(*OPEN_STRUCT.unpack_from(ctypes.string_at(data, OPEN_STRUCT.size)))
         path = r.path.split(b"\0", 1)[0].decode(errors="replace")
-        if r.fd == -2:
+        if r.fd == OPEN_EXEC:
             comm = r.comm.split(b"\0", 1)[0].decode(errors="replace")
             self._events.append(Event(r.ts, r.pid, r.tid, "proc", "exec", [], comm, path))
             return
-        if path and not path.startswith("/"):
-            # relative to the cwd or to a directory fd (directory fds are not traced: they carry no
-            # data), as the process has them when we see the open
-            where = "cwd" if r.dfd == -100 else f"fd/{r.dfd}"
-            try:
-                path = os.path.join(os.readlink(f"/proc/{r.pid}/{where}"), path)
-            except OSError:
-                pass
+        path = _absolute(path, r.pid, r.dfd)
+        if r.fd in (OPEN_RENAME_FROM, OPEN_RENAME_TO):
+            self._on_rename(r, path)
+            return
         dev = ino = 0
         if path.startswith(("/proc/self/", "/proc/thread-self/")):
             path_here = f"/proc/{r.pid}/" + path.split("/", 3)[3]  # their /proc/self, not ours
@@ -1115,7 +1144,7 @@ class Probes:
         # each) and a CUDA library (named so its copy can be probed: libcublasLt's 259 MB came as
         # 66k fill events from a cold page cache) have none. Not for a path the classifier never
         # counts as data either, nor one relative to a directory fd (the classifier joins it).
-        if r.serial and path.startswith("/") and not not_data(path):
+        if r.serial and path.startswith("/") and not not_data(path) and not r.flags & O_TMPFILE:
             try:
                 st = os.stat(path_here)
                 dev, ino = (os.major(st.st_dev) << 20) | os.minor(st.st_dev), st.st_ino
@@ -1124,6 +1153,22 @@ class Probes:
                 pass
         self._events.append(
             Event(r.ts, r.pid, r.tid, "open", "openat", [r.fd, r.flags, 0, dev, ino, r.dfd, r.serial], "", path)
+        )
+
+    def _on_rename(self, r, path: str) -> None:
+        """The two halves of a rename (probes/cufile_trace.c rename_exit), one after the other from
+        one thread: one "rename" event, its path "OLD\\0NEW" (no path holds a NUL; the recording's
+        path field stays one string), args [old dfd, new dfd, flags]. A half without its other half
+        (the ring was full for it) is dropped."""
+        if r.fd == OPEN_RENAME_FROM:
+            self._rename_from[r.tid] = (path, r.dfd)
+            return
+        old = self._rename_from.pop(r.tid, None)
+        if old is None:
+            return
+        name = RENAME_NAMES.get(r.serial, "rename")
+        self._events.append(
+            Event(r.ts, r.pid, r.tid, "rename", name, [old[1], r.dfd, r.flags], "", old[0] + "\0" + path)
         )
 
     def add_data_inode(self, dev: int, ino: int) -> None:
@@ -1301,6 +1346,27 @@ def cuda_copy_handler(sym: str) -> str | None:
     if not m:
         return None
     return {"HtoD": "memcpy_htod", "DtoH": "memcpy_dtoh", "": "memcpy_any"}[m.group(1)]
+
+
+def _absolute(path: str, pid: int, dfd: int) -> str:
+    """PATH relative to the cwd (DFD -100) or to a directory fd (directory fds are not traced: they
+    carry no data), as the process has them when the reader sees the call; an absolute or empty PATH
+    as it is."""
+    if not path or path.startswith("/"):
+        return path
+    where = "cwd" if dfd == -100 else f"fd/{dfd}"
+    try:
+        return os.path.join(os.readlink(f"/proc/{pid}/{where}"), path)
+    except OSError:
+        return path
+
+
+def _is_thread(parent: int, child: int) -> int:
+    """1 if CHILD (a task sched_process_fork announced) is a thread of process PARENT: its tid is
+    in PARENT's task directory. The tracepoint does not say (clone's CLONE_THREAD is not among its
+    fields, and the probes read no task struct); a thread gone before the reader looks stays 0, as
+    every fork was before (listed as a process of its own)."""
+    return 1 if child != parent and os.path.exists(f"/proc/{parent}/task/{child}") else 0
 
 
 def _fd_path(pid: int, fd: int) -> str | None:

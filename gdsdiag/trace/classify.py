@@ -39,12 +39,16 @@ from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from ..routes import Route
+from . import eventdefs
+from .content import ContentCheck, CopySample, recorded_answers
 from .dataflow import RETAIN_NS, DataFlow, MappedFile, Source, Taken, TakenRead, staged_ok
 from .events import API_NAMES, NVFS_IOCTLS, SYS_NAMES, Event, not_data
 from .evidence import KPROBE_EVIDENCE, ROUTE_USDT, SYSCALL_EVIDENCE, decide_once, usdt_kind
 from .tally import Unclassified, count_unclassified
+from .why import file_why
 
 if TYPE_CHECKING:
+    from ..check.facts import NodeFacts
     from ..schema import trace as schema
 
 READ_SYS = {"pread64", "preadv", "preadv2", "read", "readv"}
@@ -64,12 +68,27 @@ CUDA_LIBS = ("libcuda.so", "libcudart.so", "libcufile.so")
 MAX_FILES = 20_000  # files accounted one by one in the summary; the rest together
 MAX_FILE_PIDS = 256  # processes named per file (the "(other files)" account of a crafted recording had millions)
 IN_KERNEL = {"copy_file_range", "sendfile", "splice"}  # both sides in the kernel: never a GPU
-O_APPEND, O_CLOEXEC = 0o2000, 0o2000000
+O_APPEND, O_CLOEXEC, O_TMPFILE = 0o2000, 0o2000000, 0o20000000  # (O_TMPFILE: __O_TMPFILE, without O_DIRECTORY)
+AT_SYMLINK_FOLLOW, AT_EMPTY_PATH, RENAME_EXCHANGE = 0x400, 0x1000, 2
+RENAME_KEEP_NS = 120_000_000_000  # renames kept for the names of verdicts still to come (held 35 s at most)
+RENAMES_KEPT = 512  # at most (each verdict of an I/O before the last rename walks them)
+# descriptors, handles, inodes and accounts a trace's renames may walk in all (a recording is a
+# stranger's: a million renames over a million descriptors must not take hours); beyond it a rename
+# moves the per-file account of that exact path only
+RENAME_WORK_MAX = 5_000_000
+TMPFILE_NAME = "(unnamed O_TMPFILE"  # an O_TMPFILE's name until a linkat names it: "DIR/(unnamed O_TMPFILE, fd N)"
+RENAMED_FROM_MAX = 8  # earlier names kept per file (renamed_from); a file saved a thousand times names the first
 URING_READ_OPS, URING_WRITE_OPS = (
     {1, 4, 22},
     {2, 5, 23},
 )  # IORING_OP_READV, READ_FIXED, READ / WRITEV, WRITE_FIXED, WRITE
 AIO_READ_OPS, AIO_WRITE_OPS = {0, 7}, {1, 8}  # IOCB_CMD_PREAD, PREADV / PWRITE, PWRITEV
+# io_uring_register opcodes (uapi io_uring.h): the registrations that start a table (FILES, FILES2,
+# BUFFERS, BUFFERS2), that change entries of one (FILES_UPDATE(2), BUFFERS_UPDATE), of files
+URING_REG_NEW, URING_REG_UPDATE, URING_REG_FILES = {0, 2, 13, 15}, {6, 14, 16}, {2, 3, 6, 13, 14}
+URING_FILE_SKIP = -2  # IORING_REGISTER_FILES_SKIP: an update leaves that entry as it is
+URING_REG_MAX_BUFS = dict(eventdefs.CONSTANTS)["URING_REG_RECORDS"]  # the probe sends these many
+URING_REG_MAX_FILES = 6 * URING_REG_MAX_BUFS
 
 
 @dataclass(slots=True)
@@ -145,6 +164,54 @@ def _rivals_text(rivals: tuple[str, ...]) -> str:
     return (
         f"inferred from order: bytes of other files were waiting for this copy too ({names}); which file's "
         "bytes it took is not known"
+    )
+
+
+def _cufile_error(rc: int) -> str:
+    """A cuFile status code's name (cufile.h, CU_FILE_*), or its number."""
+    from ..cufile.errors import OP_ERRORS
+
+    name = OP_ERRORS.get(rc)
+    return f"{rc} {name[0]}" if name else str(rc)
+
+
+def _checked_text(offset: int) -> str:
+    """The evidence note of a staged copy whose source was seen to hold the file's bytes."""
+    return (
+        f"checked by content: the copy's source holds this file's bytes at offset {offset} (fingerprints of "
+        "its first bytes and of the file's, compared)"
+    )
+
+
+def _by_order_text(c: Sequence[int], checking: bool) -> str:
+    """Why a staged copy's bytes are tied to the file by order only (low confidence)."""
+    if not checking:
+        why = "this recording has no content checks (made before gdsdiag compared them)"
+    elif CopySample.of(c[6] if len(c) > 6 else 0) is None or not CopySample.of(c[6]).h0:  # type: ignore[union-attr]
+        why = "the probe could not read the copy's source"
+    else:
+        why = "the file's bytes could not be compared (unreadable, changed since, or too uniform to tell)"
+    return f"inferred from order, the oldest file bytes not yet copied: not checked by content ({why})"
+
+
+def _copy_brief(c: Sequence[int], t: int) -> str:
+    return f"CUDA copy host {c[3]:#x} -> GPU {c[2]:#x}, {c[4]} bytes, {(c[0] - t) / 1e6:+.3f} ms after it"
+
+
+def _differs_text(src: Source, t: int) -> str:
+    """Why a read no copy took is UNKNOWN although copies followed it: they did not carry its bytes."""
+    if src.changed is not None:
+        return (
+            f"its buffer was copied to the GPU ({_copy_brief(src.changed, t)}) after other bytes were written into "
+            "it (the probe saw the buffer differ from what this read put there): these bytes may have been "
+            "transformed in place, or replaced; the trace cannot tell which"
+        )
+    c = src.differs
+    assert c is not None
+    return (
+        f"a CUDA copy from another buffer followed ({_copy_brief(c, t)}), but not of these bytes (checked by "
+        "content: its source's fingerprint differs from this file's bytes): the program decoded or converted "
+        "them, or copied other data; the trace cannot tell which"
     )
 
 
@@ -398,12 +465,28 @@ class Classifier:
         self.notes: list[str] = []
         self.counts = {"events": 0, "api_calls": 0, "unmatched_exits": 0, "small_io": 0}
         self.flow = DataFlow(self.job_of)  # file bytes in host memory and the copies that take them
+        self.use_content(ContentCheck())  # (a replay without recorded answers: nothing is checked)
         self.files: dict[str, dict] = {}  # path -> what its bytes did (file_summary)
+        # (time, old path, new path) of the renames of the last RENAME_KEEP_NS: a verdict decided after
+        # a rename, of an I/O before it, takes the file's new name (_final_name)
+        self._renames: deque[tuple[int, str, str]] = deque(maxlen=RENAMES_KEPT)
+        self._rename_work = 0  # (RENAME_WORK_MAX)
+        # (pid, ring fd) -> io_uring registered tables: "files" {index: _Desc | None}, "bufs" {index:
+        # (base, length)}, and the tables' sizes when larger than the probe sends (_on_uring_register)
+        self.uring: dict[tuple[int, int], dict] = {}
         self.cgroup_job = False  # --cgroup: the whole cgroup is one job
         # processes that opened a CUDA library (or were forked from one, or adopted with --pid): only
         # their file bytes can be another process's staged copy (a cp or tar in the same tree cannot)
         self.cuda_procs: set[int] = set()
         self.wrote_data: set[int] = set()  # processes that wrote data files (copy and archive tools)
+        # libcufile in use, per process: the cuFile calls other than I/O it made (cuFileDriverOpen's
+        # return code, or None until it returned), the processes that made cuFile I/O calls, and those
+        # the live trace saw map libcufile (set at the end, from the probes' libraries): a loader that
+        # loads libcufile and then moves its bytes another way (its own non-GDS fallback) is named so
+        self.cufile_calls: dict[int, dict[str, int | None]] = {}
+        self.cufile_io_pids: set[int] = set()
+        self.libcufile_pids: set[int] = set()
+        self.node: NodeFacts | None = None  # the node's GDS facts (check/facts.py), for each file's why
         self.flow.can_feed = self.cuda_procs.__contains__
         self._advanced = 0  # event time of the last _advance (replay finalises as the live loop does)
         # flush(deadline): a stop's budget, and the I/Os it left undecided per process
@@ -427,9 +510,16 @@ class Classifier:
             "api_exit": self._on_api_exit,
             "bounces": self._on_bounces,
             "batch_req": self._on_batch_req,
+            "rename": self._on_rename,
             "usdt": self._on_evidence,
             "kprobe": self._on_evidence,
         }
+
+    def use_content(self, check: ContentCheck) -> None:
+        """Where staged copies' fingerprints are checked against the files' bytes (content.py):
+        the files themselves while tracing, a recording's answers in a replay."""
+        self.content = check
+        self.flow.check = check
 
     # -- input ---------------------------------------------------------------------------------
     def feed(self, e: Event) -> None:
@@ -464,7 +554,12 @@ class Classifier:
 
     def _on_proc(self, e: Event) -> None:
         a = e.args
-        if e.name == "fork" and len(a) > 1:
+        if e.name == "fork" and len(a) > 2 and a[2] == 1:
+            # a thread (bpf._is_thread): one task more of its process, not a process (its events come
+            # with the process's pid); counted under it (the summary's processes say "threads")
+            p = self._proc(a[0])
+            p["threads"] = p.get("threads", 0) + 1
+        elif e.name == "fork" and len(a) > 1:
             parent, child = a[0], a[1]
             # the child starts with the parent's descriptors, sharing their file descriptions
             for (pid, fd), d in list(self.fds.items()):
@@ -478,6 +573,9 @@ class Classifier:
             if parent in self.cuda_procs:
                 self.cuda_procs.add(child)
             self.flow.inherit(parent, child, e.ts)  # (after the parent link: the child is in its job)
+            for (pid, ring), t in list(self.uring.items()):  # (its rings too, with their registrations)
+                if pid == parent:
+                    self.uring[(child, ring)] = {k: v.copy() if isinstance(v, dict) else v for k, v in t.items()}
         elif e.name == "exec":
             for key, run in [(k, r) for k, r in self.page_runs.items() if k[0] == e.pid]:
                 self._close_page_run(key, run)  # while the old image's mappings are still known
@@ -496,6 +594,24 @@ class Classifier:
             p["exe"] = e.path
         elif e.name == "exit":
             self._proc(a[0] if a else e.pid)["exited"] = True
+        elif e.name == "thread_exit" and len(a) > 1:
+            self._thread_ended(a[0], a[1])
+
+    def _thread_ended(self, pid: int, tid: int) -> None:
+        """Thread TID of PID ended (the kernel says so: probes/cufile_trace.c sched_process_exit). If
+        its fork was taken for a process's (it ended before the reader looked in /proc), it is one
+        thread more of PID instead. Events never carry a thread's id as their pid: nothing else
+        was counted under it."""
+        p = self.procs.get(tid)
+        if p is None or p.get("ppid") != pid or p.get("exe") or p["ios"]:
+            return
+        del self.procs[tid]
+        self._jobs.clear()
+        for key in [k for k in self.fds if k[0] == tid]:  # (the fork gave it its parent's descriptors)
+            self.fds.pop(key, None)
+            self.cloexec.discard(key)
+        parent = self._proc(pid)
+        parent["threads"] = parent.get("threads", 0) + 1
 
     def _on_open(self, e: Event) -> None:
         if not e.args:
@@ -522,6 +638,9 @@ class Classifier:
             src = self.fds.get((owner, int(m.group(2))))
             if src is not None:
                 e.path = src.path
+        if flags & O_TMPFILE == O_TMPFILE:
+            # an unnamed file in that directory, until a linkat names it (_on_rename): one name per open
+            e.path = f"{e.path.rstrip('/')}/{TMPFILE_NAME}, fd {fd})"
         self.fds[key] = _Desc(e.path, pos, bool(flags & O_APPEND))
         if flags & O_CLOEXEC:
             self.cloexec.add(key)
@@ -555,6 +674,121 @@ class Classifier:
                     self.flow.add_map(e.pid, d.path, e.ts, a[1], a[2], a[3])
             elif a[1] > 0 and a[2] > 0:
                 self.flow.add_foreign_map(e.pid, e.ts, a[1], a[2])
+
+    def _on_rename(self, e: Event) -> None:
+        """rename/renameat/renameat2 (path "OLD\\0NEW", args [old dfd, new dfd, flags]), or linkat of a
+        descriptor (AT_EMPTY_PATH, or /proc/self/fd/N with AT_SYMLINK_FOLLOW: an O_TMPFILE given its
+        name). From now on the file is NEW: the descriptors open on it, its account (file_summary),
+        the registered io_uring files, the counted I/O (counted.py reads the resolved event), and
+        the verdicts still to come of its I/O before the rename (_final_name). A plain hard link
+        leaves the old name in place: not a rename."""
+        old, _, new = (e.path or "").partition("\0")
+        e.path = None  # (what counted.CountedIo reads: set below to the rename as applied, if it is one)
+        a = e.args + [-100, -100, 0]
+        new = self._joined(e.pid, new, a[1])
+        if e.name == "linkat":
+            d = self._linked(e.pid, old, a[0], a[2])
+            if d is None:
+                return
+            old = d.path
+        else:
+            old = self._joined(e.pid, old, a[0])
+        if not old.startswith("/") or not new.startswith("/") or old == new:
+            return
+        e.path = old + "\0" + new
+        if e.name == "renameat2" and a[2] & RENAME_EXCHANGE:
+            # (the two names swap: through a name no path has, at the same time, in order)
+            swap = old + "\0exchange"
+            self._rename(old, swap, e.ts)
+            self._rename(new, old, e.ts)
+            self._rename(swap, new, e.ts)
+        else:
+            self._rename(old, new, e.ts)
+
+    def _joined(self, pid: int, path: str, dfd: int) -> str:
+        """PATH relative to directory fd DFD, where the reader left it relative (it could not read
+        /proc/PID/fd/DFD) and the traced table names that directory."""
+        if path.startswith("/") or dfd < 0:
+            return path
+        base = self.fds.get((pid, dfd))
+        return base.path.rstrip("/") + "/" + path if base else path
+
+    def _linked(self, pid: int, old: str, dfd: int, flags: int) -> _Desc | None:
+        """The unnamed O_TMPFILE a linkat names (AT_EMPTY_PATH: descriptor DFD; /proc/self/fd/N
+        followed), or None: a link of a path, or of a file that has a name, is a second name (a hard
+        link), and the first stays."""
+        d = None
+        if not old and flags & AT_EMPTY_PATH:
+            d = self.fds.get((pid, dfd))
+        m = _PROC_FD_RE.match(old)
+        if m and flags & AT_SYMLINK_FOLLOW:
+            owner = pid if m.group(1) in ("self", "thread-self") else int(m.group(1))
+            d = self.fds.get((owner, int(m.group(2))))
+        return d if d is not None and TMPFILE_NAME in d.path else None
+
+    def _rename(self, old: str, new: str, ts: int) -> None:
+        """OLD (a file, or a directory: every path under it) is NEW from TS on."""
+        q = self._renames
+        q.append((ts, old, new))
+        while q and q[0][0] < ts - RENAME_KEEP_NS:
+            q.popleft()
+        work = len(self.fds) + len(self.handles) + len(self.inodes) + len(self.files)
+        if self._rename_work + work > RENAME_WORK_MAX:
+            if old in self.files:
+                self._move_account(old, new)
+            return
+        self._rename_work += work
+        registered = [d for t in self.uring.values() for d, _ in t["files"].values()]
+        for d in {id(d): d for d in (*self.fds.values(), *registered)}.values():
+            moved = _moved(d.path, old, new)
+            if moved is not None:
+                d.path = moved
+        for key, (fd, path) in list(self.handles.items()):
+            moved = _moved(path, old, new) if path else None
+            if moved is not None:
+                self.handles[key] = (fd, moved)
+        for key, path in list(self.inodes.items()):
+            moved = _moved(path, old, new)
+            if moved is not None:
+                self.inodes[key] = moved
+        for path in [p for p in self.files if _moved(p, old, new) is not None]:
+            self._move_account(path, _moved(path, old, new) or new)
+
+    def _move_account(self, path: str, new: str) -> None:
+        """PATH's account under its new name (added to an account already there: the file it
+        replaced had that name too, as a checkpoint saved again over its last copy), the old name in
+        renamed_from."""
+        f = self.files.pop(path)
+        f["path"] = new
+        names = f.setdefault("renamed_from", [])
+        if path not in names and len(names) < RENAMED_FROM_MAX and "\0" not in path:  # (not an exchange's step)
+            names.append(path)
+        into = self.files.get(new)
+        if into is None:
+            self.files[new] = f
+            return
+        for k in ("ios", "bytes", "page_cache_bytes", "device_fill_bytes"):
+            into[k] += f[k]
+        for k, n in f["routes"].items():
+            into["routes"][k] = into["routes"].get(k, 0) + n
+        for k in ("via", "pids", "how"):
+            into[k] |= f[k]
+        into["max_offset"] = max(into["max_offset"], f["max_offset"])
+        if f.get("inferred"):
+            into["inferred"] = True
+        kept = into.setdefault("renamed_from", [])
+        kept += [n for n in names if n not in kept][: RENAMED_FROM_MAX - len(kept)]
+
+    def _final_name(self, path: str, ts: int) -> str:
+        """The name of the file PATH named at TS, after the renames since."""
+        if self._renames[-1][0] <= ts:
+            return path  # (most verdicts: of an I/O after the last rename, such as a start-up's .pyc writes)
+        for t, old, new in self._renames:
+            if t > ts:
+                moved = _moved(path, old, new)
+                if moved is not None:
+                    path = moved
+        return path
 
     def _on_pages(self, e: Event) -> None:
         """Page-cache fills outside read syscalls (mmap faults and their readahead): consecutive
@@ -665,27 +899,10 @@ class Classifier:
                 None,
                 "Linux AIO request (completion not traced: size is the request's)",
             )
-        elif name == "io_uring":
-            op = "read" if a[2] in URING_READ_OPS else "write" if a[2] in URING_WRITE_OPS else None
-            if op is None:
-                return
-            off = a[3]
-            if a[4] & 1:  # IOSQE_FIXED_FILE: a registered-file index, not an fd
-                path = None
-                note = f"io_uring request on registered file #{a[0]} (its path is not known)"
-            else:
-                d = self._desc(e, a[0])
-                path = d.path if d else None
-                note = "io_uring request (buffer address not traced)"
-                if d is not None and off == -1:
-                    off = d.pos
-                    if ret > 0:
-                        d.pos += ret
-            if path is None and not (a[4] & 1):
-                return
-            self._host_io(
-                e, "io_uring", op, path or f"<io_uring fixed file {a[0]}>", off, max(ret, 0), ret, None, a[6], note
-            )
+        elif name in ("io_uring_rw", "io_uring"):
+            self._on_uring_rw(e, a, ret)
+        elif name == "io_uring_register":
+            self._on_uring_register(e.pid, a)
         elif name in ("copy_file_range", "sendfile", "splice"):
             # both sides stay in the kernel: a file read and/or written, never a GPU
             for fd, offi, op in ((a[0], 3, "read"), (a[1], 4, "write")):
@@ -709,6 +926,121 @@ class Classifier:
                     a[6],
                     f"{name} fd {a[0]} -> fd {a[1]}: an in-kernel copy, no user buffer",
                 )
+
+    def _on_uring_rw(self, e: Event, a: list, ret: int) -> None:
+        """One io_uring read or write. io_uring_rw (probes/cufile_trace.c uring_t): a1 the buffer
+        address (0: not known), a2 the opcode | (ring fd + 1) << 32; io_uring, the older record: a1
+        user_data, a2 the opcode. A fixed-file request (IOSQE_FIXED_FILE) names an index into the
+        ring's registered files (_on_uring_register), a READ_FIXED/WRITE_FIXED buffer lies in one of
+        its registered buffers."""
+        opcode = a[2] & 0xFF
+        op = "read" if opcode in URING_READ_OPS else "write" if opcode in URING_WRITE_OPS else None
+        if op is None:
+            return
+        rw = e.name == "io_uring_rw"
+        ring = (a[2] >> 32) - 1 if rw else -1
+        buf = (a[1] or None) if rw else None
+        fixed_buf = opcode in (4, 5)  # READ_FIXED, WRITE_FIXED
+        tables = self._uring_tables(e.pid, ring) if a[4] & 1 or fixed_buf else None
+        if a[4] & 1:  # IOSQE_FIXED_FILE: a registered-file index, not an fd
+            d, note = self._fixed_file(tables, a[0])
+        else:
+            d = self._desc(e, a[0])
+            note = "" if buf else "io_uring request (buffer address not traced)"
+        if fixed_buf:
+            note = ", ".join(filter(None, (note, self._fixed_buffer(tables, buf))))
+        off = a[3]
+        if d is None:
+            if not (a[4] & 1):
+                return
+            path = f"<io_uring fixed file {a[0]}>"
+        else:
+            path = d.path
+            if off == -1:
+                off = d.pos
+                if ret > 0:
+                    d.pos += ret
+        self._host_io(e, "io_uring", op, path, off, max(ret, 0), ret, buf, a[6], note)
+
+    def _uring_tables(self, pid: int, ring: int) -> dict | None:
+        """The registered tables of PID's ring RING; with RING not known (-1: an SQPOLL thread
+        submitted it) or registered under another number (a registered ring's index), the process's
+        only ring with tables."""
+        t = self.uring.get((pid, ring))
+        if t is None:
+            mine = [v for (p, _), v in self.uring.items() if p == pid]
+            t = mine[0] if len(mine) == 1 else None
+        return t
+
+    @staticmethod
+    def _fixed_file(tables: dict | None, index: int) -> tuple[_Desc | None, str]:
+        """The open file at INDEX of a ring's registered files, and the evidence that says so."""
+        files = tables["files"] if tables else {}
+        hit = files.get(index)
+        if hit is not None:
+            return hit[0], f"io_uring request on registered file #{index} (fd {hit[1]} when registered)"
+        size = tables.get("files_n", 0) if tables else 0
+        if size > len(files) and index >= URING_REG_MAX_FILES:
+            why = f"the ring registered {size} files, the first {URING_REG_MAX_FILES} are traced"
+        elif tables is None:
+            why = "no registration of the ring's files was traced"
+        else:
+            why = "not a data file the trace named when it was registered"
+        return None, f"io_uring request on registered file #{index} (its path is not known: {why})"
+
+    @staticmethod
+    def _fixed_buffer(tables: dict | None, buf: int | None) -> str:
+        """Evidence of a READ_FIXED/WRITE_FIXED address: which registered buffer holds it."""
+        if not buf:
+            return ""
+        bufs = (tables or {}).get("bufs", {})
+        for i, (base, n) in sorted(bufs.items()):
+            if base <= buf < base + n:
+                return f"in registered buffer #{i} ({base:#x}, {n} bytes)"
+        size = (tables or {}).get("bufs_n", 0)
+        more = (
+            f" (the ring registered {size} buffers, the first {URING_REG_MAX_BUFS} are traced)"
+            if size > len(bufs)
+            else ""
+        )
+        return "in no registered buffer the trace saw" + more
+
+    def _on_uring_register(self, pid: int, a: list) -> None:
+        """One record of an io_uring_register (probes/cufile_trace.c uring_register_exit): a0 the
+        ring's fd, a1 the opcode | entries here << 8, a2 the table index of the first, a3 the call's
+        entries, a4..a6 six s32 descriptors or one buffer (base, length). A descriptor is resolved
+        now: a ring keeps its file after the program closes the fd."""
+        op, k, first, total = a[1] & 0xFF, (a[1] >> 8) & 0xFF, a[2], a[3]
+        key = (pid, a[0])
+        t = self.uring.get(key)
+        if t is None:
+            t = self.uring[key] = {"files": {}, "bufs": {}}
+        files = op in URING_REG_FILES
+        table = t["files"] if files else t["bufs"]
+        if op in URING_REG_NEW and first == 0:  # (a register's first record: the table starts anew)
+            table.clear()
+            t["files_n" if files else "bufs_n"] = total
+        if op not in URING_REG_NEW and op not in URING_REG_UPDATE:  # UNREGISTER_BUFFERS, UNREGISTER_FILES
+            table.clear()
+            return
+        if files:
+            words = [v & 0xFFFFFFFFFFFFFFFF for v in a[4:7]]
+            fds = [x for w in words for x in (w & 0xFFFFFFFF, w >> 32)]
+            for i in range(k):
+                fd = fds[i] - (1 << 32) if fds[i] >= 1 << 31 else fds[i]
+                if fd == URING_FILE_SKIP:
+                    continue
+                d = self.fds.get((pid, fd)) if fd >= 0 else None
+                if d is None:
+                    table.pop(first + i, None)
+                else:
+                    table[first + i] = (d, fd)  # (the open file itself: its position, its renames)
+        elif k:
+            base, n = a[4], a[5]
+            if base and n > 0:
+                table[first] = (base, n)
+            else:
+                table.pop(first, None)
 
     def _host_io(self, e, api, op, path, off, size, ret, buf, lat, note) -> None:
         if self.pending and self._match_call(e, api, op, off, path):
@@ -763,7 +1095,9 @@ class Classifier:
             if a[3] != 1:
                 self._copied_back.add(e.pid)
             flow = self.flow
-            flow.copy(e.ts, e.pid, a[0], a[1], a[2], a[3])  # dst, src, bytes, direction
+            # dst, src, bytes, direction, what the probe read of the host source (recordings of
+            # version 4 and before: nothing)
+            flow.copy(e.ts, e.pid, a[0], a[1], a[2], a[3], a[6] if len(a) > 6 else 0)
             if flow.done or flow.chunks or flow.expired_fills:
                 self._take_flow()
             return
@@ -772,8 +1106,13 @@ class Classifier:
         if stack is None:
             stack = self.api_stack[key] = []
         if name not in _CUFILE_IO:
+            calls = self.cufile_calls.get(e.pid)
+            if calls is None:
+                calls = self.cufile_calls[e.pid] = {}
+            calls.setdefault(name, None)
             stack.append(_Pending(e.pid, e.tid, e.comm, name, "", 0, 0, 0, e.ts))
             return
+        self.cufile_io_pids.add(e.pid)
         self.counts["api_calls"] += 1
         a = e.args
         if len(a) < 4:
@@ -797,6 +1136,8 @@ class Classifier:
                 count_unclassified(self.unmatched, e.pid, 1, 1, max(e.args[0], 0), read=e.name == "cuFileRead")
             return
         p = stack.pop()
+        if p.api == "cuFileDriverOpen" and e.args:
+            self.cufile_calls.setdefault(e.pid, {})["cuFileDriverOpen"] = e.args[0] & 0xFFFFFFFF
         if p.api in _CUFILE_SYNC_IO:
             a = e.args
             ret = a[0] if a else None
@@ -1355,8 +1696,14 @@ class Classifier:
     # -- verdicts of the data-flow model -----------------------------------------------------------
     def _emit(self, v: schema.IoLine, cached: int = 0, filled: int = 0, how: str = "", inferred: bool = False) -> None:
         """Every verdict goes out here, and into the per-file account (file_summary)."""
+        path = was = v["path"]
+        if self._renames and path:
+            final = self._final_name(path, v["ts"])
+            if final != path:
+                verb = "written" if v["op"] == "write" else "read"
+                v["path"] = path = final
+                v["evidence"] = [*v["evidence"], f"{verb} as {was}, renamed to {final}"]
         self.out.append(v)
-        path = v["path"]
         if not path:
             return
         n = v["size"]
@@ -1364,6 +1711,10 @@ class Classifier:
             n = 0
         off = v["offset"]
         f = self._account(path, 1, n, v["route"], v["api"], v["pid"], off + n if off >= 0 else 0)
+        if was != path:
+            names = f.setdefault("renamed_from", [])
+            if was not in names and len(names) < RENAMED_FROM_MAX:
+                names.append(was)
         if cached:
             f["page_cache_bytes"] += cached
         if filled:
@@ -1404,6 +1755,16 @@ class Classifier:
             f["max_offset"] = end
         return f
 
+    def add_counted(self, rows: list[dict]) -> None:
+        """The host I/O the kernel counted (counted.CountedIo.rows: processes without CUDA, no line
+        each) into the per-file and per-tree accounts, as the route totals have them: one set of
+        books (issue 43: a summary said HOST 49.0MiB and, below it, 32M per file and per tree). Its
+        file offsets are not known: the extent stays what the per-I/O lines reached."""
+        for r in rows:
+            f = self._account(r["path"], r["count"], r["bytes"], r["route"], r["api"], r["pid"], 0)
+            f["via"].discard(r["api"])
+            f["via"].add(f"{r['api']} (counted in the kernel)")
+
     def _take_flow(self) -> None:
         flow = self.flow
         if not (flow.done or flow.chunks or flow.expired_fills):
@@ -1423,8 +1784,8 @@ class Classifier:
         for mf, path, pid, ts, lo, hi, lat, e in fills:
             self._emit(*self._fill_verdict(mf, path, pid, ts, lo, hi, lat, e))
 
-    def _copy_text(self, c: Sequence[int], t: int, how: str, link: str = "") -> str:
-        ts, pid, dst, src, n, _ = c
+    def _copy_text(self, c: Sequence[int], t: int, how: str, link: str = "", checked: int = -1) -> str:
+        ts, pid, dst, src, n = c[:5]
         dt = (ts - t) / 1e6
         when = (
             "which took these bytes of the mapping"
@@ -1435,13 +1796,16 @@ class Classifier:
         )
         text = f"CUDA copy host {src:#x} -> GPU {dst:#x}, {n} bytes, {when}"
         if how == "staged":
-            text += (
-                " from another host buffer (staged through host memory; the CPU copy into it is not traced: "
-                "inferred from order, the process's oldest file bytes not yet copied)"
-            )
+            text += " from another host buffer (staged through host memory; the CPU copy into it is not traced)"
         elif how == "job":
             comm = self._proc(pid)["comm"] or "?"
             text += f" by {comm}/{pid}, another process of the same traced tree; {link}"
+        if how in ("staged", "job"):
+            text += "; " + (
+                _checked_text(checked)
+                if checked >= 0
+                else _by_order_text(c, self.content.live or bool(self.content.recorded))
+            )
         return text
 
     def _elsewhere_text(self, c: list, left: int, t: int, text: bool = False) -> str:
@@ -1496,22 +1860,26 @@ class Classifier:
         # a copy from the read's own buffer ties it to the GPU whatever part it copied (the address proves
         # it); an inferred (staged) tie needs at least half of its bytes taken
         if src.copy is not None and (src.how == "direct" or src.consumed * 2 >= max(src.size, 1)):
-            ev.append(self._copy_text(src.copy, e.ts, src.how, src.link))
+            ev.append(self._copy_text(src.copy, e.ts, src.how, src.link, src.checked))
             if src.copies > 1 or src.consumed < src.size:
                 ev.append(f"{src.consumed} of its {src.size} bytes taken by {src.copies} CUDA copies")
             route = Route.DRAM_BOUNCE
-            # (high only where the address proves it: a staged pairing, one to one or not, is inferred
-            # from order and sizes, and a program that reads 4 MiB chunks only to sum them while it
-            # copies other 4 MiB buffers to the GPU makes the same order and sizes: held-out host-stats)
-            conf = "high" if src.how == "direct" else "medium"
-            if io.buf is None:
+            # High where the address or the bytes prove it. A staged pairing not checked by content is
+            # inferred from order and sizes, and a program that reads 4 MiB chunks only to sum them
+            # while it copies other 4 MiB buffers to the GPU makes the same order and sizes (held-out
+            # host-stats, issue 43's checksum loop): low.
+            conf = "high" if src.how == "direct" or src.checked >= 0 else "low"
+            if io.buf is None and src.how == "direct":
                 conf = "medium"  # (no buffer address traced: io_uring, version-1 records of the v-forms)
-            elif src.how == "staged" and src.exact:
+            elif src.how == "staged" and src.exact and src.checked < 0:
                 ev.append("one read, then one copy of exactly its size: paired one to one")
             how = src.how
             if src.rivals:
                 conf = "low"
                 ev.append(_rivals_text(src.rivals))
+        elif src.changed is not None or src.differs is not None:  # (content: copies that were not its bytes)
+            route, conf, how = Route.UNKNOWN, "low", ""
+            ev.append(_differs_text(src, e.ts))
         elif src.recopy is not None:  # (DataFlow.recopies: which bytes that copy carried is not known)
             route, conf, how = Route.DRAM_BOUNCE, "low", "staged"
             c = src.recopy
@@ -1552,6 +1920,7 @@ class Classifier:
             or src.recopy is not None
             or src.with_file is not None
             or route == Route.UNKNOWN
+            or (route == Route.DRAM_BOUNCE and conf == "low")  # (staged, by order only)
         )
         return self._host_line(io, route, conf, ev), 0, 0, how, inferred
 
@@ -1569,9 +1938,9 @@ class Classifier:
                 else f"{filled} bytes filled from the device during the trace"
                 + (f", {cached} from the page cache" if cached else "")
             ),
-            self._copy_text(ch.copy, ch.ts, ch.how, ch.link),
+            self._copy_text(ch.copy, ch.ts, ch.how, ch.link, ch.lo if ch.checked else -1),
         ]
-        conf = "high" if ch.how == "direct" else "medium"
+        conf = "high" if ch.how == "direct" or ch.checked else "low"
         if ch.rivals:
             conf = "low"
             ev.append(_rivals_text(ch.rivals))
@@ -1594,7 +1963,7 @@ class Classifier:
             conf,
             ev,
         )
-        return line, cached, filled, ch.how, bool(ch.rivals)
+        return line, cached, filled, ch.how, bool(ch.rivals) or conf == "low"
 
     def _fill_verdict(self, mf, path: str, pid: int, ts: int, lo: int, hi: int, lat: int, e: Event) -> tuple:
         what = (
@@ -1657,12 +2026,25 @@ class Classifier:
                     "not known: host memory no traced read explains went to a GPU after these reads, and "
                     "they were not paired with it (a text file, or a process without CUDA); the I/O lines name the copy"
                 )
+            if bounce or host:
+                unused = self._cufile_unused(f["pids"])
+                if unused:
+                    why.append(unused)
             if f.get("inferred") and any(self.job_of(pid) in self.flow.passed_over_jobs for pid in f["pids"]):
                 why.append(
                     "not known for certain: copies from a staging buffer took file bytes while bytes of several "
                     "files were waiting, and some of those were never copied; which file's bytes reached the "
                     "GPU is inferred from order (the I/O lines say low)"
                 )
+            row = {
+                "path": f["path"],
+                "routes": r,
+                "via": sorted(f["via"]),
+                "how": sorted(f["how"]),
+                "page_cache_hit": round(f["page_cache_bytes"] / mm, 4) if mm else None,
+                "why": "; ".join(why),
+            }
+            chain, fix = file_why(row, self.node, self._cufile_unused(f["pids"]) if bounce or host else None)
             out.append(
                 {
                     "path": f["path"],
@@ -1677,9 +2059,41 @@ class Classifier:
                     "pids": sorted(f["pids"]),
                     "how": sorted(f["how"]),
                     "why": "; ".join(why),
+                    "why_chain": [x.to_json() for x in chain],
+                    "fix": fix,
                 }
             )
+            if f.get("renamed_from"):
+                out[-1]["renamed_from"] = list(f["renamed_from"])
         return out
+
+    def _cufile_unused(self, pids) -> str | None:
+        """'libcufile loaded, no cuFile I/O' for the file's processes that loaded libcufile (mapped
+        it, or called it to open the driver or ask its version) and never read or wrote through it:
+        a loader's own non-GDS fallback (it tried GDS, or only linked it, and moved the bytes itself)."""
+        for pid in sorted(pids):
+            if pid in self.cufile_io_pids:
+                continue
+            calls = self.cufile_calls.get(pid)
+            if not calls and pid not in self.libcufile_pids:
+                continue
+            who = f"{self._proc(pid)['comm'] or '?'}/{pid}"
+            text = f"libcufile loaded, no cuFile I/O: {who} loaded libcufile"
+            if calls:
+                rc = calls.get("cuFileDriverOpen")
+                if "cuFileDriverOpen" in calls:
+                    text += (
+                        ", opened the driver"
+                        if rc == 0
+                        else f", its cuFileDriverOpen failed ({_cufile_error(rc)})"
+                        if rc is not None
+                        else ", called cuFileDriverOpen"
+                    )
+                others = sorted(k for k in calls if k != "cuFileDriverOpen")
+                if others:
+                    text += " and called " + ", ".join(others)
+            return text + ", and read these bytes itself (the program's own non-GDS path, not cuFile)"
+        return None
 
     def tree_summary(self) -> list[dict]:
         """Per traced process tree (job): the bytes of its files on each route."""
@@ -1846,9 +2260,22 @@ class Classifier:
         )
 
 
+def _moved(path: str, old: str, new: str) -> str | None:
+    """PATH once OLD is renamed NEW (PATH is OLD, or under it when OLD is a directory); None when the
+    rename does not touch it."""
+    if path == old:
+        return new
+    if path.startswith(old) and path[len(old) : len(old) + 1] == "/":
+        return new + path[len(old) :]
+    return None
+
+
 def classify(events: list[Event], path_filter: str | None = None, record_version: int = 2) -> list[schema.IoLine]:
     """The whole stream at once (replay): events are ordered by time first."""
     c = Classifier(path_filter, record_version)
+    answers = recorded_answers(e for e in events if e.kind == "content")
+    if answers:
+        c.use_content(ContentCheck(recorded=answers))
     for e in sorted(events, key=lambda e: e.ts):
         c.feed(e)
     c.flush()

@@ -19,6 +19,7 @@ from .classify import MIN_APP_IO
 from .events import Event, not_data
 
 READS = {"pread64", "preadv", "preadv2", "read", "readv"}
+SCAN_MAX = 5_000_000  # (classify.RENAME_WORK_MAX: the same bound for the counters' opens)
 
 
 def size_class(bucket: int) -> str:
@@ -37,17 +38,53 @@ class CountedIo:
     """Feed it every event (after the classifier, which resolves open paths); ``rows()`` at the end."""
 
     def __init__(self) -> None:
-        self.paths: dict[int, str | None] = {}  # open serial -> path
+        self.paths: dict[int, str | None] = {}  # open serial -> path (its file's name now)
+        self.was: dict[int, str] = {}  # open serial -> the path it was opened by, where renamed since
+        self.serials: dict[str, list[int]] = {}  # path -> the opens of it (a rename of a file: no scan)
+        self.scanned = 0  # opens walked for renames of directories, at most SCAN_MAX (a stranger's recording)
         self.comms: dict[int, str] = {}
         self.counted: list[Event] = []
 
     def feed(self, e: Event) -> None:
         if e.kind == "open" and len(e.args) > 6 and e.args[6]:
             self.paths[e.args[6]] = e.path
+            if e.path:
+                self.serials.setdefault(e.path, []).append(e.args[6])
+        elif e.kind == "rename" and e.path and self.paths:
+            old, _, new = e.path.partition("\0")
+            if e.name == "renameat2" and len(e.args) > 2 and e.args[2] & 2:  # RENAME_EXCHANGE: the names swap
+                self._rename(old, old + "\0exchange")
+                self._rename(new, old)
+                self._rename(old + "\0exchange", new)
+            else:
+                self._rename(old, new)
         elif e.kind == "proc" and e.comm:
             self.comms[e.pid] = e.comm
         elif e.kind == "counted":
             self.counted.append(e)
+
+    def _rename(self, old: str, new: str) -> None:
+        """The files opened as OLD (or under it) are NEW from now on (the classifier resolved both:
+        Classifier._on_rename). A counter's I/O all came before its row is read: its file's last
+        name is the one to show."""
+        from .classify import _moved
+
+        if not old or not new:
+            return
+        exact = self.serials.pop(old, None)
+        # (a file: its opens by name; else maybe a directory: every path under it)
+        if exact is None and self.scanned + len(self.paths) > SCAN_MAX:
+            return
+        if exact is None:
+            self.scanned += len(self.paths)
+        touched = exact if exact is not None else [s for s, p in self.paths.items() if p and p.startswith(old + "/")]
+        for serial in touched:
+            path = self.paths.get(serial)
+            moved = _moved(path, old, new) if path else None
+            if path and moved is not None:
+                self.was.setdefault(serial, path)
+                self.paths[serial] = moved
+                self.serials.setdefault(moved, []).append(serial)
 
     def rows(self, path_ok, elsewhere=None) -> list[dict]:
         """One row per counter whose file is data under the path filter (path_ok(path) -> bool).
@@ -86,6 +123,8 @@ class CountedIo:
             }
             if why is not None:
                 row["why"] = why
+            if serial in self.was:
+                row["renamed_from"] = self.was[serial]
             out.append(row)
         return out
 

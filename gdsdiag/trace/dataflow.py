@@ -35,6 +35,8 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .content import FLAG_CHANGED, ContentCheck, CopySample, Verdict, compare
+
 WINDOW_NS = 3_000_000_000  # file bytes in host memory this old, never copied, are HOST
 # … unless no process of the job has made a CUDA copy yet: a program often reads its data before it
 # initialises the GPU (JAX's backend took 3.8 s to come up after the read on the GPU machine; a model
@@ -204,6 +206,13 @@ class Source:
     # explained: that copy and the bytes left unexplained (DataFlow.elsewhere)
     elsewhere: tuple | None = None
     until: int = 0  # taken and out of its queue: found by its buffer until then (RETAIN_NS)
+    # content evidence (content.py): the file offset at which a staged copy's source was seen to
+    # hold this read's bytes (-1: not checked), and the copies seen NOT to carry them: a staged copy
+    # whose fingerprint differs from the file's bytes this read would have given it, or a copy of
+    # this read's own buffer after other bytes were written into it (the probe's FLAG_CHANGED)
+    checked: int = -1
+    differs: list | None = None
+    changed: list | None = None
 
     def __post_init__(self) -> None:
         self.ok = staged_ok(self.path)
@@ -235,6 +244,9 @@ class TakenRead(Source):
     recopy = None
     with_file = None
     elsewhere = None
+    checked = -1
+    differs = None
+    changed = None
 
     def __init__(
         self,
@@ -255,10 +267,10 @@ class TakenRead(Source):
 
     @property
     def copy(self) -> tuple:  # type: ignore[override]  # (read-only: a copy never sets it on a taken read)
-        """The copy that took it, as a Source holds it: [ts, pid, dst, src, n, direction]; n is the
+        """The copy that took it, as a Source holds it: [ts, pid, dst, src, n, direction, content]; n is the
         read's size (a bounce pair's copy moves exactly the bytes its read returned:
         wholecalls.WholeCalls._bounces)."""
-        return (self.t_copy, self.pid, self.dst, self.src, self.size, 1)
+        return (self.t_copy, self.pid, self.dst, self.src, self.size, 1, 0)
 
 
 class Taken:
@@ -407,6 +419,7 @@ class Chunk:
     copy: list
     link: str = ""
     rivals: tuple[str, ...] = ()  # as Source.rivals
+    checked: bool = False  # the copy's source was seen to hold these bytes (content.py)
 
 
 class DataFlow:
@@ -416,6 +429,10 @@ class DataFlow:
     def __init__(self, job_of) -> None:
         self.job_of = job_of
         self.can_feed = lambda pid: True  # may this process's file bytes be another's staged copy
+        # the file's own bytes, to check a copy's fingerprint against (None: never checked)
+        self.check: ContentCheck | None = None
+        self._skip: set[int] = set()  # ids of reads a staged copy was seen not to carry (_staged)
+        self._checked_at = -1  # the file offset _staged_from's first take was checked at
         self.by_pid: dict[int, deque[Source]] = {}  # unconsumed read sources, oldest first
         self.stageable: dict[int, deque[Source]] = {}  # those of them a staged copy may take (staged_ok)
         self.by_job: dict[int, set[int]] = {}  # job -> pids with sources or mappings
@@ -593,11 +610,12 @@ class DataFlow:
                 self.loose_fills.setdefault((pid, path), []).append([ts, a, b, lat, payload])
 
     # -- copies ----------------------------------------------------------------------------------
-    def copy(self, ts: int, pid: int, dst: int, src: int, n: int, direction: int) -> None:
-        """A CUDA copy (direction 1 host-to-device, 0 unified: the host side is found by address)."""
+    def copy(self, ts: int, pid: int, dst: int, src: int, n: int, direction: int, content: int = 0) -> None:
+        """A CUDA copy (direction 1 host-to-device, 0 unified: the host side is found by address);
+        CONTENT: what the probe read of its host source (content.CopySample, 0: nothing)."""
         if n <= 0 or (direction != 1 and direction != 0):
             return
-        c = [ts, pid, dst, src, n, direction]
+        c = [ts, pid, dst, src, n, direction, content]
         job = self.job_of(pid)
         self.copying_jobs.add(job)
         if not self._direct(c) and direction == 1 and n >= MIN_STAGED_COPY:
@@ -606,7 +624,7 @@ class DataFlow:
     def _direct(self, c: list) -> bool:
         """A copy of a read's buffer or of a mapping of the file. A buffer whose read was taken already
         (copied again, to a second GPU say) adds no file bytes, and is no staged copy either."""
-        ts, pid, _, host, n, _ = c
+        ts, pid, _, host, n = c[:5]
         s = self.by_page.get((pid, host >> 12))
         if s is None or not (s.buf is not None and s.buf <= host < s.buf + max(s.size, 1)) or 0 < s.until < ts:
             s = None
@@ -615,6 +633,8 @@ class DataFlow:
                 s = self._newest_read_of(pid, q, host, n)
         if s is not None and s.ts <= ts + 1:
             if not s.finished:  # (a Taken is finished: only a Source comes here)
+                if c[6] >> 60 == FLAG_CHANGED and not self._still_the_reads(s, c):  # type: ignore[arg-type]
+                    return False  # (other bytes in its buffer now: no copy of this read's)
                 take = min(host + n, s.buf + s.size) - max(host, s.buf)  # type: ignore[operator]
                 self._consume(s, max(take, 0), "direct", c)  # type: ignore[arg-type]
             elif c[5] == 1 and n >= MIN_STAGED_COPY:  # (copied again: DataFlow.recopies)
@@ -629,6 +649,21 @@ class DataFlow:
             if iv is not None:
                 self._take_mapped(mf, iv[0], iv[1], "direct", c)  # (bytes taken already add nothing)
                 return True
+        return False
+
+    def _still_the_reads(self, s: Source, c: list) -> bool:
+        """The probe saw the copy's source differ from what the last read into that address put
+        there (FLAG_CHANGED): other bytes were written into the buffer since, unless the file's own
+        bytes at that place say the copy carries them after all (a shorter read into the same buffer
+        in between changed what the probe kept). Not the read's bytes: S remembers the copy."""
+        sample = CopySample.of(c[6])
+        if sample is not None and self.check is not None:
+            at = c[3] - (s.buf or 0)
+            fs = self.check.file_sample(s.path, s.offset + at, s.ts)
+            if compare(sample, fs, s.size - at) == Verdict.MATCH:
+                return True
+        if s.changed is None:
+            s.changed = c
         return False
 
     def _newest_read_of(self, pid: int, q: deque[Source], host: int, n: int) -> Source | None:
@@ -651,12 +686,123 @@ class DataFlow:
         return None
 
     def _staged(self, c: list, n: int, job: int) -> None:
-        """The copy's n bytes from the process's own file bytes first, then the job's others', each
-        oldest first (what no file byte explains is host data: nothing is taken for it)."""
+        """The copy's n bytes from the file bytes its fingerprint shows it carries (_by_content);
+        where nothing can be checked, from the process's own file bytes first, then the job's
+        others', each oldest first (inferred from order). What no file byte explains is host data:
+        nothing is taken for it."""
         pid = c[1]
         pids = self.by_job.get(job)
         alone = not pids or (len(pids) == 1 and pid in pids)
         others = [] if alone else [p for p in pids or () if p != pid and self.can_feed(p)]
+        sample = CopySample.of(c[6])
+        if sample is not None and sample.h0 and self.check is not None:
+            left = self._by_content(c, n, pid, others, sample)
+            if left is not None:
+                if left > 0:
+                    self._unexplained(job, c, left)
+                return
+        try:
+            self._staged_by_order(c, n, job, pid, alone, others)
+        finally:
+            self._skip = set()
+
+    def _unexplained(self, job: int, c: list, left: int) -> None:
+        q = self.unexplained.get(job)
+        if q is None:
+            q = self.unexplained[job] = deque(maxlen=RECOPIES_KEPT)
+        q.append((c, left))
+
+    def _candidates(self, pid: int, others: list[int], ts: int):
+        """What a staged copy at TS may carry, in the order of the order-based guess: (process,
+        read or None, mapped file or None), the first RIVAL_SCAN waiting reads of each process."""
+        for p in (pid, *others):
+            k = 0
+            for src in itertools.islice(self.stageable.get(p) or (), 4 * RIVAL_SCAN):
+                if src.ts > ts or k >= RIVAL_SCAN:
+                    break
+                if src.finished or src.consumed >= src.size:
+                    continue
+                k += 1
+                yield p, src, None
+            if p == pid:
+                for mf in self.maps_of.get(pid, ()):
+                    if mf.ok and mf.ts <= ts and mf.consumed.total() < mf.size:
+                        yield p, None, mf
+
+    def _by_content(self, c: list, n: int, pid: int, others: list[int], sample: CopySample) -> int | None:
+        """Take the copy's bytes from the waiting file bytes its source's fingerprint matches: the
+        first waiting read (or mapped file, at the offset order would take) whose file holds the
+        copy's first bytes, then that file's next reads in order. Reads whose bytes it was seen not
+        to carry remember it (Source.differs). Returns the bytes no file explains, or None: nothing
+        could be checked (the order-based guess decides, at low confidence), except that the reads
+        seen to differ are skipped by it."""
+        assert self.check is not None
+        ts, differs, unknown = c[0], [], False
+        for p, s, mf in self._candidates(pid, others, ts):
+            how = "staged" if p == pid else "job"
+            if s is not None:
+                at = s.offset + s.consumed
+                v = compare(sample, self.check.file_sample(s.path, at, s.ts), s.size - s.consumed)
+                if v == Verdict.MATCH:
+                    return self._take_checked(s, at, n, how, c)
+                if v == Verdict.DIFFERS:
+                    differs.append(s)
+                else:
+                    unknown = True
+            elif mf is not None:
+                lo = self._mapped_next(mf)
+                if lo is None:
+                    continue
+                rest = next((b - a for a, b in mf.consumed.gaps(lo, mf.size)), 0)
+                v = compare(sample, self.check.file_sample(mf.path, lo, mf.ts), rest)
+                if v == Verdict.MATCH:
+                    take = min(n, rest)
+                    self._take_mapped(mf, lo, lo + take, how, c, checked=True)
+                    return n - take
+                unknown = True  # (order within a mapping is a weak guess: a mismatch there says little)
+        # (reached only where no candidate matched: a copy that matched another file's bytes says
+        # nothing of these, which then end as any read no copy took)
+        for s in differs:
+            if s.differs is None:
+                s.differs = c
+        if not unknown:  # (every candidate checked and none matched: no file byte explains the copy)
+            return n if differs else None
+        self._skip = {id(s) for s in differs}
+        return None
+
+    def _mapped_next(self, mf: MappedFile) -> int | None:
+        """The offset a staged copy would take next from a mapped file (_staged_mapped's order)."""
+        for lo, hi in mf.filled.items():
+            for a, _b in mf.consumed.gaps(lo, hi):
+                return a
+        for a, _b in mf.consumed.gaps(0, mf.size):
+            return a
+        return None
+
+    def _take_checked(self, s: Source, at: int, n: int, how: str, c: list) -> int:
+        """Take N bytes from S on (its fingerprint matched at file offset AT), then from the same
+        process's next reads of the same file where each starts where the last ended: the bytes a
+        loader read in pieces and copied at once. Returns the bytes left unexplained."""
+        path, end = s.path, s.offset + s.size
+        take = min(n, s.size - s.consumed)
+        s.checked = at
+        self._consume(s, take, how, c)
+        left = n - take
+        q = self.stageable.get(s.pid)
+        if left > 0 and q:
+            for nxt in itertools.islice(q, 4 * RIVAL_SCAN):
+                if left <= 0:
+                    break
+                if nxt.finished or nxt.path != path or nxt.offset != end or nxt.consumed or nxt.ts > c[0]:
+                    continue
+                take = min(left, nxt.size)
+                nxt.checked = nxt.offset  # (contiguous with the checked bytes: the same stream)
+                self._consume(nxt, take, how, c)
+                left -= take
+                end = nxt.offset + nxt.size
+        return left
+
+    def _staged_by_order(self, c: list, n: int, job: int, pid: int, alone: bool, others: list[int]) -> None:
         # Oldest first is a guess when bytes of more than one file wait: a program that reads one file
         # only to checksum it and stages another to the GPU would have the first file's bytes taken.
         # The files in reach are noted, and the verdicts say the pairing is inferred between them.
@@ -674,10 +820,7 @@ class DataFlow:
                         break
                     left = self._staged_from(other, c, left, "job")
             if left > 0:
-                q = self.unexplained.get(job)
-                if q is None:
-                    q = self.unexplained[job] = deque(maxlen=RECOPIES_KEPT)
-                q.append((c, left))
+                self._unexplained(job, c, left)
         finally:
             self._rivals = frozenset()
 
@@ -740,6 +883,11 @@ class DataFlow:
                     del self.stageable[pid]
                     q = None
             s = q[0] if q and q[0].ts <= ts else None  # (a read after the copy cannot be its source)
+            if s is not None and q is not None and self._skip and id(s) in self._skip:
+                # (a read the copy's fingerprint was seen not to match: the next one not skipped)
+                s = next((x for x in q if not x.finished and id(x) not in self._skip), None)
+                if s is not None and s.ts > ts:
+                    s = None
             if s is not None and (not maps or how == "job" or s.ts <= maps[0].ts):
                 rest = s.size - s.consumed  # (s.remaining())
                 take = left if left <= rest else rest if rest > 0 else 0
@@ -774,11 +922,12 @@ class DataFlow:
                 break
         return got
 
-    def _take_mapped(self, mf: MappedFile, lo: int, hi: int, how: str, c: list) -> None:
+    def _take_mapped(self, mf: MappedFile, lo: int, hi: int, how: str, c: list, checked: bool = False) -> None:
         for a, b in mf.consumed.gaps(lo, hi):
             mf.consumed.add(a, b)
-            rivals = self._rivals_of(mf.path) if how != "direct" else ()
-            mf.settling.append(Chunk(mf, c[0], a, b, how, c, self._link(c[1]) if how == "job" else "", rivals))
+            rivals = self._rivals_of(mf.path) if how != "direct" and not checked else ()
+            link = self._link(c[1]) if how == "job" else ""
+            mf.settling.append(Chunk(mf, c[0], a, b, how, c, link, rivals, checked))
         mf.last_ts = max(mf.last_ts, c[0])
 
     def _consume(self, s: Source, take: int, how: str, c: list, exact: bool = False) -> None:

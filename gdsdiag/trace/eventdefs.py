@@ -72,6 +72,8 @@ SYSCALLS = _table("""
     SYS_SPLICE 16 splice
     SYS_URING 17 io_uring           # one io_uring request, joined from its submit/file_get/complete tracepoints
     SYS_AIO 18 aio                  # one iocb of io_submit (a4: IOCB_CMD_*)
+    SYS_URING_RW 19 io_uring_rw     # SYS_URING with the buffer address and the ring's fd (a1, a2: probe's uring_t)
+    SYS_URING_REGISTER 20 io_uring_register  # part of a registered file or buffer table (URING_REG_*)
 """)
 # fd-table syscalls: kept from enter to exit like the others, sent as EV_FD (>= SYS_DUP: bookkeeping)
 FD_SYSCALLS = _table("""
@@ -88,11 +90,13 @@ FD_EVENTS = _table("""
     FDEV_UNNAMED_OPEN 5 unnamed_open    # (a0 fd) in version-2 recordings only
     FDEV_MMAP 6 mmap
 """)
-# ids of EV_PROC: fork (a0 parent, a1 child), exec (from the opens ring, with the program), exit (a0 pid)
+# ids of EV_PROC: fork (a0 parent, a1 child; a2 the reader's: 1 a thread), exec (from the opens ring,
+# with the program), exit (a0 pid), thread_exit (a0 pid, a1 thread id)
 PROC_EVENTS = _table("""
     PROC_FORK 1 fork
     PROC_EXEC 2 exec
     PROC_EXIT 3 exit
+    PROC_THREAD_EXIT 4 thread_exit  # (a0 its process, a1 the thread): a thread fork announced ended
 """)
 # ids of nvfs_kprobes.c's EV_KPROBE records
 KPROBE_EVENTS = _table("""
@@ -110,12 +114,27 @@ FD_KINDS = _table("""
     FD_PSEUDO 3         # /sys, /proc, /dev, or opened relative to such a directory
     FD_DATA 4           # a data file the reader knows (its open's serial in the upper bits)
 """)
+# what an open_t record is when its fd is negative: an exec (the new program), or one half of a
+# successful rename (from, to: the path as the call gave it, dfd its directory fd, flags the call's,
+# serial the call's RN_* id); both halves come from one exit, one after the other
+OPEN_KINDS = _table("""
+    OPEN_EXEC -2
+    OPEN_RENAME_FROM -3
+    OPEN_RENAME_TO -4
+""")
+RENAMES = _table("""
+    RN_RENAME 1 rename
+    RN_RENAMEAT 2 renameat
+    RN_RENAMEAT2 3 renameat2
+    RN_LINKAT 4 linkat               # a link of a descriptor (AT_EMPTY_PATH, /proc/self/fd/N): an O_TMPFILE named
+""")
 CONSTANTS = _table("""
     EVENTS_RING_PAGES 4096      # 16 MiB: ~160k 104-byte records between two drains
     OPENS_RING_PAGES 4096       # 16 MiB: ~51k opens/execs (only data, named directories, CUDA libraries)
     BATCH_MAX 8                 # cuFileBatchIOSubmit requests sent per call
     AIO_MAX 8                   # io_submit iocbs sent per call
     SYS_SLOTS 65536             # per-thread slots (syscall arguments, cached state), by thread id's low bits
+    URING_REG_RECORDS 64        # records sent per io_uring_register: 6 files or 1 buffer each (384 files, 64 buffers)
 """)
 BATCH_MAX = dict(CONSTANTS)["BATCH_MAX"]
 AIO_MAX = dict(CONSTANTS)["AIO_MAX"]
@@ -153,7 +172,7 @@ EVENT_SIZE = EVENT_STRUCT.size
 OPEN_STRUCT = _struct(OPEN_FIELDS)
 
 ALL_IDS = KINDS + API + SYSCALLS + FD_EVENTS + PROC_EVENTS + KPROBE_EVENTS
-ALL_NUMBERS = tuple((row[0], row[1]) for row in ALL_IDS + FD_SYSCALLS + FD_KINDS + CONSTANTS)
+ALL_NUMBERS = tuple((row[0], row[1]) for row in ALL_IDS + FD_SYSCALLS + FD_KINDS + CONSTANTS + OPEN_KINDS + RENAMES)
 
 
 def names(table) -> dict[int, str]:

@@ -155,10 +155,13 @@ class Recording:
         # (the tracer killed, the disk full). If it does not parse it is left out, and named here.
         self.unterminated: int | None = None
         self.cut_at: int | None = None
+        self.content_lines = 0  # lines of content checks (content.py): read before any event is fed
         newest = None
         for n, text in self._lines():
             if n == 0:
                 continue
+            if '"content"' in text:
+                self.content_lines += 1
             self.count += 1
             if self.count > MAX_REPLAY_EVENTS:
                 raise self._error(n, f"more than {MAX_REPLAY_EVENTS} events")
@@ -204,6 +207,10 @@ class Recording:
             count += 1
             if count > self.count:
                 raise self._error(n, "the file grew while it was replayed")
+
+    def content_events(self):
+        """The recording's content checks (a third read, only of recordings that have them)."""
+        return (e for e in self.events() if e.kind == "content")
 
     def _error(self, line: int, why: str) -> GdsdiagError:
         return GdsdiagError(f"{self.path} is not a gdsdiag trace record: line {line}: {why}", self.FIX)

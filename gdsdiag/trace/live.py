@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, cast
 from ..errors import GdsdiagError, UsageError
 from . import gcpace
 from .classify import Classifier, exit_is_io
+from .content import ContentCheck, answer_event, recorded_answers
 from .events import RECORD_VERSION
 from .tally import RouteTally, Unclassified, count_unclassified, merge_unclassified
 
@@ -108,6 +109,42 @@ IO_NAMES = frozenset(
 )
 
 
+class NodeFactsReader:
+    """`check`'s node facts (check/facts.py), read in a thread while the trace runs: a file's why
+    joins them to what the program did. Read once (~0.1 s on the dev VM); a failure is no reason to
+    stop a trace: the why then says the node's facts are not known."""
+
+    WAIT_S = 2.0
+
+    def __init__(self) -> None:
+        import threading
+
+        self._got: list = []
+        self._thread = threading.Thread(target=self._read, name="gdsdiag-node-facts", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        from ..check.context import CheckContext
+        from ..check.facts import NodeFacts
+        from ..platform.roots import node_root
+
+        try:
+            with node_root("/") as fs:
+                self._got.append(NodeFacts.collect(CheckContext(fs, env=dict(os.environ))))
+        except Exception:  # (a reader's failure leaves the why without the node's side, said there)
+            self._got.append(None)
+
+    def result(self):
+        self._thread.join(self.WAIT_S)
+        return self._got[0] if self._got else None
+
+
+def record_answers(record_file, content: ContentCheck, ts: int) -> None:
+    """The content checks made since the last call, as recording lines (a replay reads them)."""
+    lines = (answer_event(ts, p, off, fs).to_list() for p, off, fs in content.take_answers())
+    record_file.write("".join(json.dumps(v) + "\n" for v in lines))
+
+
 def _tally_events(evs, into: Unclassified, exits: Counter | None = None) -> None:
     """Per process (tally.Unclassified, as bpf.tally_records does for undecoded records): events,
     the reads and writes among them with their bytes, and of those the reads (not classified);
@@ -136,6 +173,8 @@ def _processes(clf, counted: list[dict] | None = None) -> list[dict]:
     for p in sorted(clf.procs.values(), key=lambda p: p["pid"]):
         d = {k: p.get(k) for k in ("pid", "ppid", "comm", "exe", "ios")}
         d["ios"] = (d["ios"] or 0) + extra.get(p["pid"], 0)
+        if p.get("threads"):
+            d["threads"] = p["threads"]  # (threads it started during the trace: not processes)
         out.append(d)
     return out
 
@@ -147,6 +186,7 @@ def _finish(clf, counter, tally: RouteTally, **kw) -> TraceResult:
     rows = counter.rows(clf._path_ok, clf.copied_elsewhere)
     summary = tally.summary()
     merge_summary(summary, rows)
+    clf.add_counted(rows)  # (the per-file and per-tree books hold what the route totals hold)
     lost = kw.pop("lost_by_process", [])
     unsent = kw.pop("unclassified_by_process", {})
     merge_unclassified(unsent, clf.unmatched)  # (cuFile calls whose start the trace did not see)
@@ -341,6 +381,9 @@ def run_live(
 
     clf = Classifier(path_filter)
     clf.cgroup_job = bool(cgroup)  # a container's processes are one job, forked from each other or not
+    content = ContentCheck(live=True)  # staged copies checked against the files' own bytes
+    clf.use_content(content)
+    node = NodeFactsReader()  # the node's GDS facts for each file's why, read beside the trace
     counter = CountedIo()
     tally = RouteTally()
     nevents = 0
@@ -400,6 +443,7 @@ def run_live(
                 rescan.add(e.pid)
         for p in rescan:
             probes.scan_maps(p)
+        probes.attach_answers()
         evs = queued + new if queued else new
         queued.clear()
         # the ring is emptied into memory (cheap: bytes copied) every CHUNK events of this slower work,
@@ -419,6 +463,8 @@ def run_live(
             for e in part:
                 clf.feed(e)
                 counter.feed(e)
+            if record_file is not None and content.answers:
+                record_answers(record_file, content, part[-1].ts)
             probes.drain()
 
     # The handlers stay until the probes are gone: a second signal only notes itself, so neither the
@@ -500,6 +546,7 @@ def run_live(
         phases["classify_s"] = round(time.monotonic() - t_stop, 3)
         counted = probes.counted_host_io()
         if record_file is not None:
+            record_answers(record_file, content, clf.now)
             record_file.write("".join(json.dumps(e.to_list()) + "\n" for e in counted))
         for e in counted:
             counter.feed(e)
@@ -528,6 +575,9 @@ def run_live(
         timing["end_s"] = round(time.monotonic() - t_attached, 3)
         # (cumulative from the signal: tree stopped, queue classified, flushed, held verdicts out)
         timing.update({f"stop_{k}": v for k, v in phases.items()})
+        # (the processes that mapped libcufile: a file's why names one that never did I/O through it)
+        clf.libcufile_pids.update(p for x in probes.libraries if x["kind"] == "libcufile" for p in x["pids"])
+        clf.node = node.result()
         res = _finish(
             clf,
             counter,
@@ -552,6 +602,7 @@ def run_live(
             on_end(res)  # the summary, before the detach
     finally:
         probes.close()  # detach every probe, whatever happened (all at once: detach.py)
+        content.close()
         for sig, h in old.items():
             signal.signal(sig, h)
     timing.update({k: v for k, v in probes.timing.items() if k in ("probes", "detach_s")})
@@ -618,6 +669,8 @@ def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
     rec = Recording(path)
     header = rec.header
     clf = Classifier(path_filter, int(header.get("gdsdiag_trace_record", 1)))
+    if rec.content_lines:  # (the checks the live trace made: a replay cannot read the node's files)
+        clf.use_content(ContentCheck(recorded=recorded_answers(rec.content_events())))
     clf.cgroup_job = bool(header.get("cgroup"))
     counter = CountedIo()
     tally = RouteTally()

@@ -29,6 +29,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from .content import FLAG_CHANGED
 from .eventdefs import API, EVENT_FIELDS, KINDS, SYSCALLS
 
 if TYPE_CHECKING:
@@ -351,7 +352,10 @@ class WholeCalls:
         odd = (k & 1) == 1
         prev = np.r_[order[:1], order[:-1]]
         # a copy (odd place) of its read's buffer, its bytes, to the device; a read at even places
+        # (not where the probe saw the buffer hold other bytes than the read put there: content.py's
+        # FLAG_CHANGED in the copy's a6, bits 60-61; the event path decides what those bytes were)
         mine = (a[order, 1] == a[prev, 1]) & (a[order, 2] == a[prev, 5]) & (a[order, 3] == H2D)
+        mine &= (a[order, 6] >> 60) != FLAG_CHANGED
         ok = np.where(odd, is_copy[order] & mine, is_read[order])
         if not ok.all():  # (out of step: the whole process goes the event path's way)
             order = order[~np.isin(pid[order], np.unique(pid[order[~ok]]))]

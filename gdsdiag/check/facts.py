@@ -1,0 +1,77 @@
+"""The node's facts that decide a GDS route, as `trace` joins them to what a program did: the same
+checks and rules as `gdsdiag check` (one rule set), read once, and per file the route a cuFile I/O
+of it would take (``paths.file_route``: its mount, file system and block devices)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..routes import Route
+from ..verdicts import Status
+from .context import CheckContext
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One fact of a why: what, its value, where it was read, and whether it decided the route."""
+
+    fact: str
+    value: str
+    source: str
+    role: str = "contributing"  # decisive | contributing
+
+    def to_json(self) -> dict:
+        return {"fact": self.fact, "value": self.value, "source": self.source, "role": self.role}
+
+
+@dataclass
+class NodeFacts:
+    """What `check` found on this node, reduced to what a route's why needs."""
+
+    routes: list[Route]
+    summary: str  # the node verdict's ("COMPAT only", "NVFS + P2PDMA (compat fallback allowed)")
+    checks: dict[str, tuple[Status, str, str, str]]  # id -> (status, summary, first source, fix)
+    cufile_json: str | None  # the file in effect (CUFILE_ENV_PATH_JSON of gdsdiag's environment first)
+    force_compat: bool
+    allow_compat: bool | None
+    files: dict[str, tuple[Route, list[str], str]] = field(default_factory=dict)
+    _ctx: CheckContext | None = None
+
+    @classmethod
+    def collect(cls, ctx: CheckContext) -> NodeFacts:
+        from .checks import NODE_CHECKS
+        from .runner import decide
+
+        results = [r for check in NODE_CHECKS for r in check(ctx)]
+        verdict = decide(ctx, results)
+        checks = {r.id: (r.status, r.summary, r.evidence[0].source if r.evidence else "", r.fix or "") for r in results}
+        cfg = ctx.cufile
+        return cls(
+            list(verdict.routes),
+            verdict.summary,
+            checks,
+            cfg.path,
+            cfg.get("properties.force_compat_mode") is True,
+            cfg.get("properties.allow_compat_mode"),
+            _ctx=ctx,
+        )
+
+    def file(self, path: str) -> tuple[Route, list[str], str] | None:
+        """The route a cuFile I/O of PATH would take here, the reasons and its mount; None when the
+        node cannot be read for it (a replay: the node is elsewhere)."""
+        got = self.files.get(path)
+        if got is None and self._ctx is not None:
+            from .paths import file_route
+
+            try:
+                got = self.files[path] = file_route(self._ctx, path, self.routes)
+            except (OSError, ValueError):
+                return None
+        return got
+
+    def failed(self, cid: str) -> tuple[str, str, str] | None:
+        """(summary, source, fix) of check CID where it failed."""
+        got = self.checks.get(cid)
+        if got is None or got[0] != Status.FAIL:
+            return None
+        return got[1], got[2], got[3]
