@@ -10,8 +10,9 @@ code ran as root, or a file only root could read left the node.
 The rule, for a root process only (a user's gdsdiag uses what the user's own environment names):
 the file, resolved to its real path, and every directory above it must be owned by root and
 writable by no one else (group root aside; a sticky directory such as /tmp counts as not
-writable, since no one else can swap root's file in it). The real path is what the caller then
-uses, so a link retargeted after the check changes nothing. A file to be copied out must also be
+writable, since no one else can swap root's file in it). The caller then uses the path as named
+when no one else could change it or a link on it, else the checked real path, so a link
+retargeted after the check changes nothing. A file to be copied out must also be
 readable by every user of the node: a bundle never carries what only root may read.
 
 ``--allow-user-files`` (or ``GDSDIAG_ALLOW_USER_FILES=1``, which the flag sets so that child
@@ -66,6 +67,23 @@ def chain_problem(real: str) -> str | None:
     return None
 
 
+def _links_problem(given: str) -> str | None:
+    """Why the path as given (links not resolved) could be changed by another user: each of its
+    prefixes, a link or not, owned by root and not writable by others; None when none could."""
+    parts = [p for p in given.split("/") if p]
+    for i in range(1, len(parts) + 1):
+        prefix = "/" + "/".join(parts[:i])
+        try:
+            st = os.lstat(prefix)
+        except OSError as e:
+            return f"{prefix}: {e.strerror}"
+        if st.st_uid != 0:
+            return f"{prefix} is owned by uid {st.st_uid}"
+        if not stat.S_ISLNK(st.st_mode) and _writable_by_others(st):
+            return f"{prefix} is writable by others"
+    return None
+
+
 def _user(uid: int) -> str:
     try:
         import pwd
@@ -77,9 +95,11 @@ def _user(uid: int) -> str:
 
 def trusted(var: str, path: str, use: str) -> str:
     """The path to use for ``path``, which the environment variable ``var`` names and gdsdiag will
-    ``use`` ("load", "run"): its real path, checked as above when running as root. A path that
-    names nothing is returned as it is (the caller says so in its own words). Raises GdsdiagError
-    (exit 3) for a file another user could have planted, unless --allow-user-files."""
+    ``use`` ("load", "run"), checked as above when running as root: the path as given (absolute)
+    when it and what it resolves to are both safe, so a program that reads its own name (a ccache
+    link named gcc) still runs as itself; else the real path, whose chain was checked. A path
+    that names nothing is returned as it is (the caller says so in its own words). Raises
+    GdsdiagError (exit 3) for a file another user could have planted, unless --allow-user-files."""
     if os.geteuid() != 0:
         return path
     real = os.path.realpath(path)
@@ -87,7 +107,8 @@ def trusted(var: str, path: str, use: str) -> str:
         return path
     why = chain_problem(real)
     if why is None:
-        return real
+        given = os.path.abspath(path)
+        return given if _links_problem(given) is None else real
     if _allowed():
         _note(var, path, why)
         return real

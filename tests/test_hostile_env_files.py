@@ -80,12 +80,23 @@ def test_a_root_file_in_a_directory_others_can_write_is_refused(tmp_path):
         envtrust.trusted("CC", str(f), "run")
 
 
-def test_a_root_file_in_a_root_chain_is_used_by_its_real_path(rootdir, tmp_path):
+def test_a_root_file_in_a_root_chain_is_used_as_named(rootdir, tmp_path):
+    """(as named: a ccache link called gcc must run under its own name)"""
     f = rootdir / "fio"
     f.write_text("#!/bin/sh\n")
     link = tmp_path / "link"
     os.symlink(f, link)
-    assert envtrust.trusted("GDSDIAG_FIO", str(link), "run") == os.path.realpath(f)
+    assert envtrust.trusted("GDSDIAG_FIO", str(link), "run") == str(link)
+
+
+def test_a_link_others_could_retarget_is_used_by_its_checked_real_path(rootdir, tmp_path):
+    f = rootdir / "fio"
+    f.write_text("#!/bin/sh\n")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)  # another user could replace the link after the check
+    os.symlink(f, shared / "fio")
+    assert envtrust.trusted("GDSDIAG_FIO", str(shared / "fio"), "run") == os.path.realpath(f)
 
 
 def test_a_root_owned_link_to_a_user_file_is_judged_by_its_target(rootdir, tmp_path):
