@@ -378,7 +378,18 @@ def check_shape(path: str, value, spec, what: str) -> None:
         raise GdsdiagError(f"{path}: not a {what} ({why})", f"give the {what} as gdsdiag wrote it")
 
 
-_CONTROL = {c: "?" for c in [*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0)]}
+_CONTROL: dict[int, str] = {c: "?" for c in [*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0)]}
+# Characters that reorder or hide text without being control characters (Unicode "format" and
+# separators): U+202E turns a file name 'gdsdiag-txt.exe' into what reads as 'gdsdiag-exe.txt',
+# and a line separator breaks a line as a terminal draws it (issue 42: U+202E was printed raw).
+# Shown escaped, so a reader sees that they are there and where.
+_CONTROL.update(
+    {
+        c: f"\\u{c:04x}"
+        for c in [0x061C, 0x180E, *range(0x200B, 0x2010), 0x2028, 0x2029, *range(0x202A, 0x202F), 0x2060]
+        + [*range(0x2066, 0x206A), 0xFEFF]
+    }
+)
 
 
 def printable(s: str) -> str:

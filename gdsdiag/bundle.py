@@ -43,12 +43,17 @@ def run_command(argv: list[str]) -> tuple[bytes | None, str | None]:
 
 
 def tail(path: str, n: int = LOG_TAIL) -> bytes | None:
-    from .bounded import check_regular
-
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:
         return None
+    return tail_fd(fd, n)
+
+
+def tail_fd(fd: int, n: int = LOG_TAIL) -> bytes | None:
+    """The last ``n`` bytes of the regular file open on ``fd`` (closed here); None if not one."""
+    from .bounded import check_regular
+
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)
         if check_regular(st, None):
@@ -205,3 +210,22 @@ class Redactor:
                 self.count += 1
             off = (hdr >> 20) & 0xFFC
         return bytes(buf)
+
+
+def env_file(var: str, path: str, n: int, whole: bool) -> tuple[bytes | None, str | None]:
+    """(data, None) or (None, why): a file the environment variable ``var`` names, for the bundle —
+    whole (up to ``n`` bytes) or its last ``n`` bytes. As root, only what gdsdiag/envtrust.py allows
+    (a file root owns, no one else can write, every user may read: under sudo -E these named a
+    0600 root file, copied whole into a bundle sent outside); a refusal is a GdsdiagError."""
+    from .bounded import check_regular
+    from .envtrust import open_to_copy
+
+    try:
+        fd = open_to_copy(var, path)
+    except OSError as e:
+        return None, e.strerror or str(e)
+    if not whole:
+        return tail_fd(fd, n), None
+    with os.fdopen(fd, "rb") as f:
+        why = check_regular(os.fstat(f.fileno()), n)
+        return (None, why) if why else (f.read(n), None)

@@ -70,8 +70,19 @@ class _Commands(click.Group):
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gdsdiag")
-def cli() -> None:
+@click.option(
+    "--allow-user-files",
+    is_flag=True,
+    help="As root, use the files and programs the environment names (GDSDIAG_LIBCUFILE, CUDA_HOME, CC, "
+    "GDSDIAG_FIO, CUFILE_ENV_PATH_JSON, CUFILE_LOGFILE_PATH) even where another user owns or can write "
+    "them; each use is said on stderr (docs/security.md). Same as GDSDIAG_ALLOW_USER_FILES=1.",
+)
+def cli(allow_user_files: bool) -> None:
     """Diagnose the GPUDirect Storage data path: PCIe topology, drivers, and the route I/O takes."""
+    if allow_user_files:
+        from .envtrust import allow_user_files as allow
+
+        allow()
 
 
 def exit_code_of(result: object) -> int:

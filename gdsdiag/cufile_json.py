@@ -145,11 +145,17 @@ class CufileConfig:
     issues: list[ConfigIssue] = field(default_factory=list)
 
     def get(self, key: str, default=None):
+        """The value at KEY as the file has it, when it has the type SCHEMA gives KEY; otherwise
+        DEFAULT. A value of the wrong type is validate()'s finding (FAIL, named), never a value the
+        checks compute with (issue 42: rdma_dev_addr_list 5 ended check with an internal error)."""
         cur = self.data
         for part in key.split("."):
             if not isinstance(cur, dict) or part not in cur:
                 return default
             cur = cur[part]
+        spec = SCHEMA.get(key)
+        if spec is not None and cur is not None and not _type_ok(spec[0], cur):
+            return default
         return cur
 
 

@@ -200,6 +200,16 @@ class NewTextFile:
         """Characters written so far (0: nothing was recorded)."""
         return self.written
 
+    def empty_on_disk(self) -> bool:
+        """Nothing of it reached the file (a disk full from the first flush on: what was written
+        is still in the buffer), so there is nothing to keep."""
+        if self.fd < 0:
+            return False
+        try:
+            return os.fstat(self.fd).st_size == 0
+        except OSError:
+            return False
+
     def close(self) -> None:
         """Flush and close; a flush that fails is raised (the file is then discarded by the caller)."""
         if self.fd < 0:

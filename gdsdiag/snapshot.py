@@ -403,10 +403,16 @@ def _add_bundle(w: _Writer, root: str, live: bool) -> None:
     w.add_generated("/gdsdiag/dmesg.txt", out, "dmesg | grep -iE 'nvidia|nvme|nvfs|NVRM|nv_peer|p2p'", err)
     cj = env.get("CUFILE_ENV_PATH_JSON")
     if cj:
-        data, why = fs.read_checked(cj, 1 << 20)
+        data, why = bundle.env_file("CUFILE_ENV_PATH_JSON", cj, 1 << 20, whole=True)
         w.add_generated("/gdsdiag/cufile-env.json", data, f"CUFILE_ENV_PATH_JSON={cj}", why)
+    from .cufile._lib import default_log_path
+
+    named = env.get("CUFILE_LOGFILE_PATH")
     for i, path in enumerate(bundle.cufile_logs(fs, env)):
-        data = bundle.tail(path)
+        if path == named and path != default_log_path():  # (gdsdiag's own log: set by gdsdiag)
+            data = bundle.env_file("CUFILE_LOGFILE_PATH", path, bundle.LOG_TAIL, whole=False)[0]
+        else:
+            data = bundle.tail(path)
         if data is not None:
             w.add_generated(f"/gdsdiag/logs/cufile-{i}.log.tail", data, f"last {bundle.LOG_TAIL >> 10} KiB of {path}")
 

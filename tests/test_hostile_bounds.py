@@ -167,13 +167,13 @@ def test_report_hostname_markup_is_shown_not_obeyed(tmp_path):
     doc = {
         "schema": "gdsdiag.validate/1",
         "node": {"hostname": "[/][link=http://evil]x[/link][bold red]\x1b]8;;http://e\x07"},
-        "verdict": "PASS",
+        "verdict": "FAIL",  # (its rule's: a PASS beside it is an inconsistent input, test_hostile_forged.py)
         "rules": [{"rule": "[/]", "status": "FAIL"}],
     }
     p = tmp_path / "r.json"
     p.write_text(json.dumps(doc))
     rc, out, err, _ = cli("report", str(p))
-    assert rc == 0 and "[link=http://evil]" in out and "\x1b]8" not in out, err
+    assert rc == 2 and "[link=http://evil]" in out and "\x1b]8" not in out, err
 
 
 @pytest.mark.parametrize(

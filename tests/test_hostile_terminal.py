@@ -17,7 +17,8 @@ import tarfile
 import pytest
 from conftest import FIXTURES, GDSDIAG
 
-P = "PWN\x1b]8;;http://evil\x07X\x1b]8;;\x07[bold]B[/bold][link=http://evil]L[/link]\x1b[2J\x9bZ"
+# (U+202E and U+2066 reorder what follows them as a terminal draws it: issue 42, printed raw)
+P = "PWN\x1b]8;;http://evil\x07X\x1b]8;;\x07[bold]B[/bold][link=http://evil]L[/link]\x1b[2J\x9bZ\u202etxt.exe\u2066"
 H200 = os.path.join(FIXTURES, "snapshots", "h200-vm-2026-11-29.tar.gz")
 
 
@@ -105,6 +106,7 @@ def test_data_never_drives_the_terminal(hostile, name, terminal):
     assert "PWN" in text, "the hostile value is not shown at all: the test proves nothing"
     assert b"http://evil\x07" not in out and b"\x1b]8;;http://evil" not in out and b"\x1b[2J" not in out
     assert "\x9b" not in text and b"\x07" not in out
+    assert "\u202e" not in text and "\u2066" not in text, "a bidi control was printed as it is"
     if not terminal:
         assert b"\x1b" not in out  # nothing of rich's either, on a pipe
     assert ";;BL" not in text and "X?]8;;B" not in text, "markup in the data was obeyed"

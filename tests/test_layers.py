@@ -61,6 +61,7 @@ LAYERS = {
     "gdsdiag.schema": 0,
     "gdsdiag.bounded": 0,
     "gdsdiag.privdir": 0,
+    "gdsdiag.envtrust": 0,
     "gdsdiag.outfile": 0,
     "gdsdiag.workdirs": 0,
     "gdsdiag.textparse": 0,

@@ -85,7 +85,7 @@ def analyse_path(ctx: CheckContext, path: str, routes: list[Route]) -> tuple[Pat
         )
     else:
         kinds = set()
-    # The O_DIRECT probe writes only a file it creates itself (O_EXCL) and removes it.
+    # The O_DIRECT probe writes only a file it creates itself (O_EXCL|O_NOFOLLOW, one descriptor) and removes it.
     if ctx.live:
         probe = mnt.odirect_probe(real)
         results.append(

@@ -75,14 +75,54 @@ def decide(ctx: CheckContext, results: list[CheckResult]) -> NodeVerdict:
         routes.append(Route.COMPAT)
     else:
         reasons.append("allow_compat_mode is false: I/O without a direct route fails")
+    return NodeVerdict(routes, _summary(routes), reasons)
+
+
+def _summary(routes: list[Route]) -> str:
     direct = [r.value for r in routes if r != Route.COMPAT]
     if direct:
-        summary = " + ".join(direct) + (" (compat fallback allowed)" if Route.COMPAT in routes else "")
-    elif Route.COMPAT in routes:
-        summary = "COMPAT only"
-    else:
-        summary = "none"
-    return NodeVerdict(routes, summary, reasons)
+        return " + ".join(direct) + (" (compat fallback allowed)" if Route.COMPAT in routes else "")
+    return "COMPAT only" if Route.COMPAT in routes else "none"
+
+
+# The newest nvidia-fs release known (2.30, Sept 2026: ../shared/research/anchors-2026-12-07.md).
+# A snapshot naming a later one is not believed without more (a live node's kernel is: it is there).
+NEWEST_NVFS = (2, 30)
+
+
+def nvfs_doubt(ctx: CheckContext, results: list[CheckResult]) -> str | None:
+    """Why a snapshot's nvidia-fs evidence does not fit together (None: it does). Issue 42: a
+    snapshot with no NVMe device and nvidia-fs 99.99.99 was told "GDS routes on this node: NVFS".
+    The NVFS route needs a release that exists and something nvidia-fs can reach: an NVMe
+    device, a storage driver exporting its registration symbol, or one registered with it."""
+    import re
+
+    n = ctx.nvfs
+    ver = n.module_version or n.proc_version or (n.stats.driver_version if n.stats is not None else None)
+    parts = tuple(int(x) for x in re.findall(r"[0-9]{1,9}", str(ver or "")[:100])[:2])
+    if ver and (len(parts) < 2 or not (1, 0) <= parts <= NEWEST_NVFS):
+        newest = ".".join(map(str, NEWEST_NVFS))
+        return f"nvidia-fs version {str(ver)[:40]} is no known release (newest known: {newest})"
+    from ..platform.kernel import NVFS_REGISTRATION_SYMBOLS
+    from ..topology.model import Role
+
+    if ctx.topology.by_role(Role.NVME):
+        return None
+    registered = any(r.id == "nvfs.modules" and r.status == Status.PASS for r in results)
+    ks = ctx.kallsyms
+    beyond_nvme = ks.readable and any(ks.has(s) for s, (kind, _) in NVFS_REGISTRATION_SYMBOLS.items() if kind != "NVMe")
+    if not registered and not beyond_nvme:
+        return (
+            "nvidia-fs is loaded but the snapshot has no NVMe device, and no other storage driver "
+            "(NVMe-oF, NFS/RDMA, Lustre…) registers with it"
+        )
+    return None
+
+
+def _unclaim_nvfs(verdict: NodeVerdict, doubt: str) -> None:
+    verdict.routes = [r for r in verdict.routes if r != Route.NVFS]
+    verdict.reasons.append(f"NVFS route not claimed: inconsistent input: {doubt}")
+    verdict.summary = _summary(verdict.routes) + " (NVFS not claimed: inconsistent input)"
 
 
 def run(ctx: CheckContext, paths: Sequence[str] = (), gdscheck_text: str | None = None) -> CheckReport:
@@ -96,6 +136,22 @@ def run(ctx: CheckContext, paths: Sequence[str] = (), gdscheck_text: str | None 
     for check in NODE_CHECKS:
         results += check(ctx)
     verdict = decide(ctx, results)
+    doubt = None if ctx.live else nvfs_doubt(ctx, results)
+    if doubt and Route.NVFS in verdict.routes:
+        _unclaim_nvfs(verdict, doubt)
+        results.append(
+            CheckResult(
+                "snapshot.consistency",
+                "The snapshot agrees with itself",
+                Status.WARN,
+                f"inconsistent input: {doubt}",
+                [Evidence(ctx.fs.root, doubt)],
+                why="a snapshot is a file from another node: a route is claimed only from evidence that fits "
+                "together (docs/security.md)",
+                fix="re-create the snapshot with 'gdsdiag snapshot -o FILE' on the node, or run check there",
+                route=Route.NVFS,
+            )
+        )
     direct = [r for r in verdict.routes if r in (Route.NVFS, Route.P2PDMA)]
     # A missing prerequisite of a route the node does not need is not a failure of the node when
     # another direct route works: say so instead of failing the run.

@@ -87,13 +87,15 @@ def exporter(port, addr, interval, policy_file, paths, root, trace, trace_window
         f"(verdicts every {interval:g} s{', tracing' if trace else ''})",
         err=True,
     )
+    # The exporter runs until a signal: INT/TERM/HUP end it as they end every command, through
+    # cli.main, with 130/143/129 (issue 42: a Ctrl-C here was swallowed and the exit was 0, and
+    # under --trace each window's own handlers took the signal and the next window began).
     try:
         if trace:
             trace_windows(state, trace_path, trace_window, stop)
         else:
-            stop.wait()
-    except KeyboardInterrupt:
-        pass
+            while not stop.wait(3600):
+                pass
     finally:
         stop.set()
         server.shutdown()

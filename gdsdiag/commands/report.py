@@ -95,7 +95,7 @@ def report(reports, png_path, as_json):
         for c in ["node", "verdict", "failed rules", "warnings"] + [f"{k} GB/s" for k in keys] + ["snapshot"]:
             t.add_column(c, overflow="fold")
         for r in rs:
-            verdict = txt(r["verdict"])
+            verdict = txt(r["verdict"]) + (f" ({txt(r['inconsistent'])})" if r["inconsistent"] else "")
             t.add_row(
                 txt(r["node"]),
                 f"[{style(r['verdict'])}]{verdict}[/]" if r["verdict"] in ("FAIL", "WARN", "PASS") else verdict,

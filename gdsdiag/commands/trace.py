@@ -102,6 +102,11 @@ def trace(
         from ..errors import UsageError
 
         raise UsageError("-o/--output: an empty path", "name a new file, e.g. -o trace.jsonl")
+    if comm is not None and not comm.strip():
+        from ..errors import UsageError
+
+        # (an empty name selected nothing, so the trace followed every process: issue 42)
+        raise UsageError("--comm: an empty process name", "name the program, e.g. --comm python3")
     if ebpf:
         from ..trace.bpf import ebpf_text
 
@@ -229,13 +234,15 @@ def trace(
         if rec is not None and (rec.failed or rec.tell() == 0):  # nothing, or a cut recording (full disk)
             rec.discard()
             rec = None
-        if out is not None and out.tell() == 0:  # the trace never started: no empty file left behind
+        if out is not None and (out.tell() == 0 or out.empty_on_disk()):
+            # the trace never started, or the disk was full from the first write: no empty file is
+            # left behind to block the rerun (issue 42: -o on a full disk left a 0-byte file)
             out.discard()
             out = None
         raise
     finally:
         if out is not None:
-            out.close()  # (a cut --output is kept: the verdicts in it were seen; the error says so)
+            _close_output(out)  # (a cut --output is kept: the verdicts in it were seen; the error says so)
         if rec is not None:
             try:
                 rec.close()
@@ -245,3 +252,16 @@ def trace(
     # a long trace holds millions of objects (events, verdicts): the interpreter's teardown freed
     # them one by one for seconds after the summary; the OS takes them at once
     return Outcome(code, leave_heap=True)
+
+
+def _close_output(out) -> None:
+    """Close -o's file. If its last flush fails and nothing of it reached the disk, it is removed:
+    an empty file gdsdiag made would block the rerun (-o never overwrites)."""
+    from ..errors import GdsdiagError
+
+    try:
+        out.close()
+    except GdsdiagError:
+        if out.empty_on_disk():
+            out.discard()
+        raise

@@ -135,6 +135,22 @@ def candidates(explicit: str | None = None) -> list[tuple[str, str]]:
     return uniq
 
 
+def _environment_checked(how: str, lib_path: str, explicit: str | None) -> str:
+    """A library the environment named (GDSDIAG_LIBCUFILE, a CUDA_HOME), as root, only if root owns
+    it and its directories and no one else can write them (gdsdiag/envtrust.py: under sudo -E a
+    user's library ran its constructor as root). The parent hands its choice to the cuFile probe
+    children in GDSDIAG_LIBCUFILE, so they check it again, as the same rule."""
+    from ..envtrust import trusted
+
+    env = os.environ.get("GDSDIAG_LIBCUFILE")
+    if how == "GDSDIAG_LIBCUFILE" or (how == "explicit" and env and explicit == env):
+        return trusted("GDSDIAG_LIBCUFILE", lib_path, "load")
+    home = os.environ.get("CUDA_HOME")
+    if home and how == f"CUDA toolkit ({home})":
+        return trusted("CUDA_HOME", lib_path, "load")
+    return lib_path
+
+
 def load(path: str | None = None) -> Library:
     """The process-wide libcufile (loaded once; a different ``path`` later is an error)."""
     global _loaded
@@ -156,6 +172,7 @@ def load(path: str | None = None) -> Library:
         how, lib_path = cands[0]
         if path and not os.path.exists(path):
             raise UsageError(f"{path} does not exist", "pass the path of libcufile.so.0")
+        lib_path = _environment_checked(how, lib_path, path)
         log = os.environ.get("CUFILE_LOGFILE_PATH")
         if not log:
             log = default_log_path()
@@ -167,7 +184,15 @@ def load(path: str | None = None) -> Library:
         except OSError as e:
             raise GdsdiagError(f"cannot load {lib_path}: {e}", "check the file and its dependencies (ldd)") from None
         v = ffi.new("int *")
-        st = lib.cuFileGetVersion(v)
+        try:
+            get_version = lib.cuFileGetVersion
+        except AttributeError:  # (cffi: the symbol is not in the library; was an internal error)
+            raise GdsdiagError(
+                f"libcufile version unknown: {lib_path} has no cuFileGetVersion "
+                "(not a libcufile, or one older than 1.15)",
+                "point GDSDIAG_LIBCUFILE at libcufile.so.0 of nvidia-cufile >= 1.15",
+            ) from None
+        st = get_version(v)
         if st.err != 0:
             raise GdsdiagError(f"cuFileGetVersion failed with {st.err}", f"see {log}")
         if v[0] < 1150:

@@ -9,7 +9,9 @@ nvidia-fs keys by the kernel file, rules by the policy, processes and trace 'com
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -96,18 +98,51 @@ def nvfs_families(fs: FsRoot) -> list:
     return out
 
 
-def cufile_processes(fs: FsRoot) -> Counter:
+# Bounds of the process scan of one scrape (issue 42: any local user can make many processes with
+# huge /proc/PID/maps, and reading them whole, twice, took a scrape from 0.004 s to 7.8 s against
+# Prometheus' 10 s timeout). A process's maps is looked at up to MAPS_BYTES (about 40,000
+# mappings; a CUDA process has a few thousand), and the scan stops taking new processes after
+# SCAN_SECONDS. What is left out is counted, and the scrape says it is partial.
+MAPS_BYTES = 4 << 20
+SCAN_SECONDS = 2.0
+
+
+@dataclass
+class ProcessScan:
+    """The processes with libcufile mapped (pid -> comm), and how many were not looked at whole."""
+
+    cufile: dict[int, str] = field(default_factory=dict)
+    cut: int = 0  # maps longer than MAPS_BYTES, libcufile not in the part read
+    not_reached: int = 0  # processes left when SCAN_SECONDS ran out
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.cut or self.not_reached)
+
+
+def scan_processes(fs: FsRoot, seconds: float = SCAN_SECONDS, maps_bytes: int = MAPS_BYTES) -> ProcessScan:
+    """Every /proc/PID/maps once, each read up to ``maps_bytes``, all within about ``seconds``."""
+    scan = ProcessScan()
+    pids = [p for p in fs.listdir("/proc") if p.isdigit()]
+    deadline = time.monotonic() + seconds
+    for i, pid in enumerate(pids):
+        if time.monotonic() > deadline:
+            scan.not_reached = len(pids) - i
+            break
+        maps = fs.read_bytes(f"/proc/{pid}/maps", limit=maps_bytes + 1)
+        if not maps:
+            continue  # gone, or not ours to read
+        if b"libcufile" in maps:
+            scan.cufile[int(pid)] = (fs.read_text(f"/proc/{pid}/comm") or "?").strip() or "?"
+        elif len(maps) > maps_bytes:
+            scan.cut += 1
+    return scan
+
+
+def cufile_processes(fs: FsRoot, scan: ProcessScan | None = None) -> Counter:
     """comm -> number of processes that have libcufile mapped (/proc/PID/maps). Their cuFile
     statistics live in each process; see docs/fleet.md for why they are not read from outside."""
-    n: Counter = Counter()
-    for pid in fs.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        maps = fs.read_text(f"/proc/{pid}/maps")
-        if maps and "libcufile" in maps:
-            comm = (fs.read_text(f"/proc/{pid}/comm") or "?").strip() or "?"
-            n[comm] += 1
-    return n
+    return Counter((scan or scan_processes(fs)).cufile.values())
 
 
 def bound(counter: Counter, limit: int = MAX_COMMS) -> Counter:
@@ -140,18 +175,15 @@ def stats_segments(fs: FsRoot) -> dict[int, int]:
 
 
 def process_families(fs: FsRoot) -> list:
+    scan = scan_processes(fs)
     g = GaugeMetricFamily(
         "gdsdiag_cufile_processes",
         "Processes with libcufile loaded, by process name (top 16, rest 'other').",
         labels=["comm"],
     )
-    for comm, v in sorted(bound(cufile_processes(fs)).items()):
+    for comm, v in sorted(bound(cufile_processes(fs, scan)).items()):
         g.add_metric([comm], v)
-    seg: Counter[str] = Counter()
-    for pid in stats_segments(fs):
-        maps = fs.read_text(f"/proc/{pid}/maps")
-        if maps and "libcufile" in maps:
-            seg[(fs.read_text(f"/proc/{pid}/comm") or "?").strip() or "?"] += 1
+    seg: Counter[str] = Counter(scan.cufile[pid] for pid in stats_segments(fs) if pid in scan.cufile)
     p = GaugeMetricFamily(
         "gdsdiag_cufile_stats_published",
         "Processes whose libcufile publishes statistics in a System V "
@@ -160,7 +192,20 @@ def process_families(fs: FsRoot) -> list:
     )
     for comm, v in sorted(bound(seg).items()):
         p.add_metric([comm], v)
-    return [g, p]
+    part = GaugeMetricFamily(
+        "gdsdiag_cufile_processes_partial",
+        "1 if this scrape's process scan left processes out (maps over 4 MiB, or the 2 s scan budget "
+        "spent): the two families above are then a lower bound.",
+    )
+    part.add_metric([], 1 if scan.partial else 0)
+    left = GaugeMetricFamily(
+        "gdsdiag_cufile_processes_unscanned",
+        "Processes this scrape did not look at whole, by why (maps_cut, budget).",
+        labels=["why"],
+    )
+    left.add_metric(["maps_cut"], scan.cut)
+    left.add_metric(["budget"], scan.not_reached)
+    return [g, p, part, left]
 
 
 class TraceCounters:

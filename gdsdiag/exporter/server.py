@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 import time
@@ -35,6 +36,7 @@ LISTEN_BACKLOG = 1024
 REQUEST_TIMEOUT = 10.0  # seconds to send a whole request, and again to take the whole answer
 MAX_REQUEST = 8192  # bytes of request line and headers
 MAX_CONNS_CAP = 4096
+SELECT_TIMEOUT = 0.2  # how soon the serving thread sees a stop (the exporter ends within 1 s of INT/TERM)
 
 
 def _max_conns() -> int:
@@ -47,14 +49,16 @@ def _max_conns() -> int:
 
 
 class _Conn:
-    __slots__ = ("sock", "inbuf", "out", "deadline", "answered")
+    __slots__ = ("sock", "fd", "inbuf", "out", "deadline", "answered", "closed")
 
     def __init__(self, sock, now: float):
         self.sock = sock
+        self.fd = sock.fileno()  # the table's key, kept: a closed socket's fileno() is -1
         self.inbuf = b""
         self.out = b""
         self.deadline = now + REQUEST_TIMEOUT
         self.answered = False
+        self.closed = False
 
 
 def _reply(status: str, body: bytes, ctype: str = "text/plain; charset=utf-8") -> bytes:
@@ -66,6 +70,7 @@ class MetricsServer:
     """/metrics over HTTP/1.x, one answer per connection, within the limits above."""
 
     def __init__(self, addr: str, port: int, render):
+        import selectors
         import socket
 
         self._render = render
@@ -85,37 +90,53 @@ class MetricsServer:
         self.max_conns = _max_conns()
         self._stop = threading.Event()
         self._conns: dict[int, _Conn] = {}
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self._lsock, selectors.EVENT_READ, None)
 
     def serve_forever(self) -> None:
-        import selectors
-
-        sel = selectors.DefaultSelector()
-        sel.register(self._lsock, selectors.EVENT_READ, None)
-        self._sel = sel
         try:
             while not self._stop.is_set():
-                ready = sel.select(timeout=0.5)
-                now = time.monotonic()
-                complete = []
-                for key, events in ready:
-                    if key.data is None:
-                        self._accept(now)
-                        continue
-                    c = key.data
-                    if events & selectors.EVENT_READ and not c.answered:
-                        if self._read(c):
-                            complete.append(c)
-                    if events & selectors.EVENT_WRITE and c.answered:
-                        self._write(c)
-                if complete:
-                    self._answer(complete)
-                for c in [c for c in self._conns.values() if c.deadline < now]:
-                    self._close(c)  # idle, or too slow to send its request or take its answer
+                self.serve_round(SELECT_TIMEOUT)
         finally:
-            for c in list(self._conns.values()):
-                self._close(c)
-            sel.close()
-            self._lsock.close()
+            self.close()
+
+    def close(self) -> None:
+        """Every connection and the listening socket (the end of serve_forever, or a test's)."""
+        for c in list(self._conns.values()):
+            self._close(c)
+        self._sel.close()
+        self._lsock.close()
+
+    def serve_round(self, timeout: float) -> None:
+        """One select round: accept, read, answer the requests complete in it, write, expire.
+
+        A connection can be closed part-way through a round (evicted for a newcomer when the table
+        is full, a failed send) while the selector's list for the round still names it: each step
+        skips a closed one (issue 42: a request complete in the round whose connection was then
+        evicted was answered on a closed socket, ``ValueError: Invalid file descriptor: -1``, and
+        the serving thread ended for good)."""
+        import selectors
+
+        ready = self._sel.select(timeout=timeout)
+        now = time.monotonic()
+        complete = []
+        for key, events in ready:
+            if key.data is None:
+                self._accept(now)
+                continue
+            c = key.data
+            if c.closed:
+                continue
+            if events & selectors.EVENT_READ and not c.answered:
+                if self._read(c):
+                    complete.append(c)
+            if events & selectors.EVENT_WRITE and c.answered and not c.closed:
+                self._write(c)
+        complete = [c for c in complete if not c.closed]
+        if complete:
+            self._answer(complete)
+        for c in [c for c in self._conns.values() if c.deadline < now]:
+            self._close(c)  # idle, or too slow to send its request or take its answer
 
     def _accept(self, now: float) -> None:
         import selectors
@@ -182,6 +203,8 @@ class MetricsServer:
     def _send(self, c: _Conn, data: bytes) -> None:
         import selectors
 
+        if c.closed:  # (evicted earlier in this round: nothing to answer on)
+            return
         c.answered, c.out, c.inbuf = True, data, b""
         c.deadline = time.monotonic() + REQUEST_TIMEOUT
         self._sel.modify(c.sock, selectors.EVENT_WRITE, c)
@@ -200,8 +223,10 @@ class MetricsServer:
             self._close(c)
 
     def _close(self, c: _Conn) -> None:
-        if self._conns.pop(c.sock.fileno(), None) is None:
+        if c.closed:
             return
+        c.closed = True
+        self._conns.pop(c.fd, None)
         try:
             self._sel.unregister(c.sock)
         except (KeyError, ValueError):
@@ -211,7 +236,7 @@ class MetricsServer:
     def shutdown(self) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=0.5)  # (a daemon: a scrape under way is cut by the exit)
 
     _thread: threading.Thread | None = None
 
@@ -243,8 +268,15 @@ def refresher(state: State, make_report, interval: float, stop: threading.Event)
 
 def trace_windows(state: State, path_filter: str | None, window: float, stop: threading.Event) -> None:
     """gdsdiag trace needs the main thread (it installs signal handlers): run it there in windows,
-    so its per-window verdict list stays bounded; counters accumulate across windows."""
+    so its per-window verdict list stays bounded; counters accumulate across windows. A window's
+    handlers take INT/TERM/HUP to end the trace cleanly; the signal then ends the exporter too, as
+    the exception the command's own handler would have raised."""
+    from ..signals import Stopped
     from ..validate import adapters
 
     while not stop.is_set():
-        adapters.trace_window(window, path_filter, state.trace)
+        signum = adapters.trace_window(window, path_filter, state.trace)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        if signum:
+            raise Stopped(signum)

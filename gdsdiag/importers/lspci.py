@@ -99,12 +99,15 @@ def acsctl_lines(text: str) -> list[AcsControl | None]:
 
 
 def _speed(text: str) -> float | None:
-    m = re.search(r"Speed\s+([0-9.]+)GT/s", text)
+    # a rate as lspci prints one (2.5, 5, 8 … 128): 'Speed 2.5.5GT/s' or 5,000 digits is unknown,
+    # not a crash (issue 42)
+    m = re.search(r"Speed\s+([0-9]{1,3}(?:\.[0-9]{1,3})?)GT/s", text)
     return float(m.group(1)) if m else None
 
 
 def _width(text: str) -> int | None:
-    m = re.search(r"Width\s+x(\d+)", text)
+    # at most 2 ASCII digits (x1 … x32): 'Width x<5000 digits>' is unknown (it crashed int())
+    m = re.search(r"Width\s+x([0-9]{1,2})(?![0-9])", text)
     return int(m.group(1)) if m else None
 
 

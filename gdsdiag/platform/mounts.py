@@ -175,46 +175,76 @@ class ODirectProbe:
 
 
 def odirect_probe(directory: str) -> ODirectProbe:
-    """Create gdsdiag-check-*.tmp in ``directory`` (O_EXCL: never an existing file), write and read
-    back 4 KiB with O_DIRECT from a page-aligned buffer, compare, and remove the file."""
+    """Create gdsdiag-check-*.tmp in ``directory``, write and read back 4 KiB with O_DIRECT from a
+    page-aligned buffer, compare, and remove the file.
+
+    Another user may be able to write ``directory`` (a group data directory, a scratch without the
+    sticky bit) and swap the name for a symlink at any moment (issue 42: a re-open by name wrote
+    4 KiB into the link's target 2 times in 1,101). So the file is created once, relative to a
+    descriptor of the directory, with O_CREAT|O_EXCL|O_NOFOLLOW, and every I/O goes through that
+    one descriptor: O_DIRECT is added with fcntl(F_SETFL), never by opening the name again."""
     import secrets  # here, not at the top: hashlib/hmac cost every 'check' ~5 ms, used only with --path
 
-    name = os.path.join(directory, f"gdsdiag-check-{os.getpid()}-{secrets.token_hex(4)}.tmp")
-    created = False
-    fd = -1
+    name = f"gdsdiag-check-{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    dfd = fd = -1
     try:
-        fd = os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-        created = True
-        os.close(fd)
-        fd = -1
-        try:
-            fd = os.open(name, os.O_RDWR | os.O_DIRECT)
-        except OSError as e:
-            if e.errno == errno.EINVAL:
-                return ODirectProbe(False, f"{directory}: the filesystem refuses O_DIRECT (open: EINVAL)", "EINVAL")
-            raise
-        buf = mmap.mmap(-1, 4096)  # anonymous mmap: page aligned, as O_DIRECT needs
-        pattern = secrets.token_bytes(4096)
-        buf.write(pattern)
-        n = os.pwritev(fd, [buf], 0)
-        if n != 4096:
-            return ODirectProbe(False, f"O_DIRECT write returned {n} of 4096 bytes")
-        back = mmap.mmap(-1, 4096)
-        n = os.preadv(fd, [back], 0)
-        if n != 4096 or back[:] != pattern:
-            return ODirectProbe(False, f"O_DIRECT read back {n} bytes that differ from what was written")
-        return ODirectProbe(True, f"O_DIRECT write+read of 4 KiB verified in {directory}")
+        # The directory the operator named (a link in it is theirs to follow), opened once: the
+        # create and the unlink are both relative to this descriptor, never to the path again.
+        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = os.open(name, _PROBE_FLAGS, 0o600, dir_fd=dfd)
+        return _probe_fd(fd, directory)
     except OSError as e:
         en = errno.errorcode.get(e.errno or 0, str(e.errno))
         return ODirectProbe(False, f"{directory}: {e.strerror} ({en})", en)
     finally:
         if fd >= 0:
+            _unlink_ours(dfd, name, fd)
             os.close(fd)
-        if created:
-            try:
-                os.unlink(name)
-            except OSError:
-                pass
+        if dfd >= 0:
+            os.close(dfd)
+
+
+# O_EXCL: never an existing file (a planted link included: O_EXCL fails on any existing name);
+# O_NOFOLLOW says the same for the last component, in case a libc or kernel ever treats it apart.
+_PROBE_FLAGS = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_RDWR | os.O_CLOEXEC
+
+
+def _probe_fd(fd: int, directory: str) -> ODirectProbe:
+    """The probe's I/O, all on ``fd``, the descriptor the probe created."""
+    import fcntl
+    import secrets
+
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_DIRECT)
+    except OSError as e:
+        if e.errno == errno.EINVAL:
+            return ODirectProbe(False, f"{directory}: the filesystem refuses O_DIRECT (EINVAL)", "EINVAL")
+        raise
+    buf = mmap.mmap(-1, 4096)  # anonymous mmap: page aligned, as O_DIRECT needs
+    pattern = secrets.token_bytes(4096)
+    buf.write(pattern)
+    n = os.pwritev(fd, [buf], 0)
+    if n != 4096:
+        return ODirectProbe(False, f"O_DIRECT write returned {n} of 4096 bytes")
+    back = mmap.mmap(-1, 4096)
+    n = os.preadv(fd, [back], 0)
+    if n != 4096 or back[:] != pattern:
+        return ODirectProbe(False, f"O_DIRECT read back {n} bytes that differ from what was written")
+    return ODirectProbe(True, f"O_DIRECT write+read of 4 KiB verified in {directory}")
+
+
+def _unlink_ours(dfd: int, name: str, fd: int) -> None:
+    """Remove ``name`` from the directory only while it is still the file behind ``fd``: another
+    user who can write the directory may have renamed ours and put their own file there, which is
+    not ours to delete. (The name can still change between this look and the unlink; what that
+    race can remove is a name in a directory the other user writes anyway, never a file's data.)"""
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        mine = os.fstat(fd)
+        if (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino):
+            os.unlink(name, dir_fd=dfd)
+    except OSError:
+        pass
 
 
 def udev_fs_usage(fs: FsRoot, dev: str) -> str | None:

@@ -188,7 +188,8 @@ class NodeRow(TypedDict):
     boot_id: str | None
     source: str
     snapshot_id: str
-    verdict: str
+    verdict: str  # FAIL where the report contradicts itself ("inconsistent" says how)
+    inconsistent: str | None  # "inconsistent input: the report says PASS, its rules FAIL"; None
     level: str
     failed: list[str]
     warned: list[str]

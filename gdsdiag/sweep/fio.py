@@ -54,7 +54,14 @@ WINDOW_OFF = 0.02  # fio's rate over the window all jobs ran this far off its re
 
 
 def fio_binary() -> str | None:
-    path = os.environ.get("GDSDIAG_FIO") or shutil.which("fio")
+    """GDSDIAG_FIO when set (as root: only a program root owns, gdsdiag/envtrust.py), else fio on PATH."""
+    env = os.environ.get("GDSDIAG_FIO")
+    if env:
+        from ..envtrust import program
+
+        path = program("GDSDIAG_FIO", env)
+    else:
+        path = shutil.which("fio")
     return path if path and os.access(path, os.X_OK) else None
 
 

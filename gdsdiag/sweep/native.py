@@ -22,6 +22,8 @@ import shutil
 import subprocess
 import threading
 
+from ..errors import GdsdiagError
+
 _lock = threading.Lock()
 _state: dict = {}
 
@@ -60,8 +62,14 @@ def cache_dir() -> str:
 
 
 def _compiler() -> str | None:
-    cc = os.environ.get("CC") or "cc"
-    return shutil.which(cc) or shutil.which("gcc") or shutil.which("clang")
+    """CC when set (as root: only a compiler root owns, gdsdiag/envtrust.py: its output is loaded
+    as root's I/O loop), else cc, gcc or clang from PATH."""
+    cc = os.environ.get("CC")
+    if cc:
+        from ..envtrust import program
+
+        return program("CC", cc)
+    return shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
 
 
 def _build(cc: str, src: str, hdr_dir: str, dfd: int, name: str) -> str | None:
@@ -135,8 +143,13 @@ def load():
         why = "GDSDIAG_PYTHON_LOOP is set"
     else:
         src, hdr = _csrc_file("ioloop.c"), _csrc_file("ioloop.h")
-        cc = _compiler()
-        if not os.path.exists(src):
+        try:
+            cc, refused = _compiler(), None
+        except GdsdiagError as e:  # CC names a compiler another user owns: said in every result
+            cc, refused = None, f"{e.cause} — {e.fix}"
+        if refused:
+            why = refused
+        elif not os.path.exists(src):
             why = f"{src} is not installed"
         elif cc is None:
             why = "no C compiler (install gcc: apt-get install gcc) to build the I/O loop"

@@ -66,6 +66,7 @@ _PROC_FD_RE = __import__("re").compile(r"^/proc/(self|thread-self|\d+)/fd/(\d+)$
 MIN_APP_IO = 4096
 CUDA_LIBS = ("libcuda.so", "libcudart.so", "libcufile.so")
 MAX_FILES = 20_000  # files accounted one by one in the summary; the rest together
+MAX_FILE_PIDS = 256  # processes named per file (the "(other files)" account of a crafted recording had millions)
 IN_KERNEL = {"copy_file_range", "sendfile", "splice"}  # both sides in the kernel: never a GPU
 O_APPEND, O_CLOEXEC, O_TMPFILE = 0o2000, 0o2000000, 0o20000000  # (O_TMPFILE: __O_TMPFILE, without O_DIRECTORY)
 AT_SYMLINK_FOLLOW, AT_EMPTY_PATH, RENAME_EXCHANGE = 0x400, 0x1000, 2
@@ -1753,7 +1754,8 @@ class Classifier:
         routes = f["routes"]
         routes[route] = routes.get(route, 0) + nbytes
         f["via"].add("cuFile" if api.startswith("cuFile") else api)  # ("mmap" is its own api)
-        f["pids"].add(pid)
+        if len(f["pids"]) < MAX_FILE_PIDS:
+            f["pids"].add(pid)
         if end > f["max_offset"]:
             f["max_offset"] = end
         return f

@@ -613,9 +613,48 @@ def run_live(
 # longer than any hold of the classifier (the data-flow model's first-copy window, 30 s)
 REORDER_NS = 35_000_000_000
 REORDER_MAX = 65_536
+# A recording is a file from anyone (docs/security.md): it can name millions of processes, threads,
+# descriptors and calls that never end, each kept by the classifier (issue 42: a crafted 35.6 MB
+# recording took a replay over 3 GiB, where a real one of 2,000,000 events needs 112 MB). So a
+# replay follows at most MAX_REPLAY_PROCS processes (the events of later ones are counted as
+# unclassified, under pid 0, never classified), and stops with one line once its memory has grown
+# by REPLAY_MEMORY, whatever kept it.
+MAX_REPLAY_PROCS = 65_536
+REPLAY_MEMORY = 512 << 20
 
 
 @gcpace.streaming()
+def _follow(e, followed: set[int]) -> bool:
+    """Whether the replay classifies event E: its process (and a forked child) is among the first
+    MAX_REPLAY_PROCS the recording names."""
+    pids = (e.pid, e.args[1]) if e.kind == "proc" and e.name == "fork" and len(e.args) > 1 else (e.pid,)
+    for pid in pids:
+        if pid not in followed:
+            if len(followed) >= MAX_REPLAY_PROCS:
+                return False
+            followed.add(pid)
+    return True
+
+
+def _rss() -> int:
+    """This process's resident memory in bytes (0 where /proc cannot say)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _within_memory(path: str, base: int, procs: int) -> None:
+    grown = _rss() - base
+    if base and grown > REPLAY_MEMORY:
+        raise GdsdiagError(
+            f"{path}: replaying it took more than {REPLAY_MEMORY >> 20} MiB of memory ({procs} processes "
+            "followed): its events keep state that never ends (calls, descriptors, reads waiting for a copy)",
+            "replay a recording gdsdiag trace --record made; a crafted or damaged one is refused here",
+        )
+
+
 def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
     """Classify a recording as the live trace did: events in time order, each verdict handed to
     ON_VERDICT as it is decided. The file is read twice and never held: the first read finds how
@@ -654,7 +693,17 @@ def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
             tally.add(v)
             on_verdict(v)
 
+    followed: set[int] = set()
+    beyond: Unclassified = {}  # the events of processes past MAX_REPLAY_PROCS, all under pid 0
+    base = _rss()
+
     def feed(e) -> None:
+        if not _follow(e, followed):
+            one: Unclassified = {}
+            _tally_events([e], one)
+            for row in one.values():  # (its one process's row, counted under pid 0)
+                merge_unclassified(beyond, {0: row})
+            return
         clf.feed(e)
         counter.feed(e)
 
@@ -676,6 +725,7 @@ def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
             feed(first)
         if seq % CHUNK == 0:
             hand_out()
+            _within_memory(path, base, len(followed))
     while heap:
         feed(heapq.heappop(heap)[2])
     clf.flush()
@@ -691,4 +741,5 @@ def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
         exit_code=None,
         header=header,
         recording_cut_at_line=rec.cut_at,
+        unclassified_by_process=beyond,
     )

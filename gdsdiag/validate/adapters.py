@@ -149,8 +149,9 @@ def trace_replay(path: str, path_filter: str | None = None) -> dict:
     return trace_summary_of(replay(path, path_filter, lambda v: None))
 
 
-def trace_window(seconds: float, path_filter: str | None, on_verdict) -> None:
-    """Trace every process for ``seconds`` (trace.live.run_live), feeding each verdict to on_verdict."""
+def trace_window(seconds: float, path_filter: str | None, on_verdict) -> int | None:
+    """Trace every process for ``seconds`` (trace.live.run_live), feeding each verdict to on_verdict.
+    The signal (INT/TERM/HUP) that ended the window early, if one did: the caller stops for it."""
     from ..trace.live import run_live
 
     res = run_live(None, None, seconds, path_filter, None, on_verdict)
@@ -158,3 +159,4 @@ def trace_window(seconds: float, path_filter: str | None, on_verdict) -> None:
     if add is not None:
         for row in res.counted:  # host I/O the kernel counted (no per-I/O verdict)
             add(row)
+    return getattr(res, "stopped_by", None)

@@ -96,6 +96,7 @@ def rows(reports: list[tuple[str, dict]]) -> list[schema.NodeRow]:
     for (path, d), label in zip(reports, labels(reports)):
         n = d.get("node") or {}
         rules = d.get("rules") or []
+        verdict, inconsistent = _verdict(d, rules)
         gb: dict[str, float] = {}
         for s in d.get("sweeps") or []:
             for p in s.get("points") or []:
@@ -113,7 +114,8 @@ def rows(reports: list[tuple[str, dict]]) -> list[schema.NodeRow]:
                 "boot_id": n.get("boot_id"),
                 "source": path,
                 "snapshot_id": n.get("snapshot_id", "?"),
-                "verdict": d.get("verdict", "?"),
+                "verdict": verdict,
+                "inconsistent": inconsistent,
                 "level": d.get("level", "?"),
                 "failed": [r["rule"] for r in rules if r.get("status") == "FAIL"],
                 "warned": [r["rule"] for r in rules if r.get("status") == "WARN"],
@@ -121,6 +123,30 @@ def rows(reports: list[tuple[str, dict]]) -> list[schema.NodeRow]:
             }
         )
     return sorted(out, key=lambda r: (-RANK.get(r["verdict"], 0), r["node"]))
+
+
+def _verdict(d: dict, rules: list) -> tuple[str, str | None]:
+    """A row's verdict and, where the report contradicts itself, why ("inconsistent"). A report is
+    another node's file: its "verdict" must be what its own rules make it (validate's worst rule,
+    PASS/SKIP alike), or the row says so and is FAIL (issue 42: "worst PASS" was printed beside a
+    failed rule of a report whose verdict said PASS)."""
+    said = d.get("verdict")
+    statuses = [r.get("status") for r in rules]
+    unknown = sorted({str(s) for s in statuses if s not in RANK and s != "INFO"})[:3]
+    known = [s for s in statuses if s in RANK]
+    from_rules = max(known, key=lambda s: RANK[s]) if known else None
+    why = None
+    if said is None:  # (no verdict at all claims nothing: the rules' own, else unknown)
+        return from_rules or "?", None
+    if said not in RANK:
+        why = f"verdict {str(said)[:40]!r} is none of FAIL, WARN, PASS, SKIP"
+    elif unknown:
+        why = "rule status " + ", ".join(repr(u[:40]) for u in unknown) + " is none of FAIL, WARN, PASS, SKIP, INFO"
+    elif from_rules is not None and max(RANK[said], 1) != max(RANK[from_rules], 1):
+        why = f"the report says {said}, its rules {from_rules}"
+    if why is None:
+        return str(said), None
+    return "FAIL", f"inconsistent input: {why}"
 
 
 def gbps_keys(rs: list[schema.NodeRow]) -> list[str]:

@@ -44,6 +44,7 @@ class Inputs:
     trace: dict | None = None  # {route: {"count", "bytes"}}
     trace_note: str | None = None
     trace_of_own_sweep: bool = False  # --full: the trace watched gdsdiag's own sweep
+    inconsistent: list[str] = field(default_factory=list)  # where --sweep-results contradict themselves
 
 
 @dataclass
@@ -186,11 +187,14 @@ def r_libcufile(inp: Inputs, rule: Rule):
             [_ev("wheel, CUDA_HOME, /usr/local/cuda*/lib64, ldconfig -p", "absent")],
             "install libcufile (pip install nvidia-cufile, or the CUDA toolkit's GDS package)",
         )
-    ev = [_ev(info.path, f"version {info.version} (via {info.found_via})")]
+    ev = [_ev(info.path, f"version {info.version or 'unknown'} (via {info.found_via})")]
     want = inp.policy.get("drivers.libcufile_min")
-    if want is not None and info.version and _vt(info.version) < _vt(want):
+    if want is not None and not info.version:
+        # (a library that names no version earns no PASS against a minimum: issue 42)
+        return Status.WARN, f"libcufile version unknown (policy: ≥ {want})", ev, "install libcufile from nvidia-cufile"
+    if want is not None and _vt(info.version) < _vt(want):
         return Status.FAIL, f"libcufile {info.version} < {want}", ev, f"install libcufile ≥ {want}"
-    return Status.PASS, f"libcufile {info.version}", ev, ""
+    return Status.PASS, f"libcufile {info.version or 'version unknown'}", ev, ""
 
 
 # ---- platform / PCIe ------------------------------------------------------------------------------

@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .. import __version__
+from ..check.model import Evidence
 from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN, GdsdiagError
 from ..verdicts import Status
 from . import adapters
+from .consistency import MAX_PROBLEMS, sweep_problems
 from .policy import Policy
 from .rules import MEASURED, RULES, Inputs, RuleResult, route_mix
 
@@ -48,6 +50,7 @@ SWEEP_SHAPE = {
                     None,
                 ),
                 "route_detail": ({"cufile_stats": ({"routes": ({"*": (float, None)}, None)}, None)}, None),
+                "route_mix": ({"*": (int, None)}, None),  # {"NVFS": 3, ...}: a list or text crashed (issue 42)
             }
         ],
         None,
@@ -123,6 +126,22 @@ def snapshot_id(ctx) -> str:
     return "sha256:" + hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def inconsistent(rule, problems: list[str]) -> RuleResult:
+    """A measured rule's verdict on sweep results that contradict themselves (validate/consistency.py):
+    no PASS from a document whose numbers cannot all be true, and no verdict on its numbers either."""
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return RuleResult(
+        rule.id,
+        rule.title,
+        Status.FAIL,
+        f"inconsistent input: {problems[0]}{more}",
+        [Evidence("--sweep-results", p) for p in problems[:MAX_PROBLEMS]],
+        "re-run 'gdsdiag sweep --json' on the node and judge that document; this one was edited or damaged",
+        rule.source,
+        rule.stage,
+    )
+
+
 def _gpus(policy: Policy, inp: Inputs) -> list[int]:
     want = policy.get("sweep.gpus")
     if want == "all":
@@ -179,6 +198,7 @@ def run(
             if not isinstance(doc, dict) or doc.get("schema") != "gdsdiag.sweep/1":
                 raise GdsdiagError(f"{f} is not a gdsdiag.sweep/1 document", "give a 'gdsdiag sweep --json' document")
             check_shape(f, doc, SWEEP_SHAPE, "gdsdiag.sweep/1 document")
+            inp.inconsistent += sweep_problems(doc, f)
             cfg = doc.get("config") or {}  # null is allowed by the shape: then nothing is known of it
             inp.sweeps.append({"path": cfg.get("dir") or f, "gpu": cfg.get("gpu") or 0, "doc": doc})
         if trace_replay:
@@ -223,7 +243,7 @@ def run(
         inp.sweep_note = "static run: measurements need --quick or --full"
     for rule in (r for r in RULES if r.stage == MEASURED):
         say(f"rule {rule.id}")
-        results.append(rule.evaluate(inp))
+        results.append(inconsistent(rule, inp.inconsistent) if inp.inconsistent else rule.evaluate(inp))
     import platform
 
     ids = node_ids(ctx.fs)
