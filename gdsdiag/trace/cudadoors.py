@@ -147,8 +147,7 @@ class Asking:
     @staticmethod
     def _start(fd: int, uid: int, gid: int) -> subprocess.Popen:
         names = json.dumps([n for n, _ in COPY_ENTRY_POINTS])
-        # the interpreter by its real path: a venv's link may lie under root's 0700 home
-        exe = os.path.realpath(sys.executable)
+        exe = _interpreter_for(uid)
         drop = os.geteuid() == 0 and uid != 0  # (root's own driver is asked as root)
         return subprocess.Popen(
             [exe, "-I", "-S", "-c", _CHILD, names, str(fd)],
@@ -195,6 +194,33 @@ class Asking:
             buf += chunk
         self.proc.stdout.close()
         return buf
+
+
+def _world_runnable(path: str) -> bool:
+    """PATH and every directory above it can be executed and searched by any user."""
+    p = path
+    while True:
+        try:
+            if not os.stat(p).st_mode & stat.S_IXOTH:
+                return False
+        except OSError:
+            return False
+        if p == "/":
+            return True
+        p = os.path.dirname(p)
+
+
+def _interpreter_for(uid: int) -> str:
+    """A Python the asking child can run as UID: this one by its real path (a venv's link may lie
+    under root's 0700 home), else the distribution's (the child needs the standard library only)."""
+    exe = os.path.realpath(sys.executable)
+    if uid == 0 or _world_runnable(exe):
+        return exe
+    for other in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        real = os.path.realpath(other)
+        if _world_runnable(real):
+            return real
+    return exe  # (the child then fails to start, and the trace says so)
 
 
 def _parse(out: bytes) -> tuple[dict[int, str], str | None]:
