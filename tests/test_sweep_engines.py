@@ -77,7 +77,10 @@ def test_plot_without_matplotlib_is_refused_before_any_work(tmp_path):
         [sys.executable, "-c", code, *args, "--bytes", "256k", "--plot", str(png)], capture_output=True, text=True
     )
     assert r.returncode == 3, r.stderr
-    assert "--plot needs matplotlib" in r.stderr and "pip install" in r.stderr
+    assert "--plot needs matplotlib" in r.stderr
+    # this environment's pip and what gdsdiag installs from, never a PyPI name gdsdiag does not have
+    assert f"{sys.executable} -m pip install" in r.stderr and "[plot]" in r.stderr
+    assert "'gdsdiag[plot]'" not in r.stderr
     assert "point" not in r.stderr and os.listdir(tmp_path) == []  # nothing ran, nothing written
     # arguments are checked first: a bad one is named before the missing tool
     r = subprocess.run(

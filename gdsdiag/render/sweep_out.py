@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..extras import install_command
 from ..units import human_size
 from ..verdicts import style
 
@@ -422,9 +423,7 @@ def check_plot() -> None:
     except ImportError:
         from ..errors import GdsdiagError
 
-        raise GdsdiagError(
-            "--plot needs matplotlib", "pip install 'gdsdiag[plot]' (or pip install matplotlib)"
-        ) from None
+        raise GdsdiagError("--plot needs matplotlib", install_command("plot")) from None
 
 
 def write_plot(report, path) -> None:  # a path, or the file object the command opened
