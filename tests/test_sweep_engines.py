@@ -50,8 +50,8 @@ def test_a_piped_sweep_says_each_point_as_it_ends(tmp_path):
     assert "writing the 4 MiB pattern file" in lines[0]
     points = [ln for ln in lines if " point " in ln]
     assert len(points) == 2
-    assert "point 1/2 host read bs=4k threads=1:" in points[0] and "GB/s" in points[0] and "IOPS" in points[0]
-    assert "point 2/2 host read bs=4k threads=2:" in points[1] and "(ETA 0:00)" in points[1]
+    assert "point 1/2 host read bs=4 KiB threads=1:" in points[0] and "GB/s" in points[0] and "IOPS" in points[0]
+    assert "point 2/2 host read bs=4 KiB threads=2:" in points[1] and "(ETA 0:00)" in points[1]
     assert "mode" in r.stdout  # the table still goes to stdout
 
 
@@ -234,7 +234,9 @@ def test_a_piped_error_line_carries_its_reason():
     lp.point(PointSpec("host", "read", 4096, 2))
     lp.done_point(
         SimpleNamespace(
-            error="gdsdiag: error: host read bs=4096 threads=2: stall: worker 1 had no completion", summary={}, fio=None
+            error="gdsdiag: error: host read bs=4 KiB threads=2: stall: worker 1 had no completion",
+            summary={},
+            fio=None,
         )
     )
-    assert "point 1/1 host read bs=4k threads=2: ERROR: host read bs=4096 threads=2: stall" in out.getvalue()
+    assert "point 1/1 host read bs=4 KiB threads=2: ERROR: host read bs=4 KiB threads=2: stall" in out.getvalue()
