@@ -148,3 +148,25 @@ def test_os_release_and_family(tmp_path):
     osr = os_release(str(p))
     assert family(osr) == "ubuntu" and family({"ID": "debian"}) == "debian" and family({"ID": "arch"}) is None
     assert os_release(str(tmp_path / "none")) == {}
+
+
+def test_run_leaves_words_unrun_on_an_unknown_distribution(monkeypatch, capsys):
+    from gdsdiag.trace import headers
+
+    monkeypatch.setattr(headers, "has_tree", lambda rel=None: False)
+    monkeypatch.setattr(headers, "close_headers_tree", lambda src="/usr/src": None)
+    monkeypatch.setattr(headers, "os_release", lambda path="/etc/os-release": {"ID": "plan9"})
+    ran = []
+    monkeypatch.setattr(headers.subprocess, "run", lambda *a, **k: ran.append(a))
+    assert headers.main(["--run"]) == 0 and ran == []
+    assert "install your distribution's kernel headers" in capsys.readouterr().err
+
+
+def test_main_prints_nothing_where_a_tree_is_there_and_the_command_where_not(monkeypatch, capsys):
+    from gdsdiag.trace import headers
+
+    monkeypatch.setattr(headers, "has_tree", lambda rel=None: True)
+    assert headers.main([]) == 0 and capsys.readouterr().out == ""
+    monkeypatch.setattr(headers, "has_tree", lambda rel=None: False)
+    monkeypatch.setattr(headers, "fix_command", lambda: "mkdir -p /lib/modules/x")
+    assert headers.main([]) == 0 and capsys.readouterr().out == "mkdir -p /lib/modules/x\n"
