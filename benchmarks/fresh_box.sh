@@ -37,8 +37,8 @@ run() { chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/loca
   DEBIAN_FRONTEND=noninteractive PIP_CERT=/etc/ssl/host-ca.crt bash -c "cd /root/gdsdiag && \$1"; }
 t=\$SECONDS; run '$setup' >"$root/root/setup.log" 2>&1; echo "== README set-up: rc 0, \$((SECONDS - t)) s"
 grep -a 'kernel headers for' "$root/root/setup.log" || echo "(a headers tree was there)"
-t=\$SECONDS; run 'gdsdiag trace --json -- cat /etc/os-release >/root/trace.out 2>/root/trace.err'
-echo "== gdsdiag trace --json -- cat /etc/os-release: \$((SECONDS - t)) s, stdout \$(wc -l <"$root/root/trace.out") JSON lines"
+t=\$SECONDS; run 'gdsdiag trace --json -- cp /etc/os-release /tmp/os-release.copy >/root/trace.out 2>/root/trace.err'
+echo "== gdsdiag trace --json -- cp /etc/os-release /tmp/os-release.copy: \$((SECONDS - t)) s, stdout \$(wc -l <"$root/root/trace.out") JSON lines"
 run 'python3 -c "import json,sys; [json.loads(x) for x in open(\"/root/trace.out\")]"'
 if [ "$tests" = --tests ]; then
   t=\$SECONDS; rc=0; run '$test_cmd' >"$root/root/test.log" 2>&1 || rc=\$?
