@@ -106,3 +106,23 @@ def human_bytes(
 def human_size(n: int) -> str:
     """A block or file size as the options take it: '4k', '1M', '16G', or the plain number."""
     return human_bytes(n, short=True)
+
+
+def size_text(n: float | None) -> str:
+    """A byte count for people, one notation for every table and summary: binary units, 3
+    significant digits, no trailing zeros ('4 KiB', '1.5 MiB', '85.4 MiB', '512 B'). Raw bytes are
+    for JSON. None: '?'."""
+    if n is None:
+        return "?"
+    for unit, mult in _UNITS:
+        if abs(n) >= mult:
+            return f"{_three_digits(n / mult)} {unit}"
+    return f"{int(n)} B"
+
+
+def _three_digits(x: float) -> str:
+    """3 significant digits, trailing zeros dropped ('1.50' -> '1.5', '4.00' -> '4'); whole numbers
+    from 100 up ('1023')."""
+    decimals = 0 if abs(x) >= 99.95 else 1 if abs(x) >= 9.995 else 2
+    text = f"{x:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text

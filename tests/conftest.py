@@ -34,8 +34,10 @@ def bcc_unavailable() -> str | None:
         import_bcc()
     except Exception as e:
         return f"bcc unavailable: {e}"
-    if not os.path.exists(f"/lib/modules/{os.uname().release}/build"):
-        return "no kernel headers tree at /lib/modules/$(uname -r)/build (.ci/run links Debian's 6.1 headers)"
+    from gdsdiag.trace.headers import fix_command, has_tree
+
+    if not has_tree():  # the fix the trace itself would give: the README's set-up runs it
+        return f"no kernel headers tree at /lib/modules/$(uname -r)/build; as root: {fix_command()}"
     return None
 
 

@@ -180,6 +180,22 @@ def test_bpf_cache_refuses_other_owner_and_prunes_only_its_own(cache):
     assert sum(n.startswith("probes-old") for n in left) == bpfcache.KEEP
 
 
+def _readable_copy(top: str) -> str:
+    """The package and its C loop copied where nobody can read them (a checkout under /root, as a
+    fresh box's clone often is, is not: the loader then says its source "is not installed")."""
+    import shutil
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    dst = os.path.join(top, "src")
+    for name in ("gdsdiag", "csrc"):
+        shutil.copytree(os.path.join(repo, name), os.path.join(dst, name), ignore=shutil.ignore_patterns("__pycache__"))
+    for d, _, files in os.walk(dst):
+        os.chmod(d, 0o755)
+        for f in files:
+            os.chmod(os.path.join(d, f), 0o644)
+    return dst
+
+
 def test_unprivileged_user_gets_its_own_cache_or_a_stated_fallback():
     """As a real unprivileged user (a child that setuid()s to nobody): a cache directory root
     made is refused, and the sweep's loader says why instead of dying on PermissionError."""
@@ -193,6 +209,7 @@ def test_unprivileged_user_gets_its_own_cache_or_a_stated_fallback():
     mine = os.path.join(top, "nobodys")
     os.mkdir(mine, 0o755)
     os.chown(mine, NOBODY, NOBODY)
+    pkg = _readable_copy(top)
     code = (
         # the interpreter lives under /root here: import what the loader needs, then drop to nobody
         "import os, sys, cffi, hashlib; from gdsdiag import privdir; from gdsdiag.sweep import native; native.ffi();"
@@ -206,7 +223,7 @@ def test_unprivileged_user_gets_its_own_cache_or_a_stated_fallback():
         capture_output=True,
         text=True,
         cwd="/",
-        env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+        env=dict(os.environ, PYTHONPATH=pkg),
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("True ") and "owned by uid 0" in r.stdout
@@ -219,7 +236,7 @@ def test_unprivileged_user_gets_its_own_cache_or_a_stated_fallback():
         capture_output=True,
         text=True,
         cwd="/",
-        env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+        env=dict(os.environ, PYTHONPATH=pkg),
     )
     shutil.rmtree(top)
     assert r.stdout.startswith("True None"), r.stdout + r.stderr  # its own cache: built and loaded

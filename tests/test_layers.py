@@ -69,6 +69,7 @@ LAYERS = {
     "gdsdiag.signals": 0,
     "gdsdiag.terminal": 0,
     "gdsdiag.units": 0,
+    "gdsdiag.extras": 0,
     "gdsdiag.verdicts": 0,
 }
 

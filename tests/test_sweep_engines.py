@@ -50,8 +50,8 @@ def test_a_piped_sweep_says_each_point_as_it_ends(tmp_path):
     assert "writing the 4 MiB pattern file" in lines[0]
     points = [ln for ln in lines if " point " in ln]
     assert len(points) == 2
-    assert "point 1/2 host read bs=4k threads=1:" in points[0] and "GB/s" in points[0] and "IOPS" in points[0]
-    assert "point 2/2 host read bs=4k threads=2:" in points[1] and "(ETA 0:00)" in points[1]
+    assert "point 1/2 host read bs=4 KiB threads=1:" in points[0] and "GB/s" in points[0] and "IOPS" in points[0]
+    assert "point 2/2 host read bs=4 KiB threads=2:" in points[1] and "(ETA 0:00)" in points[1]
     assert "mode" in r.stdout  # the table still goes to stdout
 
 
@@ -77,7 +77,10 @@ def test_plot_without_matplotlib_is_refused_before_any_work(tmp_path):
         [sys.executable, "-c", code, *args, "--bytes", "256k", "--plot", str(png)], capture_output=True, text=True
     )
     assert r.returncode == 3, r.stderr
-    assert "--plot needs matplotlib" in r.stderr and "pip install" in r.stderr
+    assert "--plot needs matplotlib" in r.stderr
+    # this environment's pip and what gdsdiag installs from, never a PyPI name gdsdiag does not have
+    assert f"{sys.executable} -m pip install" in r.stderr and "[plot]" in r.stderr
+    assert "'gdsdiag[plot]'" not in r.stderr
     assert "point" not in r.stderr and os.listdir(tmp_path) == []  # nothing ran, nothing written
     # arguments are checked first: a bad one is named before the missing tool
     r = subprocess.run(
@@ -231,7 +234,9 @@ def test_a_piped_error_line_carries_its_reason():
     lp.point(PointSpec("host", "read", 4096, 2))
     lp.done_point(
         SimpleNamespace(
-            error="gdsdiag: error: host read bs=4096 threads=2: stall: worker 1 had no completion", summary={}, fio=None
+            error="gdsdiag: error: host read bs=4 KiB threads=2: stall: worker 1 had no completion",
+            summary={},
+            fio=None,
         )
     )
-    assert "point 1/1 host read bs=4k threads=2: ERROR: host read bs=4096 threads=2: stall" in out.getvalue()
+    assert "point 1/1 host read bs=4 KiB threads=2: ERROR: host read bs=4 KiB threads=2: stall" in out.getvalue()

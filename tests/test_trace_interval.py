@@ -120,3 +120,57 @@ def test_an_interval_carries_what_is_waiting_for_evidence():
     now[0] = 2.0
     iv.add({"route": "HOST", "size": 4096, "latency_ns": 1000, "pid": 1, "comm": "w", "path": "/f"})
     assert "waiting" not in iv.tick()
+
+
+def _burst(iv, t0_s, seconds, gbps, io=1 << 20, lat_us=500):
+    """Verdicts of SECONDS of I/O at GBPS from T0_S (the probes' clock), all handed over at once:
+    what a trace gives for I/Os held for their evidence, then decided together."""
+    n = int(seconds * gbps * 1e9 / io)
+    step = seconds * 1e9 / n
+    for i in range(n):
+        iv.add({**_v("HOST", io, lat_us), "ts": int(t0_s * 1e9 + i * step)})
+    return n
+
+
+def test_a_burst_of_held_verdicts_never_shows_more_than_the_program_did():
+    """fio at 1.51 GB/s, its verdicts held ~3 s and released in one interval: the interval's GB/s
+    is over the 3 s its I/Os took (io_span_s), not its own 1 s (which said 4.5 GB/s)."""
+    now = [100.0]
+    iv = Intervals(1.0, clock=lambda: now[0])
+    iv.tick()
+    _burst(iv, 96.0, 3.0, 1.51)
+    now[0] = 101.0
+    rec = iv.tick()
+    host = rec["routes"]["HOST"]
+    assert host["gbps"] <= 1.51 and host["gbps"] > 1.4, host
+    assert 2.9 < host["io_span_s"] < 3.1 and rec["top"][0]["gbps"] == host["gbps"]
+
+
+def test_the_last_short_interval_after_the_flush_keeps_the_rate():
+    """At the end the held verdicts come out in a last interval of 0.2 s: 3 s of I/O at 1.51 GB/s
+    (it said 5.0 GB/s, and 12.3 in another run)."""
+    now = [100.0]
+    iv = Intervals(1.0, clock=lambda: now[0])
+    iv.tick()
+    now[0] = 101.0
+    iv.tick()
+    _burst(iv, 98.0, 3.0, 1.51)
+    now[0] = 101.2
+    rec = iv.tick(final=True)
+    assert rec["interval_s"] == 0.2 and rec["routes"]["HOST"]["gbps"] <= 1.51
+
+
+def test_steady_verdicts_decided_late_show_the_steady_rate():
+    """Each interval decides the I/O of one second, 3 s after it happened: the rate is that second's,
+    and no io_span_s is said when the span is within the interval."""
+    now = [100.0]
+    iv = Intervals(1.0, clock=lambda: now[0])
+    iv.tick()
+    rates = []
+    for k in range(3):
+        _burst(iv, 97.0 + k, 0.999, 1.0, lat_us=0)
+        now[0] = 101.0 + k
+        rec = iv.tick()
+        rates.append(rec["routes"]["HOST"]["gbps"])
+        assert "io_span_s" not in rec["routes"]["HOST"]
+    assert all(0.95 < r <= 1.0 for r in rates), rates

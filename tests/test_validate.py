@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 from check_fixtures import add_nvidia_fs, copy_tree, set_cufile, set_iommu_translating, set_link, unpack_h200
+from conftest import live
 from sweep_fixture import h200_sweep_doc
 
 from gdsdiag.check.context import CheckContext
@@ -456,7 +457,7 @@ def test_docs_name_every_rule_and_policy_key():
         assert f"`{key}`" in doc or key.split(".")[-1] in doc, key
 
 
-@pytest.mark.live  # a real trace (it skips below where none can run)
+@live  # a real trace: root, bcc and a headers tree (it skips with the reason where none can run)
 @pytest.mark.slow
 def test_full_traced_sweep_on_this_machine(tmp_path):
     """--full end to end where it can run here: root + bcc, a host-mode sweep (no GPU here) run as

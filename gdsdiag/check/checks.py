@@ -765,7 +765,7 @@ def check_libcufile(ctx: CheckContext) -> list[CheckResult]:
                 "libcufile not found",
                 [_ev("wheel, CUDA_HOME, /usr/local/cuda*/lib64, ldconfig -p", "absent")],
                 "every cuFile route goes through libcufile",
-                "pip install nvidia-cufile (or the CUDA toolkit's libcufile)",
+                "install the CUDA toolkit's libcufile, or gdsdiag's [cufile] extra (the nvidia-cufile wheel)",
             )
         ]
     out = [

@@ -8,6 +8,7 @@ import threading
 import click
 
 from ..errors import EXIT_OK, GdsdiagError, Outcome
+from ..extras import install_command
 from ._common import Duration, paths_option
 from ._numbers import PORT
 
@@ -52,7 +53,7 @@ def exporter(port, addr, interval, policy_file, paths, root, trace, trace_window
     try:
         import prometheus_client  # noqa: F401
     except ImportError:
-        raise GdsdiagError("the exporter needs prometheus-client", "pip install 'gdsdiag[exporter]'") from None
+        raise GdsdiagError("the exporter needs prometheus-client", install_command("exporter")) from None
     from ..check.context import CheckContext
     from ..exporter.collect import TraceCounters
     from ..exporter.server import State, refresher, start, trace_windows

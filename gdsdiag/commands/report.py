@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN, GdsdiagError, Outcome, refuse_existing
+from ..extras import install_command
 from ._common import emit_json, json_option
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ def write_png(rs, path: str) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise GdsdiagError("--png needs matplotlib", "pip install 'gdsdiag[plot]'") from None
+        raise GdsdiagError("--png needs matplotlib", install_command("plot")) from None
     from ..validate.fleet import gbps_keys
 
     keys = gbps_keys(rs)

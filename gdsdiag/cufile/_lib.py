@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import GdsdiagError, UsageError
+from ..extras import install_command
 from ._types import CuFileLib
 
 _lock = threading.Lock()
@@ -162,12 +163,12 @@ def load(path: str | None = None) -> Library:
         try:
             import cffi
         except ImportError:
-            raise GdsdiagError("the cuFile bindings need cffi", "pip install cffi (or gdsdiag[cu12]/[cu13])") from None
+            raise GdsdiagError("the cuFile bindings need cffi", install_command("cufile")) from None
         cands = candidates(path)
         if not cands:
             raise GdsdiagError(
                 "libcufile not found (wheel, CUDA_HOME, /usr/local/cuda*, ldconfig)",
-                "pip install nvidia-cufile, or pass the library path (GDSDIAG_LIBCUFILE=/path/libcufile.so.0)",
+                f"{install_command('cufile')}, or pass the library path (GDSDIAG_LIBCUFILE=/path/libcufile.so.0)",
             )
         how, lib_path = cands[0]
         if path and not os.path.exists(path):

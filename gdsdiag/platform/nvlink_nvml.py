@@ -27,7 +27,9 @@ def read_nvml() -> tuple[NvLinkInfo | None, str]:
     try:
         import pynvml
     except ImportError:
-        return None, "nvidia-ml-py (pynvml) not installed: pip install 'gdsdiag[nvml]'"
+        from ..extras import install_command
+
+        return None, f"nvidia-ml-py (pynvml) not installed: {install_command('nvml')}"
     try:
         pynvml.nvmlInit()
     except (pynvml.NVMLError, OSError) as e:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...

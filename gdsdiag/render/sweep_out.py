@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..units import human_size
+from ..extras import install_command
+from ..units import size_text
 from ..verdicts import style
 
 
@@ -117,7 +118,7 @@ class SweepProgress:
 
 
 def _point_name(spec) -> str:
-    return f"{spec.mode} {spec.rw} bs={human_size(spec.bs)} threads={spec.threads}" + (
+    return f"{spec.mode} {spec.rw} bs={size_text(spec.bs)} threads={spec.threads}" + (
         f" iodepth={spec.iodepth}" if getattr(spec, "iodepth", 1) > 1 else ""
     )
 
@@ -193,72 +194,102 @@ def _escape(s: str) -> str:
     return escape(s)  # a directory name is shown, never read as markup
 
 
-def table(report) -> Table:
-    t = Table(
-        title=f"gdsdiag sweep — {_escape(str(report.config.directory))} ({human_size(report.config.size)} file)",
-        box=box.SIMPLE_HEAD,
-    )
+# The table's columns, the first dropped first where the terminal is too narrow for all of them
+# (never a number cut: rich would shorten every cell to "2.…"); the ones never dropped lead the list
+# of what a row is (mode, rw, bs, threads, GB/s, route, ÷fio).
+DROP_ORDER = (
+    "p99.9 µs",
+    "fio IOPS",
+    "CPU %",
+    "p50 µs",
+    "IOPS",
+    "÷ceiling",
+    "fio GB/s",
+    "verified",
+    "p99 µs",
+)
+LEFT = ("mode", "rw", "route")
+
+
+def _columns(report) -> list[tuple[str, list]]:
+    """Every column as (header, cells), one cell a point."""
     fio = any(p.fio for p in report.points)
-    cols = [
-        "mode",
-        "rw",
-        "bs",
-        "thr",
-        "GB/s",
-        "IOPS",
-        "p50 µs",
-        "p99 µs",
-        "p99.9 µs",
-        "CPU %",
-        "route",
-        "verified",
-        "÷ceiling",
-    ]
     kinds = _fio_kinds(report)
+    names = ["mode", "rw", "bs", "thr", "GB/s", "IOPS", "p50 µs", "p99 µs", "p99.9 µs", "CPU %", "route", "verified"]
+    names += ["÷ceiling"]
     if fio:
         short = {"process": "proc", "thread": "thr"}
-        cols += ["fio GB/s", "fio IOPS"] + [f"÷fio {short.get(k, k)}" if len(kinds) > 1 else "÷fio" for k in kinds]
-    for c in cols:
-        t.add_column(c, justify="right" if c not in ("mode", "rw", "route") else "left", no_wrap=True)
-    for p in report.points:
-        s = p.summary
-        if p.error:
-            t.add_row(
-                p.mode,
-                p.rw,
-                human_size(p.bs),
-                str(p.threads),
-                Text("ERROR", style="bold red"),
-                *[""] * 5,
-                Text("ERROR", style="red"),
-                *[""] * (len(cols) - 11),
-            )
-            continue
-        lat = s["lat_us"]
-        route = Text(p.route, style="red" if p.route_warning else style(p.route))
-        t.add_row(
-            p.mode,
-            p.rw,
-            human_size(p.bs),
-            str(p.threads),
-            f"{s['gbps']:.3f}",
-            f"{s['iops']:.0f}",
-            f"{lat['p50']}",
-            f"{lat['p99']}",
-            f"{lat['p99.9']}",
-            f"{p.cpu_percent:.0f}",
-            route,
-            _verified(p, report.config.verify),
-            f"{p.ratio:.2f}" if p.ratio is not None else "",
-            *(_fio_cells(p, kinds) if fio else ()),
-        )
+        names += ["fio GB/s", "fio IOPS"] + [f"÷fio {short.get(k, k)}" if len(kinds) > 1 else "÷fio" for k in kinds]
+    rows = [_row(p, report, len(names), kinds if fio else None) for p in report.points]
+    return [(n, [r[i] for r in rows]) for i, n in enumerate(names)]
+
+
+def _row(p, report, ncols: int, kinds: list[str] | None) -> list:
+    """One point's cells, in _columns' order."""
+    head = [p.mode, p.rw, size_text(p.bs), str(p.threads)]
+    if p.error:
+        return head + [Text("ERROR", style="bold red"), *[""] * 5, Text("ERROR", style="red"), *[""] * (ncols - 11)]
+    s, lat = p.summary, p.summary["lat_us"]
+    return head + [
+        f"{s['gbps']:.3f}",
+        f"{s['iops']:.0f}",
+        f"{lat['p50']}",
+        f"{lat['p99']}",
+        f"{lat['p99.9']}",
+        f"{p.cpu_percent:.0f}",
+        Text(p.route, style="red" if p.route_warning else style(p.route)),
+        _verified(p, report.config.verify),
+        f"{p.ratio:.2f}" if p.ratio is not None else "",
+        *(_fio_cells(p, kinds) if kinds is not None else ()),
+    ]
+
+
+def _build(report, cols: list[tuple[str, list]]) -> Table:
+    t = Table(
+        title=f"gdsdiag sweep — {_escape(str(report.config.directory))} ({size_text(report.config.size)} file)",
+        box=box.SIMPLE_HEAD,
+    )
+    for name, _ in cols:
+        t.add_column(name, justify="left" if name in LEFT else "right", no_wrap=True)
+    for i in range(len(report.points)):
+        t.add_row(*(cells[i] for _, cells in cols))
     return t
+
+
+def _fits(console: Console, t: Table, width: int) -> bool:
+    from rich.measure import Measurement
+
+    return Measurement.get(console, console.options.update(width=10**4), t).maximum <= width
+
+
+def fitted_table(report, console: Console, width: int | None = None) -> tuple[Table, list[str]]:
+    """The table at the terminal's width (WIDTH, else the console's): the columns that are blank
+    for every point left out, then those of DROP_ORDER, one at a time, until it fits; the names of
+    those dropped for being too wide come back (the caller says so under the table)."""
+    width = width or console.width
+    cols = [(n, cells) for n, cells in _columns(report) if any(str(c) for c in cells)]
+    dropped: list[str] = []
+    for name in (None, *DROP_ORDER):
+        if name is not None:
+            if name not in [n for n, _ in cols]:
+                continue
+            cols = [(n, c) for n, c in cols if n != name]
+            dropped.append(name)
+        t = _build(report, cols)
+        if _fits(console, t, width):
+            break
+    return t, dropped
+
+
+def table(report) -> Table:
+    """Every column (no terminal to fit: a capture at any width)."""
+    return _build(report, _columns(report))
 
 
 def _verified(p, verify_on: bool) -> str:
     if not verify_on:
         return "off"
-    return human_size(p.verified_bytes) if p.verified_bytes else "none"
+    return size_text(p.verified_bytes) if p.verified_bytes else "none"
 
 
 def _fio_kinds(report) -> list[str]:
@@ -298,7 +329,7 @@ def _fio_settings_lines(report) -> list[str]:
         for d in st["differ"]:
             if d["setting"].endswith("(measured)"):
                 measured.append(
-                    f"fio differs at {p.mode} {p.rw} bs={human_size(p.bs)} threads={p.threads}: "
+                    f"fio differs at {p.mode} {p.rw} bs={size_text(p.bs)} threads={p.threads}: "
                     f"{d['setting']}: sweep {d['sweep']}, fio {d['fio']}"
                 )
     out = []
@@ -311,12 +342,18 @@ def _fio_settings_lines(report) -> list[str]:
 
 
 def render(console: Console, report) -> None:
-    console.print(table(report))
+    t, dropped = fitted_table(report, console)
+    console.print(t)
+    if dropped:
+        console.print(
+            f"left out at {console.width} columns: {', '.join(dropped)} (a wider terminal or --json has them)",
+            style="dim",
+        )
     for p in report.points:
         if p.error:
             console.print(
                 Text(
-                    f"ERROR {p.mode} {p.rw} bs={human_size(p.bs)} threads={p.threads}: "
+                    f"ERROR {p.mode} {p.rw} bs={size_text(p.bs)} threads={p.threads}: "
                     + p.error.replace("gdsdiag: error: ", ""),
                     style="red",
                 )
@@ -362,7 +399,7 @@ def render(console: Console, report) -> None:
     for p in report.points:
         if p.route_warning:
             console.print(
-                Text(f"{p.mode} {p.rw} bs={human_size(p.bs)} threads={p.threads}: {p.route_warning}", style="red")
+                Text(f"{p.mode} {p.rw} bs={size_text(p.bs)} threads={p.threads}: {p.route_warning}", style="red")
             )
 
 
@@ -422,9 +459,7 @@ def check_plot() -> None:
     except ImportError:
         from ..errors import GdsdiagError
 
-        raise GdsdiagError(
-            "--plot needs matplotlib", "pip install 'gdsdiag[plot]' (or pip install matplotlib)"
-        ) from None
+        raise GdsdiagError("--plot needs matplotlib", install_command("plot")) from None
 
 
 def write_plot(report, path) -> None:  # a path, or the file object the command opened
@@ -456,7 +491,7 @@ def write_plot(report, path) -> None:  # a path, or the file object the command 
         ax.set_xscale("log", base=2)
         sizes = sorted(report.config.block_sizes)
         ax.set_xticks(sizes)
-        ax.set_xticklabels([human_size(b) for b in sizes])
+        ax.set_xticklabels([size_text(b) for b in sizes])
         ax.set_xlabel("block size")
         ax.set_ylabel("GB/s")
         ax.set_title(title)

@@ -18,6 +18,12 @@ def _num(x, fmt: str = "{:.0f}") -> str:
     return "-" if x is None else fmt.format(x)
 
 
+def _span_note(s: dict) -> str:
+    """Where the GB/s is over the span the I/Os took, not the interval (decided late), it says so."""
+    span = s.get("io_span_s")
+    return f"  (GB/s over the {span:.1f} s its I/Os took)" if span else ""
+
+
 class IntervalPrinter:
     """Feeds every verdict to the interval counters and prints each interval as it ends."""
 
@@ -69,6 +75,7 @@ class IntervalPrinter:
                 f" {s['count']:>9} {_size(s['bytes']):>9} {_num(s['gbps'], '{:.3f}'):>8} "
                 f"{_num(s['p50_us']):>9} {_num(s['p99_us']):>9}"
                 + (f"  ({s['counted_in_kernel']} counted in the kernel)" if s.get("counted_in_kernel") else "")
+                + _span_note(s)
             )
             c.print(t)
         for r in rec["top"]:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.text import Text
 
-from ..units import human_bytes, human_size
+from ..units import size_text
 from ..verdicts import style
 
 if TYPE_CHECKING:
@@ -148,14 +148,8 @@ def io_json(v: schema.IoLine) -> str:
 
 
 def _size(n) -> str:
-    if n is None:
-        return "?"
-    if n >= 1024 and n % 1024 == 0:
-        exact = human_size(n)  # '4k', '1536k', '16M': an I/O's size as it was asked for
-        if len(exact) <= 5:
-            return exact
-    # a total that is no round size ('65540k' for 64 MiB and a 4 KiB write): one decimal
-    return human_bytes(n, 1, span=("GiB", "MiB"))
+    """An I/O's size or a total: the one notation of every table and summary (units.size_text)."""
+    return size_text(n)
 
 
 class LinePrinter:
@@ -201,7 +195,7 @@ class LinePrinter:
         if not self.header_done:
             self.console.print(
                 Text(
-                    f"{'TIME(s)':>9} {'COMM/PID':22} {'OP':5} {'FILE':28} {'OFFSET':>10} {'SIZE':>6} "
+                    f"{'TIME(s)':>9} {'COMM/PID':22} {'OP':5} {'FILE':28} {'OFFSET':>10} {'SIZE':>8} "
                     f"{'LAT(ms)':>8} {'ROUTE':12} EVIDENCE",
                     style="bold",
                 )
@@ -216,7 +210,7 @@ class LinePrinter:
         route = v["route"] + (f"/{v['subtype']}" if v["subtype"] else "")
         t = Text(
             f"{(v['ts'] - self.t0) / 1e9:9.3f} {v['comm'][:14] + '/' + str(v['pid']):22} {v['op'][:5]:5} {path:28} {v['offset']:>10} "
-            f"{_size(v['size']):>6} {lat:>8} "
+            f"{_size(v['size']):>8} {lat:>8} "
         )
         t.append(f"{route:12}", style=style(v["route"]))
         t.append(f" [{v['confidence']}] " + "; ".join(v["evidence"][:3]), style="dim")

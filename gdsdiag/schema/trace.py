@@ -162,11 +162,17 @@ class _IntervalStats(TypedDict):
     p99_us: float | None
 
 
-class IntervalStats(_IntervalStats, total=False):
+class _IoSpan(TypedDict, total=False):
+    # the span its I/Os took, when longer than the interval (verdicts held for their evidence and
+    # decided together): gbps is bytes over it
+    io_span_s: float
+
+
+class IntervalStats(_IntervalStats, _IoSpan, total=False):
     counted_in_kernel: int  # HOST: I/Os the kernel counted in this interval (no latencies)
 
 
-class IntervalRow(_IntervalStats):
+class IntervalRow(_IntervalStats, _IoSpan):
     pid: int
     comm: str
     path: str | None

@@ -14,7 +14,9 @@ def enrich(topo: Topology) -> list[str]:
     try:
         import pyudev  # lazy: keeps 'gdsdiag --help' light and pyudev optional
     except ImportError:
-        return ["pyudev not installed: model names from sysfs/procfs only (pip install pyudev)"]
+        from ..extras import pip_command
+
+        return [f"pyudev not installed: model names from sysfs/procfs only ({pip_command(['pyudev'])})"]
     notes: list[str] = []
     try:
         ctx = pyudev.Context()

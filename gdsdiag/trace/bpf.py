@@ -9,7 +9,6 @@ import ctypes.util
 import glob
 import operator
 import os
-import re
 import struct
 import sys
 import time
@@ -23,6 +22,8 @@ from .eventdefs import EVENT_SIZE, EVENT_STRUCT, FD_KINDS, OPEN_FIELDS, OPEN_KIN
 from .eventdefs import KINDS as EVENT_KINDS
 from .eventdefs import SYSCALLS as SYSCALL_IDS
 from .events import API_NAMES, FD_NAMES, KINDS, KPROBE_NAMES, PROC_NAMES, SYS_NAMES, Event, not_data
+from .headers import fix_command, has_tree
+from .stdoutguard import stdout_to_stderr
 from .tally import Unclassified, count_unclassified
 
 if TYPE_CHECKING:
@@ -183,23 +184,6 @@ def ebpf_text(
     )
 
 
-def close_headers_tree(src: str = "/usr/src") -> tuple[str, str] | None:
-    """An installed headers tree to link when this kernel's own is missing: (build, source) paths,
-    Debian's pair ``linux-headers-V-ARCH`` (build) and ``linux-headers-V-common`` (source), the
-    newest version first; None when /usr/src has none. The probes read no kernel structs, so any
-    tree bcc can compile against serves."""
-
-    def version_order(path: str) -> list:  # 6.10 after 6.9: numbers compared as numbers
-        return [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", path)]
-
-    trees = sorted(glob.glob(os.path.join(src, "linux-headers-*")), key=version_order, reverse=True)
-    build = [t for t in trees if not t.endswith("-common") and os.path.isdir(os.path.join(t, "include"))]
-    if not build:
-        return None
-    common = build[0].rsplit("-", 1)[0] + "-common"
-    return build[0], common if os.path.isdir(common) else build[0]
-
-
 # bcc's words for a program its compile built and the kernel then refused (bcc/__init__.py load_func,
 # attach_*): headers cannot fix those, so they get their own fix, by the errno's text
 _KERNEL_REFUSED = ("Failed to load BPF program", "Failed to attach BPF program")
@@ -230,19 +214,18 @@ def _bcc_failure(msg: str) -> GdsdiagError:
 
 
 def _kernel_headers_hint(msg: str) -> GdsdiagError:
+    """A failed compile: with no headers tree for this kernel, the one command that provides one;
+    with a tree there, headers are not the cause, and the fix does not say they are."""
     rel = os.uname().release
-    tree = close_headers_tree()
-    if tree is not None:
-        link = f"ln -s {tree[0]} /lib/modules/{rel}/build && ln -s {tree[1]} /lib/modules/{rel}/source"
-        fix = f"install headers for {rel}, or link the installed tree: {link}"
-    else:
-        fix = (
-            f"apt-get install linux-headers-{rel} (or a close version's, then "
-            f"ln -s /usr/src/linux-headers-<version> /lib/modules/{rel}/build)"
+    last = msg.strip().splitlines()[-1][:200] if msg.strip() else "no kernel headers"
+    if has_tree(rel):
+        return GdsdiagError(
+            f"bcc could not compile the probes: {last}",
+            f"report it with the kernel version ({rel}), bcc's version and the program gdsdiag trace --ebpf prints",
         )
     return GdsdiagError(
-        f"bcc could not compile the probes: {msg.strip().splitlines()[-1][:200] if msg.strip() else 'no kernel headers'}",
-        fix + "; tracepoint and uprobe programs need no exact match",
+        f"bcc could not compile the probes (no kernel headers tree at /lib/modules/{rel}/build): {last}",
+        "the probes read no kernel structs, so the nearest tree serves; as root: " + fix_command(rel),
     )
 
 
@@ -558,7 +541,8 @@ class Probes:
             except Exception as e:  # the kernel refused it: compile as if there were no cache
                 self.failed.append(f"compiled-program cache not used ({e}); compiled instead")
         try:
-            b = bcc.BPF(text=src, cflags=cflags)
+            with stdout_to_stderr():  # bcc's loader prints some of its words to stdout
+                b = bcc.BPF(text=src, cflags=cflags)
         except Exception as e:  # bcc raises bare Exception for a failed compile or load: named, with the fix
             raise _bcc_failure(str(e)) from None
         self.timing["cached"] = False
@@ -775,7 +759,8 @@ class Probes:
         if not kprobes_available():
             self.failed.append("nvidia-fs / P2PDMA kernel probes: this kernel has no kprobes")
             return
-        self.kb = self.bcc.BPF(text=kprobes_text())
+        with stdout_to_stderr():
+            self.kb = self.bcc.BPF(text=kprobes_text())
         for sym, fn, ret in present:
             if not sym:
                 continue

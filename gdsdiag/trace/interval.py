@@ -2,6 +2,9 @@
 bcc's ``biolatency 1``: per route the I/O count, bytes, GB/s and latency percentiles, and the
 busiest (process, file, route) rows. A verdict counts in the interval in which it is printed
 (DRAM_BOUNCE verdicts, which wait for their CUDA copy, land in the interval they were decided in).
+Its GB/s is over the interval, or over the span its I/Os took where that is longer (``io_span_s``):
+verdicts held for their evidence and decided together (seconds of I/O in one interval, or in the
+last, short one at the end) would otherwise show a rate the program never reached.
 A --replay has no wall clock to follow: its intervals are cut by the verdicts' own timestamps.
 Host I/O that the kernel counts instead of sending (processes without CUDA; docs/trace.md) comes in
 as the growth of its counters since the last interval (``add_counted``): counts, bytes and GB/s, and
@@ -22,30 +25,50 @@ TOP = 10  # (process, file, route) rows per interval
 
 
 class _Acc:
-    __slots__ = ("count", "bytes", "lats")
+    __slots__ = ("count", "bytes", "lats", "first_ns", "last_ns")
 
     def __init__(self) -> None:
         self.count = 0
         self.bytes = 0
         self.lats: list[float] = []
+        self.first_ns: int | None = None  # the earliest start of its I/Os (the probes' clock)
+        self.last_ns: int | None = None  # the latest end
 
-    def add(self, size: int, lat_ns: int | None) -> None:
+    def add(self, size: int, lat_ns: int | None, ts: int | None = None) -> None:
         self.count += 1
         self.bytes += max(size, 0)
         if lat_ns is not None:
             self.lats.append(lat_ns / 1000)
+        if ts is not None:
+            end = ts + (lat_ns or 0)
+            if self.first_ns is None or ts < self.first_ns:
+                self.first_ns = ts
+            if self.last_ns is None or end > self.last_ns:
+                self.last_ns = end
+
+    def span_s(self, secs: float) -> float:
+        """The seconds its bytes were moved in: the interval, or longer where verdicts held for their
+        evidence came out together (a burst of 3 s of I/O decided in one 1 s interval). Bytes over
+        this never exceed what the program did in the span its I/Os took."""
+        if self.first_ns is None or self.last_ns is None:
+            return secs
+        return max(secs, (self.last_ns - self.first_ns) / 1e9)
 
     def out(self, secs: float) -> dict:
         from ..units import percentile
 
         lats = sorted(self.lats)
-        return {
+        span = self.span_s(secs)
+        out = {
             "count": self.count,
             "bytes": self.bytes,
-            "gbps": round(self.bytes / secs / 1e9, 3) if secs > 0 else None,
+            "gbps": round(self.bytes / span / 1e9, 3) if span > 0 else None,
             "p50_us": percentile(lats, 50),
             "p99_us": percentile(lats, 99),
         }
+        if span > secs:  # (decided late: the GB/s is over the span the I/Os took, said so)
+            out["io_span_s"] = round(span, 3)
+        return out
 
 
 class Intervals:
@@ -101,16 +124,16 @@ class Intervals:
     def add(self, v: schema.IoLine) -> None:
         if self.start is None:
             self.t0 = self.start = self.clock()
-        size, lat = v["size"], v["latency_ns"]
+        size, lat, ts = v["size"], v["latency_ns"], v.get("ts")
         acc = self.routes.get(v["route"])
         if acc is None:
             acc = self.routes[v["route"]] = _Acc()
-        acc.add(size, lat)
+        acc.add(size, lat, ts)
         key = (v["pid"], v["comm"], v["path"], v["route"])
         row = self.rows.get(key)
         if row is None:
             row = self.rows[key] = _Acc()
-        row.add(size, lat)
+        row.add(size, lat, ts)
 
     def tick(self, final: bool = False) -> dict | None:
         """The interval just ended (a schema.Interval dict), or None if it has not; final: the last,

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import EXIT_FAIL, EXIT_OK, EXIT_TOOL_ERROR, EXIT_WARN, UsageError
+from ..extras import install_command
 from ..routes import Route
 
 if TYPE_CHECKING:
@@ -343,9 +344,7 @@ def reconcile(pred: Prediction, conf: dict, forb: dict | None) -> Outcome:
                 )
     if not conf.get("ok"):
         if conf.get("name") in ("NO_CUPY",):
-            return Outcome(
-                "skipped", Route.UNKNOWN, f"{TEXT['skipped']} ({_failure(conf)}: pip install 'gdsdiag[cu13]')"
-            )
+            return Outcome("skipped", Route.UNKNOWN, f"{TEXT['skipped']} ({_failure(conf)}: {install_command('cu13')})")
         return Outcome("no_route", Route.NONE, f"{TEXT['no_route']} ({_failure(conf)})")
     route, how = measured_route(conf.get("path_mix"))
     # a compat-forbidden run proves something only if the driver agreed that compat was forbidden

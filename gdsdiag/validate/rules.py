@@ -185,7 +185,7 @@ def r_libcufile(inp: Inputs, rule: Rule):
             Status.FAIL,
             "libcufile not found",
             [_ev("wheel, CUDA_HOME, /usr/local/cuda*/lib64, ldconfig -p", "absent")],
-            "install libcufile (pip install nvidia-cufile, or the CUDA toolkit's GDS package)",
+            "install libcufile: the CUDA toolkit's GDS package, or gdsdiag's [cufile] extra (the nvidia-cufile wheel)",
         )
     ev = [_ev(info.path, f"version {info.version or 'unknown'} (via {info.found_via})")]
     want = inp.policy.get("drivers.libcufile_min")

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from ...errors import EXIT_FAIL, GdsdiagError, UsageError
+from ...units import size_text
 from .. import native
 from ..files import HEADER_SIZE, SweepFile
 
@@ -459,7 +460,7 @@ def run_workers(engine: Engine, spec: PointSpec, sf: SweepFile, progress=None) -
         raise
     except Exception as e:  # a cuFile/CUDA error registering the file: this point's error, named
         raise PointError(
-            f"{spec.mode} {spec.rw} bs={spec.bs}: setup failed: {type(e).__name__}: {e}",
+            f"{spec.mode} {spec.rw} bs={size_text(spec.bs)}: setup failed: {type(e).__name__}: {e}",
             "for cuFile errors run `gdsdiag check --path DIR`; the cause is named above",
         ) from None
     workers = [engine.worker(point, i) for i in range(spec.threads)]
@@ -537,7 +538,7 @@ def run_workers(engine: Engine, spec: PointSpec, sf: SweepFile, progress=None) -
             engine.close_point(point)
     if stuck:
         _abandoned.append((point, workers))
-        raise PointError(f"{spec.mode} {spec.rw} bs={spec.bs}: " + "; ".join(stuck), _stall_fix(spec))
+        raise PointError(f"{spec.mode} {spec.rw} bs={size_text(spec.bs)}: " + "; ".join(stuck), _stall_fix(spec))
     res = _collect(point, workers, cpu)
     if os.environ.get("GDSDIAG_SWEEP_DEBUG"):
         _log_workers(spec, point, workers)
@@ -654,7 +655,7 @@ def _log_workers(spec: PointSpec, point: Point, workers: list) -> None:
     for w in workers:
         j = w.job
         sys.stderr.write(
-            f"gdsdiag sweep worker {w.idx} [{spec.mode} {spec.rw} bs={spec.bs} qd={spec.iodepth}]: "
+            f"gdsdiag sweep worker {w.idx} [{spec.mode} {spec.rw} bs={size_text(spec.bs)} qd={spec.iodepth}]: "
             f"setup {at(w, 'begin')} ms, prepared {at(w, 'prepared')}, warm-up done {at(w, 'warm')}, "
             f"released {at(w, 'started')}, loop returned {at(w, 'ran')}; ops {int(j.ops)}, "
             f"latency max {int(j.lat_max_ns) / 1e3:.0f} us, longest silence {int(j.max_gap_ns) / 1e3:.0f} us, "
@@ -696,7 +697,7 @@ def judge(spec: PointSpec, res: PointResult, workers: list, data_size: int | Non
     that did not run, too few I/Os, a stall)."""
     from ..latency import hist_percentile
 
-    where = f"{spec.mode} {spec.rw} bs={spec.bs} threads={spec.threads}"
+    where = f"{spec.mode} {spec.rw} bs={size_text(spec.bs)} threads={spec.threads}"
     for w in workers:
         j = w.job
         if j.err_kind == 3:

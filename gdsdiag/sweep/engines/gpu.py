@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import GdsdiagError
+from ...extras import install_command
 from .. import pattern
 
 _copy: dict = {}
@@ -21,7 +22,7 @@ def cupy():
     except Exception as e:  # cupy's import or CUDA's init fail in many ways: one line, the kind named
         raise GdsdiagError(
             f"this mode needs cupy and a CUDA GPU ({type(e).__name__})",
-            "pip install 'gdsdiag[cu13]' (or [cu12]) on a GPU machine, or use --mode host",
+            f"on a GPU machine {install_command('cu13')} ([cu12] for CUDA 12), or use --mode host",
         ) from None
 
 

@@ -6,6 +6,7 @@ directory entry has become. Python loop (kvikio's pool does the I/O in C++)."""
 from __future__ import annotations
 
 from ...errors import GdsdiagError
+from ...extras import install_command
 from .. import pattern
 from . import gpu
 from .base import Point, PointResult, PointSpec, UsageError
@@ -42,7 +43,7 @@ def open_point(point) -> None:
         import kvikio.defaults
     except ImportError:
         raise GdsdiagError(
-            "--mode kvikio needs kvikio", "pip install 'gdsdiag[cu13]' (CUDA 13; gdsdiag[cu12] for CUDA 12)"
+            "--mode kvikio needs kvikio", f"{install_command('cu13')} (CUDA 13; [cu12] for CUDA 12)"
         ) from None
     cfg = {"num_threads": spec.pool_threads or 1, "task_size": spec.task_size or spec.bs}
     if hasattr(kvikio.defaults, "set"):

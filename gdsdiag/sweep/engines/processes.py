@@ -41,6 +41,7 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
+from ...units import size_text
 from .base import RESULT_FIELDS, SETUP_TIMEOUT_S, PointError, PointResult, PointSpec, RouteSeen
 
 STOP_WAIT_S = 10.0  # a stopped child ends its current I/O and reports; then it is killed
@@ -197,13 +198,13 @@ def run_processes(engine, spec: PointSpec, sf, progress=None) -> PointResult:
     if failed:
         idx, why = failed[0]
         raise PointError(
-            f"{spec.mode} {spec.rw} bs={spec.bs} threads={spec.threads}: worker {idx} did not run: {why}",
+            f"{spec.mode} {spec.rw} bs={size_text(spec.bs)} threads={spec.threads}: worker {idx} did not run: {why}",
             "for cuFile errors run `gdsdiag check --path DIR`; the cause is named above",
         )
     if stuck:
         from .base import _stall_fix
 
-        raise PointError(f"{spec.mode} {spec.rw} bs={spec.bs}: " + "; ".join(stuck), _stall_fix(spec))
+        raise PointError(f"{spec.mode} {spec.rw} bs={size_text(spec.bs)}: " + "; ".join(stuck), _stall_fix(spec))
     point, workers, cpu = _remote(spec, sf, children, t0)
     res = _collect(point, workers, cpu)
     res.loop["workers"] = "process"
