@@ -368,3 +368,26 @@ def test_a_text_file_is_unknown_only_when_as_much_unexplained_memory_went_to_the
     assert run("/models/llama/tokenizer.json", 8192)["route"] == Route.HOST
     assert run("/venv/lib/python3.12/site-packages/x/data.txt", 3 * MiB)["route"] == Route.HOST
     assert run("/data/corpus.txt", 255 * 1024)["route"] == Route.HOST  # (under 1/16 of 4 MiB)
+
+
+def test_a_job_without_cuda_is_not_held_for_a_copy_that_cannot_come():
+    """Issue 46: with --per-io a host program's first line came 30 s after its I/O (the job's wait
+    for its first copy). A job none of whose processes opened a CUDA library is decided after
+    NO_CUDA_WINDOW_NS; one with such a process still waits for its first copy."""
+    from gdsdiag.trace.classify import Classifier
+    from gdsdiag.trace.dataflow import FIRST_COPY_WINDOW_NS, NO_CUDA_WINDOW_NS
+
+    for cuda in (False, True):
+        c = Classifier()
+        evs = [ev(0, "open", "openat", [5], path="/data/host.bin")]
+        if cuda:
+            evs.insert(0, ev(0, "open", "openat", [3], path="/usr/lib/x86_64-linux-gnu/libcudart.so.12"))
+        evs.append(read(10, 5, 0x7F1000000000, MiB, 0))
+        for e in evs:
+            c.feed(e)
+        c.advance(10_000 + NO_CUDA_WINDOW_NS + 100_000_000)
+        got = [v for v in c.drain() if v["path"] == "/data/host.bin"]
+        assert [v["route"] for v in got] == ([] if cuda else [Route.HOST])
+        if cuda:
+            c.advance(10_000 + FIRST_COPY_WINDOW_NS + 100_000_000)
+            assert [v["route"] for v in c.drain() if v["path"] == "/data/host.bin"] == [Route.HOST]

@@ -493,6 +493,7 @@ class Classifier:
         self.libcufile_pids: set[int] = set()
         self.node: NodeFacts | None = None  # the node's GDS facts (check/facts.py), for each file's why
         self.flow.can_feed = self.cuda_procs.__contains__
+        self.flow.cuda_jobs = lambda: {self.job_of(p) for p in self.cuda_procs}
         self._advanced = 0  # event time of the last _advance (replay finalises as the live loop does)
         # flush(deadline): a stop's budget, and the I/Os it left undecided per process
         self._deadline: float | None = None

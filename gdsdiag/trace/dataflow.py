@@ -42,6 +42,10 @@ WINDOW_NS = 3_000_000_000  # file bytes in host memory this old, never copied, a
 # initialises the GPU (JAX's backend took 3.8 s to come up after the read on the GPU machine; a model
 # is built before its weights are copied), so until the job's first copy its bytes wait this long
 FIRST_COPY_WINDOW_NS = 30_000_000_000
+# … and where no process of the job has opened a CUDA library, no copy can come: its reads are
+# decided after this (with --per-io a host program's first line came 30 s after its I/O, issue 46).
+# A job that loads CUDA only after reading its data loses that data's DRAM_BOUNCE (said in docs/trace.md)
+NO_CUDA_WINDOW_NS = 500_000_000
 MAX_COVER = 65_536  # read ranges kept per (process, file) to absorb readahead
 MAX_WAITING = 65_536  # file reads of one process waiting for a copy at most (older ones are HOST)
 MAP_IDLE_NS = 30_000_000_000  # a mapped file no copy touched for this long is forgotten (a warm load may
@@ -429,6 +433,7 @@ class DataFlow:
     def __init__(self, job_of) -> None:
         self.job_of = job_of
         self.can_feed = lambda pid: True  # may this process's file bytes be another's staged copy
+        self.cuda_jobs = lambda: None  # the jobs with a process that opened a CUDA library (None: all may)
         # the file's own bytes, to check a copy's fingerprint against (None: never checked)
         self.check: ContentCheck | None = None
         self._skip: set[int] = set()  # ids of reads a staged copy was seen not to carry (_staged)
@@ -1009,8 +1014,15 @@ class DataFlow:
             for key in [k for k, c in staged.items() if c[0] + FIRST_COPY_WINDOW_NS < now]:
                 del staged[key]
             self._staged_sweep_at = max(SWEEP_MIN, 2 * len(staged))
+        cuda = self.cuda_jobs()
+
+        def window_of(job: int) -> int:
+            if job in self.copying_jobs:
+                return WINDOW_NS
+            return FIRST_COPY_WINDOW_NS if cuda is None or job in cuda else NO_CUDA_WINDOW_NS
+
         for pid, q in list(self.by_pid.items()):
-            window = WINDOW_NS if q and q[0].job in self.copying_jobs else FIRST_COPY_WINDOW_NS
+            window = window_of(q[0].job) if q else FIRST_COPY_WINDOW_NS
             chose = self.chose_at.get(pid, -1)
             while q and (final or q[0].finished or q[0].ts + window < now):
                 s = q.popleft()
@@ -1052,7 +1064,7 @@ class DataFlow:
             mf.settling = keep
             # fills no copy took within the window are host I/O; their bytes are spoken for then
             runs = []
-            window = WINDOW_NS if mf.job in self.copying_jobs else FIRST_COPY_WINDOW_NS
+            window = window_of(mf.job)
             for run in mf.fill_runs:
                 ts, lo, hi, lat, payload = run
                 if final or ts + window < now:
