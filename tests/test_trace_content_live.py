@@ -41,7 +41,9 @@ def fake_cuda(tmp_path):
 def test_negative_controls_and_loaders_under_the_real_probes(fake_cuda):
     d = os.path.realpath(__import__("tempfile").mkdtemp(prefix="gdsdiag-content-", dir="/var/tmp"))
     try:
-        env = {**os.environ, "LD_LIBRARY_PATH": os.path.dirname(fake_cuda)}  # (probed before it starts)
+        # (probed before it starts; what the path had stays after it: the GPU machine's kit puts libbcc there)
+        path = os.path.dirname(fake_cuda) + (os.pathsep + os.environ["LD_LIBRARY_PATH"] if os.environ.get("LD_LIBRARY_PATH") else "")
+        env = {**os.environ, "LD_LIBRARY_PATH": path}
         env.pop("PYTHONUNBUFFERED", None)
         r = subprocess.run(
             [*GDSDIAG, "trace", "--json", "--per-io", "--", PY, WORKLOAD, fake_cuda, d],

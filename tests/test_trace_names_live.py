@@ -20,6 +20,12 @@ URING_FIXED_C = os.path.join(HERE, "workloads", "uring_fixed.c")
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable  # not a pyenv shell shim
 MiB = 1 << 20
 
+def _prepend(d: str) -> str:
+    """D first on the library path, what the environment had after it (the GPU machine's kit puts
+    libbcc there)."""
+    return d + (os.pathsep + os.environ["LD_LIBRARY_PATH"] if os.environ.get("LD_LIBRARY_PATH") else "")
+
+
 pytestmark = LIVE_MARKS
 
 # (no CUDA: its writes are host I/O; the names are what is checked)
@@ -209,7 +215,7 @@ def test_io_uring_fixed_reads_copied_are_dram_bounce_and_a_buffer_overwritten_is
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "PYTHONPATH": os.path.dirname(HERE), "LD_LIBRARY_PATH": str(lib)},
+        env={**os.environ, "PYTHONPATH": os.path.dirname(HERE), "LD_LIBRARY_PATH": _prepend(str(lib))},
     )
     assert r.returncode == 0, r.stderr
     # each read, and what the program did with its buffer next: copied, overwritten then copied, or nothing

@@ -56,6 +56,37 @@ class NodeFacts:
             _ctx=ctx,
         )
 
+    @classmethod
+    def from_check_json(cls, doc: dict, ctx: CheckContext | None) -> NodeFacts:
+        """From `gdsdiag check --json`'s document (the trace runs check in a child process, so its
+        reads never take the tracer's CPU), with CTX for the files' routes and cufile.json keys."""
+        verdict = doc.get("verdict") or {}
+        routes = []
+        for r in verdict.get("routes") or []:
+            try:
+                routes.append(Route(r))
+            except ValueError:
+                continue
+        checks = {}
+        for c in doc.get("checks") or []:
+            try:
+                status = Status(c.get("status"))
+            except ValueError:
+                continue
+            ev = c.get("evidence") or []
+            src = ev[0].get("source", "") if ev and isinstance(ev[0], dict) else ""
+            checks[str(c.get("id"))] = (status, str(c.get("summary") or ""), str(src), str(c.get("fix") or ""))
+        cfg = ctx.cufile if ctx is not None else None
+        return cls(
+            routes,
+            str(verdict.get("summary") or "unknown"),
+            checks,
+            cfg.path if cfg is not None else None,
+            bool(cfg is not None and cfg.get("properties.force_compat_mode") is True),
+            cfg.get("properties.allow_compat_mode") if cfg is not None else None,
+            _ctx=ctx,
+        )
+
     def file(self, path: str) -> tuple[Route, list[str], str] | None:
         """The route a cuFile I/O of PATH would take here, the reasons and its mount; None when the
         node cannot be read for it (a replay: the node is elsewhere)."""

@@ -32,7 +32,7 @@ import bisect
 import itertools
 import re
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .content import FLAG_CHANGED, ContentCheck, CopySample, Verdict, compare
@@ -433,7 +433,8 @@ class DataFlow:
     def __init__(self, job_of) -> None:
         self.job_of = job_of
         self.can_feed = lambda pid: True  # may this process's file bytes be another's staged copy
-        self.cuda_jobs = lambda: None  # the jobs with a process that opened a CUDA library (None: all may)
+        # the jobs with a process that opened a CUDA library (None: every job may copy)
+        self.cuda_jobs: Callable[[], set[int] | None] = lambda: None
         # the file's own bytes, to check a copy's fingerprint against (None: never checked)
         self.check: ContentCheck | None = None
         self._skip: set[int] = set()  # ids of reads a staged copy was seen not to carry (_staged)
