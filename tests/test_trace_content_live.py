@@ -42,7 +42,9 @@ def test_negative_controls_and_loaders_under_the_real_probes(fake_cuda):
     d = os.path.realpath(__import__("tempfile").mkdtemp(prefix="gdsdiag-content-", dir="/var/tmp"))
     try:
         # (probed before it starts; what the path had stays after it: the GPU machine's kit puts libbcc there)
-        path = os.path.dirname(fake_cuda) + (os.pathsep + os.environ["LD_LIBRARY_PATH"] if os.environ.get("LD_LIBRARY_PATH") else "")
+        path = os.path.dirname(fake_cuda) + (
+            os.pathsep + os.environ["LD_LIBRARY_PATH"] if os.environ.get("LD_LIBRARY_PATH") else ""
+        )
         env = {**os.environ, "LD_LIBRARY_PATH": path}
         env.pop("PYTHONUNBUFFERED", None)
         r = subprocess.run(

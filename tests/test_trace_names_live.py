@@ -20,6 +20,7 @@ URING_FIXED_C = os.path.join(HERE, "workloads", "uring_fixed.c")
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable  # not a pyenv shell shim
 MiB = 1 << 20
 
+
 def _prepend(d: str) -> str:
     """D first on the library path, what the environment had after it (the GPU machine's kit puts
     libbcc there)."""

@@ -32,6 +32,7 @@ FLAG_SAME, FLAG_CHANGED = 1, 2  # a copy of a read's buffer: still the read's by
 # a sample of fewer distinct byte values says nothing: zeros match zeros whatever their file
 MIN_DISTINCT = 6
 FILES_OPEN = 32
+SEARCH_WINDOW = 64 << 10  # a copy's start is looked for this far around where a read began
 
 
 def sample_hash(b: bytes) -> int:
@@ -112,6 +113,53 @@ class ContentCheck:
         self.answers.append((path, offset, fs))
         return fs
 
+    def find(self, path: str, around: int, copy: CopySample, read_ts: int) -> int | None:
+        """The file offset near AROUND (within SEARCH_WINDOW, 8-byte aligned) whose bytes the copy's
+        source starts with, or None: a copy need not start where a read did (np.load's array starts
+        128 bytes into the file, inside Python's first buffered 4 KiB read; the big read that follows
+        starts at 4096). Answers are kept like file_sample's (a replay reads them back, key AROUND)."""
+        key = (path, -1 - around)  # (its own key space beside file_sample's offsets)
+        if not self.live:
+            got = self.recorded.get(key)
+            if not got:
+                return None
+            fs = got.pop(0) if len(got) > 1 else got[0]
+            return fs.h0 if fs.informative else None  # (a find's answer: the offset in h0)
+        at = self._search(path, around, copy, read_ts)
+        self.answers.append((path, -1 - around, FileSample(at if at is not None else 0, 0, at is not None)))
+        return at
+
+    def _search(self, path: str, around: int, copy: CopySample, read_ts: int) -> int | None:
+        import numpy as np
+
+        lo = max(0, around - SEARCH_WINDOW) & ~7
+        try:
+            fd = self._open(path)
+            if read_ts and os.fstat(fd).st_mtime_ns > read_ts + self._wall:
+                return None
+            region = os.pread(fd, 2 * SEARCH_WINDOW + SAMPLE_AT + SAMPLE_BYTES, lo)
+        except OSError:
+            return None
+        n = (len(region) - SAMPLE_BYTES) // 8 + 1  # (aligned offsets with 32 bytes after them)
+        if n <= 0:
+            return None
+        w = np.frombuffer(region[: (len(region) // 8) * 8], dtype="<u8")
+        h = np.full(n, _BASIS, dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            for k in range(4):
+                h = (h ^ w[k : k + n]) * np.uint64(_PRIME)
+        h30 = (((h >> np.uint64(32)) ^ h) & np.uint64(HASH_MASK)) | np.uint64(1)
+        for i in np.flatnonzero(h30 == copy.h0).tolist():
+            off = 8 * i
+            b0 = region[off : off + SAMPLE_BYTES]
+            b1 = region[off + SAMPLE_AT : off + SAMPLE_AT + SAMPLE_BYTES]
+            if copy.h1 and len(b1) == SAMPLE_BYTES and sample_hash(b1) != copy.h1:
+                continue
+            if len(set(b0 + b1)) < MIN_DISTINCT:
+                continue  # (uniform bytes match anywhere)
+            return lo + off
+        return None
+
     def take_answers(self) -> list[tuple[str, int, FileSample]]:
         out, self.answers = self.answers, []
         return out
@@ -165,7 +213,8 @@ def answer_args(offset: int, fs: FileSample) -> list[int]:
 def answer_of(args: list) -> tuple[int, FileSample] | None:
     if len(args) < 4:
         return None
-    return args[0], FileSample(args[1] & HASH_MASK, args[2] & HASH_MASK, bool(args[3]), "" if args[1] else "recorded")
+    # (a find's answer keeps a file offset in h0: not masked)
+    return args[0], FileSample(args[1], args[2], bool(args[3]), "" if args[1] else "recorded")
 
 
 def answer_event(ts: int, path: str, offset: int, fs: FileSample):

@@ -486,6 +486,12 @@ class DataFlow:
         # where the reads were host I/O at medium). Its reads are not paired by order (can_feed: a
         # tool the program runs reads files too); the trace cannot tell, so they end UNKNOWN.
         self.unexplained: dict[int, deque[tuple[list, int]]] = {}
+        # The latest staged copy whose fingerprint matched none of the waiting file bytes it was
+        # compared with, per (job, file) of those it differed from: a decoder's output (a CSV parsed
+        # into floats) or other data. A read of that file the copy came after, that no copy took,
+        # ends UNKNOWN with that copy (Source.differs), not HOST: only the first RIVAL_SCAN waiting
+        # reads are compared, and a CSV read in 4 KiB pieces left the rest HOST.
+        self.mismatched: dict[tuple[int, str], list] = {}
         self._staged_sweep_at = SWEEP_MIN  # (swept of copies older than any read that waits, as by_page)
 
     # -- sources ---------------------------------------------------------------------------------
@@ -753,6 +759,10 @@ class DataFlow:
                 if v == Verdict.MATCH:
                     return self._take_checked(s, at, n, how, c)
                 if v == Verdict.DIFFERS:
+                    # (the copy may start before or after where this read began: looked for nearby)
+                    found = self.check.find(s.path, at, sample, s.ts)
+                    if found is not None:
+                        return self._take_checked(s, found, n, how, c)
                     differs.append(s)
                 else:
                     unknown = True
@@ -772,6 +782,8 @@ class DataFlow:
         for s in differs:
             if s.differs is None:
                 s.differs = c
+            # (the file's other reads this copy passed: ended at expiry as these, Source.differs)
+            self.mismatched[(s.job, s.path)] = c
         if not unknown:  # (every candidate checked and none matched: no file byte explains the copy)
             return n if differs else None
         self._skip = {id(s) for s in differs}
@@ -1015,6 +1027,9 @@ class DataFlow:
             for key in [k for k, c in staged.items() if c[0] + FIRST_COPY_WINDOW_NS < now]:
                 del staged[key]
             self._staged_sweep_at = max(SWEEP_MIN, 2 * len(staged))
+        if len(self.mismatched) > SWEEP_MIN:
+            for key in [k for k, c in self.mismatched.items() if c[0] + FIRST_COPY_WINDOW_NS < now]:
+                del self.mismatched[key]
         cuda = self.cuda_jobs()
 
         def window_of(job: int) -> int:
@@ -1036,6 +1051,10 @@ class DataFlow:
                         # (not where that copy chose among several files' bytes: passed over, by elimination)
                         if c is not None and not s.passed_over and s.ts <= c[0] <= s.ts + window:
                             s.with_file = c
+                    if not s.consumed and s.differs is None and s.changed is None:
+                        m = self.mismatched.get((s.job, s.path))
+                        if m is not None and s.ts <= m[0] <= s.ts + window:
+                            s.differs = m
                     if not s.consumed and s.recopy is None and s.with_file is None:
                         s.elsewhere = self.elsewhere(pid, s.job, s.path, s.ts, s.ts + window, s.size)
                     if s.passed_over:
