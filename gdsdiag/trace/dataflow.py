@@ -762,7 +762,7 @@ class DataFlow:
                     # (the copy may start before or after where this read began: looked for nearby)
                     found = self.check.find(s.path, at, sample, s.ts)
                     if found is not None:
-                        return self._take_checked(s, found, n, how, c)
+                        return self._take_checked(self._holding(s, found, ts), found, n, how, c)
                     differs.append(s)
                 else:
                     unknown = True
@@ -797,6 +797,16 @@ class DataFlow:
         for a, _b in mf.consumed.gaps(0, mf.size):
             return a
         return None
+
+    def _holding(self, s: Source, offset: int, ts: int) -> Source:
+        """The waiting read of S's process and file whose bytes hold file OFFSET (a tar stream's
+        member lies a few reads after the oldest one waiting), else S."""
+        for r in itertools.islice(self.stageable.get(s.pid) or (), 4 * RIVAL_SCAN):
+            if r.ts > ts:
+                break
+            if not r.finished and r.path == s.path and r.offset <= offset < r.offset + r.size:
+                return r
+        return s
 
     def _take_checked(self, s: Source, at: int, n: int, how: str, c: list) -> int:
         """Take N bytes from S on (its fingerprint matched at file offset AT), then from the same
