@@ -737,10 +737,9 @@ class DataFlow:
                     continue
                 k += 1
                 yield p, src, None
-            if p == pid:
-                for mf in self.maps_of.get(pid, ()):
-                    if mf.ok and mf.ts <= ts and mf.consumed.total() < mf.size:
-                        yield p, None, mf
+            for mf in self.maps_of.get(p, ()):  # (a DataLoader's workers map the file the main copies)
+                if mf.ok and mf.ts <= ts and mf.consumed.total() < mf.size:
+                    yield p, None, mf
 
     def _by_content(self, c: list, n: int, pid: int, others: list[int], sample: CopySample) -> int | None:
         """Take the copy's bytes from the waiting file bytes its source's fingerprint matches: the
@@ -757,12 +756,12 @@ class DataFlow:
                 at = s.offset + s.consumed
                 v = compare(sample, self.check.file_sample(s.path, at, s.ts), s.size - s.consumed)
                 if v == Verdict.MATCH:
-                    return self._take_checked(s, at, n, how, c)
+                    return self._take_file(s.path, at, n, how, c, pid, others)
                 if v == Verdict.DIFFERS:
                     # (the copy may start before or after where this read began: looked for nearby)
                     found = self.check.find(s.path, at, sample, s.ts)
                     if found is not None:
-                        return self._take_checked(self._holding(s, found, ts), found, n, how, c)
+                        return self._take_file(s.path, found, n, how, c, pid, others)
                     differs.append(s)
                 else:
                     unknown = True
@@ -773,9 +772,11 @@ class DataFlow:
                 rest = next((b - a for a, b in mf.consumed.gaps(lo, mf.size)), 0)
                 v = compare(sample, self.check.file_sample(mf.path, lo, mf.ts), rest)
                 if v == Verdict.MATCH:
-                    take = min(n, rest)
-                    self._take_mapped(mf, lo, lo + take, how, c, checked=True)
-                    return n - take
+                    return self._take_file(mf.path, lo, n, how, c, pid, others)
+                if v == Verdict.DIFFERS:
+                    found = self.check.find(mf.path, lo, sample, mf.ts)
+                    if found is not None:
+                        return self._take_file(mf.path, found, n, how, c, pid, others)
                 unknown = True  # (order within a mapping is a weak guess: a mismatch there says little)
         # (reached only where no candidate matched: a copy that matched another file's bytes says
         # nothing of these, which then end as any read no copy took)
@@ -798,38 +799,50 @@ class DataFlow:
             return a
         return None
 
-    def _holding(self, s: Source, offset: int, ts: int) -> Source:
-        """The waiting read of S's process and file whose bytes hold file OFFSET (a tar stream's
-        member lies a few reads after the oldest one waiting), else S."""
-        for r in itertools.islice(self.stageable.get(s.pid) or (), 4 * RIVAL_SCAN):
-            if r.ts > ts:
-                break
-            if not r.finished and r.path == s.path and r.offset <= offset < r.offset + r.size:
-                return r
-        return s
-
-    def _take_checked(self, s: Source, at: int, n: int, how: str, c: list) -> int:
-        """Take N bytes from S on (its fingerprint matched at file offset AT), then from the same
-        process's next reads of the same file where each starts where the last ended: the bytes a
-        loader read in pieces and copied at once. Returns the bytes left unexplained."""
-        path, end = s.path, s.offset + s.size
-        take = min(n, s.size - s.consumed)
-        s.checked = at
-        self._consume(s, take, how, c)
-        left = n - take
-        q = self.stageable.get(s.pid)
-        if left > 0 and q:
-            for nxt in itertools.islice(q, 4 * RIVAL_SCAN):
+    def _take_file(self, path: str, at: int, n: int, how: str, c: list, pid: int, others: list[int]) -> int:
+        """The copy's source was seen to hold PATH's bytes at file offset AT: take PATH's bytes
+        [AT, AT + N) from every waiting read and mapping of it in the job (checked by content: high),
+        then, where the copy is larger than what waited there (a gather of rows from all over the
+        file), PATH's other waiting bytes in order (the file is proven, those offsets are not: low).
+        Returns the bytes no file explains."""
+        ts, end, left = c[0], at + n, n
+        procs = (pid, *others)
+        for p in procs:
+            for r in itertools.islice(self.stageable.get(p) or (), MAX_WAITING):
+                if left <= 0 or r.ts > ts:
+                    break
+                if r.finished or r.path != path or r.offset >= end or r.offset + r.size <= at:
+                    continue
+                take = min(min(end, r.offset + r.size) - max(at, r.offset), r.size - r.consumed, left)
+                if take > 0:
+                    r.checked = max(at, r.offset)
+                    self._consume(r, take, how if p == pid else "job", c)
+                    left -= take
+            for mf in self.maps_of.get(p, ()):
                 if left <= 0:
                     break
-                if nxt.finished or nxt.path != path or nxt.offset != end or nxt.consumed or nxt.ts > c[0]:
+                if mf.path != path or not mf.ok or mf.ts > ts:
                     continue
-                take = min(left, nxt.size)
-                nxt.checked = nxt.offset  # (contiguous with the checked bytes: the same stream)
-                self._consume(nxt, take, how, c)
+                lo, hi = max(at, 0), min(end, mf.size)
+                got = sum(b - a for a, b in mf.consumed.gaps(lo, hi)) if hi > lo else 0
+                if got:
+                    self._take_mapped(mf, lo, hi, how if p == pid else "job", c, checked=True)
+                    left -= got
+        for p in procs:  # (the rest of the copy: this file's other waiting bytes, by order)
+            if left <= 0:
+                break
+            for r in itertools.islice(self.stageable.get(p) or (), MAX_WAITING):
+                if left <= 0 or r.ts > ts:
+                    break
+                if r.finished or r.path != path or r.consumed >= r.size:
+                    continue
+                take = min(r.size - r.consumed, left)
+                self._consume(r, take, how if p == pid else "job", c)
                 left -= take
-                end = nxt.offset + nxt.size
-        return left
+            for mf in self.maps_of.get(p, ()):
+                if left > 0 and mf.path == path and mf.ok and mf.ts <= ts:
+                    left -= self._staged_mapped(mf, left, how if p == pid else "job", c)
+        return max(left, 0)
 
     def _staged_by_order(self, c: list, n: int, job: int, pid: int, alone: bool, others: list[int]) -> None:
         # Oldest first is a guess when bytes of more than one file wait: a program that reads one file

@@ -121,8 +121,11 @@ class NodeFactsReader:
     def __init__(self) -> None:
         import sys
 
+        self._proc: subprocess.Popen | None = None
+        if os.environ.get("GDSDIAG_NODE_FACTS", "1") == "0":  # (benchmarks: the tracer's own cost alone)
+            return
         try:
-            self._proc: subprocess.Popen | None = subprocess.Popen(
+            self._proc = subprocess.Popen(
                 [sys.executable, "-m", "gdsdiag", "check", "--json"],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
