@@ -310,3 +310,63 @@ def test_a_worker_s_mapped_rows_gathered_and_copied_by_the_main_process(tmp_path
     assert {v["route"] for v in vs} == {Route.DRAM_BOUNCE}
     assert sum(v["size"] for v in vs) == len(body)
     assert any(v["confidence"] == "high" and "at offset 128" in " ".join(v["evidence"]) for v in vs)
+
+
+GPU = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "trace", "content")
+
+
+def _gpu_replay(name):
+    import json
+
+    from gdsdiag.trace.live import replay
+
+    with open(os.path.join(GPU, name + ".truth")) as f:
+        text = f.read().strip()
+    truth = json.loads(text.split(" ", 1)[1] if text.startswith("GROUND_TRUTH") else text)
+    got: list = []
+    res = replay(os.path.join(GPU, name + ".rec.jsonl.gz"), None, got.append)
+    return truth, got, res
+
+
+def _bytes(got, path, route, confs=("high", "medium", "low")):
+    return sum(v["size"] for v in got if v["path"] == path and v["route"] == route and v["confidence"] in confs)
+
+
+def test_gpu_controls_replay_with_the_checks_the_live_trace_made():
+    """The H100's run of content_controls.py through the real libcuda: staged, direct and the copied
+    one of two interleaved files high; the checksum loop, the overwritten buffer and the summed file
+    never DRAM_BOUNCE."""
+    truth, got, _ = _gpu_replay("controls")
+    for case in truth["cases"]:
+        (v,) = [
+            v
+            for v in got
+            if v["path"]
+            and v["path"].endswith("/" + case["file"])
+            and v["offset"] == case["offset"]
+            and v["op"] == "read"
+        ]
+        if case["to_gpu"]:
+            assert (v["route"], v["confidence"]) == (Route.DRAM_BOUNCE, "high"), case
+        else:
+            assert v["route"] != Route.DRAM_BOUNCE, case
+
+
+@pytest.mark.parametrize("name", ["dl-memmap-cold", "tar-stream-cold", "npy-shards-cold"])
+def test_gpu_loaders_whose_copies_carry_the_files_bytes(name):
+    """Held-out loaders on the H100 whose copies hold file bytes at offsets no read began at (a
+    worker's mapped rows, tar members, an .npy's array): every byte DRAM_BOUNCE, some of it high."""
+    truth, got, _ = _gpu_replay(name)
+    for path, t in truth["files"].items():
+        assert _bytes(got, path, Route.DRAM_BOUNCE) >= t["to_gpu"], path
+        assert _bytes(got, path, Route.DRAM_BOUNCE, ("high",)) > 0, path
+
+
+@pytest.mark.parametrize("name", ["csv-numpy-cold", "zlib-decode-cold", "host-stats-cold"])
+def test_gpu_decoders_and_the_checksum_control_are_never_dram_bounce(name):
+    """A CSV parsed, zlib chunks inflated, a file only summed: no copy carries the files' bytes, and
+    not one byte is DRAM_BOUNCE (the decoders were DRAM_BOUNCE by order, the control at medium)."""
+    truth, got, _ = _gpu_replay(name)
+    for path in truth["files"]:
+        assert _bytes(got, path, Route.DRAM_BOUNCE) == 0, path
+        assert _bytes(got, path, Route.UNKNOWN) > 0, path
