@@ -753,30 +753,21 @@ class DataFlow:
         for p, s, mf in self._candidates(pid, others, ts):
             how = "staged" if p == pid else "job"
             if s is not None:
-                at = s.offset + s.consumed
-                v = compare(sample, self.check.file_sample(s.path, at, s.ts), s.size - s.consumed)
-                if v == Verdict.MATCH:
-                    return self._take_file(s.path, at, n, how, c, pid, others)
-                if v == Verdict.DIFFERS:
-                    # (the copy may start before or after where this read began: looked for nearby)
-                    found = self.check.find(s.path, at, sample, s.ts)
-                    if found is not None:
-                        return self._take_file(s.path, found, n, how, c, pid, others)
-                    differs.append(s)
-                else:
-                    unknown = True
+                path, at, rest, since = s.path, s.offset + s.consumed, s.size - s.consumed, s.ts
             elif mf is not None:
                 lo = self._mapped_next(mf)
                 if lo is None:
                     continue
+                path, at, since = mf.path, lo, mf.ts
                 rest = next((b - a for a, b in mf.consumed.gaps(lo, mf.size)), 0)
-                v = compare(sample, self.check.file_sample(mf.path, lo, mf.ts), rest)
-                if v == Verdict.MATCH:
-                    return self._take_file(mf.path, lo, n, how, c, pid, others)
-                if v == Verdict.DIFFERS:
-                    found = self.check.find(mf.path, lo, sample, mf.ts)
-                    if found is not None:
-                        return self._take_file(mf.path, found, n, how, c, pid, others)
+            else:
+                continue
+            v, where = self._locate(path, at, rest, since, sample)
+            if v == Verdict.MATCH:
+                return self._take_file(path, where, n, how, c, pid, others)
+            if v == Verdict.DIFFERS and s is not None:
+                differs.append(s)
+            else:
                 unknown = True  # (order within a mapping is a weak guess: a mismatch there says little)
         # (reached only where no candidate matched: a copy that matched another file's bytes says
         # nothing of these, which then end as any read no copy took)
@@ -789,6 +780,18 @@ class DataFlow:
             return n if differs else None
         self._skip = {id(s) for s in differs}
         return None
+
+    def _locate(self, path: str, at: int, rest: int, since: int, sample: CopySample) -> tuple[str, int]:
+        """Whether the copy's source holds PATH's bytes from AT on (REST of them wait there), or
+        from an offset near it (a copy need not start where a read or the model's next byte does):
+        (Verdict, the file offset it starts at)."""
+        assert self.check is not None
+        v = compare(sample, self.check.file_sample(path, at, since), rest)
+        if v == Verdict.DIFFERS:
+            found = self.check.find(path, at, sample, since)
+            if found is not None:
+                return Verdict.MATCH, found
+        return v, at
 
     def _mapped_next(self, mf: MappedFile) -> int | None:
         """The offset a staged copy would take next from a mapped file (_staged_mapped's order)."""
