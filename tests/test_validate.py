@@ -506,3 +506,15 @@ def test_full_traced_sweep_on_this_machine(tmp_path):
     b = next(r for r in doc["rules"] if r["rule"] == "io.bounce_share")
     assert any("not counted here" in e["value"] for e in b["evidence"])
     assert list(os.listdir(d)) == []  # the sweep removed its file
+
+
+def test_a_missing_sweep_results_or_trace_replay_file_is_named_at_once(tmp_path):
+    """Issue 46: --sweep-results /nonexistent ended with exit 2 and no word about the file (a fatal
+    rule stopped the run before it was read)."""
+    import subprocess
+
+    from conftest import GDSDIAG
+
+    for args in (["--sweep-results", str(tmp_path / "nope.json")], ["--trace-replay", str(tmp_path)]):
+        r = subprocess.run([*GDSDIAG, "validate", *args], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 3 and args[1] in r.stderr and r.stderr.count("\n") == 1, r.stderr

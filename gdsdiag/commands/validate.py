@@ -6,7 +6,7 @@ import os
 
 import click
 
-from ..errors import EXIT_OK, Outcome, UsageError, refuse_existing
+from ..errors import EXIT_OK, GdsdiagError, Outcome, UsageError, refuse_existing
 from ._common import Duration, emit_json, paths_option
 
 PROM_MARK = "# HELP gdsdiag_"
@@ -133,6 +133,14 @@ def validate(
             )
     elif root != "/" and (paths or level):
         raise UsageError("--path/--quick/--full measure the running node", "drop --root, or drop --path/--quick/--full")
+    for f in list(sweep_results) + ([trace_replay] if trace_replay else []):
+        # (named at once: a fatal rule can stop the run before the file is read, and the file went
+        # unmentioned with exit 2, issue 46)
+        if not os.path.isfile(f):
+            what = "no such file" if not os.path.lexists(f) else "not a regular file"
+            raise GdsdiagError(
+                f"{f}: {what}", "pass the path of a 'gdsdiag sweep --json' or 'gdsdiag trace --record' file"
+            )
     with node_root(root, snapshot) as fs:  # one root for every reader, snapshots read in memory
         ctx = CheckContext(fs, env=dict(os.environ) if fs.is_live else {})
     status = console.status("validating") if console.is_terminal else None
