@@ -141,7 +141,8 @@ def _flat(value, prefix: str, out: dict) -> dict:
     if isinstance(value, dict) and value:
         for k, v in value.items():
             _flat(v, f"{prefix}.{k}" if prefix else str(k), out)
-    else:
+    elif prefix or value not in ({}, None):
+        # (an empty document at the top is no key: a side without cufile.json printed "  : (absent) -> {}")
         out[prefix] = value
     return out
 

@@ -120,3 +120,11 @@ def test_snapshot_on_stdin(tree):
     assert doc["same"] and doc["b"]["input"] == "-" and doc["b"]["form"] == "snapshot"
     r = subprocess.run([*GDSDIAG, "diff", tree, "-"], input=b"", capture_output=True, cwd=os.path.dirname(HERE))
     assert r.returncode == 3 and b"nothing on stdin" in r.stderr
+
+
+def test_a_side_without_cufile_json_prints_no_empty_key():
+    """Issue 46: '  : (absent) -> {}' (the empty document of the side without cufile.json)."""
+    from gdsdiag.diff import _flat
+
+    assert _flat({}, "", {}) == {} and _flat(None, "", {}) == {}
+    assert _flat({"a": {}}, "", {}) == {"a": {}} and _flat({"a": {"b": 1}}, "", {}) == {"a.b": 1}
