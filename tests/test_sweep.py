@@ -192,3 +192,37 @@ def test_plot_writes_a_png_and_never_overwrites(tmp_path):
     r = sweep(str(tmp_path), "--size 4M --bs 4k --threads 1 --mode host --plot", str(png))
     assert r.returncode == 3 and "exists" in r.stderr and png.read_bytes() == data
     assert sorted(os.listdir(tmp_path)) == ["sweep.png"]
+
+
+def test_plot_draws_every_thread_count_and_starts_at_zero(tmp_path, monkeypatch):
+    """Issue 46: a 1- and 4-thread sweep drew its 4-thread line alone, and the GB/s axis did not
+    start at 0. The renderer is fed a report of that shape; matplotlib's own Axes records what
+    it drew."""
+    pytest.importorskip("matplotlib", reason="--plot needs matplotlib (installed by the [test] extra)")
+    from types import SimpleNamespace as NS
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.axes import Axes
+
+    from gdsdiag.render.sweep_out import write_plot
+
+    drawn, limits = [], []
+    real_plot, real_ylim = Axes.plot, Axes.set_ylim
+    monkeypatch.setattr(Axes, "plot", lambda self, *a, **k: drawn.append(k.get("label")) or real_plot(self, *a, **k))
+    monkeypatch.setattr(Axes, "set_ylim", lambda self, *a, **k: limits.append(k) or real_ylim(self, *a, **k))
+    pts = [
+        NS(mode="host", rw="read", error=None, threads=th, bs=bs, summary={"gbps": 1.0 + th + bs / 65536}, route="HOST")
+        for th in (1, 4)
+        for bs in (4096, 65536)
+    ]
+    report = NS(
+        config=NS(modes=["host"], block_sizes=[4096, 65536], directory=str(tmp_path)),
+        points=pts,
+        ceilings={},
+        machine={"hostname": "vm", "date": "2026-12-07"},
+    )
+    write_plot(report, str(tmp_path / "p.png"))
+    assert sorted(drawn) == ["host read (1 thr) [HOST]", "host read (4 thr) [HOST]"]
+    assert sum(x.get("bottom") == 0 for x in limits) == 2  # (each panel; matplotlib calls it too)

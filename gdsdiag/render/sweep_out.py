@@ -463,7 +463,9 @@ def check_plot() -> None:
 
 
 def write_plot(report, path) -> None:  # a path, or the file object the command opened
-    """Throughput vs block size, one line per mode (at the largest thread count), read and write panels."""
+    """Throughput vs block size, read and write panels: one line per mode and thread count swept
+    (only the largest count was drawn: a 1- and 4-thread sweep showed its 4-thread line alone,
+    issue 46); the GB/s axis starts at 0, so two lines' distance is their ratio."""
     check_plot()
     import matplotlib
 
@@ -478,22 +480,23 @@ def write_plot(report, path) -> None:  # a path, or the file object the command 
                 pts = [p for p in report.points if p.mode == mode and p.rw == rw and not p.error]
                 if not pts:
                     continue
-                th = max(p.threads for p in pts)
-                pts = sorted((p for p in pts if p.threads == th), key=lambda p: p.bs)
-                line = "-" if not rw.startswith("rand") else "--"
-                ax.plot(
-                    [p.bs for p in pts],
-                    [p.summary["gbps"] for p in pts],
-                    line,
-                    marker="o",
-                    label=f"{mode} {rw} ({th} thr) [{pts[-1].route}]",
-                )
+                for th in sorted({p.threads for p in pts}):
+                    mine = sorted((p for p in pts if p.threads == th), key=lambda p: p.bs)
+                    line = "-" if not rw.startswith("rand") else "--"
+                    ax.plot(
+                        [p.bs for p in mine],
+                        [p.summary["gbps"] for p in mine],
+                        line,
+                        marker="o",
+                        label=f"{mode} {rw} ({th} thr) [{mine[-1].route}]",
+                    )
         ax.set_xscale("log", base=2)
         sizes = sorted(report.config.block_sizes)
         ax.set_xticks(sizes)
         ax.set_xticklabels([size_text(b) for b in sizes])
         ax.set_xlabel("block size")
         ax.set_ylabel("GB/s")
+        ax.set_ylim(bottom=0)
         ax.set_title(title)
         ax.grid(True, alpha=0.3)
         if ax.lines:
