@@ -518,3 +518,20 @@ def test_a_missing_sweep_results_or_trace_replay_file_is_named_at_once(tmp_path)
     for args in (["--sweep-results", str(tmp_path / "nope.json")], ["--trace-replay", str(tmp_path)]):
         r = subprocess.run([*GDSDIAG, "validate", *args], capture_output=True, text=True, timeout=60)
         assert r.returncode == 3 and args[1] in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_a_node_without_a_gpu_is_not_swept_on_gpu0(tmp_path):
+    """Issue 46: 'sweep GPU0' on a node with 0 GPUs."""
+    import subprocess
+
+    from conftest import GDSDIAG
+
+    if os.path.exists("/proc/driver/nvidia/version"):
+        pytest.skip("this node has an NVIDIA driver: its GPUs are named")
+    r = subprocess.run(
+        [*GDSDIAG, "validate", "--quick", "--keep-going", "--path", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "(no GPU)" in r.stdout + r.stderr and "GPU0" not in r.stdout + r.stderr

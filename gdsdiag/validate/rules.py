@@ -492,7 +492,7 @@ def r_min_gbps(inp: Inputs, rule: Rule):
     n = 0
     for s, p in _gpu_points(inp):
         th = _thresholds((by_path.get(s["path"]) or {}).get("min_gbps", inp.policy.get("sweep.min_gbps")))
-        label = f"GPU{s['gpu']} {s['path']} {p['mode']} {p['rw']} bs={_bs_key(p['bs'])} ×{p['threads']}"
+        label = f"{s.get('on') or 'GPU' + str(s['gpu'])} {s['path']} {p['mode']} {p['rw']} bs={_bs_key(p['bs'])} ×{p['threads']}"
         if p.get("error"):
             bad.append(label)
             ev.insert(0, _ev("sweep", f"{label}: failed: {p['error']}"))
@@ -526,7 +526,7 @@ def r_max_p99(inp: Inputs, rule: Rule):
         if p["bs"] not in th or p99 is None or p.get("error"):
             continue
         n += 1
-        label = f"GPU{s['gpu']} {s['path']} {p['mode']} {p['rw']} bs={_bs_key(p['bs'])} ×{p['threads']}"
+        label = f"{s.get('on') or 'GPU' + str(s['gpu'])} {s['path']} {p['mode']} {p['rw']} bs={_bs_key(p['bs'])} ×{p['threads']}"
         _point(bad, ev, label, _ev("sweep", f"{label}: p99 {p99:.0f} µs (max {th[p['bs']]})"), failed=p99 > th[p["bs"]])
     return _points_verdict(
         bool(n),
@@ -585,7 +585,7 @@ def route_mix(sweeps: list[dict], only: Route | None = None) -> tuple[dict, list
             if only is None or only in shares:
                 ev.append(
                     _ev(
-                        f"sweep {s['path']} GPU{s['gpu']}",
+                        f"sweep {s['path']} {s.get('on') or 'GPU' + str(s['gpu'])}",
                         f"{p['mode']} {p['rw']} bs={_bs_key(p['bs'])} ×{p['threads']}: {detail}, {nbytes} B",
                     )
                 )

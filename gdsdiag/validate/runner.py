@@ -213,10 +213,12 @@ def run(
             why_no_trace = adapters.trace_available() if level == "full" else None
             if level == "full" and why_no_trace:
                 inp.trace_note = why_no_trace
+            # (a node without a GPU sweeps its host modes only: no "GPU0" it does not have, issue 46)
+            on = "GPU{}" if inp.ctx.driver.gpus else "(no GPU)"
             for m in mounts:
                 for gpu in _gpus(policy, inp):
                     say(
-                        f"sweep GPU{gpu} {m['path']} ({level}"
+                        f"sweep {on.format(gpu)} {m['path']} ({level}"
                         + (", traced)" if level == "full" and not why_no_trace else ")")
                     )
                     try:
@@ -231,14 +233,14 @@ def run(
                         else:
                             doc = adapters.sweep(m["path"], gpu, pts)
                     except GdsdiagError as e:
-                        msg = f"sweep of {m['path']} on GPU{gpu} failed: {e.cause}"
+                        msg = f"sweep of {m['path']} {'on ' if inp.ctx.driver.gpus else ''}{on.format(gpu)} failed: {e.cause}"
                         say(msg)
                         if "needs cupy" in e.cause:
                             inp.sweep_note = msg  # this gdsdiag install cannot measure: not the node's fault
                         else:
                             inp.sweep_errors.append(msg)  # the node could not do GPU I/O: a failure
                         continue
-                    inp.sweeps.append({"path": m["path"], "gpu": gpu, "doc": doc})
+                    inp.sweeps.append({"path": m["path"], "gpu": gpu, "doc": doc, "on": on.format(gpu)})
     else:
         inp.sweep_note = "static run: measurements need --quick or --full"
     for rule in (r for r in RULES if r.stage == MEASURED):
