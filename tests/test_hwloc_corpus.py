@@ -153,7 +153,12 @@ def test_round2_pci_tree_matches_hwloc1_xml(name, hwloc_trees):
             assert topo.numa_of(d) == numa, bdf  # None both where hwloc put it at the Machine
             numa_checked += numa is not None
         # the names users know it by: network and InfiniBand devices, NVMe namespaces
-        names = [n for t, n in osdevs if t in (_OSDEV_NET, _OSDEV_OFED) or (t == _OSDEV_BLOCK and n.startswith("nvme"))]
+        # (and whole disks of other storage functions, sda, as hwloc lists them too: issue 46)
+        names = [
+            n
+            for t, n in osdevs
+            if t in (_OSDEV_NET, _OSDEV_OFED) or (t == _OSDEV_BLOCK and n.startswith(("nvme", "sd", "vd", "xvd", "hd")))
+        ]
         assert sorted(d.names) == sorted(names), bdf
         if any(t in (_OSDEV_NET, _OSDEV_OFED) for t, _ in osdevs):
             assert d.role == Role.NIC, bdf  # the QLogic qib0 (class 0c06) too

@@ -406,6 +406,12 @@ def read_names(fs: FsRoot) -> dict[str, list[str]]:
             owner = owner_bdf(fs, f"/sys/class/block/{n}")
             if owner and n not in names.get(owner, []):
                 names.setdefault(owner, []).append(n)
+        elif re.match(r"^(vd|sd|xvd|hd)[a-z]+$", n):
+            # a whole disk of another storage function (virtio-blk, SATA/SAS): the disk that holds /
+            # on a VM (vda on the GPU machine) was left out of the tree (issue 46)
+            owner = owner_bdf(fs, f"/sys/class/block/{n}")
+            if owner and n not in names.get(owner, []):
+                names.setdefault(owner, []).append(n)
     for cls in ("/sys/class/infiniband", "/sys/class/net"):
         for bdf, ns in add(cls).items():
             names.setdefault(bdf, []).extend(ns)

@@ -48,7 +48,7 @@ MATRIX_LEGEND = "Legend:\n" + "\n".join("  " + x for x in LEGEND)  # kept for ca
 
 def _interesting(d: Device) -> bool:
     """Show bridges only when something we care about sits below them."""
-    if d.role in _SHOWN:
+    if d.role in _SHOWN or (d.role == Role.OTHER and d.names):  # (named: a disk, e.g. virtio's vda)
         return True
     return any(_interesting(c) for c in d.children)
 
@@ -63,6 +63,8 @@ def _node_text(topo: Topology, d: Device) -> Text:
         Role.SWITCH_UPSTREAM: "switch upstream",
         Role.SWITCH_DOWNSTREAM: "switch downstream",
     }.get(d.role, d.role.value)
+    if d.role == Role.OTHER and d.names:
+        role = "disk (no GDS path: not NVMe)"  # (virtio-blk, SATA/SAS: named so the disk of / is seen)
     t.append(f" {role}")
     if d.model:
         t.append(f" {clip(d.model, 80)}", style="dim")
