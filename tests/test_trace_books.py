@@ -30,3 +30,19 @@ def test_routes_files_and_trees_agree_to_the_byte(path):
 
 def test_there_are_recordings_to_check():
     assert len(RECORDINGS) >= 35
+
+
+def test_block_requests_are_summed_per_device_and_direction():
+    """--block recorded requests nothing showed (issue 46): the summary's block rows."""
+    from gdsdiag.trace.classify import Classifier
+    from gdsdiag.trace.events import Event
+
+    dev = (254 << 20) | 0
+    c = Classifier()
+    for i, (op, n) in enumerate([("R", 4096), ("R", 65536), ("W", 8192)]):
+        c.feed(Event(1000 + i, 100, 100, "blk_issue", "block_rq_issue", [dev, 8 * i, n, ord(op)], "app", None))
+    rows = c.block_summary(lambda major, minor: f"dev{major}.{minor}")
+    assert rows == [
+        {"device": "254:0", "name": "dev254.0", "op": "R", "requests": 2, "bytes": 69632},
+        {"device": "254:0", "name": "dev254.0", "op": "W", "requests": 1, "bytes": 8192},
+    ]

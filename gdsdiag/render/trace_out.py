@@ -274,6 +274,19 @@ def _render_files(console: Console, files: list[dict]) -> None:
         console.print(f"  … {len(files) - 40} more (all in --json)", style="dim")
 
 
+def _render_block(console: Console, rows: list[dict]) -> None:
+    if not rows:
+        return
+    console.print("block devices (--block: requests the traced processes issued):", style="bold")
+    for r in rows[:20]:
+        name = f" {r['name']}" if r.get("name") else ""
+        console.print(
+            f"  {r['device']}{name} {r['op']}: {r['requests']} requests, {_size(r['bytes'])}",
+            markup=False,
+            highlight=False,
+        )
+
+
 def _render_trees(console: Console, trees: list[dict]) -> None:
     """One line per traced process tree with file I/O: its bytes per route (a data loader's workers
     and the process that copies to the GPU are one tree)."""
@@ -321,6 +334,7 @@ def render_summary(console: Console, res, as_json: bool) -> None:
                 console.print(f"{lo:>10} -> {hi:<10} : {c:<8} |{bar:<40}|", markup=False)
     _render_files(console, getattr(res, "files", []))
     _render_trees(console, getattr(res, "trees", []))
+    _render_block(console, getattr(res, "block", []))
     counted = getattr(res, "counted", [])
     if counted:
         console.print(

@@ -109,6 +109,16 @@ class FileRow(_FileRow, total=False):
     renamed_from: list[str]  # the names its bytes were written or read under before a rename (path: the last)
 
 
+class BlockRow(TypedDict):
+    """--block: the block requests the traced processes issued to one device in one direction."""
+
+    device: str  # major:minor
+    name: str | None  # its name on the live node (vda, nvme0n1); None in a replay or where not found
+    op: str  # the request's rwbs letter: R read, W write, D discard, F flush
+    requests: int
+    bytes: int
+
+
 class TreeRow(TypedDict):
     """One traced process tree (job): the bytes of its files on each route."""
 
@@ -152,6 +162,7 @@ class Summary(TypedDict):
     startup_s: dict[str, float]
     files: list[FileRow]
     trees: list[TreeRow]
+    block: list[BlockRow]
 
 
 class _IntervalStats(TypedDict):

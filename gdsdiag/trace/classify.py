@@ -492,6 +492,9 @@ class Classifier:
         self.cufile_io_pids: set[int] = set()
         self.libcufile_pids: set[int] = set()
         self.node: NodeFacts | None = None  # the node's GDS facts (check/facts.py), for each file's why
+        # --block: requests the traced processes issued per (device, R|W|…): [requests, bytes]
+        # (block_summary; the device that served the bytes, e.g. the virtio disk under every read)
+        self.block: dict[tuple[int, str], list[int]] = {}
         self.flow.can_feed = self.cuda_procs.__contains__
         self.flow.cuda_jobs = lambda: {self.job_of(p) for p in self.cuda_procs}
         self._advanced = 0  # event time of the last _advance (replay finalises as the live loop does)
@@ -517,9 +520,38 @@ class Classifier:
             "bounces": self._on_bounces,
             "batch_req": self._on_batch_req,
             "rename": self._on_rename,
+            "blk_issue": self._on_block,
             "usdt": self._on_evidence,
             "kprobe": self._on_evidence,
         }
+
+    def _on_block(self, e: Event) -> None:
+        a = e.args
+        if len(a) < 4:
+            return
+        op = chr(a[3]) if 32 < a[3] < 127 else "?"  # (rwbs' first letter: R, W, D discard, F flush)
+        row = self.block.get((a[0], op))
+        if row is None:
+            row = self.block[(a[0], op)] = [0, 0]
+        row[0] += 1
+        row[1] += max(a[2], 0)
+
+    def block_summary(self, name_of=None) -> list[dict]:
+        """Per block device and direction: requests and bytes the traced processes issued (--block).
+        NAME_OF(major, minor) -> its name (the live node's /sys/dev/block), else none."""
+        out = []
+        for (dev, op), (n, nbytes) in sorted(self.block.items(), key=lambda x: -x[1][1]):
+            major, minor = dev >> 20, dev & 0xFFFFF  # (the kernel's dev_t in block tracepoints)
+            out.append(
+                {
+                    "device": f"{major}:{minor}",
+                    "name": name_of(major, minor) if name_of else None,
+                    "op": op,
+                    "requests": n,
+                    "bytes": nbytes,
+                }
+            )
+        return out
 
     def use_content(self, check: ContentCheck) -> None:
         """Where staged copies' fingerprints are checked against the files' bytes (content.py):

@@ -41,6 +41,7 @@ class TraceResult:
     counted: list[dict] = field(default_factory=list)  # host I/O counted in the kernel (counted.py)
     files: list[dict] = field(default_factory=list)  # per file: bytes per route and why (Classifier.file_summary)
     trees: list[dict] = field(default_factory=list)  # per traced process tree (Classifier.tree_summary)
+    block: list[dict] = field(default_factory=list)  # --block: per device and direction (Classifier.block_summary)
     lost_by_process: list[dict] = field(default_factory=list)  # events the kernel dropped, per process
     recording_cut_at_line: int | None = None  # --replay: the recording's last line, cut as it was written, left out
     unclassified_at_stop: int = 0  # events queued and I/Os held for evidence a signal cut short (STOP_*_S)
@@ -82,6 +83,7 @@ class TraceResult:
             "startup_s": self.timing,
             "files": cast("list[schema.FileRow]", self.files),
             "trees": cast("list[schema.TreeRow]", self.trees),
+            "block": cast("list[schema.BlockRow]", self.block),
         }
 
 
@@ -198,6 +200,18 @@ def _processes(clf, counted: list[dict] | None = None) -> list[dict]:
     return out
 
 
+def _block_name(major: int, minor: int) -> str | None:
+    """A block device's name on this node (/sys/dev/block/MAJ:MIN/uevent DEVNAME); None if not here."""
+    try:
+        with open(f"/sys/dev/block/{major}:{minor}/uevent") as f:
+            for line in f.read(4096).splitlines():
+                if line.startswith("DEVNAME="):
+                    return line.split("=", 1)[1][:64]
+    except OSError:
+        pass
+    return None
+
+
 def _finish(clf, counter, tally: RouteTally, **kw) -> TraceResult:
     """The result: per-I/O verdicts plus the host I/O the kernel counted, in one summary."""
     from .counted import merge_summary
@@ -224,6 +238,8 @@ def _finish(clf, counter, tally: RouteTally, **kw) -> TraceResult:
         lost_by_process=named,
         files=clf.file_summary(),
         trees=clf.tree_summary(),
+        # (a replay's devices are another node's: named only on the node itself)
+        block=clf.block_summary(_block_name if kw.pop("on_node", True) else None),
         **kw,
     )
 
@@ -760,5 +776,6 @@ def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
         exit_code=None,
         header=header,
         recording_cut_at_line=rec.cut_at,
+        on_node=False,
         unclassified_by_process=beyond,
     )
