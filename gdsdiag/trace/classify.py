@@ -1927,8 +1927,8 @@ class Classifier:
             route, conf, how = Route.DRAM_BOUNCE, "low", "staged"
             c = src.recopy
             ev.append(
-                f"CUDA copy host {c[3]:#x} -> GPU {c[2]:#x}, {c[4]} bytes, {(c[0] - e.ts) / 1e6:+.3f} ms after it, "
-                "from a buffer whose read's bytes copies had all taken already: either these bytes, put there by "
+                _copy_brief(c, e.ts)
+                + ", from a buffer whose read's bytes copies had all taken already: either these bytes, put there by "
                 "the CPU (a reused buffer: decoded or gathered, not traced), or the same bytes again (to a second "
                 "GPU); inferred from order, no copy took this read's bytes otherwise"
             )
@@ -2069,10 +2069,9 @@ class Classifier:
                     "not known: host memory no traced read explains went to a GPU after these reads, and "
                     "they were not paired with it (a text file, or a process without CUDA); the I/O lines name the copy"
                 )
-            if bounce or host:
-                unused = self._cufile_unused(f["pids"])
-                if unused:
-                    why.append(unused)
+            unused = self._cufile_unused(f["pids"]) if bounce or host else None
+            if unused:
+                why.append(unused)
             if f.get("inferred") and any(self.job_of(pid) in self.flow.passed_over_jobs for pid in f["pids"]):
                 why.append(
                     "not known for certain: copies from a staging buffer took file bytes while bytes of several "
@@ -2081,31 +2080,21 @@ class Classifier:
                 )
             row = {
                 "path": f["path"],
-                "routes": r,
-                "via": sorted(f["via"]),
-                "how": sorted(f["how"]),
+                "ios": f["ios"],
+                "bytes": f["bytes"],
+                "extent": f["max_offset"],
+                "routes": dict(r),
+                "to_gpu_share": round((bounce + compat + p2p) / total, 4),
+                "p2p_share": round(p2p / total, 4),
                 "page_cache_hit": round(f["page_cache_bytes"] / mm, 4) if mm else None,
+                "via": sorted(f["via"]),
+                "pids": sorted(f["pids"]),
+                "how": sorted(f["how"]),
                 "why": "; ".join(why),
             }
-            chain, fix = file_why(row, self.node, self._cufile_unused(f["pids"]) if bounce or host else None)
-            out.append(
-                {
-                    "path": f["path"],
-                    "ios": f["ios"],
-                    "bytes": f["bytes"],
-                    "extent": f["max_offset"],
-                    "routes": dict(r),
-                    "to_gpu_share": round((bounce + compat + p2p) / total, 4),
-                    "p2p_share": round(p2p / total, 4),
-                    "page_cache_hit": round(f["page_cache_bytes"] / mm, 4) if mm else None,
-                    "via": sorted(f["via"]),
-                    "pids": sorted(f["pids"]),
-                    "how": sorted(f["how"]),
-                    "why": "; ".join(why),
-                    "why_chain": [x.to_json() for x in chain],
-                    "fix": fix,
-                }
-            )
+            chain, fix = file_why(row, self.node, unused)
+            row["why_chain"], row["fix"] = [x.to_json() for x in chain], fix
+            out.append(row)
             if f.get("renamed_from"):
                 out[-1]["renamed_from"] = list(f["renamed_from"])
         return out

@@ -68,7 +68,6 @@ class FileSample:
     h0: int
     h1: int  # 0: the file ends before SAMPLE_AT + 32 bytes from the offset
     informative: bool  # enough distinct bytes that a match means the same bytes
-    why: str = ""  # set where nothing could be read (h0 == 0)
 
 
 class Verdict:
@@ -102,12 +101,16 @@ class ContentCheck:
         # CLOCK_MONOTONIC (the probes' bpf_ktime_get_ns) to the realtime a file's mtime is in
         self._wall = time.time_ns() - time.monotonic_ns()
 
+    def _replayed(self, key: tuple[str, int]) -> FileSample | None:
+        """The recording's next answer to KEY (its last one stays for later asks)."""
+        got = self.recorded.get(key)
+        if not got:
+            return None
+        return got.pop(0) if len(got) > 1 else got[0]
+
     def file_sample(self, path: str, offset: int, read_ts: int) -> FileSample | None:
         if not self.live:
-            got = self.recorded.get((path, offset))
-            if not got:
-                return None
-            return got.pop(0) if len(got) > 1 else got[0]
+            return self._replayed((path, offset))
         # (no cache: the file may be written between two asks, as a KV-cache block file is)
         fs = self._read(path, offset, read_ts)
         self.answers.append((path, offset, fs))
@@ -120,11 +123,8 @@ class ContentCheck:
         starts at 4096). Answers are kept like file_sample's (a replay reads them back, key AROUND)."""
         key = (path, -1 - around)  # (its own key space beside file_sample's offsets)
         if not self.live:
-            got = self.recorded.get(key)
-            if not got:
-                return None
-            fs = got.pop(0) if len(got) > 1 else got[0]
-            return fs.h0 if fs.informative else None  # (a find's answer: the offset in h0)
+            fs = self._replayed(key)
+            return fs.h0 if fs is not None and fs.informative else None  # (a find's answer: the offset in h0)
         at = self._search(path, around, copy, read_ts)
         self.answers.append((path, -1 - around, FileSample(at if at is not None else 0, 0, at is not None)))
         return at
@@ -134,8 +134,8 @@ class ContentCheck:
 
         lo = max(0, around - SEARCH_WINDOW) & ~7
         try:
-            fd = self._open(path)
-            if read_ts and os.fstat(fd).st_mtime_ns > read_ts + self._wall:
+            fd = self._unchanged_since(path, read_ts)
+            if fd is None:
                 return None
             region = os.pread(fd, 2 * SEARCH_WINDOW + SAMPLE_AT + SAMPLE_BYTES, lo)
         except OSError:
@@ -184,19 +184,27 @@ class ContentCheck:
             os.close(self._files.popitem(last=False)[1])
         return fd
 
+    def _unchanged_since(self, path: str, read_ts: int) -> int | None:
+        """PATH's descriptor, or None where the file was written after its read at READ_TS (its
+        bytes now are not the ones the read put in memory); OSError where it cannot be opened."""
+        fd = self._open(path)
+        if read_ts and os.fstat(fd).st_mtime_ns > read_ts + self._wall:
+            return None
+        return fd
+
     def _read(self, path: str, offset: int, read_ts: int) -> FileSample:
+        """The fingerprint of PATH's bytes at OFFSET (h0 0: unreadable, written since, or past its end)."""
         try:
-            fd = self._open(path)
-            if read_ts and os.fstat(fd).st_mtime_ns > read_ts + self._wall:
-                # written since it was read: its bytes now are not the ones the read put in memory
-                return FileSample(0, 0, False, "the file was written after it was read")
+            fd = self._unchanged_since(path, read_ts)
+            if fd is None:
+                return FileSample(0, 0, False)
             b0 = os.pread(fd, SAMPLE_BYTES, offset)
             b1 = os.pread(fd, SAMPLE_BYTES, offset + SAMPLE_AT)
-        except OSError as e:
-            return FileSample(0, 0, False, f"cannot read the file: {e.strerror or e}")
+        except OSError:
+            return FileSample(0, 0, False)
         h0 = sample_hash(b0)
         if not h0:
-            return FileSample(0, 0, False, "the file ends there")
+            return FileSample(0, 0, False)
         return FileSample(h0, sample_hash(b1), len(set(b0 + b1)) >= MIN_DISTINCT)
 
     def close(self) -> None:
@@ -214,7 +222,7 @@ def answer_of(args: list) -> tuple[int, FileSample] | None:
     if len(args) < 4:
         return None
     # (a find's answer keeps a file offset in h0: not masked)
-    return args[0], FileSample(args[1], args[2], bool(args[3]), "" if args[1] else "recorded")
+    return args[0], FileSample(args[1], args[2], bool(args[3]))
 
 
 def answer_event(ts: int, path: str, offset: int, fs: FileSample):

@@ -438,7 +438,6 @@ class DataFlow:
         # the file's own bytes, to check a copy's fingerprint against (None: never checked)
         self.check: ContentCheck | None = None
         self._skip: set[int] = set()  # ids of reads a staged copy was seen not to carry (_staged)
-        self._checked_at = -1  # the file offset _staged_from's first take was checked at
         self.by_pid: dict[int, deque[Source]] = {}  # unconsumed read sources, oldest first
         self.stageable: dict[int, deque[Source]] = {}  # those of them a staged copy may take (staged_ok)
         self.by_job: dict[int, set[int]] = {}  # job -> pids with sources or mappings
