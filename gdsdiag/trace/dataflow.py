@@ -749,8 +749,7 @@ class DataFlow:
         seen to differ are skipped by it."""
         assert self.check is not None
         ts, differs, unknown = c[0], [], False
-        for p, s, mf in self._candidates(pid, others, ts):
-            how = "staged" if p == pid else "job"
+        for _p, s, mf in self._candidates(pid, others, ts):
             if s is not None:
                 path, at, rest, since = s.path, s.offset + s.consumed, s.size - s.consumed, s.ts
             elif mf is not None:
@@ -763,7 +762,7 @@ class DataFlow:
                 continue
             v, where = self._locate(path, at, rest, since, sample)
             if v == Verdict.MATCH:
-                return self._take_file(path, where, n, how, c, pid, others)
+                return self._take_file(path, where, n, c, pid, others)
             if v == Verdict.DIFFERS and s is not None:
                 differs.append(s)
             else:
@@ -801,7 +800,7 @@ class DataFlow:
             return a
         return None
 
-    def _take_file(self, path: str, at: int, n: int, how: str, c: list, pid: int, others: list[int]) -> int:
+    def _take_file(self, path: str, at: int, n: int, c: list, pid: int, others: list[int]) -> int:
         """The copy's source was seen to hold PATH's bytes at file offset AT: take PATH's bytes
         [AT, AT + N) from every waiting read and mapping of it in the job (checked by content: high),
         then, where the copy is larger than what waited there (a gather of rows from all over the
@@ -810,6 +809,7 @@ class DataFlow:
         ts, end, left = c[0], at + n, n
         procs = (pid, *others)
         for p in procs:
+            how = "staged" if p == pid else "job"  # (the copier's own bytes, or another process's of its job)
             for r in itertools.islice(self.stageable.get(p) or (), MAX_WAITING):
                 if left <= 0 or r.ts > ts:
                     break
@@ -818,7 +818,7 @@ class DataFlow:
                 take = min(min(end, r.offset + r.size) - max(at, r.offset), r.size - r.consumed, left)
                 if take > 0:
                     r.checked = max(at, r.offset)
-                    self._consume(r, take, how if p == pid else "job", c)
+                    self._consume(r, take, how, c)
                     left -= take
             for mf in self.maps_of.get(p, ()):
                 if left <= 0:
@@ -828,22 +828,23 @@ class DataFlow:
                 lo, hi = max(at, 0), min(end, mf.size)
                 got = sum(b - a for a, b in mf.consumed.gaps(lo, hi)) if hi > lo else 0
                 if got:
-                    self._take_mapped(mf, lo, hi, how if p == pid else "job", c, checked=True)
+                    self._take_mapped(mf, lo, hi, how, c, checked=True)
                     left -= got
         for p in procs:  # (the rest of the copy: this file's other waiting bytes, by order)
             if left <= 0:
                 break
+            how = "staged" if p == pid else "job"
             for r in itertools.islice(self.stageable.get(p) or (), MAX_WAITING):
                 if left <= 0 or r.ts > ts:
                     break
                 if r.finished or r.path != path or r.consumed >= r.size:
                     continue
                 take = min(r.size - r.consumed, left)
-                self._consume(r, take, how if p == pid else "job", c)
+                self._consume(r, take, how, c)
                 left -= take
             for mf in self.maps_of.get(p, ()):
                 if left > 0 and mf.path == path and mf.ok and mf.ts <= ts:
-                    left -= self._staged_mapped(mf, left, how if p == pid else "job", c)
+                    left -= self._staged_mapped(mf, left, how, c)
         return max(left, 0)
 
     def _staged_by_order(self, c: list, n: int, job: int, pid: int, alone: bool, others: list[int]) -> None:
