@@ -99,3 +99,15 @@ def test_the_summary_carries_the_chain_and_the_fix_of_each_file():
     assert "its cuFileDriverOpen failed (5009 CU_FILE_DEVICE_NOT_SUPPORTED)" in f["why_chain"][0]["value"]
     assert f["fix"].startswith("not known here")
     assert classify(e)[0]["route"] == "DRAM_BOUNCE"
+
+
+def test_where_the_node_has_a_direct_route_the_files_mount_decides(h200):
+    """A node whose check found a direct route (routes as `decide` would give with nvidia-fs) and a
+    file on ext4 over virtio: its mount is the decisive fact, the file system next, and the fix moves
+    the file."""
+    from gdsdiag.routes import Route
+
+    direct = dataclasses.replace(h200, routes=[Route.NVFS, Route.COMPAT])
+    facts, fix = file_why(_row({"COMPAT": 1 << 20}, via=("cuFile",)), direct, None)
+    assert [(f.fact, f.role) for f in facts[:2]] == [("its mount", "decisive"), ("file system", "contributing")]
+    assert "not an NVMe namespace" in facts[0].value and fix.startswith("move the file to a mount GDS serves")

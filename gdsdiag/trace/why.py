@@ -41,19 +41,19 @@ def _node_chain(node: NodeFacts | None, path: str) -> tuple[list[Fact], str | No
         if p2p is not None:
             out.append(Fact("PCI P2PDMA", p2p[0], p2p[1] or "/boot/config"))
             fix = fix or p2p[2]
-    mount = [Fact("file system", where, "/proc/self/mountinfo")]
+    fs = Fact("file system", where, "/proc/self/mountinfo")
+    own: list[Fact] = []  # (reasons about the mount itself, not the node's missing direct route)
     if route is not None and route not in (Route.NVFS, Route.P2PDMA):
-        # (reasons about the mount itself, not the node's missing direct route)
-        own = [r for r in reasons if "without a direct route" not in r]
-        mount += [Fact("its mount", r, "gdsdiag check's route rules") for r in own]
-        if own:
-            move = "move the file to a mount GDS serves (an NVMe namespace with a GDS-aware driver, NFS over RDMA…)"
-            fix = f"{fix}; and {move}" if fix else move
-            if direct:  # (the node has a direct route: the mount is what decided it)
-                mount = [mount[1], mount[0], *mount[2:]] if len(mount) > 1 else mount
-                out = mount + out
-                mount = []
-    out += mount
+        own = [
+            Fact("its mount", r, "gdsdiag check's route rules") for r in reasons if "without a direct route" not in r
+        ]
+    if own:
+        move = "move the file to a mount GDS serves (an NVMe namespace with a GDS-aware driver, NFS over RDMA…)"
+        fix = f"{fix}; and {move}" if fix else move
+    if own and direct:  # (the node has a direct route: the mount is what decided it, first)
+        out = [own[0], fs, *own[1:], *out]
+    else:
+        out += [fs, *own]
     if node.allow_compat is False:
         out.append(Fact("cufile.json allow_compat_mode", "false", node.cufile_json or "cufile.json"))
     return out, fix, route
