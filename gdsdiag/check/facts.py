@@ -39,22 +39,14 @@ class NodeFacts:
 
     @classmethod
     def collect(cls, ctx: CheckContext) -> NodeFacts:
+        """Run the node checks here (a snapshot's, in tests) and read them as the trace reads
+        `gdsdiag check --json` (from_check_json: one reader of the checks' results)."""
         from .checks import NODE_CHECKS
         from .runner import decide
 
         results = [r for check in NODE_CHECKS for r in check(ctx)]
-        verdict = decide(ctx, results)
-        checks = {r.id: (r.status, r.summary, r.evidence[0].source if r.evidence else "", r.fix or "") for r in results}
-        cfg = ctx.cufile
-        return cls(
-            list(verdict.routes),
-            verdict.summary,
-            checks,
-            cfg.path,
-            cfg.get("properties.force_compat_mode") is True,
-            cfg.get("properties.allow_compat_mode"),
-            _ctx=ctx,
-        )
+        doc = {"verdict": decide(ctx, results).to_json(), "checks": [r.to_json() for r in results]}
+        return cls.from_check_json(doc, ctx)
 
     @classmethod
     def from_check_json(cls, doc: dict, ctx: CheckContext | None) -> NodeFacts:
