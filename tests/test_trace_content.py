@@ -366,7 +366,10 @@ def test_gpu_loaders_whose_copies_carry_the_files_bytes(name):
 def test_gpu_decoders_and_the_checksum_control_are_never_dram_bounce(name):
     """A CSV parsed, zlib chunks inflated, a file only summed: no copy carries the files' bytes, and
     not one byte is DRAM_BOUNCE (the decoders were DRAM_BOUNCE by order, the control at medium)."""
-    truth, got, _ = _gpu_replay(name)
+    truth, got, res = _gpu_replay(name)
     for path in truth["files"]:
         assert _bytes(got, path, Route.DRAM_BOUNCE) == 0, path
         assert _bytes(got, path, Route.UNKNOWN) > 0, path
+        # (the file's why names that reason, not the stock one of shared memory or a text file)
+        (f,) = [f for f in res.files if f["path"] == path]
+        assert "not of these bytes" in f["why"], f["why"]

@@ -1761,6 +1761,8 @@ class Classifier:
             f["how"].add(how)
         if inferred:
             f["inferred"] = True  # (file_summary: its split with other files is inferred)
+        if v["route"] == Route.UNKNOWN and "unknown_why" not in f and v["evidence"]:
+            f["unknown_why"] = v["evidence"][-1]  # (file_summary names its own reason, not a stock one)
 
     def _account(self, path: str, ios: int, nbytes: int, route: str, api: str, pid: int, end: int) -> dict:
         """IOS verdicts of NBYTES by PID through API on ROUTE, reaching file offset END, into PATH's
@@ -1800,6 +1802,8 @@ class Classifier:
         file offsets are not known: the extent stays what the per-I/O lines reached."""
         for r in rows:
             f = self._account(r["path"], r["count"], r["bytes"], r["route"], r["api"], r["pid"], 0)
+            if r.get("why") and "unknown_why" not in f:
+                f["unknown_why"] = r["why"]
             f["via"].discard(r["api"])
             f["via"].add(f"{r['api']} (counted in the kernel)")
             was = r.get("renamed_from")  # (the row's file was opened by another name: _on_rename)
@@ -2065,8 +2069,13 @@ class Classifier:
             if host and not (bounce or compat or p2p):
                 why.append("no CUDA copy took these bytes: host I/O, not on the GPU data path")
             if r.get(Route.UNKNOWN, 0):
+                # (the reason its first UNKNOWN line gave: a copy that was not its bytes, a buffer
+                # overwritten, bytes that may have gone through shared memory; the stock text was the
+                # last one's alone, and said so of a checksummed file too)
                 why.append(
-                    "not known: host memory no traced read explains went to a GPU after these reads, and "
+                    "not known: " + f["unknown_why"]
+                    if f.get("unknown_why")
+                    else "not known: host memory no traced read explains went to a GPU after these reads, and "
                     "they were not paired with it (a text file, or a process without CUDA); the I/O lines name the copy"
                 )
             unused = self._cufile_unused(f["pids"]) if bounce or host else None
