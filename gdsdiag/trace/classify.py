@@ -2108,6 +2108,11 @@ class Classifier:
                 out[-1]["renamed_from"] = list(f["renamed_from"])
         return out
 
+    def needs_node_facts(self) -> bool:
+        """Whether a file's why will ask for the node's facts (trace/why.py: its COMPAT or
+        DRAM_BOUNCE bytes)."""
+        return any(f["routes"].get(Route.COMPAT) or f["routes"].get(Route.DRAM_BOUNCE) for f in self.files.values())
+
     def _cufile_unused(self, pids) -> str | None:
         """'libcufile loaded, no cuFile I/O' for the file's processes that loaded libcufile (mapped
         it, or called it to open the driver or ask its version) and never read or wrote through it:

@@ -137,6 +137,12 @@ class NodeFactsReader:
         except OSError:
             self._proc = None
 
+    def abandon(self) -> None:
+        """No file needs the node's facts: the check is ended, not waited for."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.communicate()
+
     def result(self):
         from ..bounded import loads_json
         from ..check.context import CheckContext
@@ -612,7 +618,11 @@ def run_live(
         timing.update({f"stop_{k}": v for k, v in phases.items()})
         # (the processes that mapped libcufile: a file's why names one that never did I/O through it)
         clf.libcufile_pids.update(p for x in probes.libraries if x["kind"] == "libcufile" for p in x["pids"])
-        clf.node = node.result()
+        # (waited for only where a file's why needs it: a trace of host I/O alone ends at once)
+        if clf.needs_node_facts():
+            clf.node = node.result()
+        else:
+            node.abandon()
         res = _finish(
             clf,
             counter,
