@@ -373,3 +373,19 @@ def test_gpu_decoders_and_the_checksum_control_are_never_dram_bounce(name):
         # (the file's why names that reason, not the stock one of shared memory or a text file)
         (f,) = [f for f in res.files if f["path"] == path]
         assert "not of these bytes" in f["why"], f["why"]
+
+
+def test_a_file_reached_through_a_link_is_not_read(data, tmp_path):
+    """The trace reads files as root, by the path a traced program named. A directory on that path
+    that is a link (which a user could retarget to a root-only file after the read) is refused:
+    the bytes are not compared, and the copy is tied by order only, low (it was read and high)."""
+    path, b = data["weights.bin"]
+    link = tmp_path / "through"
+    link.symlink_to(os.path.dirname(path))
+    s = Stream()
+    s.open(0, 5, str(link / "weights.bin"))
+    s.read(10, 5, BUF, CHUNK, 0)
+    s.copy(60, PINNED, b[:CHUNK])
+    (v,) = s.classify()
+    assert (v["route"], v["confidence"]) == (Route.DRAM_BOUNCE, "low")
+    assert "could not be compared" in " ".join(v["evidence"])

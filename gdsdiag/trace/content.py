@@ -24,6 +24,8 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from ..platform.inroot import Unsupported, open_no_links
+
 SAMPLE_AT = 4064  # the second sample's offset in the copy (probes/cufile_trace.c: SAMPLE_AT)
 SAMPLE_BYTES = 32
 HASH_MASK = (1 << 30) - 1
@@ -172,7 +174,10 @@ class ContentCheck:
                 self._files.move_to_end(path)
                 return fd
             os.close(self._files.pop(path))  # (another file under the name now: removed, made again)
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW)
+        try:  # (no link anywhere on the path: a traced user cannot point root at another file)
+            fd = open_no_links(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
+        except Unsupported:
+            raise OSError(0, "openat2 is not available: the file is not read") from None
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise OSError(0, "not a regular file")
