@@ -160,6 +160,7 @@ BPF_HASH(hostagg, struct agg_key_t, struct agg_val_t, 65536);
 BPF_HASH(gpu_procs, u32, u8, 65536);                  /* tgids that opened libcuda/libcudart/libcufile */
 BPF_TABLE("lru_hash", u64, u64, pos_skip, 65536);   /* open serial -> bytes read()/write() moved while counted */
 BPF_ARRAY(drops, u64, 1);
+BPF_HASH(stderr_writes, u32, u32, 4096);              /* tgid -> writes to stderr sent (stderr_enter) */
 /* the same per process (tgid), so the summary can say whose events are missing, and of them the
  * reads and writes whose record could not be sent, with their bytes: the summary's I/O totals stay
  * exact (those I/Os have no route, and say so). A tgid that finds the map full counts in 'drops' only. */
@@ -1090,6 +1091,7 @@ TRACEPOINT_PROBE(sched, sched_process_exit) {
     heirs.delete(&tgid);
     holders.delete(&tgid);
     gpu_procs.delete(&tgid);
+    stderr_writes.delete(&tgid);
     bump_epoch();
     return 0;
 }
@@ -1269,6 +1271,51 @@ static __always_inline int rename_exit(s64 ret) {
  * architecture's native ones (asm/unistd.h); 32-bit compat syscalls of an ia32 process carry other
  * numbers, which the per-syscall tracepoints never reported: such processes are not traced
  * correctly (CUDA has no 32-bit x86 host code). */
+/* ---- what a traced program says on stderr ----------------------------------------------------
+ * A loader that falls back from GDS usually says so on stderr ("GDS device node /dev/nvidia-fs0 not
+ * found; falling back to nogds copier", libcufile's and kvikio's own errors), and that line is the
+ * why a user trusts most. The first STDERR_WRITES writes of each traced process to descriptor 2 are
+ * sent on the opens ring, STDERR_PARTS x 256 bytes of each at most, as open_t records (fd
+ * OPEN_STDERR, flags the write's length, serial the part); the reader keeps only the lines that name
+ * the data path. Read from the caller's buffer at the enter, as the write sees it; a progress bar
+ * that writes thousands of times uses up its process's budget, nothing else. */
+static __always_inline int stderr_enter(u64 buf, u64 count) {
+    u64 pt = bpf_get_current_pid_tgid();
+    u32 pid = pt >> 32;
+    if (!buf || !count || !is_traced(pid))
+        return 0;
+    u32 zero = 0;
+    u32 *n = stderr_writes.lookup_or_try_init(&pid, &zero);
+    if (!n || *n >= STDERR_WRITES)
+        return 0;
+    __sync_fetch_and_add(n, 1);
+#pragma unroll
+    for (int part = 0; part < STDERR_PARTS; part++) {
+        u64 off = (u64)part * 256;
+        if (off >= count)
+            break;
+        struct open_t *o = opens.ringbuf_reserve(sizeof(struct open_t));
+        if (!o) {
+            count_drop();
+            return 0;
+        }
+        o->ts = bpf_ktime_get_ns();
+        o->pid = pid;
+        o->tid = (u32)pt;
+        o->fd = OPEN_STDERR;
+        o->flags = count;
+        o->dfd = 0;
+        o->serial = part;
+        o->comm[0] = 0;
+        u64 len = count - off;
+        if (len > 256)
+            len = 256;
+        if (bpf_probe_read_user(&o->path, len, (void *)(buf + off)) != 0)
+            o->flags = -1;                  /* (not readable: the reader drops it) */
+        opens.ringbuf_submit(o, 0);
+    }
+    return 0;
+}
 #include <asm/unistd.h>
 static __always_inline int syscall_enter(long nr, const u64 *av) {
     s64 a0 = av[0], a1 = av[1], a2 = av[2], a3 = av[3];
@@ -1287,7 +1334,10 @@ static __always_inline int syscall_enter(long nr, const u64 *av) {
     /* read/write/readv/writev: the offset is the file position, kept per (process, fd) by the reader
      * from open, lseek and the byte counts (pos = -1 here) */
     case __NR_read: id = SYS_READ; buf = a1; count = a2; break;
-    case __NR_write: id = SYS_WRITE; buf = a1; count = a2; break;
+    case __NR_write:
+        if ((u32)a0 == 2)
+            stderr_enter(a1, a2);   /* (and on: a descriptor 2 that names a data file is one) */
+        id = SYS_WRITE; buf = a1; count = a2; break;
     case __NR_readv: id = SYS_READV; buf = iov_base(a1); count = a2; break;
     case __NR_writev: id = SYS_WRITEV; buf = iov_base(a1); count = a2; break;
     /* file-to-file and file-to-pipe copies: a0 fd in, a1 fd out, a2 length, a3 offset in, a4 offset

@@ -73,6 +73,7 @@ class _Process(TypedDict):
 
 class Process(_Process, total=False):
     threads: int  # threads it started during the trace (listed under it, not as processes)
+    said: list[str]  # what it wrote to stderr that names the data path (trace/said.py), its first lines
 
 
 class Library(TypedDict):

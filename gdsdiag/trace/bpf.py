@@ -23,6 +23,7 @@ from .eventdefs import KINDS as EVENT_KINDS
 from .eventdefs import SYSCALLS as SYSCALL_IDS
 from .events import API_NAMES, FD_NAMES, KINDS, KPROBE_NAMES, PROC_NAMES, SYS_NAMES, Event, not_data
 from .headers import fix_command, has_tree
+from .said import StderrLines
 from .stdoutguard import stdout_to_stderr
 from .tally import Unclassified, count_unclassified
 
@@ -238,8 +239,8 @@ REC_STRIDE = (8 + EVENT_SIZE + 7) & ~7
 _REC_TS = struct.Struct("<8xQ")  # a record's timestamp
 _SYNC_IO = frozenset(("cuFileRead", "cuFileWrite"))
 REC_STRUCT = struct.Struct(f"<8x{EVENT_STRUCT.format.lstrip('<')}{REC_STRIDE - 8 - EVENT_SIZE}x")
-OPEN_EXEC, OPEN_RENAME_FROM, OPEN_RENAME_TO = (
-    dict(OPEN_KINDS)[k] for k in ("OPEN_EXEC", "OPEN_RENAME_FROM", "OPEN_RENAME_TO")
+OPEN_EXEC, OPEN_RENAME_FROM, OPEN_RENAME_TO, OPEN_STDERR = (
+    dict(OPEN_KINDS)[k] for k in ("OPEN_EXEC", "OPEN_RENAME_FROM", "OPEN_RENAME_TO", "OPEN_STDERR")
 )
 RENAME_NAMES = {v: name for _, v, name in RENAMES}
 O_TMPFILE = 0o20000000  # (__O_TMPFILE: an unnamed file in the directory the open names)
@@ -399,6 +400,7 @@ class Probes:
         self._perf_lost = 0
         self._events: list[Event] = []
         self._rename_from: dict[int, tuple[str, int]] = {}  # tid -> a rename's old path and dfd (_on_rename)
+        self._said = StderrLines()  # stderr writes -> the lines that name the data path (_on_stderr)
         self._held: list[Event] = []
         self._held_ts: list[int] = []  # their timestamps (poll: _in_order)
         self._lost_read_ns = 0
@@ -1114,6 +1116,9 @@ class Probes:
             comm = r.comm.split(b"\0", 1)[0].decode(errors="replace")
             self._events.append(Event(r.ts, r.pid, r.tid, "proc", "exec", [], comm, path))
             return
+        if r.fd == OPEN_STDERR:
+            self._on_stderr(r)
+            return
         path = _absolute(path, r.pid, r.dfd)
         if r.fd in (OPEN_RENAME_FROM, OPEN_RENAME_TO):
             self._on_rename(r, path)
@@ -1139,6 +1144,20 @@ class Probes:
         self._events.append(
             Event(r.ts, r.pid, r.tid, "open", "openat", [r.fd, r.flags, 0, dev, ino, r.dfd, r.serial], "", path)
         )
+
+    def _on_stderr(self, r) -> None:
+        """A part of a write to stderr (probes/cufile_trace.c stderr_enter), in order per process:
+        a "said" event (path: the line) for each line it completes that names the data path
+        (said.StderrLines). Nothing else the program printed is kept or recorded."""
+        if r.flags <= 0:
+            return
+        n = min(len(r.path), r.flags - r.serial * len(r.path))
+        if n <= 0:
+            return
+        if self._said is None:
+            return
+        for line in self._said.feed(r.pid, r.path[:n].decode(errors="replace")):
+            self._events.append(Event(r.ts, r.pid, r.tid, "said", "stderr", [], "", line))
 
     def _on_rename(self, r, path: str) -> None:
         """The two halves of a rename (probes/cufile_trace.c rename_exit), one after the other from
@@ -1182,6 +1201,7 @@ class Probes:
     REORDER_NS = 50_000_000
     clock = staticmethod(time.monotonic_ns)  # the probes' clock (bpf_ktime_get_ns: CLOCK_MONOTONIC)
     LOST_READ_NS = 200_000_000  # the kernel's lost-event counter read at most this often (and at the end)
+    _said: StderrLines | None = None  # (set by __init__; a harness that builds a bare reader has none)
     complete_ns = 0  # poll(): the time (CLOCK_MONOTONIC ns, the probes' clock) up to which every event was returned
     # records decoded per poll: a backlog is worked off in steps the loop can stop between (16k: ~0.05 s
     # here, so a signal waits no longer than that for the step to end)
@@ -1208,6 +1228,10 @@ class Probes:
         self.drain()
         partial_ts = self._decode(None if final else self.DECODE_MAX, final)
         now = self.clock()
+        if final and self._said is not None:  # (a last line with no newline)
+            for pid in self._said.pids():
+                for line in self._said.flush(pid):
+                    self._events.append(Event(now, pid, pid, "said", "stderr", [], "", line))
         if final or now - self._lost_read_ns >= self.LOST_READ_NS:
             # (a map lookup through bcc and ctypes: a few times a second, and at the end)
             self._lost_read_ns = now

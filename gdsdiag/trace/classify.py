@@ -44,6 +44,7 @@ from .content import HASH_MASK, ContentCheck, recorded_answers
 from .dataflow import RETAIN_NS, DataFlow, MappedFile, Source, Taken, TakenRead, staged_ok
 from .events import API_NAMES, NVFS_IOCTLS, SYS_NAMES, Event, not_data
 from .evidence import KPROBE_EVIDENCE, ROUTE_USDT, SYSCALL_EVIDENCE, decide_once, usdt_kind
+from .said import FALLBACK_WORDS, LINE_MAX, LINES_PER_PROCESS
 from .tally import Unclassified, count_unclassified
 from .why import file_why
 
@@ -491,6 +492,9 @@ class Classifier:
         self.cufile_calls: dict[int, dict[str, int | None]] = {}
         self.cufile_io_pids: set[int] = set()
         self.libcufile_pids: set[int] = set()
+        # what each process said on stderr about its data path (trace/said.py: the lines the probes
+        # sent that name it), for the why of its files: a loader's own "falling back to …"
+        self.said: dict[int, list[str]] = {}
         self.node: NodeFacts | None = None  # the node's GDS facts (check/facts.py), for each file's why
         # --block: requests the traced processes issued per (device, R|W|…): [requests, bytes]
         # (block_summary; the device that served the bytes, e.g. the virtio disk under every read)
@@ -520,10 +524,24 @@ class Classifier:
             "bounces": self._on_bounces,
             "batch_req": self._on_batch_req,
             "rename": self._on_rename,
+            "said": self._on_said,
             "blk_issue": self._on_block,
             "usdt": self._on_evidence,
             "kprobe": self._on_evidence,
         }
+
+    def _on_said(self, e: Event) -> None:
+        lines = self.said.setdefault(e.pid, [])
+        if e.path and len(lines) < LINES_PER_PROCESS:
+            lines.append(e.path[:LINE_MAX])
+
+    def program_said(self, pids) -> list[tuple[str, str]]:
+        """(who, line) of what the processes PIDS said about their data path, the lines that say they
+        fell back first (a loader's own reason), then in the order said."""
+        out = [
+            (f"{self._proc(pid)['comm'] or '?'}/{pid}", line) for pid in sorted(pids) for line in self.said.get(pid, ())
+        ]
+        return sorted(out, key=lambda x: not FALLBACK_WORDS.search(x[1]))
 
     def _on_block(self, e: Event) -> None:
         a = e.args
@@ -2101,7 +2119,7 @@ class Classifier:
                 "how": sorted(f["how"]),
                 "why": "; ".join(why),
             }
-            chain, fix = file_why(row, self.node, unused)
+            chain, fix = file_why(row, self.node, unused, self.program_said(f["pids"]))
             row["why_chain"], row["fix"] = [x.to_json() for x in chain], fix
             out.append(row)
             if f.get("renamed_from"):

@@ -121,6 +121,7 @@ OPEN_KINDS = _table("""
     OPEN_EXEC -2
     OPEN_RENAME_FROM -3
     OPEN_RENAME_TO -4
+    OPEN_STDERR -5          # a write to descriptor 2: path = up to 256 bytes of it, flags its length, serial the part
 """)
 RENAMES = _table("""
     RN_RENAME 1 rename
@@ -134,6 +135,8 @@ CONSTANTS = _table("""
     BATCH_MAX 8                 # cuFileBatchIOSubmit requests sent per call
     AIO_MAX 8                   # io_submit iocbs sent per call
     SYS_SLOTS 65536             # per-thread slots (syscall arguments, cached state), by thread id's low bits
+    STDERR_WRITES 256           # writes to stderr sent per traced process (the first ones: start-up says why)
+    STDERR_PARTS 2              # 256-byte parts sent of each
     URING_REG_RECORDS 64        # records sent per io_uring_register: 6 files or 1 buffer each (384 files, 64 buffers)
 """)
 BATCH_MAX = dict(CONSTANTS)["BATCH_MAX"]

@@ -202,6 +202,8 @@ def _processes(clf, counted: list[dict] | None = None) -> list[dict]:
         d["ios"] = (d["ios"] or 0) + extra.get(p["pid"], 0)
         if p.get("threads"):
             d["threads"] = p["threads"]  # (threads it started during the trace: not processes)
+        if clf.said.get(p["pid"]):
+            d["said"] = list(clf.said[p["pid"]])  # (its stderr lines that name the data path)
         out.append(d)
     return out
 

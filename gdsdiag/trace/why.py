@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..check.facts import Fact, NodeFacts
 from ..routes import Route
+from .said import FALLBACK_WORDS
 
 TRACE = "gdsdiag trace"
 
@@ -59,9 +60,18 @@ def _node_chain(node: NodeFacts | None, path: str) -> tuple[list[Fact], str | No
     return out, fix, route
 
 
-def file_why(row: dict, node: NodeFacts | None, cufile_unused: str | None) -> tuple[list[Fact], str]:
+def _said_facts(said: list[tuple[str, str]] | None) -> list[Fact]:
+    """What the program said on stderr about its data path (trace/said.py): (who, line) each."""
+    return [Fact("the program said", line, f"stderr of {who}") for who, line in (said or [])[:3]]
+
+
+def file_why(
+    row: dict, node: NodeFacts | None, cufile_unused: str | None, said: list[tuple[str, str]] | None = None
+) -> tuple[list[Fact], str]:
     """The why of one file of the summary (Classifier.file_summary's row): facts, decisive first,
-    and the fix ("none on this node: …" where nothing the user can change on it would help)."""
+    and the fix ("none on this node: …" where nothing the user can change on it would help). SAID:
+    (who, line) of what the file's processes wrote to stderr about their data path, fallbacks first:
+    a loader's own reason for not using cuFile is the decisive fact of its bounced bytes."""
     r = row["routes"]
     path = row["path"]
     p2p = sum(n for k, n in r.items() if Route(k).is_p2p)
@@ -76,24 +86,34 @@ def file_why(row: dict, node: NodeFacts | None, cufile_unused: str | None) -> tu
         # cuFile was called and fell back: the node's first missing piece decided it
         ran = Fact("cuFile", "libcufile read the file with POSIX I/O through its bounce buffers", TRACE)
         if node is None:
-            return [Fact(ran.fact, ran.value, ran.source, "decisive"), *node_facts], (
+            return [Fact(ran.fact, ran.value, ran.source, "decisive"), *node_facts, *_said_facts(said)], (
                 "not known here: replay on the node, or run gdsdiag check there"
             )
         decisive = node_facts[0]
         facts = [Fact(decisive.fact, decisive.value, decisive.source, "decisive"), *node_facts[1:], ran]
-        return facts, node_fix or "none found on this node: no GDS fact read here explains it"
+        return [*facts, *_said_facts(said)], node_fix or "none found on this node: no GDS fact read here explains it"
     if bounce:
         via = row.get("via") or []
         how = "mapped it (mmap) and copied the pages" if "mmap" in via else "read it into host memory and copied it"
         if "staged" in (row.get("how") or []):
             how += " through a host staging buffer"
-        if cufile_unused:
+        told = _said_facts(said)
+        if told and FALLBACK_WORDS.search(told[0].value):
+            # (the loader's own reason for its non-GDS path, in its words: what the user reads first)
+            facts.append(Fact(told[0].fact, told[0].value, told[0].source, "decisive"))
+            if cufile_unused:
+                facts.append(Fact("libcufile", cufile_unused, TRACE))
+            facts.append(Fact("how the bytes moved", f"the program {how} to the GPU", TRACE))
+            facts += told[1:]
+        elif cufile_unused:
             facts.append(Fact("libcufile", cufile_unused, TRACE, "decisive"))
             facts.append(Fact("how the bytes moved", f"the program {how} to the GPU", TRACE))
+            facts += told
         else:
             facts.append(
                 Fact("how the bytes moved", f"no cuFile call: the program {how} to the GPU", TRACE, "decisive")
             )
+            facts += told
         if row.get("page_cache_hit") is not None:
             facts.append(
                 Fact("page cache", f"{100 * row['page_cache_hit']:.0f} % of its mapped bytes were cached", TRACE)

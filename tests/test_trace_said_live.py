@@ -1,0 +1,58 @@
+"""A loader's own words, end to end on this kernel: the real probes send what a traced program writes
+to stderr (probes/cufile_trace.c stderr_enter), the trace keeps the lines about its data path and names
+its fallback message as the decisive fact of the bytes it bounced (tests/workloads/said_fallback.py).
+
+This machine has no GPU: the program copies through a libcuda.so.1 built here whose cuMemcpyHtoD_v2
+does nothing (test_trace_content_live.py); the probes see the same calls and host memory."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from conftest import GDSDIAG, HERE, LIVE_MARKS
+from test_trace_content_live import fake_cuda  # noqa: F401  (the stand-in libcuda fixture)
+
+pytestmark = [*LIVE_MARKS]
+WORKLOAD = os.path.join(HERE, "workloads", "said_fallback.py")
+PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+
+def test_the_loaders_fallback_message_is_kept_and_decides_its_files_why(fake_cuda):  # noqa: F811
+    d = os.path.realpath(tempfile.mkdtemp(prefix="gdsdiag-said-", dir="/var/tmp"))
+    try:
+        path = os.path.join(d, "weights.bin")
+        with open(path, "wb") as f:
+            f.write(os.urandom(4 << 20))
+        env = {**os.environ, "LD_LIBRARY_PATH": os.path.dirname(fake_cuda)}
+        env.pop("PYTHONUNBUFFERED", None)
+        rec = os.path.join(d, "run.rec.jsonl")
+        r = subprocess.run(
+            [*GDSDIAG, "trace", "--json", "--record", rec, "--", PY, WORKLOAD, fake_cuda, path],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+        assert r.returncode == 0, r.stderr
+        lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+        truth = next(x for x in lines if x.get("type") == "truth")
+        summary = next(x for x in lines if x.get("type") == "summary")
+        proc = next(p for p in summary["processes"] if p.get("said"))
+        # the warning alone: not the progress bar, not the result line
+        assert len(proc["said"]) == 1 and truth["said"] in proc["said"][0], proc["said"]
+        row = next(f for f in summary["files"] if f["path"] == path)
+        assert row["routes"].get("DRAM_BOUNCE") == truth["bytes"], row["routes"]
+        first = row["why_chain"][0]
+        assert (first["fact"], first["role"]) == ("the program said", "decisive"), row["why_chain"]
+        assert truth["said"] in first["value"] and first["source"].startswith("stderr of ")
+        # a replay of the recording says the same
+        rp = subprocess.run([*GDSDIAG, "trace", "--replay", rec, "--json"], capture_output=True, text=True, timeout=120)
+        assert rp.returncode == 0, rp.stderr
+        again = next(json.loads(x) for x in rp.stdout.splitlines() if '"type": "summary"' in x)
+        row2 = next(f for f in again["files"] if f["path"] == path)
+        assert row2["why_chain"][0]["value"] == first["value"]
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
