@@ -1,0 +1,144 @@
+"""Why bytes took their route: the decisive fact first, the chain behind it, each fact with its
+source, and the one change that would move the bytes to a better route (issue 45). One builder for
+`trace`'s files (``file_why``), `validate --proof`'s cells and `sweep`'s points (``route_why``), so
+the three answer from the same node rules: `check`'s own (check/facts.NodeFacts).
+
+Pure: it joins what was measured or seen (the routes cuFile counted, how a program read and copied a
+file, a libcufile it loaded and did not use) with what `check` knows of the node (nvidia-fs, PCI
+P2PDMA, the IOMMU, ACS, cufile.json, and the route a cuFile I/O on that mount would take). Without
+the node's facts (a replay) the chain holds what was seen, and says the rest is not known.
+It sits in check/ (below trace, validate and sweep) so none of them imports another for it.
+"""
+
+from __future__ import annotations
+
+from ..routes import Route
+from ..verdicts import Status
+from .facts import Fact, NodeFacts
+
+TRACE = "gdsdiag trace"
+
+
+def _check_fact(node: NodeFacts, cid: str, name: str, default_source: str) -> tuple[Fact, str] | None:
+    """Check CID where it failed, as a fact and its fix."""
+    got = node.failed(cid)
+    if got is None:
+        return None
+    return Fact(name, got[0], got[1] or default_source), got[2]
+
+
+def _node_chain(node: NodeFacts | None, path: str) -> tuple[list[Fact], str | None, Route | None]:
+    """The node's side: why cuFile I/O of PATH could not go P2P here (facts), the fix, and the
+    route such I/O would take (None: not known)."""
+    if node is None:
+        return (
+            [Fact("the node's GDS facts", "not known (a replay: the node it was traced on is elsewhere)", TRACE)],
+            None,
+            None,
+        )
+    out: list[Fact] = []
+    fix = None
+    got = node.file(path)
+    route, reasons, where = got if got is not None else (None, [], "unknown")
+    if node.force_compat or "cufile.force_compat" in node.checks:
+        out.append(Fact("cufile.json force_compat_mode", "true", node.cufile_json or "cufile.json"))
+        fix = f"set properties.force_compat_mode to false in {node.cufile_json or 'cufile.json'}"
+    direct = [r for r in node.routes if r in (Route.NVFS, Route.P2PDMA)]
+    if not direct:
+        nvfs = _check_fact(node, "nvfs.loaded", "nvidia-fs", "/proc/modules")
+        p2p = _check_fact(node, "p2pdma.config", "PCI P2PDMA", "/boot/config") or _check_fact(
+            node, "p2pdma.symbols", "PCI P2PDMA", "/proc/kallsyms"
+        )
+        for got_fact, blocked in ((nvfs, Route.NVFS), (p2p, Route.P2PDMA)):
+            if got_fact is not None:
+                out.append(got_fact[0])
+                fix = fix or got_fact[1]
+            else:
+                # the route's driver is there and something else of its prerequisites failed (the
+                # IOMMU translating with nvidia-fs loaded…): check's own FAIL, by its title
+                for cid, title, summary, source, cfix in node.blockers.get(blocked, [])[:1]:
+                    out.append(Fact(title, summary, source or f"gdsdiag check {cid}"))
+                    fix = fix or cfix or None
+    fs = Fact("file system", where, "/proc/self/mountinfo")
+    own: list[Fact] = []  # (reasons about the mount itself, not the node's missing direct route)
+    if route is not None and route not in (Route.NVFS, Route.P2PDMA):
+        own = [
+            Fact("its mount", r, "gdsdiag check's route rules") for r in reasons if "without a direct route" not in r
+        ]
+    if own:
+        move = "move the file to a mount GDS serves (an NVMe namespace with a GDS-aware driver, NFS over RDMA…)"
+        fix = f"{fix}; and {move}" if fix else move
+    if own and direct:  # (the node has a direct route: the mount is what decided it, first)
+        out = [own[0], fs, *own[1:], *out]
+    else:
+        out += [fs, *own]
+    if direct and route in (Route.NVFS, Route.P2PDMA):
+        # the node and the mount both allow a direct route: what check found on the PCI path is
+        # all that is left between them (ACS redirecting peer traffic to the root complex)
+        acs = node.checks.get("platform.acs")
+        if acs is not None and acs[0] == Status.FAIL:
+            out.insert(0, Fact("ACS redirect on GPU paths", acs[1], acs[2] or "PCI config space"))
+            fix = fix or acs[3] or None
+    if node.allow_compat is False:
+        out.append(Fact("cufile.json allow_compat_mode", "false", node.cufile_json or "cufile.json"))
+    return out, fix, route
+
+
+def file_why(row: dict, node: NodeFacts | None, cufile_unused: str | None) -> tuple[list[Fact], str]:
+    """The why of one file of the summary (Classifier.file_summary's row): facts, decisive first,
+    and the fix ("none on this node: …" where nothing the user can change on it would help)."""
+    r = row["routes"]
+    path = row["path"]
+    p2p = sum(n for k, n in r.items() if Route(k).is_p2p)
+    compat = r.get(Route.COMPAT, 0)
+    bounce = r.get(Route.DRAM_BOUNCE, 0)
+    unknown = r.get(Route.UNKNOWN, 0)
+    if p2p and not (compat or bounce):
+        return [Fact("route", "cuFile moved these bytes by P2P DMA", TRACE, "decisive")], "none needed"
+    node_facts, node_fix, would = _node_chain(node, path)
+    facts: list[Fact] = []
+    if compat:
+        # cuFile was called and fell back: the node's first missing piece decided it
+        ran = Fact("cuFile", "libcufile read the file with POSIX I/O through its bounce buffers", TRACE)
+        if node is None:
+            return [Fact(ran.fact, ran.value, ran.source, "decisive"), *node_facts], (
+                "not known here: replay on the node, or run gdsdiag check there"
+            )
+        decisive = node_facts[0]
+        facts = [Fact(decisive.fact, decisive.value, decisive.source, "decisive"), *node_facts[1:], ran]
+        return facts, node_fix or "none found on this node: no GDS fact read here explains it"
+    if bounce:
+        via = row.get("via") or []
+        how = "mapped it (mmap) and copied the pages" if "mmap" in via else "read it into host memory and copied it"
+        if "staged" in (row.get("how") or []):
+            how += " through a host staging buffer"
+        if cufile_unused:
+            facts.append(Fact("libcufile", cufile_unused, TRACE, "decisive"))
+            facts.append(Fact("how the bytes moved", f"the program {how} to the GPU", TRACE))
+        else:
+            facts.append(
+                Fact("how the bytes moved", f"no cuFile call: the program {how} to the GPU", TRACE, "decisive")
+            )
+        if row.get("page_cache_hit") is not None:
+            facts.append(
+                Fact("page cache", f"{100 * row['page_cache_hit']:.0f} % of its mapped bytes were cached", TRACE)
+            )
+        facts += node_facts
+        if would in (Route.NVFS, Route.P2PDMA):
+            fix = (
+                f"read it through cuFile (kvikio, or the loader's own GDS switch): a cuFile read of this file takes "
+                f"{would.value} on this node"
+            )
+        elif node is None:
+            fix = "not known here: replay on the node, or run gdsdiag check there"
+        else:
+            why = "; ".join(f.value for f in node_facts[:2]) or node.summary
+            fix = f"none on this node: cuFile would run in compatibility mode here too ({why})"
+            if node_fix:
+                fix += f"; to change that: {node_fix}"
+        return facts, fix
+    if unknown:
+        return [Fact("route", row.get("why") or "nothing conclusive was seen", TRACE, "decisive")], "none known"
+    return [
+        Fact("route", "no CUDA copy took these bytes: host I/O, not on the GPU data path", TRACE, "decisive")
+    ], "none needed"
