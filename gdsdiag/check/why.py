@@ -142,3 +142,77 @@ def file_why(row: dict, node: NodeFacts | None, cufile_unused: str | None) -> tu
     return [
         Fact("route", "no CUDA copy took these bytes: host I/O, not on the GPU data path", TRACE, "decisive")
     ], "none needed"
+
+
+def _decisive(f: Fact) -> Fact:
+    return Fact(f.fact, f.value, f.source, "decisive")
+
+
+def _explaining(facts: list[Fact]) -> int | None:
+    """The index of the first fact that explains a fallback (the mount's own line, the file system,
+    and an allow_compat_mode false do not: they describe, or they forbid the fallback)."""
+    for i, f in enumerate(facts):
+        if f.fact not in ("file system", "cufile.json allow_compat_mode", "the node's GDS facts"):
+            return i
+    return None
+
+
+def route_why(
+    route: Route, measured: Fact, node: NodeFacts | None, path: str, by_design: Fact | None = None
+) -> tuple[list[Fact], str]:
+    """The why of bytes whose route was measured rather than traced: a `validate --proof` cell or a
+    `sweep` point on the directory PATH. MEASURED says what was counted and where (cuFile's counters,
+    a probe's error); BY_DESIGN is the mode's own fact where the route is the mode's choice (the
+    sweep's bounce and host modes). Facts decisive first, and the fix."""
+    if route.is_p2p:
+        return [_decisive(measured)], "none needed"
+    if route == Route.HOST or (by_design is not None and route != Route.DRAM_BOUNCE and route != Route.COMPAT):
+        return [_decisive(by_design or measured)], "none needed"
+    node_facts, node_fix, would = _node_chain(node, path)
+    direct = would in (Route.NVFS, Route.P2PDMA)
+    if by_design is not None:  # a bounce the mode makes on purpose: what cuFile would do here follows
+        facts = [_decisive(by_design), measured, *node_facts]
+        if direct:
+            return facts, f"none for this mode (a bounce by its design): a cuFile mode takes {would.value} here"
+        if node is None:
+            return facts, "none for this mode (a bounce by its design)"
+        why = "; ".join(f.value for f in node_facts[:2])
+        return facts, (
+            f"none for this mode (a bounce by its design); cuFile would run in compatibility mode here too ({why})"
+            + (f"; to change that: {node_fix}" if node_fix else "")
+        )
+    if node is None:
+        return [_decisive(measured), *node_facts], "not known here: run gdsdiag check on the node"
+    if route == Route.DRAM_BOUNCE:
+        # a library's own POSIX path (kvikio under KVIKIO_COMPAT_MODE=AUTO: libcufile not loaded, a
+        # handle not registered, O_DIRECT refused…): it says nothing of which, so what it did leads
+        loud = "KVIKIO_COMPAT_MODE=OFF makes kvikio fail with the reason instead of falling back silently"
+        return [_decisive(measured), *node_facts], f"{node_fix}; {loud}" if node_fix and not direct else loud
+    if route in (Route.COMPAT, Route.NONE):
+        i = _explaining(node_facts)
+        if i is None:
+            # the node's rules allow a direct route here and none of check's facts says otherwise:
+            # the measurement is the decisive fact, and no invented cause stands beside it
+            what = f"gdsdiag check predicts {would.value} for this mount" if direct else node.summary
+            return [_decisive(measured), *node_facts], (
+                f"none found on this node ({what}): read the run's cufile.log (logging.level INFO) for the "
+                "fallback's own reason"
+            )
+        lead = _decisive(node_facts[i])
+        facts = [lead, *node_facts[:i], *node_facts[i + 1 :], measured]
+        return facts, node_fix or "none found on this node: no GDS fact read here explains it"
+    if route == Route.PEER_GPU:
+        dyn = node.checks.get("cufile.dynamic_routing")
+        facts = [_decisive(measured), *node_facts]
+        if dyn is not None:
+            facts.insert(1, Fact("cufile.json rdma_dynamic_routing", dyn[1], dyn[2] or "cufile.json"))
+        return facts, (dyn[3] if dyn is not None and dyn[3] else "none known: cuFile chose the peer GPU")
+    return [_decisive(measured), *node_facts], "none known"
+
+
+def text_lines(chain: list[dict], fix: str) -> tuple[str, str]:
+    """A why for the text views: the decisive fact (with where it was read) and the fix, a line
+    each; the whole chain is in --json."""
+    lead = next((x for x in chain if x.get("role") == "decisive"), chain[0] if chain else None)
+    why = f"{lead['fact']}: {lead['value']} ({lead['source']})" if lead else "not known"
+    return why, fix or "none known"
