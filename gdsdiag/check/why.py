@@ -44,6 +44,12 @@ def _node_chain(node: NodeFacts | None, path: str) -> tuple[list[Fact], str | No
         out.append(Fact("cufile.json force_compat_mode", "true", node.cufile_json or "cufile.json"))
         fix = f"set properties.force_compat_mode to false in {node.cufile_json or 'cufile.json'}"
     direct = [r for r in node.routes if r in (Route.NVFS, Route.P2PDMA)]
+    base = _check_fact(node, "nvidia.driver", "NVIDIA driver", "/proc/driver/nvidia/version") or _check_fact(
+        node, "nvidia.gpus", "GPUs seen by the driver", "/proc/driver/nvidia/gpus"
+    )
+    if base is not None:  # (no cuFile route at all, compatibility mode included: check's `decide`)
+        out.append(base[0])
+        fix = fix or base[1] or None
     if not direct:
         nvfs = _check_fact(node, "nvfs.loaded", "nvidia-fs", "/proc/modules")
         p2p = _check_fact(node, "p2pdma.config", "PCI P2PDMA", "/boot/config") or _check_fact(

@@ -418,7 +418,7 @@ class Cell:
     why_chain: list[dict] = field(default_factory=list)  # proof_why.cell_why: facts, decisive first
     fix: str = ""
 
-    def with_why(self, node) -> Cell:
+    def with_why(self, node, no_gpu: str | None = None) -> Cell:
         """This cell with its why: the node's facts (check/facts.NodeFacts) joined to its runs."""
         from .proof_why import cell_why
 
@@ -430,7 +430,9 @@ class Cell:
             _forbidden_says(forb),
             _failure(conf),
         )
-        facts, self.fix = cell_why(self.outcome.result, self.outcome.line, (conf, forb), said, node, self.target.path)
+        facts, self.fix = cell_why(
+            self.outcome.result, self.outcome.line, (conf, forb), said, node, self.target.path, no_gpu
+        )
         self.why_chain = [f.to_json() for f in facts]
         return self
 
@@ -586,7 +588,8 @@ def run_matrix(
                 and any("not a directory" in r or "no mount" in r for r in t.reasons)
             ):
                 conf = {"ok": False, "stage": "file", "error": "; ".join(t.reasons), "name": "NO_TARGET"}
-                cells.append(Cell(label, bdf, t, pred, conf, None, reconcile(pred, conf, None)).with_why(node))
+                cell = Cell(label, bdf, t, pred, conf, None, reconcile(pred, conf, None))
+                cells.append(cell.with_why(node, note if label is None else None))
                 continue
             say(f"proof {label or 'no GPU'} × {t.path}: as configured")
             conf = run_probe(t.path, bdf, "configured", node_cfg, size, bs, timeout_s, lib)
@@ -597,5 +600,5 @@ def run_matrix(
             out = reconcile(pred, conf, forb)
             if label is None and out.result == "no_route":
                 out = Outcome("no_route", Route.NONE, f"{TEXT['no_route']} ({note}; {_failure(conf)})")
-            cells.append(Cell(label, bdf, t, pred, conf, forb, out).with_why(node))
+            cells.append(Cell(label, bdf, t, pred, conf, forb, out).with_why(node, note if label is None else None))
     return ProofMatrix(chosen, targets, cells, size, bs, timeout_s, note, round(time.monotonic() - t0, 2))

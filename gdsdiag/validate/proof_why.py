@@ -27,11 +27,12 @@ def cell_why(
     said: tuple[str, tuple[Route, str] | None, str, str],
     node: NodeFacts | None,
     path: str,
+    no_gpu: str | None = None,
 ) -> tuple[list[Fact], str]:
     """Facts (decisive first) and the fix of one cell. RESULT and LINE are its Outcome's; RUNS the
     configured and compat-forbidden runs; SAID what proof.py read of them (the configured run's
     counters, the forbidden run's measured route where it did I/O, what that run says, and the
-    configured run's failure)."""
+    configured run's failure); NO_GPU the matrix's note where the node has no GPU."""
     conf, forb = runs
     counted, forbidden_route, forbidden_says, failure = said
     said = Fact("cuFile's counters", counted, AS_CONFIGURED)
@@ -64,6 +65,10 @@ def cell_why(
                 "unset CUFILE_FORCE_COMPAT_MODE in the environment the I/O runs in, and set "
                 "properties.force_compat_mode to false in the cufile.json it reads (CUFILE_ENV_PATH_JSON first)"
             )
+    if result == "no_route" and no_gpu:
+        return [Fact("GPU", no_gpu, "gdsdiag topology (the node's PCI devices)", "decisive"), *_log_facts(conf)], (
+            "none on this node: it has no NVIDIA GPU; prove GDS on a GPU node"
+        )
     if result == "no_route":
         measured = Fact("the probe", failure, AS_CONFIGURED)
         facts, fix = route_why(Route.NONE, measured, node, path)
