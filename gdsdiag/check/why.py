@@ -178,7 +178,7 @@ def route_why(
     direct = would in (Route.NVFS, Route.P2PDMA)
     if by_design is not None:  # a bounce the mode makes on purpose: what cuFile would do here follows
         facts = [_decisive(by_design), measured, *node_facts]
-        if direct:
+        if direct and would is not None:
             return facts, f"none for this mode (a bounce by its design): a cuFile mode takes {would.value} here"
         if node is None:
             return facts, "none for this mode (a bounce by its design)"
@@ -199,7 +199,7 @@ def route_why(
         if i is None:
             # the node's rules allow a direct route here and none of check's facts says otherwise:
             # the measurement is the decisive fact, and no invented cause stands beside it
-            what = f"gdsdiag check predicts {would.value} for this mount" if direct else node.summary
+            what = f"gdsdiag check predicts {would.value} for this mount" if direct and would else node.summary
             return [_decisive(measured), *node_facts], (
                 f"none found on this node ({what}): read the run's cufile.log (logging.level INFO) for the "
                 "fallback's own reason"

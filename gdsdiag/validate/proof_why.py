@@ -15,9 +15,9 @@ FORBIDDEN = f"{PROOF} (the run with allow_compat_mode false)"
 
 def _log_facts(run: dict | None) -> list[Fact]:
     """libcufile's own last lines of a failed run: its words, not ours."""
-    return [Fact("cufile.log", line, "cufile.log of the compat-forbidden run") for line in (run or {}).get("log_tail") or []][
-        :3
-    ]
+    return [
+        Fact("cufile.log", line, "cufile.log of the compat-forbidden run") for line in (run or {}).get("log_tail") or []
+    ][:3]
 
 
 def cell_why(
@@ -35,7 +35,7 @@ def cell_why(
     configured run's failure); NO_GPU the matrix's note where the node has no GPU."""
     conf, forb = runs
     counted, forbidden_route, forbidden_says, failure = said
-    said = Fact("cuFile's counters", counted, AS_CONFIGURED)
+    counters = Fact("cuFile's counters", counted, AS_CONFIGURED)
     if result == "verified":
         return [Fact("the probe", line, PROOF, "decisive")], "none needed"
     if result == "mismatch":
@@ -74,5 +74,5 @@ def cell_why(
         facts, fix = route_why(Route.NONE, measured, node, path)
         return facts + _log_facts(conf), fix
     # compat and not_taken: cuFile bounced the I/O through its POSIX pool; the node says why
-    facts, fix = route_why(Route.COMPAT, said, node, path)
+    facts, fix = route_why(Route.COMPAT, counters, node, path)
     return facts + [forbidden, *_log_facts(forb)], fix
