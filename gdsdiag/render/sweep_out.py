@@ -402,7 +402,7 @@ def render(console: Console, report) -> None:
                 Text(f"{p.mode} {p.rw} bs={size_text(p.bs)} threads={p.threads}: {p.route_warning}", style="red")
             )
     for line in why_lines(report.points):
-        console.print(Text(line))
+        console.print(Text(line), soft_wrap=True)  # (one line each: what logs and grep see)
 
 
 def why_lines(points) -> list[str]:
