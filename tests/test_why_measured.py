@@ -107,6 +107,10 @@ def test_every_cufile_point_of_the_gpu_machine_names_nvidia_fs_then_p2pdma_then_
         assert (facts[0].value, facts[0].source) == ("nvidia-fs is not loaded", "/proc/modules")
         assert facts[2].value == "ext4 /dev/vda on / (vda (virtio))"
         assert ("measured route", "COMPAT") in [(f.fact, f.value) for f in facts]
+        # the key that let it fall back silently, from the cufile.json in effect (NVIDIA's template there)
+        assert ("cufile.json allow_compat_mode", "true", "/etc/cufile.json", "contributing") in [
+            (f.fact, f.value, f.source, f.role) for f in facts
+        ]
         assert fix.startswith("install the nvidia-fs package") and "move the file to a mount GDS serves" in fix
 
 

@@ -85,8 +85,10 @@ def _node_chain(node: NodeFacts | None, path: str) -> tuple[list[Fact], str | No
         if acs is not None and acs[0] == Status.FAIL:
             out.insert(0, Fact("ACS redirect on GPU paths", acs[1], acs[2] or "PCI config space"))
             fix = fix or acs[3] or None
-    if node.allow_compat is False:
-        out.append(Fact("cufile.json allow_compat_mode", "false", node.cufile_json or "cufile.json"))
+    # the key that lets a fallback happen silently, as the cufile.json in effect sets it (never decisive:
+    # it permits compatibility mode, the facts above cause it)
+    allow = "unset (libcufile's default)" if node.allow_compat is None else str(node.allow_compat).lower()
+    out.append(Fact("cufile.json allow_compat_mode", allow, node.cufile_json or "no cufile.json found"))
     return out, fix, route
 
 
