@@ -145,10 +145,18 @@ def test_a_p2p_point_needs_nothing_and_an_error_point_leads_with_its_error(h200)
     # (route_mix as a P2P point's counters would give it; the label path is the one above)
     facts, fix = point_why("cufile", "NVFS", {"NVFS": 64}, None, None, SWEEP_DIR)
     assert (facts[0].fact, facts[0].value, fix) == ("cuFile's counters", "NVFS 64 of 64 I/O", "none needed")
+    # a point's own failure leads; the node's facts follow as context, not as its cause
     err = "gdsdiag: error: cufile read: 3 of 4 workers completed no I/O"
     facts, fix = point_why("cufile", "ERROR", {}, err, h200, SWEEP_DIR)
-    assert [(f.fact, f.role) for f in facts[:2]] == [("nvidia-fs", "decisive"), ("PCI P2PDMA", "contributing")]
-    assert ("the point", err) in [(f.fact, f.value) for f in facts]
+    assert [(f.fact, f.value, f.role) for f in facts[:2]] == [
+        ("the point", err, "decisive"),
+        ("nvidia-fs", "nvidia-fs is not loaded", "contributing"),
+    ]
+    assert fix.startswith("none known from the node's facts")
+    # a cuFile refusal is the node's to explain
+    err = "gdsdiag: error: cuFileHandleRegister: CU_FILE_DRIVER_NOT_INITIALIZED (5001): nvidia-fs driver is not loaded"
+    facts, fix = point_why("cufile", "ERROR", {}, err, h200, SWEEP_DIR)
+    assert (facts[0].fact, facts[0].role) == ("nvidia-fs", "decisive") and fix.startswith("install the nvidia-fs")
 
 
 def test_a_mixed_point_is_compat_where_any_io_was(h200):
@@ -252,6 +260,15 @@ def _tree_plain(tmp_path, *edits) -> NodeFacts:
         e(root)
     with node_root(root) as fs:
         return NodeFacts.collect(CheckContext(fs, env={}))
+
+
+def test_a_probe_that_timed_out_leads_with_the_timeout_not_the_node(h200):
+    hung = {"ok": False, "stage": "timeout", "name": "TIMEOUT", "code": None, "error": "the probe did not finish"}
+    cell = _cell(h200, hung, None)
+    assert cell.outcome.result == "no_route"
+    assert (cell.why_chain[0]["fact"], cell.why_chain[0]["role"]) == ("the probe", "decisive")
+    assert "timeout: the probe did not finish" in cell.why_chain[0]["value"]
+    assert cell.fix.startswith("none known from the node's facts")
 
 
 def test_a_verified_cell_needs_nothing_and_a_mismatch_leads_with_the_bytes(h200):

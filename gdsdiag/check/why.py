@@ -218,6 +218,13 @@ def route_why(
     return [_decisive(measured), *node_facts], "none known"
 
 
+def failure_why(measured: Fact, node: NodeFacts | None, path: str) -> tuple[list[Fact], str]:
+    """The why of a run that failed for a reason of its own (a stall, a timeout, a crashed child, a
+    missing module): that reason leads; the node's facts follow, as context, never as its cause."""
+    node_facts, _, _ = _node_chain(node, path)
+    return [_decisive(measured), *node_facts], "none known from the node's facts: the failure above is the run's own"
+
+
 def text_lines(chain: list[dict], fix: str) -> tuple[str, str]:
     """A why for the text views: the decisive fact (with where it was read) and the fix, a line
     each; the whole chain is in --json."""

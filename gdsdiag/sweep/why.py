@@ -5,7 +5,7 @@ figures and a NodeFacts in, facts (decisive first) and the fix out."""
 from __future__ import annotations
 
 from ..check.facts import Fact, NodeFacts
-from ..check.why import route_why
+from ..check.why import failure_why, route_why
 from ..routes import Route, route_of
 
 SWEEP = "gdsdiag sweep"
@@ -51,6 +51,9 @@ def point_why(
     mode: str, route: str, mix: dict[str, int], error: str | None, node: NodeFacts | None, directory: str
 ) -> tuple[list[Fact], str]:
     r, said = point_route(route, mix, error)
+    if error is not None and "CU_FILE_" not in error:
+        # (a stall, a short I/O, ENOSPC: the point's own reason; only a cuFile error is the node's)
+        return failure_why(said, node, directory)
     design = BY_DESIGN.get(mode) if error is None else None
     fact = Fact("sweep mode", design, f"{SWEEP} --mode {mode}") if design else None
     return route_why(r, said, node, directory, fact)

@@ -5,12 +5,14 @@ builder trace's files and sweep's points use (check/why.route_why), so the three
 from __future__ import annotations
 
 from ..check.facts import Fact, NodeFacts
-from ..check.why import route_why
+from ..check.why import failure_why, route_why
 from ..routes import Route
 
 PROOF = "gdsdiag validate --proof"
 AS_CONFIGURED = f"{PROOF} (the run as configured)"
 FORBIDDEN = f"{PROOF} (the run with allow_compat_mode false)"
+# the probe's stages where a failure is cuFile's own refusal, with its error code (proof_probe.STAGES)
+CUFILE_STAGES = ("driver_open", "handle_register", "buf_register", "read", "write")
 
 
 def _log_facts(run: dict | None) -> list[Fact]:
@@ -71,7 +73,10 @@ def cell_why(
         )
     if result == "no_route":
         measured = Fact("the probe", failure, AS_CONFIGURED)
-        facts, fix = route_why(Route.NONE, measured, node, path)
+        if conf.get("stage") in CUFILE_STAGES and conf.get("code") is not None:
+            facts, fix = route_why(Route.NONE, measured, node, path)  # cuFile refused it: the node says why
+        else:
+            facts, fix = failure_why(measured, node, path)  # a timeout, a crash, no libcufile: its own reason
         return facts + _log_facts(conf), fix
     # compat and not_taken: cuFile bounced the I/O through its POSIX pool; the node says why
     facts, fix = route_why(Route.COMPAT, counters, node, path)
