@@ -157,8 +157,8 @@ def _decisive(f: Fact) -> Fact:
 
 
 def _explaining(facts: list[Fact]) -> int | None:
-    """The index of the first fact that explains a fallback (the mount's own line, the file system,
-    and an allow_compat_mode false do not: they describe, or they forbid the fallback)."""
+    """The index of the first fact that explains a fallback: not the file system line (it says where,
+    not why), not allow_compat_mode (it permits a fallback, or forbids it), not a replay's "not known"."""
     for i, f in enumerate(facts):
         if f.fact not in ("file system", "cufile.json allow_compat_mode", "the node's GDS facts"):
             return i
