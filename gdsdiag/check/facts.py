@@ -1,6 +1,7 @@
-"""The node's facts that decide a GDS route, as `trace` joins them to what a program did: the same
-checks and rules as `gdsdiag check` (one rule set), read once, and per file the route a cuFile I/O
-of it would take (``paths.file_route``: its mount, file system and block devices)."""
+"""The node's facts that decide a GDS route, as `trace`, `validate --proof` and `sweep` join them to
+what a program did (check/why.py): the same checks and rules as `gdsdiag check` (one rule set), read
+once, and per file the route a cuFile I/O of it would take (``paths.file_route``: its mount, file
+system and block devices)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,8 @@ class NodeFacts:
     force_compat: bool
     allow_compat: bool | None
     files: dict[str, tuple[Route, list[str], str]] = field(default_factory=dict)
+    # the failed prerequisites of each direct route, in check order: (id, title, summary, source, fix)
+    blockers: dict[Route, list[tuple[str, str, str, str, str]]] = field(default_factory=dict)
     _ctx: CheckContext | None = None
 
     @classmethod
@@ -45,8 +48,13 @@ class NodeFacts:
         from .runner import decide
 
         results = [r for check in NODE_CHECKS for r in check(ctx)]
-        doc = {"verdict": decide(ctx, results).to_json(), "checks": [r.to_json() for r in results]}
-        return cls.from_check_json(doc, ctx)
+        return cls.from_results(decide(ctx, results), results, ctx)
+
+    @classmethod
+    def from_results(cls, verdict, results, ctx: CheckContext | None) -> NodeFacts:
+        """From a check run already made (validate --proof's check report: its node verdict and
+        results), through the same reader as `gdsdiag check --json`'s document."""
+        return cls.from_check_json({"verdict": verdict.to_json(), "checks": [r.to_json() for r in results]}, ctx)
 
     @classmethod
     def from_check_json(cls, doc: dict, ctx: CheckContext | None) -> NodeFacts:
@@ -60,6 +68,7 @@ class NodeFacts:
             except ValueError:
                 continue
         checks = {}
+        blockers: dict[Route, list[tuple[str, str, str, str, str]]] = {}
         for c in doc.get("checks") or []:
             try:
                 status = Status(c.get("status"))
@@ -67,7 +76,13 @@ class NodeFacts:
                 continue
             ev = c.get("evidence") or []
             src = ev[0].get("source", "") if ev and isinstance(ev[0], dict) else ""
-            checks[str(c.get("id"))] = (status, str(c.get("summary") or ""), str(src), str(c.get("fix") or ""))
+            cid, summary, fix = str(c.get("id")), str(c.get("summary") or ""), str(c.get("fix") or "")
+            checks[cid] = (status, summary, str(src), fix)
+            if status == Status.FAIL and c.get("route") in (Route.NVFS.value, Route.P2PDMA.value):
+                # (what `decide` names as the route's missing pieces: "NVFS route unavailable: …")
+                blockers.setdefault(Route(c["route"]), []).append(
+                    (cid, str(c.get("title") or cid), summary, str(src), fix)
+                )
         cfg = ctx.cufile if ctx is not None else None
         return cls(
             routes,
@@ -76,6 +91,7 @@ class NodeFacts:
             cfg.path if cfg is not None else None,
             bool(cfg is not None and cfg.get("properties.force_compat_mode") is True),
             cfg.get("properties.allow_compat_mode") if cfg is not None else None,
+            blockers=blockers,
             _ctx=ctx,
         )
 

@@ -401,6 +401,24 @@ def render(console: Console, report) -> None:
             console.print(
                 Text(f"{p.mode} {p.rw} bs={size_text(p.bs)} threads={p.threads}: {p.route_warning}", style="red")
             )
+    for line in why_lines(report.points):
+        console.print(Text(line), soft_wrap=True)  # (one line each: what logs and grep see)
+
+
+def why_lines(points) -> list[str]:
+    """Each point's why (check/why.py), once per mode and answer: the decisive fact on one line,
+    the fix on the next (points of a mode mostly share both; --json has every point's chain)."""
+    from ..check.why import text_lines
+
+    groups: dict[tuple[str, str, str], int] = {}
+    for p in points:
+        if p.why_chain or p.fix:
+            key = (p.mode, *text_lines(p.why_chain, p.fix))
+            groups[key] = groups.get(key, 0) + 1
+    out = []
+    for (mode, why, fix), n in groups.items():
+        out += [f"why {mode} ({n} point{'s' if n > 1 else ''}): {why}", f"fix {mode}: {fix}"]
+    return out
 
 
 CSV_FIELDS = (

@@ -75,3 +75,12 @@ class _CheckDoc(TypedDict):
 
 class CheckDoc(_CheckDoc, total=False):
     gdscheck: list[GdscheckRow]  # only with --gdscheck
+
+
+class WhyFact(TypedDict):
+    """One fact of a why (check/facts.Fact): trace's files, validate's proof cells, sweep's points."""
+
+    fact: str
+    value: str
+    source: str
+    role: str  # decisive | contributing

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TypedDict
 
+from .check import WhyFact
+
 
 class Machine(TypedDict):
     hostname: str
@@ -93,6 +95,8 @@ class Point(TypedDict):
     verify_seconds: float
     fio: dict[str, object] | None  # --compare-fio only
     route_mix: dict[str, int]  # I/Os per route as cuFile's counters saw them ({} when not measured)
+    why_chain: list[WhyFact]  # why this route: the decisive fact first (sweep/why.py, issue 45)
+    fix: str  # the one change that would move the bytes, "none needed", or "none …: <reason>"
 
 
 class SweepDoc(TypedDict):

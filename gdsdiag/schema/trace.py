@@ -100,7 +100,7 @@ class _FileRow(TypedDict):
     how: list[str]  # direct | staged | job: how copies took its bytes (dataflow.py)
     why: str
     # the facts that decided its route, decisive first: {fact, value, source, role: decisive |
-    # contributing} (trace/why.py, the node's from check/facts.py), and the one change that would
+    # contributing} (check/why.py, the node's from check/facts.py), and the one change that would
     # move its bytes to a better route ("none on this node: …", "none needed")
     why_chain: list[dict]
     fix: str

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from .check import Evidence
+from .check import Evidence, WhyFact
 
 
 class Node(TypedDict):
@@ -131,6 +131,8 @@ class ProofCell(TypedDict):
     write_p99_us: float | None
     configured: ProofRun
     compat_forbidden: ProofRun | None
+    why_chain: list[WhyFact]  # why this result: the decisive fact first (validate/proof_why.py, issue 45)
+    fix: str  # the one change that would move the bytes, "none needed", or "none …: <reason>"
 
 
 class ProofCounts(TypedDict):

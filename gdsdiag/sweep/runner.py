@@ -94,6 +94,8 @@ class PointRecord:
     verify_seconds: float = 0.0  # generating/checking data (not in the latencies)
     fio: dict | None = None  # --compare-fio: fio's figures and the ratio
     route_mix: dict[str, int] = field(default_factory=dict)  # I/Os per Route (routes.mix_json); {} unmeasured
+    why_chain: list[dict] = field(default_factory=list)  # sweep/why.py: facts, decisive first (issue 45)
+    fix: str = ""  # the one change that would move the bytes, "none needed", or "none …: <reason>"
 
     def to_json(self) -> schema.Point:
         # the fields, in their order, are the document's keys, as they always were: Point types
@@ -327,6 +329,7 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
             # no cuFileStatsStop: it crashed libcufile 1.15 (segfault) after batch and stream I/O in one
             # process on the GPU machine; closing the driver ends the statistics anyway
             driver.close()
+    add_whys(points, cfg.directory)
     import platform
 
     machine: schema.Machine = {
@@ -337,6 +340,33 @@ def run_sweep(cfg: SweepConfig, progress=None) -> SweepReport:
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     return SweepReport(cfg, points, ceilings, sf.path, machine, prepare_seconds)
+
+
+def _node_facts():
+    """`check`'s facts of this node (check/facts.py: its own rules), for the points' why; None
+    where they cannot be read (the why then says the node's side is not known)."""
+    from ..check.context import CheckContext
+    from ..check.facts import NodeFacts
+    from ..platform.roots import node_root
+
+    try:
+        with node_root("/") as fs:
+            return NodeFacts.collect(CheckContext(fs, env=dict(os.environ)))
+    except (OSError, ValueError, GdsdiagError):
+        return None
+
+
+def add_whys(points: list[PointRecord], directory: str, node_facts=_node_facts) -> None:
+    """Every point's why_chain and fix; the node is read once, and only where a point's route was
+    not P2P or host I/O (those need no node fact)."""
+    from .why import needs_node, point_why
+
+    node = None
+    if any(needs_node(p.mode, p.route, p.route_mix, p.error) for p in points):
+        node = node_facts()
+    for p in points:
+        facts, p.fix = point_why(p.mode, p.route, p.route_mix, p.error, node, directory)
+        p.why_chain = [f.to_json() for f in facts]
 
 
 def _point(cfg: SweepConfig, eng, spec: PointSpec, sf, fio_runner, dev_path, progress) -> PointRecord:

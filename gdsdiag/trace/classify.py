@@ -44,9 +44,9 @@ from .content import HASH_MASK, ContentCheck, recorded_answers
 from .dataflow import RETAIN_NS, DataFlow, MappedFile, Source, Taken, TakenRead, staged_ok
 from .events import API_NAMES, NVFS_IOCTLS, SYS_NAMES, Event, not_data
 from .evidence import KPROBE_EVIDENCE, ROUTE_USDT, SYSCALL_EVIDENCE, decide_once, usdt_kind
-from .said import FALLBACK_WORDS, LINE_MAX, LINES_PER_PROCESS
+from .said import LINE_MAX, LINES_PER_PROCESS
 from .tally import Unclassified, count_unclassified
-from .why import file_why
+from .why import FALLBACK_WORDS, file_why
 
 if TYPE_CHECKING:
     from ..check.facts import NodeFacts

@@ -17,8 +17,6 @@ PATH_WORDS = re.compile(
     r"|o_direct|p2p|bounce buffer|kvikio|peer[ -]to[ -]peer",
     re.IGNORECASE,
 )
-# A line that says the program gave up on a faster path: its own reason, put first
-FALLBACK_WORDS = re.compile(r"fall(?:ing|s)?[ -]?back|not found|not supported|unsupported|disabl|fail", re.IGNORECASE)
 LINE_MAX = 300  # characters kept of one line (the part that says why comes first)
 LINES_PER_PROCESS = 32  # lines kept per process: a loader says why once, at its start
 PENDING_MAX = 1024  # characters of an unfinished line held per process

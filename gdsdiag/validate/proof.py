@@ -415,6 +415,26 @@ class Cell:
     configured: dict
     compat_forbidden: dict | None
     outcome: Outcome
+    why_chain: list[dict] = field(default_factory=list)  # proof_why.cell_why: facts, decisive first
+    fix: str = ""
+
+    def with_why(self, node, no_gpu: str | None = None) -> Cell:
+        """This cell with its why: the node's facts (check/facts.NodeFacts) joined to its runs."""
+        from .proof_why import cell_why
+
+        conf, forb = self.configured, self.compat_forbidden
+        forb_did = forb is not None and forb.get("ok") and forb.get("compat_allowed") is not True
+        said = (
+            measured_route(conf.get("path_mix"))[1],
+            measured_route(forb.get("path_mix")) if forb is not None and forb_did else None,
+            _forbidden_says(forb),
+            _failure(conf),
+        )
+        facts, self.fix = cell_why(
+            self.outcome.result, self.outcome.line, (conf, forb), said, node, self.target.path, no_gpu
+        )
+        self.why_chain = [f.to_json() for f in facts]
+        return self
 
     def to_json(self) -> schema.ProofCell:
         io_r = self.configured.get("read") or {}
@@ -433,6 +453,8 @@ class Cell:
             "write_p99_us": io_w.get("p99_us"),
             "configured": probe_json(self.configured),
             "compat_forbidden": probe_json(self.compat_forbidden) if self.compat_forbidden is not None else None,
+            "why_chain": self.why_chain,  # type: ignore[typeddict-item]
+            "fix": self.fix,
         }
 
 
@@ -520,6 +542,17 @@ def pick_gpus(all_gpus: list[tuple[str, str]], want: str) -> list[tuple[str, str
     return out
 
 
+def _node_facts(ctx, check_report):
+    """`check`'s facts of the node, from the check report the targets came from (one rule set: the
+    same reader as trace's and sweep's); None where the report has no node verdict."""
+    from ..check.facts import NodeFacts
+
+    verdict = getattr(check_report, "verdict", None)
+    if verdict is None:
+        return None
+    return NodeFacts.from_results(verdict, list(getattr(check_report, "results", None) or []), ctx)
+
+
 def run_matrix(
     ctx,
     check_report,
@@ -543,6 +576,7 @@ def run_matrix(
         note = "no NVIDIA GPU on this node (none in the PCI topology)"
         columns = [(None, None)]  # one column, so every target still says why it has no route
     lib = getattr(ctx.libcufile, "path", None)
+    node = _node_facts(ctx, check_report)
     node_cfg = ctx.cufile.data if isinstance(ctx.cufile.data, dict) else None
     cells: list[Cell] = []
     for t in targets:
@@ -554,7 +588,8 @@ def run_matrix(
                 and any("not a directory" in r or "no mount" in r for r in t.reasons)
             ):
                 conf = {"ok": False, "stage": "file", "error": "; ".join(t.reasons), "name": "NO_TARGET"}
-                cells.append(Cell(label, bdf, t, pred, conf, None, reconcile(pred, conf, None)))
+                cell = Cell(label, bdf, t, pred, conf, None, reconcile(pred, conf, None))
+                cells.append(cell.with_why(node, note if label is None else None))
                 continue
             say(f"proof {label or 'no GPU'} × {t.path}: as configured")
             conf = run_probe(t.path, bdf, "configured", node_cfg, size, bs, timeout_s, lib)
@@ -565,5 +600,5 @@ def run_matrix(
             out = reconcile(pred, conf, forb)
             if label is None and out.result == "no_route":
                 out = Outcome("no_route", Route.NONE, f"{TEXT['no_route']} ({note}; {_failure(conf)})")
-            cells.append(Cell(label, bdf, t, pred, conf, forb, out))
+            cells.append(Cell(label, bdf, t, pred, conf, forb, out).with_why(node, note if label is None else None))
     return ProofMatrix(chosen, targets, cells, size, bs, timeout_s, note, round(time.monotonic() - t0, 2))

@@ -52,10 +52,12 @@ def render(console, m: ProofMatrix) -> None:
     console.print(t)
     if m.note:
         console.print(f"proof: {m.note}", markup=False, highlight=False, soft_wrap=True)
-    for c in m.cells:  # the lines again, unwrapped: what logs and grep see
-        console.print(
-            f"proof {c.gpu or '-'} {c.target.path}: {c.outcome.line}", markup=False, highlight=False, soft_wrap=True
-        )
+    from ..check.why import text_lines
+
+    for c in m.cells:  # the lines again, unwrapped: what logs and grep see; then its why and fix
+        why, fix = text_lines(c.why_chain, c.fix)
+        for line in (f"proof {c.gpu or '-'} {c.target.path}: {c.outcome.line}", f"  why: {why}", f"  fix: {fix}"):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def junit_suite(m: ProofMatrix, hostname: str) -> ET.Element:
