@@ -98,6 +98,9 @@ class _FileRow(TypedDict):
     via: list[str]  # read, pread64, mmap, cuFile, io_uring, …
     pids: list[int]
     how: list[str]  # direct | staged | job: how copies took its bytes (dataflow.py)
+    mechanism: str  # what the program did to it: "io_uring, O_DIRECT, 8 threads" (trace/mechanism.py)
+    threads: int  # threads seen doing its I/O (0: only counted in the kernel)
+    gbps: float | None  # its bytes over the span of its I/O (first start to last end); None: not known
     why: str
     # the facts that decided its route, decisive first: {fact, value, source, role: decisive |
     # contributing} (check/why.py, the node's from check/facts.py), and the one change that would

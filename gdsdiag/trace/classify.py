@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import TYPE_CHECKING
@@ -44,6 +44,7 @@ from .content import HASH_MASK, ContentCheck, recorded_answers
 from .dataflow import RETAIN_NS, DataFlow, MappedFile, Source, Taken, TakenRead, staged_ok
 from .events import API_NAMES, NVFS_IOCTLS, SYS_NAMES, Event, not_data
 from .evidence import KPROBE_EVIDENCE, ROUTE_USDT, SYSCALL_EVIDENCE, decide_once, usdt_kind
+from .mechanism import describe, rate
 from .said import LINE_MAX, LINES_PER_PROCESS
 from .tally import Unclassified, count_unclassified
 from .why import FALLBACK_WORDS, file_why
@@ -66,10 +67,16 @@ PAGE_RUN_GAP_NS = 100_000_000  # page-cache fills of one file closer than this a
 _PROC_FD_RE = __import__("re").compile(r"^/proc/(self|thread-self|\d+)/fd/(\d+)$")
 MIN_APP_IO = 4096
 CUDA_LIBS = ("libcuda.so", "libcudart.so", "libcufile.so")
+MAX_FILE_TIDS = 1024  # threads counted per file (mechanism.describe: "16 threads")
 MAX_FILES = 20_000  # files accounted one by one in the summary; the rest together
 MAX_FILE_PIDS = 256  # processes named per file (the "(other files)" account of a crafted recording had millions)
 IN_KERNEL = {"copy_file_range", "sendfile", "splice"}  # both sides in the kernel: never a GPU
-O_APPEND, O_CLOEXEC, O_TMPFILE = 0o2000, 0o2000000, 0o20000000  # (O_TMPFILE: __O_TMPFILE, without O_DIRECTORY)
+O_APPEND, O_CLOEXEC, O_TMPFILE, O_DIRECT = (
+    0o2000,
+    0o2000000,
+    0o20000000,
+    0o40000,
+)  # (O_TMPFILE: __O_TMPFILE, without O_DIRECTORY)
 AT_SYMLINK_FOLLOW, AT_EMPTY_PATH, RENAME_EXCHANGE = 0x400, 0x1000, 2
 RENAME_KEEP_NS = 120_000_000_000  # renames kept for the names of verdicts still to come (held 35 s at most)
 RENAMES_KEPT = 512  # at most (each verdict of an I/O before the last rename walks them)
@@ -423,19 +430,25 @@ def exit_is_io(name: str, args) -> bool:
 
 class _Batched(dict):
     """A batch's verdicts per file-account key, put in the account once per key (Classifier._account
-    after feed_whole and _on_bounces): key -> [verdicts, bytes, the furthest offset reached]."""
+    after feed_whole and _on_bounces): key -> [verdicts, bytes, the furthest offset reached, the first
+    start, the last end, the threads] (what _emit adds one verdict at a time)."""
 
     __slots__ = ()
 
-    def add(self, key: tuple, nbytes: int, end: int) -> None:
+    def add(self, key: tuple, nbytes: int, end: int, t0: int, t1: int, tid: int) -> None:
         acc = self.get(key)
         if acc is None:
-            self[key] = [1, nbytes, end]
+            self[key] = [1, nbytes, end, t0, t1, {tid}]
         else:
             acc[0] += 1
             acc[1] += nbytes
             if end > acc[2]:
                 acc[2] = end
+            if t0 < acc[3]:
+                acc[3] = t0
+            if t1 > acc[4]:
+                acc[4] = t1
+            acc[5].add(tid)
 
 
 class Classifier:
@@ -495,6 +508,7 @@ class Classifier:
         # what each process said on stderr about its data path (trace/said.py: the lines the probes
         # sent that name it), for the why of its files: a loader's own "falling back to …"
         self.said: dict[int, list[str]] = {}
+        self.o_direct: set[str] = set()  # paths opened with O_DIRECT
         self.node: NodeFacts | None = None  # the node's GDS facts (check/facts.py), for each file's why
         # --block: requests the traced processes issued per (device, R|W|…): [requests, bytes]
         # (block_summary; the device that served the bytes, e.g. the virtio disk under every read)
@@ -698,6 +712,8 @@ class Classifier:
             # an unnamed file in that directory, until a linkat names it (_on_rename): one name per open
             e.path = f"{e.path.rstrip('/')}/{TMPFILE_NAME}, fd {fd})"
         self.fds[key] = _Desc(e.path, pos, bool(flags & O_APPEND))
+        if flags & O_DIRECT and len(self.o_direct) < MAX_FILES:
+            self.o_direct.add(e.path)  # (mechanism.describe: the file was read or written with O_DIRECT)
         if flags & O_CLOEXEC:
             self.cloexec.add(key)
         if len(e.args) > 4 and e.args[4]:
@@ -1379,13 +1395,13 @@ class Classifier:
                 )
             )
             n = size if size > 0 else 0
-            account.add((path, route, api, pid), n, off + n if off >= 0 else 0)
+            account.add((path, route, api, pid), n, off + n if off >= 0 else 0, t0, t1, tid)
         taken = len(pairs) - len(left) // 2
         counts["events"] += 2 * taken
         counts["api_calls"] += taken
         self.now = now
-        for (path, route, api, pid), (ios, nbytes, end) in account.items():
-            self._account(path, ios, nbytes, route, api, pid, end)
+        for (path, route, api, pid), (ios, nbytes, end, first, last, tids) in account.items():
+            self._account(path, ios, nbytes, route, api, pid, end, first, last, tids)
         if bounces:
             left += self._feed_bounces(bounces)
         return left
@@ -1467,7 +1483,7 @@ class Classifier:
                 flow.reads += 1  # (DataFlow.add_read numbers every read)
                 if pr[21]:  # (the newest read into its buffer's page here: found by it, RETAIN_NS)
                     by_page[(pid, buf >> 12)] = Taken(pid, buf, ret, ts, t_copy + RETAIN_NS)
-            account.add((path, api), ret, off + ret if off >= 0 else 0)
+            account.add((path, api), ret, off + ret if off >= 0 else 0, ts, ts + (lat or 0), tid)
         if taken:
             flow.add_taken(taken)
         p["ios"] += len(pairs)
@@ -1483,8 +1499,9 @@ class Classifier:
         # (only copies other than host to device are ever matched from here, and this process made
         # none: its last copy stands for the ones taken, as "the process made a CUDA copy")
         q.append(Event(last[12], pid, last[2], "api_enter", "cuMemcpy", list(last[13:20]), comm))
-        for (path, api), (ios, nbytes, end) in account.items():
-            self._account(path, ios, nbytes, Route.DRAM_BOUNCE, api, pid, end)["how"].add("direct")
+        for (path, api), (ios, nbytes, end, first, t_end, tids) in account.items():
+            f = self._account(path, ios, nbytes, Route.DRAM_BOUNCE, api, pid, end, first, t_end, tids)
+            f["how"].add("direct")
 
     def _on_batch_req(self, e: Event) -> None:
         a = e.args + [0] * 7
@@ -1766,7 +1783,19 @@ class Classifier:
         if n < 0:
             n = 0
         off = v["offset"]
-        f = self._account(path, 1, n, v["route"], v["api"], v["pid"], off + n if off >= 0 else 0)
+        t0 = v["ts"]
+        f = self._account(
+            path,
+            1,
+            n,
+            v["route"],
+            v["api"],
+            v["pid"],
+            off + n if off >= 0 else 0,
+            t0,
+            t0 + (v["latency_ns"] or 0),
+            (v["tid"],),
+        )
         if was != path:
             names = f.setdefault("renamed_from", [])
             if was not in names and len(names) < RENAMED_FROM_MAX:
@@ -1782,9 +1811,22 @@ class Classifier:
         if v["route"] == Route.UNKNOWN and "unknown_why" not in f and v["evidence"]:
             f["unknown_why"] = v["evidence"][-1]  # (file_summary names its own reason, not a stock one)
 
-    def _account(self, path: str, ios: int, nbytes: int, route: str, api: str, pid: int, end: int) -> dict:
+    def _account(
+        self,
+        path: str,
+        ios: int,
+        nbytes: int,
+        route: str,
+        api: str,
+        pid: int,
+        end: int,
+        t0: int = 0,
+        t1: int = 0,
+        tids: Iterable[int] = (),
+    ) -> dict:
         """IOS verdicts of NBYTES by PID through API on ROUTE, reaching file offset END, into PATH's
-        account (file_summary); the account."""
+        account (file_summary); the account. T0..T1: when they started and ended (0: not known, the
+        kernel's counts), TIDS the threads that made them."""
         f = self.files.get(path)
         if f is None and len(self.files) >= MAX_FILES:
             path = "(other files)"  # (a data set of millions of files: the account stays bounded)
@@ -1801,7 +1843,17 @@ class Classifier:
                 "pids": set(),
                 "how": set(),
                 "max_offset": 0,
+                "first_ns": 0,
+                "last_ns": 0,
+                "tids": set(),
             }
+        if t0:
+            if not f["first_ns"] or t0 < f["first_ns"]:
+                f["first_ns"] = t0
+            if t1 > f["last_ns"]:
+                f["last_ns"] = t1
+        if tids and len(f["tids"]) < MAX_FILE_TIDS:
+            f["tids"].update(tids)
         f["ios"] += ios
         f["bytes"] += nbytes
         routes = f["routes"]
@@ -2118,6 +2170,9 @@ class Classifier:
                 "pids": sorted(f["pids"]),
                 "how": sorted(f["how"]),
                 "why": "; ".join(why),
+                "mechanism": describe(sorted(f["via"]), f["path"] in self.o_direct, len(f["tids"]), bool(unused)),
+                "threads": len(f["tids"]),
+                "gbps": rate(f["bytes"], f["first_ns"], f["last_ns"]),
             }
             chain, fix = file_why(row, self.node, unused, self.program_said(f["pids"]))
             row["why_chain"], row["fix"] = [x.to_json() for x in chain], fix
