@@ -33,7 +33,7 @@ the safetensors package (a mismatch is an error, never a GROUND_TRUTH line). The
 tensors' data (the safetensors header, 8 bytes + JSON, never reaches a GPU and is left out, as in the
 earlier sets). The route: DRAM_BOUNCE when the library's engine read into host memory and a CUDA copy took
 the bytes; COMPAT when kvikio reports it read through cuFile (kvikio's own is_compat_mode_preferred()
-says which) — libcufile's compatibility mode on a node without nvidia-fs; HOST for the control.
+says which: kvikio.defaults.is_compat_mode_preferred) — libcufile's compatibility mode on a node without nvidia-fs; HOST for the control.
 """
 
 from __future__ import annotations
@@ -205,7 +205,8 @@ def _kvikio(d: str, compat: str, name: str) -> None:
         base = 8 + n
         got[path] = {}
         with kvikio.CuFile(path, "r") as f:
-            posix.append(bool(f.is_compat_mode_preferred()))
+            # (kvikio's own answer: its POSIX path, or cuFile; KVIKIO_COMPAT_MODE decides it here)
+            posix.append(bool(kvikio.defaults.is_compat_mode_preferred()))
             for key, meta in header.items():
                 if key == "__metadata__":
                     continue
