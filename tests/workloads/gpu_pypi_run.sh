@@ -45,7 +45,7 @@ if wanted 4; then
 fi
 if wanted 5; then
   log "5. live trace tests on the GPU"
-  timeout 240 $PY -m pytest -q -rs -p no:cacheprovider tests/test_trace_cufile_live.py tests/test_trace_end.py \
+  timeout 200 $PY -m pytest -q -rs -p no:cacheprovider tests/test_trace_cufile_live.py tests/test_trace_end.py \
     tests/test_trace_content_live.py tests/test_trace_said_live.py tests/test_hostile_libraries.py \
     tests/test_trace_names_live.py >"$OUT/live-tests.txt" 2>&1
   log "  rc=$? $(tail -1 "$OUT/live-tests.txt")"; pack
