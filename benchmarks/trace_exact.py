@@ -108,7 +108,7 @@ def main():
                             "file_lost_in_kernel": f.get("lost_in_kernel"),
                             "ios_lost_in_kernel": s["ios_lost_in_kernel"],
                             "lost_events": s["lost_events"],
-                            "summary_after_program_s": s["startup_s"].get("end_s"),
+                            "end_s": s["startup_s"].get("end_s"),
                             "exit": r.returncode,
                         }
                     ),

@@ -641,7 +641,7 @@ static __always_inline int sys_exit(void *ctx, s64 ret) {
     if (!s)
         return 0;
     u32 type = EV_SYS_EXIT, id = s->id;
-    s64 skipped = s->extra, took = 0;
+    s64 skipped = s->extra;
     if ((s->counted & 1) && host_io_counted(pt, id, s->fdv >> 8, s, ret, 0))
         return 0;
     if ((s->counted & CALL_IN_CUFILE) && fold_sys(pt, s)) {
@@ -655,7 +655,7 @@ static __always_inline int sys_exit(void *ctx, s64 ret) {
             u64 serial = v >> 8;
             u64 *ps = pos_skip.lookup(&serial);
             if (ps && *ps) {
-                skipped = took = *ps;
+                skipped = *ps;
                 *ps = 0;
             }
         }
@@ -698,16 +698,18 @@ static __always_inline int sys_exit(void *ctx, s64 ret) {
         /* the ring is full: counted as a lost event, and a read or write of a data file with its
          * bytes in hostagg under its process and open (HOST where its process has no CUDA, else
          * flagged lost: no route); elsewhere (fd not known, hostagg full) as a lost I/O of its
-         * process. The file position bytes taken for this record go back to pos_skip with its own. */
+         * process. The file position bytes taken for this record go back to pos_skip with its own
+         * (read/write/readv/writev: SKIPPED is what was taken, their extra being 0; no new value is
+         * kept live across the reserve, so the sent path's code stays as it was). */
         int io = type == EV_SYS_EXIT ? io_dir(id) : 0;
         if (io && (s->fdv & 0xff) == FD_DATA) {
             u64 serial = s->fdv >> 8;
-            if (took) {
+            if (id >= SYS_READ && skipped > 0) {
                 u64 *ps = pos_skip.lookup(&serial);
                 if (ps)
-                    __sync_fetch_and_add(ps, took);
+                    __sync_fetch_and_add(ps, skipped);
                 else
-                    pos_skip.update(&serial, (u64 *)&took);
+                    pos_skip.update(&serial, (u64 *)&skipped);
             }
             if (host_io_counted(pt, id, serial, s, ret, !(s->counted & NO_CUDA))) {
                 count_drop_io(pt >> 32, 0, 0);
