@@ -28,8 +28,11 @@ BPF_HASH(traced, u32, u8, 65536);                     /* tgids followed (and thr
  * probes' cost on a 4 KiB cached read); a slot still holding another thread's call in flight (its
  * thread id shares the low bits and it is blocked or running elsewhere) is moved aside into the
  * hash first, and the exit looks there when the slot is not its own. */
-/* counted: bit 0 the exit adds it to hostagg, CALL_IN_CUFILE its thread was inside cuFileRead/Write */
+/* counted: bit 0 the exit adds it to hostagg, CALL_IN_CUFILE its thread was inside cuFileRead/Write,
+ * NO_CUDA its process had opened no CUDA library and the thread was outside cuFile (so a read or
+ * write whose record the full ring drops is still HOST for certain: lost_io_counted) */
 #define CALL_IN_CUFILE 2
+#define NO_CUDA 4
 struct sys_enter_t { u64 ts; s64 fd; s64 buf; s64 count; s64 pos; s64 extra; u32 id; u32 counted; u64 fdv; u64 pt; };
 BPF_ARRAY(sys_slots, struct sys_enter_t, SYS_SLOTS);
 BPF_HASH(sys_args, u64, struct sys_enter_t, 10240);    /* pid_tgid -> a call moved out of its slot */
@@ -154,7 +157,7 @@ BPF_HASH(data_inodes, struct inode_key_t, u8, 65536);  /* files opened as data (
  * make them DRAM_BOUNCE, and sending each to Python cost 16-45 us of CPU. config.per_io sends them all
  * (--per-io). A CUDA library opened later flips the process to per-I/O records; the bytes that
  * read/write moved while counted travel with its next per-I/O record (a4), so file positions hold. */
-struct agg_key_t { u32 tgid; u32 id; u64 serial; u32 bucket; u32 pad; };
+struct agg_key_t { u32 tgid; u32 id; u64 serial; u32 bucket; u32 lost; };
 struct agg_val_t { u64 count; u64 bytes; u64 errors; u64 lat_ns; u64 first_ts; u64 last_ts; };
 BPF_HASH(hostagg, struct agg_key_t, struct agg_val_t, 65536);
 BPF_HASH(gpu_procs, u32, u8, 65536);                  /* tgids that opened libcuda/libcudart/libcufile */
@@ -567,9 +570,8 @@ static __always_inline int sys_enter(void *ctx, u32 id, s64 fd, s64 buf, s64 cou
     /* decided here, once: host I/O on a data file that the exit adds to the counters (host_io_counted) */
     u32 counted = 0;
     struct config_t *c = cfg();
-    if (c && !c->per_io && (v & 0xff) == FD_DATA && (id <= SYS_PWRITEV2 || (id >= SYS_READ && id <= SYS_WRITEV))) {
-        counted = !t->gpu && !t->in_api;
-    }
+    if ((v & 0xff) == FD_DATA && (id <= SYS_PWRITEV2 || (id >= SYS_READ && id <= SYS_WRITEV)) && !t->gpu && !t->in_api)
+        counted = NO_CUDA | (c && !c->per_io);
     if (t->in_api && (id == SYS_PREAD64 || id == SYS_PWRITE64))
         counted |= CALL_IN_CUFILE;     /* (its exit may fold it into the call: fold_sys) */
     struct sys_enter_t s = {bpf_ktime_get_ns(), fd, buf, count, pos, extra, id, counted, v};
@@ -588,15 +590,17 @@ static __always_inline s64 user_off(s64 p) {      /* loff_t *: NULL means "the f
         bpf_probe_read_user(&v, sizeof(v), (void *)p);
     return v;
 }
-/* 1: this I/O was added to hostagg (nothing to send) */
-static __always_inline int host_io_counted(u64 pt, u32 id, u64 serial, struct sys_enter_t *s, s64 ret) {
+/* 1: this I/O was added to hostagg (nothing to send). LOST: its record was meant to be sent but the
+ * events ring was full, in a process that may copy to a GPU: the reader shows those counters as I/O
+ * with no route (UNKNOWN: no per-I/O detail), per process and file, so the totals stay exact. */
+static __always_inline int host_io_counted(u64 pt, u32 id, u64 serial, struct sys_enter_t *s, s64 ret, u32 lost) {
     u32 tgid = pt >> 32;
     /* size class b: [2^(b-1), 2^b) bytes moved (asked for, when it failed; bcc's bpf_log2l(1) is 1),
      * the size the reader reports for such an I/O */
     int vform = id == SYS_PREADV || id == SYS_PWRITEV || id == SYS_PREADV2 || id == SYS_PWRITEV2 || id == SYS_READV ||
                 id == SYS_WRITEV;
     u64 sz = ret >= 0 ? (u64)ret : (vform ? 0 : s->count);
-    struct agg_key_t k = {tgid, id, serial, sz ? bpf_log2l(sz) : 0, 0};
+    struct agg_key_t k = {tgid, id, serial, sz ? bpf_log2l(sz) : 0, lost};
     struct agg_val_t zero = {};
     struct agg_val_t *a = hostagg.lookup_or_try_init(&k, &zero);
     if (!a)
@@ -639,7 +643,7 @@ static __always_inline int sys_exit(void *ctx, s64 ret) {
         return 0;
     u32 type = EV_SYS_EXIT, id = s->id;
     s64 skipped = s->extra;
-    if ((s->counted & 1) && host_io_counted(pt, id, s->fdv >> 8, s, ret))
+    if ((s->counted & 1) && host_io_counted(pt, id, s->fdv >> 8, s, ret, 0))
         return 0;
     if ((s->counted & CALL_IN_CUFILE) && fold_sys(pt, s)) {
         args_del(pt);
@@ -692,8 +696,28 @@ static __always_inline int sys_exit(void *ctx, s64 ret) {
     }
     struct event_t *e = events.ringbuf_reserve(sizeof(struct event_t));
     if (!e) {
-        /* the ring is full: counted, and a read or write with its bytes (its route is not known) */
-        count_drop_io(pt >> 32, type == EV_SYS_EXIT ? io_dir(id) : 0, ret);
+        /* the ring is full: counted as a lost event, and a read or write of a data file with its
+         * bytes in hostagg under its process and open (HOST where its process has no CUDA, else
+         * flagged lost: no route); elsewhere (fd not known, hostagg full) as a lost I/O of its
+         * process. The file position bytes taken for this record go back to pos_skip with its own
+         * (read/write/readv/writev: SKIPPED is what was taken, their extra being 0; no new value is
+         * kept live across the reserve, so the sent path's code stays as it was). */
+        int io = type == EV_SYS_EXIT ? io_dir(id) : 0;
+        if (io && (s->fdv & 0xff) == FD_DATA) {
+            u64 serial = s->fdv >> 8;
+            if (id >= SYS_READ && skipped > 0) {
+                u64 *ps = pos_skip.lookup(&serial);
+                if (ps)
+                    __sync_fetch_and_add(ps, skipped);
+                else
+                    pos_skip.update(&serial, (u64 *)&skipped);
+            }
+            if (host_io_counted(pt, id, serial, s, ret, !(s->counted & NO_CUDA))) {
+                count_drop_io(pt >> 32, 0, 0);
+                return 0;
+            }
+        }
+        count_drop_io(pt >> 32, io, ret);
         args_del(pt);
         return 0;
     }

@@ -173,3 +173,37 @@ def test_per_io_reads_of_a_process_without_cuda_are_unknown_the_same_way(tmp_pat
     ios, _, data = _handoff(tmp_path, copy=False, per_io=True)
     mine = [v for v in ios if v["path"] == data]
     assert len(mine) == 3 and {(v["route"], v["confidence"]) for v in mine} == {("HOST", "medium")}
+
+
+def test_reads_whose_records_the_ring_dropped_are_in_the_books_of_their_file_without_a_route(tmp_path):
+    """Issue 43 goal 5: a counter flagged lost (args[8], the kernel's drop of a read of a process
+    that may copy to a GPU) is UNKNOWN with no per-I/O detail, under its file, its tree and its
+    process, and counted once in ios (as a lost I/O, not as host I/O counted)."""
+    rec = tmp_path / "rec.jsonl"
+    data = "/var/tmp/x/data.bin"
+    _record(
+        rec,
+        [
+            [100, 7, 7, "proc", "exec", [], "app", "/usr/bin/app"],
+            [200, 7, 7, "open", "openat", [3, 0, 0, 0, 0, -100, 4097], "", data],
+            [300, 7, 7, "sys_exit", "pread64", [3, 1000, 4096, 0, 0, 4096, 5000], "app", None],
+            [900, 7, 7, "counted", "pread64", [4097, 13, 99, 99 * 4096, 0, 99_000, 310, 900, 1], "", None],
+        ],
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "gdsdiag", "trace", "--replay", str(rec), "--json"], capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+    summ = json.loads(r.stdout.splitlines()[-1])
+    (row,) = summ["host_io_counted"]
+    assert row["lost"] is True and row["route"] == "UNKNOWN" and "no per-I/O detail" in row["why"]
+    assert summ["routes"]["UNKNOWN"]["lost_in_kernel"] == 99 and summ["routes"]["HOST"]["count"] == 1
+    assert (summ["ios"], summ["ios_counted_in_kernel"], summ["ios_lost_in_kernel"]) == (100, 0, 99)
+    assert summ["bytes_lost_in_kernel"] == 99 * 4096
+    (f,) = summ["files"]
+    assert (f["ios"], f["bytes"]) == (100, 100 * 4096)
+    assert f["routes"] == {"HOST": 4096, "UNKNOWN": 99 * 4096}
+    assert f["lost_in_kernel"] == {"ios": 99, "bytes": 99 * 4096} and "99 I/Os (396 KiB) have no per-I/O" in f["why"]
+    assert summ["trees"][0]["routes"] == f["routes"]
+    assert {p["pid"]: p["ios"] for p in summ["processes"]} == {7: 100}
+    assert [(x["pid"], x["ios"], x["in_files"]) for x in summ["lost_by_process"]] == [(7, 99, 99)]

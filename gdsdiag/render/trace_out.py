@@ -323,7 +323,12 @@ def render_summary(console: Console, res, as_json: bool) -> None:
         console.print(
             Text(
                 f"{route}{sub}: {s['count']} I/Os, {_size(s['bytes'])}, p50 {p50} µs, p99 {p99} µs"
-                + (f" ({s['counted_in_kernel']} counted in the kernel)" if s.get("counted_in_kernel") else ""),
+                + (f" ({s['counted_in_kernel']} counted in the kernel)" if s.get("counted_in_kernel") else "")
+                + (
+                    f" ({s['lost_in_kernel']} of them with no per-I/O detail: their records were dropped)"
+                    if s.get("lost_in_kernel")
+                    else ""
+                ),
                 style=f"bold {style(route)}",
             )
         )
@@ -340,7 +345,8 @@ def render_summary(console: Console, res, as_json: bool) -> None:
     counted = getattr(res, "counted", [])
     if counted:
         console.print(
-            f"host I/O counted in the kernel (processes without CUDA; --per-io for a line each): "
+            f"host I/O counted in the kernel (processes without CUDA, and I/Os whose records the full ring "
+            f"dropped; --per-io for a line each): "
             f"{sum(r['count'] for r in counted)} I/Os",
             style="bold dim",
         )
@@ -380,8 +386,9 @@ def render_summary(console: Console, res, as_json: bool) -> None:
     )
     if res.lost:
         console.print(
-            f"warning: {res.lost} events were lost (the ring buffer was full): some I/Os may be missing or "
-            f"lack evidence; trace fewer processes or use --path",
+            f"warning: {res.lost} events were lost (the ring buffer was full): their reads and writes are "
+            f"counted in the kernel with their bytes (under their file where it is known) but lack per-I/O "
+            f"evidence; trace fewer processes or use --path",
             style="bold red",
             markup=False,
         )
@@ -389,7 +396,13 @@ def render_summary(console: Console, res, as_json: bool) -> None:
         if by:
             who = ", ".join(
                 f"{r['comm'] or '?'}/{r['pid']} {r['lost']}"
-                + (f" ({r['ios']} I/Os, {r.get('bytes', 0)} bytes, counted: no route)" if r.get("ios") else "")
+                + (
+                    f" ({r['ios']} I/Os, {r.get('bytes', 0)} bytes, counted: no route"
+                    + (f"; {r['in_files']} of them under their file" if r.get("in_files") else "")
+                    + ")"
+                    if r.get("ios")
+                    else ""
+                )
                 for r in by[:10]
             )
             console.print(f"  lost per process: {who}" + (" …" if len(by) > 10 else ""), style="red", markup=False)

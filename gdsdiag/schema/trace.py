@@ -40,6 +40,7 @@ class _RouteStats(TypedDict):
 
 class RouteStats(_RouteStats, total=False):
     counted_in_kernel: int  # HOST (or UNKNOWN), when host I/O was counted in the kernel (trace/counted.py)
+    lost_in_kernel: int  # UNKNOWN: of those, I/Os with no per-I/O detail (their records dropped, ring full)
 
 
 class _CountedRow(TypedDict):
@@ -61,6 +62,7 @@ class _CountedRow(TypedDict):
 class CountedRow(_CountedRow, total=False):
     why: str  # (UNKNOWN only) that copy, and why the route cannot be told
     renamed_from: str  # the path the file was opened by, where renamed since (path: its last name)
+    lost: bool  # its records were dropped (ring full) in a process that may copy to a GPU: UNKNOWN, no per-I/O detail
 
 
 class _Process(TypedDict):
@@ -111,6 +113,7 @@ class _FileRow(TypedDict):
 
 class FileRow(_FileRow, total=False):
     renamed_from: list[str]  # the names its bytes were written or read under before a rename (path: the last)
+    lost_in_kernel: dict[str, int]  # {ios, bytes} of its UNKNOWN with no per-I/O detail (records dropped, ring full)
 
 
 class BlockRow(TypedDict):
@@ -141,6 +144,7 @@ class LostRow(TypedDict, total=False):
     events: int  # (unclassified_by_process: the events not classified)
     reads: int  # of ios, the reads (the rest are writes)
     read_bytes: int
+    in_files: int  # of ios, those counted under their file (host_io_counted rows with lost)
 
 
 class Summary(TypedDict):

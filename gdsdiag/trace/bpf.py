@@ -233,7 +233,11 @@ def _kernel_headers_hint(msg: str) -> GdsdiagError:
 _TS = operator.attrgetter("ts")
 _OpenRecord = __import__("collections").namedtuple("_OpenRecord", [f for f, *_ in OPEN_FIELDS])
 FD_PSEUDO, FD_DATA = dict(FD_KINDS)["FD_PSEUDO"], dict(FD_KINDS)["FD_DATA"]
-RAW_BACKLOG = 1_000_000  # records held undecoded at most (~130 MiB)
+# records held undecoded: past this the events ring is left unread (one more read of it at most:
+# ~130k records), so a stream Python cannot keep up with fills the ring and the kernel counts what it
+# cannot send, per process and file (probes/cufile_trace.c: lost I/O into hostagg; issue 43). Records
+# read and then dropped here could only be counted per process (tally_records), not per file.
+RAW_BACKLOG = 1_000_000  # (~130 MiB)
 # an events-ring record as it lies in the ring (ringread.py): 8-byte header, struct event_t, padding
 REC_STRIDE = (8 + EVENT_SIZE + 7) & ~7
 _REC_TS = struct.Struct("<8xQ")  # a record's timestamp
@@ -923,8 +927,10 @@ class Probes:
             self.failed.append(f"events ring read through bcc's callback ({e})")
             return None
 
-    def _keep(self, blob: bytes, n: int) -> None:
-        room = RAW_BACKLOG - self._raw_n
+    def _keep(self, blob: bytes, n: int, bounded: bool = True) -> None:
+        """Hold N records undecoded. BOUNDED (bcc's callback, which cannot leave them in the ring):
+        past RAW_BACKLOG they are dropped and counted per process (tally_records)."""
+        room = RAW_BACKLOG - self._raw_n if bounded else n
         if n > room:  # (~100 MiB waiting: dropped as the full ring would, and counted per process)
             self._backlog_lost += n - max(room, 0)
             n = max(room, 0)
@@ -940,16 +946,18 @@ class Probes:
         rec = ctypes.string_at(data, min(size, EVENT_SIZE))
         self._keep(bytes(8) + rec.ljust(REC_STRIDE - 8, b"\0"), 1)
 
-    def _read_events(self) -> None:
-        if self._rr is not None:
+    def _read_events(self, force: bool = False) -> None:
+        """The events ring's records into the backlog; with RAW_BACKLOG waiting, left in the ring
+        (the kernel counts what no longer fits: lost I/O per process and file) unless FORCE."""
+        if self._rr is not None and (force or self._raw_n < RAW_BACKLOG):
             blob, n = self._rr.read()
             if n:
-                self._keep(blob, n)
+                self._keep(blob, n, bounded=False)
 
     def drop_raw_beyond(self, keep: int, tally: Unclassified | None = None) -> int:
         """Keep the KEEP oldest records not yet decoded (the ring's too), drop the rest; how many went
         (and, into TALLY, per process: tally_records; the cuFile exits among them: exits_counted)."""
-        self.drain()
+        self.drain(force=True)
         n = self._raw_n - keep
         if n <= 0:
             return 0
@@ -969,10 +977,11 @@ class Probes:
         self._raw_n = keep
         return n
 
-    def drain(self) -> None:
+    def drain(self, force: bool = False) -> None:
         """Move what the kernel has written into memory now, without waiting and without decoding
-        (the live loop calls it between chunks of classification, so bursts do not overflow the ring)."""
-        self._read_events()
+        (the live loop calls it between chunks of classification, so bursts do not overflow the ring);
+        the events ring not past RAW_BACKLOG unless FORCE (_read_events)."""
+        self._read_events(force)
         self.b.ring_buffer_consume()
 
     def pair_whole_calls(self, busy) -> None:
@@ -1225,7 +1234,7 @@ class Probes:
             few = not final and not self._raw_n and self._rr.pending_records() < self.BATCH_RECORDS
             wait = min(timeout_ms, self.BATCH_WAIT_MS) if few else 0
         self.b.ring_buffer_poll(timeout=wait)
-        self.drain()
+        self.drain(force=final)
         partial_ts = self._decode(None if final else self.DECODE_MAX, final)
         now = self.clock()
         if final and self._said is not None:  # (a last line with no newline)
@@ -1282,8 +1291,10 @@ class Probes:
 
     def counted_host_io(self) -> list[Event]:
         """The host I/O the kernel counted instead of sending (hostagg), one "counted" event per
-        (process, open, syscall, size class): args [serial, size class, count, bytes, errors,
-        latency ns, first ts, last ts]; the reader names the file by the open's serial."""
+        (process, open, syscall, size class, lost): args [serial, size class, count, bytes, errors,
+        latency ns, first ts, last ts, lost]; the reader names the file by the open's serial. lost 1:
+        I/Os of a process that may copy to a GPU whose records the full ring dropped (no route);
+        those of a process without CUDA are HOST either way and counted with lost 0."""
         out: list[Event] = []
         try:
             items = list(self.b["hostagg"].items())
@@ -1307,6 +1318,7 @@ class Probes:
                         int(v.lat_ns),
                         int(v.first_ts),
                         int(v.last_ts),
+                        int(k.lost),
                     ],
                 )
             )

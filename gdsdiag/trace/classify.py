@@ -39,6 +39,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from ..routes import Route
+from ..units import size_text
 from . import eventdefs
 from .content import HASH_MASK, ContentCheck, recorded_answers
 from .dataflow import RETAIN_NS, DataFlow, MappedFile, Source, Taken, TakenRead, staged_ok
@@ -1872,15 +1873,22 @@ class Classifier:
         file offsets are not known: the extent stays what the per-I/O lines reached."""
         for r in rows:
             f = self._account(r["path"], r["count"], r["bytes"], r["route"], r["api"], r["pid"], 0)
-            if r.get("why") and "unknown_why" not in f:
-                f["unknown_why"] = r["why"]
-            f["via"].discard(r["api"])
-            f["via"].add(f"{r['api']} (counted in the kernel)")
             was = r.get("renamed_from")  # (the row's file was opened by another name: _on_rename)
             if was:
                 names = f.setdefault("renamed_from", [])
                 if was not in names and len(names) < RENAMED_FROM_MAX:
                     names.append(was)
+            if r.get("lost"):
+                # (its records dropped, ring full: said apart from the file's other UNKNOWN bytes,
+                # whose reason stays its own; via keeps the api, as its sent I/Os have it)
+                lost = f.setdefault("lost_in_kernel", {"ios": 0, "bytes": 0})
+                lost["ios"] += r["count"]
+                lost["bytes"] += r["bytes"]
+                continue
+            f["via"].discard(r["api"])
+            if r.get("why") and "unknown_why" not in f:
+                f["unknown_why"] = r["why"]
+            f["via"].add(f"{r['api']} (counted in the kernel)")
 
     def _take_flow(self) -> None:
         flow = self.flow
@@ -2138,7 +2146,8 @@ class Classifier:
                 why.append("cuFile took a P2P route")
             if host and not (bounce or compat or p2p):
                 why.append("no CUDA copy took these bytes: host I/O, not on the GPU data path")
-            if r.get(Route.UNKNOWN, 0):
+            lost = f.get("lost_in_kernel")
+            if r.get(Route.UNKNOWN, 0) > (lost["bytes"] if lost else 0):
                 # (the reason its first UNKNOWN line gave: a copy that was not its bytes, a buffer
                 # overwritten, bytes that may have gone through shared memory; the stock text was the
                 # last one's alone, and said so of a checksummed file too)
@@ -2147,6 +2156,11 @@ class Classifier:
                     if f.get("unknown_why")
                     else "not known: host memory no traced read explains went to a GPU after these reads, and "
                     "they were not paired with it (a text file, or a process without CUDA); the I/O lines name the copy"
+                )
+            if lost:
+                why.append(
+                    f"not known: {lost['ios']} I/Os ({size_text(lost['bytes'])}) have no per-I/O detail (the events "
+                    "ring was full: the kernel counted them with their file and bytes, their route is not known)"
                 )
             unused = self._cufile_unused(f["pids"]) if bounce or host else None
             if unused:
@@ -2179,6 +2193,8 @@ class Classifier:
             out.append(row)
             if f.get("renamed_from"):
                 out[-1]["renamed_from"] = list(f["renamed_from"])
+            if lost:
+                out[-1]["lost_in_kernel"] = dict(lost)
         return out
 
     def needs_node_facts(self) -> bool:

@@ -9,6 +9,11 @@ into the summary as HOST I/O: every I/O is still counted, with its bytes; offset
 (--per-io sends every I/O with its offset). Another process may still copy those bytes to a GPU (a
 spawned worker's shared memory, `dd` into a pipe): where a process of the tree copied host memory no
 traced read explains, a read counter is UNKNOWN instead (Classifier.copied_elsewhere).
+
+The kernel also counts here the reads and writes of a data file whose per-I/O record it could not
+send (the events ring full, issue 43): of a process without CUDA they are HOST as above; of one that
+may copy to a GPU they are "lost" counters (args[8]), UNKNOWN with no per-I/O detail, so the totals
+per process and per file stay exact under any load.
 """
 
 from __future__ import annotations
@@ -20,6 +25,10 @@ from .events import Event, not_data
 
 READS = {"pread64", "preadv", "preadv2", "read", "readv"}
 SCAN_MAX = 5_000_000  # (classify.RENAME_WORK_MAX: the same bound for the counters' opens)
+LOST_WHY = (
+    "no per-I/O detail: the events ring was full, so the kernel counted these I/Os with their file "
+    "and bytes instead of sending each (a process that may copy to a GPU: their route is not known)"
+)
 
 
 def size_class(bucket: int) -> str:
@@ -89,12 +98,17 @@ class CountedIo:
     def rows(self, path_ok, elsewhere=None) -> list[dict]:
         """One row per counter whose file is data under the path filter (path_ok(path) -> bool).
         Its route is HOST, or UNKNOWN where ELSEWHERE(pid, first I/O's time, path, bytes, the
-        processes whose writes were counted) gives a reason
+        processes whose writes were counted) gives a reason or its records were lost (row "lost":
+        True, why LOST_WHY)
         (Classifier.copied_elsewhere: its job copied host memory to a GPU that no traced read
         explained, after this I/O began: the bytes may have gone there through shared memory)."""
         out = []
         writers = (
-            {e.pid for e in self.counted if e.name not in READS and self.paths.get(e.args[0]) is not None}
+            {
+                e.pid
+                for e in self.counted
+                if e.name not in READS and self.paths.get(e.args[0]) is not None and not _lost(e)
+            }
             if elsewhere is not None
             else set()
         )
@@ -107,7 +121,14 @@ class CountedIo:
                 continue
             op = "read" if e.name in READS else "write"
             first = e.args[6] if len(e.args) > 6 and e.args[6] else e.ts
-            why = elsewhere(e.pid, first, path, nbytes, writers) if elsewhere is not None and op == "read" else None
+            lost = _lost(e)
+            why = (
+                LOST_WHY
+                if lost
+                else elsewhere(e.pid, first, path, nbytes, writers)
+                if elsewhere is not None and op == "read"
+                else None
+            )
             row = {
                 "pid": e.pid,
                 "comm": self.comms.get(e.pid, e.comm),
@@ -123,15 +144,23 @@ class CountedIo:
             }
             if why is not None:
                 row["why"] = why
+            if lost:
+                row["lost"] = True
             if serial in self.was:
                 row["renamed_from"] = self.was[serial]
             out.append(row)
         return out
 
 
+def _lost(e: Event) -> bool:
+    """A counter of I/Os whose records the full ring dropped, in a process that may copy to a GPU."""
+    return len(e.args) > 8 and bool(e.args[8])
+
+
 def merge_summary(summary: dict, rows: list[dict]) -> None:
     """Add the counted I/O to its route in the summary, HOST or UNKNOWN (count, bytes; their
-    latencies are means per counter, so they stay out of the percentiles and the histogram)."""
+    latencies are means per counter, so they stay out of the percentiles and the histogram); the
+    route's lost_in_kernel says how many of its I/Os have no per-I/O detail (records dropped)."""
     for route in (Route.HOST, Route.UNKNOWN):
         mine = [r for r in rows if r["route"] == route]
         if not mine:
@@ -150,3 +179,24 @@ def merge_summary(summary: dict, rows: list[dict]) -> None:
         h["count"] += n
         h["bytes"] += sum(r["bytes"] for r in mine)
         h["counted_in_kernel"] = h.get("counted_in_kernel", 0) + n
+        lost = sum(r["count"] for r in mine if r.get("lost"))
+        if lost:
+            h["lost_in_kernel"] = h.get("lost_in_kernel", 0) + lost
+
+
+def add_lost(lost_by_process: list[dict], rows: list[dict]) -> list[dict]:
+    """The kernel's lost I/O per process (bpf.Probes.lost_by_process: those it could not put under
+    a file) with the lost counters' rows added, so each process's row has all its I/Os whose record
+    was dropped, and in_files how many of them are counted under their file (host_io_counted)."""
+    by = {r["pid"]: dict(r) for r in lost_by_process}
+    for r in rows:
+        if not r.get("lost"):
+            continue
+        d = by.setdefault(r["pid"], {"pid": r["pid"], "lost": 0, "ios": 0, "bytes": 0, "reads": 0, "read_bytes": 0})
+        d["ios"] = d.get("ios", 0) + r["count"]
+        d["bytes"] = d.get("bytes", 0) + r["bytes"]
+        d["in_files"] = d.get("in_files", 0) + r["count"]
+        if r["op"] == "read":
+            d["reads"] = d.get("reads", 0) + r["count"]
+            d["read_bytes"] = d.get("read_bytes", 0) + r["bytes"]
+    return sorted(by.values(), key=lambda r: (-r["lost"], -r["ios"], r["pid"]))

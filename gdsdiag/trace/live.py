@@ -50,21 +50,26 @@ class TraceResult:
 
     def ios_lost(self) -> tuple[int, int]:
         """Reads and writes whose record the kernel could not send (ring full), and their bytes:
-        counted there, so the totals stay exact; they have no route."""
+        counted there, so the totals stay exact; they have no route (those of a data file are in
+        host_io_counted under it too, lost: counted.add_lost)."""
         return (
             sum(r.get("ios", 0) for r in self.lost_by_process),
             sum(r.get("bytes", 0) for r in self.lost_by_process),
         )
+
+    def ios_counted(self) -> int:
+        """The host I/O the kernel counted instead of sending (the lost counters are in ios_lost)."""
+        return sum(r["count"] for r in self.counted if not r.get("lost"))
 
     def summary_json(self) -> schema.Summary:
         return {
             "type": "summary",
             "routes": self.summary,
             "ios": self.ios
-            + sum(r["count"] for r in self.counted)
+            + self.ios_counted()
             + self.ios_lost()[0]
             + sum(r["ios"] for r in self.unclassified_by_process),
-            "ios_counted_in_kernel": sum(r["count"] for r in self.counted),
+            "ios_counted_in_kernel": self.ios_counted(),
             "ios_lost_in_kernel": self.ios_lost()[0],
             "bytes_lost_in_kernel": self.ios_lost()[1],
             "host_io_counted": cast("list[schema.CountedRow]", self.counted),
@@ -222,7 +227,7 @@ def _block_name(major: int, minor: int) -> str | None:
 
 def _finish(clf, counter, tally: RouteTally, **kw) -> TraceResult:
     """The result: per-I/O verdicts plus the host I/O the kernel counted, in one summary."""
-    from .counted import merge_summary
+    from .counted import add_lost, merge_summary
 
     rows = counter.rows(clf._path_ok, clf.copied_elsewhere)
     summary = tally.summary()
@@ -236,7 +241,8 @@ def _finish(clf, counter, tally: RouteTally, **kw) -> TraceResult:
         for pid, (n, ios, nbytes, rd, rb) in sorted(unsent.items(), key=lambda x: (-x[1][0], x[0]))
     ]
     named = [
-        {"pid": r["pid"], "comm": _comm(clf, r["pid"]), **{k: v for k, v in r.items() if k != "pid"}} for r in lost
+        {"pid": r["pid"], "comm": _comm(clf, r["pid"]), **{k: v for k, v in r.items() if k != "pid"}}
+        for r in add_lost(lost, rows)
     ]
     return TraceResult(
         tally.ios,
