@@ -108,7 +108,7 @@ def _reader_gone_is_a_broken_pipe() -> None:
         self.quiet = True
         raise BrokenPipeError(errno.EPIPE, "stdout's reader went away")
 
-    Console.on_broken_pipe = on_broken_pipe  # type: ignore[method-assign]
+    Console.on_broken_pipe = on_broken_pipe
 
 
 def main() -> None:

@@ -67,8 +67,8 @@ def exporter(port, addr, interval, policy_file, paths, root, trace, trace_window
         # as check and validate refuse it (exit 4), before serving: each refresh failed on it and the
         # exporter served on (issue 46)
         if not os.path.isdir(p):
-            why = "does not exist" if not os.path.lexists(p) else "is not a directory"
-            raise UsageError(f"--path {p} {why}", "pass an existing directory on the storage to judge")
+            what = "does not exist" if not os.path.lexists(p) else "is not a directory"
+            raise UsageError(f"--path {p} {what}", "pass an existing directory on the storage to judge")
     policy = load(policy_file)
     if trace:
         from ..validate.adapters import trace_available
