@@ -205,7 +205,7 @@ EXIT_SENTENCES = {
     ),
     "sweep.md": (
         r"\nExit code: (.+?)\n\n",
-        {
+        SWEEP_CODES := {
             "0": _sweep("TMP", "--threads", "1", "--bytes", "64k"),
             "1": "a GPU mode in compatibility mode: the GPU machine (tests/test_sweep_gpu.py)",
             "2": "an ERROR point or data that did not verify: tests/test_sweep.py forces both",
@@ -213,12 +213,22 @@ EXIT_SENTENCES = {
             "4": _sweep("TMP", "--threads", "1", "--bytes", "4k"),
         },
     ),
+    "json.md sweep": (r"ENOSPC\)\. Exit code: (.+?)\n\n## `gdsdiag trace", SWEEP_CODES),
+    "json.md cufile": (
+        r"Exit code (0 when the driver opened.+?)\n",
+        {
+            "0": ["cufile", "--no-open"],
+            "2": ["cufile", "--timeout", "20s"],  # a node without the NVIDIA driver (skipped on one with it)
+            "3": ["cufile", "--libcufile", "/etc/hostname"],
+        },
+    ),
 }
+NEEDS_NO_DRIVER = {("json.md cufile", "2")}
 
 
 def _stated(doc: str) -> set[str]:
     pattern, _ = EXIT_SENTENCES[doc]
-    m = re.search(pattern, _text(os.path.join(REPO, "docs", doc)), re.S)
+    m = re.search(pattern, _text(os.path.join(REPO, "docs", doc.split()[0])), re.S)
     assert m, f"{doc}: no exit-code sentence"
     return set(re.findall(r"(?<![\w.%-])([0-4])(?![\w.%])", m.group(1)))
 
@@ -243,6 +253,8 @@ def test_the_stated_exit_code_is_what_the_command_returns(doc, code, argv, tmp_p
     policy.write_text("version: 1\nexpect: {gpus: 8}\n")  # the H200 VM has one
     work = tmp_path / "sweep"
     work.mkdir()
+    if (doc, code) in NEEDS_NO_DRIVER and os.path.exists("/proc/driver/nvidia/version"):
+        pytest.skip("this node has the NVIDIA driver: cuFileDriverOpen may open")
     argv = [str(work) if a == "TMP" else str(policy) if a == "POLICY_8_GPUS" else a for a in argv]
     r = _run(argv)
     assert str(r.returncode) == code, (doc, argv, r.returncode, r.stderr[-500:])
@@ -303,3 +315,49 @@ def test_the_trace_a_sweep_example_runs_as_written(tmp_path):
     writes = re.findall(r" write +\S*-sweep-\d+-\w+\.dat +(\d+) +8 MiB .* HOST +\[medium\] io_uring", out)
     assert [int(o) for o in writes] == [4096 + n * 8 * 2**20 for n in range(4)], out
     assert re.search(r"pread64 +\S+gdsdiag-sweep-\S+ +17 x 1MiB-2MiB = 17 MiB", out), out
+
+
+# ---- docs/json.md: the document's form ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["check", "--from", SNAP, "--json"],
+        ["topology", "--from", SNAP, "--json"],
+        ["diff", SNAP, SNAP2, "--json"],
+        ["kv", "--model-config", LLAMA, "--gbps", "2.2", "--json"],
+        ["validate", "--from", SNAP, "--json", "-"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_json_is_one_compact_line_in_a_pipe_and_indented_on_a_terminal(argv):
+    """docs/json.md: 'The document is indented when stdout is a terminal and one compact line
+    otherwise'; nothing else goes to stdout."""
+    import json
+    import pty
+
+    piped = _run(argv).stdout
+    assert piped.count("\n") == 1 and json.loads(piped)["schema"].startswith("gdsdiag.")
+    main, sub = pty.openpty()
+    try:
+        p = subprocess.run(
+            [*GDSDIAG, *argv], cwd=REPO, stdout=sub, stderr=subprocess.DEVNULL, timeout=300, env=dict(os.environ)
+        )
+        os.close(sub)
+        chunks = []
+        while True:
+            try:
+                b = os.read(main, 65536)
+            except OSError:  # EIO: the writer's side is closed and all was read
+                break
+            if not b:
+                break
+            chunks.append(b)
+    finally:
+        os.close(main)
+    shown = b"".join(chunks).decode().replace("\r\n", "\n")
+    a, b = json.loads(shown), json.loads(piped)
+    for d in (a, b):
+        d.pop("seconds", None)  # validate's run time
+    assert p.returncode in (0, 1, 2) and shown.count("\n") > 10 and a == b
