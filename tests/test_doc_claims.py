@@ -402,3 +402,25 @@ def test_checks_md_names_every_check_id_and_no_other():
     assert len(listed) > 30 and listed - strings == set(), "ids docs/checks.md lists that no check has"
     shown = {c["id"] for c in json.loads(_run(["check", "--from", SNAP, "--json"]).stdout)["checks"]}
     assert shown <= doc, shown - doc
+
+
+def test_topology_md_lists_every_finding_id_and_no_other():
+    """docs/topology.md's "Findings" table against the Finding(...) calls of gdsdiag/topology/: a
+    literal id, or an f-string whose first part is the id's stem (`placement:<bdf>`)."""
+    import ast
+
+    code = set()
+    for f in glob.glob(os.path.join(REPO, "gdsdiag", "topology", "*.py")):
+        for node in ast.walk(ast.parse(_text(f))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Finding" and node.args:
+                a = node.args[0]
+                if isinstance(a, ast.Constant):
+                    code.add(a.value)
+                elif isinstance(a, ast.JoinedStr) and isinstance(a.values[0], ast.Constant):
+                    code.add(f"{a.values[0].value}<")  # a stem: the doc writes <bdf> or <n> after it
+    section = _text(os.path.join(REPO, "docs", "topology.md")).split("## Findings", 1)[1].split("\n## ", 1)[0]
+    doc = set()
+    for cell in re.findall(r"^\| (`[^|]+)\|", section, re.M):
+        doc |= {re.sub(r"<[a-z]+>$", "<", i) for i in re.findall(r"`([a-z0-9:<>-]+)`", cell)}
+    assert len(code) > 10, code
+    assert code == doc, (sorted(code - doc), sorted(doc - code))
