@@ -308,40 +308,49 @@ struct checker {
     struct gd_job *j;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int has, quit;             /* a block waits to be checked; the worker is done */
+    int has, quit;             /* a block waits to be checked (or is being checked: busy); the worker is done */
+    int busy;                  /* the helper has taken the block and is checking it */
     const char *buf;
     int slot;
     int64_t off, prev;
-    int64_t ns, checked;       /* the helper's time checking, and the bytes found right */
+    int64_t ns, checked;       /* time spent checking (helper and worker), and the bytes found right */
     int64_t bad, word, bad_prev; /* the first mismatch (bad >= 0): data offset, its word, the slot's previous I/O */
     int bad_slot;
 };
+
+/* check the block handed over (by whichever thread holds it: c->busy keeps the other off it) */
+static void checker_check(struct checker *c)
+{
+    int64_t t = gd_now_ns();
+    int64_t bad = gd_check(c->buf, c->j->bs, c->off, c->j->seed);
+    int64_t d = gd_now_ns() - t;
+    pthread_mutex_lock(&c->mu);
+    c->ns += d;
+    if (bad < 0) {
+        c->checked += c->j->bs;
+    } else if (c->bad < 0) {
+        c->bad = bad;
+        memcpy(&c->word, c->buf + ((bad - c->off) & ~(int64_t)7), sizeof c->word);
+        c->bad_slot = c->slot;
+        c->bad_prev = c->prev;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
 
 static void *checker_main(void *arg)
 {
     struct checker *c = arg;
     pthread_mutex_lock(&c->mu);
     for (;;) {
-        while (!c->has && !c->quit)
+        while ((!c->has || c->busy) && !c->quit) /* busy: the worker took it back */
             pthread_cond_wait(&c->cv, &c->mu);
-        if (!c->has)
+        if (!c->has || c->busy)
             break;
-        const char *buf = c->buf;
-        int64_t off = c->off;
+        c->busy = 1;
         pthread_mutex_unlock(&c->mu);
-        int64_t t = gd_now_ns();
-        int64_t bad = gd_check(buf, c->j->bs, off, c->j->seed);
-        int64_t d = gd_now_ns() - t;
+        checker_check(c);
         pthread_mutex_lock(&c->mu);
-        c->ns += d;
-        if (bad < 0) {
-            c->checked += c->j->bs;
-        } else if (c->bad < 0) {
-            c->bad = bad;
-            memcpy(&c->word, buf + ((bad - off) & ~(int64_t)7), sizeof c->word);
-            c->bad_slot = c->slot;
-            c->bad_prev = c->prev;
-        }
+        c->busy = 0;
         c->has = 0;
         pthread_cond_broadcast(&c->cv);
     }
@@ -349,16 +358,26 @@ static void *checker_main(void *arg)
     return NULL;
 }
 
-/* wait until the block handed over last is checked; -1 if it (or an earlier one) was wrong */
+/* wait until the block handed over last is checked; -1 if it (or an earlier one) was wrong. A
+ * block the helper has not taken yet (no CPU for it: a loaded machine) the worker checks itself,
+ * as without the helper, rather than wait for the helper to be scheduled. */
 static int checker_wait(struct gd_job *j, struct checker *c)
 {
     int64_t t = gd_now_ns();
     pthread_mutex_lock(&c->mu);
+    if (c->has && !c->busy) {
+        c->busy = 1; /* taken back: the helper, woken later, finds nothing to do */
+        pthread_mutex_unlock(&c->mu);
+        checker_check(c);
+        pthread_mutex_lock(&c->mu);
+        c->busy = 0;
+        c->has = 0;
+    }
     while (c->has)
         pthread_cond_wait(&c->cv, &c->mu);
     int bad = c->bad >= 0;
     pthread_mutex_unlock(&c->mu);
-    j->own_ns += gd_now_ns() - t; /* waiting for our own check is not the storage's silence */
+    j->own_ns += gd_now_ns() - t; /* our own check, or waiting for it, is not the storage's silence */
     return bad ? -1 : 0;
 }
 
