@@ -154,6 +154,15 @@ def _sweep(tmp: str, *more: str) -> list[str]:
     return ["sweep", "--dir", tmp, "--mode", "host", "--rw", "read", "--bs", "4k", "--size", "1M", *more]
 
 
+SWEEP_CODES = {
+    "0": _sweep("TMP", "--threads", "1", "--bytes", "64k"),
+    "1": "a GPU mode in compatibility mode: the GPU machine (tests/test_sweep_gpu.py)",
+    "2": "an ERROR point or data that did not verify: tests/test_sweep.py forces both",
+    "3": ["sweep", "--dir", "/proc", "--mode", "host", "--rw", "read", "--bs", "4k", "--size", "1M"],
+    "4": _sweep("TMP", "--threads", "1", "--bytes", "4k"),
+}
+
+
 # Per doc: the sentence that states a command's exit codes, and for each code it names a command
 # line that returns it here, or why only another machine can (then it is not run).
 EXIT_SENTENCES = {
@@ -206,13 +215,7 @@ EXIT_SENTENCES = {
     ),
     "sweep.md": (
         r"\nExit code: (.+?)\n\n",
-        SWEEP_CODES := {
-            "0": _sweep("TMP", "--threads", "1", "--bytes", "64k"),
-            "1": "a GPU mode in compatibility mode: the GPU machine (tests/test_sweep_gpu.py)",
-            "2": "an ERROR point or data that did not verify: tests/test_sweep.py forces both",
-            "3": ["sweep", "--dir", "/proc", "--mode", "host", "--rw", "read", "--bs", "4k", "--size", "1M"],
-            "4": _sweep("TMP", "--threads", "1", "--bytes", "4k"),
-        },
+        SWEEP_CODES,
     ),
     "json.md sweep": (r"ENOSPC\)\. Exit code: (.+?)\n\n## `gdsdiag trace", SWEEP_CODES),
     "json.md cufile": (
