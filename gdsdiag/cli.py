@@ -95,6 +95,22 @@ def exit_code_of(result: object) -> int:
     return code
 
 
+def _reader_gone_is_a_broken_pipe() -> None:
+    """rich answers a broken pipe itself (``Console.on_broken_pipe``: stdout onto /dev/null, then
+    ``SystemExit(1)``), so ``gdsdiag check | head -1`` ended with 1, "warnings", where click's own
+    writes end with 0 (docs/json.md; issue 46). rich's console is made quiet and the error goes on
+    as the BrokenPipeError main() answers."""
+    import errno
+
+    from rich.console import Console
+
+    def on_broken_pipe(self: Console) -> None:
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, "stdout's reader went away")
+
+    Console.on_broken_pipe = on_broken_pipe
+
+
 def main() -> None:
     """The one exit path: a command returns its report and the process exits with the report's
     code; every GdsdiagError (usage, cuFile and verification errors included) becomes one line on
@@ -105,6 +121,7 @@ def main() -> None:
     _common.PROCESS_ENTRY = True  # the process ends with the command (_common.exit_leaving_heap)
     try:
         signals.install()  # SIGTERM/SIGHUP clean up like Ctrl-C; exit 143/129 (docs/security.md)
+        _reader_gone_is_a_broken_pipe()
         result = cli.main(standalone_mode=False)
     except GdsdiagError as e:
         click.echo(e.line(), err=True)

@@ -227,3 +227,17 @@ def test_stats_segments_from_the_gpu_machine_capture(tmp_path):
     fams = {f.name: f for f in process_families(FsRoot(str(root)))}
     assert [(s.labels["comm"], s.value) for s in fams["gdsdiag_cufile_stats_published"].samples] == [("python3", 2)]
     assert [(s.labels["comm"], s.value) for s in fams["gdsdiag_cufile_processes"].samples] == [("python3", 2)]
+
+
+def test_a_path_that_is_no_directory_is_refused_before_serving(tmp_path):
+    """Issue 46: `exporter --path /nonexistent` served on, each refresh failing on it; check and
+    validate refuse such a --path with exit 4 (docs/json.md), so does the exporter, before it listens."""
+    from conftest import GDSDIAG
+
+    f = tmp_path / "file"
+    f.write_text("x")
+    for path, why in ((str(tmp_path / "nope"), "does not exist"), (str(f), "is not a directory")):
+        r = subprocess.run(
+            [*GDSDIAG, "exporter", "--path", path, "--port", "0"], capture_output=True, text=True, timeout=30
+        )
+        assert r.returncode == 4 and f"--path {path} {why}" in r.stderr and r.stderr.count("\n") == 1, r.stderr

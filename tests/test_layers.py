@@ -62,6 +62,7 @@ LAYERS = {
     "gdsdiag.bounded": 0,
     "gdsdiag.privdir": 0,
     "gdsdiag.envtrust": 0,
+    "gdsdiag.selfexec": 0,
     "gdsdiag.outfile": 0,
     "gdsdiag.workdirs": 0,
     "gdsdiag.textparse": 0,

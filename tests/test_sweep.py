@@ -94,6 +94,37 @@ def test_never_touches_existing_files(tmp_path):
     assert not files.is_sweep_file(str(victim))
 
 
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+@pytest.mark.parametrize("how", ["overlapped", "inline"])
+def test_a_wrong_byte_is_found_with_the_check_overlapped_or_inline(tmp_path, monkeypatch, where, how):
+    """Issue 46 item 5: a 64 KiB+ psync read is checked on a helper thread while the next block is
+    read (csrc/ioloop.c, run_sync_pipelined). It checks every byte as the inline check does: one
+    flipped byte in the first, a middle or the last block (the last is checked only at the end)
+    fails the point with its offset, and a file read right is counted verified to the byte."""
+    from gdsdiag.sweep.engines import host
+
+    if how == "inline":
+        monkeypatch.setenv("GDSDIAG_SWEEP_VERIFY", "inline")
+    spec = PointSpec("host", "read", 65536, 1, total_bytes=1 << 20)
+    assert host.overlapped_check(spec) == (how == "overlapped")
+    sf = files.SweepFile(str(tmp_path), 1 << 20)
+    try:
+        sf.fill()
+        good = run_point(spec, sf)
+        assert good.loop["kind"] == "c" and good.loop.get("check") == ("overlapped" if how == "overlapped" else None)
+        assert good.verified_bytes == good.nbytes == 1 << 20 and good.verify_seconds > 0
+        bad = files.HEADER_SIZE + {"first": 5, "middle": 300_001, "last": (1 << 20) - 3}[where]
+        with open(sf.path, "r+b") as f:
+            f.seek(bad)
+            b = f.read(1)
+            f.seek(bad)
+            f.write(bytes([b[0] ^ 0x01]))  # one bit
+        with pytest.raises(VerifyError, match=f"data mismatch at file offset {bad} "):
+            run_point(spec, sf)
+    finally:
+        sf.remove()
+
+
 def test_a_short_read_fails_the_point_not_as_a_data_mismatch(tmp_path):
     # the sweep's own file loses its tail between write and read: an I/O failure of that point
     # (the runner records it and goes on), not the "data differs" verdict that ends a sweep

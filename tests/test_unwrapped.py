@@ -34,6 +34,15 @@ def test_check_fixes_are_whole_lines_at_40_columns():
     _whole(fixes, _run("check", "--from", SNAP).stdout)
 
 
+def test_check_verbose_evidence_is_whole_lines_at_40_columns():
+    """Issue 46: piped, `check -v` broke an evidence value mid-path (`libcufile.so.` / `0`)."""
+    doc = json.loads(_run("check", "--from", SNAP, "--json").stdout)
+    shown = [f"{e['source']}: {e['value']}" for r in doc["checks"] for e in r["evidence"] if e["value"]]
+    shown += [f"{r['id']}: {r['why']}" for r in doc["checks"] if r["why"]]
+    assert any(len(s) > 40 for s in shown)
+    _whole(shown, _run("check", "--from", SNAP, "-v").stdout)
+
+
 def test_topology_fixes_are_whole_lines_at_40_columns():
     doc = json.loads(_run("topology", "--lspci", ACS_GREP, "--json").stdout)
     fixes = [f["fix"] for f in doc["findings"] if f.get("fix")]

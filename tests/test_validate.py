@@ -515,9 +515,12 @@ def test_a_missing_sweep_results_or_trace_replay_file_is_named_at_once(tmp_path)
 
     from conftest import GDSDIAG
 
-    for args in (["--sweep-results", str(tmp_path / "nope.json")], ["--trace-replay", str(tmp_path)]):
-        r = subprocess.run([*GDSDIAG, "validate", *args], capture_output=True, text=True, timeout=60)
-        assert r.returncode == 3 and args[1] in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    # a path that names nothing: usage (4, docs/json.md's table); one that is no regular file: 3
+    nope, folder = str(tmp_path / "nope.json"), str(tmp_path)
+    for opt in ("--sweep-results", "--trace-replay"):
+        for path, code in ((nope, 4), (folder, 3)):
+            r = subprocess.run([*GDSDIAG, "validate", opt, path], capture_output=True, text=True, timeout=60)
+            assert r.returncode == code and path in r.stderr and r.stderr.count("\n") == 1, (opt, path, r.stderr)
 
 
 def test_a_node_without_a_gpu_is_not_swept_on_gpu0(tmp_path):

@@ -7,7 +7,7 @@ import threading
 
 import click
 
-from ..errors import EXIT_OK, GdsdiagError, Outcome
+from ..errors import EXIT_OK, GdsdiagError, Outcome, UsageError
 from ..extras import install_command
 from ._common import Duration, paths_option
 from ._numbers import PORT
@@ -63,6 +63,12 @@ def exporter(port, addr, interval, policy_file, paths, root, trace, trace_window
     from ..validate.runner import run
 
     require_node_root(root)  # a --root that names no node's tree: one line, before serving anything
+    for p in paths if root == "/" else ():
+        # as check and validate refuse it (exit 4), before serving: each refresh failed on it and the
+        # exporter served on (issue 46)
+        if not os.path.isdir(p):
+            what = "does not exist" if not os.path.lexists(p) else "is not a directory"
+            raise UsageError(f"--path {p} {what}", "pass an existing directory on the storage to judge")
     policy = load(policy_file)
     if trace:
         from ..validate.adapters import trace_available

@@ -136,11 +136,12 @@ def validate(
     for f in list(sweep_results) + ([trace_replay] if trace_replay else []):
         # (named at once: a fatal rule can stop the run before the file is read, and the file went
         # unmentioned with exit 2, issue 46)
+        # a path that names nothing is a usage error (4, docs/json.md), one that is not a file is 3
+        fix = "pass the path of a 'gdsdiag sweep --json' or 'gdsdiag trace --record' file"
+        if not os.path.lexists(f):
+            raise UsageError(f"{f}: no such file", fix)
         if not os.path.isfile(f):
-            what = "no such file" if not os.path.lexists(f) else "not a regular file"
-            raise GdsdiagError(
-                f"{f}: {what}", "pass the path of a 'gdsdiag sweep --json' or 'gdsdiag trace --record' file"
-            )
+            raise GdsdiagError(f"{f}: not a regular file", fix)
     with node_root(root, snapshot) as fs:  # one root for every reader, snapshots read in memory
         ctx = CheckContext(fs, env=dict(os.environ) if fs.is_live else {})
     status = console.status("validating") if console.is_terminal else None

@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
+
+from ..selfexec import module_argv
 
 
 def probe_driver_open(timeout_s: float = 20.0, library_path: str | None = None) -> dict:
@@ -23,7 +24,11 @@ def probe_driver_open(timeout_s: float = 20.0, library_path: str | None = None) 
         env["GDSDIAG_LIBCUFILE"] = library_path
     try:
         r = subprocess.run(
-            [sys.executable, "-m", "gdsdiag.cufile.probe"], capture_output=True, text=True, timeout=timeout_s, env=env
+            module_argv("gdsdiag.cufile.probe"),  # gdsdiag/selfexec.py: never the cwd's package
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=env,
         )
     except subprocess.TimeoutExpired:
         return {

@@ -27,9 +27,10 @@ def render(console: Console, report, verbose: bool = False) -> None:
             _line(console, Text(f"  {'':<9}{'fix:':<{width}}{clip(r.fix, 2000)}"))  # whole enough to copy
     if verbose:
         for r in report.results:
-            console.print(Text(f"{r.id}: ", style="bold") + Text(clip(r.why or "")), style="dim")
+            # whole lines like the rest (issue 46: piped, rich broke an evidence value mid-path)
+            _line(console, Text(f"{r.id}: ", style="bold dim") + Text(clip(r.why or ""), style="dim"))
             for e in r.evidence:
-                console.print(f"    {clip(e.source)}: {clip(e.value)}", style="dim", markup=False)
+                _line(console, Text(f"    {clip(e.source)}: {clip(e.value)}", style="dim"))
     v = report.verdict
     best = next((x for x in v.routes if x.is_p2p), v.routes[0] if v.routes else Route.NONE)
     _line(console, Text("GDS routes on this node: ", style="bold") + Text(v.summary, style=f"bold {style(best)}"))
@@ -48,14 +49,13 @@ def render(console: Console, report, verbose: bool = False) -> None:
         for reason in p.reasons:
             _line(console, f"  - {clip(reason)}")
     if report.problems:
-        console.print(
-            f"{len(report.problems)} file(s) could not be read" + ("" if verbose else " (-v lists them)"),
-            style="dim",
-            markup=False,
+        _line(
+            console,
+            Text(f"{len(report.problems)} file(s) could not be read" + ("" if verbose else " (-v lists them)"), "dim"),
         )
         if verbose:
             for p in report.problems:
-                console.print(f"    {p}", style="dim", markup=False)
+                _line(console, Text(f"    {p}", style="dim"))
     if report.gdscheck is not None:
         bad = [d for d in report.gdscheck if not d["agree"]]
         _line(console, Text(f"gdscheck vs gdsdiag: {len(bad)} of {len(report.gdscheck)} items differ", style="bold"))

@@ -381,6 +381,8 @@ def render(console: Console, report) -> None:
             f"; verification: {vsec:.2f} s generating/checking data (write points: reading back) in "
             f"{tsec:.1f} worker-seconds of points ({100 * vsec / tsec:.1f} %, outside each I/O's latency)"
         )
+        if any(p.loop.get("check") == "overlapped" for p in report.points):
+            line += "; reads of 64 KiB+ one at a time checked while the next is read"
     if report.prepare_seconds:
         line += f"; pattern file written once in {report.prepare_seconds:.1f} s"
     console.print(line, style="dim")

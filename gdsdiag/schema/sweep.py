@@ -74,6 +74,7 @@ class Loop(TypedDict, total=False):
     cufile_handles: str  # cuFile modes only: "one per point" | "per thread" | "one per worker process"
     async_buffers: str  # cufile-async only: "based" | "separate" | "shared" (GDSDIAG_SWEEP_ASYNC_BUFFERS)
     why: str  # python loops only: why the C loop could not run
+    check: str  # host psync reads of 64 KiB+ with verification: "overlapped" (block k checked while k+1 is read)
 
 
 class Point(TypedDict):

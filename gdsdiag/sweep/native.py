@@ -122,7 +122,7 @@ def _load_from_cache(cc: str, src: str, hdr: str, name: str):
             lib = ffi().dlopen(privdir.fd_path(fd))
         finally:
             os.close(fd)
-        if lib.gd_abi_version() != 4:
+        if lib.gd_abi_version() != 5:
             return None, f"{shown} is from another gdsdiag version"
         return lib, None
     except privdir.Refused as e:

@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING
 from ..errors import EXIT_FAIL, EXIT_OK, EXIT_TOOL_ERROR, EXIT_WARN, UsageError
 from ..extras import install_command
 from ..routes import Route
+from ..selfexec import module_argv
 
 if TYPE_CHECKING:
     from ..schema import validate as schema
@@ -224,7 +224,7 @@ def run_probe(
     proc = None
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gdsdiag.validate.proof_probe", json.dumps(spec)],
+            module_argv("gdsdiag.validate.proof_probe", json.dumps(spec)),  # never the cwd's package
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -21,6 +21,20 @@ def psync_or_uring(w: _Worker) -> None:
         w.job.engine = lib.GD_ENGINE_URING if uring else lib.GD_ENGINE_PSYNC
 
 
+# From this block size a psync read's check runs on a helper thread, overlapped with the next read
+# (csrc/ioloop.c, run_sync_pipelined): below it a hand-off costs about what the check does.
+OVERLAP_MIN_BS = 64 * 1024
+
+
+def overlapped_check(spec: PointSpec) -> bool:
+    """Whether a host read point checks block k while block k+1 is read (fio's verify_async):
+    one I/O at a time (psync), verification on, blocks of OVERLAP_MIN_BS or more.
+    GDSDIAG_SWEEP_VERIFY=inline keeps the check in the worker (the A/B of docs/benchmarks.md)."""
+    if os.environ.get("GDSDIAG_SWEEP_VERIFY") == "inline":
+        return False
+    return spec.is_read and spec.verify and spec.iodepth == 1 and spec.bs >= OVERLAP_MIN_BS
+
+
 class HostBuffers:
     """iodepth × bs bytes on a huge-page boundary, or in 4 KiB pages (``spec.buffers``:
     files.IoBuffer), shared with the C loop. A mixin of a Worker (which sets the attributes
@@ -31,9 +45,9 @@ class HostBuffers:
     job: Any
     iob: IoBuffer | None = None
 
-    def alloc_host(self, pinned: bool = False) -> None:
+    def alloc_host(self, pinned: bool = False, slots: int | None = None) -> None:
         spec, f, j = self.spec, self.point.ffi, self.job
-        self.iob = IoBuffer(spec.bs * spec.iodepth, spec.buffers)
+        self.iob = IoBuffer(spec.bs * (slots or spec.iodepth), spec.buffers)
         j.host_buf = self.iob.cdata(f)
         self.view = self.iob.view[: spec.bs]
 
@@ -52,7 +66,11 @@ class Worker(HostBuffers, _Worker):
         psync_or_uring(self)
 
     def prepare(self):
-        self.alloc_host()
+        pipe = self.native and self.point.lib is not None and overlapped_check(self.spec)
+        self.alloc_host(slots=2 if pipe else None)  # the pipeline reads into one half while the other is checked
+        self.job.pipeline = 1 if pipe else 0
+        if pipe:
+            self.loop_extra = {"check": "overlapped"}
         if not self.native:
             self.verifier = pattern.HostVerifier(self.spec.bs, self.sf.seed)
 

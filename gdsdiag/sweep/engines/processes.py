@@ -35,12 +35,12 @@ import json
 import os
 import queue
 import subprocess
-import sys
 import threading
 import time
 from types import SimpleNamespace
 from typing import Any
 
+from ...selfexec import module_argv
 from ...units import size_text
 from .base import RESULT_FIELDS, SETUP_TIMEOUT_S, PointError, PointResult, PointSpec, RouteSeen
 
@@ -62,7 +62,7 @@ class _Child:
         env = dict(os.environ)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gdsdiag.sweep.worker_process"],
+            module_argv("gdsdiag.sweep.worker_process"),  # gdsdiag/selfexec.py: never the cwd's package
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             pass_fds=(sf.fd,),
