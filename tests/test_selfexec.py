@@ -7,7 +7,7 @@ import os
 import subprocess
 
 import pytest
-from conftest import GDSDIAG
+from conftest import GDSDIAG, live
 
 
 @pytest.fixture()
@@ -51,5 +51,17 @@ def test_a_sweeps_worker_processes_run_gdsdiags_own_code(planted):
         *("sweep", "--dir", str(work), "--mode", "host", "--rw", "read", "--bs", "64k", "--threads", "2"),
         *("--size", "4M", "--bytes", "2M", "--workers", "process", "--json"),
     )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert not mark.exists(), mark.read_text()
+
+
+@live
+def test_a_traces_node_facts_child_runs_gdsdiags_own_code(planted):
+    """The trace's `gdsdiag check --json` child (trace/live.py NodeFactsReader) runs as root with
+    every trace: started in a directory with a planted package, it ran that package."""
+    cwd, mark = planted
+    (cwd / "gdsdiag" / "__main__.py").write_text(f"open({str(mark)!r}, 'a').write('__main__\\n')\n")
+    assert os.environ.get("GDSDIAG_NODE_FACTS", "1") != "0"  # (the child this is about runs)
+    r = _in(cwd, "trace", "--", "sleep", "0.3")
     assert r.returncode == 0, r.stderr[-2000:]
     assert not mark.exists(), mark.read_text()

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 from ..errors import GdsdiagError, UsageError
+from ..selfexec import module_argv
 from . import gcpace
 from .classify import Classifier, exit_is_io
 from .content import ContentCheck, answer_event, recorded_answers
@@ -126,14 +127,13 @@ class NodeFactsReader:
     WAIT_S = 0.5
 
     def __init__(self) -> None:
-        import sys
-
         self._proc: subprocess.Popen | None = None
         if os.environ.get("GDSDIAG_NODE_FACTS", "1") == "0":  # (benchmarks: the tracer's own cost alone)
             return
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "gdsdiag", "check", "--json"],
+                # (the running gdsdiag, never a gdsdiag/ package in the current directory: selfexec)
+                module_argv("gdsdiag", "check", "--json"),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 from ..errors import GdsdiagError
 from ..routes import Route, route_of
+from ..selfexec import module_argv
 
 
 def cufile_modes() -> tuple[str, ...]:
@@ -103,9 +103,8 @@ def traced_sweep(directory: str, gpu: int, pts: dict) -> tuple[dict, dict]:
     with workdirs.WorkDir("gdsdiag-validate-sweep-") as work:
         out = os.path.join(work, "sweep.json")
         args = [
-            sys.executable,
-            "-m",
-            "gdsdiag",
+            # (the running gdsdiag, never a gdsdiag/ package in the current directory: selfexec)
+            *module_argv("gdsdiag"),
             "sweep",
             "--dir",
             directory,
