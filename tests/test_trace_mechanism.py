@@ -4,13 +4,13 @@ from gdsdiag.trace.mechanism import describe, rate
 
 
 def test_engines_are_named_once_each_with_o_direct_and_threads():
-    assert describe(["io_uring"], True, 8, False) == "io_uring, O_DIRECT, 8 threads"
-    assert describe(["aio"], True, 1, True) == "libaio, O_DIRECT, libcufile loaded, not used for it"
-    assert describe(["pread64", "preadv"], False, 4, False) == "pread, 4 threads"
-    assert describe(["mmap", "read"], False, 1, False) == "mmap page faults + read"
-    assert describe(["cuFile"], False, 16, False) == "cuFile, 16 threads"
-    assert describe(["read (counted in the kernel)"], False, 0, False) == "read"
-    assert describe([], False, 0, False) == "no I/O seen"
+    assert describe(["io_uring"], (2, 2), 8, False) == "io_uring, O_DIRECT, 8 threads"
+    assert describe(["aio"], (1, 1), 1, True) == "libaio, O_DIRECT, libcufile loaded, not used for it"
+    assert describe(["pread64", "preadv"], (0, 3), 4, False) == "pread, 4 threads"
+    assert describe(["mmap", "read"], (1, 3), 1, False) == "mmap page faults + read, O_DIRECT on 1 of its 3 opens"
+    assert describe(["cuFile"], (0, 0), 16, False) == "cuFile, 16 threads"
+    assert describe(["read (counted in the kernel)"], (0, 1), 0, False) == "read"
+    assert describe([], (0, 0), 0, False) == "no I/O seen"
 
 
 def test_rate_is_bytes_over_the_span_and_unknown_where_the_span_says_nothing():

@@ -26,7 +26,9 @@ def test_the_loaders_fallback_message_is_kept_and_decides_its_files_why(fake_cud
         path = os.path.join(d, "weights.bin")
         with open(path, "wb") as f:
             f.write(os.urandom(4 << 20))
-        env = {**os.environ, "LD_LIBRARY_PATH": os.path.dirname(fake_cuda)}
+        # (the stand-in first; what the path had stays after it: the GPU machine's kit puts libbcc there)
+        ld = os.environ.get("LD_LIBRARY_PATH")
+        env = {**os.environ, "LD_LIBRARY_PATH": os.path.dirname(fake_cuda) + (os.pathsep + ld if ld else "")}
         env.pop("PYTHONUNBUFFERED", None)
         rec = os.path.join(d, "run.rec.jsonl")
         r = subprocess.run(

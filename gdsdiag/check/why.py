@@ -131,7 +131,7 @@ def file_why(
         facts = [Fact(decisive.fact, decisive.value, decisive.source, "decisive"), *node_facts[1:], ran]
         return [*facts, *_said_facts(said)], node_fix or "none found on this node: no GDS fact read here explains it"
     if bounce:
-        via = row.get("via") or []
+        via = row.get("via_to_gpu") or row.get("via") or []  # (the calls that moved what reached a GPU)
         how = "mapped it (mmap) and copied the pages" if "mmap" in via else "read it into host memory and copied it"
         if "staged" in (row.get("how") or []):
             how += " through a host staging buffer"

@@ -233,7 +233,7 @@ def file_line(f: dict) -> str:
         if n:
             extra = ""
             if route == "DRAM_BOUNCE":
-                how = ", ".join(f["via"])
+                how = ", ".join(f.get("via_to_gpu") or f["via"])
                 if f.get("page_cache_hit") is not None:
                     how += f", page cache hit {100 * f['page_cache_hit']:.0f} %"
                 extra = f" ({how})"

@@ -102,6 +102,7 @@ class _FileRow(TypedDict):
     how: list[str]  # direct | staged | job: how copies took its bytes (dataflow.py)
     mechanism: str  # what the program did to it: "io_uring, O_DIRECT, 8 threads" (trace/mechanism.py)
     threads: int  # threads seen doing its I/O (0: only counted in the kernel)
+    via_to_gpu: list[str]  # of via, the calls that moved the bytes that reached a GPU
     gbps: float | None  # its bytes over the span of its I/O (first start to last end); None: not known
     why: str
     # the facts that decided its route, decisive first: {fact, value, source, role: decisive |

@@ -509,7 +509,8 @@ class Classifier:
         # what each process said on stderr about its data path (trace/said.py: the lines the probes
         # sent that name it), for the why of its files: a loader's own "falling back to …"
         self.said: dict[int, list[str]] = {}
-        self.o_direct: set[str] = set()  # paths opened with O_DIRECT
+        # opens of each path (data files only are looked up): [with O_DIRECT, all] (mechanism.describe)
+        self.opens_of: dict[str, list[int]] = {}
         self.node: NodeFacts | None = None  # the node's GDS facts (check/facts.py), for each file's why
         # --block: requests the traced processes issued per (device, R|W|…): [requests, bytes]
         # (block_summary; the device that served the bytes, e.g. the virtio disk under every read)
@@ -713,8 +714,12 @@ class Classifier:
             # an unnamed file in that directory, until a linkat names it (_on_rename): one name per open
             e.path = f"{e.path.rstrip('/')}/{TMPFILE_NAME}, fd {fd})"
         self.fds[key] = _Desc(e.path, pos, bool(flags & O_APPEND))
-        if flags & O_DIRECT and len(self.o_direct) < MAX_FILES:
-            self.o_direct.add(e.path)  # (mechanism.describe: the file was read or written with O_DIRECT)
+        n = self.opens_of.get(e.path)
+        if n is None and len(self.opens_of) < MAX_FILES:
+            n = self.opens_of[e.path] = [0, 0]
+        if n is not None:
+            n[0] += bool(flags & O_DIRECT)
+            n[1] += 1
         if flags & O_CLOEXEC:
             self.cloexec.add(key)
         if len(e.args) > 4 and e.args[4]:
@@ -1844,6 +1849,7 @@ class Classifier:
                 "pids": set(),
                 "how": set(),
                 "max_offset": 0,
+                "via_to_gpu": set(),
                 "first_ns": 0,
                 "last_ns": 0,
                 "tids": set(),
@@ -1859,7 +1865,10 @@ class Classifier:
         f["bytes"] += nbytes
         routes = f["routes"]
         routes[route] = routes.get(route, 0) + nbytes
-        f["via"].add("cuFile" if api.startswith("cuFile") else api)  # ("mmap" is its own api)
+        name = "cuFile" if api.startswith("cuFile") else api  # ("mmap" is its own api)
+        f["via"].add(name)
+        if route != Route.HOST and route != Route.UNKNOWN:
+            f["via_to_gpu"].add(name)  # (what moved the bytes that reached a GPU: the why's "how")
         if len(f["pids"]) < MAX_FILE_PIDS:
             f["pids"].add(pid)
         if end > f["max_offset"]:
@@ -2184,7 +2193,13 @@ class Classifier:
                 "pids": sorted(f["pids"]),
                 "how": sorted(f["how"]),
                 "why": "; ".join(why),
-                "mechanism": describe(sorted(f["via"]), f["path"] in self.o_direct, len(f["tids"]), bool(unused)),
+                "mechanism": describe(
+                    sorted(f["via"]),
+                    self._opens(f["path"], f.get("renamed_from")),
+                    len(f["tids"]),
+                    bool(unused),
+                ),
+                "via_to_gpu": sorted(f["via_to_gpu"]),
                 "threads": len(f["tids"]),
                 "gbps": rate(f["bytes"], f["first_ns"], f["last_ns"]),
             }
@@ -2196,6 +2211,15 @@ class Classifier:
             if lost:
                 out[-1]["lost_in_kernel"] = dict(lost)
         return out
+
+    def _opens(self, path: str, was: list[str] | None) -> tuple[int, int]:
+        """(opens with O_DIRECT, opens) of PATH under its names in the trace."""
+        d = n = 0
+        for p in (path, *(was or ())):
+            got = self.opens_of.get(p)
+            if got:
+                d, n = d + got[0], n + got[1]
+        return d, n
 
     def needs_node_facts(self) -> bool:
         """Whether a file's why will ask for the node's facts (trace/why.py: its COMPAT or

@@ -648,6 +648,8 @@ class DataFlow:
                     return False  # (other bytes in its buffer now: no copy of this read's)
                 take = min(host + n, s.buf + s.size) - max(host, s.buf)  # type: ignore[operator]
                 self._consume(s, max(take, 0), "direct", c)  # type: ignore[arg-type]
+                if host < s.buf or host + n > s.buf + max(s.size, 1):  # type: ignore[operator]
+                    self._direct_rest(s, c)  # type: ignore[arg-type]
             elif c[5] == 1 and n >= MIN_STAGED_COPY:  # (copied again: DataFlow.recopies)
                 job = self.job_of(pid)
                 again = self.recopies.get(job)
@@ -661,6 +663,46 @@ class DataFlow:
                 self._take_mapped(mf, iv[0], iv[1], "direct", c)  # (bytes taken already add nothing)
                 return True
         return False
+
+    def _direct_rest(self, first: Source, c: list) -> None:
+        """The other reads a copy's host range covers beside FIRST's buffer: one copy of a large
+        buffer that several reads filled (a streamer's threads each read a 2 MiB chunk into one
+        buffer, and a tensor of 8 MiB across four of them is copied at once). Each takes the part of
+        its buffer the copy covers that no newer read's buffer took (a buffer reused: its newest
+        read's bytes are what the copy carried)."""
+        ts, pid, _, host, n = c[:5]
+        q = self.by_pid.get(pid)
+        if not q:
+            return
+        recent = self._recent(pid, q)
+        end = host + n
+        g0, g1 = host >> GRANULE_SHIFT, (end - 1) >> GRANULE_SHIFT
+        if g1 - g0 >= MAX_GRANULES:
+            return
+        floor = q[0].seq
+        seen: set[int] = set()
+        cands: list[Source] = []
+        for g in range(g0, g1 + 1):
+            for cand in recent.granules.get(g, ()):
+                if cand.seq >= floor and id(cand) not in seen:
+                    seen.add(id(cand))
+                    cands.append(cand)
+        for cand in recent.wide:
+            if cand.seq >= floor and id(cand) not in seen:
+                cands.append(cand)
+        covered = Intervals()
+        if first.buf is not None:
+            covered.add(max(host, first.buf), min(end, first.buf + max(first.size, 1)))
+        for cand in sorted(cands, key=lambda x: -x.seq):
+            if cand is first or cand.buf is None or cand.ts > ts + 1:
+                continue
+            lo, hi = max(host, cand.buf), min(end, cand.buf + max(cand.size, 1))
+            if lo >= hi:
+                continue
+            take = hi - lo - covered.overlap(lo, hi)
+            covered.add(lo, hi)
+            if take > 0 and not cand.finished:
+                self._consume(cand, min(take, cand.remaining()), "direct", c)
 
     def _still_the_reads(self, s: Source, c: list) -> bool:
         """The probe saw the copy's source differ from what the last read into that address put
@@ -677,14 +719,19 @@ class DataFlow:
             s.changed = c
         return False
 
-    def _newest_read_of(self, pid: int, q: deque[Source], host: int, n: int) -> Source | None:
-        """The newest of the last DIRECT_SCAN reads in Q whose buffer [host, host + n) overlaps
-        (reused buffers: the newest read of it), found through RecentReads."""
+    def _recent(self, pid: int, q: deque[Source]) -> RecentReads:
+        """PID's RecentReads, made from its queue Q the first time a copy asks."""
         recent = self.recent.get(pid)
         if recent is None:
             recent = self.recent[pid] = RecentReads()
             for src in reversed(list(itertools.islice(reversed(q), DIRECT_SCAN))):
                 recent.add(src)
+        return recent
+
+    def _newest_read_of(self, pid: int, q: deque[Source], host: int, n: int) -> Source | None:
+        """The newest of the last DIRECT_SCAN reads in Q whose buffer [host, host + n) overlaps
+        (reused buffers: the newest read of it), found through RecentReads."""
+        recent = self._recent(pid, q)
         # (RecentReads holds the process's last DIRECT_SCAN reads; Q, their suffix from q[0] on)
         answered, s = recent.newest_overlap(host, n, q[0].seq)
         if answered:

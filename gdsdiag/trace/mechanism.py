@@ -32,17 +32,20 @@ def _engine(api: str) -> str:
     return base
 
 
-def describe(via: list[str], o_direct: bool, threads: int, cufile_unused: bool) -> str:
-    """One line: the engines that moved the file's bytes, O_DIRECT, the threads doing it, and a
-    libcufile the program loaded and did not use."""
+def describe(via: list[str], opens: tuple[int, int], threads: int, cufile_unused: bool) -> str:
+    """One line: the engines that moved the file's bytes, O_DIRECT (OPENS: the file's opens with
+    it, and all of them), the threads doing it, and a libcufile the program loaded and did not use."""
     engines: list[str] = []
     for api in via:
         e = _engine(api)
         if e not in engines:
             engines.append(e)
     parts = [" + ".join(engines) or "no I/O seen"]
-    if o_direct:
+    direct, n = opens
+    if direct and direct == n:
         parts.append("O_DIRECT")
+    elif direct:
+        parts.append(f"O_DIRECT on {direct} of its {n} opens")
     if threads > 1:
         parts.append(f"{threads} threads")
     if cufile_unused:

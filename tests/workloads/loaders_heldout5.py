@@ -193,6 +193,7 @@ def _kvikio(d: str, compat: str, name: str) -> None:
     os.environ["KVIKIO_COMPAT_MODE"] = compat
     import cupy as cp
     import kvikio
+    import kvikio.defaults
     import torch
 
     p = _p(d)
