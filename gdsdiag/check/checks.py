@@ -10,6 +10,7 @@ from ..platform.kernel import NVFS_REGISTRATION_SYMBOLS
 from ..routes import Route
 from ..verdicts import Severity, Status
 from .context import CheckContext
+from .known_issues import KNOWN_ISSUE_CHECKS
 from .model import CheckResult, Evidence, judged, plain
 
 P2PDMA_MIN_OPEN_DRIVER = (565, 47)  # "Install OpenRM version 565.47 or above" (GDS support for NVMe, pre-installation)
@@ -873,4 +874,5 @@ NODE_CHECKS = (
     check_cufile_json,
     check_libcufile,
     check_container,
+    *KNOWN_ISSUE_CHECKS,  # NVIDIA's Known Issues seen from the node (known_issues.py)
 )

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from .. import cufile_json
-from ..platform import kernel, mounts, nvfs_proc, nvidia_proc
+from ..platform import kernel, mounts, nvfs_proc, nvidia_proc, osinfo
 from ..platform.fsroot import FsRoot
 from ..platform.libcufile import LibcufileInfo
 
@@ -56,6 +56,22 @@ class CheckContext:
     @cached_property
     def kconfig(self) -> kernel.KernelConfig:
         return kernel.read_kernel_config(self.fs, self.release)
+
+    @cached_property
+    def os_release(self) -> osinfo.OsRelease:
+        return osinfo.read_os_release(self.fs)
+
+    @cached_property
+    def cmdline(self) -> list[str] | None:
+        return osinfo.read_cmdline(self.fs)
+
+    @cached_property
+    def arch(self) -> tuple[str | None, str]:
+        return osinfo.architecture(self.fs, self.kconfig)
+
+    @cached_property
+    def persistenced(self) -> osinfo.Persistenced:
+        return osinfo.read_persistenced(self.fs)
 
     @cached_property
     def nvfs(self) -> nvfs_proc.NvfsState:
