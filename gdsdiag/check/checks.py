@@ -10,6 +10,7 @@ from ..platform.kernel import NVFS_REGISTRATION_SYMBOLS
 from ..routes import Route
 from ..verdicts import Severity, Status
 from .context import CheckContext
+from .cuobj import check_cuobj
 from .known_issues import KNOWN_ISSUE_CHECKS
 from .model import CheckResult, Evidence, judged, plain
 
@@ -872,6 +873,7 @@ NODE_CHECKS = (
     check_rdma,
     check_iommu_acs,
     check_cufile_json,
+    check_cuobj,  # cuobj.json and the runtime cuFile shares with cuObject (cuobj.py)
     check_libcufile,
     check_container,
     *KNOWN_ISSUE_CHECKS,  # NVIDIA's Known Issues seen from the node (known_issues.py)

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from .. import cufile_json
+from .. import cufile_json, cuobj_json
 from ..platform import kernel, mounts, nvfs_proc, nvidia_proc, osinfo
 from ..platform.fsroot import FsRoot
 from ..platform.libcufile import LibcufileInfo
@@ -81,6 +81,10 @@ class CheckContext:
     @cached_property
     def cufile(self) -> cufile_json.CufileConfig:
         return cufile_json.load(self.fs, self.env)
+
+    @cached_property
+    def cuobj(self) -> cuobj_json.CuobjConfig:
+        return cuobj_json.load(self.fs, self.env)
 
     @cached_property
     def libcufile(self) -> LibcufileInfo | None:
