@@ -98,4 +98,3 @@ def load(fs: FsRoot, env: Mapping[str, str] | None = None) -> CuobjConfig:
     parsed = cufile_json.parse(raw.decode("utf-8", "replace"), path)
     cfg.data, cfg.parse_error = parsed.data, parsed.parse_error
     return cfg
-

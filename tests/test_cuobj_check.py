@@ -40,7 +40,11 @@ def test_rdma_transport_type_left_in_cufile_json_is_named(h200):
 
 def test_cuobj_file_in_effect_and_differing_keys_warn(h200):
     cf.set_cufile(h200, '{"properties": {"allow_compat_mode": true, "max_direct_io_size_kb": 16384}}')
-    cf._write(h200, "/etc/cuobj.json", '{ // cuObject\n "properties": {"allow_compat_mode": false, "max_direct_io_size_kb": 16384}}')
+    cf._write(
+        h200,
+        "/etc/cuobj.json",
+        '{ // cuObject\n "properties": {"allow_compat_mode": false, "max_direct_io_size_kb": 16384}}',
+    )
     ids = _ids(h200)
     assert ids["cuobj.json"].status == Status.INFO and "/etc/cuobj.json" in ids["cuobj.json"].summary
     s = ids["cuobj.shared_runtime"]
@@ -51,7 +55,9 @@ def test_cuobj_file_in_effect_and_differing_keys_warn(h200):
 
 def test_agreeing_files_are_info_and_parallel_io_is_not_a_difference(h200):
     cf.set_cufile(h200, '{"execution": {"parallel_io": true}, "properties": {"allow_compat_mode": true}}')
-    cf._write(h200, "/etc/cuobj.json", '{"execution": {"parallel_io": false}, "properties": {"allow_compat_mode": true}}')
+    cf._write(
+        h200, "/etc/cuobj.json", '{"execution": {"parallel_io": false}, "properties": {"allow_compat_mode": true}}'
+    )
     ids = _ids(h200)
     assert ids["cuobj.shared_runtime"].status == Status.INFO
     assert "first of cuFile/cuObject to initialise" in ids["cuobj.shared_runtime"].summary

@@ -44,7 +44,10 @@ def check_cuobj(ctx: CheckContext) -> list[CheckResult]:
     out = [_file_result(ctx)]
     if c.overrides or c.fallbacks:
         ev = [Evidence("environment", f"{k}={v}") for k, v in c.overrides[:12]]
-        ev += [Evidence("environment", f"{k}={v} (no CUOBJ_{k[len('CUFILE_') :]}: cuObject takes it)") for k, v in c.fallbacks[:12]]
+        ev += [
+            Evidence("environment", f"{k}={v} (no CUOBJ_{k[len('CUFILE_') :]}: cuObject takes it)")
+            for k, v in c.fallbacks[:12]
+        ]
         out.append(
             CheckResult(
                 "cuobj.env",
@@ -89,7 +92,13 @@ def _file_result(ctx: CheckContext) -> CheckResult:
         )
     if c.parse_error:
         return CheckResult(
-            cid, title, Status.WARN, c.parse_error, [Evidence(c.path, "unparsable")], why, "fix the JSON at the position given"
+            cid,
+            title,
+            Status.WARN,
+            c.parse_error,
+            [Evidence(c.path, "unparsable")],
+            why,
+            "fix the JSON at the position given",
         )
     leaves = c.leaves()
     ev = [Evidence(c.path, f"{len(leaves)} setting(s)")]

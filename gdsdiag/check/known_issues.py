@@ -12,7 +12,9 @@ from ..verdicts import Status
 from .context import CheckContext
 from .model import CheckResult, Evidence
 
-KNOWN_ISSUES = "NVIDIA GDS release notes, Known Issues (docs.nvidia.com/gpudirect-storage/release-notes/known-issues.html)"
+KNOWN_ISSUES = (
+    "NVIDIA GDS release notes, Known Issues (docs.nvidia.com/gpudirect-storage/release-notes/known-issues.html)"
+)
 NVFS_BAD = "2.25.6"  # "Using nvidia-fs version 2.25.6 may cause cuFile APIs to fail when using GDS P2P mode"
 
 
@@ -27,9 +29,7 @@ def _p2pdma_relevant(ctx: CheckContext) -> tuple[bool, Evidence]:
 
 
 def _not_relevant(cid: str, title: str, ev: Evidence) -> CheckResult:
-    return CheckResult(
-        cid, title, Status.INFO, "not relevant: the kernel has no PCI P2PDMA", [ev], route=Route.P2PDMA
-    )
+    return CheckResult(cid, title, Status.INFO, "not relevant: the kernel has no PCI P2PDMA", [ev], route=Route.P2PDMA)
 
 
 def check_kaslr(ctx: CheckContext) -> list[CheckResult]:
@@ -93,7 +93,9 @@ def check_rhel95(ctx: CheckContext) -> list[CheckResult]:
     ]
     is95 = osr.version_id == "9.5"
     if not is95 or (arch is not None and arch != "x86_64"):
-        return [CheckResult(cid, title, Status.PASS, f"{osr.pretty} ({arch or 'arch unknown'})", ev, route=Route.P2PDMA)]
+        return [
+            CheckResult(cid, title, Status.PASS, f"{osr.pretty} ({arch or 'arch unknown'})", ev, route=Route.P2PDMA)
+        ]
     why = f"{KNOWN_ISSUES}: 'NVME P2PDMA mode is currently not supported on RHEL 9.5 for x86.'"
     if osr.id != "rhel":
         if "rhel" in osr.id_like:
@@ -180,7 +182,7 @@ def check_nvfs_2256(ctx: CheckContext) -> list[CheckResult]:
     if not ctx.nvfs.loaded:
         return []  # nvfs.loaded already says the module is absent
     ver, src = nvfs_full_version(ctx)
-    ev = [Evidence(src, ver)]
+    ev = [Evidence(src, ver or "missing")]
     if ver is None:
         return [CheckResult(cid, title, Status.SKIP, "nvidia-fs version unknown", ev, route=Route.NVFS)]
     if ver.count(".") < 2:
