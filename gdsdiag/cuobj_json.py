@@ -26,6 +26,24 @@ from .platform.fsroot import FsRoot
 DEFAULT = "/etc/cuobj.json"
 SELECTOR = "CUOBJ_ENV_PATH_JSON"
 CUFILE_SELECTOR = "CUFILE_ENV_PATH_JSON"  # selects cufile.json only, never cuobj.json
+# The CUOBJ_* names libcufile 1.20.0.107 reads (its strings; each has a CUFILE_* twin of the same
+# suffix in the same library, which is the "matching" variable of NVIDIA's note):
+# tests/fixtures/libcufile-strings/libcufile-1.20.0.107-cuobject-and-static-config.txt
+CUOBJ_VARS = (
+    "CUOBJ_ENV_PATH_JSON",
+    "CUOBJ_VISIBLE_DEVICES",
+    "CUOBJ_LOGFILE_MAX_SIZE_MB",
+    "CUOBJ_STATS_LEVEL",
+    "CUOBJ_RDMA_DC_KEY",
+    "CUOBJ_LOGGING_LEVEL",
+    "CUOBJ_IO_PRIORITY",
+    "CUOBJ_DMABUF_ENABLE",
+    "CUOBJ_MAX_DEVICE_CACHE_SIZE",
+    "CUOBJ_PER_BUFFER_CACHE_SIZE",
+    "CUOBJ_STREAM_MEMOPS_BYPASS",
+    "CUOBJ_RDMA_ALLOW_RDMA_TOKEN_RESET",
+    "CUOBJ_RDMA_TOKEN_RESET_TIMEOUT_SECS",
+)
 
 
 @dataclass
@@ -37,11 +55,12 @@ class CuobjConfig:
     parse_error: str | None = None
     missing_selected: str | None = None  # CUOBJ_ENV_PATH_JSON named a file that is not there
     overrides: list[tuple[str, str]] = field(default_factory=list)  # CUOBJ_* set
+    unknown: list[str] = field(default_factory=list)  # CUOBJ_* set that libcufile 1.20 does not read
     fallbacks: list[tuple[str, str]] = field(default_factory=list)  # CUFILE_* that apply for lack of CUOBJ_*
 
     @property
     def present(self) -> bool:
-        return bool(self.path or self.missing_selected or self.overrides or self.fallbacks)
+        return bool(self.path or self.missing_selected or self.overrides or self.fallbacks or self.unknown)
 
     def leaves(self) -> dict[str, object]:
         return flatten(self.data or {})
@@ -58,16 +77,21 @@ def flatten(d: dict, prefix: str = "") -> dict[str, object]:
     return out
 
 
-def env_layers(env: Mapping[str, str]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(CUOBJ_* set, CUFILE_* that cuObject takes because the CUOBJ_* of the same suffix is absent).
-    The file selectors are left out of the fallbacks: NVIDIA says the fallback does not select files."""
-    overrides = sorted((k, v) for k, v in env.items() if k.startswith("CUOBJ_") and k != SELECTOR)
+def env_layers(env: Mapping[str, str]) -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[str]]:
+    """(CUOBJ_* set, CUFILE_* that cuObject takes because its CUOBJ_* twin is absent, CUOBJ_* set
+    that libcufile 1.20 does not read). Only a CUFILE_* with a CUOBJ_* twin is a fallback; the file
+    selectors never are: NVIDIA says the fallback does not select files."""
+    known = set(CUOBJ_VARS) - {SELECTOR}
+    overrides = sorted((k, v) for k, v in env.items() if k in known)
+    unknown = sorted(k for k in env if k.startswith("CUOBJ_") and k not in CUOBJ_VARS)
     fallbacks = sorted(
         (k, v)
         for k, v in env.items()
-        if k.startswith("CUFILE_") and k != CUFILE_SELECTOR and "CUOBJ_" + k[len("CUFILE_") :] not in env
+        if k.startswith("CUFILE_")
+        and "CUOBJ_" + k[len("CUFILE_") :] in known
+        and "CUOBJ_" + k[len("CUFILE_") :] not in env
     )
-    return overrides, fallbacks
+    return overrides, fallbacks, unknown
 
 
 def load(fs: FsRoot, env: Mapping[str, str] | None = None) -> CuobjConfig:
@@ -76,7 +100,7 @@ def load(fs: FsRoot, env: Mapping[str, str] | None = None) -> CuobjConfig:
         env = os.environ
     env = env if fs.is_live else {}
     cfg = CuobjConfig(path=None, found_via=None)
-    cfg.overrides, cfg.fallbacks = env_layers(env)
+    cfg.overrides, cfg.fallbacks, cfg.unknown = env_layers(env)
     chosen = env.get(SELECTOR)
     if chosen:
         cfg.searched.append(chosen)

@@ -100,11 +100,35 @@ def test_selector_naming_no_file_warns_and_does_not_fall_back(tmp_path):
 
 
 def test_cufile_variables_are_fallbacks_only_without_their_cuobj_twin():
-    over, fall = cuobj_json.env_layers(
-        {"CUFILE_LOGFILE_PATH": "/a", "CUOBJ_LOGFILE_PATH": "/b", "CUFILE_FORCE_COMPAT_MODE": "true", "PATH": "/bin"}
+    # names from libcufile 1.20.0.107's strings (tests/fixtures/libcufile-strings/): CUOBJ_LOGGING_LEVEL
+    # and CUFILE_LOGGING_LEVEL both exist; CUFILE_FORCE_COMPAT_MODE has no CUOBJ_ twin there
+    over, fall, unknown = cuobj_json.env_layers(
+        {
+            "CUFILE_LOGGING_LEVEL": "TRACE",
+            "CUOBJ_LOGGING_LEVEL": "INFO",
+            "CUFILE_STATS_LEVEL": "1",
+            "CUFILE_FORCE_COMPAT_MODE": "true",
+            "CUOBJ_LOGING_LEVEL": "x",
+            "PATH": "/bin",
+        }
     )
-    assert over == [("CUOBJ_LOGFILE_PATH", "/b")]
-    assert fall == [("CUFILE_FORCE_COMPAT_MODE", "true")]
-    ids = _ids("/", env={"CUFILE_FORCE_COMPAT_MODE": "true"})
+    assert over == [("CUOBJ_LOGGING_LEVEL", "INFO")]
+    assert fall == [("CUFILE_STATS_LEVEL", "1")]
+    assert unknown == ["CUOBJ_LOGING_LEVEL"]
+    ids = _ids("/", env={"CUFILE_STATS_LEVEL": "1"})
+    assert ids["cuobj.env"].status == Status.INFO
     assert ids["cuobj.env"].summary == "0 CUOBJ_* override(s), 1 CUFILE_* fallback(s) for cuObject"
     assert os.path.exists("/etc/cuobj.json") or ids["cuobj.json"].summary.startswith("no /etc/cuobj.json")
+    ids = _ids("/", env={"CUOBJ_LOGING_LEVEL": "x"})
+    assert ids["cuobj.env"].status == Status.WARN and "1 unknown CUOBJ_* name(s)" in ids["cuobj.env"].summary
+
+
+def test_variable_list_is_the_librarys():
+    name = os.path.join(
+        os.path.dirname(__file__),
+        "fixtures",
+        "libcufile-strings",
+        "libcufile-1.20.0.107-cuobject-and-static-config.txt",
+    )
+    lines = open(name).read().splitlines()
+    assert sorted(cuobj_json.CUOBJ_VARS) == sorted(x for x in lines if x.startswith("CUOBJ_"))

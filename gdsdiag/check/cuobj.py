@@ -42,8 +42,9 @@ def check_cuobj(ctx: CheckContext) -> list[CheckResult]:
             )
         ]
     out = [_file_result(ctx)]
-    if c.overrides or c.fallbacks:
+    if c.overrides or c.fallbacks or c.unknown:
         ev = [Evidence("environment", f"{k}={v}") for k, v in c.overrides[:12]]
+        ev += [Evidence("environment", f"{k}: not a variable libcufile 1.20 reads") for k in c.unknown[:12]]
         ev += [
             Evidence("environment", f"{k}={v} (no CUOBJ_{k[len('CUFILE_') :]}: cuObject takes it)")
             for k, v in c.fallbacks[:12]
@@ -52,11 +53,14 @@ def check_cuobj(ctx: CheckContext) -> list[CheckResult]:
             CheckResult(
                 "cuobj.env",
                 "CUOBJ_* overrides",
-                Status.INFO,
-                f"{len(c.overrides)} CUOBJ_* override(s), {len(c.fallbacks)} CUFILE_* fallback(s) for cuObject",
+                Status.WARN if c.unknown else Status.INFO,
+                f"{len(c.overrides)} CUOBJ_* override(s), {len(c.fallbacks)} CUFILE_* fallback(s) for cuObject"
+                + (f", {len(c.unknown)} unknown CUOBJ_* name(s)" if c.unknown else ""),
                 ev,
                 f"{NOTES}: 'CUOBJ_* … overrides … take precedence over JSON settings. Corresponding CUFILE_* variables "
-                "are accepted as migration fallbacks only when the matching CUOBJ_* variable is absent.'",
+                "are accepted as migration fallbacks only when the matching CUOBJ_* variable is absent.' The names "
+                "are those libcufile 1.20.0.107 carries in its strings; another spelling is not one it looks up",
+                "correct the name (gdsdiag/cuobj_json.py lists the ones libcufile reads)" if c.unknown else "",
             )
         )
     out.append(_shared_result(ctx))
