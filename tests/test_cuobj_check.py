@@ -132,3 +132,27 @@ def test_variable_list_is_the_librarys():
     )
     lines = open(name).read().splitlines()
     assert sorted(cuobj_json.CUOBJ_VARS) == sorted(x for x in lines if x.startswith("CUOBJ_"))
+
+
+# --- cufile.json's static GPU config (GDS 1.20) ------------------------------------------------
+
+
+def _static(root):
+    from gdsdiag.check.checks import check_cufile_json
+
+    return {r.id: r for r in check_cufile_json(CheckContext(FsRoot(root)))}.get("cufile.static_config")
+
+
+def test_static_config_states(h200):
+    # key names are libcufile 1.20.0.107's (miscellaneous.enable_static_config / static_config_filepath)
+    cf.set_cufile(h200, '{"miscellaneous": {"enable_static_config": false}}')
+    assert _static(h200) is None
+    cf.set_cufile(h200, '{"miscellaneous": {"enable_static_config": true}}')
+    assert "unset" in _static(h200).summary
+    cf.set_cufile(
+        h200, '{"miscellaneous": {"enable_static_config": true, "static_config_filepath": "/etc/gds-static.json"}}'
+    )
+    assert "does not exist" in _static(h200).summary
+    cf._write(h200, "/etc/gds-static.json", "{}")
+    r = _static(h200)
+    assert r.status == Status.INFO and "not from the node" in r.summary and "regenerate" in r.summary
