@@ -209,3 +209,22 @@ def test_nvfs_major_minor_only_cannot_tell(h200):
 def test_no_nvfs_no_rule(h200):
     _, ids = _ids(h200)
     assert "known.nvfs_2256" not in ids
+
+
+# --- the nvme symbol mismatch that sends every NVMe read to compat (gds-nvidia-fs#87) -----------
+
+
+def test_doca_2601_nvme_v2_on_a_6_8_kernel_warns(h200):
+    # #87: DOCA-OFED 26.01's nvme exports nvme_v2_register_nvfs_dma_ops on a kernel that needs the
+    # v1 ABI, nvidia-fs looks up v1, every NVMe read silently goes to compat. The kernel release is
+    # an Ubuntu 6.8 release as the corpus captures print it (6.8.0-64-generic: ASUS ESC8000A-E12 gdscheck).
+    cf.add_nvidia_fs(h200)
+    cf.add_kallsyms(h200, ("nvme_v2_register_nvfs_dma_ops", "nvme"))
+    _write(h200, "/proc/sys/kernel/osrelease", "6.8.0-64-generic\n")
+    _, ids = _ids(h200)
+    r = ids["storage.nvme_abi"]
+    assert r.status == Status.WARN and "expects the nvme v1 ops but nvme exports v2" in r.summary
+    assert "gds-nvidia-fs#87" in r.why and "DOCA" in r.fix
+    cf.add_kallsyms(h200, ("nvme_v1_register_nvfs_dma_ops", "nvme"))  # a matching nvme: no warning
+    _, ids = _ids(h200)
+    assert "storage.nvme_abi" not in ids
