@@ -228,3 +228,19 @@ def test_doca_2601_nvme_v2_on_a_6_8_kernel_warns(h200):
     cf.add_kallsyms(h200, ("nvme_v1_register_nvfs_dma_ops", "nvme"))  # a matching nvme: no warning
     _, ids = _ids(h200)
     assert "storage.nvme_abi" not in ids
+
+
+# --- the readers answer the same from a snapshot -----------------------------------------------
+
+
+def test_snapshot_carries_os_release_and_cmdline(tmp_path):
+    from gdsdiag.platform.roots import open_snapshot
+    from gdsdiag.snapshot import create
+
+    if not os.path.exists("/etc/os-release"):
+        pytest.skip("no /etc/os-release here")
+    out = tmp_path / "node.tar.gz"
+    create(str(out))
+    snap, live = open_snapshot(str(out)), FsRoot("/")
+    assert osinfo.read_os_release(snap).fields == osinfo.read_os_release(live).fields
+    assert osinfo.read_cmdline(snap) == osinfo.read_cmdline(live)
