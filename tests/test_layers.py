@@ -43,6 +43,7 @@ LAYERS = {
     "gdsdiag.platform": 3,
     "gdsdiag.importers": 3,
     "gdsdiag.cufile_json": 3,
+    "gdsdiag.cuobj_json": 3,
     "gdsdiag.explain.readers": 3,
     "gdsdiag.trace.procs": 3,
     # bindings

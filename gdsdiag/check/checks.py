@@ -10,6 +10,8 @@ from ..platform.kernel import NVFS_REGISTRATION_SYMBOLS
 from ..routes import Route
 from ..verdicts import Severity, Status
 from .context import CheckContext
+from .cuobj import check_cuobj
+from .known_issues import KNOWN_ISSUE_CHECKS
 from .model import CheckResult, Evidence, judged, plain
 
 P2PDMA_MIN_OPEN_DRIVER = (565, 47)  # "Install OpenRM version 565.47 or above" (GDS support for NVMe, pre-installation)
@@ -706,6 +708,8 @@ def check_cufile_json(ctx: CheckContext) -> list[CheckResult]:
                 "put GPU_MEM_NVLINKS/GPU_MEM before SYS_MEM" if st == Status.WARN else "",
             )
         )
+    if g("miscellaneous.enable_static_config") is True:
+        out.append(_static_config(ctx, cfg.path, g("miscellaneous.static_config_filepath")))
     stats = g("profile.cufile_stats")
     out.append(
         CheckResult(
@@ -730,6 +734,31 @@ def check_cufile_json(ctx: CheckContext) -> list[CheckResult]:
         )
     )
     return out
+
+
+def _static_config(ctx: CheckContext, cfg_path: str, fp) -> CheckResult:
+    """GDS 1.20's optional static GPU hardware configuration: "to reduce initialization overhead by
+    caching BAR size and PCI P2PDMA support" (release notes, New Features). What libcufile does
+    without a usable file is its own text (libcufile 1.20.0.107 strings, tests/fixtures/libcufile-strings/):
+    "Static config file path not configured", "Cannot open static config file", then "Static config
+    init failed; falling back to runtime probes for bar/p2pdma"."""
+    ev = [_ev(cfg_path, f"miscellaneous.enable_static_config: true, static_config_filepath: {plain(fp)}")]
+    why = (
+        "GDS 1.20: an optional static GPU hardware configuration caches BAR size and PCI P2PDMA support to "
+        "reduce initialisation time; libcufile then takes those facts from the file, not from the node"
+    )
+    if not fp:
+        said = "on, but static_config_filepath is unset: libcufile probes BAR size and P2PDMA at start-up"
+    elif not ctx.fs.exists(fp):
+        said = f"on, but {fp} does not exist: libcufile probes BAR size and P2PDMA at start-up"
+        ev.append(_ev(fp, "missing"))
+    else:
+        said = (
+            f"libcufile takes BAR1 size and P2PDMA support from {fp}, not from the node: after a GPU, driver, "
+            "BAR or kernel change regenerate it (the P2PDMA checks above read the node itself)"
+        )
+        ev.append(_ev(fp, "present"))
+    return CheckResult("cufile.static_config", "static GPU config (GDS 1.20)", Status.INFO, said, ev, why)
 
 
 def _local_addresses(ctx: CheckContext) -> set[str] | None:
@@ -871,6 +900,8 @@ NODE_CHECKS = (
     check_rdma,
     check_iommu_acs,
     check_cufile_json,
+    check_cuobj,  # cuobj.json and the runtime cuFile shares with cuObject (cuobj.py)
     check_libcufile,
     check_container,
+    *KNOWN_ISSUE_CHECKS,  # NVIDIA's Known Issues seen from the node (known_issues.py)
 )

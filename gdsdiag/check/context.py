@@ -6,8 +6,8 @@ import os
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from .. import cufile_json
-from ..platform import kernel, mounts, nvfs_proc, nvidia_proc
+from .. import cufile_json, cuobj_json
+from ..platform import kernel, mounts, nvfs_proc, nvidia_proc, osinfo
 from ..platform.fsroot import FsRoot
 from ..platform.libcufile import LibcufileInfo
 
@@ -58,6 +58,22 @@ class CheckContext:
         return kernel.read_kernel_config(self.fs, self.release)
 
     @cached_property
+    def os_release(self) -> osinfo.OsRelease:
+        return osinfo.read_os_release(self.fs)
+
+    @cached_property
+    def cmdline(self) -> list[str] | None:
+        return osinfo.read_cmdline(self.fs)
+
+    @cached_property
+    def arch(self) -> tuple[str | None, str]:
+        return osinfo.architecture(self.fs, self.kconfig)
+
+    @cached_property
+    def persistenced(self) -> osinfo.Persistenced:
+        return osinfo.read_persistenced(self.fs)
+
+    @cached_property
     def nvfs(self) -> nvfs_proc.NvfsState:
         loaded = kernel.module_loaded(self.fs, "nvidia_fs", self.modules)
         return nvfs_proc.read_state(self.fs, loaded)
@@ -65,6 +81,10 @@ class CheckContext:
     @cached_property
     def cufile(self) -> cufile_json.CufileConfig:
         return cufile_json.load(self.fs, self.env)
+
+    @cached_property
+    def cuobj(self) -> cuobj_json.CuobjConfig:
+        return cuobj_json.load(self.fs, self.env)
 
     @cached_property
     def libcufile(self) -> LibcufileInfo | None:

@@ -99,6 +99,8 @@ GDSIO_RX = re.compile(
 NVFS_KMSG_RX = re.compile(r"^\s*nvidia[-_]fs:\s*\S")
 GDSCHECK_RX = re.compile(
     r"^\s*(GDS release version|DRIVER CONFIGURATION:|cuFile CONFIGURATION:|CUFILE CONFIGURATION:|"
+    # gdscheck -p --object (GDS 1.20): its section titles and version label, as libcufile 1.20.0.107 has them
+    r"CUOBJECT CONFIGURATION:|CUOBJECT ENVIRONMENT:|cuObject client release version:|"
     r"Platform verification (succeeded|failed)|--rdma_device_status|"
     # a paste of only the DRIVER CONFIGURATION rows (gds-nvidia-fs#4): the row shape itself
     r"(NVMe|NVMeOF|NVMe P2PDMA|SCSI|ScaleFlux CSD|NVMesh|DDN EXAScaler|IBM Spectrum Scale|NFS|BeeGFS|WekaFS"

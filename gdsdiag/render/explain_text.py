@@ -10,6 +10,8 @@ from ..verdicts import Severity
 # the words of the text (an explained line of severity fail is an error message of its log)
 _LABEL = {Severity.FAIL: "ERROR", Severity.WARN: "WARN ", Severity.INFO: "info "}
 
+UNKNOWN_SHOWN = 20  # unknown lines named without --verbose
+
 
 def _span(g) -> str:
     if g.first is None or not g.first.time:
@@ -82,15 +84,23 @@ def lines(report, verbose: bool = False) -> list[str]:
             )
         out.append("")
     if report.unknown:
+        # every line not understood is named with its line number (issue 47), never only counted:
+        # without --verbose the first UNKNOWN_SHOWN, error/warning lines among them first
         n_matter = len(report.unknown_that_matter)
+        matter = set(map(id, report.unknown_that_matter))
+        if verbose:
+            shown = report.unknown[:200]
+        else:
+            ordered = report.unknown_that_matter + [ln for ln in report.unknown if id(ln) not in matter]
+            shown = sorted(ordered[:UNKNOWN_SHOWN], key=lambda ln: (ln.file, ln.lineno))
+        more = len(report.unknown) - len(shown)
         out.append(
             f"{len(report.unknown)} line(s) not in the known-messages table"
             + (f", {n_matter} of them error/warning lines" if n_matter else "")
-            + ("" if verbose else " (--verbose lists them)")
-            + "."
+            + (f" (the first {len(shown)} below; --verbose lists up to 200, --json up to 500)" if more > 0 else "")
+            + ":"
         )
-        shown = report.unknown if verbose else report.unknown_that_matter
-        for ln in shown[:200]:
+        for ln in shown:
             out.append(f"  {ln.file}:{ln.lineno}: {ln.raw.strip()}")
     errors = sum(1 for g in report.groups if g.explanation.severity == Severity.FAIL)
     warns = sum(1 for g in report.groups if g.explanation.severity == Severity.WARN)
