@@ -53,6 +53,15 @@ def test_a_loaders_silent_fallback_is_named_as_such(h200):
     assert fix.startswith("none on this node: cuFile would run in compatibility mode here too")
 
 
+def test_a_libcufile_only_mapped_does_not_lead_an_mmap_loaders_why(h200):
+    """safetensors' load_file on the H100 (held-out set 1): the process mapped libcufile (a
+    framework's import links it) and never called it; the loader's own mmap path is the reason."""
+    unused = "libcufile loaded, no cuFile I/O: python3/3855 loaded libcufile, and read these bytes itself"
+    facts, _ = file_why(_row({"DRAM_BOUNCE": 1 << 28}, via=("mmap",), hit=0.0), h200, unused, None, False)
+    assert facts[0].role == "decisive" and "mapped it (mmap)" in facts[0].value
+    assert ("libcufile", "contributing") in [(f.fact, f.role) for f in facts]
+
+
 def test_an_mmap_loaders_bounce_names_the_mechanism_and_the_page_cache(h200):
     facts, _ = file_why(_row({"DRAM_BOUNCE": 1 << 28}, via=("mmap",), hit=0.75), h200, None)
     assert facts[0].role == "decisive" and "mapped it (mmap)" in facts[0].value

@@ -104,12 +104,19 @@ def _said_facts(said: list[tuple[str, str]] | None) -> list[Fact]:
 
 
 def file_why(
-    row: dict, node: NodeFacts | None, cufile_unused: str | None, said: list[tuple[str, str]] | None = None
+    row: dict,
+    node: NodeFacts | None,
+    cufile_unused: str | None,
+    said: list[tuple[str, str]] | None = None,
+    cufile_called: bool = True,
 ) -> tuple[list[Fact], str]:
     """The why of one file of the summary (Classifier.file_summary's row): facts, decisive first,
     and the fix ("none on this node: …" where nothing the user can change on it would help). SAID:
     (who, line) of what the file's processes wrote to stderr about their data path, fallbacks first:
-    a loader's own reason for not using cuFile is the decisive fact of its bounced bytes."""
+    a loader's own reason for not using cuFile is the decisive fact of its bounced bytes.
+    CUFILE_CALLED: the program called libcufile (opened the driver, asked its version…): it tried
+    GDS and moved the bytes itself, the decisive fact; a libcufile only mapped (a framework's import
+    links it) says nothing of the loader, and the mechanism leads."""
     r = row["routes"]
     path = row["path"]
     p2p = sum(n for k, n in r.items() if Route(k).is_p2p)
@@ -143,9 +150,15 @@ def file_why(
                 facts.append(Fact("libcufile", cufile_unused, TRACE))
             facts.append(Fact("how the bytes moved", f"the program {how} to the GPU", TRACE))
             facts += told[1:]
-        elif cufile_unused:
+        elif cufile_unused and cufile_called:
             facts.append(Fact("libcufile", cufile_unused, TRACE, "decisive"))
             facts.append(Fact("how the bytes moved", f"the program {how} to the GPU", TRACE))
+            facts += told
+        elif cufile_unused:
+            facts.append(
+                Fact("how the bytes moved", f"no cuFile call: the program {how} to the GPU", TRACE, "decisive")
+            )
+            facts.append(Fact("libcufile", cufile_unused, TRACE))
             facts += told
         else:
             facts.append(

@@ -2203,7 +2203,8 @@ class Classifier:
                 "threads": len(f["tids"]),
                 "gbps": rate(f["bytes"], f["first_ns"], f["last_ns"]),
             }
-            chain, fix = file_why(row, self.node, unused, self.program_said(f["pids"]))
+            called = any(self.cufile_calls.get(pid) for pid in f["pids"])
+            chain, fix = file_why(row, self.node, unused, self.program_said(f["pids"]), called)
             row["why_chain"], row["fix"] = [x.to_json() for x in chain], fix
             out.append(row)
             if f.get("renamed_from"):
