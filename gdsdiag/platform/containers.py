@@ -165,8 +165,8 @@ class Identities:
 
     MAX = 65_536  # processes remembered (a trace of a busy node sees many short-lived ones)
 
-    def __init__(self, fs: FsRoot | None = None):
-        self.fs = fs or FsRoot("/")
+    def __init__(self, fs: FsRoot):
+        self.fs = fs
         self._by_pid: dict[int, Identity] = {}
         self._pods: dict[str, PodName] | None = None
 
