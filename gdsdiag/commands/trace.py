@@ -40,6 +40,14 @@ from ._numbers import PID
     metavar="NS",
     help="Trace the processes of every pod of this Kubernetes namespace running on this node, and all they start.",
 )
+@click.option(
+    "--pod-logs",
+    metavar="DIR",
+    default="/var/log/pods",
+    show_default=True,
+    help="The kubelet's pod log directories (<namespace>_<name>_<uid>), where pods' names are read; in a "
+    "DaemonSet, the host's /var/log/pods mounted here.",
+)
 @click.option("--duration", type=Duration(example="30s"), help="Stop after this long: seconds, or 500ms, 30s, 2m.")
 @click.option(
     "--interval",
@@ -106,6 +114,7 @@ def trace(
     top=False,
     pod=None,
     namespace=None,
+    pod_logs="/var/log/pods",
 ):
     """Per-I/O route verdicts, live: NVFS / P2PDMA / RDMA (P2P), PEER_GPU, COMPAT, DRAM_BOUNCE or
     HOST (off the GPU data path), with the evidence each came from. Trace a command and all it starts
@@ -125,6 +134,15 @@ def trace(
             from ..errors import UsageError
 
             raise UsageError(f"{opt}: an empty name", f"name it as kubectl get pod -o wide shows it, e.g. {opt} vllm-0")
+    import os
+
+    if pod_logs != "/var/log/pods" and not os.path.isdir(pod_logs):
+        from ..errors import UsageError
+
+        raise UsageError(
+            f"--pod-logs {pod_logs}: not a directory", "give the kubelet's pod log directory, e.g. /var/log/pods"
+        )
+    pod_logs = os.path.abspath(pod_logs)
     if (pod or namespace) and replay_path:
         from ..errors import UsageError
 
@@ -250,6 +268,7 @@ def trace(
                     on_batch=sys.stdout.flush,
                     pod=pod,
                     namespace=namespace,
+                    pod_logs=pod_logs,
                 )
             sig = getattr(res, "stopped_by", None)
             if sig:  # Ctrl-C / TERM / HUP mid-trace: summary shown, then 130/143/129

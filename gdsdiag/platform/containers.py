@@ -127,11 +127,11 @@ def parse_cgroup(text: str) -> Container:
     return Container()
 
 
-def pod_names(fs: FsRoot) -> dict[str, PodName]:
-    """pod UID -> namespace and name, from the kubelet's pod log directories under FS's root. A
-    directory that does not parse as <namespace>_<name>_<uid> is left out."""
+def pod_names(fs: FsRoot, pod_logs: str = POD_LOGS) -> dict[str, PodName]:
+    """pod UID -> namespace and name, from the kubelet's pod log directories (POD_LOGS, under FS's
+    root). A directory that does not parse as <namespace>_<name>_<uid> is left out."""
     out: dict[str, PodName] = {}
-    for d in fs.listdir(POD_LOGS):
+    for d in fs.listdir(pod_logs):
         m = _LOG_DIR.match(d)
         if m:
             out[m.group(3)] = PodName(m.group(1), m.group(2), m.group(3))
@@ -165,8 +165,9 @@ class Identities:
 
     MAX = 65_536  # processes remembered (a trace of a busy node sees many short-lived ones)
 
-    def __init__(self, fs: FsRoot):
-        self.fs = fs
+    def __init__(self, fs: FsRoot, pod_logs: str = POD_LOGS):
+        # (POD_LOGS: where the node's /var/log/pods is seen from here; a DaemonSet mounts it from the host)
+        self.fs, self.pod_logs = fs, pod_logs
         self._by_pid: dict[int, Identity] = {}
         self._pods: dict[str, PodName] | None = None
 
@@ -190,7 +191,7 @@ class Identities:
 
     def pod(self, uid: str) -> PodName | None:
         if self._pods is None or uid not in self._pods:
-            self._pods = pod_names(self.fs)
+            self._pods = pod_names(self.fs, self.pod_logs)
         return self._pods.get(uid)
 
     def known(self) -> dict[int, Identity]:

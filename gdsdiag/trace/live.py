@@ -351,6 +351,7 @@ def run_live(
     on_batch=None,
     pod: str | None = None,
     namespace: str | None = None,
+    pod_logs: str = "/var/log/pods",
 ) -> TraceResult:
     """Trace CMD (held at a gate until the probes are live), the processes PIDS and all their
     descendants, a cgroup, processes named COMM, or (none given) everything. ON_END(result) is
@@ -362,7 +363,7 @@ def run_live(
     then (a pipe's reader gets each poll's lines as they are made, not 8 KiB at a time). An
     ON_VERDICT with a ``many`` method gets them in lists (in order, as one call each would).
     POD (a name or UID) and NAMESPACE trace the processes of those pods running now, and all they
-    start (trace/pods.py)."""
+    start (trace/pods.py); POD_LOGS is where the kubelet's pod log directories are seen from here."""
     from ..platform.containers import Identities
     from ..platform.fsroot import FsRoot
     from .bpf import Probes, preflight
@@ -378,7 +379,7 @@ def run_live(
             raise UsageError(f"no process {p}", "give the pid of a running process")
     cg = cgroup_target(cgroup) if cgroup else None
     # (the node the trace runs on: its processes' /proc/PID/cgroup and the kubelet's /var/log/pods)
-    book = PodBook(Identities(FsRoot("/")))
+    book = PodBook(Identities(FsRoot("/"), pod_logs))
     in_pods: list[int] = []
     if pod is not None or namespace is not None:
         in_pods, found = select(pod, namespace, [p.pid for p in all_procs()], book.ids)
