@@ -159,15 +159,22 @@ def test_pod_names_from_log_dirs(tmp_path):
 
 def test_identities_under_a_root(tmp_path):
     fs = _pod_logs(tmp_path, ["llm-serving_vllm-0_0125ec2f-b64a-4868-8f5b-94b56cbab864"])
+    # the kubelet's container log link: <pod>_<namespace>_<container>-<id>.log
+    links = tmp_path / "var/log/containers"
+    links.mkdir()
+    (links / f"vllm-0_llm-serving_model-server-{CAPTURES[0][2]}.log").symlink_to("/nonexistent")
+    (links / f"vllm-0_llm-serving_cut-{CAPTURES[0][2][:40]}.log").symlink_to("/nonexistent")  # cut at 255: no id
     for pid, text in ((10, CAPTURES[0][0]), (11, CAPTURES[2][0]), (12, "0::/system.slice/ssh.service\n")):
         os.makedirs(tmp_path / f"proc/{pid}")
         (tmp_path / f"proc/{pid}/cgroup").write_text(text)
     ids = Identities(fs)
     a = ids.of(10)
-    assert (a.namespace, a.pod, a.runtime) == ("llm-serving", "vllm-0", "containerd")
+    assert (a.namespace, a.pod, a.runtime, a.container) == ("llm-serving", "vllm-0", "containerd", "model-server")
     b = ids.of(11)  # its pod has no log directory: the UID is known, the name is not
     assert (b.pod_uid, b.pod, b.namespace) == ("a5c1f8d5-1919-434d-add7-4afaafdaef89", None, None)
-    assert ids.of(12).as_dict() == dict.fromkeys(("container_id", "runtime", "pod_uid", "pod", "namespace"))
+    assert ids.of(12).as_dict() == dict.fromkeys(
+        ("container", "container_id", "runtime", "pod_uid", "pod", "namespace")
+    )
     assert ids.of(99).pod_uid is None  # gone: nothing says
     # a pod started after the first look is found on the next process that names it
     os.makedirs(tmp_path / "var/log/pods/ops_loader_a5c1f8d5-1919-434d-add7-4afaafdaef89")

@@ -120,6 +120,11 @@ def pods(tmp_path):
         for p in specs:
             if p["name"]:
                 (logs / f"{p['ns']}_{p['name']}_{p['uid']}" / "loader").mkdir(parents=True)
+                links = logs.parent / "containers"  # the kubelet's <pod>_<namespace>_<container>-<id>.log
+                links.mkdir(exist_ok=True)
+                (links / f"{p['name']}_{p['ns']}_loader-{p['cid']}.log").symlink_to(
+                    logs / f"{p['ns']}_{p['name']}_{p['uid']}" / "loader" / "0.log"
+                )
             for d in p["cgroups"]:
                 os.makedirs(d)
                 made.append(
@@ -186,7 +191,8 @@ def test_namespace_traces_its_pods_labels_every_row_and_totals_each_pod(pods, tm
     rows = {r["pid"]: r for r in summ["processes"]}
     for pid, p in llm.items():
         r = rows[pid]
-        assert (r["container_id"], r["runtime"], r["pod_uid"], r["pod"], r["namespace"]) == (
+        assert (r["container"], r["container_id"], r["runtime"], r["pod_uid"], r["pod"], r["namespace"]) == (
+            "loader",
             p["cid"],
             p["runtime"],
             p["uid"],
@@ -229,11 +235,13 @@ def test_pod_by_uid_with_no_log_directory_and_kernel_counted_reads(pods, tmp_pat
     assert {r["pid"] for r in counted} == {nameless["pid"]}
     assert sum(r["bytes"] for r in counted) == 8 * MiB
     (row,) = [r for r in summ["processes"] if r["pid"] == nameless["pid"]]
-    assert (row["pod_uid"], row["pod"], row["namespace"], row["container_id"]) == (
+    # (no pod directory, no container link: the UID and ID only)
+    assert (row["pod_uid"], row["pod"], row["namespace"], row["container_id"], row["container"]) == (
         nameless["uid"],
         None,
         None,
         nameless["cid"],
+        None,
     )
     assert summ["pods"] == [
         {

@@ -26,6 +26,9 @@ The names parsed here, as their writers make them:
 - kubelet, pod logs: ``/var/log/pods/<namespace>_<name>_<uid>`` (kubernetes/kubernetes
   pkg/kubelet/kuberuntime/helpers.go BuildPodLogsDirectory, logPathDelimiter "_"; namespaces and
   pod names are DNS labels/subdomains, which hold no "_", so the split is unambiguous).
+- kubelet, container logs: ``/var/log/containers/<pod>_<namespace>_<container>-<id>.log`` (the same
+  file's legacyLogSymlink / logSymlink, kuberuntime_container.go; cut to 255 characters, so a
+  name whose id was cut is left out): the container's name for its ID.
 
 A process seen from inside a private cgroup namespace (a DaemonSet pod on cgroup v2) reads paths
 relative to its own root ("0::/../../kubepods-…"): the parse looks at the path's components, not
@@ -33,12 +36,14 @@ at its start."""
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
 from .fsroot import FsRoot
 
 POD_LOGS = "/var/log/pods"
+CONTAINER_LOGS = "/var/log/containers"  # (beside POD_LOGS: its parent's "containers")
 
 _HEX64 = r"[0-9a-f]{64}"
 # the pod's UID: a UUID (36 characters), or for a static pod the 32 hex digits of its config hash
@@ -56,6 +61,7 @@ _CONTAINER = (
 )
 _BARE = re.compile(rf"^({_HEX64})$")
 _LOG_DIR = re.compile(rf"^([a-z0-9][a-z0-9-]{{0,62}})_([a-z0-9][a-z0-9.-]{{0,252}})_({_UID})$")
+_LOG_LINK = re.compile(rf"^[a-z0-9][a-z0-9.-]*_[a-z0-9][a-z0-9-]*_([a-z0-9][a-z0-9-]{{0,62}})-({_HEX64})\.log$")
 
 
 @dataclass(frozen=True)
@@ -138,6 +144,16 @@ def pod_names(fs: FsRoot, pod_logs: str = POD_LOGS) -> dict[str, PodName]:
     return out
 
 
+def container_names(fs: FsRoot, container_logs: str = CONTAINER_LOGS) -> dict[str, str]:
+    """container ID -> its name in the pod spec, from the kubelet's /var/log/containers links."""
+    out: dict[str, str] = {}
+    for f in fs.listdir(container_logs):
+        m = _LOG_LINK.match(f)
+        if m:
+            out[m.group(2)] = m.group(1)
+    return out
+
+
 @dataclass(frozen=True)
 class Identity:
     """A process's container and pod, as the summary rows and exporter labels carry them."""
@@ -147,9 +163,11 @@ class Identity:
     pod_uid: str | None = None
     pod: str | None = None
     namespace: str | None = None
+    container: str | None = None  # its name in the pod spec
 
     def as_dict(self) -> dict:
         return {
+            "container": self.container,
             "container_id": self.container_id,
             "runtime": self.runtime,
             "pod_uid": self.pod_uid,
@@ -168,8 +186,10 @@ class Identities:
     def __init__(self, fs: FsRoot, pod_logs: str = POD_LOGS):
         # (POD_LOGS: where the node's /var/log/pods is seen from here; a DaemonSet mounts it from the host)
         self.fs, self.pod_logs = fs, pod_logs
+        self.container_logs = os.path.join(os.path.dirname(pod_logs.rstrip("/")) or "/", "containers")
         self._by_pid: dict[int, Identity] = {}
         self._pods: dict[str, PodName] | None = None
+        self._names: dict[str, str] | None = None
 
     def of(self, pid: int) -> Identity:
         got = self._by_pid.get(pid)
@@ -186,13 +206,23 @@ class Identities:
             return Identity()
         name = self.pod(c.pod_uid) if c.pod_uid else None
         return Identity(
-            c.container_id, c.runtime, c.pod_uid, name.name if name else None, name.namespace if name else None
+            c.container_id,
+            c.runtime,
+            c.pod_uid,
+            name.name if name else None,
+            name.namespace if name else None,
+            self.container(c.container_id) if c.container_id and c.pod_uid else None,
         )
 
     def pod(self, uid: str) -> PodName | None:
         if self._pods is None or uid not in self._pods:
             self._pods = pod_names(self.fs, self.pod_logs)
         return self._pods.get(uid)
+
+    def container(self, cid: str) -> str | None:
+        if self._names is None or cid not in self._names:
+            self._names = container_names(self.fs, self.container_logs)
+        return self._names.get(cid)
 
     def known(self) -> dict[int, Identity]:
         return dict(self._by_pid)

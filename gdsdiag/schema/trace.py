@@ -71,6 +71,7 @@ class _Identity(TypedDict):
     says (a host process; a replay, whose recording holds none; a pod with no log directory: name
     and namespace None, UID known)."""
 
+    container: str | None  # its name in the pod spec (/var/log/containers)
     container_id: str | None  # 64 hex digits
     runtime: str | None  # containerd | cri-o | docker; None where the cgroup name does not tell
     pod_uid: str | None

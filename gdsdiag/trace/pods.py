@@ -10,7 +10,7 @@ from itertools import islice
 from ..errors import UsageError
 from ..platform.containers import Identities, Identity
 
-FIELDS = ("container_id", "runtime", "pod_uid", "pod", "namespace")
+FIELDS = ("container", "container_id", "runtime", "pod_uid", "pod", "namespace")
 
 
 class PodBook:
