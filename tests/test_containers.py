@@ -181,3 +181,50 @@ def test_identities_under_a_root(tmp_path):
     os.makedirs(tmp_path / "proc/13")
     (tmp_path / "proc/13/cgroup").write_text(CAPTURES[2][0])
     assert (ids.of(13).namespace, ids.of(13).pod) == ("ops", "loader")
+
+
+def test_exporter_labels_namespace_pod_container_bounded(tmp_path, monkeypatch):
+    """gdsdiag exporter --trace: each verdict's process labelled with its pod as the node says, at
+    most pod_limit label sets named at once (the rest 'other'), an idle one giving its place back."""
+    from gdsdiag.exporter import collect
+    from gdsdiag.exporter.collect import OTHER_POD, TraceCounters
+
+    fs = _pod_logs(
+        tmp_path,
+        [
+            "llm_vllm-0_0125ec2f-b64a-4868-8f5b-94b56cbab864",
+            "llm_vllm-1_ff49d0be-16b7-4a49-bb9e-8ec1f1f4e27f",
+        ],
+    )
+    (tmp_path / "var/log/containers").mkdir()
+    (tmp_path / f"var/log/containers/vllm-0_llm_server-{CAPTURES[0][2]}.log").symlink_to("/nonexistent")
+    for pid, text in ((10, CAPTURES[0][0]), (11, CAPTURES[1][0]), (12, CAPTURES[2][0]), (13, "0::/init.scope\n")):
+        os.makedirs(tmp_path / f"proc/{pid}")
+        (tmp_path / f"proc/{pid}/cgroup").write_text(text)
+    t = TraceCounters(ids=Identities(fs), pod_limit=2)
+    now = [1000.0]
+    monkeypatch.setattr(collect.time, "monotonic", lambda: now[0])
+    for pid in (10, 11, 12, 13):
+        t({"route": "DRAM_BOUNCE", "comm": "python3", "op": "read", "size": 1 << 20, "pid": pid})
+    t.add_counted({"route": "HOST", "comm": "python3", "op": "read", "count": 4, "bytes": 4096, "pid": 10})
+    got: dict = {}
+    for k, v in t.bytes.items():
+        got[k[3:]] = got.get(k[3:], 0) + v
+    assert got == {
+        ("llm", "vllm-0", "server"): (1 << 20) + 4096,  # named (container from its log link)
+        ("llm", "vllm-1", "0f99ad5f4516"): 1 << 20,  # no link: the ID's first 12 digits
+        OTHER_POD: 1 << 20,  # the third pod (CRI-O, no log directory): over the limit
+        ("", "", ""): 1 << 20,  # a host process: no pod labels
+    }
+    fam = {f.name: f for f in t.families()}
+    labels = [s.labels for s in fam["gdsdiag_trace_bytes"].samples]
+    assert {"route", "comm", "op", "namespace", "pod", "container"} == set(labels[0])
+    # vllm-1 idle past POD_IDLE_S while vllm-0 keeps loading: the CRI-O pod takes vllm-1's place
+    now[0] += collect.POD_IDLE_S / 2
+    t({"route": "DRAM_BOUNCE", "comm": "python3", "op": "read", "size": 1, "pid": 10})
+    now[0] += collect.POD_IDLE_S / 2 + 1
+    t.new_window()
+    t({"route": "P2PDMA", "comm": "python3", "op": "read", "size": 8, "pid": 12})
+    got = {k[3:] for k in t.bytes}
+    assert ("llm", "vllm-1", "0f99ad5f4516") not in got  # its series ended
+    assert ("unknown", "a5c1f8d5-1919-434d-add7-4afaafdaef89", "5eed91756358") in got  # named by UID
