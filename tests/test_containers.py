@@ -228,3 +228,24 @@ def test_exporter_labels_namespace_pod_container_bounded(tmp_path, monkeypatch):
     got = {k[3:] for k in t.bytes}
     assert ("llm", "vllm-1", "0f99ad5f4516") not in got  # its series ended
     assert ("unknown", "a5c1f8d5-1919-434d-add7-4afaafdaef89", "5eed91756358") in got  # named by UID
+
+
+def test_a_zombie_on_cgroup_v1_takes_its_parents_pod(tmp_path):
+    """A process gone before the trace read it still has a /proc entry while unreaped, and on v1 it
+    reads '/' everywhere: it is given its parent's pod (it was forked there), not 'no pod'."""
+    from gdsdiag.trace.pods import PodBook
+
+    fs = _pod_logs(tmp_path, ["llm_vllm-0_0125ec2f-b64a-4868-8f5b-94b56cbab864"])
+    zombie_cg = "9:name=systemd:/\n8:pids:/\n1:cpu:/\n0::/\n"
+    for pid, text, stat in (
+        (20, CAPTURES[0][0], "20 (python3) S 1 20 20 0"),
+        (21, zombie_cg, "21 (pt_data_worker) Z 20 20 20 0"),
+        (22, zombie_cg, "22 (sshd) S 1 22 22 0"),  # alive, at the root: a host process
+    ):
+        os.makedirs(tmp_path / f"proc/{pid}")
+        (tmp_path / f"proc/{pid}/cgroup").write_text(text)
+        (tmp_path / f"proc/{pid}/stat").write_text(stat)
+    book = PodBook(Identities(fs))
+    book.add(21)  # (first, before its parent was read)
+    book.see_pids([20, 22])
+    assert book.of[21].pod == "vllm-0" and book.of[22].pod_uid is None

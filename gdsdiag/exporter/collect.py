@@ -234,9 +234,18 @@ class TraceCounters:
         self.comms: set[str] = set()
         self.limit = limit
         self.ids = ids
+        self.identities = ids  # (run_live reads each traced process's pod with it: trace/live.py)
         self.pod_limit = pod_limit
         self.pods: dict[tuple[str, str, str], float] = {}  # named label sets -> when they last had I/O
         self._labels: dict[int, tuple[str, str, str]] = {}  # pid -> its label set, this window
+        self._known: dict[int, Identity] = {}  # the trace's own reads (trace/pods.PodBook.of)
+
+    def use_identities(self, known: dict[int, Identity]) -> None:
+        """The trace window's identities, read while its processes lived (run_live hands them over):
+        a verdict held for evidence, or a kernel counter read at the window's end, comes after its
+        process may have gone."""
+        with self.lock:
+            self._known = known
 
     def new_window(self) -> None:
         """A new trace window: pids are read again (a pid may have been reused by another pod's process)."""
@@ -255,7 +264,8 @@ class TraceCounters:
             return NO_POD
         got = self._labels.get(pid)
         if got is None:
-            got = pod_labels(self.ids.read(pid))
+            i = self._known.get(pid)
+            got = pod_labels(i if i is not None else self.ids.read(pid))
             if len(self._labels) < 65_536:
                 self._labels[pid] = got
         return got

@@ -379,7 +379,14 @@ def run_live(
             raise UsageError(f"no process {p}", "give the pid of a running process")
     cg = cgroup_target(cgroup) if cgroup else None
     # (the node the trace runs on: its processes' /proc/PID/cgroup and the kubelet's /var/log/pods)
-    book = PodBook(Identities(FsRoot("/"), pod_logs))
+    # (exporter --trace hands over its reader, under its --root and --pod-logs, and takes what the
+    # trace read while the processes lived for its labels: a verdict held for evidence, or a kernel
+    # counter read at the end, comes after its process may have gone)
+    own = getattr(on_verdict, "identities", None)
+    book = PodBook(own if isinstance(own, Identities) else Identities(FsRoot("/"), pod_logs))
+    share = getattr(on_verdict, "use_identities", None)
+    if share is not None:
+        share(book.of)
     in_pods: list[int] = []
     if pod is not None or namespace is not None:
         in_pods, found = select(pod, namespace, [p.pid for p in all_procs()], book.ids)
@@ -542,6 +549,7 @@ def run_live(
             for e in part:
                 clf.feed(e)
                 counter.feed(e)
+            book.see_pids([e.pid for e in part])  # (each process's pod, read while it lives)
             if record_file is not None and content.answers:
                 record_answers(record_file, content, part[-1].ts)
             probes.drain()

@@ -32,10 +32,26 @@ class PodBook:
             self.add(pid, procs[pid].get("ppid"))
         self._seen = len(procs)
 
+    def see_pids(self, pids) -> None:
+        """Read each of PIDS not read yet (the processes of a poll's events: one whose host I/O the
+        kernel counts is known to the classifier only by its opens, and its counters come at the end)."""
+        of = self.of
+        for pid in set(pids):
+            if pid not in of:
+                self.add(pid)
+
     def add(self, pid: int, ppid: int | None = None) -> None:
         if pid in self.of:
             return
         got = self.ids.read(pid) if self.ids.fs.exists(f"/proc/{pid}/cgroup") else None
+        if got is not None and not (got.pod_uid or got.container_id):
+            # An exited process not yet reaped (a zombie) reads "/" in every cgroup v1 hierarchy (seen
+            # on this project's 6.18 kernel; v2 keeps its path): it says nothing of where it ran.
+            state, parent = _stat(self.ids.fs, pid)
+            if state in ("Z", "X"):
+                got, ppid = None, parent if ppid is None else ppid
+                if ppid is not None and ppid not in self.of and ppid != pid:
+                    self.add(ppid)  # (the parent lives on: read it now)
         if got is None and ppid is not None and ppid in self.of:
             got = self.of[ppid]
         self.of[pid] = got or Identity()
@@ -43,6 +59,16 @@ class PodBook:
     def fields(self, pid: int) -> dict:
         """The row fields of PID: None where nothing on the node says."""
         return (self.of.get(pid) or Identity()).as_dict()
+
+
+def _stat(fs, pid: int) -> tuple[str | None, int | None]:
+    """(state letter, parent pid) from /proc/PID/stat; (None, None) where unreadable."""
+    text = fs.read_text(f"/proc/{pid}/stat") or ""
+    rest = text[text.rfind(")") + 2 :].split()
+    try:
+        return rest[0], int(rest[1])
+    except (IndexError, ValueError):
+        return None, None
 
 
 def annotate(rows: list[dict], book: PodBook | None, key: str = "pid") -> None:
