@@ -235,7 +235,7 @@ def test_pod_by_uid_with_no_log_directory_and_kernel_counted_reads(pods, tmp_pat
         timeout=300,
     )
     assert r.returncode == 0, r.stderr
-    assert f"[pod batch/{named['name']}, container {named['cid'][:12]}]" in r.stdout, r.stdout[-2000:]
+    assert f"[pod batch/{named['name']}, container loader ({named['cid'][:12]})]" in r.stdout, r.stdout[-2000:]
     out = str(tmp_path / "pod.jsonl")
     # no --per-io: a process without CUDA has its reads counted in the kernel, per file
     t = _trace(["--pod", nameless["uid"], "--pod-logs", logs, "--path", os.path.dirname(data)], out)

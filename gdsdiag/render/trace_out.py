@@ -319,7 +319,8 @@ def _where(row: dict) -> str:
             f"pod {row.get('namespace')}/{row['pod']}" if row.get("pod") else f"pod uid {row['pod_uid']} (name unknown)"
         )
     if row.get("container_id"):
-        parts.append(f"container {row['container_id'][:12]}")
+        cid = row["container_id"][:12]
+        parts.append(f"container {row['container']} ({cid})" if row.get("container") else f"container {cid}")
     return ", ".join(parts)
 
 

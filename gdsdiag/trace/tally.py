@@ -107,6 +107,7 @@ class RouteTally:
         """Each of VS (the live loop hands out a poll's verdicts together; add() one alone)."""
         routes, by_pid = self._routes, self.by_pid
         self.ios += len(vs)
+        last_pid = last_route = p = None  # (a poll's verdicts come in runs of one process and route)
         for v in vs:
             r = routes.get(v["route"])
             if r is None:
@@ -115,10 +116,12 @@ class RouteTally:
             size = v["size"]
             if size > 0:
                 r.bytes += size
-            k = (v["pid"], v["route"])
-            p = by_pid.get(k)
-            if p is None:
-                p = by_pid[k] = [0, 0]
+            pid, route = v["pid"], v["route"]
+            if pid != last_pid or route != last_route or p is None:
+                last_pid, last_route = pid, route
+                p = by_pid.get((pid, route))
+                if p is None:
+                    p = by_pid[pid, route] = [0, 0]
             p[0] += 1
             if size > 0:
                 p[1] += size
