@@ -249,3 +249,81 @@ def test_a_zombie_on_cgroup_v1_takes_its_parents_pod(tmp_path):
     book.add(21)  # (first, before its parent was read)
     book.see_pids([20, 22])
     assert book.of[21].pod == "vllm-0" and book.of[22].pod_uid is None
+
+
+def test_trace_pod_options_refuse_bad_input_in_one_line(tmp_path):
+    """The installed command: an empty --pod/--namespace, a --pod-logs that is no directory, and a
+    replay asked for pods are each one line naming the fix (exit 4), never a traceback."""
+    import subprocess
+
+    from conftest import FIXTURES, GDSDIAG
+
+    rec = os.path.join(FIXTURES, "trace", "trace-h200-cufile.jsonl.gz")
+    for args, said in (
+        (["--pod", " "], "--pod: an empty name"),
+        (["--namespace", ""], "--namespace: an empty name"),
+        (["--pod", "x", "--pod-logs", str(tmp_path / "none")], "not a directory"),
+        (["--namespace", "llm", "--replay", rec], "a recording holds no pods"),
+    ):
+        r = subprocess.run([*GDSDIAG, "trace", *args], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 4 and said in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+        assert r.stderr.count("\n") == 1
+
+
+def test_replayed_rows_carry_the_fields_as_unknown():
+    """A recording holds no pods: its process and tree rows carry the fields, null; no pod rows."""
+    import json
+    import subprocess
+
+    from conftest import FIXTURES, GDSDIAG
+
+    rec = os.path.join(FIXTURES, "trace", "trace-h200-cufile.jsonl.gz")
+    r = subprocess.run([*GDSDIAG, "trace", "--replay", rec, "--json"], capture_output=True, text=True, timeout=300)
+    summ = json.loads(r.stdout.splitlines()[-1])
+    assert summ["pods"] == [] and summ["processes"] and summ["trees"]
+    for row in summ["processes"] + summ["trees"]:
+        assert all(row[k] is None for k in ("container", "container_id", "runtime", "pod_uid", "pod", "namespace"))
+
+
+def test_per_pod_text_rows():
+    """The summary's 'per pod' block: most bytes first, its route mix; a pod with no name by UID."""
+    import io
+
+    from rich.console import Console
+
+    from gdsdiag.render.trace_out import _render_pods
+
+    buf = io.StringIO()
+    _render_pods(
+        Console(file=buf, width=200),
+        [
+            {
+                "pod_uid": "u1",
+                "pod": "vllm-0",
+                "namespace": "llm",
+                "containers": ["c"],
+                "pids": [1, 2],
+                "ios": 10,
+                "bytes": 3 << 30,
+                "routes": {"DRAM_BOUNCE": 2 << 30, "NVFS": 1 << 30},
+            },
+            {
+                "pod_uid": "0125ec2f-b64a-4868-8f5b-94b56cbab864",
+                "pod": None,
+                "namespace": None,
+                "containers": [],
+                "pids": [3],
+                "ios": 1,
+                "bytes": 4096,
+                "routes": {"HOST": 4096},
+            },
+        ],
+    )
+    out = buf.getvalue().splitlines()
+    assert out[0] == "per pod:"
+    assert out[1].startswith(
+        "  llm/vllm-0: 3 GiB in 10 I/Os by 2 processes: DRAM_BOUNCE 2 GiB (67 %), NVFS 1 GiB (33 %)"
+    ), out
+    assert out[2].startswith(
+        "  uid 0125ec2f-b64a-4868-8f5b-94b56cbab864 (name unknown): 4 KiB in 1 I/Os by 1 process: HOST 4 KiB (100 %)"
+    ), out
