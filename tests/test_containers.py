@@ -327,3 +327,58 @@ def test_per_pod_text_rows():
     assert out[2].startswith(
         "  uid 0125ec2f-b64a-4868-8f5b-94b56cbab864 (name unknown): 4 KiB in 1 I/Os by 1 process: HOST 4 KiB (100 %)"
     ), out
+
+
+def test_interval_per_pod_rows():
+    """--interval's scale-out view: each pod's verdicts and kernel-counter growth in the interval,
+    its route mix in bytes and GB/s; processes outside pods are left out of it."""
+    from gdsdiag.platform.containers import Identity
+    from gdsdiag.trace.interval import Intervals
+
+    now = [0.0]
+    iv = Intervals(1.0, clock=lambda: now[0])
+    pods = {
+        10: Identity("c" * 64, "containerd", "u-a", "vllm-0", "llm", "server"),
+        11: Identity(),
+        12: Identity(pod_uid="u-b"),
+    }
+    for pid, route, size in ((10, "DRAM_BOUNCE", 3 << 20), (10, "NVFS", 1 << 20), (11, "HOST", 5 << 20)):
+        iv.add({"pid": pid, "comm": "p", "path": "/w", "route": route, "size": size, "latency_ns": 1000, "ts": None})
+    iv.add_counted(
+        [
+            {
+                "pid": 12,
+                "comm": "q",
+                "api": "pread64",
+                "path": "/w",
+                "size_class": "1MiB-2MiB",
+                "route": "HOST",
+                "count": 2,
+                "bytes": 2 << 20,
+            }
+        ]
+    )
+    iv.set_pods(pods)
+    now[0] = 2.0
+    rec = iv.tick()
+    assert rec is not None
+    assert rec["pods"] == [
+        {
+            "pod_uid": "u-a",
+            "pod": "vllm-0",
+            "namespace": "llm",
+            "count": 2,
+            "bytes": 4 << 20,
+            "gbps": 0.002,
+            "routes": {"DRAM_BOUNCE": 3 << 20, "NVFS": 1 << 20},
+        },
+        {
+            "pod_uid": "u-b",
+            "pod": None,
+            "namespace": None,
+            "count": 2,
+            "bytes": 2 << 20,
+            "gbps": 0.001,
+            "routes": {"HOST": 2 << 20},
+        },
+    ]

@@ -189,10 +189,25 @@ def _lines(out: str):
     return [x for x in lines if x["type"] == "io"], next(x for x in lines if x["type"] == "summary")
 
 
+def _interval_pods(out: str) -> dict:
+    """pod uid -> (name, bytes per route) added up over the --interval lines (the scale-out view)."""
+    got: dict = {}
+    for x in (json.loads(x) for x in open(out) if x.startswith("{")):
+        if x["type"] == "interval":
+            for p in x.get("pods", []):
+                name, routes = got.setdefault(p["pod_uid"], (p["pod"], {}))
+                for r, n in p["routes"].items():
+                    routes[r] = routes.get(r, 0) + n
+                assert p["gbps"] is not None and p["gbps"] > 0
+    return got
+
+
 def test_namespace_traces_its_pods_labels_every_row_and_totals_each_pod(pods, tmp_path):
     specs, procs, logs, data = pods
     out = str(tmp_path / "ns.jsonl")
-    t = _trace(["--namespace", "llm", "--pod-logs", logs, "--per-io", "--path", os.path.dirname(data)], out)
+    t = _trace(
+        ["--namespace", "llm", "--pod-logs", logs, "--per-io", "--interval", "1", "--path", os.path.dirname(data)], out
+    )
     _go_and_stop(t, procs)
     ios, summ = _lines(out)
     llm = {p["pid"]: p for p in specs if p["ns"] == "llm" and p["name"]}
@@ -221,6 +236,8 @@ def test_namespace_traces_its_pods_labels_every_row_and_totals_each_pod(pods, tm
         # every pod read the whole file: each is counted its own 8 MiB, though they shared one file
         assert (r["pod"], r["namespace"], r["containers"], r["pids"]) == (p["name"], "llm", [p["cid"]], [p["pid"]])
         assert (r["bytes"], r["routes"], r["ios"]) == (8 * MiB, {"HOST": 8 * MiB}, 8)
+    # --interval: each pod's bytes, route mix and GB/s per interval add up to the same
+    assert _interval_pods(out) == {p["uid"]: (p["name"], {"HOST": 8 * MiB}) for p in llm.values()}
 
 
 def test_pod_by_uid_with_no_log_directory_and_kernel_counted_reads(pods, tmp_path):

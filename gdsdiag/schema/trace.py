@@ -251,7 +251,22 @@ class _Interval(TypedDict):
     rows_left_out: int
 
 
+class _IntervalPod(TypedDict):
+    pod_uid: str
+    pod: str | None
+    namespace: str | None
+    count: int
+    bytes: int
+    gbps: float | None
+    routes: dict[str, int]  # route -> bytes
+
+
+class IntervalPod(_IntervalPod, _IoSpan):
+    """One pod's share of an interval (the scale-out view; trace.interval.Intervals._pods)."""
+
+
 class Interval(_Interval, total=False):
     """``--interval N`` (trace.interval): what the last N seconds' verdicts add up to."""
 
     waiting: Waiting  # live traces only (not --replay, not the last interval)
+    pods: list[IntervalPod]  # live traces whose processes are in pods: per pod, most bytes first (at most 10)

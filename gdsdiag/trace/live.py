@@ -594,7 +594,7 @@ def run_live(
                 if on_batch is not None:
                     on_batch()
                 if on_tick is not None:
-                    on_tick(counted=counted_now, waiting=lambda: waiting_rows(clf))
+                    on_tick(counted=counted_now, waiting=lambda: waiting_rows(clf), pods=lambda: book.of)
                 if proc and proc.poll() is not None:
                     exit_code = proc.returncode
                     # the buffers may still hold the last events: the kernel wakes the reader only
@@ -660,7 +660,7 @@ def run_live(
             hand_out(rest[i : i + CHUNK])
         phases["held_printed_s"] = round(time.monotonic() - t_stop, 3)
         if on_tick is not None:
-            on_tick(final=True, counted=counted_now)
+            on_tick(final=True, counted=counted_now, pods=lambda: book.of)
         timing["end_s"] = round(time.monotonic() - t_attached, 3)
         # (cumulative from the signal: tree stopped, queue classified, flushed, held verdicts out)
         timing.update({f"stop_{k}": v for k, v in phases.items()})
