@@ -116,7 +116,7 @@ class RouteTally:
             size = v["size"]
             if size > 0:
                 r.bytes += size
-            pid, route = v["pid"], v["route"]
+            pid, route = v.get("pid"), v["route"]  # (a verdict made by hand may name no process)
             if pid != last_pid or route != last_route or p is None:
                 last_pid, last_route = pid, route
                 p = by_pid.get((pid, route))
