@@ -132,6 +132,21 @@ def test_alert_rules_pass_promtool():
     assert p.returncode == 0, p.stdout + p.stderr
 
 
+def test_pod_bounce_alert_fires_where_p2p_was_possible():
+    """promtool's own rule test (deploy/prometheus/gdsdiag-alerts-test.yml): the per-pod alert fires
+    for the pod that bounced on a node where another pod read P2P, and not on a node without P2P."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool not installed (Debian package 'prometheus')")
+    p = subprocess.run(
+        [promtool, "test", "rules", os.path.join(DEPLOY, "prometheus", "gdsdiag-alerts-test.yml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 0 and "SUCCESS" in p.stdout, p.stdout + p.stderr
+
+
 def test_dockerfile_copies_what_exists():
     with open(os.path.join(DEPLOY, "Dockerfile")) as f:
         lines = [ln.strip() for ln in f if ln.strip() and not ln.startswith("#")]

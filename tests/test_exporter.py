@@ -110,9 +110,10 @@ def test_comm_labels_are_bounded():
     assert len(b) == 17 and b["other"] == sum(range(1, 25)) and sum(b.values()) == sum(c.values())
     t = TraceCounters(limit=3)
     for i in range(10):
-        t({"route": "COMPAT", "comm": f"w{i}", "op": "read", "size": 4096})  # the keys of an io line it reads
+        t({"route": "COMPAT", "comm": f"w{i}", "op": "read", "size": 4096, "pid": 1})  # the keys of an io line it reads
     comms = {k[1] for k in t.ios}
-    assert comms == {"w0", "w1", "w2", "other"} and t.ios[("COMPAT", "other", "read")] == 7
+    # (no identities reader: no pod labels, '' as for a host process)
+    assert comms == {"w0", "w1", "w2", "other"} and t.ios[("COMPAT", "other", "read", "", "", "")] == 7
 
 
 def test_refresh_error_is_counted_not_fatal():

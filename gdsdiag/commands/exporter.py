@@ -47,7 +47,15 @@ from ._numbers import PORT
     help="Time per trace session (probes re-attach between): seconds, or 30s, 2m.",
 )
 @click.option("--trace-path", metavar="DIR", help="Only count traced I/O to files under DIR.")
-def exporter(port, addr, interval, policy_file, paths, root, trace, trace_window, trace_path):
+@click.option(
+    "--pod-logs",
+    metavar="DIR",
+    default="/var/log/pods",
+    show_default=True,
+    help="With --trace: the kubelet's pod log directories (under --root), where the namespace and pod labels are "
+    "read; the container names from DIR/../containers.",
+)
+def exporter(port, addr, interval, policy_file, paths, root, trace, trace_window, trace_path, pod_logs="/var/log/pods"):
     """Export nvidia-fs statistics, the validate/check verdicts (refreshed every --interval), the
     processes using libcufile and, with --trace, live route counters. Metrics: docs/fleet.md."""
     try:
@@ -77,7 +85,10 @@ def exporter(port, addr, interval, policy_file, paths, root, trace, trace_window
         if why:
             raise GdsdiagError(f"--trace unavailable: {why}", "run as root with bcc installed, or drop --trace")
     fs = FsRoot(root)
-    state = State(trace=TraceCounters() if trace else None)
+    from ..platform.containers import Identities
+
+    # (each traced process's pod: its /proc/PID/cgroup and the kubelet's log directories, under --root)
+    state = State(trace=TraceCounters(ids=Identities(fs, pod_logs)) if trace else None)
 
     def make_report():
         ctx = CheckContext(FsRoot(root), env=dict(os.environ) if root == "/" else {})  # fresh: re-read every file

@@ -29,6 +29,25 @@ from ._numbers import PID
 @click.option(
     "--comm", metavar="NAME", help="Trace processes with this name (and their descendants), also those started later."
 )
+@click.option(
+    "--pod",
+    metavar="NAME|UID",
+    help="Trace the processes of this Kubernetes pod running on this node (its name, from /var/log/pods, or its "
+    "UID, from their cgroup) and all they start; with --namespace, the pod of that name there.",
+)
+@click.option(
+    "--namespace",
+    metavar="NS",
+    help="Trace the processes of every pod of this Kubernetes namespace running on this node, and all they start.",
+)
+@click.option(
+    "--pod-logs",
+    metavar="DIR",
+    default="/var/log/pods",
+    show_default=True,
+    help="The kubelet's pod log directories (<namespace>_<name>_<uid>), where pods' names are read; in a "
+    "DaemonSet, the host's /var/log/pods mounted here.",
+)
 @click.option("--duration", type=Duration(example="30s"), help="Stop after this long: seconds, or 500ms, 30s, 2m.")
 @click.option(
     "--interval",
@@ -93,6 +112,9 @@ def trace(
     output_path=None,
     interval_s=None,
     top=False,
+    pod=None,
+    namespace=None,
+    pod_logs="/var/log/pods",
 ):
     """Per-I/O route verdicts, live: NVFS / P2PDMA / RDMA (P2P), PEER_GPU, COMPAT, DRAM_BOUNCE or
     HOST (off the GPU data path), with the evidence each came from. Trace a command and all it starts
@@ -107,10 +129,32 @@ def trace(
 
         # (an empty name selected nothing, so the trace followed every process: issue 42)
         raise UsageError("--comm: an empty process name", "name the program, e.g. --comm python3")
+    for opt, val in (("--pod", pod), ("--namespace", namespace)):
+        if val is not None and not val.strip():
+            from ..errors import UsageError
+
+            raise UsageError(f"{opt}: an empty name", f"name it as kubectl get pod -o wide shows it, e.g. {opt} vllm-0")
+    import os
+
+    if pod_logs != "/var/log/pods" and not os.path.isdir(pod_logs):
+        from ..errors import UsageError
+
+        raise UsageError(
+            f"--pod-logs {pod_logs}: not a directory", "give the kubelet's pod log directory, e.g. /var/log/pods"
+        )
+    pod_logs = os.path.abspath(pod_logs)
+    if (pod or namespace) and replay_path:
+        from ..errors import UsageError
+
+        raise UsageError(
+            "--pod/--namespace with --replay: a recording holds no pods (they are read from the live node)",
+            "filter the live trace: gdsdiag trace --pod NAME --record FILE",
+        )
     if ebpf:
         from ..trace.bpf import ebpf_text
 
-        selective = bool(cmd or pids or comm or cgroup)
+        # (--pod/--namespace: pids found at the start, like --pid; the program is the same)
+        selective = bool(cmd or pids or comm or cgroup or pod or namespace)
         text = ebpf_text(libcufile_path, selective, block, cgroup, comm, per_io)
         if output_path:
             from ..outfile import write_new_bytes
@@ -222,6 +266,9 @@ def trace(
                     # (stdout to a pipe or file is block-buffered: without this a `| jq` saw each poll's
                     # verdicts only once 8 KiB of them had piled up, or at the end)
                     on_batch=sys.stdout.flush,
+                    pod=pod,
+                    namespace=namespace,
+                    pod_logs=pod_logs,
                 )
             sig = getattr(res, "stopped_by", None)
             if sig:  # Ctrl-C / TERM / HUP mid-trace: summary shown, then 130/143/129

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from ..platform.containers import Identities, Identity
 from ..platform.fsroot import FsRoot
 from ..platform.nvfs_proc import parse_stats
 
@@ -23,6 +24,10 @@ if TYPE_CHECKING:
     from ..schema import trace as schema
 
 MAX_COMMS = 16  # distinct process names kept as label values; the rest are "other"
+MAX_PODS = 16  # (namespace, pod, container) label sets kept at once; the rest are "other"
+# A pod's label set is given back after this long without I/O (its series end), so a long-running
+# exporter names the pods loading now, not the first 16 it ever saw.
+POD_IDLE_S = 600.0
 STATUSES = ("PASS", "WARN", "FAIL", "SKIP")
 
 
@@ -208,46 +213,116 @@ def process_families(fs: FsRoot) -> list:
     return [g, p, part, left]
 
 
-class TraceCounters:
-    """Route counters fed by gdsdiag trace verdicts: (route, comm) → I/Os and bytes. The first
-    MAX_COMMS process names keep their label; later ones count under 'other'."""
+NO_POD = ("", "", "")  # a process outside any pod: empty labels (Prometheus: the label is absent)
+OTHER_POD = ("other", "other", "other")
+TRACE_LABELS = ["route", "comm", "op", "namespace", "pod", "container"]
 
-    def __init__(self, limit: int = MAX_COMMS):
+
+class TraceCounters:
+    """Route counters fed by gdsdiag trace verdicts: (route, comm, op, namespace, pod, container) →
+    I/Os and bytes. The first MAX_COMMS process names keep their label, later ones count under
+    'other'. A process's pod is read from the node (platform/containers.py, through IDS) the first
+    time one of its I/Os comes in each trace window; at most MAX_PODS (namespace, pod, container)
+    sets are named at once, the rest count under 'other', and one idle for POD_IDLE_S gives its place
+    back (its series end). Counters only grow: a set once named is never merged into 'other' (a
+    series that shrank would read as a counter reset to rate())."""
+
+    def __init__(self, limit: int = MAX_COMMS, ids: Identities | None = None, pod_limit: int = MAX_PODS):
         self.lock = threading.Lock()
         self.ios: Counter = Counter()
         self.bytes: Counter = Counter()
         self.comms: set[str] = set()
         self.limit = limit
+        self.ids = ids
+        self.identities = ids  # (run_live reads each traced process's pod with it: trace/live.py)
+        self.pod_limit = pod_limit
+        self.pods: dict[tuple[str, str, str], float] = {}  # named label sets -> when they last had I/O
+        self._labels: dict[int, tuple[str, str, str]] = {}  # pid -> its label set, this window
+        self._known: dict[int, Identity] = {}  # the trace's own reads (trace/pods.PodBook.of)
+
+    def use_identities(self, known: dict[int, Identity]) -> None:
+        """The trace window's identities, read while its processes lived (run_live hands them over):
+        a verdict held for evidence, or a kernel counter read at the window's end, comes after its
+        process may have gone."""
+        with self.lock:
+            self._known = known
+
+    def new_window(self) -> None:
+        """A new trace window: pids are read again (a pid may have been reused by another pod's process)."""
+        with self.lock:
+            self._labels.clear()
 
     def __call__(self, v: schema.IoLine) -> None:
-        self._add(v["route"], v["comm"], v["op"], 1, max(v["size"], 0))
+        self._add(v["route"], v["comm"], v["op"], 1, max(v["size"], 0), v["pid"])
 
     def add_counted(self, row: dict) -> None:
         """A counter of host I/O the kernel kept (gdsdiag/trace/counted.py): many I/Os at once."""
-        self._add(row["route"], row["comm"], row["op"], row["count"], row["bytes"])
+        self._add(row["route"], row["comm"], row["op"], row["count"], row["bytes"], row.get("pid"))
 
-    def _add(self, route, comm, op, n: int, nbytes: int) -> None:
+    def _pod_of(self, pid: int | None) -> tuple[str, str, str]:
+        if self.ids is None or pid is None:
+            return NO_POD
+        got = self._labels.get(pid)
+        if got is None:
+            i = self._known.get(pid)
+            got = pod_labels(i if i is not None else self.ids.read(pid))
+            if len(self._labels) < 65_536:
+                self._labels[pid] = got
+        return got
+
+    def _named(self, pod: tuple[str, str, str], now: float) -> tuple[str, str, str]:
+        """POD itself while it has (or can get) a place among the named, else OTHER_POD."""
+        if pod == NO_POD:
+            return pod
+        if pod not in self.pods and len(self.pods) >= self.pod_limit:
+            idle = min(self.pods, key=self.pods.__getitem__)
+            if now - self.pods[idle] < POD_IDLE_S:
+                return OTHER_POD
+            del self.pods[idle]  # its series end; its place goes to POD
+            for c in (self.ios, self.bytes):
+                for k in [k for k in c if k[3:] == idle]:
+                    del c[k]
+        self.pods[pod] = now
+        return pod
+
+    def _add(self, route, comm, op, n: int, nbytes: int, pid: int | None = None) -> None:
         with self.lock:
             comm = comm if comm in self.comms or len(self.comms) < self.limit else "other"
             self.comms.add(comm) if comm != "other" else None
-            key = (route, comm, op)
+            key = (route, comm, op, *self._named(self._pod_of(pid), time.monotonic()))
             self.ios[key] += n
             self.bytes[key] += nbytes
 
     def families(self) -> list:
         ios = CounterMetricFamily(
             "gdsdiag_trace_ios",
-            "I/Os seen by gdsdiag trace, by route, process name and op.",
-            labels=["route", "comm", "op"],
+            "I/Os seen by gdsdiag trace, by route, process name, op and Kubernetes namespace, pod and container "
+            "('' outside a pod; at most 16 pods named at once, the rest 'other').",
+            labels=TRACE_LABELS,
         )
         by = CounterMetricFamily(
-            "gdsdiag_trace_bytes", "Bytes of the I/Os seen by gdsdiag trace.", labels=["route", "comm", "op"]
+            "gdsdiag_trace_bytes",
+            "Bytes of the I/Os seen by gdsdiag trace (labels as gdsdiag_trace_ios).",
+            labels=TRACE_LABELS,
         )
         with self.lock:
             for k in sorted(self.ios):
                 ios.add_metric(list(k), self.ios[k])
                 by.add_metric(list(k), self.bytes[k])
         return [ios, by]
+
+
+def pod_labels(i: Identity) -> tuple[str, str, str]:
+    """(namespace, pod, container) label values of a process's identity: the pod's name, or its UID
+    where no log directory names it ('unknown' namespace); the container's name, or its ID's first
+    12 digits. A process outside any pod (a host process, or a container no pod holds): ''."""
+    if not i.pod_uid:
+        return NO_POD
+    return (
+        i.namespace or "unknown",
+        i.pod or i.pod_uid,
+        i.container or (i.container_id[:12] if i.container_id else "unknown"),
+    )
 
 
 def verdict_families(report, when: float | None, errors: int, last_error: str | None) -> list:

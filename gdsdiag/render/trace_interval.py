@@ -38,9 +38,12 @@ class IntervalPrinter:
             self.tick()
         self.acc.add(v)
 
-    def tick(self, final: bool = False, counted=None, waiting=None) -> None:
+    def tick(self, final: bool = False, counted=None, waiting=None, pods=None) -> None:
         """COUNTED: a function giving the kernel's host-I/O counters now; WAITING: one giving the
-        I/Os not decided yet (both read only when an interval is due)."""
+        I/Os not decided yet (both read only when an interval is due); PODS: one giving each
+        process's pod (trace/pods.PodBook.of)."""
+        if pods is not None and (final or self.acc.due()):
+            self.acc.set_pods(pods())
         if counted is not None and (final or self.acc.due()):
             self.acc.add_counted(counted())
         if waiting is not None and not final and self.acc.due():
@@ -88,5 +91,14 @@ class IntervalPrinter:
             )
         if rec["rows_left_out"]:
             c.print(f"    … {rec['rows_left_out']} more rows", style="dim")
+        for p in rec.get("pods", []):
+            name = f"{p['namespace']}/{p['pod']}" if p.get("pod") else f"pod uid {p['pod_uid']}"
+            mix = ", ".join(
+                f"{r} {100 * n / (p['bytes'] or 1):.0f} %" for r, n in sorted(p["routes"].items(), key=lambda x: -x[1])
+            )
+            c.print(
+                f"    pod {name}: {_size(p['bytes'])}, {_num(p['gbps'], '{:.3f}')} GB/s ({mix})" + _span_note(p),
+                markup=False,
+            )
         if wline:
             c.print(wline, style="yellow", markup=False)

@@ -301,12 +301,49 @@ def _render_trees(console: Console, trees: list[dict]) -> None:
         mix = ", ".join(
             f"{r} {_size(n)} ({100 * n / total:.0f} %)" for r, n in sorted(t["routes"].items(), key=lambda x: -x[1])
         )
+        pod = _where(t)
         console.print(
-            f"  {t.get('comm') or '?'}/{t['root']} ({len(t['pids'])} process{'es' if len(t['pids']) != 1 else ''}): {mix}",
+            f"  {t.get('comm') or '?'}/{t['root']}{f' [{pod}]' if pod else ''} "
+            f"({len(t['pids'])} process{'es' if len(t['pids']) != 1 else ''}): {mix}",
             markup=False,
             highlight=False,
             soft_wrap=True,
         )
+
+
+def _where(row: dict) -> str:
+    """A row's pod and container as text ('' for a host process): 'pod NS/NAME, container ID12'."""
+    parts = []
+    if row.get("pod_uid"):
+        parts.append(
+            f"pod {row.get('namespace')}/{row['pod']}" if row.get("pod") else f"pod uid {row['pod_uid']} (name unknown)"
+        )
+    if row.get("container_id"):
+        cid = row["container_id"][:12]
+        parts.append(f"container {row['container']} ({cid})" if row.get("container") else f"container {cid}")
+    return ", ".join(parts)
+
+
+def _render_pods(console: Console, pods: list[dict]) -> None:
+    """One line per Kubernetes pod: what its processes moved, per route (most bytes first)."""
+    if not pods:
+        return
+    console.print("per pod:", style="bold")
+    for p in pods[:20]:
+        total = p["bytes"] or 1
+        mix = ", ".join(
+            f"{r} {_size(n)} ({100 * n / total:.0f} %)" for r, n in sorted(p["routes"].items(), key=lambda x: -x[1])
+        )
+        name = f"{p['namespace']}/{p['pod']}" if p.get("pod") else f"uid {p['pod_uid']} (name unknown)"
+        console.print(
+            f"  {name}: {_size(p['bytes'])} in {p['ios']} I/Os by {len(p['pids'])} "
+            f"process{'es' if len(p['pids']) != 1 else ''}" + (f": {mix}" if mix else ""),
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    if len(pods) > 20:
+        console.print(f"  … {len(pods) - 20} more (all in --json)", style="dim")
 
 
 def render_summary(console: Console, res, as_json: bool) -> None:
@@ -341,6 +378,7 @@ def render_summary(console: Console, res, as_json: bool) -> None:
                 console.print(f"{lo:>10} -> {hi:<10} : {c:<8} |{bar:<40}|", markup=False)
     _render_files(console, getattr(res, "files", []))
     _render_trees(console, getattr(res, "trees", []))
+    _render_pods(console, getattr(res, "pods", []))
     _render_block(console, getattr(res, "block", []))
     counted = getattr(res, "counted", [])
     if counted:
@@ -371,7 +409,8 @@ def render_summary(console: Console, res, as_json: bool) -> None:
             console.print(
                 f"  {p['pid']:>7} {p.get('comm') or '?':16} {p.get('ios', 0):>6} I/Os{parent}"
                 + (f", {p['threads']} thread{'s' if p['threads'] != 1 else ''} started" if p.get("threads") else "")
-                + (f"  {p['exe']}" if p.get("exe") else ""),
+                + (f"  {p['exe']}" if p.get("exe") else "")
+                + (f"  [{_where(p)}]" if _where(p) else ""),
                 markup=False,
                 style="dim",
             )

@@ -65,7 +65,21 @@ class CountedRow(_CountedRow, total=False):
     lost: bool  # its records were dropped (ring full) in a process that may copy to a GPU: UNKNOWN, no per-I/O detail
 
 
-class _Process(TypedDict):
+class _Identity(TypedDict):
+    """A process's container and pod, as the node holds them (platform/containers.py): from its
+    /proc/PID/cgroup and the kubelet's /var/log/pods/<namespace>_<name>_<uid>; None where nothing
+    says (a host process; a replay, whose recording holds none; a pod with no log directory: name
+    and namespace None, UID known)."""
+
+    container: str | None  # its name in the pod spec (/var/log/containers)
+    container_id: str | None  # 64 hex digits
+    runtime: str | None  # containerd | cri-o | docker; None where the cgroup name does not tell
+    pod_uid: str | None
+    pod: str | None
+    namespace: str | None
+
+
+class _Process(_Identity):
     pid: int
     ppid: int | None
     comm: str | None
@@ -127,13 +141,27 @@ class BlockRow(TypedDict):
     bytes: int
 
 
-class TreeRow(TypedDict):
-    """One traced process tree (job): the bytes of its files on each route."""
+class TreeRow(_Identity):
+    """One traced process tree (job): the bytes of its files on each route; its container and pod
+    are its root process's."""
 
     root: int
     comm: str | None
     pids: list[int]
     routes: dict[str, int]
+
+
+class PodRow(TypedDict):
+    """One Kubernetes pod's processes in the trace and what they moved (trace/pods.py), most bytes first."""
+
+    pod_uid: str
+    pod: str | None  # None: no /var/log/pods directory names it
+    namespace: str | None
+    containers: list[str]
+    pids: list[int]
+    ios: int  # its processes' I/O verdicts and the host I/O the kernel counted for them
+    bytes: int
+    routes: dict[str, int]  # route -> bytes
 
 
 class LostRow(TypedDict, total=False):
@@ -172,6 +200,7 @@ class Summary(TypedDict):
     files: list[FileRow]
     trees: list[TreeRow]
     block: list[BlockRow]
+    pods: list[PodRow]
 
 
 class _IntervalStats(TypedDict):
@@ -223,7 +252,22 @@ class _Interval(TypedDict):
     rows_left_out: int
 
 
+class _IntervalPod(TypedDict):
+    pod_uid: str
+    pod: str | None
+    namespace: str | None
+    count: int
+    bytes: int
+    gbps: float | None
+    routes: dict[str, int]  # route -> bytes
+
+
+class IntervalPod(_IntervalPod, _IoSpan):
+    """One pod's share of an interval (the scale-out view; trace.interval.Intervals._pods)."""
+
+
 class Interval(_Interval, total=False):
     """``--interval N`` (trace.interval): what the last N seconds' verdicts add up to."""
 
     waiting: Waiting  # live traces only (not --replay, not the last interval)
+    pods: list[IntervalPod]  # live traces whose processes are in pods: per pod, most bytes first (at most 10)

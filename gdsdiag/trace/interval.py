@@ -88,6 +88,12 @@ class Intervals:
         self.rows: dict[tuple, _Acc] = {}
         self.counted_n = 0
         self._waiting: dict | None = None
+        self._pod_of: dict | None = None
+
+    def set_pods(self, pod_of: dict) -> None:
+        """Each process's pod (pid -> platform.containers.Identity, trace/pods.PodBook.of): the
+        interval then says, per pod, its bytes, route mix and GB/s (the scale-out view)."""
+        self._pod_of = pod_of
 
     def set_waiting(self, rows: list[dict]) -> None:
         """What the classifier has not decided at the interval's end, per process ({pid, comm, ios,
@@ -135,6 +141,43 @@ class Intervals:
             row = self.rows[key] = _Acc()
         row.add(size, lat, ts)
 
+    def _pods(self, secs: float) -> list[dict]:
+        """Per pod, this interval's bytes, I/Os and route mix (bytes per route) and GB/s over the
+        span its I/Os took (at least the interval), most bytes first, TOP of them."""
+        pod_of = self._pod_of or {}
+        accs: dict[str, tuple] = {}
+        for (pid, _comm, _path, route), a in self.rows.items():
+            i = pod_of.get(pid)
+            if i is None or not i.pod_uid:
+                continue
+            got = accs.get(i.pod_uid)
+            if got is None:
+                got = accs[i.pod_uid] = (i, _Acc(), {})
+            acc, routes = got[1], got[2]
+            acc.count += a.count
+            acc.bytes += a.bytes
+            for ns in (a.first_ns, a.last_ns):
+                if ns is not None:
+                    acc.first_ns = ns if acc.first_ns is None else min(acc.first_ns, ns)
+                    acc.last_ns = ns if acc.last_ns is None else max(acc.last_ns, ns)
+            routes[route] = routes.get(route, 0) + a.bytes
+        out = []
+        for uid, (i, acc, routes) in accs.items():
+            span = acc.span_s(secs)
+            row = {
+                "pod_uid": uid,
+                "pod": i.pod,
+                "namespace": i.namespace,
+                "count": acc.count,
+                "bytes": acc.bytes,
+                "gbps": round(acc.bytes / span / 1e9, 3) if span > 0 else None,
+                "routes": routes,
+            }
+            if span > secs:
+                row["io_span_s"] = round(span, 3)
+            out.append(row)
+        return sorted(out, key=lambda r: (-r["bytes"], r["pod_uid"]))[:TOP]
+
     def tick(self, final: bool = False) -> dict | None:
         """The interval just ended (a schema.Interval dict), or None if it has not; final: the last,
         partial one (None when it saw nothing)."""
@@ -166,6 +209,10 @@ class Intervals:
         }
         if waiting is not None:
             rec["waiting"] = waiting
+        if self._pod_of is not None:
+            pods = self._pods(secs)
+            if pods:
+                rec["pods"] = pods
         self.start = now
         self._reset()
         return rec

@@ -17,6 +17,7 @@ from . import gcpace
 from .classify import Classifier, exit_is_io
 from .content import ContentCheck, answer_event, recorded_answers
 from .events import RECORD_VERSION
+from .pods import annotate, pod_rows
 from .tally import RouteTally, Unclassified, count_unclassified, merge_unclassified
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ class TraceResult:
     files: list[dict] = field(default_factory=list)  # per file: bytes per route and why (Classifier.file_summary)
     trees: list[dict] = field(default_factory=list)  # per traced process tree (Classifier.tree_summary)
     block: list[dict] = field(default_factory=list)  # --block: per device and direction (Classifier.block_summary)
+    pods: list[dict] = field(default_factory=list)  # per Kubernetes pod: bytes per route (trace/pods.py)
     lost_by_process: list[dict] = field(default_factory=list)  # events the kernel dropped, per process
     recording_cut_at_line: int | None = None  # --replay: the recording's last line, cut as it was written, left out
     unclassified_at_stop: int = 0  # events queued and I/Os held for evidence a signal cut short (STOP_*_S)
@@ -90,6 +92,7 @@ class TraceResult:
             "files": cast("list[schema.FileRow]", self.files),
             "trees": cast("list[schema.TreeRow]", self.trees),
             "block": cast("list[schema.BlockRow]", self.block),
+            "pods": cast("list[schema.PodRow]", self.pods),
         }
 
 
@@ -197,7 +200,7 @@ def _tally_events(evs, into: Unclassified, exits: Counter | None = None) -> None
             count_unclassified(into, e.pid)
 
 
-def _processes(clf, counted: list[dict] | None = None) -> list[dict]:
+def _processes(clf, counted: list[dict] | None = None, book=None) -> list[dict]:
     extra: dict[int, int] = {}
     for r in counted or []:
         extra[r["pid"]] = extra.get(r["pid"], 0) + r["count"]
@@ -210,6 +213,7 @@ def _processes(clf, counted: list[dict] | None = None) -> list[dict]:
         if clf.said.get(p["pid"]):
             d["said"] = list(clf.said[p["pid"]])  # (its stderr lines that name the data path)
         out.append(d)
+    annotate(out, book)  # (its container and pod; None where nothing on the node says: a replay)
     return out
 
 
@@ -230,6 +234,10 @@ def _finish(clf, counter, tally: RouteTally, **kw) -> TraceResult:
     from .counted import add_lost, merge_summary
 
     rows = counter.rows(clf._path_ok, clf.copied_elsewhere)
+    book = kw.pop("book", None)
+    if book is not None:
+        for r in rows:  # (host I/O the kernel counted, of processes the classifier never saw)
+            book.add(r["pid"])
     summary = tally.summary()
     merge_summary(summary, rows)
     clf.add_counted(rows)  # (the per-file and per-tree books hold what the route totals hold)
@@ -244,14 +252,17 @@ def _finish(clf, counter, tally: RouteTally, **kw) -> TraceResult:
         {"pid": r["pid"], "comm": _comm(clf, r["pid"]), **{k: v for k, v in r.items() if k != "pid"}}
         for r in add_lost(lost, rows)
     ]
+    trees = clf.tree_summary()
+    annotate(trees, book, "root")  # (a tree's pod is its root's: a fork starts in its parent's cgroup)
     return TraceResult(
         tally.ios,
         summary,
-        processes=_processes(clf, rows),
+        processes=_processes(clf, rows, book),
         counted=rows,
         lost_by_process=named,
         files=clf.file_summary(),
-        trees=clf.tree_summary(),
+        trees=trees,
+        pods=pod_rows(book, tally.by_pid, rows),
         # (a replay's devices are another node's: named only on the node itself)
         block=clf.block_summary(_block_name if kw.pop("on_node", True) else None),
         **kw,
@@ -338,6 +349,9 @@ def run_live(
     on_end=None,
     on_tick=None,
     on_batch=None,
+    pod: str | None = None,
+    namespace: str | None = None,
+    pod_logs: str = "/var/log/pods",
 ) -> TraceResult:
     """Trace CMD (held at a gate until the probes are live), the processes PIDS and all their
     descendants, a cgroup, processes named COMM, or (none given) everything. ON_END(result) is
@@ -347,9 +361,14 @@ def run_live(
     kernel's host-I/O counters as rows (counted.CountedIo), read only when the caller asks.
     ON_BATCH() is called after each poll's verdicts were handed out: the printer's output goes out
     then (a pipe's reader gets each poll's lines as they are made, not 8 KiB at a time). An
-    ON_VERDICT with a ``many`` method gets them in lists (in order, as one call each would)."""
+    ON_VERDICT with a ``many`` method gets them in lists (in order, as one call each would).
+    POD (a name or UID) and NAMESPACE trace the processes of those pods running now, and all they
+    start (trace/pods.py); POD_LOGS is where the kubelet's pod log directories are seen from here."""
+    from ..platform.containers import Identities
+    from ..platform.fsroot import FsRoot
     from .bpf import Probes, preflight
-    from .procs import by_comm, cgroup_pids, cgroup_target, descendants
+    from .pods import PodBook, select
+    from .procs import all_procs, by_comm, cgroup_pids, cgroup_target, descendants
 
     say = on_status or (lambda msg: None)
     t0 = time.monotonic()
@@ -359,6 +378,19 @@ def run_live(
         if not os.path.exists(f"/proc/{p}"):
             raise UsageError(f"no process {p}", "give the pid of a running process")
     cg = cgroup_target(cgroup) if cgroup else None
+    # (the node the trace runs on: its processes' /proc/PID/cgroup and the kubelet's /var/log/pods)
+    # (exporter --trace hands over its reader, under its --root and --pod-logs, and takes what the
+    # trace read while the processes lived for its labels: a verdict held for evidence, or a kernel
+    # counter read at the end, comes after its process may have gone)
+    own = getattr(on_verdict, "identities", None)
+    book = PodBook(own if isinstance(own, Identities) else Identities(FsRoot("/"), pod_logs))
+    share = getattr(on_verdict, "use_identities", None)
+    if share is not None:
+        share(book.of)
+    in_pods: list[int] = []
+    if pod is not None or namespace is not None:
+        in_pods, found = select(pod, namespace, [p.pid for p in all_procs()], book.ids)
+        book.of.update(found)
     say("attaching…")
     tree = None
     gate: int | None = None  # the pipe that holds CMD until the probes are live
@@ -370,9 +402,12 @@ def run_live(
         roots += by_comm(comm)
     if cg:
         roots += cgroup_pids(cg[2])
+    roots += in_pods
     # processes that exist now: every descendant of the given ones (those started later join in the kernel)
     existing = descendants(roots) if roots else []
-    selective = bool(cmd or pids or comm or cg)
+    selective = bool(cmd or pids or comm or cg or in_pods)
+    for p in existing:
+        book.add(p)
     # USDT contexts are compiled in: the --libcufile override, else the copy the bindings would load
     # and every other copy the processes already running have mapped
     if libcufile:
@@ -423,6 +458,8 @@ def run_live(
         "pids": pids,
         "cgroup": cgroup,
         "comm": comm,
+        "pod": pod,
+        "namespace": namespace,
     }
     if record_file is not None:
         record_file.write(json.dumps({"gdsdiag_trace_record": RECORD_VERSION, **header}) + "\n")
@@ -512,6 +549,7 @@ def run_live(
             for e in part:
                 clf.feed(e)
                 counter.feed(e)
+            book.see_pids([e.pid for e in part])  # (each process's pod, read while it lives)
             if record_file is not None and content.answers:
                 record_answers(record_file, content, part[-1].ts)
             probes.drain()
@@ -541,6 +579,7 @@ def run_live(
                 gate = None
             while not stop["flag"]:
                 take(100)
+                book.see(clf.procs)  # (each new process's pod, read while it lives)
                 clf.advance(0 if stop["flag"] or queued else probes.complete_ns)
                 vs = clf.drain()
                 for i in range(0, len(vs), CHUNK):
@@ -555,7 +594,7 @@ def run_live(
                 if on_batch is not None:
                     on_batch()
                 if on_tick is not None:
-                    on_tick(counted=counted_now, waiting=lambda: waiting_rows(clf))
+                    on_tick(counted=counted_now, waiting=lambda: waiting_rows(clf), pods=lambda: book.of)
                 if proc and proc.poll() is not None:
                     exit_code = proc.returncode
                     # the buffers may still hold the last events: the kernel wakes the reader only
@@ -592,6 +631,7 @@ def run_live(
 
         # what is still in the ring buffers counts too (after a signal: what the budget allows)
         take(0, final=True, deadline=until(STOP_BUDGET_S))
+        book.see(clf.procs)
         phases["classify_s"] = round(time.monotonic() - t_stop, 3)
         counted = probes.counted_host_io()
         if record_file is not None:
@@ -620,7 +660,7 @@ def run_live(
             hand_out(rest[i : i + CHUNK])
         phases["held_printed_s"] = round(time.monotonic() - t_stop, 3)
         if on_tick is not None:
-            on_tick(final=True, counted=counted_now)
+            on_tick(final=True, counted=counted_now, pods=lambda: book.of)
         timing["end_s"] = round(time.monotonic() - t_attached, 3)
         # (cumulative from the signal: tree stopped, queue classified, flushed, held verdicts out)
         timing.update({f"stop_{k}": v for k, v in phases.items()})
@@ -648,6 +688,7 @@ def run_live(
             unclassified_at_stop=unclassified,
             unclassified_by_process=unsent,
             verdicts_not_printed=not_printed,
+            book=book,
         )
         if record_file is not None:
             record_file.flush()

@@ -96,14 +96,18 @@ class RouteTally:
     def __init__(self) -> None:
         self._routes: dict[str, _Route] = {}
         self.ios = 0  # verdicts added
+        # (pid, route) -> [I/Os, bytes]: what each process moved on each route, for the per-pod rows
+        # (trace/pods.py; a file read by a dozen pods is a dozen pods' bytes, not its first reader's)
+        self.by_pid: dict[tuple[int, str], list[int]] = {}
 
     def add(self, v: schema.IoLine) -> None:
         self.add_all((v,))
 
     def add_all(self, vs: Sequence[schema.IoLine]) -> None:
         """Each of VS (the live loop hands out a poll's verdicts together; add() one alone)."""
-        routes = self._routes
+        routes, by_pid = self._routes, self.by_pid
         self.ios += len(vs)
+        last_pid = last_route = p = None  # (a poll's verdicts come in runs of one process and route)
         for v in vs:
             r = routes.get(v["route"])
             if r is None:
@@ -112,6 +116,15 @@ class RouteTally:
             size = v["size"]
             if size > 0:
                 r.bytes += size
+            pid, route = v.get("pid"), v["route"]  # (a verdict made by hand may name no process)
+            if pid != last_pid or route != last_route or p is None:
+                last_pid, last_route = pid, route
+                p = by_pid.get((pid, route))
+                if p is None:
+                    p = by_pid[pid, route] = [0, 0]
+            p[0] += 1
+            if size > 0:
+                p[1] += size
             if v["subtype"]:
                 r.subtypes.add(v["subtype"])
             lat = v["latency_ns"]

@@ -153,6 +153,9 @@ def trace_window(seconds: float, path_filter: str | None, on_verdict) -> int | N
     The signal (INT/TERM/HUP) that ended the window early, if one did: the caller stops for it."""
     from ..trace.live import run_live
 
+    new_window = getattr(on_verdict, "new_window", None)
+    if new_window is not None:
+        new_window()  # (pids read again: one may now be another pod's process)
     res = run_live(None, None, seconds, path_filter, None, on_verdict)
     add = getattr(on_verdict, "add_counted", None)
     if add is not None:
