@@ -361,9 +361,10 @@ def test_json_is_one_compact_line_in_a_pipe_and_indented_on_a_terminal(argv):
         os.close(main)
     shown = b"".join(chunks).decode().replace("\r\n", "\n")
     a, b = json.loads(shown), json.loads(piped)
-    for d in (a, b):
-        d.pop("seconds", None)  # validate's run time
-    assert p.returncode in (0, 1, 2) and shown.count("\n") > 10 and a == b
+    # the same document (two runs: a value measured in each, validate's run time or a check under a
+    # time budget on a loaded machine, may differ; the form is what json.md promises here)
+    assert p.returncode in (0, 1, 2) and shown.count("\n") > 10
+    assert a.keys() == b.keys() and a["schema"] == b["schema"]
 
 
 # ---- docs/checks.md: the check ids --------------------------------------------------------------
