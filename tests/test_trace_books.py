@@ -46,3 +46,20 @@ def test_block_requests_are_summed_per_device_and_direction():
         {"device": "254:0", "name": "dev254.0", "op": "R", "requests": 2, "bytes": 69632},
         {"device": "254:0", "name": "dev254.0", "op": "W", "requests": 1, "bytes": 8192},
     ]
+
+
+def test_a_file_two_trees_read_counts_each_trees_own_bytes():
+    """Two traced trees (pods loading one model) read one file: each tree's row holds the bytes its
+    own processes moved (they all went to the tree of the file's lowest pid: three pods' 192 MiB in
+    one tree, docs/fleet.md), and the trees still sum to the file."""
+    from gdsdiag.routes import Route
+    from gdsdiag.trace.classify import Classifier
+
+    clf = Classifier()
+    for pid, comm in ((100, "loader-a"), (200, "loader-b")):
+        clf._proc(pid, comm)
+    clf._account("/m/w.safetensors", 4, 64 << 20, Route.DRAM_BOUNCE, "pread64", 100, 64 << 20)
+    clf._account("/m/w.safetensors", 2, 64 << 20, Route.HOST, "read", 200, 64 << 20)
+    clf._account("/m/w.safetensors", 1, 1 << 20, Route.DRAM_BOUNCE, "read", 200, 1 << 20)
+    trees = {t["root"]: t["routes"] for t in clf.tree_summary()}
+    assert trees == {100: {Route.DRAM_BOUNCE: 64 << 20}, 200: {Route.HOST: 64 << 20, Route.DRAM_BOUNCE: 1 << 20}}

@@ -1850,6 +1850,7 @@ class Classifier:
                 "how": set(),
                 "max_offset": 0,
                 "via_to_gpu": set(),
+                "by_pid": {},
                 "first_ns": 0,
                 "last_ns": 0,
                 "tids": set(),
@@ -1865,6 +1866,13 @@ class Classifier:
         f["bytes"] += nbytes
         routes = f["routes"]
         routes[route] = routes.get(route, 0) + nbytes
+        # (per process as well: tree_summary gives each tree the bytes its own processes moved)
+        mine = f["by_pid"].get(pid)
+        if mine is None:
+            if len(f["by_pid"]) >= MAX_FILE_PIDS:
+                pid = min(f["by_pid"])  # (a file read by thousands of processes: the rest under one)
+            mine = f["by_pid"].setdefault(pid, {})
+        mine[route] = mine.get(route, 0) + nbytes
         name = "cuFile" if api.startswith("cuFile") else api  # ("mmap" is its own api)
         f["via"].add(name)
         if route != Route.HOST and route != Route.UNKNOWN:
@@ -2264,11 +2272,13 @@ class Classifier:
                 d = jobs.setdefault(j, {"root": j, "comm": self._proc(j)["comm"], "pids": set(), "routes": {}})
                 d["pids"].add(pid)
         for f in self.files.values():
-            if not f["pids"]:
-                continue
-            j = self.job_of(min(f["pids"]))
-            for k, n in f["routes"].items():
-                jobs[j]["routes"][k] = jobs[j]["routes"].get(k, 0) + n
+            for pid, routes in f["by_pid"].items():
+                j = self.job_of(pid)
+                d = jobs.get(j)
+                if d is None:  # (a process past MAX_FILE_PIDS of the file: under the one it counts with)
+                    d = jobs[j] = {"root": j, "comm": self._proc(j)["comm"], "pids": {pid}, "routes": {}}
+                for k, n in routes.items():
+                    d["routes"][k] = d["routes"].get(k, 0) + n
         return [{**d, "pids": sorted(d["pids"])} for d in jobs.values()]
 
     def _copy_of(self, io: _HostIo):
