@@ -2274,11 +2274,11 @@ class Classifier:
         for f in self.files.values():
             for pid, routes in f["by_pid"].items():
                 j = self.job_of(pid)
-                d = jobs.get(j)
-                if d is None:  # (a process past MAX_FILE_PIDS of the file: under the one it counts with)
-                    d = jobs[j] = {"root": j, "comm": self._proc(j)["comm"], "pids": {pid}, "routes": {}}
+                tree = jobs.get(j)
+                if tree is None:  # (a process past MAX_FILE_PIDS of the file: under the one it counts with)
+                    tree = jobs[j] = {"root": j, "comm": self._proc(j)["comm"], "pids": {pid}, "routes": {}}
                 for k, n in routes.items():
-                    d["routes"][k] = d["routes"].get(k, 0) + n
+                    tree["routes"][k] = tree["routes"].get(k, 0) + n
         return [{**d, "pids": sorted(d["pids"])} for d in jobs.values()]
 
     def _copy_of(self, io: _HostIo):
