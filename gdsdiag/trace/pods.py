@@ -144,7 +144,11 @@ def select(
         found[pid] = i
     if not found:
         what = " ".join(x for x in (f"pod {pod}" if pod else "", f"in namespace {namespace}" if namespace else "") if x)
-        names = sorted(f"{ns or '?'}/{name or uid}" for ns, name, uid in seen)
+        # (pods the node names first: a UID alone tells a user less, and they are the ones cut)
+        names = [
+            f"{ns or '?'}/{name or uid}"
+            for ns, name, uid in sorted(seen, key=lambda x: (x[0] is None or x[1] is None, x[0] or "", x[1] or x[2]))
+        ]
         have = (
             f"the node's pods with processes: {', '.join(names[:8])}"
             + (f" (+{len(names) - 8} more)" if len(names) > 8 else "")
