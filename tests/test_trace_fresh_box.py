@@ -63,3 +63,37 @@ def test_no_headers_tree_stdout_stays_clean_and_the_fix_works():
     assert p.returncode == 0, p.stderr[-3000:]
     lines = [json.loads(x) for x in p.stdout.splitlines()]  # every line of stdout is JSON
     assert lines[-1]["type"] == "summary", p.stdout[-2000:]
+
+
+def test_bccs_library_missing_is_one_line_naming_it():
+    """python3-bpfcc without its C library (libbpfcc not installed, or a kit's LD_LIBRARY_PATH
+    lost): bcc's import raises OSError loading libbcc.so.0. It was 'internal error: OSError: …'
+    (the GPU machine's live tests hit it); now one line naming the library and the fix. Made here by
+    an empty file bound over libbcc.so.0 in a private mount namespace."""
+    import ctypes.util
+
+    lib = ctypes.util.find_library("bcc")
+    path = next(
+        (
+            os.path.join(d, "libbcc.so.0")
+            for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib")
+            if os.path.exists(os.path.join(d, "libbcc.so.0"))
+        ),
+        None,
+    )
+    if lib is None or path is None:
+        pytest.skip("no libbcc.so.0 in the usual directories to hide")
+    trace = " ".join(shlex.quote(a) for a in [*GDSDIAG, "trace", "--json", "--", "true"])
+    p = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", f"mount --bind /dev/null {path} && {trace}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"},
+    )
+    if "cannot change root filesystem propagation" in p.stderr:
+        pytest.skip("no private mount namespace here (a chroot): " + p.stderr.strip())
+    assert p.returncode != 0 and p.stdout == "", (p.returncode, p.stdout)
+    lines = [x for x in p.stderr.strip().splitlines() if x.startswith("gdsdiag")]
+    assert len(lines) == 1 and "internal error" not in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert "bcc's library cannot be loaded" in lines[0] and "libbpfcc" in lines[0], p.stderr

@@ -58,6 +58,15 @@ KPROBES = [  # (symbols tried in order, handler, is_return)
 ]
 
 
+def _no_libbcc(e: OSError) -> GdsdiagError:
+    """bcc's Python module is there and its C library is not (it loads libbcc.so.0 at import)."""
+    return GdsdiagError(
+        f"bcc's library cannot be loaded ({e})",
+        "apt-get install libbpfcc (Debian/Ubuntu) or dnf install bcc, or put the directory holding "
+        "libbcc.so.0 on LD_LIBRARY_PATH",
+    )
+
+
 def import_bcc():
     """bcc's Python module (Debian/Ubuntu python3-bpfcc installs it for the system Python only)."""
     try:
@@ -66,6 +75,8 @@ def import_bcc():
         return bcc
     except ImportError:
         pass
+    except OSError as e:
+        raise _no_libbcc(e) from None
     for d in (
         "/usr/lib/python3/dist-packages",
         *glob.glob("/usr/lib/python3*/site-packages"),
@@ -79,6 +90,9 @@ def import_bcc():
                 return bcc
             except ImportError:
                 sys.path.remove(d)
+            except OSError as e:
+                sys.path.remove(d)
+                raise _no_libbcc(e) from None
     raise GdsdiagError(
         "bcc is not installed (no Python module 'bcc')",
         "apt-get install python3-bpfcc (Debian/Ubuntu) or dnf install python3-bcc",
