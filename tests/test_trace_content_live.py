@@ -38,15 +38,20 @@ def fake_cuda(tmp_path):
     return str(d / "libcuda.so.1")
 
 
+def fake_cuda_env(fake_cuda: str) -> dict:
+    """The environment a traced program copies through the stand-in in: its directory first on the
+    library path, what the path had after it (the GPU machine's kit puts libbcc there)."""
+    ld = os.environ.get("LD_LIBRARY_PATH")
+    env = {**os.environ, "LD_LIBRARY_PATH": os.path.dirname(fake_cuda) + (os.pathsep + ld if ld else "")}
+    env.pop("PYTHONUNBUFFERED", None)
+    return env
+
+
 def test_negative_controls_and_loaders_under_the_real_probes(fake_cuda):
     d = os.path.realpath(__import__("tempfile").mkdtemp(prefix="gdsdiag-content-", dir="/var/tmp"))
     try:
         # (probed before it starts; what the path had stays after it: the GPU machine's kit puts libbcc there)
-        path = os.path.dirname(fake_cuda) + (
-            os.pathsep + os.environ["LD_LIBRARY_PATH"] if os.environ.get("LD_LIBRARY_PATH") else ""
-        )
-        env = {**os.environ, "LD_LIBRARY_PATH": path}
-        env.pop("PYTHONUNBUFFERED", None)
+        env = fake_cuda_env(fake_cuda)
         r = subprocess.run(
             [*GDSDIAG, "trace", "--json", "--per-io", "--", PY, WORKLOAD, fake_cuda, d],
             capture_output=True,

@@ -13,7 +13,7 @@ import sys
 import tempfile
 
 from conftest import GDSDIAG, HERE, LIVE_MARKS
-from test_trace_content_live import fake_cuda  # noqa: F401  (the stand-in libcuda fixture)
+from test_trace_content_live import fake_cuda, fake_cuda_env  # noqa: F401  (fake_cuda: the stand-in libcuda fixture)
 
 pytestmark = [*LIVE_MARKS]
 WORKLOAD = os.path.join(HERE, "workloads", "said_fallback.py")
@@ -26,10 +26,7 @@ def test_the_loaders_fallback_message_is_kept_and_decides_its_files_why(fake_cud
         path = os.path.join(d, "weights.bin")
         with open(path, "wb") as f:
             f.write(os.urandom(4 << 20))
-        # (the stand-in first; what the path had stays after it: the GPU machine's kit puts libbcc there)
-        ld = os.environ.get("LD_LIBRARY_PATH")
-        env = {**os.environ, "LD_LIBRARY_PATH": os.path.dirname(fake_cuda) + (os.pathsep + ld if ld else "")}
-        env.pop("PYTHONUNBUFFERED", None)
+        env = fake_cuda_env(fake_cuda)
         rec = os.path.join(d, "run.rec.jsonl")
         r = subprocess.run(
             [*GDSDIAG, "trace", "--json", "--record", rec, "--", PY, WORKLOAD, fake_cuda, path],

@@ -2267,16 +2267,14 @@ class Classifier:
         """Per traced process tree (job): the bytes of its files on each route."""
         jobs: dict[int, dict] = {}
         for f in self.files.values():
-            for pid in f["pids"]:
-                j = self.job_of(pid)
-                d = jobs.setdefault(j, {"root": j, "comm": self._proc(j)["comm"], "pids": set(), "routes": {}})
-                d["pids"].add(pid)
-        for f in self.files.values():
+            # (by_pid holds the file's processes, as pids does: a process past MAX_FILE_PIDS of the
+            # file counts under the lowest of them in both)
             for pid, routes in f["by_pid"].items():
                 j = self.job_of(pid)
                 tree = jobs.get(j)
-                if tree is None:  # (a process past MAX_FILE_PIDS of the file: under the one it counts with)
-                    tree = jobs[j] = {"root": j, "comm": self._proc(j)["comm"], "pids": {pid}, "routes": {}}
+                if tree is None:
+                    tree = jobs[j] = {"root": j, "comm": self._proc(j)["comm"], "pids": set(), "routes": {}}
+                tree["pids"].add(pid)
                 for k, n in routes.items():
                     tree["routes"][k] = tree["routes"].get(k, 0) + n
         return [{**d, "pids": sorted(d["pids"])} for d in jobs.values()]
