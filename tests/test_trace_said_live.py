@@ -55,3 +55,37 @@ def test_the_loaders_fallback_message_is_kept_and_decides_its_files_why(fake_cud
         assert row2["why_chain"][0]["value"] == first["value"]
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_a_live_trace_without_the_nodes_facts_says_why_not_a_replay(fake_cuda):  # noqa: F811
+    """The node's facts left out of a live trace (GDSDIAG_NODE_FACTS=0, as the benchmarks do; or a
+    check that failed or did not answer) are named for that reason: "a replay" was said of every
+    trace without them, a false statement about a trace that ran on the node. Its replay says
+    "a replay"."""
+    d = os.path.realpath(tempfile.mkdtemp(prefix="gdsdiag-said-", dir="/var/tmp"))
+    try:
+        path = os.path.join(d, "weights.bin")
+        with open(path, "wb") as f:
+            f.write(os.urandom(4 << 20))
+        env = {**fake_cuda_env(fake_cuda), "GDSDIAG_NODE_FACTS": "0"}
+        rec = os.path.join(d, "run.rec.jsonl")
+        r = subprocess.run(
+            [*GDSDIAG, "trace", "--json", "--record", rec, "--", PY, WORKLOAD, fake_cuda, path],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+        assert r.returncode == 0, r.stderr
+        summary = next(json.loads(x) for x in r.stdout.splitlines() if '"type": "summary"' in x)
+        row = next(f for f in summary["files"] if f["path"] == path)
+        node = [f["value"] for f in row["why_chain"] if f["fact"] == "the node's GDS facts"]
+        assert node and "GDSDIAG_NODE_FACTS=0" in node[0] and "replay" not in node[0], row["why_chain"]
+        rp = subprocess.run([*GDSDIAG, "trace", "--replay", rec, "--json"], capture_output=True, text=True, timeout=120)
+        assert rp.returncode == 0, rp.stderr
+        again = next(json.loads(x) for x in rp.stdout.splitlines() if '"type": "summary"' in x)
+        row2 = next(f for f in again["files"] if f["path"] == path)
+        node2 = [f["value"] for f in row2["why_chain"] if f["fact"] == "the node's GDS facts"]
+        assert node2 and "a replay" in node2[0], row2["why_chain"]
+    finally:
+        shutil.rmtree(d, ignore_errors=True)

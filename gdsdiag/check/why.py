@@ -13,6 +13,7 @@ It sits in check/ (below trace, validate and sweep) so none of them imports anot
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from ..routes import Route
 from ..verdicts import Status
@@ -29,15 +30,27 @@ def _check_fact(node: NodeFacts, cid: str, name: str, default_source: str) -> tu
     return Fact(name, got[0], got[1] or default_source), got[2]
 
 
-def _node_chain(node: NodeFacts | None, path: str) -> tuple[list[Fact], str | None, Route | None]:
+# Why the node's facts are missing from an answer, and what to do (NodeMissing.text, .fix): a
+# replay's default; a live trace names its own reason (trace/live.py NodeFactsReader.missing), never
+# "a replay" for a trace that ran on the node
+@dataclass(frozen=True)
+class NodeMissing:
+    text: str
+    fix: str
+
+
+REPLAY = NodeMissing(
+    "a replay: the node it was traced on is elsewhere", "not known here: replay on the node, or run gdsdiag check there"
+)
+
+
+def _node_chain(
+    node: NodeFacts | None, path: str, missing: NodeMissing = REPLAY
+) -> tuple[list[Fact], str | None, Route | None]:
     """The node's side: why cuFile I/O of PATH could not go P2P here (facts), the fix, and the
-    route such I/O would take (None: not known)."""
+    route such I/O would take (None: not known, for MISSING's reason)."""
     if node is None:
-        return (
-            [Fact("the node's GDS facts", "not known (a replay: the node it was traced on is elsewhere)", TRACE)],
-            None,
-            None,
-        )
+        return [Fact("the node's GDS facts", f"not known ({missing.text})", TRACE)], None, None
     out: list[Fact] = []
     fix = None
     got = node.file(path)
@@ -109,6 +122,7 @@ def file_why(
     cufile_unused: str | None,
     said: list[tuple[str, str]] | None = None,
     cufile_called: bool = True,
+    node_missing: NodeMissing = REPLAY,
 ) -> tuple[list[Fact], str]:
     """The why of one file of the summary (Classifier.file_summary's row): facts, decisive first,
     and the fix ("none on this node: …" where nothing the user can change on it would help). SAID:
@@ -116,7 +130,7 @@ def file_why(
     a loader's own reason for not using cuFile is the decisive fact of its bounced bytes.
     CUFILE_CALLED: the program called libcufile (opened the driver, asked its version…): it tried
     GDS and moved the bytes itself, the decisive fact; a libcufile only mapped (a framework's import
-    links it) says nothing of the loader, and the mechanism leads."""
+    links it) says nothing of the loader, and the mechanism leads. NODE_MISSING: why NODE is None."""
     r = row["routes"]
     path = row["path"]
     p2p = sum(n for k, n in r.items() if Route(k).is_p2p)
@@ -125,14 +139,14 @@ def file_why(
     unknown = r.get(Route.UNKNOWN, 0)
     if p2p and not (compat or bounce):
         return [Fact("route", "cuFile moved these bytes by P2P DMA", TRACE, "decisive")], "none needed"
-    node_facts, node_fix, would = _node_chain(node, path)
+    node_facts, node_fix, would = _node_chain(node, path, node_missing)
     facts: list[Fact] = []
     if compat:
         # cuFile was called and fell back: the node's first missing piece decided it
         ran = Fact("cuFile", "libcufile read the file with POSIX I/O through its bounce buffers", TRACE)
         if node is None:
             return [Fact(ran.fact, ran.value, ran.source, "decisive"), *node_facts, *_said_facts(said)], (
-                "not known here: replay on the node, or run gdsdiag check there"
+                node_missing.fix
             )
         decisive = node_facts[0]
         facts = [Fact(decisive.fact, decisive.value, decisive.source, "decisive"), *node_facts[1:], ran]
@@ -176,7 +190,7 @@ def file_why(
                 f"{would.value} on this node"
             )
         elif node is None:
-            fix = "not known here: replay on the node, or run gdsdiag check there"
+            fix = node_missing.fix
         else:
             why = "; ".join(f.value for f in node_facts[:2]) or node.summary
             fix = f"none on this node: cuFile would run in compatibility mode here too ({why})"

@@ -48,7 +48,7 @@ from .evidence import KPROBE_EVIDENCE, ROUTE_USDT, SYSCALL_EVIDENCE, decide_once
 from .mechanism import describe, rate
 from .said import LINE_MAX, LINES_PER_PROCESS
 from .tally import Unclassified, count_unclassified
-from .why import FALLBACK_WORDS, file_why
+from .why import FALLBACK_WORDS, REPLAY, file_why
 
 if TYPE_CHECKING:
     from ..check.facts import NodeFacts
@@ -512,6 +512,7 @@ class Classifier:
         # opens of each path (data files only are looked up): [with O_DIRECT, all] (mechanism.describe)
         self.opens_of: dict[str, list[int]] = {}
         self.node: NodeFacts | None = None  # the node's GDS facts (check/facts.py), for each file's why
+        self.node_missing = REPLAY  # why self.node is None (a live trace sets its own reason)
         # --block: requests the traced processes issued per (device, R|W|…): [requests, bytes]
         # (block_summary; the device that served the bytes, e.g. the virtio disk under every read)
         self.block: dict[tuple[int, str], list[int]] = {}
@@ -2212,7 +2213,7 @@ class Classifier:
                 "gbps": rate(f["bytes"], f["first_ns"], f["last_ns"]),
             }
             called = any(self.cufile_calls.get(pid) for pid in f["pids"])
-            chain, fix = file_why(row, self.node, unused, self.program_said(f["pids"]), called)
+            chain, fix = file_why(row, self.node, unused, self.program_said(f["pids"]), called, self.node_missing)
             row["why_chain"], row["fix"] = [x.to_json() for x in chain], fix
             out.append(row)
             if f.get("renamed_from"):

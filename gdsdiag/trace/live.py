@@ -19,6 +19,7 @@ from .content import ContentCheck, answer_event, recorded_answers
 from .events import RECORD_VERSION
 from .pods import annotate, pod_rows
 from .tally import RouteTally, Unclassified, count_unclassified, merge_unclassified
+from .why import NodeMissing
 
 if TYPE_CHECKING:
     from collections import Counter
@@ -131,7 +132,12 @@ class NodeFactsReader:
 
     def __init__(self) -> None:
         self._proc: subprocess.Popen | None = None
+        # why result() gave None, for the why's text (never "a replay" in a trace on the node)
+        self.missing = NodeMissing("not read", "run gdsdiag check on this node")
         if os.environ.get("GDSDIAG_NODE_FACTS", "1") == "0":  # (benchmarks: the tracer's own cost alone)
+            self.missing = NodeMissing(
+                "not read: GDSDIAG_NODE_FACTS=0 turned the node's check off", "run gdsdiag check on this node"
+            )
             return
         try:
             self._proc = subprocess.Popen(
@@ -142,8 +148,11 @@ class NodeFactsReader:
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,  # (the terminal's Ctrl-C is the trace's to handle)
             )
-        except OSError:
+        except OSError as e:
             self._proc = None
+            self.missing = NodeMissing(
+                f"not read: gdsdiag check could not start ({e.strerror or e})", "run gdsdiag check on this node"
+            )
 
     def abandon(self) -> None:
         """No file needs the node's facts: the check is ended, not waited for."""
@@ -165,12 +174,19 @@ class NodeFactsReader:
         except subprocess.TimeoutExpired:
             p.kill()
             p.communicate()
+            self.missing = NodeMissing(
+                f"not read: gdsdiag check had not answered {self.WAIT_S:g} s after the trace ended",
+                "run gdsdiag check on this node",
+            )
             return None
         try:
             doc = loads_json(out.decode("utf-8", "replace"))
             with node_root("/") as fs:
                 return NodeFacts.from_check_json(doc, CheckContext(fs, env=dict(os.environ)))
-        except (ValueError, OSError, GdsdiagError):
+        except (ValueError, OSError, GdsdiagError) as e:
+            self.missing = NodeMissing(
+                f"not read: gdsdiag check's answer could not be used ({e})", "run gdsdiag check on this node"
+            )
             return None
 
 
@@ -669,6 +685,7 @@ def run_live(
         # (waited for only where a file's why needs it: a trace of host I/O alone ends at once)
         if clf.needs_node_facts():
             clf.node = node.result()
+            clf.node_missing = node.missing
         else:
             node.abandon()
         res = _finish(

@@ -8,6 +8,8 @@
 # 3 DRAM_BOUNCE verdict rate 1 x 1 and 4 x 4, OLD's tree beside, the node-facts child off (GDSDIAG_NODE_FACTS=0)
 # 4 the content controls through the real libcuda, and the loader's-own-words workload
 # 5 the live trace tests that need a GPU
+# 6 DRAM_BOUNCE 4 x 4 under the trace, this tree and OLD's, each sampled by py-spy (carried as
+#   .device/py-spy.xz) once it is live, and recorded (--record) for replay on the CPU machine
 set -u
 FINAL=${1:-/tmp/out}
 source "$(dirname "$0")/../../benchmarks/gpu_common.sh" "$FINAL"
@@ -49,5 +51,24 @@ if wanted 5; then
     tests/test_trace_content_live.py tests/test_trace_said_live.py tests/test_hostile_libraries.py \
     tests/test_trace_names_live.py >"$OUT/live-tests.txt" 2>&1
   log "  rc=$? $(tail -1 "$OUT/live-tests.txt")"; pack
+fi
+if wanted 6; then
+  log "6. DRAM_BOUNCE 4 x 4: where the tracer's time goes (py-spy), and the stream recorded"
+  SPY=/tmp/py-spy; [ -x $SPY ] || xz -dc .device/py-spy.xz >$SPY && chmod +x $SPY
+  compat_workload
+  export GDSDIAG_NODE_FACTS=0
+  for tree in . ${OLDDIR:+$OLDDIR}; do
+    tag=$([ "$tree" = . ] && echo new || echo old)
+    rec=(); [ $tag = new ] && rec=(--record "$OUT/rec-bounce-4x4-$tag.jsonl.gz")
+    (cd "$tree" && exec env -u PYTHONUNBUFFERED timeout 120 $PY -m gdsdiag trace --json --per-io "${rec[@]}" \
+      -o "$OUT/prof-$tag.jsonl" -- sh -c "sleep 4; exec $PY $WL $DAT 200000 4096 /tmp/truth-$tag 4 bounce 4") \
+      >/dev/null 2>"$OUT/prof-$tag.err" &
+    tp=$!
+    sleep 3
+    timeout 60 $SPY record -p $tp -r 250 -f raw -o "$OUT/prof-$tag.txt" >"$OUT/prof-$tag.spy" 2>&1
+    wait $tp; log "  $tag rc=$? $(tail -1 "$OUT/prof-$tag.err" | cut -c1-160)"
+    gzip -f "$OUT/prof-$tag.jsonl"
+  done
+  unset GDSDIAG_NODE_FACTS; pack
 fi
 log "done"; pack
