@@ -376,6 +376,24 @@ class RecentReads:
                     break
         return True, best
 
+    def overlapping(self, host: int, n: int, first_seq: int) -> list[Source] | None:
+        """Every read from FIRST_SEQ on whose buffer's granules [host, host + n) touches, each once,
+        in no set order (the caller sorts and tests the bytes); None for a copy over more than
+        MAX_GRANULES granules."""
+        end = host + (n if n > 1 else 1)
+        g0, g1 = host >> GRANULE_SHIFT, (end - 1) >> GRANULE_SHIFT
+        if g1 - g0 >= MAX_GRANULES:
+            return None
+        seen: set[int] = set()
+        out: list[Source] = []
+        gs = self.granules
+        for lst in [*(gs[g] for g in range(g0, g1 + 1) if g in gs), self.wide]:
+            for cand in lst:
+                if cand.seq >= first_seq and id(cand) not in seen:
+                    seen.add(id(cand))
+                    out.append(cand)
+        return out
+
 
 @dataclass
 class MappedFile:
@@ -674,22 +692,10 @@ class DataFlow:
         q = self.by_pid.get(pid)
         if not q:
             return
-        recent = self._recent(pid, q)
-        end = host + n
-        g0, g1 = host >> GRANULE_SHIFT, (end - 1) >> GRANULE_SHIFT
-        if g1 - g0 >= MAX_GRANULES:
+        cands = self._recent(pid, q).overlapping(host, n, q[0].seq)
+        if cands is None:
             return
-        floor = q[0].seq
-        seen: set[int] = set()
-        cands: list[Source] = []
-        for g in range(g0, g1 + 1):
-            for cand in recent.granules.get(g, ()):
-                if cand.seq >= floor and id(cand) not in seen:
-                    seen.add(id(cand))
-                    cands.append(cand)
-        for cand in recent.wide:
-            if cand.seq >= floor and id(cand) not in seen:
-                cands.append(cand)
+        end = host + n
         covered = Intervals()
         if first.buf is not None:
             covered.add(max(host, first.buf), min(end, first.buf + max(first.size, 1)))
