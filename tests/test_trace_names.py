@@ -403,3 +403,33 @@ def test_the_recorded_threads_replay_under_their_process():
     _, summ = _replayed("threads.jsonl.gz")
     procs = {p["pid"]: p for p in summ["processes"]}
     assert procs[pid]["threads"] == 26 and len(procs) == 2
+
+
+def test_a_file_renamed_onto_one_already_counted_keeps_every_processs_bytes_in_the_trees():
+    """Another process saves over a file the trace already has an account of (its verdicts were out
+    before the rename): the two accounts become one, and each process's bytes stay in its own tree —
+    the merged account kept only the file's routes, its per-process bytes were lost, so the trees said
+    1 MiB where the files said 3 (one set of books, issue 43 goal 4)."""
+    p1 = [
+        ev(0, "open", "openat", [5, O_WRONLY_CREAT, 0, 0, 0, -100, 1], pid=100, path=f"{D}/ckpt.pt"),
+        ev(1, "sys_exit", "pwrite64", [5, 0x7F1000000000, MiB, 0, 0, MiB, 1000], pid=100),
+        ev(2, "fd", "close", [5], pid=100),
+    ]
+    p2 = [
+        ev(10, "open", "openat", [6, O_WRONLY_CREAT, 0, 0, 0, -100, 2], pid=200, path=f"{D}/ckpt.pt.tmp", comm="saver"),
+        ev(11, "sys_exit", "pwrite64", [6, 0x7F2000000000, 2 * MiB, 0, 0, 2 * MiB, 1000], pid=200, comm="saver"),
+        ev(12, "fd", "close", [6], pid=200, comm="saver"),
+    ]
+    c = Classifier()
+    for e in p1 + p2:
+        c.feed(e)
+    c.advance(500_000_000)
+    c.drain()
+    c.feed(renamed(600, f"{D}/ckpt.pt.tmp", f"{D}/ckpt.pt"))
+    c.flush()
+    c.drain()
+    (f,) = c.file_summary()
+    assert f["path"] == f"{D}/ckpt.pt" and f["bytes"] == 3 * MiB and f["pids"] == [100, 200]
+    trees = {t["root"]: t for t in c.tree_summary()}
+    assert sum(sum(t["routes"].values()) for t in trees.values()) == sum(f["routes"].values()) == 3 * MiB
+    assert sum(trees[200]["routes"].values()) == 2 * MiB and sum(trees[100]["routes"].values()) == MiB

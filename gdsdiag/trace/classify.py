@@ -850,8 +850,27 @@ class Classifier:
             into[k] += f[k]
         for k, n in f["routes"].items():
             into["routes"][k] = into["routes"].get(k, 0) + n
-        for k in ("via", "pids", "how"):
+        for k in ("via", "how", "via_to_gpu"):
             into[k] |= f[k]
+        for k, cap in (("pids", MAX_FILE_PIDS), ("tids", MAX_FILE_TIDS)):
+            into[k] |= set(sorted(f[k])[: max(0, cap - len(into[k]))])
+        # (each process's bytes too: tree_summary reads them, and a merge that left them out lost
+        # the renamed file's bytes from every tree)
+        for pid, routes in f["by_pid"].items():
+            if pid not in into["by_pid"] and len(into["by_pid"]) >= MAX_FILE_PIDS:
+                pid = min(into["by_pid"])  # (as _account folds a process past MAX_FILE_PIDS)
+            mine = into["by_pid"].setdefault(pid, {})
+            for route, n in routes.items():
+                mine[route] = mine.get(route, 0) + n
+        if f["first_ns"] and (not into["first_ns"] or f["first_ns"] < into["first_ns"]):
+            into["first_ns"] = f["first_ns"]
+        into["last_ns"] = max(into["last_ns"], f["last_ns"])
+        if "lost_in_kernel" in f:
+            lost = into.setdefault("lost_in_kernel", {"ios": 0, "bytes": 0})
+            lost["ios"] += f["lost_in_kernel"]["ios"]
+            lost["bytes"] += f["lost_in_kernel"]["bytes"]
+        if "unknown_why" in f:
+            into.setdefault("unknown_why", f["unknown_why"])
         into["max_offset"] = max(into["max_offset"], f["max_offset"])
         if f.get("inferred"):
             into["inferred"] = True
