@@ -67,7 +67,9 @@ if wanted 6; then
     sleep 3
     timeout 60 $SPY record -p $tp -r 250 -f raw -o "$OUT/prof-$tag.txt" >"$OUT/prof-$tag.spy" 2>&1
     wait $tp; log "  $tag rc=$? $(tail -1 "$OUT/prof-$tag.err" | cut -c1-160)"
-    gzip -f "$OUT/prof-$tag.jsonl"
+    # (the verdict lines stay there: the summary and the recording come back, each under 16 MiB)
+    grep '"type": "summary"' "$OUT/prof-$tag.jsonl" >"$OUT/prof-$tag.summary.json"; rm -f "$OUT/prof-$tag.jsonl"
+    [ -f "$OUT/rec-bounce-4x4-$tag.jsonl.gz" ] && mv "$OUT/rec-bounce-4x4-$tag.jsonl.gz" "$OUT0/"
   done
   unset GDSDIAG_NODE_FACTS; pack
 fi
