@@ -59,14 +59,33 @@ if wanted 6; then
   export GDSDIAG_NODE_FACTS=0
   for tree in . ${OLDDIR:+$OLDDIR}; do
     tag=$([ "$tree" = . ] && echo new || echo old)
-    rec=(); [ $tag = new ] && rec=(--record "$OUT/rec-bounce-4x4-$tag.jsonl.gz")
-    (cd "$tree" && exec env -u PYTHONUNBUFFERED timeout 120 $PY -m gdsdiag trace --json --per-io "${rec[@]}" \
+    rec=(); [ $tag = new ] && [ "${RECORD:-0}" = 1 ] && rec=(--record "$OUT/rec-bounce-4x4-$tag.jsonl.gz")
+    # (env execs python: $! is the tracer itself, for py-spy; timeout would fork it as a child)
+    (cd "$tree" && exec env -u PYTHONUNBUFFERED $PY -m gdsdiag trace --json --per-io "${rec[@]}" \
       -o "$OUT/prof-$tag.jsonl" -- sh -c "sleep 4; exec $PY $WL $DAT 200000 4096 /tmp/truth-$tag 4 bounce 4") \
       >/dev/null 2>"$OUT/prof-$tag.err" &
     tp=$!
+    (sleep 120; kill $tp 2>/dev/null) &
+    dog=$!
     sleep 3
     timeout 60 $SPY record -p $tp -r 250 -f raw -o "$OUT/prof-$tag.txt" >"$OUT/prof-$tag.spy" 2>&1
-    wait $tp; log "  $tag rc=$? $(tail -1 "$OUT/prof-$tag.err" | cut -c1-160)"
+    wait $tp; log "  $tag rc=$? $(tail -1 "$OUT/prof-$tag.err" | cut -c1-160)"; kill $dog 2>/dev/null
+    [ -s "$OUT/prof-$tag.txt" ] && $PY - "$OUT/prof-$tag.txt" >"$OUT/prof-$tag.top" <<'PYEOF'
+import collections, sys
+incl, own, tot = collections.Counter(), collections.Counter(), 0
+for line in open(sys.argv[1]):
+    stack, _, n = line.rstrip().rpartition(" ")
+    n = int(n); tot += n
+    frames = stack.split(";")
+    own[frames[-1]] += n
+    for fr in set(frames):
+        incl[fr] += n
+print("samples", tot)
+for k, v in incl.most_common(60):
+    print(f"{v:7d} incl {k[:150]}")
+for k, v in own.most_common(40):
+    print(f"{v:7d} self {k[:150]}")
+PYEOF
     # (the verdict lines stay there: the summary and the recording come back, each under 16 MiB)
     grep '"type": "summary"' "$OUT/prof-$tag.jsonl" >"$OUT/prof-$tag.summary.json"; rm -f "$OUT/prof-$tag.jsonl"
     [ -f "$OUT/rec-bounce-4x4-$tag.jsonl.gz" ] && mv "$OUT/rec-bounce-4x4-$tag.jsonl.gz" "$OUT0/"
