@@ -43,9 +43,19 @@ int64_t gd_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* The pattern's two loops are the sweep's own CPU work per byte (fio, its yardstick, does none): on
+ * x86-64 with GCC they are built for AVX2 beside the baseline and the loader picks one at run time
+ * (an ifunc), 3x fewer cycles a byte than the baseline's one word a store (docs/benchmarks.md,
+ * "Sweep against fio"). Elsewhere the plain loops. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define GD_VECTOR __attribute__((target_clones("avx2", "default"), optimize("O3")))
+#else
+#define GD_VECTOR
+#endif
+
 /* word w of the data region is (w * GOLDEN) ^ seed (gdsdiag/sweep/pattern.py); consecutive words
  * differ by GOLDEN before the xor, so generating and checking is one add per word */
-void gd_fill(char *buf, int64_t n, int64_t data_off, uint64_t seed)
+GD_VECTOR void gd_fill(char *buf, int64_t n, int64_t data_off, uint64_t seed)
 {
     uint64_t *w = (uint64_t *)buf;
     uint64_t v = (uint64_t)(data_off / 8) * GOLDEN;
@@ -53,7 +63,7 @@ void gd_fill(char *buf, int64_t n, int64_t data_off, uint64_t seed)
         w[i] = v ^ seed;
 }
 
-int64_t gd_check(const char *buf, int64_t n, int64_t data_off, uint64_t seed)
+GD_VECTOR int64_t gd_check(const char *buf, int64_t n, int64_t data_off, uint64_t seed)
 {
     const uint64_t *w = (const uint64_t *)buf;
     uint64_t v = (uint64_t)(data_off / 8) * GOLDEN;
@@ -316,12 +326,21 @@ struct checker {
     int64_t ns, checked;       /* time spent checking (helper and worker), and the bytes found right */
     int64_t bad, word, bad_prev; /* the first mismatch (bad >= 0): data offset, its word, the slot's previous I/O */
     int bad_slot;
+    int fill;                  /* writes: the helper generates the next block's pattern instead of checking */
 };
 
 /* check the block handed over (by whichever thread holds it: c->busy keeps the other off it) */
 static void checker_check(struct checker *c)
 {
     int64_t t = gd_now_ns();
+    if (c->fill) {
+        gd_fill((char *)c->buf, c->j->bs, c->off, c->j->seed);
+        int64_t d = gd_now_ns() - t;
+        pthread_mutex_lock(&c->mu);
+        c->ns += d;
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
     int64_t bad = gd_check(c->buf, c->j->bs, c->off, c->j->seed);
     int64_t d = gd_now_ns() - t;
     pthread_mutex_lock(&c->mu);
@@ -416,18 +435,78 @@ static void checker_end(struct gd_job *j, struct checker *c, pthread_t th)
     }
 }
 
+static int checker_start(struct gd_job *j, struct checker *c, pthread_t *th, int fill)
+{
+    memset(c, 0, sizeof *c);
+    c->j = j;
+    c->bad = -1;
+    c->fill = fill;
+    if (pthread_mutex_init(&c->mu, NULL) || pthread_cond_init(&c->cv, NULL) ||
+        pthread_create(th, NULL, checker_main, c)) {
+        fail(j, GD_ERR_SETUP, errno ? errno : EAGAIN, 0, 0);
+        return -1;
+    }
+    return 0;
+}
+
+/* psync writes with verify: the same helper generates block k+1's pattern into the other half of
+ * host_buf while the worker writes block k (generating 1 MiB was the worker's own time between two
+ * writes, ~10-40 % of a 1 MiB write on the CPU machine: docs/benchmarks.md). The next offset is
+ * drawn before the write (the sequence is the worker's own, so it is the one the write after would
+ * take); whether that write happens is still decided after this one completes (take), as without
+ * the helper. A block the helper has not started the worker fills itself (checker_wait). */
+static int run_sync_write_pipelined(struct gd_job *j)
+{
+    struct checker c;
+    pthread_t th;
+    if (checker_start(j, &c, &th, 1))
+        return j->err_kind;
+    int64_t seq = 0, issued = 0;
+    int slot = 0;
+    char *base = j->host_buf;
+    if (take(j, issued)) {
+        int64_t off = next_offset(j, &seq);
+        int64_t t0 = gd_now_ns();
+        gd_fill(base, j->bs, off, j->seed);
+        int64_t d = gd_now_ns() - t0;
+        j->verify_ns += d;
+        j->own_ns += d;
+        for (;;) {
+            int64_t next = next_offset(j, &seq);
+            checker_give(j, &c, slot ^ 1, next, -1);
+            issued++;
+            __atomic_store_n(&j->inflight, 1, __ATOMIC_RELAXED);
+            int64_t t = gd_now_ns();
+            ssize_t n = pwrite(j->fd, base + slot * j->bs, (size_t)j->bs, (off_t)(j->data_base + off));
+            int64_t now = gd_now_ns();
+            __atomic_store_n(&j->inflight, 0, __ATOMIC_RELAXED);
+            if (n < 0) {
+                fail(j, GD_ERR_IO, errno, n, off);
+                break;
+            }
+            if (n != j->bs) {
+                fail(j, GD_ERR_SHORT, 0, n, off);
+                break;
+            }
+            record(j, now - t, now);
+            after_io(j, slot, off, -1); /* the written-blocks bitmap */
+            checker_wait(j, &c);        /* block k+1 generated (by the helper, or here) */
+            if (!take(j, issued))
+                break;
+            slot ^= 1;
+            off = next;
+        }
+    }
+    checker_end(j, &c, th);
+    return j->err_kind;
+}
+
 static int run_sync_pipelined(struct gd_job *j)
 {
     struct checker c;
-    memset(&c, 0, sizeof c);
-    c.j = j;
-    c.bad = -1;
     pthread_t th;
-    if (pthread_mutex_init(&c.mu, NULL) || pthread_cond_init(&c.cv, NULL) ||
-        pthread_create(&th, NULL, checker_main, &c)) {
-        fail(j, GD_ERR_SETUP, errno ? errno : EAGAIN, 0, 0);
+    if (checker_start(j, &c, &th, 0))
         return j->err_kind;
-    }
     int64_t seq = 0, issued = 0, prev[2] = {-1, -1};
     int slot = 0;
     char *base = j->host_buf;
@@ -459,8 +538,8 @@ static int run_sync_pipelined(struct gd_job *j)
 
 static int run_sync(struct gd_job *j)
 {
-    if (j->pipeline && j->verify && !j->is_write && j->engine == GD_ENGINE_PSYNC && !j->bounce)
-        return run_sync_pipelined(j);
+    if (j->pipeline && j->verify && j->engine == GD_ENGINE_PSYNC && !j->bounce)
+        return j->is_write ? run_sync_write_pipelined(j) : run_sync_pipelined(j);
     int64_t seq = 0, issued = 0, prev = -1;
     while (take(j, issued)) {
         int64_t off = next_offset(j, &seq);

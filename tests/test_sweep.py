@@ -49,7 +49,7 @@ def test_host_mode_end_to_end(tmp_path):
     rep = run_sweep(cfg)
     assert len(rep.points) == 16 and not any(p.error for p in rep.points)
     for p in rep.points:
-        assert p.route == "HOST" and p.summary["bytes"] == 1 << 20
+        assert p.route == {"HOST": 1.0} and p.route_mix == {} and p.summary["bytes"] == 1 << 20
         assert p.summary["ops"] == (1 << 20) // p.bs
         assert p.verified_bytes > 0
         if p.rw in ("read", "randread"):
@@ -65,7 +65,7 @@ def test_cli_json_csv_and_refusals(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["schema"] == "gdsdiag.sweep/1" and doc["points"][0]["verified_bytes"] == 262144
+    assert doc["schema"] == "gdsdiag.sweep/2" and doc["points"][0]["verified_bytes"] == 262144
     assert out.read_text().startswith("mode,rw,bs,threads,gbps")
     header, row = out.read_text().splitlines()[:2]
     assert header.endswith(",error,workers") and row.endswith(",thread")  # the worker kind, last
@@ -121,6 +121,45 @@ def test_a_wrong_byte_is_found_with_the_check_overlapped_or_inline(tmp_path, mon
             f.write(bytes([b[0] ^ 0x01]))  # one bit
         with pytest.raises(VerifyError, match=f"data mismatch at file offset {bad} "):
             run_point(spec, sf)
+    finally:
+        sf.remove()
+
+
+@pytest.mark.parametrize("rw", ["write", "randwrite"])
+@pytest.mark.parametrize("how", ["overlapped", "inline"])
+def test_a_write_generated_on_the_helper_writes_the_pattern_of_every_block(tmp_path, monkeypatch, rw, how):
+    """Issue 46 goal 5: a 64 KiB+ psync write point generates block k+1's pattern on a helper
+    thread while block k is written (csrc/ioloop.c, run_sync_write_pipelined). Every block on disk
+    afterwards holds its own offset's pattern, byte for byte (read here with plain Python, not the
+    sweep's own check), the point's read-back verifies what it wrote, and the helper's time is
+    counted as verification."""
+    from gdsdiag.sweep import engines
+    from gdsdiag.sweep.engines import host
+
+    if how == "inline":
+        monkeypatch.setenv("GDSDIAG_SWEEP_VERIFY", "inline")
+    bs, size = 65536, 2 << 20
+    spec = PointSpec("host", rw, bs, 2, total_bytes=4 << 20)
+    assert host.overlapped_check(spec) == (how == "overlapped")
+    sf = files.SweepFile(str(tmp_path), size)
+    try:
+        with open(sf.path, "r+b") as f:  # zeros where nothing was written: no pattern by accident
+            f.truncate(files.HEADER_SIZE + size)
+        res = run_point(spec, sf)
+        assert res.loop["kind"] == "c" and res.loop.get("check") == ("overlapped" if how == "overlapped" else None)
+        assert res.nbytes == 4 << 20 and res.verify_seconds > 0
+        ranges = engines.written_ranges(res.written, bs)
+        written = sum(n for _, n in ranges)
+        assert written == size if rw == "write" else 0 < written <= size
+        checked, bad, _ = engines.verify_written(sf, ranges)
+        assert (checked, bad) == (written, None)
+        want = bytearray(bs)
+        with open(sf.path, "rb") as f:
+            for start, length in ranges:
+                for off in range(start, start + length, bs):
+                    f.seek(files.HEADER_SIZE + off)
+                    pattern.host_fill(want, off, sf.seed)
+                    assert f.read(bs) == bytes(want), off
     finally:
         sf.remove()
 
