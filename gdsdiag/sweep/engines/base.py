@@ -126,6 +126,20 @@ def validate(spec: PointSpec, size: int) -> None:
             )
 
 
+@dataclass(frozen=True)
+class FioJob:
+    """fio's job that stands for a mode's point under --compare-fio (gdsdiag/sweep/fio.py runs it)."""
+
+    cuda_io: str | None  # fio's libcufile engine with this --cuda_io (cufile | posix); None: psync / io_uring
+    api: str | None = None  # the cuFile API the mode calls where fio's libcufile calls cuFileRead/cuFileWrite
+    buffer_memory: str | None = None  # what its host buffers are where fio's are pageable (bounce: pinned)
+
+    @property
+    def host_buffers(self) -> bool:
+        """The I/O lands in host memory (fio's psync, libcufile's posix): 4 KiB pages like fio's."""
+        return self.cuda_io != "cufile"
+
+
 class Engine(Protocol):
     """One mode of the sweep (the registry: engines/__init__.py ``ENGINES``)."""
 
@@ -138,6 +152,7 @@ class Engine(Protocol):
     processes: bool  # its workers can each run in a process of their own (--workers process)
     route: Route | None  # the route it takes by its design (host: HOST); None: cuFile's counters say
     design: str  # that design in words, for a point's why ("" where the counters decide)
+    fio: FioJob | None  # fio's equivalent job (--compare-fio); None: fio has none
 
     def adapt(self, spec: PointSpec, size: int) -> PointSpec:
         """The point as the engine runs it (kvikio: one worker of threads × bs requests)."""
@@ -210,6 +225,7 @@ class EngineDefaults:
     processes = True
     route: Route | None = Route.HOST
     design = ""
+    fio: FioJob | None = None
 
     def adapt(self, spec: PointSpec, size: int) -> PointSpec:
         return spec

@@ -11,7 +11,7 @@ from typing import Any
 from ...routes import Route
 from ..files import host_buffer
 from . import gpu
-from .base import EngineDefaults, Point
+from .base import EngineDefaults, FioJob, Point
 from .base import Worker as _Worker
 from .host import HostBuffers, psync_or_uring
 
@@ -79,6 +79,8 @@ class BounceEngine(EngineDefaults):
     queued = True
     uring = True
     route: Route | None = Route.DRAM_BOUNCE
+    # libcufile's posix path: pread to host memory, then a copy to the GPU
+    fio: FioJob | None = FioJob("posix", buffer_memory="pinned (cudaHostRegister)")
     design = (
         "a bounce by design of --mode bounce: O_DIRECT into pinned host memory, then a copy to the GPU "
         "(writes: GPU → pinned → O_DIRECT)"

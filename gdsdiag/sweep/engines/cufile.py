@@ -24,7 +24,7 @@ from ...errors import GdsdiagError
 from ...routes import Route, mix_of
 from ..files import HEADER_SIZE, host_buffer
 from . import gpu
-from .base import EngineDefaults, Point, RouteSeen
+from .base import EngineDefaults, FioJob, Point, RouteSeen
 from .base import Worker as _Worker
 
 
@@ -131,6 +131,7 @@ class CufileEngine(CufileRoutes):
 
     mode = "cufile"
     api = "sync"
+    fio: FioJob | None = FioJob("cufile")
 
     def open_point(self, point: Point) -> None:
         cp = gpu.cupy()
@@ -154,6 +155,7 @@ class CufileBatchEngine(CufileEngine):
 
     mode = "cufile-batch"
     api = "batch"
+    fio: FioJob | None = FioJob("cufile", api="cuFileBatchIOSubmit")
     queued = True
 
     def route_start(self) -> Any:
@@ -176,6 +178,7 @@ class CufileAsyncEngine(CufileEngine):
 
     mode = "cufile-async"
     api = "stream"
+    fio: FioJob | None = FioJob("cufile", api="cuFileReadAsync/WriteAsync")
     queued = True
 
 

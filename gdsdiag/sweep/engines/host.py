@@ -8,7 +8,7 @@ from typing import Any
 from ...routes import Route
 from .. import pattern
 from ..files import IoBuffer
-from .base import EngineDefaults, Point, PointSpec
+from .base import EngineDefaults, FioJob, Point, PointSpec
 from .base import Worker as _Worker
 
 
@@ -101,6 +101,7 @@ class HostEngine(EngineDefaults):
     uring = True
     ceiling = True  # the storage's own speed: the other modes' same point is held against it
     route: Route | None = Route.HOST
+    fio: FioJob | None = FioJob(None)  # psync, io_uring at --iodepth > 1
     design = (
         "--mode host: O_DIRECT file I/O of host memory only, the ceiling the GPU modes are held against; "
         "not on the GPU data path"
