@@ -6,7 +6,10 @@ against fio").
     python3 benchmarks/sweep_fio_rounds.py DIR [-v]
 
 DIR holds TAG-rN.json files (TAG: the tree or setting, e.g. old-r1.json, new-r1.json); -v adds each
-round's ratio, the sweep's and fio's p50 latency and the point's verify seconds."""
+round's ratio, the sweep's and fio's p50 latency and the point's verify seconds. "in I/O": the
+median share of a worker's time inside an I/O, the sweep's and fio's (``busy``), and "at fio's
+latency" the median over rounds of their quotient: the ratio the sweep would reach if each of its
+I/Os took as long as fio's did (its own cost between I/Os, without the disk's swings)."""
 
 from __future__ import annotations
 
@@ -41,6 +44,19 @@ def collect(folder: str) -> dict:
     return rows
 
 
+def busy(p: dict) -> tuple[float | None, float | None]:
+    """The share of each worker's time spent inside an I/O, the sweep's and fio's (the mean of its
+    runs): IOPS x mean latency / workers. What the loop adds between I/Os (generating, checking,
+    its own bookkeeping) lowers it; a slower disk at that moment does not, so it separates the
+    sweep's own cost from the shared disk's swings, which move the ratio by ±30 % here."""
+    s = p.get("summary") or {}
+    th = p["threads"] * p.get("iodepth", 1)
+    mine = s["iops"] * s["lat_us"]["mean"] / 1e6 / th if s.get("iops") and s.get("lat_us") else None
+    runs = [r for r in (p.get("fio") or {}).get("runs", []) if (r.get("clat_us") or {}).get("mean")]
+    theirs = statistics.mean(r["iops"] * r["clat_us"]["mean"] / 1e6 / th for r in runs) if runs else None
+    return mine, theirs
+
+
 def ratio(p: dict) -> float | None:
     f = p.get("fio") or {}
     return None if p.get("error") or f.get("error") else f.get("ratio")
@@ -64,6 +80,13 @@ def main(argv: list[str]) -> int:
                 cells.append(f"{t}: - ({len(pts)} without a ratio)")
                 continue
             cell = f"{t}: {statistics.median(rs):.3f} [{rs[0]:.2f}-{rs[-1]:.2f}] n={len(rs)}"
+            b = [busy(p) for p in pts if ratio(p) is not None]
+            both = [(x, y) for x, y in b if x is not None and y]
+            if both:
+                mine = statistics.median(x for x, _ in both)
+                theirs = statistics.median(y for _, y in both)
+                same_lat = statistics.median(x / y for x, y in both)
+                cell += f", in I/O {mine:.1%} vs fio {theirs:.1%} (at fio's latency {same_lat:.3f})"
             if verbose:
                 cell += (
                     " ("

@@ -326,21 +326,12 @@ struct checker {
     int64_t ns, checked;       /* time spent checking (helper and worker), and the bytes found right */
     int64_t bad, word, bad_prev; /* the first mismatch (bad >= 0): data offset, its word, the slot's previous I/O */
     int bad_slot;
-    int fill;                  /* writes: the helper generates the next block's pattern instead of checking */
 };
 
 /* check the block handed over (by whichever thread holds it: c->busy keeps the other off it) */
 static void checker_check(struct checker *c)
 {
     int64_t t = gd_now_ns();
-    if (c->fill) {
-        gd_fill((char *)c->buf, c->j->bs, c->off, c->j->seed);
-        int64_t d = gd_now_ns() - t;
-        pthread_mutex_lock(&c->mu);
-        c->ns += d;
-        pthread_mutex_unlock(&c->mu);
-        return;
-    }
     int64_t bad = gd_check(c->buf, c->j->bs, c->off, c->j->seed);
     int64_t d = gd_now_ns() - t;
     pthread_mutex_lock(&c->mu);
@@ -435,12 +426,11 @@ static void checker_end(struct gd_job *j, struct checker *c, pthread_t th)
     }
 }
 
-static int checker_start(struct gd_job *j, struct checker *c, pthread_t *th, int fill)
+static int checker_start(struct gd_job *j, struct checker *c, pthread_t *th)
 {
     memset(c, 0, sizeof *c);
     c->j = j;
     c->bad = -1;
-    c->fill = fill;
     if (pthread_mutex_init(&c->mu, NULL) || pthread_cond_init(&c->cv, NULL) ||
         pthread_create(th, NULL, checker_main, c)) {
         fail(j, GD_ERR_SETUP, errno ? errno : EAGAIN, 0, 0);
@@ -449,63 +439,11 @@ static int checker_start(struct gd_job *j, struct checker *c, pthread_t *th, int
     return 0;
 }
 
-/* psync writes with verify: the same helper generates block k+1's pattern into the other half of
- * host_buf while the worker writes block k (generating 1 MiB was the worker's own time between two
- * writes, ~10-40 % of a 1 MiB write on the CPU machine: docs/benchmarks.md). The next offset is
- * drawn before the write (the sequence is the worker's own, so it is the one the write after would
- * take); whether that write happens is still decided after this one completes (take), as without
- * the helper. A block the helper has not started the worker fills itself (checker_wait). */
-static int run_sync_write_pipelined(struct gd_job *j)
-{
-    struct checker c;
-    pthread_t th;
-    if (checker_start(j, &c, &th, 1))
-        return j->err_kind;
-    int64_t seq = 0, issued = 0;
-    int slot = 0;
-    char *base = j->host_buf;
-    if (take(j, issued)) {
-        int64_t off = next_offset(j, &seq);
-        int64_t t0 = gd_now_ns();
-        gd_fill(base, j->bs, off, j->seed);
-        int64_t d = gd_now_ns() - t0;
-        j->verify_ns += d;
-        j->own_ns += d;
-        for (;;) {
-            int64_t next = next_offset(j, &seq);
-            checker_give(j, &c, slot ^ 1, next, -1);
-            issued++;
-            __atomic_store_n(&j->inflight, 1, __ATOMIC_RELAXED);
-            int64_t t = gd_now_ns();
-            ssize_t n = pwrite(j->fd, base + slot * j->bs, (size_t)j->bs, (off_t)(j->data_base + off));
-            int64_t now = gd_now_ns();
-            __atomic_store_n(&j->inflight, 0, __ATOMIC_RELAXED);
-            if (n < 0) {
-                fail(j, GD_ERR_IO, errno, n, off);
-                break;
-            }
-            if (n != j->bs) {
-                fail(j, GD_ERR_SHORT, 0, n, off);
-                break;
-            }
-            record(j, now - t, now);
-            after_io(j, slot, off, -1); /* the written-blocks bitmap */
-            checker_wait(j, &c);        /* block k+1 generated (by the helper, or here) */
-            if (!take(j, issued))
-                break;
-            slot ^= 1;
-            off = next;
-        }
-    }
-    checker_end(j, &c, th);
-    return j->err_kind;
-}
-
 static int run_sync_pipelined(struct gd_job *j)
 {
     struct checker c;
     pthread_t th;
-    if (checker_start(j, &c, &th, 0))
+    if (checker_start(j, &c, &th))
         return j->err_kind;
     int64_t seq = 0, issued = 0, prev[2] = {-1, -1};
     int slot = 0;
@@ -538,8 +476,8 @@ static int run_sync_pipelined(struct gd_job *j)
 
 static int run_sync(struct gd_job *j)
 {
-    if (j->pipeline && j->verify && j->engine == GD_ENGINE_PSYNC && !j->bounce)
-        return j->is_write ? run_sync_write_pipelined(j) : run_sync_pipelined(j);
+    if (j->pipeline && j->verify && !j->is_write && j->engine == GD_ENGINE_PSYNC && !j->bounce)
+        return run_sync_pipelined(j);
     int64_t seq = 0, issued = 0, prev = -1;
     while (take(j, issued)) {
         int64_t off = next_offset(j, &seq);

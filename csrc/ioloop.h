@@ -75,9 +75,8 @@ struct gd_job {
     void *cu_stream_sync;         /* cuStreamSynchronize (int (*)(void *stream)) */
     void *cu_stream_query;        /* cuStreamQuery */
     uint64_t *slot_buf;           /* cufile-async: iodepth device pointers, one buffer per slot (base, offset 0); NULL: gpu_buf + slot x bs */
-    int pipeline;                 /* psync host I/O with verify: block k is checked (reads) or block k+1's pattern
-                                     generated (writes) on a helper thread while the worker reads or writes
-                                     (fio's verify_async); host_buf then holds 2 x bs */
+    int pipeline;                 /* psync host reads with verify: block k is checked on a helper thread while
+                                     block k+1 is read (fio's verify_async); host_buf then holds 2 x bs */
 };
 
 int gd_run(struct gd_job *j);

@@ -388,7 +388,7 @@ def render(console: Console, report) -> None:
             f"{tsec:.1f} worker-seconds of points ({100 * vsec / tsec:.1f} %, outside each I/O's latency)"
         )
         if any(p.loop.get("check") == "overlapped" for p in report.points):
-            line += "; I/O of 64 KiB+ one at a time: reads checked while the next is read, writes generated while the one before is written"
+            line += "; reads of 64 KiB+ one at a time checked while the next is read"
     if report.prepare_seconds:
         line += f"; pattern file written once in {report.prepare_seconds:.1f} s"
     console.print(line, style="dim")

@@ -22,20 +22,20 @@ def psync_or_uring(w: _Worker) -> None:
         w.job.engine = lib.GD_ENGINE_URING if uring else lib.GD_ENGINE_PSYNC
 
 
-# From this block size a psync read's check (a write's pattern) runs on a helper thread, overlapped
-# with the next read (this write): csrc/ioloop.c, run_sync_pipelined / run_sync_write_pipelined.
-# Below it a hand-off costs about what the check does.
+# From this block size a psync read's check runs on a helper thread, overlapped with the next read
+# (csrc/ioloop.c, run_sync_pipelined): below it a hand-off costs about what the check does. Writes
+# generate their pattern in the worker: on the 2-vCPU machine a helper generating block k+1 during
+# write k was no better (docs/benchmarks.md, "Sweep against fio"), the pattern loop's AVX2 build was.
 OVERLAP_MIN_BS = 64 * 1024
 
 
 def overlapped_check(spec: PointSpec) -> bool:
-    """Whether a host point checks block k while block k+1 is read, or generates block k+1 while
-    block k is written (fio's verify_async): one I/O at a time (psync), verification on, blocks of
-    OVERLAP_MIN_BS or more. GDSDIAG_SWEEP_VERIFY=inline keeps the work in the worker (the A/B of
-    docs/benchmarks.md)."""
+    """Whether a host read point checks block k while block k+1 is read (fio's verify_async):
+    one I/O at a time (psync), verification on, blocks of OVERLAP_MIN_BS or more.
+    GDSDIAG_SWEEP_VERIFY=inline keeps the check in the worker (the A/B of docs/benchmarks.md)."""
     if os.environ.get("GDSDIAG_SWEEP_VERIFY") == "inline":
         return False
-    return spec.verify and spec.iodepth == 1 and spec.bs >= OVERLAP_MIN_BS
+    return spec.is_read and spec.verify and spec.iodepth == 1 and spec.bs >= OVERLAP_MIN_BS
 
 
 class HostBuffers:
@@ -70,8 +70,7 @@ class Worker(HostBuffers, _Worker):
 
     def prepare(self):
         pipe = self.native and self.point.lib is not None and overlapped_check(self.spec)
-        # the pipeline reads (writes) one half while the other is checked (generated)
-        self.alloc_host(slots=2 if pipe else None)
+        self.alloc_host(slots=2 if pipe else None)  # the pipeline reads into one half while the other is checked
         self.job.pipeline = 1 if pipe else 0
         if pipe:
             self.loop_extra = {"check": "overlapped"}
