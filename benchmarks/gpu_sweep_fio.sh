@@ -14,12 +14,21 @@ set -u
 FINAL=${1:-/tmp/out}
 source "$(dirname "$0")/gpu_common.sh" "$FINAL"
 machine_line
+OUT=$(cd "$OUT" && pwd)  # absolute: each sweep runs from /
 ROUNDS=${ROUNDS:-5}; T=${SECS:-3s}; SIZE=${SIZE:-2G}
-KIT=${KIT:-}; for k in $KIT .device ../.device .devgpu; do [ -f "$k/env.sh" ] && ls "$k"/fio_*.orig.tar.gz >/dev/null 2>&1 && { KIT=$k; break; }; done
+# the kit: KIT, else .device (what gpu_common.sh sources), ../.device or .devgpu; fio's source is
+# looked for in the same folders (the first that has fio_*.orig.tar.gz)
+ENVKIT=; SRCKIT=
+for k in ${KIT:-} .device ../.device .devgpu; do
+  [ -z "$ENVKIT" ] && [ -f "$k/env.sh" ] && ENVKIT=$k
+  [ -z "$SRCKIT" ] && ls "$k"/fio_*.orig.tar.gz >/dev/null 2>&1 && SRCKIT=$k
+done
 # gpu_common.sh sources .device/env.sh; a kit under another name (KIT=.devgpu) is sourced here
-type gds_udev_entry >/dev/null 2>&1 || { [ -n "$KIT" ] && source "$KIT/env.sh" && export PYTHONPATH=$PWD:$PYTHONPATH && BASE_PYTHONPATH=${PYTHONPATH#$PWD:}; }
-log "1. fio from the kit's source (${KIT:-no kit with the fio source})"
-( timeout 300 bash -c "source ${KIT:-.device}/env.sh >/dev/null 2>&1; gds_build_fio ${KIT:-.device}" ) 2>&1 | tail -2 | tee -a "$OUT/run.log"
+if ! type gds_udev_entry >/dev/null 2>&1 && [ -n "$ENVKIT" ]; then
+  source "$ENVKIT/env.sh"; BASE_PYTHONPATH=${PYTHONPATH:-}; export PYTHONPATH=$PWD${BASE_PYTHONPATH:+:$BASE_PYTHONPATH}
+fi
+log "1. fio from the kit's source (kit ${ENVKIT:-none}, fio source in ${SRCKIT:-none of $KIT .device ../.device .devgpu})"
+[ -n "$SRCKIT" ] && ( timeout 300 bash -c "source ${ENVKIT:-$SRCKIT}/env.sh >/dev/null 2>&1; gds_build_fio $SRCKIT" ) 2>&1 | tail -2 | tee -a "$OUT/run.log"
 [ -x /tmp/fio/fio ] || { log "no fio: the kit carries no fio_*.orig.tar.gz (make-kit.sh without --no-fio), or its build failed (/tmp/fio-src/*.log)"; cp /tmp/fio-src/*.log "$OUT/" 2>/dev/null; pack; exit 3; }
 export GDSDIAG_FIO=/tmp/fio/fio
 log "fio: $($GDSDIAG_FIO --version), libcufile engine: $($GDSDIAG_FIO --enghelp 2>&1 | grep -c libcufile)"
@@ -30,10 +39,11 @@ mkdir -p "$OUT/rounds"
 # one sweep: TAG (tree-setting) ROUND PYTHONPATH-tree WORKERS VERIFY-ARG
 one() {
   local tag=$1 r=$2 tree=$3 workers=$4 ver=$5
-  settle 20
-  PYTHONPATH=$tree${BASE_PYTHONPATH:+:$BASE_PYTHONPATH} timeout 240 $PY -m gdsdiag sweep --dir $D --size $SIZE \
+  settle 10
+  # from / : `python -m` puts the working directory first on sys.path, which would shadow OLD's tree
+  (cd / && PYTHONPATH=$tree${BASE_PYTHONPATH:+:$BASE_PYTHONPATH} timeout 240 $PY -m gdsdiag sweep --dir $D --size $SIZE \
     --time $T --mode cufile --rw read --bs 1m --threads 4 --workers $workers --compare-fio $ver --json \
-    >"$OUT/rounds/$tag-r$r.json" 2>"$OUT/rounds/$tag-r$r.err"
+    >"$OUT/rounds/$tag-r$r.json" 2>"$OUT/rounds/$tag-r$r.err")
   log "  $tag round $r: rc=$? $(grep -o '÷fio.*' "$OUT/rounds/$tag-r$r.err" | tail -1)"
 }
 for r in $(seq 1 "$ROUNDS"); do
