@@ -6,7 +6,7 @@
 # against the fio kind that matches it (threads vs fio --thread, a process per worker vs fio's forked
 # jobs), with verification on and off; the ratios per setting (median, spread) at the end
 # (benchmarks/sweep_fio_rounds.py). fio 3.33 is built from the kit's source with its libcufile engine.
-#   source .device/env.sh; [OLD=.gpu-old] [ROUNDS=5] [SECS=3s] bash benchmarks/gpu_sweep_fio.sh $OUT
+#   source .device/env.sh; [OLD=.gpu-old] [ROUNDS=5] [SECS=2s] bash benchmarks/gpu_sweep_fio.sh $OUT
 # The kit must carry fio's source (.device/fio_3.33.orig.tar.gz: make-kit.sh without --no-fio);
 # KIT=DIR names another kit folder (e.g. .devgpu). OLD=DIR (an older tree's gdsdiag/ csrc/ probes/)
 # runs the same sweeps of that tree in every round, beside this one.
@@ -15,7 +15,7 @@ FINAL=${1:-/tmp/out}
 source "$(dirname "$0")/gpu_common.sh" "$FINAL"
 machine_line
 OUT=$(cd "$OUT" && pwd)  # absolute: each sweep runs from /
-ROUNDS=${ROUNDS:-5}; T=${SECS:-3s}; SIZE=${SIZE:-2G}
+ROUNDS=${ROUNDS:-5}; T=${SECS:-2s}; SIZE=${SIZE:-1G}  # ~15 s a sweep: 20 sweeps (30 with OLD) in 5-8 min
 # the kit: KIT, else .device (what gpu_common.sh sources), ../.device or .devgpu; fio's source is
 # looked for in the same folders (the first that has fio_*.orig.tar.gz)
 ENVKIT=; SRCKIT=
@@ -39,7 +39,7 @@ mkdir -p "$OUT/rounds"
 # one sweep: TAG (tree-setting) ROUND PYTHONPATH-tree WORKERS VERIFY-ARG
 one() {
   local tag=$1 r=$2 tree=$3 workers=$4 ver=$5
-  settle 10
+  settle 5
   # from / : `python -m` puts the working directory first on sys.path, which would shadow OLD's tree
   (cd / && PYTHONPATH=$tree${BASE_PYTHONPATH:+:$BASE_PYTHONPATH} timeout 240 $PY -m gdsdiag sweep --dir $D --size $SIZE \
     --time $T --mode cufile --rw read --bs 1m --threads 4 --workers $workers --compare-fio $ver --json \
