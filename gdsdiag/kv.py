@@ -205,6 +205,7 @@ SWEEP_POINTS = {
                 "bs!": int,
                 "threads!": int,
                 "error": (str, None),
+                "route": (str, {"*": (float, None)}, None),  # /1 a label, /2 a mix of shares
                 "summary": ({"gbps": (float, None)}, None),
             }
         ],
@@ -214,17 +215,20 @@ SWEEP_POINTS = {
 
 
 def gbps_from_sweep(doc: dict, where: str = "sweep") -> tuple[float, float, str]:
-    """(read GB/s, write GB/s, which points) from a gdsdiag.sweep/1 document: the best verified GPU
-    point of each direction (what a KV offload engine tuned for this storage can reach)."""
-    if not isinstance(doc, dict) or doc.get("schema") != "gdsdiag.sweep/1":
+    """(read GB/s, write GB/s, which points) from a gdsdiag sweep document (/1 or /2): the best
+    verified GPU point of each direction (what a KV offload engine tuned for this storage can reach)."""
+    from .routes import Route, dominant, point_shares
+    from .schema.sweep import READABLE
+
+    if not isinstance(doc, dict) or doc.get("schema") not in READABLE:
         raise GdsdiagError(f"{where} is not a gdsdiag sweep document", "give the output of 'gdsdiag sweep --json'")
     from .bounded import check_shape
 
-    check_shape(where, doc, SWEEP_POINTS, "gdsdiag.sweep/1 document")
+    check_shape(where, doc, SWEEP_POINTS, "gdsdiag sweep document")
     best: dict = {}
     for p in doc.get("points") or []:
-        if p.get("error") or p.get("mode") == "host":
-            continue  # host mode never reaches GPU memory: not a KV load
+        if p.get("error") or dominant(point_shares(p.get("route"), p.get("route_mix")) or {}) == Route.HOST:
+            continue  # host I/O never reaches GPU memory (--mode host): not a KV load
         g = (p.get("summary") or {}).get("gbps")
         if not g or g <= 0:
             continue

@@ -351,7 +351,7 @@ def test_interval_per_pod_rows():
                 "comm": "q",
                 "api": "pread64",
                 "path": "/w",
-                "size_class": "1MiB-2MiB",
+                "size_class": "1 MiB-2 MiB",
                 "route": "HOST",
                 "count": 2,
                 "bytes": 2 << 20,

@@ -318,7 +318,7 @@ def test_the_trace_a_sweep_example_runs_as_written(tmp_path):
     assert "traced program exit code 0" in out and ", lost 0," in out
     writes = re.findall(r" write +\S*-sweep-\d+-\w+\.dat +(\d+) +8 MiB .* HOST +\[medium\] io_uring", out)
     assert [int(o) for o in writes] == [4096 + n * 8 * 2**20 for n in range(4)], out
-    assert re.search(r"pread64 +\S+gdsdiag-sweep-\S+ +17 x 1MiB-2MiB = 17 MiB", out), out
+    assert re.search(r"pread64 +\S+gdsdiag-sweep-\S+ +17 x 1 MiB-2 MiB = 17 MiB", out), out
 
 
 # ---- docs/json.md: the document's form ----------------------------------------------------------

@@ -53,7 +53,7 @@ TYPED = {
     "gdsdiag.explain/2": explain_schema.ExplainDoc,
     "gdsdiag.kv/1": kv_schema.KvDoc,
     "gdsdiag.snapshot/1": snapshot_schema.SnapshotDoc,
-    "gdsdiag.sweep/1": sweep_schema.SweepDoc,
+    "gdsdiag.sweep/2": sweep_schema.SweepDoc,
 }
 # the command line whose output each type is checked against (committed fixtures only)
 REAL = {
@@ -79,7 +79,7 @@ REAL = {
     # an empty tree: what matters here is the document's shape (OUT is replaced by a new file)
     "gdsdiag.snapshot/1": ["snapshot", "-o", "OUT", "--root", "EMPTY", "--json"],
     # a short real sweep (host mode: no GPU needed) on a disk that takes O_DIRECT
-    "gdsdiag.sweep/1": [
+    "gdsdiag.sweep/2": [
         "sweep",
         "--dir",
         "DISK",
@@ -272,7 +272,7 @@ def test_real_output_matches_the_type(schema, tmp_path):
         r = subprocess.run([*GDSDIAG, *argv], capture_output=True, text=True, cwd=REPO, timeout=300)
     finally:
         shutil.rmtree(disk, ignore_errors=True)
-    if schema in ("gdsdiag.cufile/1", "gdsdiag.sweep/1") and r.returncode == 3:
+    if schema in ("gdsdiag.cufile/1", "gdsdiag.sweep/2") and r.returncode == 3:
         pytest.skip(f"cannot run here: {r.stderr.strip()}")
     doc = json.loads(r.stdout) if r.stdout.strip() else {}
     # A cross-check that compares nothing is exit 3 (docs/json.md); the H200x2 snapshot with its own

@@ -10,9 +10,10 @@ import sys
 import pytest
 from sweep_cli import cli, sweep
 
+from gdsdiag.routes import Route
 from gdsdiag.sweep import blockstat
 from gdsdiag.sweep.engines import ALL_MODES, ENGINES
-from gdsdiag.sweep.engines.base import EngineDefaults, PointSpec
+from gdsdiag.sweep.engines.base import EngineDefaults, PointSpec, RouteSeen
 
 
 def test_every_mode_is_one_engine_in_the_table():
@@ -27,8 +28,27 @@ def test_every_mode_is_one_engine_in_the_table():
     assert [m for m, e in ENGINES.items() if not e.gpu] == ["host"]
     assert {m for m, e in ENGINES.items() if e.cufile} == {"cufile", "cufile-async", "cufile-batch", "kvikio"}
     assert {m for m, e in ENGINES.items() if e.queued} == {"host", "bounce", "cufile-batch", "cufile-async"}
-    assert ENGINES["host"].route_end(ENGINES["host"].route_start()) == ("HOST", {}, None, None)
-    assert ENGINES["bounce"].route_end(None)[0] == "DRAM_BOUNCE"
+    # each engine declares the route its mode takes by design (None: cuFile's counters decide), and
+    # a point of it with nothing counted is a mix of that one route, never a label
+    assert {m: e.route for m, e in ENGINES.items()} == {
+        "cufile": None,
+        "cufile-async": None,
+        "cufile-batch": None,
+        "kvikio": None,
+        "bounce": Route.DRAM_BOUNCE,
+        "host": Route.HOST,
+    }
+    assert ENGINES["host"].route_end(ENGINES["host"].route_start()) == RouteSeen({}, {}, None, Route.HOST)
+    assert ENGINES["bounce"].route_end(None).shares() == {Route.DRAM_BOUNCE: 1.0}
+    for mode, e in ENGINES.items():  # its design in words where the design decides the route
+        assert bool(e.design_for(e.route or Route.UNKNOWN)) == (e.route is not None), mode
+    # kvikio that counted no cuFile I/O took its own POSIX path: a bounce, said as kvikio's design
+    seen = ENGINES["kvikio"].seen({"NVFS": 0, "COMPAT": 0}, {})
+    assert seen.shares() == {Route.DRAM_BOUNCE: 1.0} and "kvikio did not go through cuFile" in seen.warning
+    assert "POSIX path" in ENGINES["kvikio"].design_for(Route.DRAM_BOUNCE)
+    assert ENGINES["cufile"].seen({}, {}).shares() == {Route.UNKNOWN: 1.0}
+    mixed = ENGINES["cufile"].seen({"NVFS": 3, "COMPAT": 1, "DYNAMIC_ROUTING": 0}, {})
+    assert mixed.mix == {Route.NVFS: 3, Route.COMPAT: 1} and "25% of its I/Os in cuFile compatibility" in mixed.warning
 
 
 def test_the_runner_names_no_mode():

@@ -15,6 +15,7 @@ import psutil
 import pytest
 from sweep_cli import start_sweep, sweep
 
+from gdsdiag.routes import Route, share_json
 from gdsdiag.sweep.engines.base import RouteSeen
 from gdsdiag.sweep.engines.processes import merge_routes
 from gdsdiag.sweep.runner import SweepConfig, run_sweep
@@ -36,7 +37,7 @@ def test_process_workers_move_and_verify_the_same_bytes(tmp_path):
     assert len(rep.points) == 16 and not any(p.error for p in rep.points)
     for p in rep.points:
         # --bytes is split over the workers up front: every process did its share, exactly
-        assert p.route == "HOST" and p.summary["bytes"] == 1 << 20 and p.summary["ops"] == (1 << 20) // p.bs
+        assert p.route == {"HOST": 1.0} and p.summary["bytes"] == 1 << 20 and p.summary["ops"] == (1 << 20) // p.bs
         assert p.loop["workers"] == "process" and p.loop["kind"] == "c"
         if p.rw in ("read", "randread"):
             assert p.verified_bytes == 1 << 20  # every byte each process read was checked
@@ -141,7 +142,7 @@ def test_a_worker_stuck_in_one_io_is_killed_and_named(tmp_path):
                 pass
         raise
     point = json.loads(out)["points"][0]
-    assert point["route"] == "ERROR" and point["summary"] == {}
+    assert point["route"] is None and point["summary"] == {}
     assert "stuck in one I/O: no completion for" in point["error"] and "(its process killed)" in point["error"]
     # the 2 s point, then the grace (10 s), then 5 s for the stop to be answered: killed, not waited on
     assert 12 < took < 40, took
@@ -160,31 +161,31 @@ def test_kvikio_and_unknown_kinds_are_refused(tmp_path):
 
 
 def test_routes_of_the_processes_are_summed():
+    C, N = Route.COMPAT, Route.NVFS
     a = RouteSeen(
-        "COMPAT",
+        {C: 10},
         {"cufile_stats": {"reads": {"total": 10, "posix": 10}, "gpus": [{"uuid": "u", "n": 10}]}},
         "w",
-        {"COMPAT": 10},
     )
     b = RouteSeen(
-        "COMPAT",
+        {C: 7},
         {"cufile_stats": {"reads": {"total": 7, "posix": 7}, "gpus": [{"uuid": "u", "n": 7}]}},
         "w",
-        {"COMPAT": 7},
     )
-    m = merge_routes("cufile", [a, b])
-    assert m.route == "COMPAT" and m.mix == {"COMPAT": 17} and m.warning == "w"
+    m = merge_routes([a, b])
+    assert m.mix == {C: 17} and m.shares() == {C: 1.0} and m.warning == "w"
     assert m.detail == {"cufile_stats": {"reads": {"total": 17, "posix": 17}, "gpus": [{"uuid": "u", "n": 17}]}}
-    c = RouteSeen(
-        "NVFS",
-        {"cufile_stats": {"reads": {"total": 3, "posix": 0}, "gpus": [{"uuid": "u", "n": 3}]}},
-        None,
-        {"NVFS": 3},
-    )
-    m = merge_routes("cufile", [a, c])
-    assert m.route == "MIXED(COMPAT=10,NVFS=3)" and m.mix == {"COMPAT": 10, "NVFS": 3}
-    host = merge_routes("host", [RouteSeen("HOST", {}, None), RouteSeen("HOST", {}, None)])
-    assert host.route == "HOST" and host.mix is None
+    c = RouteSeen({N: 3}, {"cufile_stats": {"reads": {"total": 3, "posix": 0}, "gpus": [{"uuid": "u", "n": 3}]}}, None)
+    m = merge_routes([a, c])
+    # one mix over the route vocabulary, never a MIXED(...) label
+    assert m.mix == {C: 10, N: 3} and share_json(m.mix) == {"COMPAT": 0.7692, "NVFS": 0.2308}
+    host = merge_routes([RouteSeen({}, {}, None, Route.HOST), RouteSeen({}, {}, None, Route.HOST)])
+    assert host.mix == {} and host.shares() == {Route.HOST: 1.0}
+    # processes that counted nothing and disagree: nothing conclusive
+    odd = merge_routes([RouteSeen({}, {}, None, Route.HOST), RouteSeen({}, {}, None, Route.DRAM_BOUNCE)])
+    assert odd.shares() == {Route.UNKNOWN: 1.0}
+    # as a worker process hands it over (JSON) and back
+    assert RouteSeen.from_json(json.loads(json.dumps(m.to_json()))) == m
 
 
 @pytest.mark.skipif(shutil.which("fio") is None, reason="needs fio (apt-get install fio)")

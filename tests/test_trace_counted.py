@@ -3,6 +3,7 @@ events are named by the open that carries the same serial and summed into the HO
 --replay as live. The recording here is the shape the probe writes (live checks: test_trace_live.py)."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -20,8 +21,8 @@ def _record(path, events):
 
 def test_size_classes_are_the_probes_log2_buckets():
     # bcc's bpf_log2l(v) is floor(log2(v)) + 1: 4096 -> 13, 8191 -> 13, 1 -> 1
-    assert size_class(13) == "4KiB-8KiB" and size_class(17) == "64KiB-128KiB" and size_class(0) == "0"
-    assert size_class(21) == "1MiB-2MiB"
+    assert size_class(13) == "4 KiB-8 KiB" and size_class(17) == "64 KiB-128 KiB" and size_class(0) == "0"
+    assert size_class(21) == "1 MiB-2 MiB"
 
 
 def test_replay_sums_counted_host_io_into_the_summary_and_keeps_per_io_lines(tmp_path):
@@ -53,7 +54,7 @@ def test_replay_sums_counted_host_io_into_the_summary_and_keeps_per_io_lines(tmp
     ]
     rows = sorted((x["api"], x["path"], x["size_class"], x["count"], x["bytes"]) for x in summ["host_io_counted"])
     # the 512-byte reads are under the 4 KiB floor per-I/O reporting uses too: left out alike
-    assert rows == [("pread64", data, "4KiB-8KiB", 1000, 4096000), ("read", data, "64KiB-128KiB", 10, 655360)]
+    assert rows == [("pread64", data, "4 KiB-8 KiB", 1000, 4096000), ("read", data, "64 KiB-128 KiB", 10, 655360)]
     host = summ["routes"]["HOST"]
     assert host["count"] == 1011 and host["counted_in_kernel"] == 1010
     assert host["bytes"] == 65536 + 4096000 + 655360
@@ -208,3 +209,27 @@ def test_reads_whose_records_the_ring_dropped_are_in_the_books_of_their_file_wit
     assert summ["trees"][0]["routes"] == f["routes"]
     assert {p["pid"]: p["ios"] for p in summ["processes"]} == {7: 100}
     assert [(x["pid"], x["ios"], x["in_files"]) for x in summ["lost_by_process"]] == [(7, 99, 99)]
+
+
+def test_counted_only_io_says_its_latency_is_unknown_in_one_size_notation(tmp_path):
+    # issue 46 goal 4: a route whose I/Os were all counted in the kernel has no latency to show
+    # ("p50 - µs, p99 - µs" was printed), and its size classes use the one notation ("4 KiB", not "4KiB")
+    rec = tmp_path / "rec.jsonl"
+    data = "/var/tmp/x/data.bin"
+    _record(
+        rec,
+        [
+            [100, 7, 7, "proc", "exec", [], "app", "/usr/bin/app"],
+            [200, 7, 7, "open", "openat", [3, 0, 0, 0, 0, -100, 4097], "", data],
+            [900, 7, 7, "counted", "pread64", [4097, 21, 8, 8 << 20, 0, 3_000_000, 310, 900], "", None],
+        ],
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "gdsdiag", "trace", "--replay", str(rec)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
+    )
+    assert r.returncode == 0, r.stderr
+    assert "HOST: 8 I/Os, 8 MiB, latency unknown (8 counted in the kernel)" in r.stdout, r.stdout
+    assert "8 x 1 MiB-2 MiB = 8 MiB" in r.stdout and "p50 - " not in r.stdout and "MiB-2MiB" not in r.stdout

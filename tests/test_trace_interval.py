@@ -86,7 +86,7 @@ def test_kernel_counted_host_io_counts_by_what_its_counters_gained():
     now = [0.0]
     iv = Intervals(1.0, clock=lambda: now[0])
     iv.tick()
-    row = {"pid": 7, "comm": "cp", "api": "read", "path": "/d/f", "size_class": "4KiB-8KiB", "route": "HOST"}
+    row = {"pid": 7, "comm": "cp", "api": "read", "path": "/d/f", "size_class": "4 KiB-8 KiB", "route": "HOST"}
     iv.add_counted([{**row, "count": 100, "bytes": 409600}])
     now[0] = 1.0
     rec = iv.tick()

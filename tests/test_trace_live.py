@@ -361,9 +361,9 @@ def test_host_io_of_a_process_without_cuda_is_counted_in_the_kernel(datadir):
     assert not [v for v in ios if v["path"] and v["path"].endswith("flood.dat")]
     rows = [r for r in summ["host_io_counted"] if r["path"].endswith("/flood.dat")]
     assert sorted((r["api"], r["op"], r["size_class"], r["count"], r["bytes"], r["route"]) for r in rows) == [
-        ("pread64", "read", "4KiB-8KiB", 64, 64 * 4 * KiB, "HOST"),
-        ("pwrite64", "write", "4KiB-8KiB", 64, 64 * 4 * KiB, "HOST"),
-        ("read", "read", "16KiB-32KiB", 16, 16 * 16 * KiB, "HOST"),
+        ("pread64", "read", "4 KiB-8 KiB", 64, 64 * 4 * KiB, "HOST"),
+        ("pwrite64", "write", "4 KiB-8 KiB", 64, 64 * 4 * KiB, "HOST"),
+        ("read", "read", "16 KiB-32 KiB", 16, 16 * 16 * KiB, "HOST"),
     ]
     assert summ["routes"]["HOST"]["count"] >= 144 and summ["ios_counted_in_kernel"] >= 144
     assert summ["events"] < 1000, summ["events"]

@@ -31,7 +31,7 @@ def test_the_screen_shows_each_process_per_route_per_second():
     assert s.live is None
     now[0] += 1.0
     # the kernel's counters: 3 I/Os, 3 GB so far for pid 9, then 1 more I/O of 1 GB
-    row = {"pid": 9, "comm": "cat", "api": "read", "path": "/d/f", "size_class": "1GiB-2GiB", "route": "HOST"}
+    row = {"pid": 9, "comm": "cat", "api": "read", "path": "/d/f", "size_class": "1 GiB-2 GiB", "route": "HOST"}
     s.tick(counted=lambda: [{**row, "count": 3, "bytes": 3_000_000_000}])
     text = out.getvalue()
     assert "loader/7" in text and "cat/9" in text

@@ -428,7 +428,54 @@ def test_route_mix_helpers():
 
     assert mix_of({"NVFS": 3, "DYNAMIC_ROUTING": 2, "COMPAT": 0}) == {Route.NVFS: 3, Route.PEER_GPU: 2}
     assert mix_json(mix_of({"P2PDMA": 1, "COMPAT": 4})) == {"COMPAT": 4, "P2PDMA": 1}
-    assert route_of("KVIKIO_POSIX") == Route.DRAM_BOUNCE and route_of("MIXED(NVFS=1)") == Route.UNKNOWN
+    assert route_of("MIXED(NVFS=1)") == Route.UNKNOWN and route_of("KVIKIO_POSIX") == Route.UNKNOWN
+
+
+def test_a_point_route_reads_from_either_schema():
+    # gdsdiag.sweep/2 writes a point's route as a mix of shares; /1 wrote a label beside its counts
+    from gdsdiag.routes import Route, label_of, point_label, point_shares, share_json
+
+    C, N = Route.COMPAT, Route.NVFS
+    assert point_shares({"COMPAT": 0.25, "NVFS": 0.75}) == {N: 0.75, C: 0.25}
+    assert point_shares("MIXED(COMPAT=1,NVFS=3)", {"COMPAT": 1, "NVFS": 3}) == {N: 0.75, C: 0.25}
+    assert point_shares("MIXED(COMPAT=1,NVFS=3)") == {Route.UNKNOWN: 1.0}  # a label is never parsed back
+    assert point_shares("KVIKIO_POSIX") == {Route.DRAM_BOUNCE: 1.0} == point_shares({"DRAM_BOUNCE": 1.0})
+    assert point_shares("ERROR") is None and point_shares(None) is None and point_shares({}) is None
+    assert point_shares({"COMPAT": "x", "NVFS": True}) is None  # not numbers: no route
+    assert share_json({C: 1, N: 3}) == {"NVFS": 0.75, "COMPAT": 0.25}
+    assert label_of({C: 97, N: 3}) == "COMPAT 97% NVFS 3%" and label_of({C: 5}) == "COMPAT"
+    assert point_label(None) is None and point_label({"HOST": 1.0}) == "HOST"
+
+
+def test_route_mix_reads_a_sweep2_document_as_its_sweep1_form():
+    # the same points written by gdsdiag.sweep/2 (route = shares) give validate the same bytes per route
+    v1 = [
+        ({"route": "COMPAT", "route_mix": {"COMPAT": 4}}, 1000),
+        ({"route": "MIXED(COMPAT=1,NVFS=3)", "route_mix": {"COMPAT": 1, "NVFS": 3}}, 4000),
+        ({"route": "KVIKIO_POSIX", "route_mix": {}}, 500),
+    ]
+    v2 = [
+        ({"route": {"COMPAT": 1.0}, "route_mix": {"COMPAT": 4}}, 1000),
+        ({"route": {"NVFS": 0.75, "COMPAT": 0.25}, "route_mix": {"COMPAT": 1, "NVFS": 3}}, 4000),
+        ({"route": {"DRAM_BOUNCE": 1.0}, "route_mix": {}}, 500),
+    ]
+
+    def doc(points, schema):
+        pts = [
+            {
+                "mode": "cufile" if i < 2 else "kvikio",
+                "rw": "read",
+                "bs": 1 << 20,
+                "threads": 1,
+                "summary": {"bytes": n},
+                **p,
+            }
+            for i, (p, n) in enumerate(points)
+        ]
+        return {"path": "/d", "gpu": 0, "doc": {"schema": schema, "points": pts}}
+
+    want = {"COMPAT": 2000, "NVFS": 3000, "DRAM_BOUNCE": 500}
+    assert route_mix([doc(v1, "gdsdiag.sweep/1")])[0] == want == route_mix([doc(v2, "gdsdiag.sweep/2")])[0]
 
 
 def test_sweep_that_cannot_run_fails_min_gbps(h200, tmp_path, monkeypatch):

@@ -34,7 +34,8 @@ from conftest import FIXTURES
 from gdsdiag.check.context import CheckContext
 from gdsdiag.check.facts import NodeFacts
 from gdsdiag.platform.roots import node_root, open_snapshot
-from gdsdiag.routes import Route
+from gdsdiag.routes import Route, dominant, point_shares
+from gdsdiag.sweep.engines import engine
 from gdsdiag.sweep.runner import PointRecord, add_whys
 from gdsdiag.sweep.why import point_why
 from gdsdiag.validate import proof
@@ -88,7 +89,11 @@ def _tree(tmp_path, *edits) -> NodeFacts:
 
 
 def _why(point: dict, node) -> tuple[list, str]:
-    return point_why(point["mode"], point["route"], point.get("route_mix") or {}, point["error"], node, SWEEP_DIR)
+    # as the sweep's add_whys: the mode's design comes from its engine (a /1 document's point here)
+    mix = point.get("route_mix") or {}
+    route = dominant(point_shares(point["route"], mix) or {})
+    design = engine(point["mode"]).design_for(route) if point["error"] is None else ""
+    return point_why(point["mode"], point["route"], mix, point["error"], node, SWEEP_DIR, design)
 
 
 # ---- sweep: the GPU machine's real points ---------------------------------------------------

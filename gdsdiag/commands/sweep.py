@@ -150,7 +150,7 @@ def _write_outputs(report, csv_path: str | None, plot_path: str | None) -> None:
     help="A point's workers: threads of the sweep's process, or each in a process of its own (as fio's "
     "default forked jobs: its own cuFile driver, handle, buffers and slice).",
 )
-@json_option("gdsdiag.sweep/1")
+@json_option("gdsdiag.sweep/2")
 @click.option("--csv", "csv_path", metavar="FILE", help="Also write a CSV (never overwrites).")
 @click.option(
     "--plot",

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..extras import install_command
+from ..routes import dominant, point_label, point_shares
 from ..units import size_text
 from ..verdicts import style
 
@@ -237,7 +238,7 @@ def _row(p, report, ncols: int, kinds: list[str] | None) -> list:
         f"{lat['p99']}",
         f"{lat['p99.9']}",
         f"{p.cpu_percent:.0f}",
-        Text(p.route, style="red" if p.route_warning else style(p.route)),
+        Text(route_label(p.route), style="red" if p.route_warning else style(dominant(point_shares(p.route) or {}))),
         _verified(p, report.config.verify),
         f"{p.ratio:.2f}" if p.ratio is not None else "",
         *(_fio_cells(p, kinds) if kinds is not None else ()),
@@ -284,6 +285,11 @@ def fitted_table(report, console: Console, width: int | None = None) -> tuple[Ta
 def table(report) -> Table:
     """Every column (no terminal to fit: a capture at any width)."""
     return _build(report, _columns(report))
+
+
+def route_label(route: dict | None) -> str:
+    """A point's route mix as its table cell: "COMPAT", "NVFS 75% COMPAT 25%" ("" for an ERROR point)."""
+    return point_label(route) or ""
 
 
 def _verified(p, verify_on: bool) -> str:
@@ -462,7 +468,7 @@ def write_csv(report, f) -> None:
                 lat.get("p99"),
                 lat.get("p99.9"),
                 p.cpu_percent,
-                p.route,
+                route_label(p.route),
                 p.verified_bytes,
                 p.ratio,
                 p.error or "",
@@ -508,7 +514,7 @@ def write_plot(report, path) -> None:  # a path, or the file object the command 
                         [p.summary["gbps"] for p in mine],
                         line,
                         marker="o",
-                        label=f"{mode} {rw} ({th} thr) [{mine[-1].route}]",
+                        label=f"{mode} {rw} ({th} thr) [{route_label(mine[-1].route)}]",
                     )
         ax.set_xscale("log", base=2)
         sizes = sorted(report.config.block_sizes)

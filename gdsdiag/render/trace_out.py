@@ -355,11 +355,14 @@ def render_summary(console: Console, res, as_json: bool) -> None:
         console.print("no cuFile or file I/O seen", style="yellow")
     for route, s in res.summary.items():
         sub = f" ({', '.join(s['subtypes'])})" if s["subtypes"] else ""
-        p50 = f"{s['p50_us']:.0f}" if s["p50_us"] is not None else "-"
-        p99 = f"{s['p99_us']:.0f}" if s["p99_us"] is not None else "-"
+        # I/Os counted in the kernel have no latency each: "latency unknown", not "p50 - µs"
+        if s["p50_us"] is None or s["p99_us"] is None:
+            lat = "latency unknown"
+        else:
+            lat = f"p50 {s['p50_us']:.0f} µs, p99 {s['p99_us']:.0f} µs"
         console.print(
             Text(
-                f"{route}{sub}: {s['count']} I/Os, {_size(s['bytes'])}, p50 {p50} µs, p99 {p99} µs"
+                f"{route}{sub}: {s['count']} I/Os, {_size(s['bytes'])}, {lat}"
                 + (f" ({s['counted_in_kernel']} counted in the kernel)" if s.get("counted_in_kernel") else "")
                 + (
                     f" ({s['lost_in_kernel']} of them with no per-I/O detail: their records were dropped)"

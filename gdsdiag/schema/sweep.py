@@ -1,4 +1,4 @@
-"""``gdsdiag.sweep/1`` (docs/json.md). A point is ``PointRecord``'s fields in order
+"""``gdsdiag.sweep/2`` (docs/json.md). A point is ``PointRecord``'s fields in order
 (sweep/runner.py ``to_json``), typed as ``Point``; its ``route_detail`` and ``fio`` objects stay
 open (``dict[str, object]``): their keys depend on the mode and on what the node has."""
 
@@ -7,6 +7,12 @@ from __future__ import annotations
 from typing import TypedDict
 
 from .check import WhyFact
+
+SCHEMA = "gdsdiag.sweep/2"
+# what the readers of a sweep document (validate --sweep-results, kv --sweep) take: /1 wrote a
+# point's route as a label ("COMPAT", "MIXED(NVFS=3,COMPAT=1)", "ERROR"), /2 as a mix
+# (routes.point_shares reads both)
+READABLE = ("gdsdiag.sweep/1", SCHEMA)
 
 
 class Machine(TypedDict):
@@ -85,7 +91,7 @@ class Point(TypedDict):
     summary: Summary
     cpu_percent: float
     verified_bytes: int
-    route: str  # HOST, DRAM_BOUNCE, NVFS, P2PDMA, COMPAT, ..., ERROR
+    route: dict[str, float] | None  # share of its I/Os per route ({"COMPAT": 1.0}); null: an ERROR point
     route_detail: dict[str, object]  # cufile_stats, cufile_batch_stats, nvidia_fs: when measured
     route_warning: str | None
     ceilings: dict[str, float]  # host_mode, pinned_copy, link: GB/s this point is compared with

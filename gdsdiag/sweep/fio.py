@@ -46,8 +46,9 @@ import subprocess
 from .. import workdirs
 from ..errors import UsageError
 from . import blockstat, files, fio_windows
+from .engines import engine
+from .engines.base import FioJob
 
-FIO_MODES = ("host", "cufile", "cufile-batch", "cufile-async", "bounce")
 LOG_MS = 20  # fio's IOPS log interval (ms) for the jobs' windows: 150 samples a job in a 3 s point
 LOG_DIR_PREFIX = "gdsdiag-fio-logs-"  # where fio writes them while it runs ($TMPDIR), removed after
 WINDOW_OFF = 0.02  # fio's rate over the window all jobs ran this far off its reported one: listed
@@ -92,6 +93,14 @@ def kinds(fio_jobs: str, workers: str = "thread") -> tuple[str, ...]:
     return JOB_KINDS if fio_jobs == "both" else (fio_jobs,)
 
 
+def _job(spec) -> FioJob:
+    """The mode's fio equivalent, as its engine declares it (engines/: ``Engine.fio``)."""
+    job = engine(spec.mode).fio
+    if job is None:
+        raise ValueError(f"fio has no equivalent of {spec.mode}")  # FioRunner._skip says so first
+    return job
+
+
 def job_args(spec, path: str, size: int, header: int, gpu: int, readonly: bool, kind: str = "thread") -> list[str]:
     """fio's arguments for one sweep point (see the module text for each choice)."""
     bs, th = spec.bs, spec.threads
@@ -108,14 +117,11 @@ def job_args(spec, path: str, size: int, header: int, gpu: int, readonly: bool, 
         "--output-format=json",
         f"--offset={header}",
     ]
-    if spec.mode == "host":
+    job = _job(spec)
+    if job.cuda_io is None:
         args.append("--ioengine=" + ("io_uring" if spec.iodepth > 1 else "psync"))
     else:
-        args += [
-            "--ioengine=libcufile",
-            f"--cuda_io={'cufile' if spec.mode.startswith('cufile') else 'posix'}",
-            f"--gpu_dev_ids={gpu}",
-        ]
+        args += ["--ioengine=libcufile", f"--cuda_io={job.cuda_io}", f"--gpu_dev_ids={gpu}"]
     blocks = size // bs
     if spec.is_random:
         args += [f"--size={blocks * bs}", "--norandommap", "--randrepeat=0"]
@@ -183,11 +189,12 @@ class FioRunner:
             self.wfile = None
 
     def _skip(self, spec) -> str | None:
-        if spec.mode not in FIO_MODES:
+        job = engine(spec.mode).fio
+        if job is None:
             return f"fio has no equivalent of {spec.mode}"
-        if spec.mode != "host" and spec.iodepth > 1:
+        if job.cuda_io is not None and spec.iodepth > 1:
             return "fio's libcufile engine is synchronous (no iodepth)"
-        if spec.mode != "host":
+        if job.cuda_io is not None:
             if self.cufile_ok is None:
                 self.cufile_ok = has_libcufile(self.fio)
             if not self.cufile_ok:
@@ -365,8 +372,8 @@ def settings(spec, job_kinds, loop: dict) -> dict:
         "offsets: each job its own slice" if not spec.is_random else "offsets: uniform over the file, with replacement"
     )
     differ = []
-    host_bufs = spec.mode in ("host", "bounce")
-    if host_bufs:
+    job = _job(spec)
+    if job.host_buffers:
         if loop.get("buffers") == "4 KiB pages":
             same.append("host buffers: 4 KiB pages")
         else:
@@ -380,7 +387,7 @@ def settings(spec, job_kinds, loop: dict) -> dict:
             differ.append(
                 {"setting": "workers", "sweep": mine, "fio": f"{WORKER_NAMES[kind]} (fio's {FIO_RUNS[kind]} runs)"}
             )
-    if spec.mode.startswith("cufile"):
+    if job.cuda_io == "cufile":
         if workers == "process" or loop.get("cufile_handles") == "per thread":
             same.append("cuFile file handle: one per job")
         else:
@@ -396,12 +403,11 @@ def settings(spec, job_kinds, loop: dict) -> dict:
                         "fio": f"{pools[kind]} (fio's {FIO_RUNS[kind]} runs)",
                     }
                 )
-        if spec.mode != "cufile":
-            api = "cuFileBatchIOSubmit" if spec.mode == "cufile-batch" else "cuFileReadAsync/WriteAsync"
-            differ.append({"setting": "cuFile API", "sweep": api, "fio": "cuFileRead/cuFileWrite"})
+        if job.api:
+            differ.append({"setting": "cuFile API", "sweep": job.api, "fio": "cuFileRead/cuFileWrite"})
         differ.append({"setting": "cuFile statistics", "sweep": "level 3 (route counters)", "fio": "cufile.json's"})
-    if spec.mode == "bounce":
-        differ.append({"setting": "host buffer memory", "sweep": "pinned (cudaHostRegister)", "fio": "pageable"})
+    if job.buffer_memory:
+        differ.append({"setting": "host buffer memory", "sweep": job.buffer_memory, "fio": "pageable"})
     if spec.verify:
         differ.append({"setting": "data check", "sweep": "every byte", "fio": "none"})
     return {"same": same, "differ": differ}

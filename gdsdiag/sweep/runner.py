@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 from ..errors import GdsdiagError, UsageError
+from ..routes import dominant, mix_json, point_shares, share_json
 from . import blockstat, files
 from .engines import (
     ALL_MODES,
@@ -83,7 +84,7 @@ class PointRecord:
     summary: dict
     cpu_percent: float
     verified_bytes: int
-    route: str
+    route: dict[str, float] | None  # share of the point's I/Os per Route (routes.share_json); None: ERROR
     route_detail: dict = field(default_factory=dict)
     route_warning: str | None = None
     ceilings: dict = field(default_factory=dict)
@@ -115,7 +116,7 @@ class SweepReport:
     def to_json(self) -> schema.SweepDoc:
         c = self.config
         return {
-            "schema": "gdsdiag.sweep/1",
+            "schema": "gdsdiag.sweep/2",
             "machine": self.machine,
             "config": {
                 "dir": c.directory,
@@ -362,10 +363,11 @@ def add_whys(points: list[PointRecord], directory: str, node_facts=_node_facts) 
     from .why import needs_node, point_why
 
     node = None
-    if any(needs_node(p.mode, p.route, p.route_mix, p.error) for p in points):
+    if any(needs_node(p.route, p.route_mix, p.error) for p in points):
         node = node_facts()
     for p in points:
-        facts, p.fix = point_why(p.mode, p.route, p.route_mix, p.error, node, directory)
+        design = engine(p.mode).design_for(dominant(point_shares(p.route) or {})) if p.error is None else ""
+        facts, p.fix = point_why(p.mode, p.route, p.route_mix, p.error, node, directory, design)
         p.why_chain = [f.to_json() for f in facts]
 
 
@@ -383,14 +385,12 @@ def _point(cfg: SweepConfig, eng, spec: PointSpec, sf, fio_runner, dev_path, pro
         raise
     except GdsdiagError as e:
         line = e.line() + (eng.error_note() if isinstance(e, PointError) else "")
-        return PointRecord(
-            spec.mode, spec.rw, spec.bs, spec.threads, {}, 0.0, 0, "ERROR", error=line, iodepth=cfg.iodepth
-        )
+        return PointRecord(spec.mode, spec.rw, spec.bs, spec.threads, {}, 0.0, 0, None, error=line, iodepth=cfg.iodepth)
     summary = summarize_hist(res.hist, res.ops, res.nbytes, res.seconds, res.lat_min_ns, res.lat_max_ns, res.lat_sum_ns)
     eng.summarize(summary, spec, res)
     summary["max_gap_ms"] = round(res.max_gap_ns / 1e6, 3)
     # process workers counted their own route (each its own libcufile); threads this process's
-    route, detail, warning, mix = res.route if res.route is not None else eng.route_end(route0)
+    seen = res.route if res.route is not None else eng.route_end(route0)
     rec = PointRecord(
         spec.mode,
         spec.rw,
@@ -399,12 +399,12 @@ def _point(cfg: SweepConfig, eng, spec: PointSpec, sf, fio_runner, dev_path, pro
         summary,
         round(100.0 * res.cpu_seconds / res.seconds, 1) if res.seconds else 0.0,
         res.verified_bytes,
-        route,
-        route_detail=detail,
-        route_warning=warning,
+        share_json(seen.shares()),
+        route_detail=seen.detail,
+        route_warning=seen.warning,
         iodepth=cfg.iodepth,
         loop=res.loop,
-        route_mix=mix or {},
+        route_mix=mix_json(seen.mix),
         verify_seconds=round(res.verify_seconds, 4),
     )
     if not spec.is_read and cfg.verify:

@@ -144,7 +144,7 @@ def child_main() -> int:
             except Exception as e:  # noqa: BLE001 (its cleanup: named in the point's error)
                 result["run_error"] = result["run_error"] or f"cleanup: {type(e).__name__}: {e}"
     try:
-        result["route"] = list(eng.route_end(route0))
+        result["route"] = eng.route_end(route0).to_json()
     except Exception:  # the route is evidence, never a reason to lose the figures
         result["route"] = None
     if driver is not None:

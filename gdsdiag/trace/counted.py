@@ -19,7 +19,7 @@ per process and per file stay exact under any load.
 from __future__ import annotations
 
 from ..routes import Route
-from ..units import human_bytes
+from ..units import size_text
 from .classify import MIN_APP_IO
 from .events import Event, not_data
 
@@ -32,11 +32,12 @@ LOST_WHY = (
 
 
 def size_class(bucket: int) -> str:
-    """The probe's size class b: [2^(b-1), 2^b) bytes (so 4 KiB is 13, shown "4KiB-8KiB"), 0 for none."""
+    """The probe's size class b: [2^(b-1), 2^b) bytes (so 4 KiB is 13, shown "4 KiB-8 KiB", the one
+    size notation of every table: units.size_text), 0 for none."""
     if bucket <= 0:
         return "0"
     lo = 1 << (bucket - 1)
-    return f"{human_bytes(lo)}-{human_bytes(2 * lo)}"
+    return f"{size_text(lo)}-{size_text(2 * lo)}"
 
 
 # below this the reader drops host I/O as "small" (classify.MIN_APP_IO): classes up to 2 KiB-4 KiB

@@ -59,7 +59,7 @@ def sweep_config(directory: str, gpu: int, pts: dict):
 
 
 def sweep(directory: str, gpu: int, pts: dict) -> dict:
-    """gdsdiag sweep (sweep.runner.run_sweep) in this process: a gdsdiag.sweep/1 document."""
+    """gdsdiag sweep (sweep.runner.run_sweep) in this process: a gdsdiag.sweep/2 document."""
     from ..sweep.runner import run_sweep
 
     # the rules read it as a plain dict (a point's keys are not typed: schema/sweep.py)

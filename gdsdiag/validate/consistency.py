@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from ..routes import Route, mix_of, route_of
+from ..routes import Route, mix_of, point_shares, route_of
 
 GBPS_SLACK = 0.05  # summary.gbps against bytes / seconds: the sweep rounds GB/s to 4 digits
 GBPS_FLOOR = 0.001  # GB/s: below this the rounding alone can differ by more than the slack
@@ -93,9 +93,10 @@ def _route_counters(p: dict, label: str) -> list[str]:
                 n = reads.get(op, 0) + writes.get(op, 0)
                 out.append(f"{label}: its cuFile counters say {n} {op} I/Os but {routes[name]} {name}")
     known = by_routes or by_mix
-    said = route_of(str(p.get("route") or ""))
-    if known and said in {route_of(name) for _, name in OP_COUNTERS} and said not in known:
-        out.append(f"{label}: labelled {said.value}, but its cuFile counters say {_names(known)}")
+    # the routes its "route" names that cuFile's counters count (a /1 label or a /2 mix)
+    said = set(point_shares(p.get("route")) or {}) & {route_of(name) for _, name in OP_COUNTERS}
+    if known and said and not said <= known:
+        out.append(f"{label}: labelled {_names(said)}, but its cuFile counters say {_names(known)}")
     return out
 
 

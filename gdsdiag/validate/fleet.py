@@ -20,9 +20,6 @@ def _bs(bs: int) -> str:
     return str(bs)
 
 
-CUFILE_MODES = ("cufile", "cufile-async", "cufile-batch", "kvikio")  # as gdsdiag.validate.adapters.cufile_modes()
-
-
 _FIX = "give the JSON files written by 'gdsdiag validate --json'"
 # what fleet reads of a report; every other key is carried, never interpreted
 _STR = (str, None)
@@ -92,6 +89,9 @@ def labels(reports: list[tuple[str, dict]]) -> list[str]:
 def rows(reports: list[tuple[str, dict]]) -> list[schema.NodeRow]:
     """One row per report, worst first. A row is the report document's own record
     (schema.validate.NodeRow), so its fields are declared once."""
+    from .adapters import cufile_modes
+
+    cufile = cufile_modes()  # the sweep's engine table: the modes that go through cuFile
     out: list[schema.NodeRow] = []
     for (path, d), label in zip(reports, labels(reports)):
         n = d.get("node") or {}
@@ -100,7 +100,7 @@ def rows(reports: list[tuple[str, dict]]) -> list[schema.NodeRow]:
         gb: dict[str, float] = {}
         for s in d.get("sweeps") or []:
             for p in s.get("points") or []:
-                if p.get("mode") not in CUFILE_MODES or p.get("error") or p.get("gbps") is None:
+                if p.get("mode") not in cufile or p.get("error") or p.get("gbps") is None:
                     continue
                 if p.get("rw") not in _RWS or not isinstance(p.get("bs"), int) or not 0 < p["bs"] <= 1 << 50:
                     continue  # not a point gdsdiag wrote: no column for it

@@ -8,6 +8,7 @@ import time
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
+from ..routes import point_label
 from ..verdicts import Status, style
 from .runner import ValidateReport
 
@@ -28,7 +29,7 @@ def document(rep: ValidateReport) -> schema.ValidateDoc:
                 "threads": p.get("threads"),
                 "gbps": (p.get("summary") or {}).get("gbps"),
                 "p99_us": ((p.get("summary") or {}).get("lat_us") or {}).get("p99"),
-                "route": p.get("route"),
+                "route": point_label(p.get("route"), p.get("route_mix")),
                 "error": p.get("error"),
             }
             for p in (s["doc"].get("points") or [])

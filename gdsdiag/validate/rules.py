@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..check.model import Evidence
 from ..cufile_json import RDMA_KEYS_1_19
-from ..routes import Route, RouteMix, mix_of, route_of
+from ..routes import Route, RouteMix, RouteShares, label_of, mix_of, point_shares
 from ..topology.model import Role, Topology
 from ..verdicts import Severity, Status
 from .adapters import cufile_modes
@@ -573,15 +573,18 @@ def route_mix(sweeps: list[dict], only: Route | None = None) -> tuple[dict, list
             nbytes = summ.get("bytes") or p.get("verified_bytes") or 0
             rd = p.get("route_detail") or {}
             stats = (rd.get("cufile_stats") or {}).get("routes")
-            label = p.get("route") or "UNKNOWN"
             counts = p.get("route_mix") or (stats if stats and sum(stats.values()) else rd.get("cufile_batch_stats"))
-            shares: RouteMix = mix_of(counts) if counts and sum(counts.values()) else {route_of(label): 1}
+            shares: RouteMix | RouteShares = (
+                mix_of(counts)
+                if counts and sum(counts.values())
+                else point_shares(p.get("route")) or {Route.UNKNOWN: 1}
+            )
             tot = sum(shares.values())
             if tot <= 0:
                 continue  # counters that sum to nothing (or below): no route to share bytes between
             for r, v in shares.items():
                 mix[r.value] = mix.get(r.value, 0) + nbytes * v / tot
-            detail = f"cuFile stats {stats}" if stats else f"route {label}"
+            detail = f"cuFile stats {stats}" if stats else f"route {label_of(shares)}"
             if only is None or only in shares:
                 ev.append(
                     _ev(

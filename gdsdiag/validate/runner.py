@@ -43,7 +43,7 @@ SWEEP_SHAPE = {
                 "bs!": int,
                 "threads!": int,
                 "error": (str, None),
-                "route": _S,
+                "route": (str, {"*": (float, None)}, None),  # /1 a label, /2 a mix of shares
                 "verified_bytes": (int, None),
                 "summary": (
                     {"gbps": (float, None), "bytes": (int, None), "lat_us": ({"*": (float, None)}, None)},
@@ -161,7 +161,7 @@ def run(
     trace_replay: str | None = None,
 ) -> ValidateReport:
     """level: static (files only), quick or full (also measure). sweep_results: existing
-    gdsdiag.sweep/1 files to judge instead of sweeping; trace_replay: a recorded trace."""
+    gdsdiag sweep documents (/1 or /2) to judge instead of sweeping; trace_replay: a recorded trace."""
     t0 = time.monotonic()
     say = progress or (lambda msg: None)
     mounts = [dict(m) for m in policy.get("mounts")]
@@ -195,9 +195,11 @@ def run(
             from ..bounded import MAX_REPORT_JSON, check_shape, load_user_json
 
             doc = load_user_json(f, "sweep results", MAX_REPORT_JSON, "give a 'gdsdiag sweep --json' document")
-            if not isinstance(doc, dict) or doc.get("schema") != "gdsdiag.sweep/1":
-                raise GdsdiagError(f"{f} is not a gdsdiag.sweep/1 document", "give a 'gdsdiag sweep --json' document")
-            check_shape(f, doc, SWEEP_SHAPE, "gdsdiag.sweep/1 document")
+            from ..schema.sweep import READABLE
+
+            if not isinstance(doc, dict) or doc.get("schema") not in READABLE:
+                raise GdsdiagError(f"{f} is not a gdsdiag sweep document", "give a 'gdsdiag sweep --json' document")
+            check_shape(f, doc, SWEEP_SHAPE, "gdsdiag sweep document")
             inp.inconsistent += sweep_problems(doc, f)
             cfg = doc.get("config") or {}  # null is allowed by the shape: then nothing is known of it
             inp.sweeps.append({"path": cfg.get("dir") or f, "gpu": cfg.get("gpu") or 0, "doc": doc})

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from ...errors import EXIT_FAIL, GdsdiagError, UsageError
+from ...routes import Route, RouteMix, RouteShares, mix_json, mix_of, route_of, shares
 from ...units import size_text
 from .. import native
 from ..files import HEADER_SIZE, SweepFile
@@ -125,6 +126,20 @@ def validate(spec: PointSpec, size: int) -> None:
             )
 
 
+@dataclass(frozen=True)
+class FioJob:
+    """fio's job that stands for a mode's point under --compare-fio (gdsdiag/sweep/fio.py runs it)."""
+
+    cuda_io: str | None  # fio's libcufile engine with this --cuda_io (cufile | posix); None: psync / io_uring
+    api: str | None = None  # the cuFile API the mode calls where fio's libcufile calls cuFileRead/cuFileWrite
+    buffer_memory: str | None = None  # what its host buffers are where fio's are pageable (bounce: pinned)
+
+    @property
+    def host_buffers(self) -> bool:
+        """The I/O lands in host memory (fio's psync, libcufile's posix): 4 KiB pages like fio's."""
+        return self.cuda_io != "cufile"
+
+
 class Engine(Protocol):
     """One mode of the sweep (the registry: engines/__init__.py ``ENGINES``)."""
 
@@ -135,6 +150,9 @@ class Engine(Protocol):
     uring: bool  # its --iodepth > 1 is io_uring (needs linux/io_uring.h at build time)
     ceiling: bool  # its result is a ceiling of the other modes' same point (host)
     processes: bool  # its workers can each run in a process of their own (--workers process)
+    route: Route | None  # the route it takes by its design (host: HOST); None: cuFile's counters say
+    design: str  # that design in words, for a point's why ("" where the counters decide)
+    fio: FioJob | None  # fio's equivalent job (--compare-fio); None: fio has none
 
     def adapt(self, spec: PointSpec, size: int) -> PointSpec:
         """The point as the engine runs it (kvikio: one worker of threads × bs requests)."""
@@ -151,7 +169,7 @@ class Engine(Protocol):
         ...
 
     def route_end(self, start: Any) -> RouteSeen:
-        """The route of the point's I/O (gdsdiag/routes.py's names), its detail, warning and mix."""
+        """The route of the point's I/O: its mix, detail and warning."""
         ...
 
     def summarize(self, summary: dict, spec: PointSpec, res: PointResult) -> None:
@@ -166,14 +184,33 @@ class Engine(Protocol):
         """What to add to a point error's line (cuFile: the compat pool in effect)."""
         ...
 
+    def design_for(self, route: Route) -> str:
+        """What the mode does by its design where that alone decides a point's ``route``, for its
+        why: ``design`` (host, bounce), or what a counted mode did when its point counted nothing
+        (kvikio: its own POSIX path); "" where cuFile's counters decide."""
+        ...
+
 
 class RouteSeen(NamedTuple):
-    """What a point's route was, as its engine measured it."""
+    """What a point's route was, as its engine measured it: a mix over the one route vocabulary
+    (gdsdiag/routes.py), never a label."""
 
-    route: str  # a Route name, or MIXED(...) / KVIKIO_POSIX for cuFile's counters (route_mix has the counts)
+    mix: RouteMix  # I/Os per Route as counted (cuFile's statistics); {}: nothing counted
     detail: dict  # route_detail: the counters it was read from
     warning: str | None
-    mix: dict[str, int] | None = None  # I/Os per Route as counted (routes.mix_json); None: not counted
+    uncounted: Route = Route.UNKNOWN  # the route when nothing was counted: the engine's by design
+
+    def shares(self) -> RouteShares:
+        """The point's route: the counted mix as shares, else all of it by ``uncounted``."""
+        return shares(self.mix) or {self.uncounted: 1.0}
+
+    def to_json(self) -> list:
+        """As a worker process hands it to the sweep (processes.py)."""
+        return [mix_json(self.mix), self.detail, self.warning, self.uncounted.value]
+
+    @classmethod
+    def from_json(cls, v: list) -> RouteSeen:
+        return cls(mix_of(v[0] or {}), v[1] or {}, v[2], route_of(v[3]))
 
 
 class EngineDefaults:
@@ -186,7 +223,9 @@ class EngineDefaults:
     uring = False
     ceiling = False
     processes = True
-    route = "HOST"
+    route: Route | None = Route.HOST
+    design = ""
+    fio: FioJob | None = None
 
     def adapt(self, spec: PointSpec, size: int) -> PointSpec:
         return spec
@@ -201,7 +240,7 @@ class EngineDefaults:
         return None
 
     def route_end(self, start: Any) -> RouteSeen:
-        return RouteSeen(self.route, {}, None)
+        return RouteSeen({}, {}, None, self.route or Route.UNKNOWN)
 
     def summarize(self, summary: dict, spec: PointSpec, res: PointResult) -> None:
         pass
@@ -211,6 +250,9 @@ class EngineDefaults:
 
     def error_note(self) -> str:
         return ""
+
+    def design_for(self, route: Route) -> str:
+        return self.design
 
 
 class Point:

@@ -8,9 +8,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ...routes import Route
 from ..files import host_buffer
 from . import gpu
-from .base import EngineDefaults, Point
+from .base import EngineDefaults, FioJob, Point
 from .base import Worker as _Worker
 from .host import HostBuffers, psync_or_uring
 
@@ -77,7 +78,13 @@ class BounceEngine(EngineDefaults):
     gpu = True
     queued = True
     uring = True
-    route = "DRAM_BOUNCE"
+    route: Route | None = Route.DRAM_BOUNCE
+    # libcufile's posix path: pread to host memory, then a copy to the GPU
+    fio: FioJob | None = FioJob("posix", buffer_memory="pinned (cudaHostRegister)")
+    design = (
+        "a bounce by design of --mode bounce: O_DIRECT into pinned host memory, then a copy to the GPU "
+        "(writes: GPU → pinned → O_DIRECT)"
+    )
 
     def open_point(self, point: Point) -> None:
         point.shared["cp"] = gpu.cupy()

@@ -21,10 +21,10 @@ import os
 from typing import Any
 
 from ...errors import GdsdiagError
-from ...routes import mix_json, mix_of
+from ...routes import Route, mix_of
 from ..files import HEADER_SIZE, host_buffer
 from . import gpu
-from .base import EngineDefaults, Point, RouteSeen
+from .base import EngineDefaults, FioJob, Point, RouteSeen
 from .base import Worker as _Worker
 
 
@@ -54,24 +54,20 @@ def open_driver(probe: bool = True) -> Any:
     return driver
 
 
-def route_from_mix(delta: dict, mode: str) -> tuple[str, str | None]:
-    """The route name from cuFile's counters of one point (and the warning a compat route gets)."""
-    routes = {k: v for k, v in delta.items() if v}
-    if not routes:
-        if mode == "kvikio":
-            return (
-                "KVIKIO_POSIX",
-                "kvikio did not go through cuFile (its own POSIX path: cuFile handle registration failed?)",
-            )
-        return "UNKNOWN", "no cuFile statistics for this point"
-    if len(routes) == 1:
-        route = next(iter(routes))
-    else:
-        route = "MIXED(" + ",".join(f"{k}={v}" for k, v in sorted(routes.items())) + ")"
+def route_seen(counted: dict, detail: dict, mode: str, uncounted: Route, uncounted_note: str) -> RouteSeen:
+    """A point's route from cuFile's counters of it (names as cufile.stats counts them), and the
+    warning a route through host memory gets; nothing counted: the engine's ``uncounted`` route."""
+    mix = mix_of(counted)
+    if not mix:
+        return RouteSeen({}, detail, uncounted_note, uncounted)
     warn = None
-    if route == "COMPAT":
+    compat = mix.get(Route.COMPAT, 0)
+    if compat == sum(mix.values()):
         warn = f"{mode} ran in cuFile compatibility mode (POSIX through host bounce buffers), not P2P"
-    return route, warn
+    elif compat:
+        share = compat / sum(mix.values())
+        warn = f"{mode} ran {share:.0%} of its I/Os in cuFile compatibility mode (POSIX through host bounce buffers)"
+    return RouteSeen(mix, detail, warn)
 
 
 BATCH_COUNTERS = {
@@ -97,6 +93,13 @@ class CufileRoutes(EngineDefaults):
 
     gpu = True
     cufile = True
+    route: Route | None = None  # cuFile's counters say (NVFS, P2PDMA, COMPAT, PEER_GPU), not the mode
+    uncounted = Route.UNKNOWN  # no cuFile I/O counted: nothing conclusive
+    uncounted_note = "no cuFile statistics for this point"
+    uncounted_design = ""  # what a point with no cuFile I/O counted did instead (kvikio's own)
+
+    def design_for(self, route: Route) -> str:
+        return self.uncounted_design if route == self.uncounted else ""
 
     def route_start(self) -> Any:
         from ... import cufile
@@ -107,9 +110,10 @@ class CufileRoutes(EngineDefaults):
         from ... import cufile
 
         delta = cufile.path_mix().minus(start)
-        routes = delta.routes()
-        route, warn = route_from_mix(routes, self.mode)
-        return RouteSeen(route, {"cufile_stats": delta.to_json()}, warn, mix_json(mix_of(routes)))
+        return self.seen(delta.routes(), {"cufile_stats": delta.to_json()})
+
+    def seen(self, counted: dict, detail: dict) -> RouteSeen:
+        return route_seen(counted, detail, self.mode, self.uncounted, self.uncounted_note)
 
     def error_note(self) -> str:
         """The compat bounce-buffer pool in effect, for a point that stalled or failed."""
@@ -127,6 +131,7 @@ class CufileEngine(CufileRoutes):
 
     mode = "cufile"
     api = "sync"
+    fio: FioJob | None = FioJob("cufile")
 
     def open_point(self, point: Point) -> None:
         cp = gpu.cupy()
@@ -150,6 +155,7 @@ class CufileBatchEngine(CufileEngine):
 
     mode = "cufile-batch"
     api = "batch"
+    fio: FioJob | None = FioJob("cufile", api="cuFileBatchIOSubmit")
     queued = True
 
     def route_start(self) -> Any:
@@ -164,8 +170,7 @@ class CufileBatchEngine(CufileEngine):
         detail = super().route_end(mix0).detail
         routes = batch_routes(l1_0, cufile.stats.level1())
         detail["cufile_batch_stats"] = routes
-        route, warn = route_from_mix(routes, self.mode)
-        return RouteSeen(route, detail, warn, mix_json(mix_of(routes)))
+        return self.seen(routes, detail)
 
 
 class CufileAsyncEngine(CufileEngine):
@@ -173,6 +178,7 @@ class CufileAsyncEngine(CufileEngine):
 
     mode = "cufile-async"
     api = "stream"
+    fio: FioJob | None = FioJob("cufile", api="cuFileReadAsync/WriteAsync")
     queued = True
 
 

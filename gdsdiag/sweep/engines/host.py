@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ...routes import Route
 from .. import pattern
 from ..files import IoBuffer
-from .base import EngineDefaults, Point, PointSpec
+from .base import EngineDefaults, FioJob, Point, PointSpec
 from .base import Worker as _Worker
 
 
@@ -22,7 +23,9 @@ def psync_or_uring(w: _Worker) -> None:
 
 
 # From this block size a psync read's check runs on a helper thread, overlapped with the next read
-# (csrc/ioloop.c, run_sync_pipelined): below it a hand-off costs about what the check does.
+# (csrc/ioloop.c, run_sync_pipelined): below it a hand-off costs about what the check does. Writes
+# generate their pattern in the worker: on the 2-vCPU machine a helper generating block k+1 during
+# write k was no better (docs/benchmarks.md, "Sweep against fio"), the pattern loop's AVX2 build was.
 OVERLAP_MIN_BS = 64 * 1024
 
 
@@ -96,7 +99,12 @@ class HostEngine(EngineDefaults):
     queued = True
     uring = True
     ceiling = True  # the storage's own speed: the other modes' same point is held against it
-    route = "HOST"
+    route: Route | None = Route.HOST
+    fio: FioJob | None = FioJob(None)  # psync, io_uring at --iodepth > 1
+    design = (
+        "--mode host: O_DIRECT file I/O of host memory only, the ceiling the GPU modes are held against; "
+        "not on the GPU data path"
+    )
 
     def worker(self, point: Point, idx: int) -> Worker:
         return Worker(point, idx)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ...errors import GdsdiagError
 from ...extras import install_command
+from ...routes import Route
 from .. import pattern
 from . import gpu
 from .base import Point, PointResult, PointSpec, UsageError
@@ -86,6 +87,10 @@ class Worker(_Worker):
 
 class KvikioEngine(CufileRoutes):
     mode = "kvikio"
+    # no cuFile I/O counted: kvikio took its own POSIX path (a host buffer and a copy)
+    uncounted = Route.DRAM_BOUNCE
+    uncounted_note = "kvikio did not go through cuFile (its own POSIX path: cuFile handle registration failed?)"
+    uncounted_design = "its own POSIX path: no cuFile I/O counted (KVIKIO_COMPAT_MODE=AUTO falls back silently)"
     processes = False  # one worker whose own thread pool is the parallelism: nothing to fork
 
     def adapt(self, spec: PointSpec, size: int) -> PointSpec:

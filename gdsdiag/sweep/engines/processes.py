@@ -40,6 +40,7 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
+from ...routes import Route, RouteMix
 from ...selfexec import module_argv
 from ...units import size_text
 from .base import RESULT_FIELDS, SETUP_TIMEOUT_S, PointError, PointResult, PointSpec, RouteSeen
@@ -210,7 +211,7 @@ def run_processes(engine, spec: PointSpec, sf, progress=None) -> PointResult:
     res.loop["workers"] = "process"
     if "cufile_handles" in res.loop:  # each process registered its own: one per worker, as fio's jobs
         res.loop["cufile_handles"] = "one per worker process"
-    res.route = merge_routes(spec.mode, [w.route for w in workers])
+    res.route = merge_routes([w.route for w in workers])
     judge(spec, res, workers, sf.size)
     return res
 
@@ -310,32 +311,24 @@ def _remote(spec: PointSpec, sf, children: list[_Child], t0: int):
             run_error=r.get("run_error"),
             loop_name=r.get("loop_name", "python"),
             loop_extra=r.get("loop_extra") or {},
-            route=RouteSeen(*r["route"]) if r.get("route") else RouteSeen("UNKNOWN", {}, None),
+            route=RouteSeen.from_json(r["route"]) if r.get("route") else RouteSeen({}, {}, None),
         )
         workers.append(w)
         cpu += float(r.get("cpu_seconds", 0.0))
     return point, workers, cpu
 
 
-def merge_routes(mode: str, seen: list[RouteSeen]) -> RouteSeen:
-    """One point's route from its processes' own counters: the counts summed, one route when
-    every process saw the same, MIXED(...) with the summed counts when not."""
-    routes = sorted({s.route for s in seen})
+def merge_routes(seen: list[RouteSeen]) -> RouteSeen:
+    """One point's route from its processes' own counters: the mixes summed; where nothing was
+    counted, the route the processes agree on (UNKNOWN when they do not)."""
     warning = next((s.warning for s in seen if s.warning), None)
     detail = _sum_leaves([s.detail for s in seen])
-    mixes = [s.mix for s in seen]
-    mix: dict[str, int] | None = None
-    if all(m is not None for m in mixes):
-        mix = {}
-        for m in mixes:
-            for k, v in (m or {}).items():
-                mix[k] = mix.get(k, 0) + int(v)
-        mix = dict(sorted(mix.items()))
-    if len(routes) == 1:
-        return RouteSeen(routes[0], detail, warning, mix)
-    if mix:
-        return RouteSeen("MIXED(" + ",".join(f"{k}={v}" for k, v in mix.items()) + ")", detail, warning, mix)
-    return RouteSeen("MIXED(" + ",".join(routes) + ")", detail, warning, mix)
+    mix: RouteMix = {}
+    for s in seen:
+        for r, n in s.mix.items():
+            mix[r] = mix.get(r, 0) + int(n)
+    uncounted = {s.uncounted for s in seen}
+    return RouteSeen(mix, detail, warning, uncounted.pop() if len(uncounted) == 1 else Route.UNKNOWN)
 
 
 def _sum_leaves(docs: list) -> Any:
