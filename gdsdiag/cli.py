@@ -22,7 +22,7 @@ from .errors import (
 # The CLI layer: one module per command under gdsdiag/commands (parse, render, exit); the work
 # is done by the report functions of the packages they call. A command's module is imported when
 # that command runs (or --help lists them all): `gdsdiag topology` need not load the sweep's or
-# the exporter's options, a tenth of its start-up (docs/benchmarks.md).
+# the exporter's options, a tenth of its start-up (docs/benchmarks-history.md).
 COMMANDS = {  # name -> (module under gdsdiag.commands, the click command in it)
     "topology": ("topology", "topology"),
     "check": ("check", "check"),
