@@ -4,9 +4,11 @@
 # tar -x -C .gpu-old`) in the same call, so every figure has its peer from the same machine start
 # (docs/benchmarks.md says which figure each step gives). Each step under its own timeout, everything
 # under $1 (the device's $OUT), packed as it goes (benchmarks/gpu_common.sh).
-#   source .device/env.sh; OLD=.gpu-old [STEPS="1 2 3"] bash benchmarks/gpu_record.sh $OUT
-# The steps' timeouts sum to more than one device call (600 s): run STEPS="1 2 3" (~7 min) and
-# STEPS="4 5 6 7" (~8 min) as two calls. Without OLD every step measures this checkout alone.
+#   source .device/env.sh; OLD=.gpu-old [STEPS="1 2"] bash benchmarks/gpu_record.sh $OUT
+# A device call has 600 s and the steps' timeouts (below, per step: 1 390 s with its settle, 2 200,
+# 3 240, 4 240, 5 150, 6 150, 7 390) sum to more: run STEPS="1 2", "3 4", "5 6" and "7" as four
+# calls (each well under its timeouts' sum when nothing hangs). Without OLD every step measures this
+# checkout alone.
 # 1 verdict rate: a real DRAM_BOUNCE stream, 1 x 1 (100k) and 4 processes x 4 threads (200k),
 #   GDSDIAG_NODE_FACTS=0 so that the tracer's CPU is its own (trace_compat_rate.py)
 # 2 verdict latency per route, stdout a pipe (trace_latency.py, each tree)
@@ -19,7 +21,7 @@ set -u
 source "$(dirname "$0")/gpu_common.sh" "${1:-/tmp/out}"
 machine_line
 for d in /tmp /var/tmp; do gds_udev_entry $d 2>/dev/null; done
-STEPS=${STEPS:-1 2 3}
+STEPS=${STEPS:-1 2}
 TREES=(${OLDDIR:+"$OLDDIR"} "$PWD")
 if wanted 1; then
   settle 40
