@@ -30,7 +30,7 @@ thread, and 4 processes x 4 threads).
 --tree runs another checkout's gdsdiag/ (e.g. an older commit, for a before/after pair).
 benchmarks/trace_compat_rate.py measures a real stream under the tracer on the GPU machine; run in
 the same call, the two agree (2026-12-02: 24.2 µs a COMPAT verdict here, 23.7 / 28.2 µs there; an
-earlier "twofold" compared two machine starts: docs/benchmarks.md, "How far Python alone can go")."""
+earlier "twofold" compared two machine starts: docs/benchmarks-history.md, "How far Python alone can go")."""
 
 import argparse
 import contextlib
@@ -162,7 +162,7 @@ def main() -> None:
 
 REAL_BOUNCE = os.path.join(HERE, "tests", "fixtures", "gpu-machine", "stream-profile-2026-12-06", "rec-bounce.jsonl.gz")
 # (and 100,016 pairs from 4 processes x 4 threads, each process's start-up reads waiting for a copy
-# through all of it: the data-flow model keeps every pair of them, benchmarks/gpu_stream_profile.sh)
+# through all of it: the data-flow model keeps every pair of them, benchmarks/history/gpu_stream_profile.sh)
 REAL_BOUNCES = [
     REAL_BOUNCE,
     os.path.join(HERE, "tests", "fixtures", "gpu-machine", "stream-profile-2026-12-06b", "rec-bounce-4x4.jsonl.gz"),

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Fuzz every parser a user can point gdsdiag at with generated inputs (issue 13 goal: >=100k per
-parser without a crash, hang or escape). Figures go to docs/benchmarks.md.
+parser without a crash, hang or escape). Figures go to docs/benchmarks-history.md.
 
     python3 benchmarks/fuzz_parsers.py [--n 100000] [--only NAME] [--seed 1]
 

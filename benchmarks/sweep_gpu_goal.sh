@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The sweep against fio, like for like, every point, fio's forked jobs and --thread, in interleaved
-# rounds (one call; docs/benchmarks.md "gdsdiag sweep against fio"):
+# rounds (one call; docs/benchmarks-history.md "gdsdiag sweep against fio"):
 #   source .device/env.sh; cd <tree>; bash benchmarks/sweep_gpu_goal.sh $OUT           # GPU machine
 #   HOST_ONLY=1 D=/var/tmp/x bash benchmarks/sweep_gpu_goal.sh /tmp/out                  # CPU machine
 # Each round, one new sweep process per mode: `gdsdiag sweep --compare-fio --fio-jobs both` over
@@ -50,8 +50,8 @@ for r in $(seq 1 $ROUNDS); do
   done; done
 done
 $PY benchmarks/sweep_goal_table.py "$OUT"/r*-*.json 2>&1 | tee -a "$OUT/run.log"
-# threads against forked processes for one 4 KiB reader, the same C loop (benchmarks/sweep_loop_bench.c)
-if [ -z "${NO_LOOPBENCH:-}" ] && [ "$(left)" -gt 25 ] && cc -O2 -pthread -I csrc -o /tmp/loopbench benchmarks/sweep_loop_bench.c csrc/ioloop.c; then
+# threads against forked processes for one 4 KiB reader, the same C loop (benchmarks/history/sweep_loop_bench.c)
+if [ -z "${NO_LOOPBENCH:-}" ] && [ "$(left)" -gt 25 ] && cc -O2 -pthread -I csrc -o /tmp/loopbench benchmarks/history/sweep_loop_bench.c csrc/ioloop.c; then
   F1=$(ls $D/gdsdiag-sweep-* 2>/dev/null | head -1); [ -n "$F1" ] || { F1=$D/lb; ${GDSDIAG_FIO:-fio} --name=mk --filename=$F1 --size=1G --rw=write --bs=1m --direct=1 --output=/dev/null; }
   for r in 1 2 3; do for sp in thread fork; do
     /tmp/loopbench $F1 4096 1 1 $sp pages clock2 | tee -a "$OUT/loopbench.jsonl"; done; done

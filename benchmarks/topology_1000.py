@@ -147,7 +147,7 @@ print(json.dumps({"wall_s": wall, "cpu_s": cpu, "devices": len(report.topo.devic
 def _instructions(argv: list[str], env: dict[str, str], cwd: str) -> float | None:
     """Millions of instructions the process runs in user space (valgrind's callgrind): unlike the
     seconds, the same from one minute to the next on a shared host whose other tenants make this
-    VM's CPU time swing by up to 2x (docs/benchmarks.md). None without valgrind."""
+    VM's CPU time swing by up to 2x (docs/benchmarks-history.md). None without valgrind."""
     if shutil.which("valgrind") is None:
         return None
     cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv]

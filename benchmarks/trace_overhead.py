@@ -231,7 +231,15 @@ def measure(a, variants, flags, wcmd, path, ops, rate_of_run, rounds, fixed):
             if rate is None or summ is None:  # the traced run failed: say how, keep the other rounds
                 rounds.append({"variant": label, "failed": f"rc {r.returncode}: {r.stderr.strip()[-300:]}"})
                 continue
-            ios = [json.loads(x) for x in out if x.startswith('{"type": "io"')]
+            # (the workload prints its own line into the same pipe: where it lands inside one of the
+            # trace's writes it tears that JSON line, which is counted, not parsed)
+            ios, torn = [], 0
+            for x in out:
+                if x.startswith('{"type": "io"'):
+                    try:
+                        ios.append(json.loads(x))
+                    except ValueError:
+                        torn += 1
             extra = traced_cpu - base_cpu - fixed[label]
             events = summ["events"]
             rounds.append(
@@ -248,6 +256,7 @@ def measure(a, variants, flags, wcmd, path, ops, rate_of_run, rounds, fixed):
                     "events_per_s": round(events / (ops / rate)) if rate else None,
                     "lost_events": summ["lost_events"],
                     "ios_accounted": accounted(summ, path, ios),
+                    "torn_lines": torn,
                     "counted_in_kernel": summ.get("ios_counted_in_kernel", 0),
                     "tracer_cpu_s": round(extra, 2),
                     "tracer_cpu_us_per_event": round(extra / max(events, 1) * 1e6, 2),

@@ -308,7 +308,7 @@ static int64_t sync_io(struct gd_job *j, int64_t off)
 /* ---- a read's check overlapped with the next read (j->pipeline; fio's verify_async) -------------
  * A psync worker waits for each read, then checks it: the check (~60 us for 1 MiB here, the DMA'd
  * bytes read from memory) was the worker's own time between two reads, so a 1 MiB x 1 read point
- * ran ~10 % below fio, which checks nothing (docs/benchmarks.md). With a pipeline the worker
+ * ran ~10 % below fio, which checks nothing (docs/benchmarks-history.md). With a pipeline the worker
  * hands block k in one half of host_buf to a helper thread and reads block k+1 into the other half;
  * it hands k+1 over only once k is checked, so a buffer is never read into while it is checked.
  * Every byte is still checked; a mismatch stops the point one block later, with the same report.

@@ -22,7 +22,7 @@ from .errors import (
 # The CLI layer: one module per command under gdsdiag/commands (parse, render, exit); the work
 # is done by the report functions of the packages they call. A command's module is imported when
 # that command runs (or --help lists them all): `gdsdiag topology` need not load the sweep's or
-# the exporter's options, a tenth of its start-up (docs/benchmarks.md).
+# the exporter's options, a tenth of its start-up (docs/benchmarks-history.md).
 COMMANDS = {  # name -> (module under gdsdiag.commands, the click command in it)
     "topology": ("topology", "topology"),
     "check": ("check", "check"),
@@ -111,6 +111,16 @@ def _reader_gone_is_a_broken_pipe() -> None:
     Console.on_broken_pipe = on_broken_pipe
 
 
+def _echo_never_drives_the_terminal() -> None:
+    """click.echo (the plain-text renderers: diff, kv, explain, error lines) with data's control
+    characters replaced (gdsdiag/terminal.py); here, as only the command line imports click."""
+    import click.utils
+
+    from .terminal import filtered
+
+    click.echo = click.utils.echo = filtered(click.echo)
+
+
 def main() -> None:
     """The one exit path: a command returns its report and the process exits with the report's
     code; every GdsdiagError (usage, cuFile and verification errors included) becomes one line on
@@ -122,6 +132,7 @@ def main() -> None:
     try:
         signals.install()  # SIGTERM/SIGHUP clean up like Ctrl-C; exit 143/129 (docs/security.md)
         _reader_gone_is_a_broken_pipe()
+        _echo_never_drives_the_terminal()
         result = cli.main(standalone_mode=False)
     except GdsdiagError as e:
         click.echo(e.line(), err=True)

@@ -5,7 +5,8 @@ Hostnames, process names, mount paths, device names, cufile.json values and mode
 the node or from files strangers send. Written to a terminal as they are, ``ESC ] 8 ; ; URL``
 makes a hyperlink, ``ESC [ 2 J`` clears the screen, OSC 0 retitles the window, BEL rings; rich
 adds its own styles around them, so a renderer cannot tell its text from the data's afterwards.
-Two places see all of it, and ``install`` (the process entry, gdsdiag/__main__.py) filters there:
+Two places see all of it, and the process entry filters both: ``install`` (gdsdiag/__main__.py)
+rich's, ``filtered`` click's (put in place by cli.main: only the command line imports click):
 
 - rich renders every ``print`` into segments (text, style, control) and only then turns styles
   into escape codes: the text of each non-control segment has its control characters replaced by
@@ -43,7 +44,6 @@ def install() -> None:
     if _installed:
         return
     _installed = True
-    import click
     from rich.console import Console
 
     render = Console._render_buffer
@@ -52,14 +52,18 @@ def install() -> None:
         return render(self, _clean(buffer))
 
     Console._render_buffer = _render_buffer
-    echo = click.echo
+
+
+def filtered(echo):
+    """``echo`` (click's) with the control characters of a text message replaced, as rich's segments
+    are; once filtered, it is returned as it is."""
+    if getattr(echo, "_gdsdiag_filtered", False):
+        return echo
 
     def safe_echo(message=None, *args, **kwargs):
         if isinstance(message, str):
             message = printable(message)
         return echo(message, *args, **kwargs)
 
-    click.echo = safe_echo
-    import click.utils
-
-    click.utils.echo = safe_echo
+    safe_echo._gdsdiag_filtered = True  # type: ignore[attr-defined]
+    return safe_echo

@@ -272,3 +272,46 @@ def test_only_the_listed_modules_open_a_root():
         "open the root with platform/roots.node_root(), or list the reason here"
     )
     assert set(FSROOT_OPENERS) - opened == set(), "listed openers that open no FsRoot any more"
+
+
+# Issue 44's rules for the command line's room: the command line is the only place that knows click
+# (a report, a reader or a renderer used by the library API or the exporter never needs it), and
+# validate, a report, never reaches back into the command that renders it (the proof was once
+# stitched on there, in commands/validate_proof.py).
+CLICK_OUTSIDE_COMMANDS = {
+    "gdsdiag.cli": "the click group, the command table and the one exit path (it also puts terminal.filtered on click.echo)",
+}
+
+
+def _third_party_imports(path: str) -> set[str]:
+    """Top-level names of every absolute import of a file: module level, in functions, under TYPE_CHECKING."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_only_the_command_line_imports_click():
+    importers = {
+        name
+        for name, _, path in modules()
+        if "click" in _third_party_imports(path) and not name.startswith("gdsdiag.commands")
+    }
+    assert importers - set(CLICK_OUTSIDE_COMMANDS) == set(), "click belongs to gdsdiag/commands/ and cli.py"
+    assert set(CLICK_OUTSIDE_COMMANDS) - importers == set(), "listed modules that no longer import click"
+
+
+def test_validate_never_imports_the_command_layer():
+    up = sorted(
+        f"{name} imports {t}"
+        for name, package, path in modules()
+        if name.startswith("gdsdiag.validate")
+        for _, t in imports(package, path)
+        if t.startswith(("gdsdiag.commands", "gdsdiag.cli"))
+    )
+    assert not up, up

@@ -24,7 +24,7 @@ from conftest import FIXTURES, GDSDIAG
 
 RUN = os.path.join(FIXTURES, "gpu-machine", "stream-profile-2026-12-06")
 RUN_B = os.path.join(FIXTURES, "gpu-machine", "stream-profile-2026-12-06b")
-DATA = "/var/tmp/gdsdiag-compat-rate.dat"  # (benchmarks/gpu_stream_profile.sh's file)
+DATA = "/var/tmp/gdsdiag-compat-rate.dat"  # (benchmarks/history/gpu_stream_profile.sh's file)
 
 
 def _truth(kind: str) -> int:

@@ -449,3 +449,41 @@ def test_a_missing_target_is_refused_in_one_line_and_nothing_is_created(tmp_path
     assert r.returncode == 4 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1  # usage (issue 23)
     assert f"{missing} does not exist" in r.stderr
     assert not missing.exists() and os.listdir(tmp_path) == []
+
+
+# ---- one check per validate: the proof is a stage of validate's report (issue 44) ----------
+
+
+def test_validate_proof_runs_check_once_and_proves_only_the_paths_given(tmp_path, monkeypatch):
+    """validate --proof judges its rules and builds its proof matrix from one run of gdsdiag check
+    (each run does a real O_DIRECT probe per path); the command layer once ran check a second time
+    for the proof. In process, so the count sees every call; the probes are real children (no GPU
+    here: no route). A policy mount that is not a --path is judged by the rules but not proved."""
+    from click.testing import CliRunner
+
+    from gdsdiag.check import runner as check_runner
+    from gdsdiag.cli import cli
+
+    calls: list[list[str]] = []
+    real_run = check_runner.run
+
+    def counted(ctx, paths=(), *args, **kw):
+        calls.append(list(paths))
+        return real_run(ctx, paths, *args, **kw)
+
+    monkeypatch.setattr(check_runner, "run", counted)
+    proved, judged = tmp_path / "proved", tmp_path / "judged"
+    proved.mkdir()
+    judged.mkdir()
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(f"mounts:\n  - path: {judged}\n")
+    out = tmp_path / "v.json"
+    args = ["--policy", str(policy), "--path", str(proved), "--proof", "--proof-size", "1M", "--json", str(out)]
+    r = CliRunner().invoke(cli, ["validate", *args])
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.output
+    assert calls == [[str(judged), str(proved)]]  # once, with every mount the rules judge
+    doc = json.loads(out.read_text())
+    assert [t["path"] for t in doc["proof"]["targets"]] == [str(proved)]
+    assert [c["path"] for c in doc["proof"]["cells"]] == [str(proved)]
+    per_mount = next(x for x in doc["rules"] if x["rule"] == "routes.per_mount")
+    assert str(judged) in json.dumps(per_mount) and str(proved) in json.dumps(per_mount)

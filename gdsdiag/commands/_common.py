@@ -19,7 +19,7 @@ def json_text(doc: Mapping[str, Any], pretty: bool | None = None) -> str:
     """A JSON document as text: indented for a person at a terminal, one compact line for a
     program (a pipe or a file). Python encodes indented JSON in pure Python and compact JSON in
     C: the 4.5 MB topology of a 1,000-device node takes 0.36 s indented and 0.09 s compact
-    (docs/benchmarks.md). ``pretty`` None: decide by whether stdout is a terminal."""
+    (docs/benchmarks-history.md). ``pretty`` None: decide by whether stdout is a terminal."""
     if pretty is None:
         pretty = sys.stdout.isatty()
     if pretty:
@@ -54,7 +54,7 @@ PROCESS_ENTRY = False
 def exit_leaving_heap(code: int) -> NoReturn:
     """``sys.exit(code)`` for a command whose report holds no open file, leaving the process's
     objects to the OS: a large topology is ~1M objects, and the interpreter's last collection and
-    its teardown freed them one by one -- 40-80 ms after the output was written (docs/benchmarks.md).
+    its teardown freed them one by one -- 40-80 ms after the output was written (docs/benchmarks-history.md).
     In the console script's own process the exit handlers run and stdout is flushed, then the
     process ends there (``os._exit``); elsewhere the collector is frozen at exit instead."""
     import atexit

@@ -122,9 +122,17 @@ def validate(
         if pth and pth != "-":
             refuse_existing(pth, opt)
     policy = load(policy_file)
-    from .validate_proof import check_args
+    if nfd_path and not proof:
+        raise UsageError("--nfd labels come from the proof matrix", "add --proof (and --path DIR)")
+    plan = None
+    if proof:
+        if snapshot or root != "/":
+            raise UsageError("--proof does I/O on the running node", "drop --from/--root")
+        if not paths:
+            raise UsageError("--proof needs a storage target", "give --path DIR (a directory on each mount to prove)")
+        from ..validate.proof_stage import ProofPlan
 
-    proof_size_b = check_args(proof, nfd_path, list(paths), snapshot, root, proof_size, proof_timeout, proof_gpus)
+        plan = ProofPlan.parse(proof_gpus, proof_size, proof_timeout)
     if snapshot:
         if paths or level:
             raise UsageError(
@@ -152,10 +160,13 @@ def validate(
         def progress(msg):
             if status:
                 status.update(msg)
-            elif level and not msg.startswith("rule "):
+            elif msg.startswith("proof ") or (level and not msg.startswith("rule ")):
+                # a log shows the measuring (sweeps, proof probes: each takes seconds), not the rules
                 click.echo(f"gdsdiag validate: {msg}", err=True)
 
-        rep = run(ctx, policy, list(paths), level or "static", keep_going, progress, list(sweep_results), trace_replay)
+        rep = run(
+            ctx, policy, list(paths), level or "static", keep_going, progress, list(sweep_results), trace_replay, plan
+        )
     finally:
         if status:
             status.stop()
@@ -163,22 +174,16 @@ def validate(
         rep.node["root"] = snapshot
     outputs.render(console, rep, verbose)
     doc = outputs.document(rep)
-    matrix = None
-    if proof:
-        from .validate_proof import run_proof
-
-        matrix = run_proof(ctx, list(paths), proof_gpus, proof_size_b, proof_timeout, console)
-        doc["proof"] = matrix.to_json()
     if json_path == "-":
         emit_json(doc)
     elif json_path:
         _write_new(json_path, (json.dumps(doc, indent=2) + "\n").encode(), "--json")
-    from .validate_proof import junit_text, nfd_write, prom_text
-
     if junit_path:
-        _write_new(junit_path, junit_text(rep, matrix), "--junit")
+        _write_new(junit_path, outputs.junit(rep), "--junit")
     if prom_path:
-        write_prom(prom_path, prom_text(rep, matrix))
-    if nfd_path and matrix is not None:
-        nfd_write(nfd_path, matrix)
-    return Outcome(max(rep.exit_code, matrix.exit_code) if matrix is not None else rep.exit_code)
+        write_prom(prom_path, outputs.prometheus(rep))
+    if nfd_path and rep.proof is not None:
+        from ..validate import proof_out
+
+        proof_out.write_nfd(nfd_path, proof_out.nfd_text(rep.proof))
+    return Outcome(rep.command_exit_code)

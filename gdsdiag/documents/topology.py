@@ -76,7 +76,7 @@ def document_text(report: TopologyReport) -> str:
     the same bytes, with the devices and the pairs written from pieces (``_device_text``,
     ``PairAnalysis.json_text``) instead of the encoder walking thousands of dicts that repeat the
     same links and hops: on a large node that took a fifth of ``topology --json``'s time
-    (docs/benchmarks.md). tests/test_topology_json_text.py checks both ways give the same bytes."""
+    (docs/benchmarks-history.md). tests/test_topology_json_text.py checks both ways give the same bytes."""
     doc = document(
         report.topo,
         [],

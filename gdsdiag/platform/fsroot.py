@@ -143,7 +143,7 @@ class FsRoot:
     def attrs(self, path: str) -> AttrDir:
         """The attribute files of one directory (a sysfs device), read through one directory
         descriptor: a large node has ~7 attribute files for each of 1,000+ functions, and resolving
-        the whole path for each (openat2 under --root) was most of `topology`'s time (docs/benchmarks.md).
+        the whole path for each (openat2 under --root) was most of `topology`'s time (docs/benchmarks-history.md).
         Close it (``with``)."""
         return AttrDir(self, path, self._dirfd(path))
 

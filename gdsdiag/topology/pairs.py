@@ -178,7 +178,7 @@ class PairAnalysis:
         device's address and labels, each hop, and what the pair shares with every pair below the
         same two parents (``mid``). A large node's 4,720 pairs are three quarters of its 4 MB
         topology document, and encoding their dicts was a fifth of ``topology --json``'s time
-        (docs/benchmarks.md). ``to_json`` stays the definition of the record;
+        (docs/benchmarks-history.md). ``to_json`` stays the definition of the record;
         tests/test_topology_json_text.py checks the two agree on every tree the tests read."""
         nv = self.nvlink
         smi, pcie_nccl, path_mid, acs_p2pdma = _shared_json(self)

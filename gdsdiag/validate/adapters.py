@@ -10,7 +10,7 @@ import json
 import os
 
 from ..errors import GdsdiagError
-from ..routes import Route, route_of
+from ..routes import route_of
 from ..selfexec import module_argv
 
 
@@ -80,13 +80,11 @@ def trace_available() -> str | None:
 
 
 def trace_summary_of(result) -> dict:
-    """{Route value: {"count", "bytes"}} from a trace result's summary."""
+    """{Route value: {"count", "bytes"}} from a trace result's summary (keyed by Route values:
+    trace/tally.ROUTES)."""
     out: dict = {}
     for label, s in result.summary.items():
-        subs = s.get("subtypes") or []
-        r = route_of(subs[0]) if label == "P2P" and subs else route_of(label)
-        if label == "P2P" and r == Route.UNKNOWN:
-            r = Route.NVFS
+        r = route_of(label)
         cur = out.setdefault(r.value, {"count": 0, "bytes": 0})
         cur["count"] += s.get("count", 0)
         cur["bytes"] += s.get("bytes", 0)

@@ -1,5 +1,6 @@
 """The four renderings of a validate report: rich summary, JSON (gdsdiag.validate/1), JUnit XML
-(one testcase per rule) and a Prometheus textfile for node_exporter's textfile collector."""
+(one testcase per rule) and a Prometheus textfile for node_exporter's textfile collector. A report
+with a proof matrix (--proof) carries it in each: proof_out.py renders the matrix's part."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def document(rep: ValidateReport) -> schema.ValidateDoc:
         "FAIL": _count(rep, Status.FAIL),
         "SKIP": _count(rep, Status.SKIP),
     }
-    return {
+    doc: schema.ValidateDoc = {
         "schema": SCHEMA,
         "tool_version": rep.node["tool_version"],
         "node": rep.node,
@@ -57,6 +58,9 @@ def document(rep: ValidateReport) -> schema.ValidateDoc:
         "route_ratio": rep.route_ratio(),
         "trace": rep.trace,
     }
+    if rep.proof is not None:
+        doc["proof"] = rep.proof.to_json()
+    return doc
 
 
 def _count(rep: ValidateReport, st: Status) -> int:
@@ -110,6 +114,10 @@ def junit(rep: ValidateReport) -> bytes:
         else:
             # JUnit has no "warning": a WARN passes and says so in its output
             ET.SubElement(tc, "system-out").text = f"{r.status.value}: {detail}"
+    if rep.proof is not None:  # a second testsuite, one testcase per cell
+        from .proof_out import junit_suite
+
+        suites.append(junit_suite(rep.proof, rep.node.get("hostname") or rep.node["root"]))
     return ET.tostring(xml_safe(suites), encoding="utf-8", xml_declaration=True)
 
 
@@ -197,7 +205,12 @@ def prometheus(rep: ValidateReport, now: float | None = None) -> str:
         "Share of the measured GPU I/O bytes per route (sweep cuFile statistics).",
         [(_labels(route=k), round(v, 6)) for k, v in rep.route_ratio().items()],
     )
-    return "\n".join(out) + "\n"
+    text = "\n".join(out) + "\n"
+    if rep.proof is not None:  # the proof's families follow, one series per cell
+        from .proof_out import prometheus as proof_families
+
+        text += proof_families(rep.proof)
+    return text
 
 
 def _txt(v) -> str:
@@ -249,3 +262,7 @@ def render(console, rep: ValidateReport, verbose: bool = False) -> None:
     console.print(
         f"verdict: [{style(w)}]{w.value}[/]  (snapshot {_txt(rep.node['snapshot_id'])}, gdsdiag {rep.node['tool_version']}, {rep.seconds} s)"
     )
+    if rep.proof is not None:
+        from .proof_out import render as render_proof
+
+        render_proof(console, rep.proof)

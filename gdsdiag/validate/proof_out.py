@@ -88,15 +88,6 @@ def junit_suite(m: ProofMatrix, hostname: str) -> ET.Element:
     return suite
 
 
-def add_to_junit(xml: bytes, m: ProofMatrix, hostname: str) -> bytes:
-    """validate's JUnit document with the proof suite appended (the rule suite is unchanged)."""
-    from .outputs import xml_safe
-
-    root = ET.fromstring(xml)
-    root.append(junit_suite(m, hostname))
-    return ET.tostring(xml_safe(root), encoding="utf-8", xml_declaration=True)
-
-
 def _lv(v) -> str:
     return str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 

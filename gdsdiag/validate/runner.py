@@ -1,7 +1,8 @@
 """Gather what the rules need, cheapest first, and evaluate every rule once.
 
 Order: static reads (check, topology) → static rules → if no fatal failure (or --keep-going) and
---quick/--full: the sweep per GPU per mount (in --full attached to gdsdiag trace) → measured rules.
+--quick/--full: the sweep per GPU per mount (in --full attached to gdsdiag trace) → measured rules
+→ with --proof, the proof matrix (proof_stage.py) from the same check report: check runs once.
 A rule that could not be evaluated says SKIP with the reason; every rule appears exactly once.
 """
 
@@ -27,6 +28,8 @@ from .rules import MEASURED, RULES, Inputs, RuleResult, route_mix
 
 if TYPE_CHECKING:
     from ..schema import validate as schema
+    from .proof import ProofMatrix
+    from .proof_stage import ProofPlan
 
 ORDER = {Status.FAIL: 3, Status.WARN: 2, Status.PASS: 1, Status.SKIP: 0, Status.INFO: 0}
 
@@ -68,14 +71,21 @@ class ValidateReport:
     trace: dict[str, schema.RouteCount] | None = None
     stopped_early: str | None = None
     seconds: float = 0.0
+    proof: ProofMatrix | None = None  # --proof: every GPU × --path (docs/validate.md "Proof matrix")
 
     def worst(self) -> Status:
         return max((r.status for r in self.results), key=lambda s: ORDER[s], default=Status.PASS)
 
     @property
     def exit_code(self) -> int:
+        """The rules' code (the JSON's and Prometheus's "exit_code"; the proof matrix has its own)."""
         w = self.worst()
         return EXIT_FAIL if w == Status.FAIL else EXIT_WARN if w == Status.WARN else EXIT_OK
+
+    @property
+    def command_exit_code(self) -> int:
+        """What 'gdsdiag validate' exits with: the worse of the rules' and the proof matrix's."""
+        return self.exit_code if self.proof is None else max(self.exit_code, self.proof.exit_code)
 
     def route_ratio(self) -> dict[str, float]:
         mix, _ = route_mix(self.sweeps)
@@ -159,9 +169,12 @@ def run(
     progress=None,
     sweep_results: Sequence[str] = (),
     trace_replay: str | None = None,
+    proof: ProofPlan | None = None,
 ) -> ValidateReport:
     """level: static (files only), quick or full (also measure). sweep_results: existing
-    gdsdiag sweep documents (/1 or /2) to judge instead of sweeping; trace_replay: a recorded trace."""
+    gdsdiag sweep documents (/1 or /2) to judge instead of sweeping; trace_replay: a recorded trace;
+    proof: prove the route of every GPU × ``paths`` (run whatever the rules said: the matrix says why
+    itself)."""
     t0 = time.monotonic()
     say = progress or (lambda msg: None)
     mounts = [dict(m) for m in policy.get("mounts")]
@@ -261,4 +274,9 @@ def run(
         "kernel": ctx.release,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    return ValidateReport(results, policy, level, node, inp.sweeps, inp.trace, stopped, round(time.monotonic() - t0, 2))
+    rep = ValidateReport(results, policy, level, node, inp.sweeps, inp.trace, stopped, round(time.monotonic() - t0, 2))
+    if proof is not None:  # (its time is the matrix's own "seconds", not the rules')
+        from . import proof_stage
+
+        rep.proof = proof_stage.run(ctx, inp.check, paths, proof, say)
+    return rep
