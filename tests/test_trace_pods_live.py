@@ -243,6 +243,8 @@ def test_pod_by_uid_with_no_log_directory_and_kernel_counted_reads(pods, tmp_pat
             "ios": 8,
             "bytes": 8 * MiB,
             "routes": {"HOST": 8 * MiB},
+            # (the file was just written: its pages are in the cache, none added by the reads)
+            "page_cache": {"read_bytes": 8 * MiB, "filled_bytes": 0, "hit_share": 1.0},
         }
     ]
 
@@ -350,3 +352,59 @@ def test_exporter_names_the_top_pods_by_bytes_and_no_series_goes_down(loop_pods)
         assert v >= scrapes[0].get(k, 0), (k, scrapes[0].get(k), v)
     parked = sum(b for kept in counters.parked.values() for _, b in kept.values())
     assert sum(last.values()) + parked == read
+
+
+@pytest.fixture
+def cold_pods(tmp_path):
+    with pod_procs(tmp_path, LOOP_LOADER, 32 * MiB) as got:
+        yield got
+
+
+def test_page_cache_hit_share_first_pod_cold_the_rest_warm(cold_pods, tmp_path):
+    """The scale-out view's page-cache hit share: the page cache dropped, the first pod reads the
+    32 MiB file alone (from the disk: every page is added to the cache in its reads), then the other
+    eleven read it at once (from the cache). Per pod, the trace's read bytes are what the program
+    says it read, the first pod's share is low and the others' high, and the pages the kernel added
+    over all pods are about the file (each page once)."""
+    specs, procs, logs, data = cold_pods
+    size = 32 * MiB
+    out = str(tmp_path / "cache.jsonl")
+    t = _trace(["--pod-logs", logs, "--interval", "1", "--path", os.path.dirname(data)], out)
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("1\n")
+    first, rest = procs[0], procs[1:]
+    first.stdin.write(f"go {size}\n")
+    first.stdin.flush()
+    assert first.stdout.readline().split() == ["done", str(size)]
+    for proc in rest:
+        proc.stdin.write(f"go {size}\n")
+        proc.stdin.flush()
+    for proc in rest:
+        assert proc.stdout.readline().split() == ["done", str(size)]
+    time.sleep(0.5)
+    t.send_signal(signal.SIGINT)
+    assert t.wait(60) in (0, 130)
+    _exit(procs)
+    _ios, summ = _lines(out)
+    by_pod = {r["pod_uid"]: r for r in summ["pods"]}
+    assert set(by_pod) == {p["uid"] for p in specs}
+    shares = {}
+    for p in specs:
+        pc = by_pod[p["uid"]]["page_cache"]
+        assert pc["read_bytes"] == size, (p["uid"], pc)  # what the program read
+        shares[p["uid"]] = pc
+    cold = shares[specs[0]["uid"]]
+    assert cold["hit_share"] < 0.2 and cold["filled_bytes"] >= 0.8 * size, cold
+    for p in specs[1:]:
+        assert shares[p["uid"]]["hit_share"] > 0.9, (p["uid"], shares[p["uid"]])
+    filled = sum(pc["filled_bytes"] for pc in shares.values())
+    assert 0.8 * size <= filled <= 1.25 * size, filled
+    # the interval lines carry it too: each pod's last row says its share so far (ten pods a line)
+    last: dict = {}
+    for x in (json.loads(x) for x in open(out) if x.startswith("{")):
+        if x["type"] == "interval":
+            for p in x.get("pods", []):
+                last[p["pod_uid"]] = p["page_cache"]
+    assert len(last) >= 10 and specs[0]["uid"] in last
+    assert {uid: shares[uid] for uid in last} == last

@@ -24,6 +24,15 @@ def _span_note(s: dict) -> str:
     return f"  (GB/s over the {span:.1f} s its I/Os took)" if span else ""
 
 
+def _cache_note(pc: dict | None) -> str:
+    """A pod's page-cache hit share so far (trace/cacheshare.py), where its reads went through the cache."""
+    if not pc:
+        return ""
+    if pc["hit_share"] is None:
+        return f", page cache: hits unknown (of {_size(pc['read_bytes'])} read so far)"
+    return f", page cache {100 * pc['hit_share']:.0f} % hits (of {_size(pc['read_bytes'])} read so far)"
+
+
 class IntervalPrinter:
     """Feeds every verdict to the interval counters and prints each interval as it ends."""
 
@@ -38,12 +47,15 @@ class IntervalPrinter:
             self.tick()
         self.acc.add(v)
 
-    def tick(self, final: bool = False, counted=None, waiting=None, pods=None) -> None:
+    def tick(self, final: bool = False, counted=None, waiting=None, pods=None, cache=None) -> None:
         """COUNTED: a function giving the kernel's host-I/O counters now; WAITING: one giving the
         I/Os not decided yet (both read only when an interval is due); PODS: one giving each
-        process's pod (trace/pods.PodBook.of)."""
+        process's pod (trace/pods.PodBook.of); CACHE: one giving each pod's page-cache hit share
+        so far (trace/live._cache_now)."""
         if pods is not None and (final or self.acc.due()):
             self.acc.set_pods(pods())
+        if cache is not None and (final or self.acc.due()):
+            self.acc.set_cache(cache())
         if counted is not None and (final or self.acc.due()):
             self.acc.add_counted(counted())
         if waiting is not None and not final and self.acc.due():
@@ -96,8 +108,11 @@ class IntervalPrinter:
             mix = ", ".join(
                 f"{r} {100 * n / (p['bytes'] or 1):.0f} %" for r, n in sorted(p["routes"].items(), key=lambda x: -x[1])
             )
+            ceiling = f" of {p['ceiling_gbps']:.1f}" if p.get("ceiling_gbps") else ""
             c.print(
-                f"    pod {name}: {_size(p['bytes'])}, {_num(p['gbps'], '{:.3f}')} GB/s ({mix})" + _span_note(p),
+                f"    pod {name}: {_size(p['bytes'])}, {_num(p['gbps'], '{:.3f}')}{ceiling} GB/s ({mix})"
+                + _cache_note(p.get("page_cache"))
+                + _span_note(p),
                 markup=False,
             )
         if wline:

@@ -17,6 +17,7 @@ from . import gcpace
 from .classify import Classifier, exit_is_io
 from .content import ContentCheck, answer_event, recorded_answers
 from .events import RECORD_VERSION
+from .cacheshare import CacheShare
 from .pods import annotate, pod_rows
 from .tally import RouteTally, Unclassified, count_unclassified, merge_unclassified
 
@@ -235,6 +236,7 @@ def _finish(clf, counter, tally: RouteTally, **kw) -> TraceResult:
 
     rows = counter.rows(clf._path_ok, clf.copied_elsewhere)
     book = kw.pop("book", None)
+    cache = kw.pop("cache", None)
     if book is not None:
         for r in rows:  # (host I/O the kernel counted, of processes the classifier never saw)
             book.add(r["pid"])
@@ -262,11 +264,32 @@ def _finish(clf, counter, tally: RouteTally, **kw) -> TraceResult:
         lost_by_process=named,
         files=clf.file_summary(),
         trees=trees,
-        pods=pod_rows(book, tally.by_pid, rows),
+        pods=pod_rows(book, tally.by_pid, rows, _cache_now(cache, rows, kw.pop("fills", None), book)),
         # (a replay's devices are another node's: named only on the node itself)
         block=clf.block_summary(_block_name if kw.pop("on_node", True) else None),
         **kw,
     )
+
+
+def page_cache_share(clf) -> CacheShare:
+    """Each pod's page-cache hit share (cacheshare.py) over the files the trace counts: under its
+    path filter, not opened O_DIRECT every time, named by their inode as the classifier knows it."""
+
+    def keep(path: str) -> bool:
+        direct, opens = clf._opens(path, None)
+        return clf._path_ok(path) and not (opens and direct == opens)
+
+    return CacheShare(keep, lambda dev, ino: clf.inodes.get((dev, ino)))
+
+
+def _cache_now(cache: CacheShare | None, rows: list[dict], fills, book) -> dict | None:
+    """pod uid -> its page-cache share, the kernel's counters and fills as they stand (None: no
+    cache share kept, as in a replay, whose recording holds no fills)."""
+    if cache is None or book is None:
+        return None
+    cache.set_counted(rows)
+    cache.set_fills(fills)
+    return cache.per_pod(book.of)
 
 
 def waiting_rows(clf) -> list[dict]:
@@ -472,6 +495,7 @@ def run_live(
     node = NodeFactsReader()  # the node's GDS facts for each file's why, read beside the trace
     counter = CountedIo()
     tally = RouteTally()
+    cache = page_cache_share(clf)  # (each pod's page-cache hit share: the verdicts, counters and fills)
     nevents = 0
     stop: dict = {"flag": False, "signum": None}  # flag, the first signal, its time ("t")
 
@@ -585,6 +609,7 @@ def run_live(
                 for i in range(0, len(vs), CHUNK):
                     part = vs[i : i + CHUNK]
                     tally.add_all(part)
+                    cache.add_all(part)
                     if stop["flag"]:
                         unprinted.extend(part)  # (a signal came: printed with the held ones, in the stop's budget)
                     else:
@@ -594,7 +619,12 @@ def run_live(
                 if on_batch is not None:
                     on_batch()
                 if on_tick is not None:
-                    on_tick(counted=counted_now, waiting=lambda: waiting_rows(clf), pods=lambda: book.of)
+                    on_tick(
+                        counted=counted_now,
+                        waiting=lambda: waiting_rows(clf),
+                        pods=lambda: book.of,
+                        cache=lambda: _cache_now(cache, counted_now(), probes.read_fills(), book),
+                    )
                 if proc and proc.poll() is not None:
                     exit_code = proc.returncode
                     # the buffers may still hold the last events: the kernel wakes the reader only
@@ -650,6 +680,7 @@ def run_live(
         not_printed = 0
         held = clf.drain()
         tally.add_all(held)
+        cache.add_all(held)
         # (a chunk at a time, as the loop prints: a trace behind its program makes most of its verdicts
         # here, and one call and one write a line were a twentieth of the tracer's CPU on the H100)
         rest = unprinted + held if unprinted else held
@@ -660,7 +691,12 @@ def run_live(
             hand_out(rest[i : i + CHUNK])
         phases["held_printed_s"] = round(time.monotonic() - t_stop, 3)
         if on_tick is not None:
-            on_tick(final=True, counted=counted_now, pods=lambda: book.of)
+            on_tick(
+                final=True,
+                counted=counted_now,
+                pods=lambda: book.of,
+                cache=lambda: _cache_now(cache, counted_now(), probes.read_fills(), book),
+            )
         timing["end_s"] = round(time.monotonic() - t_attached, 3)
         # (cumulative from the signal: tree stopped, queue classified, flushed, held verdicts out)
         timing.update({f"stop_{k}": v for k, v in phases.items()})
@@ -689,6 +725,8 @@ def run_live(
             unclassified_by_process=unsent,
             verdicts_not_printed=not_printed,
             book=book,
+            cache=cache,
+            fills=probes.read_fills(),
         )
         if record_file is not None:
             record_file.flush()
