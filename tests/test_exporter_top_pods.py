@@ -108,3 +108,36 @@ def test_other_holds_what_it_counted(tmp_path):
     s = _scrape(t)
     assert s[("HOST", "python3", "read", *OTHER_POD)] == before == 5 * MiB
     assert s[("HOST", "python3", "read", "llm", "p2", f"{2:064x}"[:12])] == MiB
+
+
+def test_page_cache_counters_follow_the_label_set(tmp_path):
+    """gdsdiag_trace_page_cache_{read,filled}_bytes: under the pod's label set while it is named,
+    under 'other' while it is not, kept (not lost, not shrunk) while it is displaced."""
+    now = [0.0]
+    t = _counters(tmp_path, 3, 1, now)
+    _read(t, 1, MiB)
+    t.add_page_cache(1, MiB, MiB)  # a cold read: every byte filled
+    t.add_page_cache(2, 4 * MiB, 0)  # p2 has no place: 'other'
+    t.add_page_cache(9, MiB, 0)  # outside any pod: nothing
+    t.add_page_cache(1, MiB, None)  # fills unreadable: nothing (never counted as hits)
+
+    def cache() -> dict:
+        fams = {f.name: f for f in t.families()}
+        out = {}
+        for name in ("gdsdiag_trace_page_cache_read_bytes", "gdsdiag_trace_page_cache_filled_bytes"):
+            for s in fams[name].samples:
+                out.setdefault(s.labels["pod"], []).append(s.value)
+        return out
+
+    assert cache() == {"p1": [MiB, MiB], "other": [4 * MiB, 0]}
+    now[0] += collect.RERANK_S
+    _read(t, 3, 8 * MiB)  # p3 outgrows p1: p1 displaced, its page-cache counters kept
+    assert cache() == {"other": [4 * MiB, 0]}
+    t.add_page_cache(3, 8 * MiB, 0)
+    assert cache() == {"p3": [8 * MiB, 0], "other": [4 * MiB, 0]}
+    now[0] += collect.RANK_WINDOW_S + 1
+    for _ in range(2):
+        _read(t, 1, 64 * MiB)  # p1 back, outgrowing idle p3: its counters go on from where they were
+        now[0] += collect.RERANK_S
+    t.families()
+    assert cache()["p1"] == [MiB, MiB]

@@ -305,25 +305,27 @@ def test_exporter_counters_label_every_pod(pods, tmp_path):
     assert per_pod == want
 
 
-def test_exporter_names_the_top_pods_by_bytes_and_no_series_goes_down(loop_pods):
+def test_exporter_names_the_top_pods_by_bytes_and_no_series_goes_down(loop_pods, monkeypatch):
     """exporter --trace --top-pods 4 over the dozen pods, two trace windows as the exporter runs
     them: pods 8-11 read 8 MiB a window, the others 1 MiB. After the first window's bytes the four
     busiest are the named ones; their second window's bytes land in their own series; every series
     only grew between the scrapes; and the series (with the values kept for displaced pods) add up
     to the bytes the programs say they read, none lost or counted twice."""
-    from gdsdiag.exporter.collect import RERANK_S, TraceCounters
+    import gdsdiag.trace.live as live
+    from gdsdiag.exporter.collect import CACHE_KEY, RERANK_S, TraceCounters
+    from gdsdiag.validate.adapters import trace_window
     from gdsdiag.platform.containers import Identities
     from gdsdiag.platform.fsroot import FsRoot
     from gdsdiag.trace.live import run_live
 
     specs, procs, logs, data = loop_pods
+    real = live.run_live
     want = {p["pid"]: (8 if i >= 8 else 1) * MiB for i, p in enumerate(specs)}
     now = [0.0]
     counters = TraceCounters(ids=Identities(FsRoot("/"), logs), pod_limit=4, clock=lambda: now[0])
     read = 0
     scrapes = []
     for _window in range(2):
-        counters.new_window()
 
         def on_status(msg: str) -> None:
             if msg.startswith("tracing"):
@@ -331,9 +333,9 @@ def test_exporter_names_the_top_pods_by_bytes_and_no_series_goes_down(loop_pods)
                     proc.stdin.write(f"go {want[proc.pid]}\n")
                     proc.stdin.flush()
 
-        res = run_live(None, None, 5.0, os.path.dirname(data), None, counters, on_status=on_status)
-        for row in res.counted:  # (as validate.adapters.trace_window hands them over)
-            counters.add_counted(row)
+        # (the exporter's own window: trace_window, with the processes told to go once it traces)
+        monkeypatch.setattr(live, "run_live", lambda *a, _go=on_status, **k: real(*a, **k, on_status=_go))
+        assert trace_window(5.0, os.path.dirname(data), counters) is None
         for proc in procs:
             assert proc.stdout.readline().split() == ["done", str(want[proc.pid])]
             read += want[proc.pid]
@@ -350,8 +352,15 @@ def test_exporter_names_the_top_pods_by_bytes_and_no_series_goes_down(loop_pods)
         assert sum(v for k, v in last.items() if k[1] == pod) in (8 * MiB, 16 * MiB), (pod, last)
     for k, v in last.items():
         assert v >= scrapes[0].get(k, 0), (k, scrapes[0].get(k), v)
-    parked = sum(b for kept in counters.parked.values() for _, b in kept.values())
+    parked = sum(b for kept in counters.parked.values() for k, (_, b) in kept.items() if k != CACHE_KEY)
     assert sum(last.values()) + parked == read
+    # the page-cache counters under the same label sets: every byte was a buffered read of a file
+    # just written (in the cache: nothing filled); per set, what its bytes series holds
+    cache = {pod[1]: v for pod, v in counters.cache.items()}
+    for pod, (nread, nfilled) in cache.items():
+        assert nread == sum(v for k, v in last.items() if k[1] == pod) and nfilled == 0, (pod, cache)
+    kept = sum(kept[CACHE_KEY][0] for kept in counters.parked.values() if CACHE_KEY in kept)
+    assert sum(v[0] for v in cache.values()) + kept == read
 
 
 @pytest.fixture
@@ -361,7 +370,7 @@ def cold_pods(tmp_path):
 
 
 def test_page_cache_hit_share_first_pod_cold_the_rest_warm(cold_pods, tmp_path):
-    """The scale-out view's page-cache hit share: the page cache dropped, the first pod reads the
+    """The scale-out view's page-cache hit share: the file's pages dropped, the first pod reads the
     32 MiB file alone (from the disk: every page is added to the cache in its reads), then the other
     eleven read it at once (from the cache). Per pod, the trace's read bytes are what the program
     says it read, the first pod's share is low and the others' high, and the pages the kernel added
@@ -370,9 +379,14 @@ def test_page_cache_hit_share_first_pod_cold_the_rest_warm(cold_pods, tmp_path):
     size = 32 * MiB
     out = str(tmp_path / "cache.jsonl")
     t = _trace(["--pod-logs", logs, "--interval", "1", "--path", os.path.dirname(data)], out)
-    os.sync()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("1\n")
+    # the file's pages out of the page cache: written back, then dropped (the file's own, not the
+    # whole cache's: drop_caches syncs every file system first, which took minutes beside other writers)
+    fd = os.open(data, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
     first, rest = procs[0], procs[1:]
     first.stdin.write(f"go {size}\n")
     first.stdin.flush()

@@ -226,6 +226,8 @@ RERANK_S = 10.0
 OUTGROW = 2.0
 MAX_RANKED = 65_536  # label sets ranked at once (more: the newest count under 'other' unranked)
 MAX_PARKED = 16_384  # displaced sets whose counters are kept for their return (oldest dropped past it)
+CACHE_KEY = ("page_cache",)  # (a parked set's page-cache counters: read, filled bytes)
+POD_LABELS = ["namespace", "pod", "container"]
 
 
 class _Recent:
@@ -287,6 +289,8 @@ class TraceCounters:
         self.recent: dict[tuple[str, str, str], _Recent] = {}  # every ranked set's bytes in the window
         # displaced sets -> their counters' values ({key: (ios, bytes)}), oldest first
         self.parked: dict[tuple[str, str, str], dict[tuple, tuple[int, int]]] = {}
+        # named set -> [bytes its reads returned through the page cache, bytes the kernel added to it]
+        self.cache: dict[tuple[str, str, str], list[int]] = {}
         self._ranked_at = float("-inf")
         self._labels: dict[int, tuple[str, str, str]] = {}  # pid -> its label set, this window
         self._known: dict[int, Identity] = {}  # the trace's own reads (trace/pods.PodBook.of)
@@ -309,6 +313,18 @@ class TraceCounters:
     def add_counted(self, row: dict) -> None:
         """A counter of host I/O the kernel kept (gdsdiag/trace/counted.py): many I/Os at once."""
         self._add(row["route"], row["comm"], row["op"], row["count"], row["bytes"], row.get("pid"))
+
+    def add_page_cache(self, pid: int, read: int, filled: int | None) -> None:
+        """A window's page-cache reads and fills of process PID (trace/cacheshare.py), under its
+        pod's label set (not ranked by: its bytes are in the route counters). A process outside
+        any pod, or fills that could not be read, add nothing."""
+        with self.lock:
+            pod = self._pod_of(pid)
+            if pod == NO_POD or filled is None:
+                return
+            got = self.cache.setdefault(self._named(pod, 0, self.clock()), [0, 0])
+            got[0] += read
+            got[1] += filled
 
     def _pod_of(self, pid: int | None) -> tuple[str, str, str]:
         if self.ids is None or pid is None:
@@ -345,12 +361,18 @@ class TraceCounters:
     def _name(self, pod: tuple[str, str, str]) -> None:
         self.pods.add(pod)
         for k, (n, b) in self.parked.pop(pod, {}).items():  # (its series go on from where they ended)
-            self.ios[k], self.bytes[k] = n, b
+            if k == CACHE_KEY:
+                self.cache[pod] = [n, b]
+            else:
+                self.ios[k], self.bytes[k] = n, b
 
     def _park(self, pod: tuple[str, str, str]) -> None:
         self.pods.discard(pod)
         keys = [k for k in self.ios if k[3:] == pod]
         self.parked[pod] = {k: (self.ios.pop(k), self.bytes.pop(k)) for k in keys}
+        if pod in self.cache:
+            read, filled = self.cache.pop(pod)
+            self.parked[pod][CACHE_KEY] = (read, filled)
         while len(self.parked) > MAX_PARKED:
             del self.parked[next(iter(self.parked))]
 
@@ -398,11 +420,26 @@ class TraceCounters:
             "Bytes of the I/Os seen by gdsdiag trace (labels as gdsdiag_trace_ios).",
             labels=TRACE_LABELS,
         )
+        read = CounterMetricFamily(
+            "gdsdiag_trace_page_cache_read_bytes",
+            "Bytes the traced reads of data files returned through the page cache (not O_DIRECT, cuFile or mmap), "
+            "per Kubernetes pod (labels bounded as gdsdiag_trace_ios).",
+            labels=POD_LABELS,
+        )
+        filled = CounterMetricFamily(
+            "gdsdiag_trace_page_cache_filled_bytes",
+            "Bytes the kernel added to the page cache inside those reads (their misses, readahead included): "
+            "1 - filled/read is the pod's page-cache hit share.",
+            labels=POD_LABELS,
+        )
         with self.lock:
             for k in sorted(self.ios):
                 ios.add_metric(list(k), self.ios[k])
                 by.add_metric(list(k), self.bytes[k])
-        return [ios, by]
+            for pod in sorted(self.cache):
+                read.add_metric(list(pod), self.cache[pod][0])
+                filled.add_metric(list(pod), self.cache[pod][1])
+        return [ios, by, read, filled]
 
 
 def pod_labels(i: Identity) -> tuple[str, str, str]:

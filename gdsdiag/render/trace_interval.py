@@ -11,7 +11,7 @@ from rich.text import Text
 
 from ..trace.interval import Intervals
 from ..verdicts import style
-from .trace_out import _size
+from .trace_out import _size, cache_note
 
 
 def _num(x, fmt: str = "{:.0f}") -> str:
@@ -22,15 +22,6 @@ def _span_note(s: dict) -> str:
     """Where the GB/s is over the span the I/Os took, not the interval (decided late), it says so."""
     span = s.get("io_span_s")
     return f"  (GB/s over the {span:.1f} s its I/Os took)" if span else ""
-
-
-def _cache_note(pc: dict | None) -> str:
-    """A pod's page-cache hit share so far (trace/cacheshare.py), where its reads went through the cache."""
-    if not pc:
-        return ""
-    if pc["hit_share"] is None:
-        return f", page cache: hits unknown (of {_size(pc['read_bytes'])} read so far)"
-    return f", page cache {100 * pc['hit_share']:.0f} % hits (of {_size(pc['read_bytes'])} read so far)"
 
 
 class IntervalPrinter:
@@ -111,7 +102,7 @@ class IntervalPrinter:
             ceiling = f" of {p['ceiling_gbps']:.1f}" if p.get("ceiling_gbps") else ""
             c.print(
                 f"    pod {name}: {_size(p['bytes'])}, {_num(p['gbps'], '{:.3f}')}{ceiling} GB/s ({mix})"
-                + _cache_note(p.get("page_cache"))
+                + cache_note(p.get("page_cache"), " so far")
                 + _span_note(p),
                 markup=False,
             )

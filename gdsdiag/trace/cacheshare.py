@@ -84,6 +84,18 @@ class CacheShare:
         filled = sum(n for p, n in self.fills.items() if p in pids)
         return {"read_bytes": read, "filled_bytes": filled, "hit_share": round(max(0.0, 1 - filled / read), 3)}
 
+    def by_pid(self) -> dict[int, tuple[int, int | None]]:
+        """pid -> (bytes its buffered reads returned, bytes added to the page cache in them; None:
+        not readable), for the processes that read through the cache (the exporter's counters)."""
+        out: dict[int, tuple[int, int | None]] = {}
+        read = dict(self.read)
+        for p, n in self.counted.values():
+            read[p] = read.get(p, 0) + n
+        for p, n in read.items():
+            if n > 0:
+                out[p] = (n, None if self.fills is None else self.fills.get(p, 0))
+        return out
+
     def per_pod(self, pod_of: dict) -> dict[str, dict]:
         """pod uid -> of_pids of its processes (POD_OF: pid -> platform.containers.Identity)."""
         pids: dict[str, list[int]] = {}

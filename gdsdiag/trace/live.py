@@ -46,6 +46,8 @@ class TraceResult:
     trees: list[dict] = field(default_factory=list)  # per traced process tree (Classifier.tree_summary)
     block: list[dict] = field(default_factory=list)  # --block: per device and direction (Classifier.block_summary)
     pods: list[dict] = field(default_factory=list)  # per Kubernetes pod: bytes per route (trace/pods.py)
+    # pid -> (bytes its reads returned through the page cache, bytes added to it in them): cacheshare.py
+    page_cache_by_pid: dict = field(default_factory=dict)
     lost_by_process: list[dict] = field(default_factory=list)  # events the kernel dropped, per process
     recording_cut_at_line: int | None = None  # --replay: the recording's last line, cut as it was written, left out
     unclassified_at_stop: int = 0  # events queued and I/Os held for evidence a signal cut short (STOP_*_S)
@@ -265,6 +267,7 @@ def _finish(clf, counter, tally: RouteTally, **kw) -> TraceResult:
         files=clf.file_summary(),
         trees=trees,
         pods=pod_rows(book, tally.by_pid, rows, _cache_now(cache, rows, kw.pop("fills", None), book)),
+        page_cache_by_pid=cache.by_pid() if cache is not None else {},
         # (a replay's devices are another node's: named only on the node itself)
         block=clf.block_summary(_block_name if kw.pop("on_node", True) else None),
         **kw,
