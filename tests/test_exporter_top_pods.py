@@ -20,7 +20,10 @@ def _counters(tmp_path, n: int, limit: int, now: list[float]) -> TraceCounters:
     """Counters whose pids 1..n are pods llm/p1..pn (identities handed over, as run_live does)."""
     t = TraceCounters(ids=Identities(FsRoot(str(tmp_path))), pod_limit=limit, clock=lambda: now[0])
     t.use_identities(
-        {i: Identity(container_id=f"{i:064x}", pod_uid=f"uid-{i}", pod=f"p{i}", namespace="llm") for i in range(1, n + 1)}
+        {
+            i: Identity(container_id=f"{i:064x}", pod_uid=f"uid-{i}", pod=f"p{i}", namespace="llm")
+            for i in range(1, n + 1)
+        }
     )
     return t
 

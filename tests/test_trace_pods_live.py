@@ -313,10 +313,9 @@ def test_exporter_names_the_top_pods_by_bytes_and_no_series_goes_down(loop_pods,
     to the bytes the programs say they read, none lost or counted twice."""
     import gdsdiag.trace.live as live
     from gdsdiag.exporter.collect import CACHE_KEY, RERANK_S, TraceCounters
-    from gdsdiag.validate.adapters import trace_window
     from gdsdiag.platform.containers import Identities
     from gdsdiag.platform.fsroot import FsRoot
-    from gdsdiag.trace.live import run_live
+    from gdsdiag.validate.adapters import trace_window
 
     specs, procs, logs, data = loop_pods
     real = live.run_live

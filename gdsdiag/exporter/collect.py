@@ -384,7 +384,7 @@ class TraceCounters:
         outside = sorted(
             ((r.total(now), p) for p, r in self.recent.items() if p not in self.pods), key=lambda x: (-x[0], x[1])
         )
-        named = sorted(((self.recent[p].total(now) if p in self.recent else 0, p) for p in self.pods))
+        named = sorted((self.recent[p].total(now) if p in self.recent else 0, p) for p in self.pods)
         for (b, pod), (low, weakest) in zip(outside, named):
             if b <= 0 or b <= OUTGROW * low:
                 break

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, cast
 from ..errors import GdsdiagError, UsageError
 from ..selfexec import module_argv
 from . import gcpace
+from .cacheshare import CacheShare
 from .classify import Classifier, exit_is_io
 from .content import ContentCheck, answer_event, recorded_answers
 from .events import RECORD_VERSION
-from .cacheshare import CacheShare
 from .pods import annotate, pod_rows
 from .tally import RouteTally, Unclassified, count_unclassified, merge_unclassified
 
