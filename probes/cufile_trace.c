@@ -1028,12 +1028,31 @@ static __always_inline int pipe2_exit(s64 ret) {
     mark_nodata(pt, fds[1]);
     return 0;
 }
+/* Pages the kernel added to the page cache inside a traced process's reads of data files (its
+ * misses, readahead included: the pages come from storage, or the network, in its own read), per
+ * process and file (the reader names it by its inode, as for the fills below); the reader sets them against the bytes those reads returned for each pod's page-cache
+ * hit share (trace/cacheshare.py). A read served from the cache adds none. */
+struct fill_key_t { u32 tgid; u32 dev; u64 ino; };
+BPF_HASH(read_fills, struct fill_key_t, u64, 65536);   /* (process, file) -> pages */
 /* page-cache fills of a traced process outside its read syscalls: mmap'd files faulting in */
 TRACEPOINT_PROBE(filemap, mm_filemap_add_to_page_cache) {
     u64 pt = bpf_get_current_pid_tgid();
     u32 tgid = pt >> 32;
-    if (!is_traced(tgid) || args_get(pt))
+    if (!is_traced(tgid))
         return 0;
+    struct sys_enter_t *s = args_get(pt);
+    if (s) {
+        if (io_dir(s->id) == 1 && (s->fdv & 0xff) == FD_DATA) {
+            u64 n = 1ULL << args->order;
+            struct fill_key_t fk = {tgid, args->s_dev, args->i_ino};
+            u64 *c = read_fills.lookup(&fk);
+            if (c)
+                __sync_fetch_and_add(c, n);
+            else
+                read_fills.update(&fk, &n);
+        }
+        return 0;
+    }
     u64 *mt = mmap_data.lookup(&tgid);
     if (!mt)
         return 0;

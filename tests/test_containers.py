@@ -185,7 +185,8 @@ def test_identities_under_a_root(tmp_path):
 
 def test_exporter_labels_namespace_pod_container_bounded(tmp_path, monkeypatch):
     """gdsdiag exporter --trace: each verdict's process labelled with its pod as the node says, at
-    most pod_limit label sets named at once (the rest 'other'), an idle one giving its place back."""
+    most pod_limit label sets named at once (the rest 'other'), an idle one giving its place back
+    (its series leave the output; their values are kept for its return)."""
     from gdsdiag.exporter import collect
     from gdsdiag.exporter.collect import OTHER_POD, TraceCounters
 
@@ -201,9 +202,8 @@ def test_exporter_labels_namespace_pod_container_bounded(tmp_path, monkeypatch):
     for pid, text in ((10, CAPTURES[0][0]), (11, CAPTURES[1][0]), (12, CAPTURES[2][0]), (13, "0::/init.scope\n")):
         os.makedirs(tmp_path / f"proc/{pid}")
         (tmp_path / f"proc/{pid}/cgroup").write_text(text)
-    t = TraceCounters(ids=Identities(fs), pod_limit=2)
     now = [1000.0]
-    monkeypatch.setattr(collect.time, "monotonic", lambda: now[0])
+    t = TraceCounters(ids=Identities(fs), pod_limit=2, clock=lambda: now[0])
     for pid in (10, 11, 12, 13):
         t({"route": "DRAM_BOUNCE", "comm": "python3", "op": "read", "size": 1 << 20, "pid": pid})
     t.add_counted({"route": "HOST", "comm": "python3", "op": "read", "count": 4, "bytes": 4096, "pid": 10})
@@ -228,6 +228,9 @@ def test_exporter_labels_namespace_pod_container_bounded(tmp_path, monkeypatch):
     got = {k[3:] for k in t.bytes}
     assert ("llm", "vllm-1", "0f99ad5f4516") not in got  # its series ended
     assert ("unknown", "a5c1f8d5-1919-434d-add7-4afaafdaef89", "5eed91756358") in got  # named by UID
+    assert t.parked[("llm", "vllm-1", "0f99ad5f4516")] == {
+        ("DRAM_BOUNCE", "python3", "read", "llm", "vllm-1", "0f99ad5f4516"): (1, 1 << 20)
+    }
 
 
 def test_a_zombie_on_cgroup_v1_takes_its_parents_pod(tmp_path):

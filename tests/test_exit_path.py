@@ -47,6 +47,7 @@ USAGE_ERRORS = [
     (["sweep", "--dir", "/tmp", "--time", "3x"], "not a duration"),
     (["exporter", "--port", "99999"], "must be a whole number from 0 to 65535"),
     (["exporter", "--interval", "0"], "--interval '0': must be more than 0 s"),
+    (["exporter", "--top-pods", "0"], "--top-pods '0': must be a whole number from 1 to 1000"),
     (["trace", "--duration", "-1"], "--duration '-1': must be more than 0 s"),
     (["trace", "--duration", "3x"], "not a duration"),
     (["trace", "--interval", "0.01", "--replay", RECORDING], "--interval"),

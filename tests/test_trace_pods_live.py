@@ -8,27 +8,23 @@ headers (skips with the reason otherwise); every cgroup made here is removed."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
 from conftest import GDSDIAG, LIVE_MARKS
+from pods_fixture import V1, build, cgroup_roots, remove
+from pods_fixture import specs as pod_specs
 
 pytestmark = [*LIVE_MARKS, pytest.mark.slow]
 
 MiB = 1 << 20
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-V1 = (
-    "pids",
-    "cpu",
-    "systemd",
-)  # v1 hierarchies the pods' processes join (not memory: this sandbox's limit lives there)
-
 # Joins the cgroups named on the command line, says so, waits for "go", reads the file in 1 MiB
 # preads, says so, and waits for a last line to exit.
 LOADER = r"""
@@ -52,105 +48,72 @@ sys.stdin.readline()  # (a server lives on after its load: a process gone before
 """
 
 
-def _cgroup_roots():
-    mounts = [ln.split() for ln in open("/proc/self/mounts")]
-    v2 = next((m[1] for m in mounts if m[2] == "cgroup2"), None)
-    v1 = {}
-    for m in mounts:
-        if m[2] == "cgroup":
-            for opt in m[3].split(","):
-                name = opt.removeprefix("name=")
-                if name in V1:
-                    v1[name] = m[1]
-    return v2, v1
+# The same, reading on each "go N" line N bytes of the file from its start (1 MiB preads), until "exit".
+LOOP_LOADER = r"""
+import os, sys
+for d in sys.argv[2:]:
+    with open(os.path.join(d, "cgroup.procs"), "w") as f:
+        f.write(str(os.getpid()))
+print("ready", flush=True)
+for line in sys.stdin:
+    if not line.startswith("go"):
+        break
+    want = int(line.split()[1])
+    fd = os.open(sys.argv[1], os.O_RDONLY)
+    off = 0
+    while off < want:
+        b = os.pread(fd, min(1 << 20, want - off), off)
+        if not b:
+            break
+        off += len(b)
+    os.close(fd)
+    print("done", off, flush=True)
+"""
 
 
-def _pods(v2: str, v1: dict[str, str]) -> list[dict]:
-    """Twelve pods: (namespace, name or None for no log directory, uid, container id, runtime, cgroup dirs)."""
-    out = []
-    kinds = ["containerd-cgroupfs-v1", "containerd-systemd-v2", "crio-systemd-v1"]
-    for i in range(12):
-        uid, cid = str(uuid.uuid4()), uuid.uuid4().hex + uuid.uuid4().hex
-        kind = kinds[i % 3]
-        esc = uid.replace("-", "_")
-        if kind == "containerd-cgroupfs-v1":  # kubelet cgroupfs: kubepods/<qos>/pod<uid>/<id>
-            rel, runtime, dirs = f"kubepods/besteffort/pod{uid}/{cid}", None, [v1[h] for h in V1]
-        elif kind == "containerd-systemd-v2":  # kubelet systemd + containerd SystemdCgroup: cri-containerd-<id>.scope
-            rel = (
-                f"kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{esc}.slice/cri-containerd-{cid}.scope"
-            )
-            runtime, dirs = "containerd", [v2]
-        else:  # kubelet systemd + CRI-O: crio-<id>.scope
-            rel = f"kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{esc}.slice/crio-{cid}.scope"
-            runtime, dirs = "cri-o", [v1[h] for h in V1]
-        ns = "llm" if i < 7 else "batch"
-        name = None if i in (5, 11) else f"{ns}-loader-{i}"  # two pods the kubelet left no log directory for
-        out.append(
-            {
-                "ns": ns,
-                "name": name,
-                "uid": uid,
-                "cid": cid,
-                "runtime": runtime,
-                "cgroups": [os.path.join(d, rel) for d in dirs],
-            }
-        )
-    return out
-
-
-def _rm_tree(path: str, stop: str) -> None:
-    """rmdir PATH and its empty parents up to (not including) STOP: cgroups go bottom-up."""
-    while path != stop and path.startswith(stop + "/"):
-        try:
-            os.rmdir(path)
-        except OSError:
-            return
-        path = os.path.dirname(path)
-
-
-@pytest.fixture
-def pods(tmp_path):
-    v2, v1 = _cgroup_roots()
+@contextlib.contextmanager
+def pod_procs(tmp_path, loader: str, size: int = 8 * MiB):
+    """A dozen pods in real cgroups, a process of LOADER in each (ready: it has joined them), and a
+    file of SIZE random bytes: (specs, processes, the pod log directory, the file)."""
+    v2, v1 = cgroup_roots()
     if v2 is None or set(v1) != set(V1):
         pytest.skip(f"needs cgroup v2 and the v1 hierarchies {V1} mounted (have v2 {v2}, v1 {sorted(v1)})")
     data = tmp_path / "weights.bin"
-    data.write_bytes(os.urandom(8 * MiB))
+    data.write_bytes(os.urandom(size))
     logs = tmp_path / "var" / "log" / "pods"
-    specs = _pods(v2, v1)
+    specs = pod_specs(v2, v1)
     made: list[tuple[str, str]] = []
     procs: list[subprocess.Popen] = []
     try:
+        build(specs, str(logs), [v2, *v1.values()], made)
         for p in specs:
-            if p["name"]:
-                (logs / f"{p['ns']}_{p['name']}_{p['uid']}" / "loader").mkdir(parents=True)
-                links = logs.parent / "containers"  # the kubelet's <pod>_<namespace>_<container>-<id>.log
-                links.mkdir(exist_ok=True)
-                (links / f"{p['name']}_{p['ns']}_loader-{p['cid']}.log").symlink_to(
-                    logs / f"{p['ns']}_{p['name']}_{p['uid']}" / "loader" / "0.log"
-                )
-            for d in p["cgroups"]:
-                os.makedirs(d)
-                made.append(
-                    (d, v2 if d.startswith(v2 + "/") else next(r for r in v1.values() if d.startswith(r + "/")))
-                )
             proc = subprocess.Popen(
-                [PY, "-c", LOADER, str(data), *p["cgroups"]], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+                [PY, "-c", loader, str(data), *p["cgroups"]], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
             )
             procs.append(proc)
             p["pid"] = proc.pid
         for proc in procs:
             assert proc.stdout.readline().strip() == "ready"
-        logs.mkdir(parents=True, exist_ok=True)
         yield specs, procs, str(logs), str(data)
     finally:
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
             proc.wait(10)
-        for d, root in reversed(made):
-            _rm_tree(d, root)
-        left = [d for d, _ in made if os.path.exists(d)]
+        left = remove(made)
         assert not left, f"cgroups left behind: {left}"
+
+
+@pytest.fixture
+def pods(tmp_path):
+    with pod_procs(tmp_path, LOADER) as got:
+        yield got
+
+
+@pytest.fixture
+def loop_pods(tmp_path):
+    with pod_procs(tmp_path, LOOP_LOADER) as got:
+        yield got
 
 
 def _trace(args: list[str], out: str):
@@ -280,6 +243,8 @@ def test_pod_by_uid_with_no_log_directory_and_kernel_counted_reads(pods, tmp_pat
             "ios": 8,
             "bytes": 8 * MiB,
             "routes": {"HOST": 8 * MiB},
+            # (the file was just written: its pages are in the cache, none added by the reads)
+            "page_cache": {"read_bytes": 8 * MiB, "filled_bytes": 0, "hit_share": 1.0},
         }
     ]
 
@@ -338,3 +303,121 @@ def test_exporter_counters_label_every_pod(pods, tmp_path):
         for p in specs
     }
     assert per_pod == want
+
+
+def test_exporter_names_the_top_pods_by_bytes_and_no_series_goes_down(loop_pods, monkeypatch):
+    """exporter --trace --top-pods 4 over the dozen pods, two trace windows as the exporter runs
+    them: pods 8-11 read 8 MiB a window, the others 1 MiB. After the first window's bytes the four
+    busiest are the named ones; their second window's bytes land in their own series; every series
+    only grew between the scrapes; and the series (with the values kept for displaced pods) add up
+    to the bytes the programs say they read, none lost or counted twice."""
+    import gdsdiag.trace.live as live
+    from gdsdiag.exporter.collect import CACHE_KEY, RERANK_S, TraceCounters
+    from gdsdiag.platform.containers import Identities
+    from gdsdiag.platform.fsroot import FsRoot
+    from gdsdiag.validate.adapters import trace_window
+
+    specs, procs, logs, data = loop_pods
+    real = live.run_live
+    want = {p["pid"]: (8 if i >= 8 else 1) * MiB for i, p in enumerate(specs)}
+    now = [0.0]
+    counters = TraceCounters(ids=Identities(FsRoot("/"), logs), pod_limit=4, clock=lambda: now[0])
+    read = 0
+    scrapes = []
+    for _window in range(2):
+
+        def on_status(msg: str) -> None:
+            if msg.startswith("tracing"):
+                for proc in procs:
+                    proc.stdin.write(f"go {want[proc.pid]}\n")
+                    proc.stdin.flush()
+
+        # (the exporter's own window: trace_window, with the processes told to go once it traces)
+        monkeypatch.setattr(live, "run_live", lambda *a, _go=on_status, **k: real(*a, **k, on_status=_go))
+        assert trace_window(5.0, os.path.dirname(data), counters) is None
+        for proc in procs:
+            assert proc.stdout.readline().split() == ["done", str(want[proc.pid])]
+            read += want[proc.pid]
+        now[0] += RERANK_S  # (a scrape later: re-ranked)
+        fam = next(f for f in counters.families() if f.name == "gdsdiag_trace_bytes")
+        scrapes.append({(s.labels["route"], s.labels["pod"], s.labels["container"]): s.value for s in fam.samples})
+    _exit(procs)
+    label = {p["pid"]: p["name"] or p["uid"] for p in specs}
+    top = {label[p["pid"]] for p in specs[8:]}
+    assert {p[1] for p in counters.pods} == top
+    last = scrapes[-1]
+    assert {k[1] for k in last} <= top | {"other"}
+    for pod in top:  # its second window in its own series (and its first where it had a place then)
+        assert sum(v for k, v in last.items() if k[1] == pod) in (8 * MiB, 16 * MiB), (pod, last)
+    for k, v in last.items():
+        assert v >= scrapes[0].get(k, 0), (k, scrapes[0].get(k), v)
+    parked = sum(b for kept in counters.parked.values() for k, (_, b) in kept.items() if k != CACHE_KEY)
+    assert sum(last.values()) + parked == read
+    # the page-cache counters under the same label sets: every byte was a buffered read of a file
+    # just written (in the cache: nothing filled); per set, what its bytes series holds
+    cache = {pod[1]: v for pod, v in counters.cache.items()}
+    for pod, (nread, nfilled) in cache.items():
+        assert nread == sum(v for k, v in last.items() if k[1] == pod) and nfilled == 0, (pod, cache)
+    kept = sum(kept[CACHE_KEY][0] for kept in counters.parked.values() if CACHE_KEY in kept)
+    assert sum(v[0] for v in cache.values()) + kept == read
+
+
+@pytest.fixture
+def cold_pods(tmp_path):
+    with pod_procs(tmp_path, LOOP_LOADER, 32 * MiB) as got:
+        yield got
+
+
+def test_page_cache_hit_share_first_pod_cold_the_rest_warm(cold_pods, tmp_path):
+    """The scale-out view's page-cache hit share: the file's pages dropped, the first pod reads the
+    32 MiB file alone (from the disk: every page is added to the cache in its reads), then the other
+    eleven read it at once (from the cache). Per pod, the trace's read bytes are what the program
+    says it read, the first pod's share is low and the others' high, and the pages the kernel added
+    over all pods are about the file (each page once)."""
+    specs, procs, logs, data = cold_pods
+    size = 32 * MiB
+    out = str(tmp_path / "cache.jsonl")
+    t = _trace(["--pod-logs", logs, "--interval", "1", "--path", os.path.dirname(data)], out)
+    # the file's pages out of the page cache: written back, then dropped (the file's own, not the
+    # whole cache's: drop_caches syncs every file system first, which took minutes beside other writers)
+    fd = os.open(data, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    first, rest = procs[0], procs[1:]
+    first.stdin.write(f"go {size}\n")
+    first.stdin.flush()
+    assert first.stdout.readline().split() == ["done", str(size)]
+    for proc in rest:
+        proc.stdin.write(f"go {size}\n")
+        proc.stdin.flush()
+    for proc in rest:
+        assert proc.stdout.readline().split() == ["done", str(size)]
+    time.sleep(0.5)
+    t.send_signal(signal.SIGINT)
+    assert t.wait(60) in (0, 130)
+    _exit(procs)
+    _ios, summ = _lines(out)
+    by_pod = {r["pod_uid"]: r for r in summ["pods"]}
+    assert set(by_pod) == {p["uid"] for p in specs}
+    shares = {}
+    for p in specs:
+        pc = by_pod[p["uid"]]["page_cache"]
+        assert pc["read_bytes"] == size, (p["uid"], pc)  # what the program read
+        shares[p["uid"]] = pc
+    cold = shares[specs[0]["uid"]]
+    assert cold["hit_share"] < 0.2 and cold["filled_bytes"] >= 0.8 * size, cold
+    for p in specs[1:]:
+        assert shares[p["uid"]]["hit_share"] > 0.9, (p["uid"], shares[p["uid"]])
+    filled = sum(pc["filled_bytes"] for pc in shares.values())
+    assert 0.8 * size <= filled <= 1.25 * size, filled
+    # the interval lines carry it too: each pod's last row says its share so far (ten pods a line)
+    last: dict = {}
+    for x in (json.loads(x) for x in open(out) if x.startswith("{")):
+        if x["type"] == "interval":
+            for p in x.get("pods", []):
+                last[p["pod_uid"]] = p["page_cache"]
+    assert len(last) >= 10 and specs[0]["uid"] in last
+    assert {uid: shares[uid] for uid in last} == last

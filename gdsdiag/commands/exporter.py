@@ -10,7 +10,7 @@ import click
 from ..errors import EXIT_OK, GdsdiagError, Outcome, UsageError
 from ..extras import install_command
 from ._common import Duration, paths_option
-from ._numbers import PORT
+from ._numbers import PORT, Whole
 
 
 @click.command("exporter")
@@ -55,7 +55,27 @@ from ._numbers import PORT
     help="With --trace: the kubelet's pod log directories (under --root), where the namespace and pod labels are "
     "read; the container names from DIR/../containers.",
 )
-def exporter(port, addr, interval, policy_file, paths, root, trace, trace_window, trace_path, pod_logs="/var/log/pods"):
+@click.option(
+    "--top-pods",
+    default=16,
+    show_default=True,
+    type=Whole(1, 1000),
+    help="With --trace: how many (namespace, pod, container) label sets are named, the busiest by bytes in the "
+    "last 10 min; the rest count under 'other' (docs/fleet.md: how a pod moves in and out, counters monotonic).",
+)
+def exporter(
+    port,
+    addr,
+    interval,
+    policy_file,
+    paths,
+    root,
+    trace,
+    trace_window,
+    trace_path,
+    pod_logs="/var/log/pods",
+    top_pods=16,
+):
     """Export nvidia-fs statistics, the validate/check verdicts (refreshed every --interval), the
     processes using libcufile and, with --trace, live route counters. Metrics: docs/fleet.md."""
     try:
@@ -88,7 +108,7 @@ def exporter(port, addr, interval, policy_file, paths, root, trace, trace_window
     from ..platform.containers import Identities
 
     # (each traced process's pod: its /proc/PID/cgroup and the kubelet's log directories, under --root)
-    state = State(trace=TraceCounters(ids=Identities(fs, pod_logs)) if trace else None)
+    state = State(trace=TraceCounters(ids=Identities(fs, pod_logs), pod_limit=top_pods) if trace else None)
 
     def make_report():
         ctx = CheckContext(FsRoot(root), env=dict(os.environ) if root == "/" else {})  # fresh: re-read every file

@@ -24,9 +24,9 @@ if TYPE_CHECKING:
     from ..schema import trace as schema
 
 MAX_COMMS = 16  # distinct process names kept as label values; the rest are "other"
-MAX_PODS = 16  # (namespace, pod, container) label sets kept at once; the rest are "other"
-# A pod's label set is given back after this long without I/O (its series end), so a long-running
-# exporter names the pods loading now, not the first 16 it ever saw.
+MAX_PODS = 16  # (namespace, pod, container) label sets named at once (exporter --top-pods); the rest "other"
+# The window the named sets are ranked over (bytes moved in it): a pod idle this long has none, and
+# any pod loading now outgrows it, so a long-running exporter names the pods loading now.
 POD_IDLE_S = 600.0
 STATUSES = ("PASS", "WARN", "FAIL", "SKIP")
 
@@ -216,18 +216,66 @@ def process_families(fs: FsRoot) -> list:
 NO_POD = ("", "", "")  # a process outside any pod: empty labels (Prometheus: the label is absent)
 OTHER_POD = ("other", "other", "other")
 TRACE_LABELS = ["route", "comm", "op", "namespace", "pod", "container"]
+# The ranking of label sets (docs/fleet.md, "bounded by bytes"): bytes moved in the last RANK_WINDOW_S,
+# in RANK_BUCKET_S buckets; the named are re-ranked at most every RERANK_S; a set outside takes a
+# named one's place only once it has moved OUTGROW times its bytes in the window (two pods loading
+# side by side at the same pace must not trade places on every scrape: each trade ends a series).
+RANK_WINDOW_S = POD_IDLE_S
+RANK_BUCKET_S = 60.0
+RERANK_S = 10.0
+OUTGROW = 2.0
+MAX_RANKED = 65_536  # label sets ranked at once (more: the newest count under 'other' unranked)
+MAX_PARKED = 16_384  # displaced sets whose counters are kept for their return (oldest dropped past it)
+CACHE_KEY = ("page_cache",)  # (a parked set's page-cache counters: read, filled bytes)
+POD_LABELS = ["namespace", "pod", "container"]
+
+
+class _Recent:
+    """A label set's bytes in the last RANK_WINDOW_S: per RANK_BUCKET_S bucket."""
+
+    __slots__ = ("buckets", "last")
+
+    def __init__(self) -> None:
+        self.buckets: dict[int, int] = {}
+        self.last = 0.0  # when it last had I/O
+
+    def add(self, now: float, nbytes: int) -> None:
+        b = int(now // RANK_BUCKET_S)
+        self.buckets[b] = self.buckets.get(b, 0) + nbytes
+        self.last = now
+        if len(self.buckets) > RANK_WINDOW_S / RANK_BUCKET_S + 1:
+            self.total(now)  # (drops the old buckets)
+
+    def total(self, now: float) -> int:
+        first = int((now - RANK_WINDOW_S) // RANK_BUCKET_S) + 1
+        for b in [b for b in self.buckets if b < first]:
+            del self.buckets[b]
+        return sum(self.buckets.values())
 
 
 class TraceCounters:
     """Route counters fed by gdsdiag trace verdicts: (route, comm, op, namespace, pod, container) →
     I/Os and bytes. The first MAX_COMMS process names keep their label, later ones count under
     'other'. A process's pod is read from the node (platform/containers.py, through IDS) the first
-    time one of its I/Os comes in each trace window; at most MAX_PODS (namespace, pod, container)
-    sets are named at once, the rest count under 'other', and one idle for POD_IDLE_S gives its place
-    back (its series end). Counters only grow: a set once named is never merged into 'other' (a
-    series that shrank would read as a counter reset to rate())."""
+    time one of its I/Os comes in each trace window.
 
-    def __init__(self, limit: int = MAX_COMMS, ids: Identities | None = None, pod_limit: int = MAX_PODS):
+    At most POD_LIMIT (namespace, pod, container) label sets are named at once: the top ones by bytes
+    moved in the last RANK_WINDOW_S; the rest count under 'other'. A new set takes a free place at
+    once; one outside takes a named one's place (at a re-rank, every RERANK_S) once it has moved
+    OUTGROW times the bytes of the least busy named set in the window (an idle one: any bytes).
+    Counters never go down: the displaced set's series leave the output (Prometheus marks them
+    stale) with their values kept, its later bytes count under 'other' from then on, and if it is
+    named again its series go on from the kept values. A set taking a place starts from its kept
+    values or from nothing: bytes already counted under 'other' stay there (moving them would count
+    them twice in rate() over 'other' and the set). docs/fleet.md says this rule."""
+
+    def __init__(
+        self,
+        limit: int = MAX_COMMS,
+        ids: Identities | None = None,
+        pod_limit: int = MAX_PODS,
+        clock=time.monotonic,
+    ):
         self.lock = threading.Lock()
         self.ios: Counter = Counter()
         self.bytes: Counter = Counter()
@@ -236,7 +284,14 @@ class TraceCounters:
         self.ids = ids
         self.identities = ids  # (run_live reads each traced process's pod with it: trace/live.py)
         self.pod_limit = pod_limit
-        self.pods: dict[tuple[str, str, str], float] = {}  # named label sets -> when they last had I/O
+        self.clock = clock
+        self.pods: set[tuple[str, str, str]] = set()  # the named label sets
+        self.recent: dict[tuple[str, str, str], _Recent] = {}  # every ranked set's bytes in the window
+        # displaced sets -> their counters' values ({key: (ios, bytes)}), oldest first
+        self.parked: dict[tuple[str, str, str], dict[tuple, tuple[int, int]]] = {}
+        # named set -> [bytes its reads returned through the page cache, bytes the kernel added to it]
+        self.cache: dict[tuple[str, str, str], list[int]] = {}
+        self._ranked_at = float("-inf")
         self._labels: dict[int, tuple[str, str, str]] = {}  # pid -> its label set, this window
         self._known: dict[int, Identity] = {}  # the trace's own reads (trace/pods.PodBook.of)
 
@@ -259,6 +314,18 @@ class TraceCounters:
         """A counter of host I/O the kernel kept (gdsdiag/trace/counted.py): many I/Os at once."""
         self._add(row["route"], row["comm"], row["op"], row["count"], row["bytes"], row.get("pid"))
 
+    def add_page_cache(self, pid: int, read: int, filled: int | None) -> None:
+        """A window's page-cache reads and fills of process PID (trace/cacheshare.py), under its
+        pod's label set (not ranked by: its bytes are in the route counters). A process outside
+        any pod, or fills that could not be read, add nothing."""
+        with self.lock:
+            pod = self._pod_of(pid)
+            if pod == NO_POD or filled is None:
+                return
+            got = self.cache.setdefault(self._named(pod, 0, self.clock()), [0, 0])
+            got[0] += read
+            got[1] += filled
+
     def _pod_of(self, pid: int | None) -> tuple[str, str, str]:
         if self.ids is None or pid is None:
             return NO_POD
@@ -270,34 +337,82 @@ class TraceCounters:
                 self._labels[pid] = got
         return got
 
-    def _named(self, pod: tuple[str, str, str], now: float) -> tuple[str, str, str]:
-        """POD itself while it has (or can get) a place among the named, else OTHER_POD."""
+    def _named(self, pod: tuple[str, str, str], nbytes: int, now: float) -> tuple[str, str, str]:
+        """POD's label values for bytes it moves now: itself while named (or given a free place),
+        else OTHER_POD. Counts NBYTES to its rank."""
         if pod == NO_POD:
             return pod
-        if pod not in self.pods and len(self.pods) >= self.pod_limit:
-            idle = min(self.pods, key=self.pods.__getitem__)
-            if now - self.pods[idle] < POD_IDLE_S:
-                return OTHER_POD
-            del self.pods[idle]  # its series end; its place goes to POD
-            for c in (self.ios, self.bytes):
-                for k in [k for k in c if k[3:] == idle]:
-                    del c[k]
-        self.pods[pod] = now
-        return pod
+        r = self.recent.get(pod)
+        if r is None and len(self.recent) < MAX_RANKED:
+            r = self.recent[pod] = _Recent()
+        if r is not None:
+            r.add(now, nbytes)
+        if pod in self.pods:
+            return pod
+        if len(self.pods) < self.pod_limit:
+            self._name(pod)
+            return pod
+        if now - self._ranked_at >= RERANK_S:
+            self._rerank(now)
+            if pod in self.pods:
+                return pod
+        return OTHER_POD
+
+    def _name(self, pod: tuple[str, str, str]) -> None:
+        self.pods.add(pod)
+        for k, (n, b) in self.parked.pop(pod, {}).items():  # (its series go on from where they ended)
+            if k == CACHE_KEY:
+                self.cache[pod] = [n, b]
+            else:
+                self.ios[k], self.bytes[k] = n, b
+
+    def _park(self, pod: tuple[str, str, str]) -> None:
+        self.pods.discard(pod)
+        keys = [k for k in self.ios if k[3:] == pod]
+        self.parked[pod] = {k: (self.ios.pop(k), self.bytes.pop(k)) for k in keys}
+        if pod in self.cache:
+            read, filled = self.cache.pop(pod)
+            self.parked[pod][CACHE_KEY] = (read, filled)
+        while len(self.parked) > MAX_PARKED:
+            del self.parked[next(iter(self.parked))]
+
+    def _rerank(self, now: float) -> None:
+        """Let the busiest sets outside take the places of the named ones they outgrew (OUTGROW)."""
+        self._ranked_at = now
+        for pod in [p for p, r in self.recent.items() if p not in self.pods and now - r.last > RANK_WINDOW_S]:
+            del self.recent[pod]  # (no bytes in the window: nothing to rank it by)
+        outside = sorted(
+            ((r.total(now), p) for p, r in self.recent.items() if p not in self.pods), key=lambda x: (-x[0], x[1])
+        )
+        named = sorted((self.recent[p].total(now) if p in self.recent else 0, p) for p in self.pods)
+        for (b, pod), (low, weakest) in zip(outside, named):
+            if b <= 0 or b <= OUTGROW * low:
+                break
+            self._park(weakest)
+            self._name(pod)
+
+    def rerank(self) -> None:
+        """A re-rank now if one is due (every scrape: a set that outgrew a named one, while no new
+        I/O of it came, still gets its place)."""
+        with self.lock:
+            now = self.clock()
+            if now - self._ranked_at >= RERANK_S:
+                self._rerank(now)
 
     def _add(self, route, comm, op, n: int, nbytes: int, pid: int | None = None) -> None:
         with self.lock:
             comm = comm if comm in self.comms or len(self.comms) < self.limit else "other"
             self.comms.add(comm) if comm != "other" else None
-            key = (route, comm, op, *self._named(self._pod_of(pid), time.monotonic()))
+            key = (route, comm, op, *self._named(self._pod_of(pid), nbytes, self.clock()))
             self.ios[key] += n
             self.bytes[key] += nbytes
 
     def families(self) -> list:
+        self.rerank()
         ios = CounterMetricFamily(
             "gdsdiag_trace_ios",
             "I/Os seen by gdsdiag trace, by route, process name, op and Kubernetes namespace, pod and container "
-            "('' outside a pod; at most 16 pods named at once, the rest 'other').",
+            "('' outside a pod; the top pods by bytes in the last 10 min named, the rest 'other').",
             labels=TRACE_LABELS,
         )
         by = CounterMetricFamily(
@@ -305,11 +420,26 @@ class TraceCounters:
             "Bytes of the I/Os seen by gdsdiag trace (labels as gdsdiag_trace_ios).",
             labels=TRACE_LABELS,
         )
+        read = CounterMetricFamily(
+            "gdsdiag_trace_page_cache_read_bytes",
+            "Bytes the traced reads of data files returned through the page cache (not O_DIRECT, cuFile or mmap), "
+            "per Kubernetes pod (labels bounded as gdsdiag_trace_ios).",
+            labels=POD_LABELS,
+        )
+        filled = CounterMetricFamily(
+            "gdsdiag_trace_page_cache_filled_bytes",
+            "Bytes the kernel added to the page cache inside those reads (their misses, readahead included): "
+            "1 - filled/read is the pod's page-cache hit share.",
+            labels=POD_LABELS,
+        )
         with self.lock:
             for k in sorted(self.ios):
                 ios.add_metric(list(k), self.ios[k])
                 by.add_metric(list(k), self.bytes[k])
-        return [ios, by]
+            for pod in sorted(self.cache):
+                read.add_metric(list(pod), self.cache[pod][0])
+                filled.add_metric(list(pod), self.cache[pod][1])
+        return [ios, by, read, filled]
 
 
 def pod_labels(i: Identity) -> tuple[str, str, str]:

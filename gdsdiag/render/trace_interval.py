@@ -11,7 +11,7 @@ from rich.text import Text
 
 from ..trace.interval import Intervals
 from ..verdicts import style
-from .trace_out import _size
+from .trace_out import _size, cache_note
 
 
 def _num(x, fmt: str = "{:.0f}") -> str:
@@ -38,12 +38,15 @@ class IntervalPrinter:
             self.tick()
         self.acc.add(v)
 
-    def tick(self, final: bool = False, counted=None, waiting=None, pods=None) -> None:
+    def tick(self, final: bool = False, counted=None, waiting=None, pods=None, cache=None) -> None:
         """COUNTED: a function giving the kernel's host-I/O counters now; WAITING: one giving the
         I/Os not decided yet (both read only when an interval is due); PODS: one giving each
-        process's pod (trace/pods.PodBook.of)."""
+        process's pod (trace/pods.PodBook.of); CACHE: one giving each pod's page-cache hit share
+        so far (trace/live._cache_now)."""
         if pods is not None and (final or self.acc.due()):
             self.acc.set_pods(pods())
+        if cache is not None and (final or self.acc.due()):
+            self.acc.set_cache(cache())
         if counted is not None and (final or self.acc.due()):
             self.acc.add_counted(counted())
         if waiting is not None and not final and self.acc.due():
@@ -96,8 +99,11 @@ class IntervalPrinter:
             mix = ", ".join(
                 f"{r} {100 * n / (p['bytes'] or 1):.0f} %" for r, n in sorted(p["routes"].items(), key=lambda x: -x[1])
             )
+            ceiling = f" of {p['ceiling_gbps']:.1f}" if p.get("ceiling_gbps") else ""
             c.print(
-                f"    pod {name}: {_size(p['bytes'])}, {_num(p['gbps'], '{:.3f}')} GB/s ({mix})" + _span_note(p),
+                f"    pod {name}: {_size(p['bytes'])}, {_num(p['gbps'], '{:.3f}')}{ceiling} GB/s ({mix})"
+                + cache_note(p.get("page_cache"), " so far")
+                + _span_note(p),
                 markup=False,
             )
         if wline:

@@ -324,6 +324,15 @@ def _where(row: dict) -> str:
     return ", ".join(parts)
 
 
+def cache_note(pc: dict | None, when: str = "") -> str:
+    """A pod's page-cache hit share (trace/cacheshare.py), where its reads went through the cache."""
+    if not pc:
+        return ""
+    if pc["hit_share"] is None:
+        return f", page cache: hits unknown (of {_size(pc['read_bytes'])} read{when})"
+    return f", page cache {100 * pc['hit_share']:.0f} % hits (of {_size(pc['read_bytes'])} read{when})"
+
+
 def _render_pods(console: Console, pods: list[dict]) -> None:
     """One line per Kubernetes pod: what its processes moved, per route (most bytes first)."""
     if not pods:
@@ -337,7 +346,9 @@ def _render_pods(console: Console, pods: list[dict]) -> None:
         name = f"{p['namespace']}/{p['pod']}" if p.get("pod") else f"uid {p['pod_uid']} (name unknown)"
         console.print(
             f"  {name}: {_size(p['bytes'])} in {p['ios']} I/Os by {len(p['pids'])} "
-            f"process{'es' if len(p['pids']) != 1 else ''}" + (f": {mix}" if mix else ""),
+            f"process{'es' if len(p['pids']) != 1 else ''}"
+            + (f": {mix}" if mix else "")
+            + cache_note(p.get("page_cache")),
             markup=False,
             highlight=False,
             soft_wrap=True,

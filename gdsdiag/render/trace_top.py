@@ -95,7 +95,7 @@ class TopScreen:
         t.caption, t.caption_justify = tot, "left"
         return t
 
-    def tick(self, final: bool = False, counted=None, waiting=None, pods=None) -> None:
+    def tick(self, final: bool = False, counted=None, waiting=None, pods=None, cache=None) -> None:
         """COUNTED: a function giving the kernel's host-I/O counters now; WAITING: one giving the
         I/Os not decided yet (both read only when due)."""
         now = self.clock()

@@ -151,6 +151,15 @@ class TreeRow(_Identity):
     routes: dict[str, int]
 
 
+class PageCache(TypedDict):
+    """A pod's page-cache hit share (trace/cacheshare.py): of the bytes its reads of data files
+    returned (not O_DIRECT, not cuFile, not mmap), the share the kernel did not add to the cache."""
+
+    read_bytes: int
+    filled_bytes: int | None  # pages added to the page cache in those reads; None: not readable
+    hit_share: float | None  # 1 - filled / read, at least 0; None: not known
+
+
 class PodRow(TypedDict):
     """One Kubernetes pod's processes in the trace and what they moved (trace/pods.py), most bytes first."""
 
@@ -162,6 +171,7 @@ class PodRow(TypedDict):
     ios: int  # its processes' I/O verdicts and the host I/O the kernel counted for them
     bytes: int
     routes: dict[str, int]  # route -> bytes
+    page_cache: PageCache | None  # None: none of its reads went through the page cache (or a replay)
 
 
 class LostRow(TypedDict, total=False):
@@ -262,7 +272,13 @@ class _IntervalPod(TypedDict):
     routes: dict[str, int]  # route -> bytes
 
 
-class IntervalPod(_IntervalPod, _IoSpan):
+class _PodExtras(TypedDict, total=False):
+    page_cache: PageCache | None  # live: its page-cache hit share so far (the trace's start to now)
+    # (ceiling_gbps, the node's ceiling for its path, joins here with the module that derives it:
+    # trace/interval.py Intervals.ceiling_gbps)
+
+
+class IntervalPod(_IntervalPod, _IoSpan, _PodExtras):
     """One pod's share of an interval (the scale-out view; trace.interval.Intervals._pods)."""
 
 

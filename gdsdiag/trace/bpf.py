@@ -859,6 +859,18 @@ class Probes:
             pass
         return self.exits_counted
 
+    def read_fills(self) -> dict[tuple[int, int, int], int] | None:
+        """(pid, kernel dev, ino) -> bytes the kernel added to the page cache inside the process's
+        reads of that data file (its page-cache misses, readahead included; probes/cufile_trace.c
+        read_fills), or None where the map could not be read (the caller says the hit share is
+        unknown, never 0 %)."""
+        try:
+            items = list(self.b["read_fills"].items())
+        except (KeyError, OSError, AttributeError):  # (maps gone)
+            return None
+        page = os.sysconf("SC_PAGE_SIZE")
+        return {(int(k.tgid), int(k.dev), int(k.ino)): int(v.value) * page for k, v in items}
+
     def lost_by_process(self) -> list[dict]:
         """Events the kernel dropped (ring full), per process, most first: [{pid, lost, ios, bytes}],
         ios/bytes the reads and writes among them (counted in the kernel, with the bytes they moved)."""

@@ -74,6 +74,13 @@ class _Acc:
 class Intervals:
     """Adds up verdicts; ``tick()`` returns an interval record when N seconds have passed."""
 
+    # The node's ceiling beside each pod's GB/s: the most its path can carry without measuring (the
+    # PCIe links of the GPU and the drive, host memory's copy rate), from the node's own files. It
+    # is another module's to derive (planned: gdsdiag/platform/ceiling.py, issue 45 item 2); until
+    # then it stays None and the pod rows show GB/s alone. Set it, and each pod row carries
+    # "ceiling_gbps" and the text says "of N GB/s".
+    ceiling_gbps: float | None = None
+
     def __init__(self, every_s: float, clock=time.monotonic):
         if not every_s > 0:
             raise ValueError("interval must be > 0")
@@ -89,11 +96,18 @@ class Intervals:
         self.counted_n = 0
         self._waiting: dict | None = None
         self._pod_of: dict | None = None
+        self._cache: dict | None = None
 
     def set_pods(self, pod_of: dict) -> None:
         """Each process's pod (pid -> platform.containers.Identity, trace/pods.PodBook.of): the
         interval then says, per pod, its bytes, route mix and GB/s (the scale-out view)."""
         self._pod_of = pod_of
+
+    def set_cache(self, per_pod: dict | None) -> None:
+        """Each pod's page-cache hit share so far (pod uid -> cacheshare.CacheShare.of_pids): the
+        interval's pod rows carry it (cumulative: a miss and the read it served may fall in two
+        intervals, and a share over the pod's whole load is what a scale-out asks)."""
+        self._cache = per_pod
 
     def set_waiting(self, rows: list[dict]) -> None:
         """What the classifier has not decided at the interval's end, per process ({pid, comm, ios,
@@ -173,6 +187,10 @@ class Intervals:
                 "gbps": round(acc.bytes / span / 1e9, 3) if span > 0 else None,
                 "routes": routes,
             }
+            if self._cache is not None:
+                row["page_cache"] = self._cache.get(uid)
+            if self.ceiling_gbps is not None:
+                row["ceiling_gbps"] = self.ceiling_gbps
             if span > secs:
                 row["io_span_s"] = round(span, 3)
             out.append(row)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, cast
 from ..errors import GdsdiagError, UsageError
 from ..selfexec import module_argv
 from . import gcpace
+from .cacheshare import CacheShare
 from .classify import Classifier, exit_is_io
 from .content import ContentCheck, answer_event, recorded_answers
 from .events import RECORD_VERSION
@@ -46,6 +47,8 @@ class TraceResult:
     trees: list[dict] = field(default_factory=list)  # per traced process tree (Classifier.tree_summary)
     block: list[dict] = field(default_factory=list)  # --block: per device and direction (Classifier.block_summary)
     pods: list[dict] = field(default_factory=list)  # per Kubernetes pod: bytes per route (trace/pods.py)
+    # pid -> (bytes its reads returned through the page cache, bytes added to it in them): cacheshare.py
+    page_cache_by_pid: dict = field(default_factory=dict)
     lost_by_process: list[dict] = field(default_factory=list)  # events the kernel dropped, per process
     recording_cut_at_line: int | None = None  # --replay: the recording's last line, cut as it was written, left out
     unclassified_at_stop: int = 0  # events queued and I/Os held for evidence a signal cut short (STOP_*_S)
@@ -251,6 +254,7 @@ def _finish(clf, counter, tally: RouteTally, **kw) -> TraceResult:
 
     rows = counter.rows(clf._path_ok, clf.copied_elsewhere)
     book = kw.pop("book", None)
+    cache = kw.pop("cache", None)
     if book is not None:
         for r in rows:  # (host I/O the kernel counted, of processes the classifier never saw)
             book.add(r["pid"])
@@ -278,11 +282,33 @@ def _finish(clf, counter, tally: RouteTally, **kw) -> TraceResult:
         lost_by_process=named,
         files=clf.file_summary(),
         trees=trees,
-        pods=pod_rows(book, tally.by_pid, rows),
+        pods=pod_rows(book, tally.by_pid, rows, _cache_now(cache, rows, kw.pop("fills", None), book)),
+        page_cache_by_pid=cache.by_pid() if cache is not None else {},
         # (a replay's devices are another node's: named only on the node itself)
         block=clf.block_summary(_block_name if kw.pop("on_node", True) else None),
         **kw,
     )
+
+
+def page_cache_share(clf) -> CacheShare:
+    """Each pod's page-cache hit share (cacheshare.py) over the files the trace counts: under its
+    path filter, not opened O_DIRECT every time, named by their inode as the classifier knows it."""
+
+    def keep(path: str) -> bool:
+        direct, opens = clf._opens(path, None)
+        return clf._path_ok(path) and not (opens and direct == opens)
+
+    return CacheShare(keep, lambda dev, ino: clf.inodes.get((dev, ino)))
+
+
+def _cache_now(cache: CacheShare | None, rows: list[dict], fills, book) -> dict | None:
+    """pod uid -> its page-cache share, the kernel's counters and fills as they stand (None: no
+    cache share kept, as in a replay, whose recording holds no fills)."""
+    if cache is None or book is None:
+        return None
+    cache.set_counted(rows)
+    cache.set_fills(fills)
+    return cache.per_pod(book.of)
 
 
 def waiting_rows(clf) -> list[dict]:
@@ -488,6 +514,7 @@ def run_live(
     node = NodeFactsReader()  # the node's GDS facts for each file's why, read beside the trace
     counter = CountedIo()
     tally = RouteTally()
+    cache = page_cache_share(clf)  # (each pod's page-cache hit share: the verdicts, counters and fills)
     nevents = 0
     stop: dict = {"flag": False, "signum": None}  # flag, the first signal, its time ("t")
 
@@ -601,6 +628,7 @@ def run_live(
                 for i in range(0, len(vs), CHUNK):
                     part = vs[i : i + CHUNK]
                     tally.add_all(part)
+                    cache.add_all(part)
                     if stop["flag"]:
                         unprinted.extend(part)  # (a signal came: printed with the held ones, in the stop's budget)
                     else:
@@ -610,7 +638,12 @@ def run_live(
                 if on_batch is not None:
                     on_batch()
                 if on_tick is not None:
-                    on_tick(counted=counted_now, waiting=lambda: waiting_rows(clf), pods=lambda: book.of)
+                    on_tick(
+                        counted=counted_now,
+                        waiting=lambda: waiting_rows(clf),
+                        pods=lambda: book.of,
+                        cache=lambda: _cache_now(cache, counted_now(), probes.read_fills(), book),
+                    )
                 if proc and proc.poll() is not None:
                     exit_code = proc.returncode
                     # the buffers may still hold the last events: the kernel wakes the reader only
@@ -666,6 +699,7 @@ def run_live(
         not_printed = 0
         held = clf.drain()
         tally.add_all(held)
+        cache.add_all(held)
         # (a chunk at a time, as the loop prints: a trace behind its program makes most of its verdicts
         # here, and one call and one write a line were a twentieth of the tracer's CPU on the H100)
         rest = unprinted + held if unprinted else held
@@ -676,7 +710,12 @@ def run_live(
             hand_out(rest[i : i + CHUNK])
         phases["held_printed_s"] = round(time.monotonic() - t_stop, 3)
         if on_tick is not None:
-            on_tick(final=True, counted=counted_now, pods=lambda: book.of)
+            on_tick(
+                final=True,
+                counted=counted_now,
+                pods=lambda: book.of,
+                cache=lambda: _cache_now(cache, counted_now(), probes.read_fills(), book),
+            )
         timing["end_s"] = round(time.monotonic() - t_attached, 3)
         # (cumulative from the signal: tree stopped, queue classified, flushed, held verdicts out)
         timing.update({f"stop_{k}": v for k, v in phases.items()})
@@ -706,6 +745,8 @@ def run_live(
             unclassified_by_process=unsent,
             verdicts_not_printed=not_printed,
             book=book,
+            cache=cache,
+            fills=probes.read_fills(),
         )
         if record_file is not None:
             record_file.flush()

@@ -77,9 +77,13 @@ def annotate(rows: list[dict], book: PodBook | None, key: str = "pid") -> None:
         r.update(book.fields(r[key]) if book is not None else dict.fromkeys(FIELDS))
 
 
-def pod_rows(book: PodBook | None, by_pid: dict[tuple[int, str], list[int]], counted: list[dict]) -> list[dict]:
+def pod_rows(
+    book: PodBook | None, by_pid: dict[tuple[int, str], list[int]], counted: list[dict], cache: dict | None = None
+) -> list[dict]:
     """Per pod: its processes and containers, and the I/Os and bytes they moved per route (verdicts
-    and the kernel's counters), most bytes first. Processes outside any pod are not in it."""
+    and the kernel's counters), most bytes first, with its page-cache hit share (CACHE: pod uid ->
+    cacheshare.CacheShare.of_pids; None there where its reads did not go through the page cache, or
+    nothing measured it: a replay). Processes outside any pod are not in it."""
     if book is None:
         return []
     pods: dict[str, dict] = {}
@@ -121,7 +125,15 @@ def pod_rows(book: PodBook | None, by_pid: dict[tuple[int, str], list[int]], cou
             d["ios"] += r["count"]
             d["bytes"] += r["bytes"]
             d["routes"][r["route"]] = d["routes"].get(r["route"], 0) + r["bytes"]
-    out = [{**d, "containers": sorted(d["containers"]), "pids": sorted(d["pids"])} for d in pods.values()]
+    out = [
+        {
+            **d,
+            "containers": sorted(d["containers"]),
+            "pids": sorted(d["pids"]),
+            "page_cache": (cache or {}).get(d["pod_uid"]),
+        }
+        for d in pods.values()
+    ]
     return sorted(out, key=lambda d: (-d["bytes"], d["namespace"] or "", d["pod"] or "", d["pod_uid"]))
 
 

@@ -159,4 +159,8 @@ def trace_window(seconds: float, path_filter: str | None, on_verdict) -> int | N
     if add is not None:
         for row in res.counted:  # host I/O the kernel counted (no per-I/O verdict)
             add(row)
+    add_cache = getattr(on_verdict, "add_page_cache", None)
+    if add_cache is not None:
+        for pid, (read, filled) in res.page_cache_by_pid.items():  # (each pod's page-cache hit share)
+            add_cache(pid, read, filled)
     return getattr(res, "stopped_by", None)
