@@ -169,6 +169,14 @@ def file_why(
             facts.append(
                 Fact("page cache", f"{100 * row['page_cache_hit']:.0f} % of its mapped bytes were cached", TRACE)
             )
+        if row.get("major_faults"):  # (a load that waited on the disk a fault at a time)
+            facts.append(
+                Fact(
+                    "major page faults",
+                    f"{row['major_faults']} ({row['major_faults_per_gib']:g} per GiB mapped)",
+                    "perf software event page-faults-major",
+                )
+            )
         facts += node_facts
         if would in (Route.NVFS, Route.P2PDMA):
             fix = (

@@ -111,6 +111,10 @@ class _FileRow(TypedDict):
     to_gpu_share: float  # bytes that reached a GPU (DRAM_BOUNCE, COMPAT, P2P routes) / bytes
     p2p_share: float
     page_cache_hit: float | None  # of its mapped bytes, the share that came from the page cache
+    # major page faults in its mappings (perf event page-faults-major, the kernel's count ru_majflt
+    # sums) and per GiB of the bytes its mappings brought in; None: not counted, or not mapped
+    major_faults: int | None
+    major_faults_per_gib: float | None
     via: list[str]  # read, pread64, mmap, cuFile, io_uring, …
     pids: list[int]
     how: list[str]  # direct | staged | job: how copies took its bytes (dataflow.py)
