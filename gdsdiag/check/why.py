@@ -110,6 +110,25 @@ def file_why(
     said: list[tuple[str, str]] | None = None,
     cufile_called: bool = True,
 ) -> tuple[list[Fact], str]:
+    """The why of one file of the summary (_file_why), with the GB/s the program achieved against
+    the ceiling of the file's path (platform/ceiling.py) where the node was read: whether the route
+    or the hardware held the rate down."""
+    facts, fix = _file_why(row, node, cufile_unused, said, cufile_called)
+    ceil = row.get("ceiling")
+    if row.get("against_ceiling") and ceil:
+        low = next((c for c in ceil["ceilings"] if c["gbps"] == ceil["gbps"]), None)
+        src = low["source"] if low else ", ".join(c["source"] for c in ceil["ceilings"])
+        facts.append(Fact("GB/s against the path's ceiling", row["against_ceiling"], src))
+    return facts, fix
+
+
+def _file_why(
+    row: dict,
+    node: NodeFacts | None,
+    cufile_unused: str | None,
+    said: list[tuple[str, str]] | None = None,
+    cufile_called: bool = True,
+) -> tuple[list[Fact], str]:
     """The why of one file of the summary (Classifier.file_summary's row): facts, decisive first,
     and the fix ("none on this node: …" where nothing the user can change on it would help). SAID:
     (who, line) of what the file's processes wrote to stderr about their data path, fallbacks first:

@@ -261,6 +261,8 @@ def file_why_lines(f: dict) -> list[str]:
                 else ""
             )
         )
+    if f.get("against_ceiling"):
+        out.append(f"ceiling: {f['against_ceiling']}")
     if decisive is not None:
         label = "" if decisive["fact"] == "route" else f"{decisive['fact']}: "
         out.append(f"why: {label}{decisive['value']}")

@@ -2229,6 +2229,9 @@ class Classifier:
                 "threads": len(f["tids"]),
                 "gbps": rate(f["bytes"], f["first_ns"], f["last_ns"]),
             }
+            ceil = self.node.ceilings(f["path"], bool(bounce or compat or p2p)) if self.node is not None else None
+            row["ceiling"] = ceil.to_json() if ceil is not None else None
+            row["against_ceiling"] = ceil.against(row["gbps"]) if ceil is not None and row["gbps"] else None
             called = any(self.cufile_calls.get(pid) for pid in f["pids"])
             chain, fix = file_why(row, self.node, unused, self.program_said(f["pids"]), called)
             row["why_chain"], row["fix"] = [x.to_json() for x in chain], fix
