@@ -1,0 +1,134 @@
+"""Each class of node where P2P is possible and something else decides the route gives its own
+decisive fact and fix, the same in `validate --proof`'s JSON and text and in `sweep`'s (issue 45 item 3),
+and every why in --json is the structured list docs/json.md describes: {fact, value, source, role},
+one decisive fact, first.
+
+The nodes are test_why_measured.py's, each from a committed capture (sources there and in
+tests/check_fixtures.py): the GPU machine's snapshot with nvidia-fs loaded and a GDS-aware nvme (P2P
+possible on the node) — its /var/tmp on ext4 over virtio (an unsupported file system for GDS), then
+the IOMMU translating, then NVIDIA's own cufile.json template with force_compat_mode true; and the
+GPU machine as it is with kvikio-zarr-v3's real cufile.json (allow_compat_mode false: no route). The
+measured runs are the GPU machine's real proof cell and sweep points."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+
+import check_fixtures as cf
+import pytest
+from rich.console import Console
+from test_why_measured import (
+    KVIKIO_ZARR,
+    SWEEP_DIR,
+    _cell,
+    _proof_cell,
+    _run,
+    _sweep_doc,
+    _tree,
+    _tree_plain,
+)
+
+from gdsdiag.routes import Route
+from gdsdiag.render.sweep_out import why_lines
+from gdsdiag.sweep.runner import PointRecord, add_whys
+from gdsdiag.validate import proof, proof_out
+
+DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "json.md")
+
+
+def _force_compat(root):
+    p = os.path.join(root, "etc", "cufile.json")
+    text = open(p).read()
+    with open(p, "w") as f:
+        f.write(text.replace('"allow_compat_mode": true,', '"allow_compat_mode": true, "force_compat_mode": true,'))
+
+
+def _kvikio_zarr(root):
+    shutil.copy(KVIKIO_ZARR, os.path.join(root, "etc", "cufile.json"))
+
+
+# class -> (how its node is made, the proof's result, decisive (fact, value prefix, source prefix), fix prefix)
+CLASSES = {
+    "unsupported file system": (
+        lambda tmp: _tree(tmp),
+        "compat",
+        ("its mount", "ext4 on virtio: not an NVMe namespace", "gdsdiag check's route rules"),
+        "move the file to a mount GDS serves",
+    ),
+    "IOMMU on": (
+        lambda tmp: _tree(tmp, cf.set_iommu_translating),
+        "compat",
+        ("IOMMU", "translated", "/sys/kernel/iommu_groups"),
+        "boot with iommu=pt or turn the IOMMU off",
+    ),
+    "compat forced in cufile.json": (
+        lambda tmp: _tree(tmp, _force_compat),
+        "compat",
+        ("cufile.json force_compat_mode", "true", "/etc/cufile.json"),
+        "set properties.force_compat_mode to false in /etc/cufile.json",
+    ),
+    "allow_compat_mode false, no nvidia-fs": (
+        lambda tmp: _tree_plain(tmp, _kvikio_zarr),
+        "no_route",
+        ("nvidia-fs", "nvidia-fs is not loaded", "/proc/modules"),
+        "install the nvidia-fs package",
+    ),
+}
+
+
+def _shape(chain: list[dict]) -> None:
+    """docs/json.md's why: {fact, value, source, role}, role decisive | contributing, one decisive, first."""
+    assert chain, "an empty why"
+    for x in chain:
+        assert set(x) == {"fact", "value", "source", "role"} and x["role"] in ("decisive", "contributing"), x
+        assert all(isinstance(x[k], str) and x[k] for k in ("fact", "value", "source")), x
+    assert [x["role"] for x in chain].count("decisive") == 1 and chain[0]["role"] == "decisive", chain
+
+
+@pytest.mark.parametrize("name", list(CLASSES))
+def test_each_class_gives_its_own_decisive_fact_and_fix_in_json_and_text(name, tmp_path):
+    make, result, (fact, value, source), fix = CLASSES[name]
+    node = make(tmp_path)
+    real = _proof_cell()
+    if result == "no_route":  # (the configured run is the real run that had compat forbidden: 5001)
+        cell = _cell(node, _run(real["compat_forbidden"]), None)
+    else:
+        cell = _cell(node, _run(real["configured"]), _run(real["compat_forbidden"]))
+    j = cell.to_json()
+    assert j["result"] == result
+    _shape(j["why_chain"])
+    lead = j["why_chain"][0]
+    assert lead["fact"] == fact and lead["value"].startswith(value) and lead["source"].startswith(source), lead
+    assert j["fix"].startswith(fix), j["fix"]
+    # the text: the decisive fact with its source on one line, the fix on the next
+    con = Console(record=True, width=400)
+    proof_out.render(con, proof.ProofMatrix([("GPU0", "0000:00:06.0")], [cell.target], [cell], 16 << 20, 1 << 20, 60.0))
+    text = con.export_text()
+    why = re.search(r"^  why: (.*)$", text, re.M)
+    assert why is not None and why.group(1) == f"{lead['fact']}: {lead['value']} ({lead['source']})"
+    assert f"\n  fix: {j['fix']}\n" in text
+
+    # sweep: the GPU machine's real cuFile points, on that node
+    if result == "no_route":
+        return  # (its points ran with compat allowed: they are the classes above)
+    recs = [
+        PointRecord(**{k: p[k] for k in PointRecord.__dataclass_fields__ if k in p})
+        for p in _sweep_doc("smoke.json")["points"]
+    ]
+    add_whys(recs, SWEEP_DIR, node_facts=lambda: node)
+    for r in recs:
+        pj = r.to_json()
+        _shape(pj["why_chain"])
+        if r.route == Route.COMPAT.value:
+            assert pj["why_chain"][0]["fact"] == fact and pj["fix"].startswith(fix), (r.mode, pj["why_chain"][0])
+    lines = why_lines(recs)
+    assert f"why cufile (2 points): {fact}: " in lines[0] and lines[1].startswith(f"fix cufile: {fix}")
+
+
+def test_docs_json_md_says_why_is_that_structured_list():
+    text = open(DOCS, encoding="utf-8").read()
+    assert "`{fact, value, source, role}`, the `decisive` fact\nfirst" in text
+    roles = [m.group(1) for m in re.finditer(r'"source": "[^"]*", "role": "(\w+)"\}', text)]
+    assert len(roles) >= 3 and set(roles) <= {"decisive", "contributing"}, roles
