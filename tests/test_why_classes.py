@@ -12,6 +12,7 @@ measured runs are the GPU machine's real proof cell and sweep points."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -30,8 +31,8 @@ from test_why_measured import (
     _tree_plain,
 )
 
-from gdsdiag.routes import Route
 from gdsdiag.render.sweep_out import why_lines
+from gdsdiag.routes import Route
 from gdsdiag.sweep.runner import PointRecord, add_whys
 from gdsdiag.validate import proof, proof_out
 
@@ -132,3 +133,59 @@ def test_docs_json_md_says_why_is_that_structured_list():
     assert "`{fact, value, source, role}`, the `decisive` fact\nfirst" in text
     roles = [m.group(1) for m in re.finditer(r'"source": "[^"]*", "role": "(\w+)"\}', text)]
     assert len(roles) >= 3 and set(roles) <= {"decisive", "contributing"}, roles
+
+
+def _denylist(key: str, values: list[str]):
+    """NVIDIA's own cufile.json template (the GPU machine's /etc/cufile.json) with one denylist key
+    filled in, as its comments show (e.g. "mounts": ["/mnt/test"])."""
+
+    def edit(root):
+        p = os.path.join(root, "etc", "cufile.json")
+        text = open(p).read()
+        old = f'"{key}": [ ]' if key != "drivers" else '"drivers":  [ ]'
+        assert text.count(old) == 1, old
+        with open(p, "w") as f:
+            f.write(text.replace(old, f'"{key}": {json.dumps(values)}'))
+
+    return edit
+
+
+def test_a_denylisted_mount_is_a_reason_of_its_own_and_decides_where_the_mount_would_go_p2p(tmp_path):
+    from gdsdiag.check.paths import DENYLIST, _denylisted, file_route
+    from gdsdiag.platform import mounts
+
+    node = _tree(tmp_path, _denylist("mounts", ["/"]))
+    assert Route.NVFS in node.routes  # (P2P possible on the node)
+    route, reasons, _ = file_route(node._ctx, "/var/tmp/x.bin", node.routes)
+    # the virtio disk already keeps GDS off this mount: the listing is one more reason, after it
+    assert route == Route.COMPAT and reasons[0].startswith("ext4 on virtio")
+    assert reasons[1] == f"{DENYLIST}mounts lists /: cuFile does not use GDS for it"
+    j = _cell(node, _run(_proof_cell()["configured"]), _run(_proof_cell()["compat_forbidden"])).to_json()
+    assert j["why_chain"][0]["fact"] == "its mount" and j["why_chain"][0]["value"].startswith("ext4 on virtio")
+    assert ("its mount", reasons[1]) in [(x["fact"], x["value"]) for x in j["why_chain"]]
+    # where the mount would take a direct route (an NVMe namespace nvidia-fs serves), the listing takes it away
+    ctx = node._ctx
+    m = mounts.mount_for("/var/tmp", ctx.mounts)
+    chain = mounts.block_chain(ctx.fs, m.dev)
+    route, why = _denylisted(ctx, m, chain, node.routes, Route.NVFS, ["NVMe namespace with a GDS-aware nvme driver"])
+    assert route == Route.COMPAT and why[0] == f"{DENYLIST}mounts lists /: cuFile does not use GDS for it"
+    node.files["/var/tmp"] = (route, why, "ext4 /dev/vda on /")  # (the proof target's route, as if direct before)
+    cell = _cell(node, _run(_proof_cell()["configured"]), _run(_proof_cell()["compat_forbidden"]))
+    lead = cell.to_json()["why_chain"][0]
+    assert (lead["fact"], lead["value"], lead["role"]) == ("its mount", why[0], "decisive")
+    assert cell.fix == "take / out of denylist.mounts in /etc/cufile.json"
+
+
+@pytest.mark.parametrize(
+    "key,values,said",
+    [
+        ("filesystems", ["ext4"], "filesystems lists ext4"),
+        ("devices", ["/dev/vda"], "devices lists /dev/vda"),
+    ],
+)
+def test_a_denylisted_file_system_or_device_is_named(tmp_path, key, values, said):
+    from gdsdiag.check.paths import DENYLIST, file_route
+
+    node = _tree(tmp_path, _denylist(key, values))
+    _, reasons, _ = file_route(node._ctx, "/var/tmp/x.bin", node.routes)
+    assert f"{DENYLIST}{said}: cuFile does not use GDS for it" in reasons

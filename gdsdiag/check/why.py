@@ -17,6 +17,7 @@ import re
 from ..routes import Route
 from ..verdicts import Status
 from .facts import Fact, NodeFacts
+from .paths import DENYLIST
 
 TRACE = "gdsdiag trace"
 
@@ -75,6 +76,9 @@ def _node_chain(node: NodeFacts | None, path: str) -> tuple[list[Fact], str | No
         ]
     if own:
         move = "move the file to a mount GDS serves (an NVMe namespace with a GDS-aware driver, NFS over RDMA…)"
+        if own[0].value.startswith(DENYLIST):  # (the listing decided: taking it out is the change)
+            key = own[0].value[len(DENYLIST) :].split(" lists ", 1)
+            move = f"take {key[1].split(':', 1)[0]} out of denylist.{key[0]} in {node.cufile_json or 'cufile.json'}"
         fix = f"{fix}; and {move}" if fix else move
     if own and direct:  # (the node has a direct route: the mount is what decided it, first)
         out = [own[0], fs, *own[1:], *out]
