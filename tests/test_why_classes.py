@@ -8,7 +8,11 @@ tests/check_fixtures.py): the GPU machine's snapshot with nvidia-fs loaded and a
 possible on the node) — its /var/tmp on ext4 over virtio (an unsupported file system for GDS), then
 the IOMMU translating, then NVIDIA's own cufile.json template with force_compat_mode true; and the
 GPU machine as it is with kvikio-zarr-v3's real cufile.json (allow_compat_mode false: no route). The
-measured runs are the GPU machine's real proof cell and sweep points."""
+measured runs are the GPU machine's real proof cell and sweep points. Beside them: NVIDIA's template
+with a denylist key filled in (a reason of its own; deciding where the mount would go direct), and ACS
+redirect on the DGX-2H's real tree (tests/hgx_fixture.py) deciding where node and mount allow P2P.
+No capture holds a GDS-served mount (an NVMe namespace nvidia-fs serves, NFS over RDMA): where a test
+needs one it says so and gives the mount's route as check would give it."""
 
 from __future__ import annotations
 
@@ -189,3 +193,51 @@ def test_a_denylisted_file_system_or_device_is_named(tmp_path, key, values, said
     node = _tree(tmp_path, _denylist(key, values))
     _, reasons, _ = file_route(node._ctx, "/var/tmp/x.bin", node.routes)
     assert f"{DENYLIST}{said}: cuFile does not use GDS for it" in reasons
+
+
+def test_acs_redirect_on_the_path_decides_where_node_and_mount_both_allow_p2p(tmp_path):
+    """The DGX-2H's PCIe tree from hwloc's real XML (tests/hgx_fixture.py), its switch ports with ACS
+    redirect as Linux sets it once an IOMMU driver asks for ACS: check's platform.acs fails on 28
+    bridges. No capture holds that node's mounts or nvidia-fs, so its direct route and a mount that
+    takes it (an NVMe namespace nvidia-fs serves) are given here, as check would give them there: the
+    only fact left between them is ACS, and it is the decisive one, with check's fix."""
+    import dataclasses
+
+    from hgx_fixture import build_dgx2h
+
+    from gdsdiag.check.context import CheckContext
+    from gdsdiag.check.facts import NodeFacts
+    from gdsdiag.check.why import route_why
+    from gdsdiag.platform.roots import node_root
+    from gdsdiag.sweep.why import point_why
+
+    root = str(tmp_path / "dgx2h")
+    build_dgx2h(root, acs_redirect=True)
+    with node_root(root) as fs:
+        real = NodeFacts.collect(CheckContext(fs, env={}))
+    status, summary, source, fix = real.checks["platform.acs"]
+    assert status.value == "FAIL" and summary == "28 bridge(s) redirect peer traffic"
+    # (hwloc's capture has no /proc: the NVIDIA driver and nvidia-fs are given with the direct route)
+    checks = {k: v for k, v in real.checks.items() if not k.startswith(("nvidia.", "nvfs."))}
+    node = dataclasses.replace(real, routes=[Route.NVFS, Route.COMPAT], checks=checks, blockers={})
+    node.files["/raid"] = (
+        Route.NVFS,
+        ["NVMe namespace with a GDS-aware nvme driver and nvidia-fs loaded"],
+        "ext4 on /raid",
+    )
+    from gdsdiag.check.facts import Fact
+
+    facts, got_fix = route_why(
+        Route.COMPAT, Fact("cuFile's counters", "COMPAT 32 of 32 I/O", "cuFileGetStats"), node, "/raid"
+    )
+    assert (facts[0].fact, facts[0].value, facts[0].source, facts[0].role) == (
+        "ACS redirect on GPU paths",
+        summary,
+        source,
+        "decisive",
+    )
+    assert got_fix == fix == "disable ACS redirect on these ports (BIOS, or setpci at boot)"
+    # a sweep point there says the same
+    pfacts, pfix = point_why("cufile", "COMPAT", {"COMPAT": 10}, None, node, "/raid")
+    assert pfacts[0].fact == "ACS redirect on GPU paths" and pfix == fix
+    _shape([f.to_json() for f in facts])
