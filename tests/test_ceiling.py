@@ -151,3 +151,24 @@ def test_a_traced_files_rate_stands_against_its_ceiling_in_the_why_and_the_text(
         f.fact.startswith("GB/s against")
         for f in file_why({**row, "ceiling": None, "against_ceiling": None}, None, None)[0]
     )
+
+
+def test_a_measured_pinned_copy_below_the_links_is_the_ceiling():
+    """sweep's ceilings.pinned_copy (h2d), where a caller measured one: the narrowest known wins."""
+    c = ceiling.for_path(open_snapshot(H200), "/var/tmp", pinned_copy_gbps=24.5)
+    assert c.lowest is not None and (c.lowest.whose, c.lowest.gbps) == ("pinned copy", 24.5)
+    assert c.against(2.1).startswith("2.10 GB/s of the pinned copy's 24.50 GB/s pinned host-to-GPU copy, measured")
+    assert ceiling.for_path(open_snapshot(H200), "/var/tmp", gpus=None, pinned_copy_gbps=24.5).lowest is None
+
+
+def test_a_link_the_kernel_could_not_read_is_unknown_and_says_what_it_read(tmp_path):
+    """A link that did not train: the kernel prints 'Unknown' (pci-sysfs.c: PCI_SPEED_UNKNOWN) and
+    width 0; the ceiling says so rather than compute one."""
+    root = cf.unpack_h200(str(tmp_path / "t"))
+    dev = os.path.realpath(os.path.join(root, "sys/bus/pci/devices/0000:00:06.0"))
+    for name, text in (("current_link_speed", "Unknown\n"), ("current_link_width", "0\n")):
+        with open(os.path.join(dev, name), "w") as f:
+            f.write(text)
+    with node_root(root) as fs:
+        got = ceiling.link_ceiling(fs, "0000:00:06.0", "GPU")
+    assert got.gbps is None and got.what == "unknown: 0000:00:06.0's link reads 'Unknown' x0"
