@@ -8,6 +8,7 @@
  * Nothing here reads kernel structs: it compiles against any kernel headers bcc can find.
  */
 #include <uapi/linux/ptrace.h>
+#include <uapi/linux/bpf_perf_event.h>
 
 /* the syscall tracepoint structs bcc generates name these; the headers bcc finds may not define them */
 typedef int rwf_t;
@@ -1062,6 +1063,17 @@ TRACEPOINT_PROBE(filemap, mm_filemap_add_to_page_cache) {
     if (!data_inodes.lookup(&ik) && bpf_ktime_get_ns() - *mt > 200000000ULL)
         return 0;
     return emit(args, EV_PAGES, 0, args->s_dev, args->i_ino, args->index, 1 << args->order, 0, 0, 0);
+}
+
+/* major page faults of a traced process that mapped a data file, from the perf software event
+ * page-faults-major (the kernel's own count: mm_account_fault raises it where it adds to the task's
+ * maj_flt, which getrusage's ru_majflt sums; a fault made for get_user_pages has no registers and no
+ * event). The reader puts the address in the process's mapped files: a file's major faults. */
+int on_major_fault(struct bpf_perf_event_data *ctx) {
+    u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    if (!is_traced(tgid) || !mmap_data.lookup(&tgid))
+        return 0;
+    return emit(ctx, EV_MAJFLT, 0, ctx->addr, 0, 0, 0, 0, 0, 0);
 }
 
 /* ---- process trees: children join the traced set in the kernel, before they run ---------------- */

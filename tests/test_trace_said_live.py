@@ -47,12 +47,22 @@ def test_the_loaders_fallback_message_is_kept_and_decides_its_files_why(fake_cud
         first = row["why_chain"][0]
         assert (first["fact"], first["role"]) == ("the program said", "decisive"), row["why_chain"]
         assert truth["said"] in first["value"] and first["source"].startswith("stderr of ")
+        # its GB/s against what this node's hardware allows on its path, read as platform/ceiling.py
+        # reads it here (this VM: a virtio disk with no PCIe link, no NVIDIA GPU: unknown, and why)
+        from gdsdiag.platform import ceiling
+        from gdsdiag.platform.fsroot import FsRoot
+
+        assert row["ceiling"] == ceiling.for_path(FsRoot("/"), path, "one").to_json()
+        if row["gbps"]:
+            assert row["against_ceiling"] == ceiling.for_path(FsRoot("/"), path, "one").against(row["gbps"])
+            assert any(f["fact"] == "GB/s against the path's ceiling" for f in row["why_chain"])
         # a replay of the recording says the same
         rp = subprocess.run([*GDSDIAG, "trace", "--replay", rec, "--json"], capture_output=True, text=True, timeout=120)
         assert rp.returncode == 0, rp.stderr
         again = next(json.loads(x) for x in rp.stdout.splitlines() if '"type": "summary"' in x)
         row2 = next(f for f in again["files"] if f["path"] == path)
         assert row2["why_chain"][0]["value"] == first["value"]
+        assert row2["ceiling"] is None and row2["against_ceiling"] is None  # (the node is not a replay's)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 

@@ -120,3 +120,21 @@ def test_where_the_node_has_a_direct_route_the_files_mount_decides(h200):
     facts, fix = file_why(_row({"COMPAT": 1 << 20}, via=("cuFile",)), direct, None)
     assert [(f.fact, f.role) for f in facts[:2]] == [("its mount", "decisive"), ("file system", "contributing")]
     assert "not an NVMe namespace" in facts[0].value and fix.startswith("move the file to a mount GDS serves")
+
+
+def test_a_fault_bound_mmap_loads_major_faults_are_in_its_why_and_its_how_line(h200):
+    """The figures as the live trace gave them on this VM (tests/test_trace_majflt_live.py): a mapped
+    file's major faults are a contributing fact of its bounce's why and part of its how line; a file
+    whose faults were not counted (null) says nothing of them."""
+    from gdsdiag.render.trace_out import file_why_lines
+
+    row = {**_row({"DRAM_BOUNCE": 64 << 20}, via=("mmap",), hit=0.0), "major_faults": 12, "major_faults_per_gib": 192.0}
+    facts, fix = file_why(row, h200, None)
+    assert ("major page faults", "12 (192 per GiB mapped)", "perf software event page-faults-major") in [
+        (f.fact, f.value, f.source) for f in facts
+    ]
+    row.update(mechanism="mmap page faults", gbps=0.65, why_chain=[f.to_json() for f in facts], fix=fix)
+    assert file_why_lines(row)[0] == "how: mmap page faults, 0.65 GB/s over its I/O, 12 major faults (192 a GiB mapped)"
+    row.update(major_faults=None, major_faults_per_gib=None)
+    assert not any(f.fact == "major page faults" for f in file_why(row, h200, None)[0])
+    assert file_why_lines(row)[0] == "how: mmap page faults, 0.65 GB/s over its I/O"

@@ -39,6 +39,7 @@ class NodeFacts:
     # the failed prerequisites of each direct route, in check order: (id, title, summary, source, fix)
     blockers: dict[Route, list[tuple[str, str, str, str, str]]] = field(default_factory=dict)
     _ctx: CheckContext | None = None
+    _ceilings: dict = field(default_factory=dict)  # (mount's device, to a GPU) -> ceiling.PathCeilings
 
     @classmethod
     def collect(cls, ctx: CheckContext) -> NodeFacts:
@@ -106,6 +107,23 @@ class NodeFacts:
                 got = self.files[path] = file_route(self._ctx, path, self.routes)
             except (OSError, ValueError):
                 return None
+        return got
+
+    def ceilings(self, path: str, to_gpu: bool):
+        """What the node's hardware allows on PATH's path (platform/ceiling.py): its disk's link, and
+        the GPU's where its bytes went to one (TO_GPU); None where the node cannot be read (a replay).
+        Read once per mount."""
+        if self._ctx is None:
+            return None
+        from ..platform import ceiling, mounts
+
+        m = mounts.mount_for(path, self._ctx.mounts)
+        key = (m.dev if m is not None else "", to_gpu)
+        got = self._ceilings.get(key)
+        if got is None:
+            got = self._ceilings[key] = ceiling.for_path(
+                self._ctx.fs, path, "one" if to_gpu else None, None, self._ctx.mounts
+            )
         return got
 
     def failed(self, cid: str) -> tuple[str, str, str] | None:

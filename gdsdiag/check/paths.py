@@ -132,7 +132,7 @@ def analyse_path(ctx: CheckContext, path: str, routes: list[Route]) -> tuple[Pat
             )
         )
     levels = _md_levels(chain) if chain is not None else set()
-    route, why = _route(ctx, m, kinds, routes, odirect_ok, levels)
+    route, why = _denylisted(ctx, m, chain, routes, *_route(ctx, m, kinds, routes, odirect_ok, levels))
     reasons += why
     topo_rows: list[schema.PathTopology] = []
     if pcis:
@@ -185,9 +185,40 @@ def file_route(ctx: CheckContext, path: str, routes: list[Route]) -> tuple[Route
         f"{n.name} ({n.kind}{', ' + n.controller if n.controller else ''})" for n in (chain.leaves() if chain else [])
     )
     levels = _md_levels(chain) if chain is not None else set()
-    route, why = _route(ctx, m, kinds, routes, True, levels)
+    route, why = _denylisted(ctx, m, chain, routes, *_route(ctx, m, kinds, routes, True, levels))
     where = f"{m.fstype} {m.source} on {m.mount_point}" + (f" ({devices})" if devices else "")
     return route, why, where
+
+
+DENYLIST = "cufile.json denylist."  # (how a reason from the denylist starts: check/why.py gives its fix)
+
+
+def _denylisted(ctx, m, chain, routes: list[Route], route: Route, why: list[str]) -> tuple[Route, list[str]]:
+    """The route after cufile.json's denylist: libcufile does not use GDS for a listed mount, file
+    system or block device (NVIDIA's cufile.json template: "specify list of mount points to prevent
+    IO using cuFile (e.g. ["/mnt/test"])", the same for "file-systems" (["lustre", "wekafs"]) and
+    "block devices" (["/dev/nvme0n1"])), nor nvidia-fs for a listed vendor driver module ("to deny
+    for nvidia-fs (e.g. ["nvme" , "nvme_rdma"])"). Where the mount would take a direct route the
+    listing decides (the fallback, first); where it would not anyway, it is one more reason, after."""
+    cfg = ctx.cufile
+    leaves = chain.leaves() if chain is not None else []
+    hits = []
+    if m.mount_point in (cfg.get("denylist.mounts") or []):
+        hits.append(f"{DENYLIST}mounts lists {m.mount_point}: cuFile does not use GDS for it")
+    if m.fstype in (cfg.get("denylist.filesystems") or []):
+        hits.append(f"{DENYLIST}filesystems lists {m.fstype}: cuFile does not use GDS for it")
+    listed = set(cfg.get("denylist.devices") or [])
+    for n in leaves:
+        if n.name in listed or f"/dev/{n.name}" in listed:
+            hits.append(f"{DENYLIST}devices lists /dev/{n.name}: cuFile does not use GDS for it")
+    drivers = sorted({"nvme", "nvme_rdma"} & set(cfg.get("denylist.drivers") or []))
+    if route == Route.NVFS and drivers and any(n.kind.startswith("nvme") for n in leaves):
+        hits.append(f"{DENYLIST}drivers lists {drivers[0]}: nvidia-fs does not serve its namespaces")
+    if not hits:
+        return route, why
+    if route in (Route.NVFS, Route.P2PDMA):
+        return (Route.COMPAT if Route.COMPAT in routes else Route.NONE), hits + why
+    return route, why + hits
 
 
 # md RAID and PCI P2PDMA, per NVIDIA's current guidance: its gds-diag tool (NVIDIA/MagnumIO,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from ..routes import Route
 from ..verdicts import Status
 from .facts import Fact, NodeFacts
+from .paths import DENYLIST
 
 TRACE = "gdsdiag trace"
 
@@ -88,6 +89,9 @@ def _node_chain(
         ]
     if own:
         move = "move the file to a mount GDS serves (an NVMe namespace with a GDS-aware driver, NFS over RDMA…)"
+        if own[0].value.startswith(DENYLIST):  # (the listing decided: taking it out is the change)
+            key = own[0].value[len(DENYLIST) :].split(" lists ", 1)
+            move = f"take {key[1].split(':', 1)[0]} out of denylist.{key[0]} in {node.cufile_json or 'cufile.json'}"
         fix = f"{fix}; and {move}" if fix else move
     if own and direct:  # (the node has a direct route: the mount is what decided it, first)
         out = [own[0], fs, *own[1:], *out]
@@ -123,6 +127,25 @@ def file_why(
     said: list[tuple[str, str]] | None = None,
     cufile_called: bool = True,
     node_missing: NodeMissing = REPLAY,
+) -> tuple[list[Fact], str]:
+    """The why of one file of the summary (_file_why), with the GB/s the program achieved against
+    the ceiling of the file's path (platform/ceiling.py) where the node was read: whether the route
+    or the hardware held the rate down."""
+    facts, fix = _file_why(row, node, cufile_unused, said, cufile_called)
+    ceil = row.get("ceiling")
+    if row.get("against_ceiling") and ceil:
+        low = next((c for c in ceil["ceilings"] if c["gbps"] == ceil["gbps"]), None)
+        src = low["source"] if low else ", ".join(c["source"] for c in ceil["ceilings"])
+        facts.append(Fact("GB/s against the path's ceiling", row["against_ceiling"], src))
+    return facts, fix
+
+
+def _file_why(
+    row: dict,
+    node: NodeFacts | None,
+    cufile_unused: str | None,
+    said: list[tuple[str, str]] | None = None,
+    cufile_called: bool = True,
 ) -> tuple[list[Fact], str]:
     """The why of one file of the summary (Classifier.file_summary's row): facts, decisive first,
     and the fix ("none on this node: …" where nothing the user can change on it would help). SAID:
@@ -182,6 +205,14 @@ def file_why(
         if row.get("page_cache_hit") is not None:
             facts.append(
                 Fact("page cache", f"{100 * row['page_cache_hit']:.0f} % of its mapped bytes were cached", TRACE)
+            )
+        if row.get("major_faults"):  # (a load that waited on the disk a fault at a time)
+            facts.append(
+                Fact(
+                    "major page faults",
+                    f"{row['major_faults']} ({row['major_faults_per_gib']:g} per GiB mapped)",
+                    "perf software event page-faults-major",
+                )
             )
         facts += node_facts
         if would in (Route.NVFS, Route.P2PDMA):

@@ -252,7 +252,17 @@ def file_why_lines(f: dict) -> list[str]:
     decisive = next((x for x in chain if x.get("role") == "decisive"), chain[0] if chain else None)
     out = []
     if f.get("mechanism"):
-        out.append(f"how: {f['mechanism']}" + (f", {f['gbps']:.2f} GB/s over its I/O" if f.get("gbps") else ""))
+        out.append(
+            f"how: {f['mechanism']}"
+            + (f", {f['gbps']:.2f} GB/s over its I/O" if f.get("gbps") else "")
+            + (
+                f", {f['major_faults']} major faults ({f['major_faults_per_gib']:g} a GiB mapped)"
+                if f.get("major_faults")
+                else ""
+            )
+        )
+    if f.get("against_ceiling"):
+        out.append(f"ceiling: {f['against_ceiling']}")
     if decisive is not None:
         label = "" if decisive["fact"] == "route" else f"{decisive['fact']}: "
         out.append(f"why: {label}{decisive['value']}")

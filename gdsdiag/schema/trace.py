@@ -111,6 +111,10 @@ class _FileRow(TypedDict):
     to_gpu_share: float  # bytes that reached a GPU (DRAM_BOUNCE, COMPAT, P2P routes) / bytes
     p2p_share: float
     page_cache_hit: float | None  # of its mapped bytes, the share that came from the page cache
+    # major page faults in its mappings (perf event page-faults-major, the kernel's count ru_majflt
+    # sums) and per GiB of the bytes its mappings brought in; None: not counted, or not mapped
+    major_faults: int | None
+    major_faults_per_gib: float | None
     via: list[str]  # read, pread64, mmap, cuFile, io_uring, …
     pids: list[int]
     how: list[str]  # direct | staged | job: how copies took its bytes (dataflow.py)
@@ -118,6 +122,11 @@ class _FileRow(TypedDict):
     threads: int  # threads seen doing its I/O (0: only counted in the kernel)
     via_to_gpu: list[str]  # of via, the calls that moved the bytes that reached a GPU
     gbps: float | None  # its bytes over the span of its I/O (first start to last end); None: not known
+    # what the node's hardware allows on its path (platform/ceiling.py: the disk's PCIe link, the
+    # GPU's where its bytes reached one, the queue limits): {gbps (the narrowest known, None: unknown),
+    # limit, ceilings: [{whose, gbps, what, at, source}], queue}; None: the node not read (a replay)
+    ceiling: dict | None
+    against_ceiling: str | None  # "1.24 GB/s of the GPU's 63.02 GB/s PCIe Gen5 x16 link (…)"; None: no gbps
     why: str
     # the facts that decided its route, decisive first: {fact, value, source, role: decisive |
     # contributing} (check/why.py, the node's from check/facts.py), and the one change that would

@@ -321,6 +321,8 @@ def _record_name(typ: int, rid: int) -> tuple[str, str, int]:
         return kind, name, _FORK if name == "fork" else 0
     if kind == "pages":
         return kind, "page_cache_fill", 0
+    if kind == "majflt":
+        return kind, "major_fault", 0
     if kind in ("blk_issue", "blk_done"):
         return kind, "block_rq_issue" if kind == "blk_issue" else "block_rq_complete", 0
     name = API_NAMES.get(rid, str(rid))
@@ -470,6 +472,7 @@ class Probes:
         ]
         if block:
             self.attached.append("tracepoint block:block_rq_issue/complete")
+        self.major_faults = self._major_faults()
         for p in pids:
             self.add_pid(p)
         for lib in libcufiles:
@@ -763,6 +766,22 @@ class Probes:
                 extra += 1
         if extra:
             self.attached.append(f"uprobes {extra} more in {libcuda} that cuGetProcAddress hands out")
+
+    def _major_faults(self) -> bool:
+        """The perf software event page-faults-major on every CPU (a file's major faults: the kernel's
+        own count of faults that waited for I/O); False, with the reason, where it cannot be opened."""
+        try:
+            self.b.attach_perf_event(
+                ev_type=self.bcc.PerfType.SOFTWARE,
+                ev_config=self.bcc.PerfSWConfig.PAGE_FAULTS_MAJ,
+                fn_name="on_major_fault",
+                sample_period=1,
+            )
+        except Exception as e:  # noqa: BLE001 (bcc raises bare Exception; the trace goes on without them)
+            self.failed.append(f"perf software event page-faults-major: {e}: a file's major faults are not counted")
+            return False
+        self.attached.append("perf software event page-faults-major (major faults in mapped data files)")
+        return True
 
     def _kprobes(self) -> None:
         from ..platform.fsroot import FsRoot

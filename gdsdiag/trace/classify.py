@@ -513,6 +513,9 @@ class Classifier:
         self.opens_of: dict[str, list[int]] = {}
         self.node: NodeFacts | None = None  # the node's GDS facts (check/facts.py), for each file's why
         self.node_missing = REPLAY  # why self.node is None (a live trace sets its own reason)
+        # major page faults per mapped data file (the perf event page-faults-major, put in the file by
+        # its address); None where that event was not attached: not counted, rather than none
+        self.major_faults: dict[str, int] | None = None
         # --block: requests the traced processes issued per (device, R|W|…): [requests, bytes]
         # (block_summary; the device that served the bytes, e.g. the virtio disk under every read)
         self.block: dict[tuple[int, str], list[int]] = {}
@@ -535,6 +538,7 @@ class Classifier:
             "fd": self._on_fd,
             "proc": self._on_proc,
             "pages": self._on_pages,
+            "majflt": self._on_major_fault,
             "handle": self._on_handle,
             "api_enter": self._on_api_enter,
             "api_exit": self._on_api_exit,
@@ -909,6 +913,19 @@ class Classifier:
         if run is not None:
             self._close_page_run(key, run)
         self.page_runs[key] = [e.ts, e.ts, index, index + n, e]
+
+    def _on_major_fault(self, e: Event) -> None:
+        """A major fault of a process at an address: the mapped data file it falls in counts it (a
+        library's or an anonymous mapping's are not the trace's to name)."""
+        if self.major_faults is None:
+            self.major_faults = {}  # (a recording that has them: its trace counted them)
+        addr = e.args[0] if e.args else 0
+        for mf in self.flow.maps_of.get(e.pid, ()):
+            for start, length, _ in mf.maps:
+                if start <= addr < start + length:
+                    path = mf.path
+                    self.major_faults[path] = self.major_faults.get(path, 0) + 1
+                    return
 
     def _close_page_run(self, key, run) -> None:
         self.page_runs.pop(key, None)
@@ -2217,6 +2234,7 @@ class Classifier:
                 "to_gpu_share": round((bounce + compat + p2p) / total, 4),
                 "p2p_share": round(p2p / total, 4),
                 "page_cache_hit": round(f["page_cache_bytes"] / mm, 4) if mm else None,
+                **self._major_faults(f, mm),
                 "via": sorted(f["via"]),
                 "pids": sorted(f["pids"]),
                 "how": sorted(f["how"]),
@@ -2231,6 +2249,9 @@ class Classifier:
                 "threads": len(f["tids"]),
                 "gbps": rate(f["bytes"], f["first_ns"], f["last_ns"]),
             }
+            ceil = self.node.ceilings(f["path"], bool(bounce or compat or p2p)) if self.node is not None else None
+            row["ceiling"] = ceil.to_json() if ceil is not None else None
+            row["against_ceiling"] = ceil.against(row["gbps"]) if ceil is not None and row["gbps"] else None
             called = any(self.cufile_calls.get(pid) for pid in f["pids"])
             chain, fix = file_why(row, self.node, unused, self.program_said(f["pids"]), called, self.node_missing)
             row["why_chain"], row["fix"] = [x.to_json() for x in chain], fix
@@ -2240,6 +2261,15 @@ class Classifier:
             if lost:
                 out[-1]["lost_in_kernel"] = dict(lost)
         return out
+
+    def _major_faults(self, f: dict, mm: int) -> dict:
+        """The file's major page faults (under its names in the trace) and their rate per GiB of the
+        bytes its mappings brought in (MM: filled from the device and taken from the page cache);
+        None where faults were not counted, or nothing came through a mapping."""
+        if self.major_faults is None or not mm:
+            return {"major_faults": None, "major_faults_per_gib": None}
+        n = sum(self.major_faults.get(p, 0) for p in (f["path"], *f.get("renamed_from", ())))
+        return {"major_faults": n, "major_faults_per_gib": round(n / (mm / (1 << 30)), 1)}
 
     def _opens(self, path: str, was: list[str] | None) -> tuple[int, int]:
         """(opens with O_DIRECT, opens) of PATH under its names in the trace."""

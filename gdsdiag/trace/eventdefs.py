@@ -36,6 +36,7 @@ KINDS = _table("""
     EV_PROC 11 proc                 # process tree: PROC_* ids
     EV_FD 12 fd                     # descriptor table: FDEV_* ids
     EV_PAGES 13 pages               # page-cache fill outside read syscalls: a0 dev, a1 ino, a2 index, a3 pages
+    EV_MAJFLT 14 majflt             # a major page fault of a process that mapped a data file: a0 the address
 """)
 # cuFile API (and CUDA copy) ids of EV_API_ENTER/EXIT, EV_HANDLE, EV_BATCH_REQ
 API = _table("""

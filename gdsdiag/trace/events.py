@@ -13,7 +13,7 @@ from . import eventdefs
 # ids used by probes/cufile_trace.c and nvfs_kprobes.c: generated into them from eventdefs.py
 EV_API_ENTER, EV_API_EXIT, EV_USDT, EV_SYS_ENTER, EV_SYS_EXIT = 1, 2, 3, 4, 5
 EV_BLK_ISSUE, EV_BLK_DONE, EV_HANDLE, EV_BATCH_REQ, EV_KPROBE = 6, 7, 8, 9, 10
-EV_PROC, EV_FD, EV_PAGES = 11, 12, 13
+EV_PROC, EV_FD, EV_PAGES, EV_MAJFLT = 11, 12, 13, 14
 KINDS = {v: kind for _, v, kind in eventdefs.KINDS if kind != "sys_enter"}
 # Paths that are never file data: pseudo-files, pipes and sockets; shared objects and Python sources
 # (the dynamic loader and interpreters read ELF headers and sources with pread). The probes decide the

@@ -508,6 +508,8 @@ def run_live(
     from .counted import CountedIo
 
     clf = Classifier(path_filter)
+    if getattr(probes, "major_faults", False):
+        clf.major_faults = {}  # (counted: a file with none has 0, not "not counted")
     clf.cgroup_job = bool(cgroup)  # a container's processes are one job, forked from each other or not
     content = ContentCheck(live=True)  # staged copies checked against the files' own bytes
     clf.use_content(content)
@@ -821,6 +823,8 @@ def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
     rec = Recording(path)
     header = rec.header
     clf = Classifier(path_filter, int(header.get("gdsdiag_trace_record", 1)))
+    if any("page-faults-major" in str(a) for a in header.get("probes_attached") or ()):
+        clf.major_faults = {}
     if rec.content_lines:  # (the checks the live trace made: a replay cannot read the node's files)
         clf.use_content(ContentCheck(recorded=recorded_answers(rec.content_events())))
     clf.cgroup_job = bool(header.get("cgroup"))
