@@ -130,8 +130,8 @@ def file_why(
 ) -> tuple[list[Fact], str]:
     """The why of one file of the summary (_file_why), with the GB/s the program achieved against
     the ceiling of the file's path (platform/ceiling.py) where the node was read: whether the route
-    or the hardware held the rate down."""
-    facts, fix = _file_why(row, node, cufile_unused, said, cufile_called)
+    or the hardware held the rate down. NODE_MISSING: why NODE is None."""
+    facts, fix = _file_why(row, node, cufile_unused, said, cufile_called, node_missing)
     ceil = row.get("ceiling")
     if row.get("against_ceiling") and ceil:
         low = next((c for c in ceil["ceilings"] if c["gbps"] == ceil["gbps"]), None)
@@ -146,6 +146,7 @@ def _file_why(
     cufile_unused: str | None,
     said: list[tuple[str, str]] | None = None,
     cufile_called: bool = True,
+    node_missing: NodeMissing = REPLAY,
 ) -> tuple[list[Fact], str]:
     """The why of one file of the summary (Classifier.file_summary's row): facts, decisive first,
     and the fix ("none on this node: …" where nothing the user can change on it would help). SAID:
