@@ -353,13 +353,16 @@ def test_exporter_names_the_top_pods_by_bytes_and_no_series_goes_down(loop_pods,
         assert v >= scrapes[0].get(k, 0), (k, scrapes[0].get(k), v)
     parked = sum(b for kept in counters.parked.values() for k, (_, b) in kept.items() if k != CACHE_KEY)
     assert sum(last.values()) + parked == read
-    # the page-cache counters under the same label sets: every byte was a buffered read of a file
-    # just written (in the cache: nothing filled); per set, what its bytes series holds
+    # the page-cache counters under the same bounded label sets: every byte was a buffered read of a
+    # file just written (in the cache: nothing filled). They come at a window's end, under the label
+    # set the pod has then (a pod displaced within the window has its bytes under its own series and
+    # its reads here under 'other'): the totals hold, and each top pod has at least its second window
     cache = {pod[1]: v for pod, v in counters.cache.items()}
-    for pod, (nread, nfilled) in cache.items():
-        assert nread == sum(v for k, v in last.items() if k[1] == pod) and nfilled == 0, (pod, cache)
+    assert all(nfilled == 0 for _, nfilled in cache.values()), cache
     kept = sum(kept[CACHE_KEY][0] for kept in counters.parked.values() if CACHE_KEY in kept)
     assert sum(v[0] for v in cache.values()) + kept == read
+    for pod in top:
+        assert cache[pod][0] in (8 * MiB, 16 * MiB), (pod, cache)
 
 
 @pytest.fixture
@@ -390,6 +393,7 @@ def test_page_cache_hit_share_first_pod_cold_the_rest_warm(cold_pods, tmp_path):
     first.stdin.write(f"go {size}\n")
     first.stdin.flush()
     assert first.stdout.readline().split() == ["done", str(size)]
+    time.sleep(1.5)  # (an interval ends between: the first pod's row is in its own, not cut at ten pods)
     for proc in rest:
         proc.stdin.write(f"go {size}\n")
         proc.stdin.flush()
