@@ -428,3 +428,29 @@ def test_topology_md_lists_every_finding_id_and_no_other():
         doc |= {re.sub(r"<[a-z]+>$", "<", i) for i in re.findall(r"`([a-z0-9:<>-]+)`", cell)}
     assert len(code) > 10, code
     assert code == doc, (sorted(code - doc), sorted(doc - code))
+
+
+def _readme_commands() -> list[str]:
+    """The README's indented command lines (its set-up and test commands)."""
+    return [ln[4:] for ln in _text(os.path.join(REPO, "README.md")).splitlines() if ln.startswith("    apt-get ")]
+
+
+def test_ci_runs_the_readmes_two_commands_not_a_recipe_of_its_own():
+    """README: '.ci/run is what CI runs: the two commands above, read from this file and run as
+    written' (issue 46 goal 1). Each line .ci/run reads is found in README.md, once, and is one of
+    its two commands; .ci/run installs none of what the set-up installs by a recipe of its own."""
+    ci = _text(os.path.join(REPO, ".ci", "run"))
+    readme = _readme_commands()
+    assert len(readme) == 2, readme  # the set-up command and the test command
+    starts = re.findall(r"readme_line '([^']+)'", ci)
+    assert len(starts) == 2, starts
+    found = [[c for c in readme if c.startswith(s)] for s in starts]
+    assert [len(f) for f in found] == [1, 1] and found[0] != found[1], found
+    assert 'bash -c "$setup"' in ci and 'bash -c "$test_cmd"' in ci
+    own = [
+        ln
+        for ln in ci.splitlines()
+        if "apt-get install" in ln and not ln.lstrip().startswith("#") and "readme_line '" not in ln
+    ]
+    assert all("python3-bpfcc" not in ln and "python3-venv" not in ln for ln in own), own
+    assert "gdsdiag.trace.headers" not in "".join(own), own
