@@ -1189,16 +1189,24 @@ static __always_inline int open_exit(void *ctx, s64 ret) {
     int n = bpf_probe_read_user_str(&o->path, sizeof(o->path), (void *)fname);
     int skip = 0, gpulib = 0, pseudo = 0;
     /* shared objects (".so" then "." or the end) are code, not data; "/libcu…" (libcufile, libcuda)
-     * is still named so the reader can probe that copy */
+     * is still named so the reader can probe that copy.
+     * What the walk finds is kept in the record (o->serial, 0 until after it: bit 0 a ".so", bits
+     * 1-2 the last "/libcu" match), not in variables: the verifier tracks a variable's value, so each
+     * of the 250 steps had a state per (skip, gpulib) pair and paths could not be pruned; clang 18
+     * (Ubuntu 24.04's bcc 0.29) made that over the verifier's million instructions ("Argument list
+     * too long": gdsdiag trace did not start there). Memory of the record is not tracked. */
     for (int i = 0; i < 250; i++) {
         char c = o->path[i];
         if (c == 0)
             break;
         if (c == '.' && o->path[i + 1] == 's' && o->path[i + 2] == 'o' && (o->path[i + 3] == 0 || o->path[i + 3] == '.'))
-            skip = 1;
+            o->serial |= 1;
         if (c == '/' && o->path[i + 1] == 'l' && o->path[i + 2] == 'i' && o->path[i + 3] == 'b' && o->path[i + 4] == 'c' && o->path[i + 5] == 'u')
-            gpulib = 1 + (o->path[i + 6] == 'd' || o->path[i + 6] == 'f');   /* 2: libcuda*, libcudart*, libcufile* */
+            o->serial = (o->serial & 1) | ((1 + (o->path[i + 6] == 'd' || o->path[i + 6] == 'f')) << 1);   /* 2: libcuda*, libcudart*, libcufile* */
     }
+    skip = o->serial & 1;
+    gpulib = (o->serial >> 1) & 3;
+    o->serial = 0;
     /* Python sources are code, not data: ".py", ".pyc" endings */
     if (n > 4 && n < (int)sizeof(o->path)) {
         /* u8 indexes: the verifier sees each one bounded by the 256-byte path */

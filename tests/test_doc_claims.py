@@ -428,3 +428,74 @@ def test_topology_md_lists_every_finding_id_and_no_other():
         doc |= {re.sub(r"<[a-z]+>$", "<", i) for i in re.findall(r"`([a-z0-9:<>-]+)`", cell)}
     assert len(code) > 10, code
     assert code == doc, (sorted(code - doc), sorted(doc - code))
+
+
+def _readme_commands() -> list[str]:
+    """The README's indented command lines (its set-up and test commands)."""
+    return [ln[4:] for ln in _text(os.path.join(REPO, "README.md")).splitlines() if ln.startswith("    apt-get ")]
+
+
+def test_ci_runs_the_readmes_two_commands_not_a_recipe_of_its_own():
+    """README: '.ci/run is what CI runs: the two commands above, read from this file and run as
+    written' (issue 46 goal 1). Each line .ci/run reads is found in README.md, once, and is one of
+    its two commands; .ci/run installs none of what the set-up installs by a recipe of its own."""
+    ci = _text(os.path.join(REPO, ".ci", "run"))
+    readme = _readme_commands()
+    assert len(readme) == 2, readme  # the set-up command and the test command
+    starts = re.findall(r"readme_line '([^']+)'", ci)
+    assert len(starts) == 2, starts
+    found = [[c for c in readme if c.startswith(s)] for s in starts]
+    assert [len(f) for f in found] == [1, 1] and found[0] != found[1], found
+    assert 'bash -c "$setup"' in ci and 'bash -c "$test_cmd"' in ci
+    own = [
+        ln
+        for ln in ci.splitlines()
+        if "apt-get install" in ln and not ln.lstrip().startswith("#") and "readme_line '" not in ln
+    ]
+    assert all("python3-bpfcc" not in ln and "python3-venv" not in ln for ln in own), own
+    assert "gdsdiag.trace.headers" not in "".join(own), own
+
+
+def test_the_readmes_extras_table_is_setup_pys_extras():
+    """README's table 'extra | installs | for': each row's extras are setup.py's, and each names the
+    distributions that extra installs (cupy, kvikio, libcufile, nvidia-ml-py for [cu13]/[cu12]),
+    both ways: an extra added to setup.py without a row, or a package the row does not name, fails."""
+    import ast
+
+    tree = ast.parse(_text(os.path.join(REPO, "setup.py")))
+    extras = next(
+        ast.literal_eval(kw.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.keyword) and node.arg == "extras_require"
+        for kw in [node]
+    )
+    rows = [
+        ln for ln in _text(os.path.join(REPO, "README.md")).splitlines() if ln.startswith("| `[") and ln.count("|") >= 4
+    ]
+    named: dict[str, str] = {}
+    for ln in rows:
+        cells = [c.strip() for c in ln.strip("|").split("|")]
+        for extra in re.findall(r"`\[([a-z0-9]+)\]`", cells[0]):
+            named[extra] = cells[1]
+    assert set(named) == set(extras) - {"test"}, (sorted(named), sorted(extras))
+
+    def short(req: str) -> str:  # the name a reader knows: cupy-cuda12x is cupy, nvidia-cufile-cu12 libcufile
+        name = re.split(r"[<>=\[ ]", req)[0]
+        return {"nvidia-cufile": "libcufile", "nvidia-cufile-cu12": "libcufile"}.get(
+            name, re.sub(r"-(cuda1\dx|cu1\d)$", "", name)
+        )
+
+    for extra, cell in named.items():
+        for req in extras[extra]:
+            name = re.split(r"[<>=\[ ]", req)[0]
+            assert name in cell or short(req) in cell, (extra, req, cell)
+
+
+def test_the_readmes_test_command_lists_skips_and_runs_live_tests_on_two_workers():
+    """README: 'the closing summary lists every skipped test with its reason'; 'the live eBPF tests
+    on 2 pytest-xdist workers'."""
+    run = _text(os.path.join(REPO, "tests", "run.sh"))
+    assert re.search(r"pytest=\(.*-m pytest[^)]* -rs[ )]", run), "tests/run.sh's pytest has no -rs"
+    assert "workers=${GDSDIAG_TEST_WORKERS:-2}" in run and '-n "$workers" -m live' in run
+    readme = _text(os.path.join(REPO, "README.md"))
+    assert "lists every skipped test with its reason" in readme and "on 2 pytest-xdist workers" in readme

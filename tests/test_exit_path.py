@@ -109,7 +109,7 @@ EXITS_ALLOWED = {
     "gdsdiag/sweep/worker_process.py": "a --workers process worker: a program of its own that reports over its "
     "pipe, then ends with os._exit (its resources released, CUDA's teardown skipped)",
     "gdsdiag/trace/headers.py": "python -m gdsdiag.trace.headers, the README's headers step: a program of its own "
-    "(stdlib only: .ci/run runs it from the checkout before anything is installed)",
+    "(stdlib only: it needs nothing of gdsdiag's dependencies)",
     "gdsdiag/signals.py": "a signal before the command's own handlers are in place (start-up imports): one "
     "line and the signal's code at once, nothing else can run yet",
 }

@@ -72,6 +72,7 @@ LAYERS = {
     "gdsdiag.terminal": 0,
     "gdsdiag.units": 0,
     "gdsdiag.extras": 0,
+    "gdsdiag.docout": 0,
     "gdsdiag.verdicts": 0,
 }
 

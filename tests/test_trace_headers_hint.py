@@ -32,6 +32,19 @@ def test_a_tree_without_common_is_its_own_source(tmp_path):
     assert close_headers_tree(str(tmp_path)) == (build, build)
 
 
+def test_ubuntus_pair_links_the_generic_tree(tmp_path):
+    """Ubuntu 24.04's linux-headers-generic installs two trees (as a fresh noble debootstrap got
+    them, docs/fresh-box.md): linux-headers-6.8.0-155 (the sources' include/, no -common suffix)
+    and linux-headers-6.8.0-155-generic (include/generated, include/config and links into the
+    first). The -generic one is what bcc compiles against; the plain one lacks the generated
+    headers. Two versions installed: the newest -generic."""
+    for v in ("6.8.0-31", "6.8.0-155"):
+        _tree(tmp_path, f"linux-headers-{v}")
+        _tree(tmp_path, f"linux-headers-{v}-generic")
+    build = str(tmp_path / "linux-headers-6.8.0-155-generic")
+    assert close_headers_tree(str(tmp_path)) == (build, build)
+
+
 def test_no_tree(tmp_path):
     os.makedirs(tmp_path / "linux-headers-6.1.0-57-common")  # a source tree alone cannot be built against
     assert close_headers_tree(str(tmp_path)) is None

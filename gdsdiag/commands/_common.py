@@ -12,7 +12,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from .. import jsontext
+from .. import docout, jsontext
 
 
 def json_text(doc: Mapping[str, Any], pretty: bool | None = None) -> str:
@@ -21,7 +21,7 @@ def json_text(doc: Mapping[str, Any], pretty: bool | None = None) -> str:
     C: the 4.5 MB topology of a 1,000-device node takes 0.36 s indented and 0.09 s compact
     (docs/benchmarks-history.md). ``pretty`` None: decide by whether stdout is a terminal."""
     if pretty is None:
-        pretty = sys.stdout.isatty()
+        pretty = docout.stream().isatty()
     if pretty:
         return json.dumps(doc, indent=2)
     return jsontext.compact(doc)
@@ -29,7 +29,7 @@ def json_text(doc: Mapping[str, Any], pretty: bool | None = None) -> str:
 
 def emit_json(doc: Mapping[str, Any]) -> None:
     """A command's JSON document on stdout (schemas in docs/json.md)."""
-    sys.stdout.write(json_text(doc) + "\n")
+    docout.stream().write(json_text(doc) + "\n")
 
 
 @contextmanager
@@ -85,9 +85,23 @@ def node_options(verb: str, root_help: str = "Read sysfs/procfs under this direc
     return deco
 
 
+def only_the_document(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """The callback of every option that writes a JSON document to stdout: for the command's run,
+    what anything else prints there (bcc, a library, a child) goes to stderr (docout)."""
+    if value is True or value == "-":
+        ctx.with_resource(docout.json_document())
+    return value
+
+
 def json_option(schema: str) -> Callable[[_F], _F]:
     """--json: the command's document on stdout (docs/json.md)."""
-    return click.option("--json", "as_json", is_flag=True, help=f"Write the JSON document (schema {schema}).")
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        callback=only_the_document,
+        help=f"Write the JSON document (schema {schema}).",
+    )
 
 
 def paths_option(help: str) -> Callable[[_F], _F]:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ._common import emit_json
+from ._common import emit_json, only_the_document
 
 if TYPE_CHECKING:
     from ..schema.snapshot import SnapshotDoc
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 @click.option("-o", "--output", required=True, metavar="FILE", help="Archive to write (.tar.gz); never overwritten.")
 @click.option("--root", default="/", show_default=True, help="Capture from this root (for tests).")
 @click.option("--redact", is_flag=True, help="Remove hostnames, serial numbers, UUIDs and IP addresses.")
-@click.option("--json", "as_json", is_flag=True, help="Report what was captured as JSON.")
+@click.option("--json", "as_json", is_flag=True, callback=only_the_document, help="Report what was captured as JSON.")
 def snapshot(output, root, redact, as_json):
     """A support bundle: the files gdsdiag reads (PCI sysfs incl. config space, IOMMU,
     /proc/driver/nvidia*, nvidia-fs procfs, kernel config, cufile.json), plus topology and check

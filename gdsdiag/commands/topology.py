@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
+from .. import docout
 from ._common import json_option, json_text, node_options, paused_gc
 
 
@@ -50,13 +49,13 @@ def topology(
         if as_json:
             from ..documents.topology import document, document_text
 
-            if sys.stdout.isatty():  # a person: indented (commands/_common.json_text)
+            if docout.stream().isatty():  # a person: indented (commands/_common.json_text)
                 parts = (report.topo, report.pairs, report.findings, report.cross_check, report.routing)
                 text = json_text(document(*parts, cross_check_input=report.cross_check_input), pretty=True)
             else:  # a program: the same compact text emit_json writes, made faster (documents/topology)
                 text = document_text(report)
     if as_json:
-        sys.stdout.write(text + "\n")
+        docout.stream().write(text + "\n")
     else:
         from rich.console import Console
 

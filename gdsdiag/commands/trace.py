@@ -8,8 +8,9 @@ from typing import IO, Any, cast
 
 import click
 
+from .. import docout
 from ..errors import EXIT_OK, EXIT_WARN, GdsdiagError, Outcome
-from ._common import Duration
+from ._common import Duration, only_the_document
 from ._numbers import PID
 
 
@@ -65,7 +66,9 @@ from ._numbers import PID
     "where stdout is not a terminal (or with --json / --replay) --interval 1 lines instead.",
 )
 @click.option("--path", "path_filter", metavar="DIR", help="Only report I/O to files under DIR.")
-@click.option("--json", "as_json", is_flag=True, help="JSON lines: one per I/O, then a summary.")
+@click.option(
+    "--json", "as_json", is_flag=True, callback=only_the_document, help="JSON lines: one per I/O, then a summary."
+)
 @click.option(
     "--libcufile",
     "libcufile_path",
@@ -225,13 +228,13 @@ def trace(
 
     def summary(res) -> None:
         render_summary(console, res, as_json)
-        sys.stdout.flush()  # out before the probes are detached (seconds of the kernel's time)
+        docout.stream().flush()  # out before the probes are detached (seconds of the kernel's time)
 
     import contextlib
 
-    # -o: the JSON lines, the interval lines and the summary (written to sys.stdout by the
+    # -o: the JSON lines, the interval lines and the summary (written to docout's stream by the
     # renderers) go to the file for the trace's whole run
-    to_out = contextlib.redirect_stdout(out) if out is not None else contextlib.nullcontext()
+    to_out = docout.redirect_to(cast(IO[str], out)) if out is not None else contextlib.nullcontext()
     try:
         with to_out:
             if replay_path:
@@ -265,7 +268,7 @@ def trace(
                     on_tick=on_tick,
                     # (stdout to a pipe or file is block-buffered: without this a `| jq` saw each poll's
                     # verdicts only once 8 KiB of them had piled up, or at the end)
-                    on_batch=sys.stdout.flush,
+                    on_batch=lambda: docout.stream().flush(),
                     pod=pod,
                     namespace=namespace,
                     pod_logs=pod_logs,

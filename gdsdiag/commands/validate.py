@@ -7,7 +7,7 @@ import os
 import click
 
 from ..errors import EXIT_OK, GdsdiagError, Outcome, UsageError, refuse_existing
-from ._common import Duration, emit_json, paths_option
+from ._common import Duration, emit_json, only_the_document, paths_option
 
 PROM_MARK = "# HELP gdsdiag_"
 
@@ -50,7 +50,11 @@ def write_prom(path: str, text: str) -> None:
 )
 @click.option("--trace-replay", metavar="FILE", help="Judge a 'gdsdiag trace --record' file's route shares.")
 @click.option(
-    "--json", "json_path", metavar="FILE", help="Write the JSON report (schema gdsdiag.validate/1); '-' for stdout."
+    "--json",
+    "json_path",
+    metavar="FILE",
+    callback=only_the_document,
+    help="Write the JSON report (schema gdsdiag.validate/1); '-' for stdout.",
 )
 @click.option("--junit", "junit_path", metavar="FILE", help="Write JUnit XML, one testcase per rule.")
 @click.option(

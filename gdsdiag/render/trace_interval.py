@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 
 from rich.console import Console
 from rich.text import Text
 
+from .. import docout
 from ..trace.interval import Intervals
 from ..verdicts import style
 from .trace_out import _size, cache_note
@@ -55,8 +55,8 @@ class IntervalPrinter:
         if rec is None:
             return
         if self.as_json:
-            sys.stdout.write(json.dumps(rec) + "\n")
-            sys.stdout.flush()
+            docout.stream().write(json.dumps(rec) + "\n")
+            docout.stream().flush()
             return
         c = self.console
         when = f"+{rec['t_s']:.1f} s" if self.replay else time.strftime("%H:%M:%S")

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.text import Text
 
+from .. import docout
 from ..units import size_text
 from ..verdicts import style
 
@@ -170,14 +170,14 @@ class LinePrinter:
         """Each of VS in turn, as __call__ would (the live loop's verdicts of a poll, together):
         the JSON lines in one write."""
         if self.as_json:
-            sys.stdout.write("".join([io_json(v) for v in vs]))
+            docout.stream().write("".join([io_json(v) for v in vs]))
             return
         for v in vs:
             self(v)
 
     def __call__(self, v: schema.IoLine) -> None:
         if self.as_json:
-            sys.stdout.write(io_json(v))
+            docout.stream().write(io_json(v))
             return
         now = v["ts"] // 1_000_000_000
         if self.window is None:
@@ -369,7 +369,7 @@ def _render_pods(console: Console, pods: list[dict]) -> None:
 
 def render_summary(console: Console, res, as_json: bool) -> None:
     if as_json:
-        sys.stdout.write(json.dumps(res.summary_json()) + "\n")
+        docout.stream().write(json.dumps(res.summary_json()) + "\n")
         return
     console.print()
     if not res.ios and not getattr(res, "counted", []):

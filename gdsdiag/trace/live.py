@@ -369,7 +369,12 @@ def _gate_child(cmd: list[str]):
         os.dup2(r, 3)
         setup()
 
-    proc = subprocess.Popen(["/bin/sh", "-c", gate, "gdsdiag-trace-gate", *cmd], pass_fds=(3,), preexec_fn=preexec)
+    from ..docout import child_stdout
+
+    # CMD shares the user's stdout (docs/trace.md), not the stderr fd 1 points at in a --json run
+    proc = subprocess.Popen(
+        ["/bin/sh", "-c", gate, "gdsdiag-trace-gate", *cmd], pass_fds=(3,), preexec_fn=preexec, stdout=child_stdout()
+    )
     os.close(r)
     return Tree(proc, own_group), w
 
