@@ -14,6 +14,7 @@ from conftest import GDSDIAG
 
 from gdsdiag import cuobj_json
 from gdsdiag.check.context import CheckContext
+from gdsdiag.check.report import add_targets
 from gdsdiag.check.runner import run
 from gdsdiag.check.targets import endpoint_routes, visible_mounts
 from gdsdiag.platform.fsroot import FsRoot
@@ -29,7 +30,9 @@ def h200(tmp_path):
 
 
 def _mounts(root):
-    rep = run(CheckContext(FsRoot(root), env={}))
+    ctx = CheckContext(FsRoot(root), env={})
+    rep = run(ctx)
+    add_targets(ctx, rep)
     return rep, {m.mount_point: m for m in rep.mounts}
 
 

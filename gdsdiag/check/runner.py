@@ -178,10 +178,6 @@ def run(ctx: CheckContext, paths: Sequence[str] = (), gdscheck_text: str | None 
             )
         )
     report = CheckReport(results, verdict, source=ctx.fs.root)
-    from .targets import endpoint_routes, mount_routes
-
-    report.mounts = mount_routes(ctx, verdict, results)
-    report.endpoints, report.endpoints_source = endpoint_routes(ctx)
     for p in paths:
         pv, pres = analyse_path(ctx, p, verdict.routes)
         report.paths.append(pv)

@@ -49,7 +49,7 @@ def render(console: Console, report, verbose: bool = False) -> None:
             if verbose:
                 for reason in m.reasons:
                     _line(console, Text(f"  {'':<{width}}{'':<8}- {clip(reason)}", style="dim"))
-            if m.fix and (verbose or m.decided_by == "node"):
+            if m.fix and (verbose or (m.decided_by == "node" and v.routes)):  # (no route at all: said once above)
                 _line(console, Text(f"  {'':<{width}}{'':<8}fix: {clip(m.fix, 2000)}"))
     _line(console, Text("cuObject endpoints: ", style="bold") + Text(clip(report.endpoints_source)))
     for e in report.endpoints:
