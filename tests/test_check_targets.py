@@ -70,7 +70,9 @@ def test_denylist_names_the_mount_and_decides(h200):
         ),
     )
     _, ms = _mounts(h200)
-    assert ms["/usr/local/nvidia"].deciding == "cufile.json denylist.mounts names /usr/local/nvidia: GDS is not used there"
+    assert (
+        ms["/usr/local/nvidia"].deciding == "cufile.json denylist.mounts names /usr/local/nvidia: GDS is not used there"
+    )
     assert ms["/dev/shm"].deciding == "cufile.json denylist.filesystems names tmpfs: GDS is not used on it"
     assert ms["/"].deciding == "cufile.json denylist.devices names /dev/vda: GDS is not used on it"
     assert all(m.route == Route.COMPAT and m.decided_by == "mount" for m in ms.values())
@@ -94,7 +96,15 @@ def test_check_json_carries_mounts_and_objects():
     doc = json.loads(out.stdout)
     assert [m["mount_point"] for m in doc["mounts"]][0] == "/"
     assert set(doc["mounts"][0]) == {
-        "mount_point", "fstype", "source", "where", "route", "deciding", "decided_by", "reasons", "fix"
+        "mount_point",
+        "fstype",
+        "source",
+        "where",
+        "route",
+        "deciding",
+        "decided_by",
+        "reasons",
+        "fix",
     }
     assert doc["objects"] == {"source": "no cuobj.json in effect: it names no endpoint", "endpoints": []}
     text = subprocess.run([*GDSDIAG, "check", "--from", snap], capture_output=True, text=True).stdout

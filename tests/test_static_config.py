@@ -16,7 +16,9 @@ from gdsdiag import cufile_json, static_config
 from gdsdiag.platform.fsroot import FsRoot
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ANY_REAL_FILE = os.path.join(HERE, "fixtures", "libcufile-strings", "libcufile-1.20.0.107-cuobject-and-static-config.txt")
+ANY_REAL_FILE = os.path.join(
+    HERE, "fixtures", "libcufile-strings", "libcufile-1.20.0.107-cuobject-and-static-config.txt"
+)
 
 
 @pytest.fixture
@@ -35,17 +37,25 @@ def test_states_from_the_cufile_json_in_effect(h200):
     assert got.summary().startswith("off (miscellaneous.enable_static_config unset: /etc/cufile.json)")
     cf.set_cufile(h200, '{"miscellaneous": {"enable_static_config": true}}')
     assert "static_config_filepath is unset: libcufile falls back to probing" in _read(h200).summary()
-    cf.set_cufile(h200, json.dumps({"miscellaneous": {"enable_static_config": True, "static_config_filepath": "/etc/gds-hw.json"}}))
+    cf.set_cufile(
+        h200,
+        json.dumps({"miscellaneous": {"enable_static_config": True, "static_config_filepath": "/etc/gds-hw.json"}}),
+    )
     got = _read(h200)
     assert got.present is False and "/etc/gds-hw.json does not exist" in got.summary()
     shutil.copy(ANY_REAL_FILE, os.path.join(h200, "etc", "gds-hw.json"))
     got = _read(h200)
     size = os.path.getsize(ANY_REAL_FILE)
     assert got.present is True and got.size == size
-    assert got.summary().startswith(f"on: /etc/gds-hw.json ({size} bytes) caches each GPU's BAR size and P2PDMA support")
+    assert got.summary().startswith(
+        f"on: /etc/gds-hw.json ({size} bytes) caches each GPU's BAR size and P2PDMA support"
+    )
     assert got.to_json()["format"] == "format not documented by NVIDIA: its contents are not read"
     # a file that is there but not enabled is named as unused
-    cf.set_cufile(h200, json.dumps({"miscellaneous": {"enable_static_config": False, "static_config_filepath": "/etc/gds-hw.json"}}))
+    cf.set_cufile(
+        h200,
+        json.dumps({"miscellaneous": {"enable_static_config": False, "static_config_filepath": "/etc/gds-hw.json"}}),
+    )
     assert f"/etc/gds-hw.json is there ({size} bytes) but unused" in _read(h200).summary()
 
 
@@ -53,7 +63,10 @@ def test_check_says_the_same_as_the_reader(h200):
     from gdsdiag.check.checks import check_cufile_json
     from gdsdiag.check.context import CheckContext
 
-    cf.set_cufile(h200, json.dumps({"miscellaneous": {"enable_static_config": True, "static_config_filepath": "/etc/gds-hw.json"}}))
+    cf.set_cufile(
+        h200,
+        json.dumps({"miscellaneous": {"enable_static_config": True, "static_config_filepath": "/etc/gds-hw.json"}}),
+    )
     shutil.copy(ANY_REAL_FILE, os.path.join(h200, "etc", "gds-hw.json"))
     (r,) = [x for x in check_cufile_json(CheckContext(FsRoot(h200), env={})) if x.id == "cufile.static_config"]
     assert r.summary == _read(h200).summary() and "regenerate" in r.summary

@@ -21,8 +21,8 @@ from __future__ import annotations
 import ipaddress
 from typing import TYPE_CHECKING
 
-from ..platform import netaddr
 from ..platform import mounts as mnt
+from ..platform import netaddr
 from ..routes import Route
 from .context import CheckContext
 from .facts import NodeFacts
@@ -141,7 +141,10 @@ def _gpu_memory(ctx: CheckContext, peer: str, peer_from: str) -> tuple[bool, str
         if dmabuf == "n":
             return False, f"kernel without CONFIG_DMA_SHARED_BUFFER ({peer_from})"
         if ctx.driver.open_module is False:
-            return False, f"the proprietary NVIDIA kernel module exports no dma-buf for RDMA; the open one does ({peer_from})"
+            return (
+                False,
+                f"the proprietary NVIDIA kernel module exports no dma-buf for RDMA; the open one does ({peer_from})",
+            )
         if dmabuf is None or ctx.driver.open_module is None:
             return True, f"dmabuf requested ({peer_from}); platform support not confirmed from the node"
         return True, f"dmabuf: kernel CONFIG_DMA_SHARED_BUFFER and the open NVIDIA kernel module ({peer_from})"
@@ -160,10 +163,18 @@ def _endpoint(
         ip = None
     if ip is not None:
         if not local.readable:
-            return EndpointRoute(entry, None, [], Route.UNKNOWN, "unknown", "this root has no /proc/net: its addresses are not known", "")
+            return EndpointRoute(
+                entry, None, [], Route.UNKNOWN, "unknown", "this root has no /proc/net: its addresses are not known", ""
+            )
         if ip not in local.by_address:
             return EndpointRoute(
-                entry, None, [], Route.NONE, "none", f"{entry} is not an address of this node (/proc/net)", "list this node's RDMA interface addresses in rdma_dev_addr_list"
+                entry,
+                None,
+                [],
+                Route.NONE,
+                "none",
+                f"{entry} is not an address of this node (/proc/net)",
+                "list this node's RDMA interface addresses in rdma_dev_addr_list",
             )
         iface = local.by_address[ip] or None
         devices = netaddr.rdma_devices_of(fs, iface) if iface else []
@@ -174,19 +185,44 @@ def _endpoint(
         devices = netaddr.rdma_devices_of(fs, entry)
     else:
         return EndpointRoute(
-            entry, None, [], Route.NONE, "none", f"no device or interface {entry} on this node (/sys/class/infiniband, /sys/class/net)", "name an RDMA device or interface of this node"
+            entry,
+            None,
+            [],
+            Route.NONE,
+            "none",
+            f"no device or interface {entry} on this node (/sys/class/infiniband, /sys/class/net)",
+            "name an RDMA device or interface of this node",
         )
     if not devices:
         return EndpointRoute(
-            entry, iface, [], Route.NONE, "none", f"{iface or entry} has no RDMA device (/sys/class/infiniband)", "use an RDMA-capable NIC's address (ConnectX, RoCE or InfiniBand)"
+            entry,
+            iface,
+            [],
+            Route.NONE,
+            "none",
+            f"{iface or entry} has no RDMA device (/sys/class/infiniband)",
+            "use an RDMA-capable NIC's address (ConnectX, RoCE or InfiniBand)",
         )
     ports = [(d, *netaddr.active_ports(fs, d)) for d in devices]
     if not any(active for _, active, _ in ports):
         seen = "; ".join(f"{d} {', '.join(s) or 'no ports'}" for d, _, s in ports)
-        return EndpointRoute(entry, iface, devices, Route.NONE, "none", f"no active port ({seen})", "bring a port up (cable, subnet manager, ip link)")
+        return EndpointRoute(
+            entry,
+            iface,
+            devices,
+            Route.NONE,
+            "none",
+            f"no active port ({seen})",
+            "bring a port up (cable, subnet manager, ip link)",
+        )
     if gpu_ok:
         return EndpointRoute(entry, iface, devices, Route.RDMA, "GPU", gpu_why, "")
     return EndpointRoute(
-        entry, iface, devices, Route.DRAM_BOUNCE, "host", f"GPU memory cannot be registered: {gpu_why}",
-        "modprobe nvidia_peermem, or set properties.rdma_peer_type to \"dmabuf\" in cuobj.json where the platform supports DMA-BUF",
+        entry,
+        iface,
+        devices,
+        Route.DRAM_BOUNCE,
+        "host",
+        f"GPU memory cannot be registered: {gpu_why}",
+        'modprobe nvidia_peermem, or set properties.rdma_peer_type to "dmabuf" in cuobj.json where the platform supports DMA-BUF',
     )

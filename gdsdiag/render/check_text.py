@@ -53,8 +53,10 @@ def render(console: Console, report, verbose: bool = False) -> None:
                 _line(console, Text(f"  {'':<{width}}{'':<8}fix: {clip(m.fix, 2000)}"))
     _line(console, Text("cuObject endpoints: ", style="bold") + Text(clip(report.endpoints_source)))
     for e in report.endpoints:
-        via = f" ({e.interface}{', ' + ', '.join(e.rdma_devices) if e.rdma_devices else ''})" if e.interface else (
-            f" ({', '.join(e.rdma_devices)})" if e.rdma_devices else ""
+        via = (
+            f" ({e.interface}{', ' + ', '.join(e.rdma_devices) if e.rdma_devices else ''})"
+            if e.interface
+            else (f" ({', '.join(e.rdma_devices)})" if e.rdma_devices else "")
         )
         what = {"GPU": "RDMA into GPU memory", "host": "RDMA into host memory only"}.get(e.memory, e.memory)
         _line(
