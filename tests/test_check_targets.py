@@ -173,3 +173,33 @@ def test_visible_mounts_hide_what_is_mounted_over(h200):
     # the snapshot's mountinfo mounts a second tmpfs (0:27) over /dev/shm (0:23): only the top one is seen
     ms = [m for m in visible_mounts(CheckContext(FsRoot(h200), env={})) if m.mount_point == "/dev/shm"]
     assert [m.dev for m in ms] == ["0:27"]
+
+
+def test_text_lists_the_first_mounts_and_says_how_many_more(h200):
+    # a Kubernetes node mounts a tmpfs per pod volume: the text shows the first MOUNT_LINES, -v all
+    import io
+
+    from rich.console import Console
+
+    from gdsdiag.check.model import MountRoute
+    from gdsdiag.render.check_text import MOUNT_LINES, render
+
+    rep, ms = _mounts(h200)
+    one = ms["/dev/shm"]
+    rep.mounts = [
+        MountRoute(
+            f"/var/lib/kubelet/pods/p{i}/volumes", one.fstype, one.source, one.where, one.route, one.deciding, [], ""
+        )
+        for i in range(MOUNT_LINES + 5)
+    ]
+
+    def text(verbose):
+        out = io.StringIO()
+        render(Console(file=out, width=200), rep, verbose)
+        return out.getvalue()
+
+    short = text(False)
+    assert f"/var/lib/kubelet/pods/p{MOUNT_LINES - 1}/volumes" in short
+    assert f"/var/lib/kubelet/pods/p{MOUNT_LINES}/volumes" not in short
+    assert "… 5 more mount(s): -v or --json lists every one" in short
+    assert f"/var/lib/kubelet/pods/p{MOUNT_LINES + 4}/volumes" in text(True)

@@ -9,6 +9,8 @@ from ..bounded import clip
 from ..routes import Route
 from ..verdicts import Status, style
 
+MOUNT_LINES = 30
+
 
 def _line(console: Console, text: Text | str) -> None:
     """One line, never broken by the renderer: a terminal wraps it for the eye, a pipe keeps it whole
@@ -38,8 +40,11 @@ def render(console: Console, report, verbose: bool = False) -> None:
         _line(console, f"  - {clip(reason)}")
     if report.mounts:
         _line(console, Text("Per mount, a cuFile read would take:", style="bold"))
-        width = max(len(clip(m.mount_point)) for m in report.mounts) + 2
-        for m in report.mounts:
+        # a Kubernetes node mounts a tmpfs per pod volume and an overlay per container: the first
+        # MOUNT_LINES here, every one in --json and with -v
+        shown = report.mounts if verbose else report.mounts[:MOUNT_LINES]
+        width = max(len(clip(m.mount_point)) for m in shown) + 2
+        for m in shown:
             _line(
                 console,
                 Text(f"  {clip(m.mount_point):<{width}}")
@@ -51,6 +56,10 @@ def render(console: Console, report, verbose: bool = False) -> None:
                     _line(console, Text(f"  {'':<{width}}{'':<8}- {clip(reason)}", style="dim"))
             if m.fix and (verbose or (m.decided_by == "node" and v.routes)):  # (no route at all: said once above)
                 _line(console, Text(f"  {'':<{width}}{'':<8}fix: {clip(m.fix, 2000)}"))
+    if len(report.mounts) > MOUNT_LINES and not verbose:
+        _line(
+            console, Text(f"  … {len(report.mounts) - MOUNT_LINES} more mount(s): -v or --json lists every one", "dim")
+        )
     _line(console, Text("cuObject endpoints: ", style="bold") + Text(clip(report.endpoints_source)))
     for e in report.endpoints:
         via = (
