@@ -59,7 +59,9 @@ def test_a_node_without_a_cuFile_route_decides_every_mount():
     assert all(m.deciding.startswith("NVIDIA driver: ") for m in ms.values())
 
 
-def test_denylist_names_the_mount_and_decides(h200):
+def test_denylist_on_mounts_without_a_direct_route_is_one_more_reason(h200):
+    # check's denylist rule (paths._denylisted): where a mount would not take a direct route anyway
+    # (this VM: virtio, tmpfs, squashfs) the listing is a reason after the mount's own, which decides
     cf.set_cufile(
         h200,
         json.dumps(
@@ -70,21 +72,21 @@ def test_denylist_names_the_mount_and_decides(h200):
         ),
     )
     _, ms = _mounts(h200)
-    assert (
-        ms["/usr/local/nvidia"].deciding == "cufile.json denylist.mounts names /usr/local/nvidia: GDS is not used there"
-    )
-    assert ms["/dev/shm"].deciding == "cufile.json denylist.filesystems names tmpfs: GDS is not used on it"
-    assert ms["/"].deciding == "cufile.json denylist.devices names /dev/vda: GDS is not used on it"
+    nv = ms["/usr/local/nvidia"]
+    assert nv.deciding.startswith("squashfs: not a filesystem cuFile can drive by P2P")
+    assert nv.reasons[-1] == "cufile.json denylist.mounts lists /usr/local/nvidia: cuFile does not use GDS for it"
+    assert ms["/dev/shm"].reasons[-1] == "cufile.json denylist.filesystems lists tmpfs: cuFile does not use GDS for it"
+    assert ms["/"].reasons[-1] == "cufile.json denylist.devices lists /dev/vda: cuFile does not use GDS for it"
     assert all(m.route == Route.COMPAT and m.decided_by == "mount" for m in ms.values())
 
 
-def test_denied_mount_without_compat_is_none(h200):
+def test_without_compat_a_mount_without_a_direct_route_is_none(h200):
     cf.set_cufile(h200, json.dumps({"properties": {"allow_compat_mode": False}, "denylist": {"mounts": ["/"]}}))
     _, ms = _mounts(h200)
     assert ms["/"].route == Route.NONE
     assert ms["/"].reasons == [
-        "cufile.json denylist.mounts names /: GDS is not used there",
-        "allow_compat_mode is false: cuFile I/O here fails",
+        "ext4 on virtio: not an NVMe namespace, so no GDS-aware driver",
+        "cufile.json denylist.mounts lists /: cuFile does not use GDS for it",
     ]
 
 
