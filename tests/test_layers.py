@@ -44,6 +44,7 @@ LAYERS = {
     "gdsdiag.importers": 3,
     "gdsdiag.cufile_json": 3,
     "gdsdiag.cuobj_json": 3,
+    "gdsdiag.static_config": 3,
     "gdsdiag.explain.readers": 3,
     "gdsdiag.trace.procs": 3,
     # bindings

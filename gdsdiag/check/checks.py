@@ -737,28 +737,22 @@ def check_cufile_json(ctx: CheckContext) -> list[CheckResult]:
 
 
 def _static_config(ctx: CheckContext, cfg_path: str, fp) -> CheckResult:
-    """GDS 1.20's optional static GPU hardware configuration: "to reduce initialization overhead by
-    caching BAR size and PCI P2PDMA support" (release notes, New Features). What libcufile does
-    without a usable file is its own text (libcufile 1.20.0.107 strings, tests/fixtures/libcufile-strings/):
-    "Static config file path not configured", "Cannot open static config file", then "Static config
-    init failed; falling back to runtime probes for bar/p2pdma"."""
+    """GDS 1.20's optional static GPU hardware configuration (gdsdiag/static_config.py, the reader
+    `gdsdiag cufile` reports it with). What libcufile does without a usable file is its own text
+    (libcufile 1.20.0.107 strings, tests/fixtures/libcufile-strings/): "Static config file path not
+    configured", "Cannot open static config file", then "Static config init failed; falling back to
+    runtime probes for bar/p2pdma"."""
+    from .. import static_config
+
+    got = static_config.read(ctx.fs, ctx.cufile)
     ev = [_ev(cfg_path, f"miscellaneous.enable_static_config: true, static_config_filepath: {plain(fp)}")]
+    if got.path:
+        ev.append(_ev(got.path, f"present, {got.size} bytes" if got.present else "missing"))
     why = (
         "GDS 1.20: an optional static GPU hardware configuration caches BAR size and PCI P2PDMA support to "
-        "reduce initialisation time; libcufile then takes those facts from the file, not from the node"
+        f"reduce initialisation time; libcufile then takes those facts from the file, not from the node ({static_config.SOURCE})"
     )
-    if not fp:
-        said = "on, but static_config_filepath is unset: libcufile probes BAR size and P2PDMA at start-up"
-    elif not ctx.fs.exists(fp):
-        said = f"on, but {fp} does not exist: libcufile probes BAR size and P2PDMA at start-up"
-        ev.append(_ev(fp, "missing"))
-    else:
-        said = (
-            f"libcufile takes BAR1 size and P2PDMA support from {fp}, not from the node: after a GPU, driver, "
-            "BAR or kernel change regenerate it (the P2PDMA checks above read the node itself)"
-        )
-        ev.append(_ev(fp, "present"))
-    return CheckResult("cufile.static_config", "static GPU config (GDS 1.20)", Status.INFO, said, ev, why)
+    return CheckResult("cufile.static_config", "static GPU config (GDS 1.20)", Status.INFO, got.summary(), ev, why)
 
 
 def _local_addresses(ctx: CheckContext) -> set[str] | None:

@@ -116,3 +116,56 @@ class NodeVerdict:
 
     def to_json(self) -> schema.Verdict:
         return {"routes": [r.value for r in self.routes], "summary": self.summary, "reasons": self.reasons}
+
+
+@dataclass
+class MountRoute:
+    """A mounted file system and the route a cuFile read of a file on it would take here."""
+
+    mount_point: str
+    fstype: str
+    source: str
+    where: str  # "ext4 /dev/vda on / (vda (virtio))"
+    route: Route
+    deciding: str  # the fact that decided the route, with where it was read
+    reasons: list[str]  # check's rules for this mount, in order
+    fix: str  # "" where none is needed or none is known
+    decided_by: str = "mount"  # mount (its file system, devices, cufile.json's say on it) | node
+
+    def to_json(self) -> schema.MountRoute:
+        return {
+            "mount_point": self.mount_point,
+            "fstype": self.fstype,
+            "source": self.source,
+            "where": self.where,
+            "route": self.route.value,
+            "deciding": self.deciding,
+            "decided_by": self.decided_by,
+            "reasons": self.reasons,
+            "fix": self.fix,
+        }
+
+
+@dataclass
+class EndpointRoute:
+    """An endpoint cuobj.json names (rdma_dev_addr_list) and the route of a cuObject GET/PUT
+    through it: RDMA into GPU memory, into host memory only (then copied: DRAM_BOUNCE), or none."""
+
+    endpoint: str
+    interface: str | None
+    rdma_devices: list[str]
+    route: Route  # RDMA | DRAM_BOUNCE | NONE | UNKNOWN
+    memory: str  # GPU | host | none | unknown
+    deciding: str
+    fix: str
+
+    def to_json(self) -> schema.EndpointRoute:
+        return {
+            "endpoint": self.endpoint,
+            "interface": self.interface,
+            "rdma_devices": self.rdma_devices,
+            "route": self.route.value,
+            "memory": self.memory,
+            "deciding": self.deciding,
+            "fix": self.fix,
+        }

@@ -275,7 +275,90 @@ def _md_p2pdma(ctx, levels: set[str]) -> tuple[bool, str]:
     )
 
 
+# cufile.json's own say per file system, NVIDIA's "cuFile Compatibility Mode" page (API reference,
+# docs.nvidia.com/gpudirect-storage/api-reference-guide/topics/cufile-compatibility.html): the keys
+# that force compatibility mode for some I/O of a mount even where the mount has a direct route.
+COMPAT_PAGE = "NVIDIA cuFile Compatibility Mode"
+_RDMA_FS = ("nfs", "nfs4", "lustre", "beegfs", "gpfs", "wekafs")
+_USERSPACE_RDMA = {"wekafs": "weka", "gpfs": "gpfs"}  # (libcufile's userspace RDMA: gdscheck's 'Userspace RDMA')
+
+
+def _fs_key(fs_type: str) -> str:
+    """The cufile.json fs.<name> section of a mount's file system type."""
+    if fs_type.startswith("lustre"):
+        return "lustre"
+    return {"wekafs": "weka", "nfs4": "nfs"}.get(fs_type, fs_type)
+
+
+def _config_keys(ctx, m, route: Route, why: list[str], fallback: Route) -> tuple[Route, list[str]]:
+    """What cufile.json's per-file-system keys change of a mount's route (reads) and its writes. The
+    notes on writes and small I/O are made where reads have a direct route (where all is compat
+    already they say nothing new); WekaFS's are made always (its writes are compat by default)."""
+    g = ctx.cufile.get
+    fs_type, key = m.fstype, _fs_key(m.fstype)
+    notes: list[str] = []
+    if fs_type in _RDMA_FS or fs_type.startswith("lustre"):
+        order = g("properties.rdma_dynamic_routing_order") or []
+        if (
+            route in (Route.NVFS, Route.P2PDMA)
+            and g("properties.rdma_dynamic_routing") is True
+            and order == ["SYS_MEM"]
+        ):
+            route = fallback
+            notes.append(
+                'properties.rdma_dynamic_routing_order is ["SYS_MEM"] alone: every I/O of a distributed file '
+                f"system goes through compatibility mode ({COMPAT_PAGE})"
+            )
+        if g("properties.gds_rdma_write_support") is False and route in (Route.NVFS, Route.P2PDMA):
+            notes.append(f"writes: compatibility mode (properties.gds_rdma_write_support false; {COMPAT_PAGE})")
+    if fs_type in _USERSPACE_RDMA:
+        addrs = (g("properties.rdma_dev_addr_list") or []) + (g(f"fs.{key}.rdma_dev_addr_list") or [])
+        if not addrs:
+            if route in (Route.NVFS, Route.P2PDMA):
+                route = fallback
+            notes.append(
+                f"no properties.rdma_dev_addr_list (nor fs.{key}.rdma_dev_addr_list): cuFile's userspace RDMA "
+                f"has no NIC to use, and {COMPAT_PAGE} lists WekaFS and IBM Spectrum Scale mounts without one as compat"
+            )
+    if fs_type == "wekafs" and g("fs.weka.rdma_write_support") is not True:
+        said = "false" if g("fs.weka.rdma_write_support") is False else "unset, false by default"
+        notes.append(f"writes: compatibility mode (fs.weka.rdma_write_support {said}; {COMPAT_PAGE})")
+    if fs_type == "gpfs" and g("fs.gpfs.gds_write_support") is False and route in (Route.NVFS, Route.P2PDMA):
+        notes.append("writes: compatibility mode (fs.gpfs.gds_write_support false)")
+    if key in ("lustre", "beegfs", "scatefs"):
+        kb = g(f"fs.{key}.posix_gds_min_kb")
+        if isinstance(kb, int) and kb > 0 and route in (Route.NVFS, Route.P2PDMA):
+            notes.append(
+                f"I/O of up to {kb} KB: compatibility mode, even with allow_compat_mode false "
+                f"(fs.{key}.posix_gds_min_kb; {COMPAT_PAGE})"
+            )
+    if g("fs.generic.posix_unaligned_writes") is True and route in (Route.NVFS, Route.P2PDMA):
+        notes.append(
+            f"writes not aligned to 4 KB: compatibility mode (fs.generic.posix_unaligned_writes; {COMPAT_PAGE})"
+        )
+    if notes and route == fallback and route not in (Route.NVFS, Route.P2PDMA) and why:
+        # (a key that took the direct route away leads: it is what decided)
+        lead = [n for n in notes if not n.startswith(("writes", "I/O of up to"))]
+        return route, lead + why + [n for n in notes if n not in lead]
+    return route, why + notes
+
+
 def _route(
+    ctx,
+    m,
+    kinds: set[str],
+    routes: list[Route],
+    odirect_ok: bool,
+    md_levels: set[str] | None = None,
+) -> tuple[Route, list[str]]:
+    """The route of a cuFile read on mount M: the file system and its devices (``_route_fs``),
+    then what cufile.json's per-file-system keys say of this mount (its denylist: ``_denylisted``)."""
+    fallback = Route.COMPAT if Route.COMPAT in routes else Route.NONE
+    route, why = _route_fs(ctx, m, kinds, routes, odirect_ok, md_levels)
+    return _config_keys(ctx, m, route, why, fallback)
+
+
+def _route_fs(
     ctx, m, kinds: set[str], routes: list[Route], odirect_ok: bool, md_levels: set[str] | None = None
 ) -> tuple[Route, list[str]]:
     allow = ctx.cufile.get("properties.allow_compat_mode")

@@ -10,6 +10,14 @@ from ..platform.roots import node_root
 from .runner import CheckReport
 
 
+def add_targets(ctx, report: CheckReport) -> None:
+    """Per mount and per cuObject endpoint, the route I/O there would take (check/targets.py)."""
+    from .targets import endpoint_routes, mount_routes
+
+    report.mounts = mount_routes(ctx, report.verdict, [r for r in report.results if r.path is None])
+    report.endpoints, report.endpoints_source = endpoint_routes(ctx)
+
+
 def check(
     root: str = "/",
     snapshot: str | None = None,
@@ -32,6 +40,7 @@ def check(
     with node_root(root, snapshot) as fs:
         ctx = CheckContext(fs, env=dict(os.environ) if fs.is_live else {}, libcufile_path=libcufile_path)
         report = run_checks(ctx, list(paths), gdscheck_text)
+        add_targets(ctx, report)
     if snapshot:
         report.source = snapshot
     return report

@@ -12,7 +12,7 @@ from ..routes import Route
 from ..verdicts import Status
 from .checks import NODE_CHECKS
 from .context import CheckContext
-from .model import CheckResult, Evidence, NodeVerdict, PathVerdict
+from .model import CheckResult, EndpointRoute, Evidence, MountRoute, NodeVerdict, PathVerdict
 from .paths import analyse_path
 
 if TYPE_CHECKING:
@@ -24,6 +24,9 @@ class CheckReport:
     results: list[CheckResult]
     verdict: NodeVerdict
     paths: list[PathVerdict] = field(default_factory=list)
+    mounts: list[MountRoute] = field(default_factory=list)  # every mounted file system's route
+    endpoints: list[EndpointRoute] = field(default_factory=list)  # cuobj.json's endpoints' routes
+    endpoints_source: str = ""  # where the endpoints came from, or why there are none
     gdscheck: list[schema.GdscheckRow] | None = None
     source: str = "/"
     problems: list[str] = field(default_factory=list)  # files the readers could not read, and why

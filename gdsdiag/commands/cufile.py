@@ -63,4 +63,7 @@ def cufile_cmd(libcufile_path, no_open, timeout, as_json):
                 click.echo(f"driver open: FAILED — {failed['error']}")
                 if failed.get("log_tail"):
                     click.echo("cufile.log tail:\n" + failed["log_tail"].rstrip())
+        sc = doc["static_config"]
+        if sc["enabled"] is not None or sc["present"]:  # (a cufile.json that says nothing of it: no line)
+            click.echo(f"static GPU config (GDS 1.20): {sc['summary']}")
     return report

@@ -36,5 +36,19 @@ def cufile_info(libcufile_path: str | None = None, try_open: bool = True, timeou
         "log": lib.log_path,
         "parameters_before_open": params,
         "driver_open": opened,
+        "static_config": static_config(),
     }
     return CufileReport(doc)
+
+
+def static_config() -> schema.StaticConfig:
+    """GDS 1.20's static GPU hardware configuration as the cufile.json this process would read
+    names it (CUFILE_ENV_PATH_JSON, then /etc/cufile.json): gdsdiag/static_config.py."""
+    import os
+
+    from .. import cufile_json
+    from .. import static_config as sc
+    from ..platform.roots import node_root
+
+    with node_root("/", None) as fs:  # (the node libcufile runs on: its cufile.json, its file)
+        return cast("schema.StaticConfig", sc.read(fs, cufile_json.load(fs, dict(os.environ))).to_json())

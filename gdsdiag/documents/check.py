@@ -16,6 +16,8 @@ def document(report) -> schema.CheckDoc:
         "source": report.source,
         "verdict": report.verdict.to_json(),
         "paths": [p.to_json() for p in report.paths],
+        "mounts": [m.to_json() for m in report.mounts],
+        "objects": {"source": report.endpoints_source, "endpoints": [e.to_json() for e in report.endpoints]},
         "checks": [r.to_json() for r in report.results],
         "counts": {
             "PASS": _count(report, "PASS"),

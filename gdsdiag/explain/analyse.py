@@ -106,6 +106,9 @@ class Report:
         return EXIT_OK
 
 
+P2PDMA_SUPPORTED = re.compile(r"^NVMe P2PDMA\s*:\s*Supported\s*$")
+
+
 def _key(ln: Line, ex: catalog.Explanation) -> tuple:
     # the same message from another pid/time is the same finding; numbers that identify the
     # process (fd, pointer, tid) are part of the text and would split groups, so mask them
@@ -152,8 +155,13 @@ def explain_texts(inputs: list[tuple[str, str]], kind: str | None = None) -> Rep
         k = kind or detect(text)
         lines, skipped = split(name, text, k or "unknown")
         fs = FileSummary(name, k, len(text.splitlines()), skipped=skipped)
+        # gdscheck's 'NVMe' row is the nvidia-fs route: with 'NVMe P2PDMA : Supported' in the same
+        # output, NVMe has a GDS route all the same (NVIDIA's P2PDMA guide shows both rows so)
+        p2pdma = k == "gdscheck" and any(P2PDMA_SUPPORTED.match(ln.text) for ln in lines)
         for ln in lines:
             ex = catalog.explain(ln.kind, ln.text)
+            if p2pdma and ex is not None and ex.id == "gdscheck-nvme-unsupported":
+                ex = catalog.by_id("gdscheck-nvme-via-p2pdma")
             if ex is None:
                 fs.unknown += 1
                 unknown.append(ln)

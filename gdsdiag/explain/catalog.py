@@ -123,6 +123,13 @@ def _code_explanation(code: int) -> Explanation:
     )
 
 
+def by_id(entry_id: str) -> Explanation:
+    """The explanation of the table's entry ENTRY_ID, for a reading chosen by the input's context
+    (analyse.py), not by the line's pattern."""
+    e = next(x for x in load().entries if x.id == entry_id)
+    return Explanation(e.id, e.severity, e.title, e.meaning, e.cause, e.fix, list(e.sources))
+
+
 def _small_int(s: str) -> bool:
     return s.isascii() and s.isdigit() and len(s) <= 10
 

@@ -97,6 +97,11 @@ GDSIO_RX = re.compile(
 )
 # kernel lines of nvidia-fs pasted without dmesg's '[ seconds]' prefix (journalctl -o cat, a forum paste)
 NVFS_KMSG_RX = re.compile(r"^\s*nvidia[-_]fs:\s*\S")
+# kernel lines without the dmesg time stamp, as 'journalctl -k | grep -i iommu' prints them in NVIDIA's GDS
+# installation guide ('iommu: Default domain type: Translated', 'pci 0000:XX:YY.Z: Adding to iommu group 0')
+IOMMU_KMSG_RX = re.compile(
+    r"^\s*(iommu: |AMD-Vi: |DMAR: |pci [0-9A-Za-z]{4}:[0-9A-Za-z]{2}:[0-9A-Za-z]{2}\.[0-9A-Za-z]: (AMD-Vi: |Adding to iommu group ))"
+)
 GDSCHECK_RX = re.compile(
     r"^\s*(GDS release version|DRIVER CONFIGURATION:|cuFile CONFIGURATION:|CUFILE CONFIGURATION:|"
     # gdscheck -p --object (GDS 1.20): its section titles and version label, as libcufile 1.20.0.107 has them
@@ -125,7 +130,7 @@ def detect(text: str) -> str | None:
             score["gds-stats"] += 3
         elif NVFS_RX.match(raw):
             score["nvfs-stats"] += 3
-        elif DMESG_RX.match(raw) or DMESG_CTIME_RX.match(raw) or NVFS_KMSG_RX.match(raw):
+        elif DMESG_RX.match(raw) or DMESG_CTIME_RX.match(raw) or NVFS_KMSG_RX.match(raw) or IOMMU_KMSG_RX.match(raw):
             score["dmesg"] += 1
     kind, best = max(score.items(), key=lambda kv: kv[1])
     return kind if best else None

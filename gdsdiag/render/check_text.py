@@ -9,6 +9,8 @@ from ..bounded import clip
 from ..routes import Route
 from ..verdicts import Status, style
 
+MOUNT_LINES = 30
+
 
 def _line(console: Console, text: Text | str) -> None:
     """One line, never broken by the renderer: a terminal wraps it for the eye, a pipe keeps it whole
@@ -36,6 +38,44 @@ def render(console: Console, report, verbose: bool = False) -> None:
     _line(console, Text("GDS routes on this node: ", style="bold") + Text(v.summary, style=f"bold {style(best)}"))
     for reason in v.reasons:
         _line(console, f"  - {clip(reason)}")
+    if report.mounts:
+        _line(console, Text("Per mount, a cuFile read would take:", style="bold"))
+        # a Kubernetes node mounts a tmpfs per pod volume and an overlay per container: the first
+        # MOUNT_LINES here, every one in --json and with -v
+        shown = report.mounts if verbose else report.mounts[:MOUNT_LINES]
+        width = max(len(clip(m.mount_point)) for m in shown) + 2
+        for m in shown:
+            _line(
+                console,
+                Text(f"  {clip(m.mount_point):<{width}}")
+                + Text(f"{m.route.value:<8}", style=f"bold {style(m.route)}")
+                + Text(f"{m.fstype} {clip(m.source)} — {clip(m.deciding)}"),
+            )
+            if verbose:
+                for reason in m.reasons:
+                    _line(console, Text(f"  {'':<{width}}{'':<8}- {clip(reason)}", style="dim"))
+            if m.fix and (verbose or (m.decided_by == "node" and v.routes)):  # (no route at all: said once above)
+                _line(console, Text(f"  {'':<{width}}{'':<8}fix: {clip(m.fix, 2000)}"))
+    if len(report.mounts) > MOUNT_LINES and not verbose:
+        _line(
+            console, Text(f"  … {len(report.mounts) - MOUNT_LINES} more mount(s): -v or --json lists every one", "dim")
+        )
+    _line(console, Text("cuObject endpoints: ", style="bold") + Text(clip(report.endpoints_source)))
+    for e in report.endpoints:
+        via = (
+            f" ({e.interface}{', ' + ', '.join(e.rdma_devices) if e.rdma_devices else ''})"
+            if e.interface
+            else (f" ({', '.join(e.rdma_devices)})" if e.rdma_devices else "")
+        )
+        what = {"GPU": "RDMA into GPU memory", "host": "RDMA into host memory only"}.get(e.memory, e.memory)
+        _line(
+            console,
+            Text(f"  {clip(e.endpoint)}{via}: GET/PUT ")
+            + Text(f"{e.route.value}", style=f"bold {style(e.route)}")
+            + Text(f" ({what}) — {clip(e.deciding)}"),
+        )
+        if e.fix:
+            _line(console, Text(f"    fix: {clip(e.fix, 2000)}"))
     for p in report.paths:
         pstyle = style(p.route)
         where = ", ".join(p.devices) or p.mount_point

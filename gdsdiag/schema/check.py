@@ -29,6 +29,33 @@ class PathResult(TypedDict):
     topology: list[PathTopology]
 
 
+class MountRoute(TypedDict):
+    mount_point: str
+    fstype: str
+    source: str
+    where: str
+    route: str
+    deciding: str
+    decided_by: str  # mount | node
+    reasons: list[str]
+    fix: str
+
+
+class EndpointRoute(TypedDict):
+    endpoint: str
+    interface: str | None
+    rdma_devices: list[str]
+    route: str
+    memory: str  # GPU | host | none | unknown
+    deciding: str
+    fix: str
+
+
+class Endpoints(TypedDict):
+    source: str  # where the list came from, or why there is none
+    endpoints: list[EndpointRoute]
+
+
 class Evidence(TypedDict):
     source: str
     value: str
@@ -67,6 +94,8 @@ class _CheckDoc(TypedDict):
     source: str
     verdict: Verdict
     paths: list[PathResult]
+    mounts: list[MountRoute]
+    objects: Endpoints
     checks: list[CheckResult]
     counts: Counts
     exit_code: int

@@ -31,6 +31,18 @@ class DriverFailed(_DriverFailed, total=False):
 DriverOpen = DriverOpened | DriverFailed
 
 
+class StaticConfig(TypedDict):
+    """GDS 1.20's static GPU hardware configuration (gdsdiag/static_config.py)."""
+
+    cufile_json: str | None  # the cufile.json in effect; None: none read
+    enabled: bool | None  # miscellaneous.enable_static_config (None: unset)
+    path: str | None  # miscellaneous.static_config_filepath (None: unset)
+    present: bool | None  # the file exists (None: no path)
+    bytes: int | None
+    format: str  # "format not documented by NVIDIA: its contents are not read"
+    summary: str
+
+
 class CufileDoc(TypedDict):
     schema: str
     library: str
@@ -39,3 +51,4 @@ class CufileDoc(TypedDict):
     log: str
     parameters_before_open: dict[str, object]
     driver_open: DriverOpen | None  # None with --no-open
+    static_config: StaticConfig
