@@ -216,6 +216,7 @@ def test_the_decoder_names_every_kind_of_record_as_the_tables_do():
                 "fd": FD_NAMES.get(rid, str(rid)),
                 "proc": PROC_NAMES.get(rid, str(rid)),
                 "pages": "page_cache_fill",
+                "majflt": "major_fault",
                 "blk_issue": "block_rq_issue",
                 "blk_done": "block_rq_complete",
             }.get(kind, API_NAMES.get(rid, str(rid)))
