@@ -51,8 +51,12 @@ def _planted(tmp_path, owner: int, mode: int):
     os.chown(lib, owner, owner)
     os.chmod(lib, mode)
     os.chmod(lib_dir, 0o755)
-    for d in (tmp_path, tmp_path.parent, tmp_path.parent.parent):  # (the child reaches the lib by fd)
+    # (the child reaches the lib by fd: every directory up to pytest's own base, however deep: under
+    # pytest-xdist a worker's folder is one level more, and pytest-of-root stayed 0700)
+    for d in (tmp_path, *tmp_path.parents):
         os.chmod(d, os.stat(d).st_mode | 0o011)
+        if d.name.startswith("pytest-of-"):
+            break
     return lib, mark
 
 
