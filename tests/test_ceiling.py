@@ -172,3 +172,34 @@ def test_a_link_the_kernel_could_not_read_is_unknown_and_says_what_it_read(tmp_p
     with node_root(root) as fs:
         got = ceiling.link_ceiling(fs, "0000:00:06.0", "GPU")
     assert got.gbps is None and got.what == "unknown: 0000:00:06.0's link reads 'Unknown' x0"
+
+
+def test_the_scale_out_views_ceiling_is_the_nodes_gpu_link_or_nothing(tmp_path):
+    """--interval's pod rows carry the node's GPU link (platform/ceiling.node_gpu_ceiling) as their
+    ceiling: the GPU machine's tree gives its H200's Gen5 x16 link; this machine (no NVIDIA GPU) an
+    unknown, and the pod row then has no ceiling rather than a guess."""
+    from gdsdiag.platform.containers import Identity
+    from gdsdiag.trace.interval import Intervals
+
+    gpu = ceiling.node_gpu_ceiling(_unpack(H200, str(tmp_path / "h200")))
+    assert (gpu.gbps, gpu.text()) == (GEN5_X16, "the GPU's 63.02 GB/s PCIe Gen5 x16 link (0000:00:06.0)")
+    here = ceiling.node_gpu_ceiling("/")
+    if not any(os.path.exists(f"/proc/driver/nvidia/gpus/{b}") for b in os.listdir("/sys/bus/pci/devices")):
+        assert here.gbps is None and here.what.startswith("unknown")
+    now = [0.0]
+    for known in (gpu, ceiling.Ceiling("GPU", None, "unknown: no NVIDIA GPU in /sys/bus/pci/devices", "")):
+        iv = Intervals(1.0, clock=lambda: now[0])
+        if known.gbps is not None:
+            iv.set_ceiling(known.gbps, known.text())
+        iv.set_pods({10: Identity("c" * 64, "containerd", "u-a", "vllm-0", "llm", "server")})
+        iv.add(
+            {"pid": 10, "comm": "p", "path": "/w", "route": "DRAM_BOUNCE", "size": 4 << 20, "latency_ns": 1, "ts": None}
+        )
+        now[0] += 2.0
+        rec = iv.tick()
+        assert rec is not None
+        (row,) = rec["pods"]
+        if known.gbps is not None:
+            assert (row["ceiling_gbps"], row["ceiling"]) == (GEN5_X16, gpu.text())
+        else:
+            assert "ceiling_gbps" not in row and "ceiling" not in row

@@ -214,6 +214,12 @@ def trace(
         from ..render.trace_interval import IntervalPrinter
 
         ivl = IntervalPrinter(console, as_json, interval_s, replay=bool(replay_path))
+        if not replay_path:  # (a replay's node is elsewhere: its pods' GB/s stand alone)
+            from ..platform.ceiling import node_gpu_ceiling
+
+            gpu = node_gpu_ceiling()
+            if gpu.gbps is not None:
+                ivl.acc.set_ceiling(gpu.gbps, gpu.text())
         lines = printer
 
         def with_intervals(v) -> None:  # (the line printer, and the intervals)

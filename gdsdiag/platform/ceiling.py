@@ -202,3 +202,16 @@ def for_path(
                 Ceiling("pinned copy", pinned_copy_gbps, "pinned host-to-GPU copy, measured", "gdsdiag sweep")
             )
     return out
+
+
+def node_gpu_ceiling(root: str = "/") -> Ceiling:
+    """gpu_ceiling("one") of the node under ROOT (the trace's scale-out view: the most a pod's bytes
+    can reach its GPU at); unknown where the node's files cannot be read."""
+    from ..errors import GdsdiagError
+    from .roots import node_root
+
+    try:
+        with node_root(root) as fs:
+            return gpu_ceiling(fs, "one")
+    except (OSError, ValueError, GdsdiagError) as e:
+        return Ceiling("GPU", None, f"unknown: {root} not read ({e})", root)

@@ -283,8 +283,10 @@ class _IntervalPod(TypedDict):
 
 class _PodExtras(TypedDict, total=False):
     page_cache: PageCache | None  # live: its page-cache hit share so far (the trace's start to now)
-    # (ceiling_gbps, the node's ceiling for its path, joins here with the module that derives it:
-    # trace/interval.py Intervals.ceiling_gbps)
+    # live, where the node's GPU link is known (platform/ceiling.gpu_ceiling: the node's one GPU, or
+    # the link every GPU shares): the most a pod's bytes can reach the GPU at, and what it is
+    ceiling_gbps: float
+    ceiling: str  # "the GPU's 63.02 GB/s PCIe Gen5 x16 link (0000:00:06.0)"
 
 
 class IntervalPod(_IntervalPod, _IoSpan, _PodExtras):

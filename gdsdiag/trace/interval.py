@@ -74,12 +74,14 @@ class _Acc:
 class Intervals:
     """Adds up verdicts; ``tick()`` returns an interval record when N seconds have passed."""
 
-    # The node's ceiling beside each pod's GB/s: the most its path can carry without measuring (the
-    # PCIe links of the GPU and the drive, host memory's copy rate), from the node's own files. It
-    # is another module's to derive (planned: gdsdiag/platform/ceiling.py, issue 45 item 2); until
-    # then it stays None and the pod rows show GB/s alone. Set it, and each pod row carries
-    # "ceiling_gbps" and the text says "of N GB/s".
+    # The node's ceiling beside each pod's GB/s (set_ceiling): the GPU's PCIe link, the most a pod's
+    # bytes can reach the GPU at (platform/ceiling.gpu_ceiling, read from the node's own files, never
+    # measured); None where it is not known (no GPU, GPUs on different links, a replay): GB/s alone
     ceiling_gbps: float | None = None
+    ceiling_what: str = ""
+
+    def set_ceiling(self, gbps: float | None, what: str) -> None:
+        self.ceiling_gbps, self.ceiling_what = gbps, what
 
     def __init__(self, every_s: float, clock=time.monotonic):
         if not every_s > 0:
@@ -191,6 +193,7 @@ class Intervals:
                 row["page_cache"] = self._cache.get(uid)
             if self.ceiling_gbps is not None:
                 row["ceiling_gbps"] = self.ceiling_gbps
+                row["ceiling"] = self.ceiling_what
             if span > secs:
                 row["io_span_s"] = round(span, 3)
             out.append(row)
