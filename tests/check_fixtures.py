@@ -26,11 +26,16 @@ NVFS_STATS = os.path.join(HERE, "fixtures", "corpus", "nvfs-stats", "stelline-gd
 
 
 def unpack_h200(dest: str) -> str:
-    """The committed GPU-machine snapshot (our own, trusted file) unpacked as a tree to edit. Links to
-    absolute paths and proc/self are left out: they point at the host. tarfile's extraction filters
-    do not exist on Debian 12's Python 3.11.2, so members are chosen here instead."""
+    """The committed GPU-machine snapshot (our own, trusted file) unpacked as a tree to edit."""
+    return unpack(H200, dest)
+
+
+def unpack(archive: str, dest: str) -> str:
+    """A committed tree (our own, trusted file) unpacked to edit. Links to absolute paths and
+    proc/self are left out: they point at the host. tarfile's extraction filters do not exist on
+    Debian 12's Python 3.11.2, so members are chosen here instead."""
     kw = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
-    with tarfile.open(H200) as t:
+    with tarfile.open(archive) as t:
         members = [
             m for m in t.getmembers() if not (m.issym() and (m.linkname.startswith("/") or m.name == "proc/self"))
         ]

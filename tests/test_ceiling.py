@@ -15,7 +15,6 @@ Sources, all committed or live:
 from __future__ import annotations
 
 import os
-import tarfile
 
 import check_fixtures as cf
 import pytest
@@ -37,15 +36,7 @@ GEN5_X16 = round(32.0 * 128 / 130 / 8 * 16, 2)  # 63.02 GB/s: 128b/130b at 32 GT
 
 
 def _unpack(archive: str, dest: str) -> str:
-    """A committed tree unpacked (as check_fixtures.unpack_h200: links out of the tree left out; no
-    extraction filter on Debian 12's Python 3.11.2)."""
-    kw = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
-    with tarfile.open(archive) as t:
-        members = [
-            m for m in t.getmembers() if not (m.issym() and (m.linkname.startswith("/") or m.name == "proc/self"))
-        ]
-        t.extractall(dest, members=members, **kw)
-    return dest
+    return cf.unpack(archive, dest)
 
 
 def test_the_gpu_machines_gpu_link_is_its_ceiling_and_its_virtio_disk_is_unknown():

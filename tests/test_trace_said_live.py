@@ -20,22 +20,28 @@ WORKLOAD = os.path.join(HERE, "workloads", "said_fallback.py")
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
 
+def _traced(lib: str, d: str, **env_extra: str):
+    """The workload over a 4 MiB file in D under `trace --json --record`: (its path, the recording,
+    the finished run)."""
+    path = os.path.join(d, "weights.bin")
+    with open(path, "wb") as f:
+        f.write(os.urandom(4 << 20))
+    rec = os.path.join(d, "run.rec.jsonl")
+    r = subprocess.run(
+        [*GDSDIAG, "trace", "--json", "--record", rec, "--", PY, WORKLOAD, lib, path],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**fake_cuda_env(lib), **env_extra},
+    )
+    assert r.returncode == 0, r.stderr
+    return path, rec, r
+
+
 def test_the_loaders_fallback_message_is_kept_and_decides_its_files_why(fake_cuda):  # noqa: F811
     d = os.path.realpath(tempfile.mkdtemp(prefix="gdsdiag-said-", dir="/var/tmp"))
     try:
-        path = os.path.join(d, "weights.bin")
-        with open(path, "wb") as f:
-            f.write(os.urandom(4 << 20))
-        env = fake_cuda_env(fake_cuda)
-        rec = os.path.join(d, "run.rec.jsonl")
-        r = subprocess.run(
-            [*GDSDIAG, "trace", "--json", "--record", rec, "--", PY, WORKLOAD, fake_cuda, path],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
-        )
-        assert r.returncode == 0, r.stderr
+        path, rec, r = _traced(fake_cuda, d)
         lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
         truth = next(x for x in lines if x.get("type") == "truth")
         summary = next(x for x in lines if x.get("type") == "summary")
@@ -74,19 +80,7 @@ def test_a_live_trace_without_the_nodes_facts_says_why_not_a_replay(fake_cuda): 
     "a replay"."""
     d = os.path.realpath(tempfile.mkdtemp(prefix="gdsdiag-said-", dir="/var/tmp"))
     try:
-        path = os.path.join(d, "weights.bin")
-        with open(path, "wb") as f:
-            f.write(os.urandom(4 << 20))
-        env = {**fake_cuda_env(fake_cuda), "GDSDIAG_NODE_FACTS": "0"}
-        rec = os.path.join(d, "run.rec.jsonl")
-        r = subprocess.run(
-            [*GDSDIAG, "trace", "--json", "--record", rec, "--", PY, WORKLOAD, fake_cuda, path],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
-        )
-        assert r.returncode == 0, r.stderr
+        path, rec, r = _traced(fake_cuda, d, GDSDIAG_NODE_FACTS="0")
         summary = next(json.loads(x) for x in r.stdout.splitlines() if '"type": "summary"' in x)
         row = next(f for f in summary["files"] if f["path"] == path)
         node = [f["value"] for f in row["why_chain"] if f["fact"] == "the node's GDS facts"]
