@@ -774,7 +774,7 @@ class Probes:
             self.b.attach_perf_event(
                 ev_type=self.bcc.PerfType.SOFTWARE,
                 ev_config=self.bcc.PerfSWConfig.PAGE_FAULTS_MAJ,
-                fn_name="on_major_fault",
+                fn_name="on_major_fault",  # (bpfcache.PERF_EVENT_PROGRAMS: loaded as a perf event's)
                 sample_period=1,
             )
         except Exception as e:  # noqa: BLE001 (bcc raises bare Exception; the trace goes on without them)

@@ -208,6 +208,12 @@ def load(k: str) -> dict | None:
     return doc
 
 
+# The probes' programs attached to a perf event (bpf.Probes._major_faults): loaded as that type from
+# the cache too. Loaded as a uprobe's (the default), the kernel refused the program's read of its
+# perf context, the whole cached object was refused, and every start compiled with clang again.
+PERF_EVENT_PROGRAMS = frozenset({"on_major_fault"})
+
+
 def cached_bpf(bcc, doc: dict):
     """A bcc.BPF whose maps and programs come from the cache (no clang). Raises OSError when the
     kernel refuses a map or a program (the caller then compiles)."""
@@ -286,6 +292,8 @@ def cached_bpf(bcc, doc: dict):
                 if name.startswith("tracepoint__")
                 else BPF.RAW_TRACEPOINT
                 if name.startswith("raw_tracepoint__")
+                else BPF.PERF_EVENT
+                if name in PERF_EVENT_PROGRAMS
                 else BPF.KPROBE
             )
             fd = lib.bcc_prog_load(
