@@ -452,6 +452,19 @@ class _Batched(dict):
             acc[5].add(tid)
 
 
+def _add_pid_bytes(f: dict, pid: int, route: str, nbytes: int) -> None:
+    """NBYTES of PID on ROUTE into file account F's by_pid (tree_summary's source); a process past
+    MAX_FILE_PIDS of the file goes under its lowest one (a file read by thousands of processes:
+    the account stays bounded)."""
+    by_pid = f["by_pid"]
+    mine = by_pid.get(pid)
+    if mine is None:
+        if len(by_pid) >= MAX_FILE_PIDS:
+            pid = min(by_pid)
+        mine = by_pid.setdefault(pid, {})
+    mine[route] = mine.get(route, 0) + nbytes
+
+
 class Classifier:
     """Feed events in (roughly) time order with ``feed``; collect the verdicts from ``drain`` and at
     the end from ``flush``: each the ``trace --json`` io line itself (``schema.trace.IoLine``), so the
@@ -861,11 +874,8 @@ class Classifier:
         # (each process's bytes too: tree_summary reads them, and a merge that left them out lost
         # the renamed file's bytes from every tree)
         for pid, routes in f["by_pid"].items():
-            if pid not in into["by_pid"] and len(into["by_pid"]) >= MAX_FILE_PIDS:
-                pid = min(into["by_pid"])  # (as _account folds a process past MAX_FILE_PIDS)
-            mine = into["by_pid"].setdefault(pid, {})
             for route, n in routes.items():
-                mine[route] = mine.get(route, 0) + n
+                _add_pid_bytes(into, pid, route, n)
         if f["first_ns"] and (not into["first_ns"] or f["first_ns"] < into["first_ns"]):
             into["first_ns"] = f["first_ns"]
         into["last_ns"] = max(into["last_ns"], f["last_ns"])
@@ -1904,12 +1914,7 @@ class Classifier:
         routes = f["routes"]
         routes[route] = routes.get(route, 0) + nbytes
         # (per process as well: tree_summary gives each tree the bytes its own processes moved)
-        mine = f["by_pid"].get(pid)
-        if mine is None:
-            if len(f["by_pid"]) >= MAX_FILE_PIDS:
-                pid = min(f["by_pid"])  # (a file read by thousands of processes: the rest under one)
-            mine = f["by_pid"].setdefault(pid, {})
-        mine[route] = mine.get(route, 0) + nbytes
+        _add_pid_bytes(f, pid, route, nbytes)
         name = "cuFile" if api.startswith("cuFile") else api  # ("mmap" is its own api)
         f["via"].add(name)
         if route != Route.HOST and route != Route.UNKNOWN:
