@@ -12,13 +12,18 @@ It sits in check/ (below trace, validate and sweep) so none of them imports anot
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Concatenate, ParamSpec
 
 from ..routes import Route
 from ..verdicts import Status
 from .facts import Fact, NodeFacts
 from .paths import DENYLIST
+
+P = ParamSpec("P")
 
 TRACE = "gdsdiag trace"
 
@@ -120,27 +125,28 @@ def _said_facts(said: list[tuple[str, str]] | None) -> list[Fact]:
     return [Fact("the program said", line, f"stderr of {who}") for who, line in (said or [])[:3]]
 
 
+def _with_ceiling(
+    why: Callable[Concatenate[dict, P], tuple[list[Fact], str]],
+) -> Callable[Concatenate[dict, P], tuple[list[Fact], str]]:
+    """WHY of a file's row, with the GB/s the program achieved against the ceiling of the file's path
+    (platform/ceiling.py) where the node was read, as its last fact: whether the route or the
+    hardware held the rate down (after every return of the why, whichever decided it)."""
+
+    @functools.wraps(why)
+    def with_ceiling(row: dict, *args: P.args, **kwargs: P.kwargs) -> tuple[list[Fact], str]:
+        facts, fix = why(row, *args, **kwargs)
+        ceil = row.get("ceiling")
+        if row.get("against_ceiling") and ceil:
+            low = next((c for c in ceil["ceilings"] if c["gbps"] == ceil["gbps"]), None)
+            src = low["source"] if low else ", ".join(c["source"] for c in ceil["ceilings"])
+            facts.append(Fact("GB/s against the path's ceiling", row["against_ceiling"], src))
+        return facts, fix
+
+    return with_ceiling
+
+
+@_with_ceiling
 def file_why(
-    row: dict,
-    node: NodeFacts | None,
-    cufile_unused: str | None,
-    said: list[tuple[str, str]] | None = None,
-    cufile_called: bool = True,
-    node_missing: NodeMissing = REPLAY,
-) -> tuple[list[Fact], str]:
-    """The why of one file of the summary (_file_why), with the GB/s the program achieved against
-    the ceiling of the file's path (platform/ceiling.py) where the node was read: whether the route
-    or the hardware held the rate down. NODE_MISSING: why NODE is None."""
-    facts, fix = _file_why(row, node, cufile_unused, said, cufile_called, node_missing)
-    ceil = row.get("ceiling")
-    if row.get("against_ceiling") and ceil:
-        low = next((c for c in ceil["ceilings"] if c["gbps"] == ceil["gbps"]), None)
-        src = low["source"] if low else ", ".join(c["source"] for c in ceil["ceilings"])
-        facts.append(Fact("GB/s against the path's ceiling", row["against_ceiling"], src))
-    return facts, fix
-
-
-def _file_why(
     row: dict,
     node: NodeFacts | None,
     cufile_unused: str | None,
