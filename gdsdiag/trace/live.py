@@ -124,6 +124,9 @@ IO_NAMES = frozenset(
 )
 
 
+RUN_CHECK = "run gdsdiag check on this node"  # (the fix of every NodeFactsReader.missing)
+
+
 class NodeFactsReader:
     """`check`'s node facts (check/facts.py) for each file's why, read by `gdsdiag check --json` in
     a child process started with the trace: its reads (kallsyms, sysfs, libcufile's notes) cost the
@@ -136,11 +139,9 @@ class NodeFactsReader:
     def __init__(self) -> None:
         self._proc: subprocess.Popen | None = None
         # why result() gave None, for the why's text (never "a replay" in a trace on the node)
-        self.missing = NodeMissing("not read", "run gdsdiag check on this node")
+        self.missing = NodeMissing("not read", RUN_CHECK)
         if os.environ.get("GDSDIAG_NODE_FACTS", "1") == "0":  # (benchmarks: the tracer's own cost alone)
-            self.missing = NodeMissing(
-                "not read: GDSDIAG_NODE_FACTS=0 turned the node's check off", "run gdsdiag check on this node"
-            )
+            self.missing = NodeMissing("not read: GDSDIAG_NODE_FACTS=0 turned the node's check off", RUN_CHECK)
             return
         try:
             self._proc = subprocess.Popen(
@@ -153,9 +154,7 @@ class NodeFactsReader:
             )
         except OSError as e:
             self._proc = None
-            self.missing = NodeMissing(
-                f"not read: gdsdiag check could not start ({e.strerror or e})", "run gdsdiag check on this node"
-            )
+            self.missing = NodeMissing(f"not read: gdsdiag check could not start ({e.strerror or e})", RUN_CHECK)
 
     def abandon(self) -> None:
         """No file needs the node's facts: the check is ended, not waited for."""
@@ -179,7 +178,7 @@ class NodeFactsReader:
             p.communicate()
             self.missing = NodeMissing(
                 f"not read: gdsdiag check had not answered {self.WAIT_S:g} s after the trace ended",
-                "run gdsdiag check on this node",
+                RUN_CHECK,
             )
             return None
         try:
@@ -187,9 +186,7 @@ class NodeFactsReader:
             with node_root("/") as fs:
                 return NodeFacts.from_check_json(doc, CheckContext(fs, env=dict(os.environ)))
         except (ValueError, OSError, GdsdiagError) as e:
-            self.missing = NodeMissing(
-                f"not read: gdsdiag check's answer could not be used ({e})", "run gdsdiag check on this node"
-            )
+            self.missing = NodeMissing(f"not read: gdsdiag check's answer could not be used ({e})", RUN_CHECK)
             return None
 
 
