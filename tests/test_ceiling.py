@@ -166,31 +166,47 @@ def test_a_link_the_kernel_could_not_read_is_unknown_and_says_what_it_read(tmp_p
 
 
 def test_the_scale_out_views_ceiling_is_the_nodes_gpu_link_or_nothing(tmp_path):
-    """--interval's pod rows carry the node's GPU link (platform/ceiling.node_gpu_ceiling) as their
+    """--interval's pod rows carry the node's GPU link (platform/ceiling.node_gpu_link) as their
     ceiling: the GPU machine's tree gives its H200's Gen5 x16 link; this machine (no NVIDIA GPU) an
     unknown, and the pod row then has no ceiling rather than a guess."""
     from gdsdiag.platform.containers import Identity
     from gdsdiag.trace.interval import Intervals
 
-    gpu = ceiling.node_gpu_ceiling(_unpack(H200, str(tmp_path / "h200")))
-    assert (gpu.gbps, gpu.text()) == (GEN5_X16, "the GPU's 63.02 GB/s PCIe Gen5 x16 link (0000:00:06.0)")
-    here = ceiling.node_gpu_ceiling("/")
+    gpu = ceiling.node_gpu_link(_unpack(H200, str(tmp_path / "h200")))
+    assert gpu == (GEN5_X16, "the GPU's 63.02 GB/s PCIe Gen5 x16 link (0000:00:06.0)")
+    here = ceiling.node_gpu_link("/")
     if not any(os.path.exists(f"/proc/driver/nvidia/gpus/{b}") for b in os.listdir("/sys/bus/pci/devices")):
-        assert here.gbps is None and here.what.startswith("unknown")
+        assert here[0] is None and here[1].startswith("unknown")
     now = [0.0]
-    for known in (gpu, ceiling.Ceiling("GPU", None, "unknown: no NVIDIA GPU in /sys/bus/pci/devices", "")):
+    for known in (gpu, (None, "unknown: no NVIDIA GPU in /sys/bus/pci/devices")):
+        reads = []
         iv = Intervals(1.0, clock=lambda: now[0])
-        if known.gbps is not None:
-            iv.set_ceiling(known.gbps, known.text())
-        iv.set_pods({10: Identity("c" * 64, "containerd", "u-a", "vllm-0", "llm", "server")})
-        iv.add(
-            {"pid": 10, "comm": "p", "path": "/w", "route": "DRAM_BOUNCE", "size": 4 << 20, "latency_ns": 1, "ts": None}
-        )
-        now[0] += 2.0
-        rec = iv.tick()
-        assert rec is not None
-        (row,) = rec["pods"]
-        if known.gbps is not None:
-            assert (row["ceiling_gbps"], row["ceiling"]) == (GEN5_X16, gpu.text())
-        else:
-            assert "ceiling_gbps" not in row and "ceiling" not in row
+        iv.set_ceiling(lambda k=known, r=reads: r.append(k) or k)
+        for _ in range(2):
+            # (as the live printer does at every interval that is due)
+            iv.set_pods({10: Identity("c" * 64, "containerd", "u-a", "vllm-0", "llm", "server")})
+            iv.add(
+                {
+                    "pid": 10,
+                    "comm": "p",
+                    "path": "/w",
+                    "route": "DRAM_BOUNCE",
+                    "size": 4 << 20,
+                    "latency_ns": 1,
+                    "ts": None,
+                }
+            )
+            now[0] += 2.0
+            rec = iv.tick()
+            assert rec is not None
+            (row,) = rec["pods"]
+            if known[0] is not None:
+                assert (row["ceiling_gbps"], row["ceiling"]) == (GEN5_X16, gpu[1])
+            else:
+                assert "ceiling_gbps" not in row and "ceiling" not in row
+        assert len(reads) == 1  # (read once, at the first pod row)
+    quiet = Intervals(1.0, clock=lambda: now[0])  # no pods: the node is never read
+    quiet.set_ceiling(lambda: pytest.fail("read without a pod row"))
+    quiet.add({"pid": 10, "comm": "p", "path": "/w", "route": "HOST", "size": 4096, "latency_ns": 1, "ts": None})
+    now[0] += 2.0
+    assert quiet.tick() is not None

@@ -215,11 +215,7 @@ def trace(
 
         ivl = IntervalPrinter(console, as_json, interval_s, replay=bool(replay_path))
         if not replay_path:  # (a replay's node is elsewhere: its pods' GB/s stand alone)
-            from ..platform.ceiling import node_gpu_ceiling
-
-            gpu = node_gpu_ceiling()
-            if gpu.gbps is not None:
-                ivl.acc.set_ceiling(gpu.gbps, gpu.text())
+            ivl.acc.set_ceiling(_gpu_link)
         lines = printer
 
         def with_intervals(v) -> None:  # (the line printer, and the intervals)
@@ -308,6 +304,13 @@ def trace(
     # a long trace holds millions of objects (events, verdicts): the interpreter's teardown freed
     # them one by one for seconds after the summary; the OS takes them at once
     return Outcome(code, leave_heap=True)
+
+
+def _gpu_link() -> tuple[float | None, str]:
+    """The node's GPU link for --interval's pod rows, read (and its module imported) at the first."""
+    from ..platform.ceiling import node_gpu_link
+
+    return node_gpu_link()
 
 
 def _close_output(out) -> None:

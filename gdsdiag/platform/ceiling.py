@@ -204,14 +204,16 @@ def for_path(
     return out
 
 
-def node_gpu_ceiling(root: str = "/") -> Ceiling:
-    """gpu_ceiling("one") of the node under ROOT (the trace's scale-out view: the most a pod's bytes
-    can reach its GPU at); unknown where the node's files cannot be read."""
+def node_gpu_link(root: str = "/") -> tuple[float | None, str]:
+    """gpu_ceiling("one") of the node under ROOT as (GB/s, what it is): the trace's scale-out view,
+    the most a pod's bytes can reach its GPU at; (None, why not) where it is not known or the node's
+    files cannot be read."""
     from ..errors import GdsdiagError
     from .roots import node_root
 
     try:
         with node_root(root) as fs:
-            return gpu_ceiling(fs, "one")
+            c = gpu_ceiling(fs, "one")
     except (OSError, ValueError, GdsdiagError) as e:
-        return Ceiling("GPU", None, f"unknown: {root} not read ({e})", root)
+        return None, f"unknown: {root} not read ({e})"
+    return (c.gbps, c.text()) if c.gbps is not None else (None, c.what)

@@ -19,6 +19,8 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..schema import trace as schema
 
 TOP = 10  # (process, file, route) rows per interval
@@ -77,11 +79,18 @@ class Intervals:
     # The node's ceiling beside each pod's GB/s (set_ceiling): the GPU's PCIe link, the most a pod's
     # bytes can reach the GPU at (platform/ceiling.gpu_ceiling, read from the node's own files, never
     # measured); None where it is not known (no GPU, GPUs on different links, a replay): GB/s alone
-    ceiling_gbps: float | None = None
-    ceiling_what: str = ""
+    _read_ceiling: Callable[[], tuple[float | None, str]] | None = None
+    _ceiling: tuple[float | None, str] | None = None
 
-    def set_ceiling(self, gbps: float | None, what: str) -> None:
-        self.ceiling_gbps, self.ceiling_what = gbps, what
+    def set_ceiling(self, read: Callable[[], tuple[float | None, str]]) -> None:
+        """READ gives the node's ceiling (GB/s or None, what it is): called once, at the first pod
+        row, so a trace without pods never reads (or imports) it."""
+        self._read_ceiling = read
+
+    def _pod_ceiling(self) -> tuple[float | None, str]:
+        if self._ceiling is None:
+            self._ceiling = self._read_ceiling() if self._read_ceiling is not None else (None, "")
+        return self._ceiling
 
     def __init__(self, every_s: float, clock=time.monotonic):
         if not every_s > 0:
@@ -191,9 +200,10 @@ class Intervals:
             }
             if self._cache is not None:
                 row["page_cache"] = self._cache.get(uid)
-            if self.ceiling_gbps is not None:
-                row["ceiling_gbps"] = self.ceiling_gbps
-                row["ceiling"] = self.ceiling_what
+            gbps, what = self._pod_ceiling()
+            if gbps is not None:
+                row["ceiling_gbps"] = gbps
+                row["ceiling"] = what
             if span > secs:
                 row["io_span_s"] = round(span, 3)
             out.append(row)
