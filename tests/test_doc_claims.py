@@ -342,14 +342,20 @@ def test_json_is_one_compact_line_in_a_pipe_and_indented_on_a_terminal(argv):
 
     piped = _run(argv).stdout
     assert piped.count("\n") == 1 and json.loads(piped)["schema"].startswith("gdsdiag.")
+    import select
+    import time
+
     main, sub = pty.openpty()
     try:
-        p = subprocess.run(
-            [*GDSDIAG, *argv], cwd=REPO, stdout=sub, stderr=subprocess.DEVNULL, timeout=300, env=dict(os.environ)
-        )
+        # (the terminal is read while the command writes: an indented check document of 17 KB is more
+        # than the terminal holds unread, and a reader that waited for the exit hung with the writer)
+        p = subprocess.Popen([*GDSDIAG, *argv], cwd=REPO, stdout=sub, stderr=subprocess.DEVNULL, env=dict(os.environ))
         os.close(sub)
         chunks = []
-        while True:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if not select.select([main], [], [], 1.0)[0]:
+                continue
             try:
                 b = os.read(main, 65536)
             except OSError:  # EIO: the writer's side is closed and all was read
@@ -357,6 +363,7 @@ def test_json_is_one_compact_line_in_a_pipe_and_indented_on_a_terminal(argv):
             if not b:
                 break
             chunks.append(b)
+        p.wait(timeout=max(1.0, deadline - time.monotonic()))
     finally:
         os.close(main)
     shown = b"".join(chunks).decode().replace("\r\n", "\n")
