@@ -19,6 +19,12 @@ def _gdsdiag_argv() -> list[str]:
     return [script]
 
 
+# The suite's live traces assert the node's side of each file's why (its ceiling, nvidia-fs, P2PDMA),
+# read by the trace's `gdsdiag check --json` child. Its default wait (0.5 s after the program) is for
+# users; on a CI box running the host and live suites side by side on 2 cores that child once answered
+# later than that, and a file's ceiling was None. A test of the wait itself sets its own value.
+os.environ.setdefault("GDSDIAG_NODE_FACTS_WAIT_S", "60")
+
 GDSDIAG = _gdsdiag_argv()  # how every test runs the command line: the console script users run
 FIXTURES = os.path.join(HERE, "fixtures")
 CORPUS = os.path.join(FIXTURES, "corpus")  # verbatim copy of ../shared/corpus (see its README)

@@ -138,3 +138,21 @@ def test_a_fault_bound_mmap_loads_major_faults_are_in_its_why_and_its_how_line(h
     row.update(major_faults=None, major_faults_per_gib=None)
     assert not any(f.fact == "major page faults" for f in file_why(row, h200, None)[0])
     assert file_why_lines(row)[0] == "how: mmap page faults, 0.65 GB/s over its I/O"
+
+
+def test_a_node_check_that_has_not_answered_in_time_is_named_with_the_wait(monkeypatch):
+    """NodeFactsReader waits GDSDIAG_NODE_FACTS_WAIT_S (0.5 s by default) for its `gdsdiag check`
+    child after the trace: a child not done by then is killed and the why names the wait it missed;
+    a value that is not a number is the default, never a traceback. (Not live: the child is the real
+    `gdsdiag check --json`, which needs no root; with a wait of 0 it cannot have answered.)"""
+    from gdsdiag.trace.live import NodeFactsReader
+
+    monkeypatch.setenv("GDSDIAG_NODE_FACTS_WAIT_S", "not-a-number")
+    monkeypatch.setenv("GDSDIAG_NODE_FACTS", "0")  # (parse only: no child for this one)
+    assert NodeFactsReader().wait_s == NodeFactsReader.WAIT_S
+    monkeypatch.setenv("GDSDIAG_NODE_FACTS", "1")
+    monkeypatch.setenv("GDSDIAG_NODE_FACTS_WAIT_S", "0")
+    reader = NodeFactsReader()
+    assert reader.wait_s == 0.0
+    assert reader.result() is None
+    assert "had not answered 0 s after the trace ended" in reader.missing.text, reader.missing

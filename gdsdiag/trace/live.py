@@ -138,6 +138,13 @@ class NodeFactsReader:
 
     def __init__(self) -> None:
         self._proc: subprocess.Popen | None = None
+        # GDSDIAG_NODE_FACTS_WAIT_S: a loaded machine (a CI box running two suites on 2 cores) can take
+        # longer than the program to start Python and read the node; a test that asserts the node's
+        # side of the why waits for it instead of racing it. Not a number: the default.
+        try:
+            self.wait_s = max(0.0, float(os.environ.get("GDSDIAG_NODE_FACTS_WAIT_S", self.WAIT_S)))
+        except ValueError:
+            self.wait_s = self.WAIT_S
         # why result() gave None, for the why's text (never "a replay" in a trace on the node)
         self.missing = NodeMissing("not read", RUN_CHECK)
         if os.environ.get("GDSDIAG_NODE_FACTS", "1") == "0":  # (benchmarks: the tracer's own cost alone)
@@ -172,12 +179,12 @@ class NodeFactsReader:
         if p is None:
             return None
         try:
-            out, _ = p.communicate(timeout=self.WAIT_S)
+            out, _ = p.communicate(timeout=self.wait_s)
         except subprocess.TimeoutExpired:
             p.kill()
             p.communicate()
             self.missing = NodeMissing(
-                f"not read: gdsdiag check had not answered {self.WAIT_S:g} s after the trace ended",
+                f"not read: gdsdiag check had not answered {self.wait_s:g} s after the trace ended",
                 RUN_CHECK,
             )
             return None
