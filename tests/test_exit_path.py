@@ -108,7 +108,7 @@ EXITS_ALLOWED = {
     "gdsdiag/commands/sweep.py": "SIGTERM during a sweep raises SystemExit(143) so the sweep's file is removed",
     "gdsdiag/sweep/worker_process.py": "a --workers process worker: a program of its own that reports over its "
     "pipe, then ends with os._exit (its resources released, CUDA's teardown skipped)",
-    "gdsdiag/trace/headers.py": "python -m gdsdiag.trace.headers, the README's headers step: a program of its own "
+    "gdsdiag/trace/probes/headers.py": "python -m gdsdiag.trace.probes.headers, the README's headers step: a program of its own "
     "(stdlib only: it needs nothing of gdsdiag's dependencies)",
     "gdsdiag/signals.py": "a signal before the command's own handlers are in place (start-up imports): one "
     "line and the signal's code at once, nothing else can run yet",

@@ -58,7 +58,7 @@ PHASES = [
         ],
     ),
     ("check --from", "gdsdiag.check.runner:decide", ["check", "--from", H200]),
-    ("trace --replay", "gdsdiag.trace.events:Recording", ["trace", "--replay", RECORDING]),
+    ("trace --replay", "gdsdiag.trace.model.events:Recording", ["trace", "--replay", RECORDING]),
     ("snapshot", "gdsdiag.snapshot:_add_kallsyms", ["snapshot", "-o", "out.tar.gz"]),
 ]
 
@@ -168,7 +168,7 @@ def test_closed_gate_never_runs_the_command(tmp_path):
 
 SLOW_PROBES = textwrap.dedent("""
     import sys, time
-    import gdsdiag.trace.bpf as bpf
+    import gdsdiag.trace.probes.bpf as bpf
     # Stands in for the BPF compile (30+ s of clang here): the phase under test is "probes not
     # live yet", which the real compile cannot hold still for a test.
     bpf.preflight = lambda: None

@@ -49,11 +49,11 @@ LAYERS = {
     "gdsdiag.trace.procs": 3,
     # bindings
     "gdsdiag.cufile": 2,
-    "gdsdiag.trace.events": 2,  # the recorded event and its reader
-    "gdsdiag.trace.eventdefs": 2,  # the table the probes' ids, constants and structs are generated from
-    "gdsdiag.trace.usdt": 2,
-    "gdsdiag.trace.elfsyms": 2,
-    "gdsdiag.trace.cudadoors": 2,
+    "gdsdiag.trace.model.events": 2,  # the recorded event and its reader
+    "gdsdiag.trace.model.eventdefs": 2,  # the table the probes' ids, constants and structs are generated from
+    "gdsdiag.trace.probes.usdt": 2,
+    "gdsdiag.trace.probes.elfsyms": 2,
+    "gdsdiag.trace.probes.cudadoors": 2,
     "gdsdiag.pci": 1,
     "gdsdiag.platform.elf": 1,  # a library read as ELF data (trace's elfsyms and platform/libcufile use it)
     # shared by every layer
@@ -257,7 +257,7 @@ FSROOT_OPENERS = {
     "gdsdiag.snapshot": "the writer reads the tree it captures (/ or --root) file by file, as the bundle's results",
     "gdsdiag.commands.exporter": "a fresh root per refresh, so every scrape re-reads the files",
     "gdsdiag.sweep.runner": "the nvidia-fs counters and the PCIe link of the node the sweep runs on",
-    "gdsdiag.trace.bpf": "the running kernel's /proc/kallsyms, where the kprobes attach",
+    "gdsdiag.trace.probes.bpf": "the running kernel's /proc/kallsyms, where the kprobes attach",
     "gdsdiag.trace.live": "the traced processes' /proc/PID/cgroup and the kubelet's /var/log/pods on the node it runs on",
 }
 

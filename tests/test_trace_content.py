@@ -17,9 +17,9 @@ import time
 import pytest
 
 from gdsdiag.routes import Route
-from gdsdiag.trace.classify import Classifier, classify
-from gdsdiag.trace.content import SAMPLE_AT, ContentCheck, answer_event, sample_hash
-from gdsdiag.trace.events import Event
+from gdsdiag.trace.model.classify import Classifier, classify
+from gdsdiag.trace.model.content import SAMPLE_AT, ContentCheck, answer_event, sample_hash
+from gdsdiag.trace.model.events import Event
 
 MiB = 1 << 20
 CHUNK = 4 * MiB

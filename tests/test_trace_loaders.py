@@ -20,7 +20,7 @@ import os
 import pytest
 
 from gdsdiag.routes import Route
-from gdsdiag.trace.events import read_record
+from gdsdiag.trace.model.events import read_record
 from gdsdiag.trace.live import replay
 
 TRACE = os.path.join(os.path.dirname(__file__), "fixtures", "trace")

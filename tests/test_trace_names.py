@@ -14,9 +14,9 @@ import time
 from conftest import FIXTURES, GDSDIAG
 
 from gdsdiag.routes import Route
-from gdsdiag.trace.classify import Classifier
-from gdsdiag.trace.counted import CountedIo
-from gdsdiag.trace.events import Event
+from gdsdiag.trace.model.classify import Classifier
+from gdsdiag.trace.model.counted import CountedIo
+from gdsdiag.trace.model.events import Event
 
 MiB = 1 << 20
 O_WRONLY_CREAT, O_TMPFILE = 0o101, 0o20200001  # (O_TMPFILE | O_WRONLY, as open(2) gets it)

@@ -1,4 +1,4 @@
-"""Whole cuFile calls paired straight from the ring's records (gdsdiag/trace/wholecalls.py) give the
+"""Whole cuFile calls paired straight from the ring's records (gdsdiag/trace/probes/wholecalls.py) give the
 verdicts, file account and counts the event-by-event path gives for the same records.
 
 Both paths run here on the same record bytes through the real record path (bpf.Probes.offline: its
@@ -18,12 +18,12 @@ import random
 
 import pytest
 
-from gdsdiag.trace import eventdefs
-from gdsdiag.trace.bpf import REC_STRIDE, REC_STRUCT, Probes
-from gdsdiag.trace.classify import Classifier
-from gdsdiag.trace.events import Event
-from gdsdiag.trace.evidence import ROUTE_USDT
-from gdsdiag.trace.wholecalls import WholeCalls
+from gdsdiag.trace.model import eventdefs
+from gdsdiag.trace.probes.bpf import REC_STRIDE, REC_STRUCT, Probes
+from gdsdiag.trace.model.classify import Classifier
+from gdsdiag.trace.model.events import Event
+from gdsdiag.trace.model.evidence import ROUTE_USDT
+from gdsdiag.trace.probes.wholecalls import WholeCalls
 
 KIND = {kind: v for _, v, kind in eventdefs.KINDS}
 IDS = {
@@ -335,7 +335,7 @@ def test_the_pairings_numpy_starts_no_blas_threads_and_leaves_the_environment_as
     code = (
         "import os, json\n"
         "os.environ['OMP_NUM_THREADS'] = '3'\n"
-        "from gdsdiag.trace.wholecalls import import_numpy\n"
+        "from gdsdiag.trace.probes.wholecalls import import_numpy\n"
         "np = import_numpy()\n"
         "print(json.dumps([len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS'),"
         " os.environ.get('OMP_NUM_THREADS'), np.__name__]))\n"

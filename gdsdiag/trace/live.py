@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, cast
 from ..errors import GdsdiagError, UsageError
 from ..selfexec import module_argv
 from . import gcpace
-from .cacheshare import CacheShare
-from .classify import Classifier, exit_is_io
-from .content import ContentCheck, answer_event, recorded_answers
-from .events import RECORD_VERSION
+from .model.cacheshare import CacheShare
+from .model.classify import Classifier, exit_is_io
+from .model.content import ContentCheck, answer_event, recorded_answers
+from .model.events import RECORD_VERSION
 from .pods import annotate, pod_rows
-from .tally import RouteTally, Unclassified, count_unclassified, merge_unclassified
-from .why import NodeMissing
+from .model.tally import RouteTally, Unclassified, count_unclassified, merge_unclassified
+from .model.why import NodeMissing
 
 if TYPE_CHECKING:
     from collections import Counter
@@ -254,7 +254,7 @@ def _block_name(major: int, minor: int) -> str | None:
 
 def _finish(clf, counter, tally: RouteTally, **kw) -> TraceResult:
     """The result: per-I/O verdicts plus the host I/O the kernel counted, in one summary."""
-    from .counted import add_lost, merge_summary
+    from .model.counted import add_lost, merge_summary
 
     rows = counter.rows(clf._path_ok, clf.copied_elsewhere)
     book = kw.pop("book", None)
@@ -417,7 +417,7 @@ def run_live(
     start (trace/pods.py); POD_LOGS is where the kubelet's pod log directories are seen from here."""
     from ..platform.containers import Identities
     from ..platform.fsroot import FsRoot
-    from .bpf import Probes, preflight
+    from .probes.bpf import Probes, preflight
     from .pods import PodBook, select
     from .procs import all_procs, by_comm, cgroup_pids, cgroup_target, descendants
 
@@ -514,7 +514,7 @@ def run_live(
     }
     if record_file is not None:
         record_file.write(json.dumps({"gdsdiag_trace_record": RECORD_VERSION, **header}) + "\n")
-    from .counted import CountedIo
+    from .model.counted import CountedIo
 
     clf = Classifier(path_filter)
     if getattr(probes, "major_faults", False):
@@ -826,8 +826,8 @@ def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
     The verdicts come out in time order through a second, bounded heap (REORDER_NS, REORDER_MAX)."""
     import heapq
 
-    from .counted import CountedIo
-    from .events import Recording
+    from .model.counted import CountedIo
+    from .model.events import Recording
 
     rec = Recording(path)
     header = rec.header

@@ -24,7 +24,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from ..platform.inroot import Unsupported, open_no_links
+from ...platform.inroot import Unsupported, open_no_links
 
 SAMPLE_AT = 4064  # the second sample's offset in the copy (probes/cufile_trace.c: SAMPLE_AT)
 SAMPLE_BYTES = 32

@@ -11,12 +11,12 @@ from array import array
 from bisect import bisect_left
 from typing import TYPE_CHECKING
 
-from ..routes import Route
+from ...routes import Route
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from ..schema import trace as schema
+    from ...schema import trace as schema
 
 
 # the summary's order of routes: P2P DMA first, then the fallbacks, then what is not on the GPU path
@@ -133,7 +133,7 @@ class RouteTally:
 
     def summary(self) -> dict:
         """{route: {count, bytes, subtypes, p50_us, p99_us, hist_us}} in the route vocabulary's order."""
-        from ..units import percentile
+        from ...units import percentile
 
         out = {}
         for name in ROUTES:

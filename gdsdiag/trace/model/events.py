@@ -7,7 +7,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from ..errors import GdsdiagError
+from ...errors import GdsdiagError
 from . import eventdefs
 
 # ids used by probes/cufile_trace.c and nvfs_kprobes.c: generated into them from eventdefs.py
@@ -47,7 +47,7 @@ NVFS_IOCTLS = {
 # [fd, flags, position]; fd/proc/pages events and read/write/io_uring/aio exist
 # 3: opens carry [fd, flags, position, dev, ino, dirfd, serial]; read/write/readv/writev carry in a4
 # the bytes moved at the file position while the kernel counted them; "counted" events (host I/O
-# counted in the kernel, gdsdiag/trace/counted.py) close the recording; no unnamed_open events
+# counted in the kernel, gdsdiag/trace/model/counted.py) close the recording; no unnamed_open events
 # 4: a cuFileRead/Write's exit carries in a1..a6 the evidence its own thread gave (its pread64/pwrite64
 # and cufio_px_* USDT hits, not sent as their own records): syscalls, fd, syscall id, USDT hits,
 # their bytes, the probe's index in evidence.ROUTE_USDT (classify.Classifier._folded)
@@ -179,7 +179,7 @@ class Recording:
 
     def events(self):
         """The events in file order, each validated (the second read of the file)."""
-        from ..bounded import loads_json
+        from ...bounded import loads_json
 
         count = 0
         for n, text in self._lines():
@@ -225,7 +225,7 @@ class Recording:
         import gzip
         import zlib
 
-        from ..bounded import MAX_RECORD_LINE, MAX_RECORDING, loads_json, open_user_file
+        from ...bounded import MAX_RECORD_LINE, MAX_RECORDING, loads_json, open_user_file
 
         raw = open_user_file(self.path, "trace recording", MAX_RECORDING, self.FIX)
         n = 0
