@@ -70,7 +70,8 @@ def main() -> None:
 
     from gdsdiag.render.trace_out import LinePrinter
     from gdsdiag.trace.model.classify import classify
-    from gdsdiag.trace.model.events import Event, read_record
+    from gdsdiag.trace.model.events import Event
+    from gdsdiag.trace.recording import read_record
 
     if os.path.abspath(sys.modules["gdsdiag"].__file__ or "") != os.path.join(
         os.path.abspath(a.tree), "gdsdiag", "__init__.py"
@@ -177,7 +178,7 @@ def recorded_bounce(printer, rounds: int, path: str = REAL_BOUNCE) -> None:
     well. Its pairs come as the ring holds them; each process's events before its first pair
     (process start, opens: a stream of several processes starts them one after another) are fed
     first."""
-    from gdsdiag.trace.model.events import read_record
+    from gdsdiag.trace.recording import read_record
 
     _, evs = read_record(path)
     pair = (("sys_exit", "preadv2"), ("api_enter", "cuMemcpy"))
@@ -230,8 +231,8 @@ def compat_streams(n: int, gap: int = 2000) -> tuple[list, list]:
 
 def packed(stream):
     """(the events-ring records of STREAM as one bytes object, the events that come by other rings)."""
-    from gdsdiag.trace.probes.bpf import REC_STRUCT
     from gdsdiag.trace.model.events import API_NAMES, KINDS, SYS_NAMES
+    from gdsdiag.trace.probes.bpf import REC_STRUCT
 
     kind_id = {k: i for i, k in KINDS.items()}
     name_id = {("sys_exit", n): i for i, n in SYS_NAMES.items()}
@@ -270,10 +271,10 @@ def live(ring: bytes, side, printer, whole: bool = True, per_poll: int = 0) -> i
 
 
 def _live(ring: bytes, side, printer, whole: bool, per_poll: int) -> int:
-    from gdsdiag.trace.probes.bpf import REC_STRIDE, Probes
     from gdsdiag.trace.model.classify import Classifier
     from gdsdiag.trace.model.counted import CountedIo
     from gdsdiag.trace.model.tally import RouteTally
+    from gdsdiag.trace.probes.bpf import REC_STRIDE, Probes
 
     clf, counter, tally = Classifier(), CountedIo(), RouteTally()
     if hasattr(Probes, "offline"):  # the probes' own poll: reorder hold, decoder, whole calls

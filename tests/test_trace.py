@@ -11,8 +11,9 @@ from conftest import FIXTURES, GDSDIAG, live
 
 from gdsdiag.routes import Route
 from gdsdiag.trace.model.classify import classify
-from gdsdiag.trace.model.events import Event, read_record
+from gdsdiag.trace.model.events import Event
 from gdsdiag.trace.model.tally import log2_hist, summarize
+from gdsdiag.trace.recording import read_record
 
 COMPAT, DRAM_BOUNCE, HOST, PEER_GPU, UNKNOWN = (
     Route.COMPAT,

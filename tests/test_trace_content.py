@@ -17,8 +17,9 @@ import time
 import pytest
 
 from gdsdiag.routes import Route
+from gdsdiag.trace.filesample import LiveContentCheck
 from gdsdiag.trace.model.classify import Classifier, classify
-from gdsdiag.trace.model.content import SAMPLE_AT, ContentCheck, answer_event, sample_hash
+from gdsdiag.trace.model.content import SAMPLE_AT, answer_event, sample_hash
 from gdsdiag.trace.model.events import Event
 
 MiB = 1 << 20
@@ -55,7 +56,7 @@ class Stream:
 
     def classify(self) -> list[dict]:
         c = Classifier()
-        check = ContentCheck(live=True)
+        check = LiveContentCheck()
         c.use_content(check)
         for e in sorted(self.events, key=lambda e: e.ts):
             c.feed(e)

@@ -13,8 +13,9 @@ from conftest import FIXTURES, bcc_unavailable
 
 from gdsdiag.routes import Route
 from gdsdiag.trace.model.classify import classify
-from gdsdiag.trace.model.events import Event, read_record
+from gdsdiag.trace.model.events import Event
 from gdsdiag.trace.probes.libfind import candidate_libraries
+from gdsdiag.trace.recording import read_record
 
 MiB = 1 << 20
 

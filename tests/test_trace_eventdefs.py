@@ -14,8 +14,8 @@ import pytest
 from conftest import live
 
 from gdsdiag.trace.model import eventdefs
-from gdsdiag.trace.probes.bpf import kprobes_text, probe_source, program_text
 from gdsdiag.trace.model.events import API_NAMES, FD_NAMES, KINDS, KPROBE_NAMES, PROC_NAMES, SYS_NAMES
+from gdsdiag.trace.probes.bpf import kprobes_text, probe_source, program_text
 
 TABLE_NAME = re.compile(r"\b(?:EV|API|SYS|FDEV|PROC|K|FD)_[A-Z0-9_]+\b")
 # names of that shape that are not ours: the kernel's and C's own

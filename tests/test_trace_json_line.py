@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from gdsdiag.render.trace_out import io_json
 from gdsdiag.routes import Route
 from gdsdiag.trace.model.classify import classify, io_line
-from gdsdiag.trace.model.events import read_record
+from gdsdiag.trace.recording import read_record
 
 
 def _same(v) -> None:

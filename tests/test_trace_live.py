@@ -13,7 +13,8 @@ import time
 import pytest
 from conftest import LIVE_MARKS
 
-from gdsdiag.trace.model.events import RECORD_VERSION, read_record
+from gdsdiag.trace.model.events import RECORD_VERSION
+from gdsdiag.trace.recording import read_record
 
 KiB, MiB = 1024, 1 << 20
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -188,8 +188,8 @@ def test_the_decoder_names_every_kind_of_record_as_the_tables_do():
     kind of the events ring, an unknown type and id, USDT records cut to their argument count and
     named by the sites attached, and a handle registration with its descriptor's path, against
     the name tables themselves."""
-    from gdsdiag.trace.probes.bpf import REC_STRUCT, Probes
     from gdsdiag.trace.model.events import API_NAMES, FD_NAMES, KINDS, PROC_NAMES, SYS_NAMES
+    from gdsdiag.trace.probes.bpf import REC_STRUCT, Probes
 
     comm = b"app".ljust(16, b"\0")
     me = os.getpid()

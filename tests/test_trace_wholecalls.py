@@ -19,10 +19,10 @@ import random
 import pytest
 
 from gdsdiag.trace.model import eventdefs
-from gdsdiag.trace.probes.bpf import REC_STRIDE, REC_STRUCT, Probes
 from gdsdiag.trace.model.classify import Classifier
 from gdsdiag.trace.model.events import Event
 from gdsdiag.trace.model.evidence import ROUTE_USDT
+from gdsdiag.trace.probes.bpf import REC_STRIDE, REC_STRUCT, Probes
 from gdsdiag.trace.probes.wholecalls import WholeCalls
 
 KIND = {kind: v for _, v, kind in eventdefs.KINDS}

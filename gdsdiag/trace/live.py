@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, cast
 from ..errors import GdsdiagError, UsageError
 from ..selfexec import module_argv
 from . import gcpace
+from .filesample import LiveContentCheck
 from .model.cacheshare import CacheShare
 from .model.classify import Classifier, exit_is_io
 from .model.content import ContentCheck, answer_event, recorded_answers
 from .model.events import RECORD_VERSION
-from .pods import annotate, pod_rows
 from .model.tally import RouteTally, Unclassified, count_unclassified, merge_unclassified
 from .model.why import NodeMissing
+from .pods import annotate, pod_rows
 
 if TYPE_CHECKING:
     from collections import Counter
@@ -417,8 +418,8 @@ def run_live(
     start (trace/pods.py); POD_LOGS is where the kubelet's pod log directories are seen from here."""
     from ..platform.containers import Identities
     from ..platform.fsroot import FsRoot
-    from .probes.bpf import Probes, preflight
     from .pods import PodBook, select
+    from .probes.bpf import Probes, preflight
     from .procs import all_procs, by_comm, cgroup_pids, cgroup_target, descendants
 
     say = on_status or (lambda msg: None)
@@ -520,7 +521,7 @@ def run_live(
     if getattr(probes, "major_faults", False):
         clf.major_faults = {}  # (counted: a file with none has 0, not "not counted")
     clf.cgroup_job = bool(cgroup)  # a container's processes are one job, forked from each other or not
-    content = ContentCheck(live=True)  # staged copies checked against the files' own bytes
+    content = LiveContentCheck()  # staged copies checked against the files' own bytes
     clf.use_content(content)
     node = NodeFactsReader()  # the node's GDS facts for each file's why, read beside the trace
     counter = CountedIo()
@@ -827,7 +828,7 @@ def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
     import heapq
 
     from .model.counted import CountedIo
-    from .model.events import Recording
+    from .recording import Recording
 
     rec = Recording(path)
     header = rec.header

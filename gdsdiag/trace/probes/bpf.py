@@ -18,14 +18,23 @@ from typing import TYPE_CHECKING, Any
 from ...errors import GdsdiagError
 from ..model import evidence
 from ..model.eventdefs import API as API_IDS
-from ..model.eventdefs import EVENT_SIZE, EVENT_STRUCT, FD_KINDS, OPEN_FIELDS, OPEN_KINDS, OPEN_STRUCT, RENAMES, c_defines
+from ..model.eventdefs import (
+    EVENT_SIZE,
+    EVENT_STRUCT,
+    FD_KINDS,
+    OPEN_FIELDS,
+    OPEN_KINDS,
+    OPEN_STRUCT,
+    RENAMES,
+    c_defines,
+)
 from ..model.eventdefs import KINDS as EVENT_KINDS
 from ..model.eventdefs import SYSCALLS as SYSCALL_IDS
 from ..model.events import API_NAMES, FD_NAMES, KINDS, KPROBE_NAMES, PROC_NAMES, SYS_NAMES, Event, not_data
-from .headers import fix_command, has_tree
 from ..model.said import StderrLines
-from .stdoutguard import stdout_to_stderr
 from ..model.tally import Unclassified, count_unclassified
+from .headers import fix_command, has_tree
+from .stdoutguard import stdout_to_stderr
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
