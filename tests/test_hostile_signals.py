@@ -58,7 +58,7 @@ PHASES = [
         ],
     ),
     ("check --from", "gdsdiag.check.runner:decide", ["check", "--from", H200]),
-    ("trace --replay", "gdsdiag.trace.model.events:Recording", ["trace", "--replay", RECORDING]),
+    ("trace --replay", "gdsdiag.trace.recording:Recording", ["trace", "--replay", RECORDING]),
     ("snapshot", "gdsdiag.snapshot:_add_kallsyms", ["snapshot", "-o", "out.tar.gz"]),
 ]
 
