@@ -151,7 +151,7 @@ def test_a_signal_inside_a_weakref_callback_still_stops_the_command(tmp_path, si
 def test_closed_gate_never_runs_the_command(tmp_path):
     """The gate's pipe closing without "go" (gdsdiag stopped or SIGKILLed while probes compile)
     used to fall through to exec CMD: it now exits 125 and CMD never runs."""
-    from gdsdiag.trace.live import _gate_child
+    from gdsdiag.trace.targets import _gate_child
 
     marker = tmp_path / "ran"
     tree, gate = _gate_child(["sh", "-c", f"touch {marker}"])

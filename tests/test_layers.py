@@ -261,7 +261,7 @@ FSROOT_OPENERS = {
     "gdsdiag.commands.exporter": "a fresh root per refresh, so every scrape re-reads the files",
     "gdsdiag.sweep.runner": "the nvidia-fs counters and the PCIe link of the node the sweep runs on",
     "gdsdiag.trace.probes.bpf": "the running kernel's /proc/kallsyms, where the kprobes attach",
-    "gdsdiag.trace.live": "the traced processes' /proc/PID/cgroup and the kubelet's /var/log/pods on the node it runs on",
+    "gdsdiag.trace.session": "the traced processes' /proc/PID/cgroup and the kubelet's /var/log/pods on the node it runs on",
 }
 
 

@@ -132,8 +132,8 @@ def test_a_stop_counts_an_unclassified_cufile_call_as_one_io_with_its_bytes():
     # since the call's own pread64/pwrite64 ride in its exit record, a stop that cannot classify the
     # call counts the exit as the I/O (bpf.tally_records on undecoded records, live._tally_events on
     # decoded ones): one read or write each, the bytes its result says, a failed call none
-    from gdsdiag.trace.live import _tally_events
     from gdsdiag.trace.probes.bpf import REC_STRUCT, tally_records
+    from gdsdiag.trace.result import tally_events as _tally_events
 
     comm = b"app".ljust(16, b"\0")
     api_exit, api_enter, sys_exit = 2, 1, 5
@@ -166,8 +166,8 @@ def test_a_stop_counts_an_unclassified_cufile_call_as_one_io_with_its_bytes():
 def test_an_exit_with_nothing_folded_is_an_event_not_an_io():
     # libcufile's worker threads moved the bytes (their pread64s went out as their own records and
     # count as themselves): the exit alone is no I/O, in each of the stop's three tallies
-    from gdsdiag.trace.live import _tally_events
     from gdsdiag.trace.probes.bpf import REC_STRUCT, tally_records
+    from gdsdiag.trace.result import tally_events as _tally_events
 
     comm = b"app".ljust(16, b"\0")
     bare = REC_STRUCT.pack(2, 7, 7, 2, 1, 1 << 20, 0, 0, 0, 0, 0, 0, comm)  # cuFileRead exit, 1 MiB, none folded
@@ -202,8 +202,8 @@ def test_a_call_whose_exit_a_stop_counted_is_not_decided_again():
     # The stop classified the call's start but not its exit (its deadline, a dropped backlog, the
     # kernel's full ring): the exit is counted as the I/O, and flush must not also decide the call
     # held in flight as if it had ended without it. Before, the I/O counted twice.
-    from gdsdiag.trace.live import _tally_events
     from gdsdiag.trace.model.classify import Classifier
+    from gdsdiag.trace.result import tally_events as _tally_events
 
     clf = Classifier()
     for e in _opened() + _compat_call(1000) + _compat_call(5000, tid=101)[:1]:

@@ -141,7 +141,7 @@ def test_a_replay_summary_says_nothing_was_lost_or_left_unclassified():
 
 def test_a_flush_past_its_deadline_counts_the_held_reads_instead_of_deciding_them():
     """After a signal the classifier's final decision of the reads it holds for a CUDA copy (up to
-    65,536 per process, ~6 µs each) has a deadline (live.STOP_FLUSH_S): past it, what is still held
+    65,536 per process, ~6 µs each) has a deadline (session.STOP_FLUSH_S): past it, what is still held
     is counted per process with its reads and bytes, never decided by guess and never dropped. The
     same stream flushed without a deadline decides every read; the two account for the same I/O."""
     import time

@@ -282,7 +282,7 @@ def test_a_thread_is_counted_under_its_process_not_listed_as_one():
     """sched_process_fork fires for threads too; the reader marks a thread (a2 1: its tid is in the
     parent's /proc task directory, bpf._is_thread), a fork of a process stays a process. Recordings
     made before (a2 0) list every fork, as they did."""
-    from gdsdiag.trace.live import _processes
+    from gdsdiag.trace.result import process_rows as _processes
 
     c = Classifier()
     for e in (

@@ -145,7 +145,7 @@ def test_a_node_check_that_has_not_answered_in_time_is_named_with_the_wait(monke
     child after the trace: a child not done by then is killed and the why names the wait it missed;
     a value that is not a number is the default, never a traceback. (Not live: the child is the real
     `gdsdiag check --json`, which needs no root; with a wait of 0 it cannot have answered.)"""
-    from gdsdiag.trace.live import NodeFactsReader
+    from gdsdiag.trace.session import NodeFactsReader
 
     monkeypatch.setenv("GDSDIAG_NODE_FACTS_WAIT_S", "not-a-number")
     monkeypatch.setenv("GDSDIAG_NODE_FACTS", "0")  # (parse only: no child for this one)

@@ -1,7 +1,7 @@
 """``gdsdiag trace --json`` (docs/json.md): JSON lines, one ``io`` object per I/O, then one
 ``summary``. The io line is the classifier's verdict itself: ``trace.model.classify`` builds each I/O's
 verdict as an ``IoLine`` and ``--json`` writes it as it is (the one definition of its fields); the
-summary is built in ``trace.live.TraceResult.summary_json`` with this type."""
+summary is built in ``trace.result.TraceResult.summary_json`` with this type."""
 
 from __future__ import annotations
 

@@ -122,7 +122,7 @@ class Intervals:
 
     def set_waiting(self, rows: list[dict]) -> None:
         """What the classifier has not decided at the interval's end, per process ({pid, comm, ios,
-        bytes}: live.waiting_rows)."""
+        bytes}: result.waiting_rows)."""
         rows = sorted(rows, key=lambda r: (-r["bytes"], r["pid"]))
         self._waiting = {
             "ios": sum(r["ios"] for r in rows),

@@ -35,7 +35,7 @@ ROUTES = (
 # What a trace counted but could not classify, per process: {pid: [events, I/Os (reads and writes),
 # their bytes, reads, read bytes]}. Three places fill it, each for what it alone sees: ring records a
 # stop drops undecoded (bpf.tally_records), decoded events past the stop's deadline (live), I/Os held
-# for evidence the stop cut short (Classifier.flush). live._finish names the columns (schema.LostRow).
+# for evidence the stop cut short (Classifier.flush). result.result_of names the columns (schema.LostRow).
 Unclassified = dict[int, list[int]]
 
 

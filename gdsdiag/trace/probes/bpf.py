@@ -544,6 +544,14 @@ class Probes:
         self._init_records()
         return self
 
+    def give_records(self, blob: bytes, n: int) -> None:
+        """Offline probes: N ring records (REC_STRUCT each, in BLOB) as the ring would hand them over."""
+        self._keep(blob, n)
+
+    def give_events(self, events: Iterable[Event]) -> None:
+        """Offline probes: events the opens ring's own callback would have decoded (opens, execs)."""
+        self._events.extend(events)
+
     def _preattach_candidates(self, cmd: list[str] | None) -> list[str]:
         """Library files a program may map later, probed before it runs (see libfind)."""
         from .libfind import candidate_libraries
@@ -689,12 +697,12 @@ class Probes:
 
     def scan_maps(self, pid: int) -> None:
         """Every libcufile / libcuda the process has mapped now (/proc/PID/maps)."""
-        try:
-            with open(f"/proc/{pid}/maps") as f:
-                paths = {line.split(None, 5)[5].strip() for line in f if line.count(" ") >= 5 and "/libcu" in line}
-        except (OSError, IndexError):
-            return
-        for p in paths:
+        from ..procs import mapped_paths
+
+        if isinstance(self.b, _NoRings):
+            return  # (offline: the records' processes are not this node's)
+
+        for p in mapped_paths(pid, "/libcu"):
             base = os.path.basename(p)
             if base.startswith(("libcufile.so", "libcuda.so", "libcudart.so")):
                 # a process with CUDA mapped: its host I/O is sent one by one (a copy may follow)
