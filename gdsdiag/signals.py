@@ -167,3 +167,23 @@ def stopping(on_stop: Callable[[int], None]) -> Iterator[None]:
     finally:
         for sig, h in old.items():
             signal.signal(sig, h)
+
+
+@contextlib.contextmanager
+def term_exits() -> Iterator[None]:
+    """While inside, SIGTERM raises SystemExit(143) (a sweep: its file is removed as on Ctrl-C); the
+    handler before is put back on leaving. Outside the main thread (an embedding program) nothing changes."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_term(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

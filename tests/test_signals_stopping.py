@@ -30,8 +30,9 @@ def test_the_handlers_before_are_back_after_an_error_inside():
     assert {s: signal.getsignal(s) for s in signals.STOP_SIGNALS} == before
 
 
-def test_only_signals_py_and_the_sweep_installs_handlers():
-    # the live trace's own handlers (trace/live.py, until issue 44) were a fourth signal regime
+def test_only_signals_py_and_the_sweep_worker_install_handlers():
+    # the live trace's own handlers (trace/live.py) and the sweep command's SIGTERM (commands/sweep.py)
+    # were regimes of their own until issue 44
     pkg = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "gdsdiag")
     found = set()
     for dirpath, _, files in os.walk(pkg):
@@ -41,6 +42,5 @@ def test_only_signals_py_and_the_sweep_installs_handlers():
                 with open(path, encoding="utf-8") as fh:
                     if "signal.signal(" in fh.read():
                         found.add(os.path.relpath(path, pkg))
-    # the sweep's worker ignores SIGINT (its parent stops it through a pipe); commands/sweep.py's
-    # SIGTERM exit is the next to move here
-    assert found == {"signals.py", "sweep/worker_process.py", "commands/sweep.py"}
+    # (the sweep's worker process ignores SIGINT: its parent stops it through a pipe)
+    assert found == {"signals.py", "sweep/worker_process.py"}

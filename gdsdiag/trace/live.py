@@ -122,6 +122,46 @@ def _within_memory(path: str, base: int, procs: int) -> None:
         )
 
 
+def _replay_classifier(rec, path_filter: str | None) -> Classifier:
+    """A classifier set up as the live trace that made the recording had it (its record version,
+    its probes, the content checks it made: a replay cannot read the node's files)."""
+    header = rec.header
+    clf = Classifier(path_filter, int(header.get("gdsdiag_trace_record", 1)))
+    if any("page-faults-major" in str(a) for a in header.get("probes_attached") or ()):
+        clf.major_faults = {}
+    if rec.content_lines:
+        clf.use_content(ContentCheck(recorded=recorded_answers(rec.content_events())))
+    clf.cgroup_job = bool(header.get("cgroup"))
+    return clf
+
+
+def _in_time_order(rec, path: str):
+    """The recording's events in time order (ties in file order), and None after every CHUNK lines
+    read (where the replay hands out what is decided and checks its memory). An event leaves the
+    heap once no later line can come before it in time (the first read's disorder bound), so the
+    order is exactly the sorted one, and memory holds the events of that span only."""
+    import heapq
+
+    width = rec.disorder_ns
+    heap: list = []
+    newest = None
+    last = None
+    for seq, e in enumerate(rec.events()):
+        if newest is None or e.ts > newest:
+            newest = e.ts
+        heapq.heappush(heap, (e.ts, seq, e))
+        while heap and heap[0][0] < newest - width:
+            ts, _, first = heapq.heappop(heap)
+            if last is not None and ts < last:
+                raise GdsdiagError(f"{path} changed while it was replayed", "replay a copy that is not being written")
+            last = ts
+            yield first
+        if seq % CHUNK == 0:
+            yield None
+    while heap:
+        yield heapq.heappop(heap)[2]
+
+
 def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
     """Classify a recording as the live trace did: events in time order, each verdict handed to
     ON_VERDICT as it is decided. The file is read twice and never held: the first read finds how
@@ -135,12 +175,7 @@ def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
 
     rec = Recording(path)
     header = rec.header
-    clf = Classifier(path_filter, int(header.get("gdsdiag_trace_record", 1)))
-    if any("page-faults-major" in str(a) for a in header.get("probes_attached") or ()):
-        clf.major_faults = {}
-    if rec.content_lines:  # (the checks the live trace made: a replay cannot read the node's files)
-        clf.use_content(ContentCheck(recorded=recorded_answers(rec.content_events())))
-    clf.cgroup_job = bool(header.get("cgroup"))
+    clf = _replay_classifier(rec, path_filter)
     counter = CountedIo()
     tally = RouteTally()
 
@@ -176,27 +211,12 @@ def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
         clf.feed(e)
         counter.feed(e)
 
-    # An event leaves the heap once no later line can come before it in time (the first read's
-    # disorder bound): the order fed is exactly the sorted one (ties in file order), as before.
-    width = rec.disorder_ns
-    heap: list = []
-    newest = None
-    last = None
-    for seq, e in enumerate(rec.events()):
-        if newest is None or e.ts > newest:
-            newest = e.ts
-        heapq.heappush(heap, (e.ts, seq, e))
-        while heap and heap[0][0] < newest - width:
-            ts, _, first = heapq.heappop(heap)
-            if last is not None and ts < last:
-                raise GdsdiagError(f"{path} changed while it was replayed", "replay a copy that is not being written")
-            last = ts
-            feed(first)
-        if seq % CHUNK == 0:
+    for e in _in_time_order(rec, path):
+        if e is None:
             hand_out()
             _within_memory(path, base, len(followed))
-    while heap:
-        feed(heapq.heappop(heap)[2])
+        else:
+            feed(e)
     clf.flush()
     hand_out(final=True)
     return result_of(

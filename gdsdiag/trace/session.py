@@ -206,14 +206,39 @@ class TraceSession:
     def start(self) -> TraceSession:
         """Targets resolved, the command started at its gate, the probes attached, the classifier
         ready; INT, TERM and HUP from here on ask the session to stop (signals.stopping)."""
+        from .probes.bpf import preflight
+
+        t0 = time.monotonic()
+        preflight()
+        self._resolve()
+        probes = self._attach()
+        t_attached = self._t_attached = time.monotonic()
+        for p in self.targets.walk_again():
+            probes.add_pid(p)
+        proc = self.targets.proc
+        probes.adopt([p for p in self.targets.existing if not proc or p != proc.pid])
+        for p in self.targets.existing:
+            probes.scan_maps(p)
+        self._write_header()
+        self._ready_model()
+        # The handlers stay until the probes are gone (left after the detach): a second signal only
+        # notes itself, so neither the summary nor the detach is cut short.
+        self._cleanup.enter_context(stopping(self.request_stop))
+        self._cleanup.callback(self.content.close)
+        self._cleanup.callback(probes.close)  # detach every probe, whatever happened (all at once: detach.py)
+        o = self.opts
+        self._t_end = time.monotonic() + o.duration if o.duration else None
+        self.timing = {"attach_s": round(t_attached - t0, 2), **probes.timing}
+        self._say(f"tracing, Ctrl-C to end (live after {t_attached - t0:.1f} s)")
+        return self
+
+    def _resolve(self) -> None:
+        """The targets (targets.py), each process's pod book, and the command started at its gate."""
         from ..platform.containers import Identities
         from ..platform.fsroot import FsRoot
         from .pods import PodBook
-        from .probes.bpf import Probes, preflight
 
         o = self.opts
-        t0 = time.monotonic()
-        preflight()
         targets = self.targets = Targets.named(o.pids, o.cgroup)
         # (the node the trace runs on: its processes' /proc/PID/cgroup and the kubelet's /var/log/pods)
         # (exporter --trace hands over its reader, under its --root and --pod-logs, and takes what the
@@ -227,14 +252,18 @@ class TraceSession:
         targets.select_pods(o.pod, o.namespace, book)
         self._say("attaching…")
         targets.start_command(o.cmd)
-        existing = targets.walk(o.comm)
-        for p in existing:
+        for p in targets.walk(o.comm):
             book.add(p)
         self.libcufiles = targets.libcufiles(o.libcufile)
+
+    def _attach(self) -> Probes:
+        from .probes.bpf import Probes
+
+        o, targets = self.opts, self.targets
         try:
-            probes = Probes(
+            self.probes = Probes(
                 self.libcufiles,
-                existing,
+                targets.existing,
                 trace_all=not targets.selective,
                 block=o.block,
                 cgroup=targets.bpf_cgroup,
@@ -246,14 +275,10 @@ class TraceSession:
         except BaseException:
             targets.abandon()
             raise
-        self.probes = probes
-        t_attached = self._t_attached = time.monotonic()
-        for p in targets.walk_again():
-            probes.add_pid(p)
-        proc = targets.proc
-        probes.adopt([p for p in targets.existing if not proc or p != proc.pid])
-        for p in targets.existing:
-            probes.scan_maps(p)
+        return self.probes
+
+    def _write_header(self) -> None:
+        o, probes = self.opts, self.probes
         self.header = {
             "libcufile": self.libcufiles[0] if self.libcufiles else None,
             "kernel": os.uname().release,
@@ -261,7 +286,7 @@ class TraceSession:
             "probes_not_attached": probes.failed,
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "cmd": o.cmd,
-            "pids": targets.pids,
+            "pids": self.targets.pids,
             "cgroup": o.cgroup,
             "comm": o.comm,
             "pod": o.pod,
@@ -269,6 +294,11 @@ class TraceSession:
         }
         if o.record_file is not None:
             o.record_file.write(json.dumps({"gdsdiag_trace_record": RECORD_VERSION, **self.header}) + "\n")
+
+    def _ready_model(self) -> None:
+        """The classifier as this trace's probes and options need it, its content check, the node's
+        facts read beside the trace, and whole cuFile calls paired from the ring's records."""
+        o, probes = self.opts, self.probes
         clf = self.clf = Classifier(o.path_filter)
         if getattr(probes, "major_faults", False):
             clf.major_faults = {}  # (counted: a file with none has 0, not "not counted")
@@ -280,15 +310,6 @@ class TraceSession:
         if o.record_file is None and os.environ.get("GDSDIAG_WHOLE_CALLS", "1") != "0":
             # (a recording keeps every event: there each call is decoded as before)
             probes.pair_whole_calls(self.whole_gate)
-        # The handlers stay until the probes are gone (left after the detach): a second signal only
-        # notes itself, so neither the summary nor the detach is cut short.
-        self._cleanup.enter_context(stopping(self.request_stop))
-        self._cleanup.callback(self.content.close)
-        self._cleanup.callback(probes.close)  # detach every probe, whatever happened (all at once: detach.py)
-        self._t_end = time.monotonic() + o.duration if o.duration else None
-        self.timing = {"attach_s": round(t_attached - t0, 2), **probes.timing}
-        self._say(f"tracing, Ctrl-C to end (live after {t_attached - t0:.1f} s)")
-        return self
 
     @classmethod
     def over(cls, probes: Probes, clf: Classifier, on_verdict: Callable = lambda v: None) -> TraceSession:
