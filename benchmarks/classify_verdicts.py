@@ -69,8 +69,9 @@ def main() -> None:
     from rich.console import Console
 
     from gdsdiag.render.trace_out import LinePrinter
-    from gdsdiag.trace.classify import classify
-    from gdsdiag.trace.events import Event, read_record
+    from gdsdiag.trace.model.classify import classify
+    from gdsdiag.trace.model.events import Event
+    from gdsdiag.trace.recording import read_record
 
     if os.path.abspath(sys.modules["gdsdiag"].__file__ or "") != os.path.join(
         os.path.abspath(a.tree), "gdsdiag", "__init__.py"
@@ -134,7 +135,7 @@ def main() -> None:
             f"{name}: {a.ios} verdicts, {t * 1e3:.1f} ms, {t / a.ios * 1e6:.2f} µs/verdict, {a.ios / t:,.0f} verdicts/s"
         )
     print(f"json lines: {a.ios} verdicts, {t_json * 1e3:.1f} ms, {t_json / a.ios * 1e6:.2f} µs/line")
-    from gdsdiag.trace.bpf import Probes
+    from gdsdiag.trace.probes.bpf import Probes
 
     paired = hasattr(Probes, "pair_whole_calls")
     for name, stream in streams:
@@ -177,7 +178,7 @@ def recorded_bounce(printer, rounds: int, path: str = REAL_BOUNCE) -> None:
     well. Its pairs come as the ring holds them; each process's events before its first pair
     (process start, opens: a stream of several processes starts them one after another) are fed
     first."""
-    from gdsdiag.trace.events import read_record
+    from gdsdiag.trace.recording import read_record
 
     _, evs = read_record(path)
     pair = (("sys_exit", "preadv2"), ("api_enter", "cuMemcpy"))
@@ -201,7 +202,7 @@ def compat_streams(n: int, gap: int = 2000) -> tuple[list, list]:
     """N cuFileRead calls of 4 KiB by one thread, GAP ns apart, as the probes send them: (folded: the
     call's pread64 and USDT hit in its exit record, record version 4; four records a call, as up to
     version 3 and for libcufile's workers). A --tree from before the folding gets four records both."""
-    from gdsdiag.trace.events import Event
+    from gdsdiag.trace.model.events import Event
 
     compat4 = [
         Event(0, 100, 100, "open", "openat", [7], "app", "/data/f.dat"),
@@ -209,7 +210,7 @@ def compat_streams(n: int, gap: int = 2000) -> tuple[list, list]:
     ]
     compat = list(compat4)
     try:
-        from gdsdiag.trace.evidence import USDT_FOLDED  # noqa: F401  (record version 4)
+        from gdsdiag.trace.model.evidence import USDT_FOLDED  # noqa: F401  (record version 4)
 
         folded = [4096, 1, 7, 1, 1, 4096, 0]  # pread64 (SYS_PREAD64 1) on fd 7, px_read (index 0), 4096 bytes
     except ImportError:  # a --tree from before the folding: its probes sent four records a call
@@ -230,8 +231,8 @@ def compat_streams(n: int, gap: int = 2000) -> tuple[list, list]:
 
 def packed(stream):
     """(the events-ring records of STREAM as one bytes object, the events that come by other rings)."""
-    from gdsdiag.trace.bpf import REC_STRUCT
-    from gdsdiag.trace.events import API_NAMES, KINDS, SYS_NAMES
+    from gdsdiag.trace.model.events import API_NAMES, KINDS, SYS_NAMES
+    from gdsdiag.trace.probes.bpf import REC_STRUCT
 
     kind_id = {k: i for i, k in KINDS.items()}
     name_id = {("sys_exit", n): i for i, n in SYS_NAMES.items()}
@@ -270,10 +271,10 @@ def live(ring: bytes, side, printer, whole: bool = True, per_poll: int = 0) -> i
 
 
 def _live(ring: bytes, side, printer, whole: bool, per_poll: int) -> int:
-    from gdsdiag.trace.bpf import REC_STRIDE, Probes
-    from gdsdiag.trace.classify import Classifier
-    from gdsdiag.trace.counted import CountedIo
-    from gdsdiag.trace.tally import RouteTally
+    from gdsdiag.trace.model.classify import Classifier
+    from gdsdiag.trace.model.counted import CountedIo
+    from gdsdiag.trace.model.tally import RouteTally
+    from gdsdiag.trace.probes.bpf import REC_STRIDE, Probes
 
     clf, counter, tally = Classifier(), CountedIo(), RouteTally()
     if hasattr(Probes, "offline"):  # the probes' own poll: reorder hold, decoder, whole calls

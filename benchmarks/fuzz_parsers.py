@@ -170,8 +170,8 @@ def t_gdscheck(rnd, work):
 
 
 def t_recording(rnd, work):
-    from gdsdiag.trace.classify import classify
-    from gdsdiag.trace.events import read_record as read_recording
+    from gdsdiag.trace.model.classify import classify
+    from gdsdiag.trace.recording import read_record as read_recording
 
     lines = [json.dumps({"gdsdiag_trace_record": 1})] if rnd.random() < 0.9 else []
     kinds = [

@@ -102,7 +102,7 @@ def measure(tree: str, route: str, path: str, n: int, gap_ms: float, wl: str, ta
     env = {**os.environ, "PYTHONPATH": tree + os.pathsep + HERE + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env.pop("PYTHONUNBUFFERED", None)  # (gdsdiag's stdout buffered as a user's pipe has it)
     sys.path.insert(0, tree)
-    from gdsdiag.trace.dataflow import FIRST_COPY_WINDOW_NS, WINDOW_NS
+    from gdsdiag.trace.model.dataflow import FIRST_COPY_WINDOW_NS, WINDOW_NS
 
     window = WINDOW_NS if route == "host-copying" else FIRST_COPY_WINDOW_NS
     stamp = wl + ".exited"

@@ -48,7 +48,7 @@ print((d.ru_utime + d.ru_stime - c.ru_utime - c.ru_stime) / ops * 1e9)
 
 CHILD = r"""
 import json, os, subprocess, sys, time
-from gdsdiag.trace.bpf import Probes
+from gdsdiag.trace.probes.bpf import Probes
 path, ops, per_io, cuda, wl = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4], sys.argv[5]
 
 def workload(probes):

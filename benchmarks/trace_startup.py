@@ -28,7 +28,7 @@ def main():
     ap.add_argument("--libcufile")
     a = ap.parse_args()
     from gdsdiag.platform.libcufile import locate, read_usdt_notes
-    from gdsdiag.trace.bpf import Probes, import_bcc
+    from gdsdiag.trace.probes.bpf import Probes, import_bcc
 
     bcc = import_bcc()
     lib = a.libcufile or locate().path

@@ -8,9 +8,11 @@ convention of 128 + the signal number.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
+from collections.abc import Callable, Iterator
 
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C)
 EXIT_TERMINATED = 143  # SIGTERM
@@ -149,3 +151,39 @@ def exit_code(exc: BaseException | None) -> int:
 def signal_name(exc: BaseException | None) -> str:
     stopped = _behind(exc, Stopped)
     return stopped.name if isinstance(stopped, Stopped) else "SIGINT"
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def stopping(on_stop: Callable[[int], None]) -> Iterator[None]:
+    """While inside, INT, TERM and HUP call ON_STOP(signum) instead of raising: a loop that asks
+    between its turns ends at the next one, and what it does after (a trace's summary, its probes'
+    detach) is never cut short by a second signal. The handlers before are put back on leaving."""
+    old = {sig: signal.signal(sig, lambda signum, frame: on_stop(signum)) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
+@contextlib.contextmanager
+def term_exits() -> Iterator[None]:
+    """While inside, SIGTERM raises SystemExit(143) (a sweep: its file is removed as on Ctrl-C); the
+    handler before is put back on leaving. Outside the main thread (an embedding program) nothing changes."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_term(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -12,7 +12,7 @@
  */
 #include <uapi/linux/ptrace.h>
 
-/* K_* ids, EV_KPROBE and struct kev_t (the layout of event_t) come from gdsdiag/trace/eventdefs.py */
+/* K_* ids, EV_KPROBE and struct kev_t (the layout of event_t) come from gdsdiag/trace/model/eventdefs.py */
 /*EVENTDEFS*/
 BPF_PERF_OUTPUT(kevents);
 

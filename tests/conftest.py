@@ -35,12 +35,12 @@ def bcc_unavailable() -> str | None:
     if os.geteuid() != 0:
         return "needs root"
     try:
-        from gdsdiag.trace.bpf import import_bcc
+        from gdsdiag.trace.probes.bpf import import_bcc
 
         import_bcc()
     except Exception as e:
         return f"bcc unavailable: {e}"
-    from gdsdiag.trace.headers import fix_command, has_tree
+    from gdsdiag.trace.probes.headers import fix_command, has_tree
 
     if not has_tree():  # the fix the trace itself would give: the README's set-up runs it
         return f"no kernel headers tree at /lib/modules/$(uname -r)/build; as root: {fix_command()}"
@@ -78,7 +78,7 @@ def probe_program():
     """The generated probe program (no CUDA doors: program_text()) compiled by bcc once per
     run: clang takes ~8 s of CPU for it here, and two tests only look at what it compiled to
     (its record layout, and that its programs pass the verifier)."""
-    from gdsdiag.trace.bpf import CFLAGS, import_bcc, program_text
+    from gdsdiag.trace.probes.bpf import CFLAGS, import_bcc, program_text
 
     bcc = import_bcc()
     b = bcc.BPF(text=program_text(), cflags=list(CFLAGS))

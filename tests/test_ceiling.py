@@ -26,7 +26,7 @@ from gdsdiag.platform import ceiling, mounts
 from gdsdiag.platform.fsroot import FsRoot
 from gdsdiag.platform.roots import node_root, open_snapshot
 from gdsdiag.render.trace_out import file_why_lines
-from gdsdiag.trace.why import file_why
+from gdsdiag.trace.model.why import file_why
 
 SNAP = os.path.join(FIXTURES, "snapshots")
 H200 = os.path.join(SNAP, "h200-vm-2026-11-29.tar.gz")
@@ -170,7 +170,7 @@ def test_the_scale_out_views_ceiling_is_the_nodes_gpu_link_or_nothing(tmp_path):
     ceiling: the GPU machine's tree gives its H200's Gen5 x16 link; this machine (no NVIDIA GPU) an
     unknown, and the pod row then has no ceiling rather than a guess."""
     from gdsdiag.platform.containers import Identity
-    from gdsdiag.trace.interval import Intervals
+    from gdsdiag.trace.model.interval import Intervals
 
     gpu = ceiling.node_gpu_link(_unpack(H200, str(tmp_path / "h200")))
     assert gpu == (GEN5_X16, "the GPU's 63.02 GB/s PCIe Gen5 x16 link (0000:00:06.0)")

@@ -336,7 +336,7 @@ def test_interval_per_pod_rows():
     """--interval's scale-out view: each pod's verdicts and kernel-counter growth in the interval,
     its route mix in bytes and GB/s; processes outside pods are left out of it."""
     from gdsdiag.platform.containers import Identity
-    from gdsdiag.trace.interval import Intervals
+    from gdsdiag.trace.model.interval import Intervals
 
     now = [0.0]
     iv = Intervals(1.0, clock=lambda: now[0])

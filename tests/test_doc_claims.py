@@ -460,7 +460,7 @@ def test_ci_runs_the_readmes_two_commands_not_a_recipe_of_its_own():
         if "apt-get install" in ln and not ln.lstrip().startswith("#") and "readme_line '" not in ln
     ]
     assert all("python3-bpfcc" not in ln and "python3-venv" not in ln for ln in own), own
-    assert "gdsdiag.trace.headers" not in "".join(own), own
+    assert "gdsdiag.trace.probes.headers" not in "".join(own), own
 
 
 def test_the_readmes_extras_table_is_setup_pys_extras():

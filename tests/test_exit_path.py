@@ -105,13 +105,13 @@ EXITS_ALLOWED = {
     "gdsdiag/cli.py": "the one exit path",
     "gdsdiag/commands/_common.py": "exit_leaving_heap, which cli.main calls for reports that ask for it",
     "gdsdiag/trace/tree.py": "the forked child of 'trace -- CMD' when its exec fails (os._exit before exec)",
-    "gdsdiag/commands/sweep.py": "SIGTERM during a sweep raises SystemExit(143) so the sweep's file is removed",
     "gdsdiag/sweep/worker_process.py": "a --workers process worker: a program of its own that reports over its "
     "pipe, then ends with os._exit (its resources released, CUDA's teardown skipped)",
-    "gdsdiag/trace/headers.py": "python -m gdsdiag.trace.headers, the README's headers step: a program of its own "
+    "gdsdiag/trace/probes/headers.py": "python -m gdsdiag.trace.probes.headers, the README's headers step: a program of its own "
     "(stdlib only: it needs nothing of gdsdiag's dependencies)",
     "gdsdiag/signals.py": "a signal before the command's own handlers are in place (start-up imports): one "
-    "line and the signal's code at once, nothing else can run yet",
+    "line and the signal's code at once, nothing else can run yet; SIGTERM during a sweep (term_exits) "
+    "raises SystemExit(143) so the sweep's file is removed",
 }
 
 

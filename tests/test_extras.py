@@ -148,7 +148,7 @@ def test_readme_install_uses_the_distribution_python_and_puts_gdsdiag_on_path():
     assert "ln -sf ~/.gdsdiag/bin/gdsdiag /usr/local/bin/gdsdiag" in cmd
     assert cmd.endswith("&& gdsdiag topology")  # run by name, as every doc example does
     # a headers tree for bcc where this kernel has none (tests/test_trace_fresh_box.py runs its fix)
-    assert "&& ~/.gdsdiag/bin/python3 -m gdsdiag.trace.headers --run &&" in cmd
+    assert "&& ~/.gdsdiag/bin/python3 -m gdsdiag.trace.probes.headers --run &&" in cmd
 
 
 @pytest.mark.slow

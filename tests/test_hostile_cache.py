@@ -13,7 +13,7 @@ import pytest
 
 from gdsdiag import privdir
 from gdsdiag.sweep import native
-from gdsdiag.trace import bpfcache
+from gdsdiag.trace.probes import bpfcache
 
 NOBODY = 65534
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="plants files as another user: needs root")

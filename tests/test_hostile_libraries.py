@@ -18,7 +18,7 @@ import pytest
 from conftest import GDSDIAG, LIVE_MARKS
 
 from gdsdiag.platform.elf import ElfError, dynamic_functions, sdt_notes
-from gdsdiag.trace.cudadoors import proc_address_sites
+from gdsdiag.trace.probes.cudadoors import proc_address_sites
 
 NOBODY = 65534
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: files owned by another user, a setuid child")
@@ -94,7 +94,7 @@ def test_roots_library_in_a_directory_a_user_can_change_is_never_loaded(tmp_path
 
 @NO_GCC
 def test_the_child_answer_is_checked_as_data():
-    from gdsdiag.trace.cudadoors import _parse
+    from gdsdiag.trace.probes.cudadoors import _parse
 
     assert _parse(b'{"sites": [[4096, 0], [8192, 11]]}') == ({4096: "memcpy_htod", 8192: "memcpy_batch"}, None)
     for bad in (b"", b"[]", b'{"sites": [[1, 99]]}', b'{"sites": [[-5, 0]]}', b'{"sites": [["a", 0]]}'):

@@ -78,8 +78,8 @@ def test_a_replay_follows_a_bounded_number_of_processes(tmp_path, monkeypatch):
 def test_a_crafted_recording_at_the_event_limit_stays_within_the_memory_bound(tmp_path, shape):
     """At the documented limit (2,000,000 events): the replay ends, with its summary or one line,
     its peak memory within the 512 MiB budget above its start (plus the interpreter's own)."""
-    from gdsdiag.trace.events import MAX_REPLAY_EVENTS
     from gdsdiag.trace.live import REPLAY_MEMORY
+    from gdsdiag.trace.recording import MAX_REPLAY_EVENTS
 
     rec = _recording(tmp_path / "r.jsonl", MAX_REPLAY_EVENTS, shape)
     code = (

@@ -164,8 +164,8 @@ event_value = st.one_of(
 @FAST
 @given(st.lists(st.lists(event_value, min_size=0, max_size=9).map(json.dumps) | noise, max_size=20))
 def test_replay_reader_returns_events_or_names_the_line(tmp_path_factory, lines):
-    from gdsdiag.trace.classify import classify
-    from gdsdiag.trace.events import read_record as read_recording
+    from gdsdiag.trace.model.classify import classify
+    from gdsdiag.trace.recording import read_record as read_recording
 
     p = tmp_path_factory.mktemp("rec") / "r.jsonl"
     p.write_text(HEADER + "\n".join(lines) + "\n")

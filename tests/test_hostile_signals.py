@@ -58,7 +58,7 @@ PHASES = [
         ],
     ),
     ("check --from", "gdsdiag.check.runner:decide", ["check", "--from", H200]),
-    ("trace --replay", "gdsdiag.trace.events:Recording", ["trace", "--replay", RECORDING]),
+    ("trace --replay", "gdsdiag.trace.recording:Recording", ["trace", "--replay", RECORDING]),
     ("snapshot", "gdsdiag.snapshot:_add_kallsyms", ["snapshot", "-o", "out.tar.gz"]),
 ]
 
@@ -151,7 +151,7 @@ def test_a_signal_inside_a_weakref_callback_still_stops_the_command(tmp_path, si
 def test_closed_gate_never_runs_the_command(tmp_path):
     """The gate's pipe closing without "go" (gdsdiag stopped or SIGKILLed while probes compile)
     used to fall through to exec CMD: it now exits 125 and CMD never runs."""
-    from gdsdiag.trace.live import _gate_child
+    from gdsdiag.trace.targets import _gate_child
 
     marker = tmp_path / "ran"
     tree, gate = _gate_child(["sh", "-c", f"touch {marker}"])
@@ -168,7 +168,7 @@ def test_closed_gate_never_runs_the_command(tmp_path):
 
 SLOW_PROBES = textwrap.dedent("""
     import sys, time
-    import gdsdiag.trace.bpf as bpf
+    import gdsdiag.trace.probes.bpf as bpf
     # Stands in for the BPF compile (30+ s of clang here): the phase under test is "probes not
     # live yet", which the real compile cannot hold still for a test.
     bpf.preflight = lambda: None

@@ -77,7 +77,7 @@ def test_suite_imports_the_installed_package_not_the_checkout():
     assert not here.startswith(os.path.realpath(REPO) + os.sep), f"gdsdiag imported from the checkout: {here}"
     assert GDSDIAG == [os.path.join(os.path.dirname(sys.executable), "gdsdiag")]
     from gdsdiag.cufile._lib import cdef_text
-    from gdsdiag.trace.bpf import probe_source
+    from gdsdiag.trace.probes.bpf import probe_source
 
     assert "cuFileDriverOpen" in cdef_text() and "TRACEPOINT_PROBE" in probe_source("cufile_trace.c")
 

@@ -37,7 +37,9 @@ LAYERS = {
     # analysis
     "gdsdiag.topology": 4,
     "gdsdiag.check": 4,
-    "gdsdiag.trace": 4,  # classify, and bpf: the probe session (which libcufile, which processes)
+    "gdsdiag.trace.model": 4,  # events in, verdicts out: no I/O (test_the_trace_model_does_no_io)
+    "gdsdiag.trace.probes": 4,  # bpf: the probe session (which libcufile, which processes), the ring
+    "gdsdiag.trace": 4,  # the session: live's drivers, the traced command's tree, pods
     "gdsdiag.sweep": 4,
     # readers
     "gdsdiag.platform": 3,
@@ -47,13 +49,14 @@ LAYERS = {
     "gdsdiag.static_config": 3,
     "gdsdiag.explain.readers": 3,
     "gdsdiag.trace.procs": 3,
+    "gdsdiag.trace.recording": 3,  # a --record file, written and read back
     # bindings
     "gdsdiag.cufile": 2,
-    "gdsdiag.trace.events": 2,  # the recorded event and its reader
-    "gdsdiag.trace.eventdefs": 2,  # the table the probes' ids, constants and structs are generated from
-    "gdsdiag.trace.usdt": 2,
-    "gdsdiag.trace.elfsyms": 2,
-    "gdsdiag.trace.cudadoors": 2,
+    "gdsdiag.trace.model.events": 2,  # the recorded event, and how one recorded line is checked
+    "gdsdiag.trace.model.eventdefs": 2,  # the table the probes' ids, constants and structs are generated from
+    "gdsdiag.trace.probes.usdt": 2,
+    "gdsdiag.trace.probes.elfsyms": 2,
+    "gdsdiag.trace.probes.cudadoors": 2,
     "gdsdiag.pci": 1,
     "gdsdiag.platform.elf": 1,  # a library read as ELF data (trace's elfsyms and platform/libcufile use it)
     # shared by every layer
@@ -257,8 +260,8 @@ FSROOT_OPENERS = {
     "gdsdiag.snapshot": "the writer reads the tree it captures (/ or --root) file by file, as the bundle's results",
     "gdsdiag.commands.exporter": "a fresh root per refresh, so every scrape re-reads the files",
     "gdsdiag.sweep.runner": "the nvidia-fs counters and the PCIe link of the node the sweep runs on",
-    "gdsdiag.trace.bpf": "the running kernel's /proc/kallsyms, where the kprobes attach",
-    "gdsdiag.trace.live": "the traced processes' /proc/PID/cgroup and the kubelet's /var/log/pods on the node it runs on",
+    "gdsdiag.trace.probes.bpf": "the running kernel's /proc/kallsyms, where the kprobes attach",
+    "gdsdiag.trace.session": "the traced processes' /proc/PID/cgroup and the kubelet's /var/log/pods on the node it runs on",
 }
 
 
@@ -317,3 +320,151 @@ def test_validate_never_imports_the_command_layer():
         if t.startswith(("gdsdiag.commands", "gdsdiag.cli"))
     )
     assert not up, up
+
+
+# Issue 44's rule for the trace's model: trace/model/ is events in, verdicts out, and does no I/O, so
+# it can be read, changed and replayed without the probes, the kernel or the traced node. Its modules
+# import, of gdsdiag, only one another and the pure shared modules below (by name where the module
+# also holds something that reads), no standard module that reaches a file, a process or the kernel,
+# and call no open(). The reading the model needs is done outside it and handed in: the live
+# content check (trace/filesample.py), a --record file (trace/recording.py).
+MODEL = "gdsdiag.trace.model"
+MODEL_MAY_IMPORT: dict[str, tuple[frozenset[str] | None, str]] = {
+    "gdsdiag.routes": (None, "the route vocabulary"),
+    "gdsdiag.units": (None, "sizes and percentiles, pure functions"),
+    "gdsdiag.errors": (None, "the error types"),
+    "gdsdiag.schema": (None, "the JSON documents' types"),
+    "gdsdiag.check.why": (None, "the one why text of a file's route: pure functions of the node's facts, handed in"),
+    "gdsdiag.cufile.errors": (frozenset({"OP_ERRORS"}), "the table of cuFile's error names (a dict)"),
+}
+# the standard and third-party modules that reach files, processes, the kernel or the terminal
+IO_MODULES = {
+    "os",
+    "io",
+    "pathlib",
+    "shutil",
+    "glob",
+    "tempfile",
+    "stat",
+    "fcntl",
+    "mmap",
+    "select",
+    "selectors",
+    "socket",
+    "subprocess",
+    "multiprocessing",
+    "signal",
+    "ctypes",
+    "pwd",
+    "grp",
+    "resource",
+    "gzip",
+    "zlib",
+    "lzma",
+    "bz2",
+    "tarfile",
+    "zipfile",
+    "sqlite3",
+    "urllib",
+    "http",
+    "bcc",
+    "psutil",
+    "pyudev",
+    "cffi",
+    "platform",
+    "threading",
+    "concurrent",
+    "asyncio",
+}
+
+
+def _type_checking_lines(tree: ast.AST) -> set[int]:
+    """Lines under 'if TYPE_CHECKING:': imports for annotations only, never executed."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for sub in node.body:
+                for n in ast.walk(sub):
+                    if hasattr(n, "lineno"):
+                        lines.add(n.lineno)
+    return lines
+
+
+def model_impurities(name: str, package: str, source: str) -> list[str]:
+    """What in one module's SOURCE breaks trace/model/'s rule (empty: nothing)."""
+    tree = ast.parse(source)
+    typing_only = _type_checking_lines(tree)
+    bad: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
+            bad.append(f"{node.lineno}: calls open()")
+        if not isinstance(node, (ast.Import, ast.ImportFrom)) or node.lineno in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            tops = [(a.name, None) for a in node.names]
+        elif node.level or (node.module or "").startswith("gdsdiag"):
+            tops = []
+        else:
+            tops = [(node.module or "", None)]
+        for mod, _ in tops:
+            if mod.split(".")[0] in IO_MODULES:
+                bad.append(f"{node.lineno}: imports {mod}")
+            elif mod.startswith("gdsdiag"):
+                bad.append(f"{node.lineno}: imports {mod} (import from it by name)")
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom) or node.lineno in typing_only:
+            continue
+        if not (node.level or (node.module or "").startswith("gdsdiag")):
+            continue
+        if node.level:
+            base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+            target = ".".join(base + ([node.module] if node.module else []))
+        else:
+            target = node.module or ""
+        for alias in node.names:
+            full = f"{target}.{alias.name}"
+            if any(t == MODEL or t.startswith(MODEL + ".") for t in (target, full)):
+                continue
+            listed = [m for m in MODEL_MAY_IMPORT if m in (target, full) or target.startswith(m + ".")]
+            if not listed:
+                bad.append(f"{node.lineno}: imports {full}, outside trace/model/ and the pure shared modules")
+                continue
+            names = MODEL_MAY_IMPORT[listed[0]][0]
+            if names is not None and alias.name not in names:
+                bad.append(f"{node.lineno}: imports {full} (only {sorted(names)} may be taken from {listed[0]})")
+    return [f"{name}:{b}" for b in bad]
+
+
+def test_the_trace_model_does_no_io():
+    found = [n for n, _, _ in modules() if n == MODEL or n.startswith(MODEL + ".")]
+    assert len(found) > 10, "trace/model/ has moved: point MODEL at it"
+    bad: list[str] = []
+    for name, package, path in modules():
+        if name == MODEL or name.startswith(MODEL + "."):
+            with open(path, encoding="utf-8") as f:
+                bad += model_impurities(name, package, f.read())
+    assert not bad, "trace/model/ does no I/O: move the reading out and hand its result in:\n" + "\n".join(bad)
+
+
+def test_the_model_rule_catches_what_it_is_for():
+    # the rule itself, on made-up modules of the model: each line here is one way to do I/O
+    pkg = MODEL
+    for src in (
+        "from ..probes.bpf import Probes\n",  # the probes
+        "from ...platform.inroot import open_no_links\n",  # a reader
+        "from ..procs import describe\n",  # the session's process state
+        "def f():\n    import subprocess\n",  # a process, even inside a function
+        "import os\n",
+        "from pathlib import Path\n",
+        "def f(p):\n    return open(p).read()\n",
+        "from ...cufile.errors import CuFileError, OP_ERRORS\n",  # more than the listed name
+        "from ...bounded import loads_json\n",  # a shared module not listed
+    ):
+        assert model_impurities(f"{pkg}.made_up", pkg, src), src
+    # and what it lets through: the model's own modules, listed names, imports for annotations
+    for src in (
+        "from .events import Event\nfrom ...routes import Route\nimport re\n",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ...check.facts import NodeFacts\n",
+        "def f():\n    from ...cufile.errors import OP_ERRORS\n",
+    ):
+        assert not model_impurities(f"{pkg}.made_up", pkg, src), src

@@ -10,9 +10,10 @@ import pytest
 from conftest import FIXTURES, GDSDIAG, live
 
 from gdsdiag.routes import Route
-from gdsdiag.trace.classify import classify
-from gdsdiag.trace.events import Event, read_record
-from gdsdiag.trace.tally import log2_hist, summarize
+from gdsdiag.trace.model.classify import classify
+from gdsdiag.trace.model.events import Event
+from gdsdiag.trace.model.tally import log2_hist, summarize
+from gdsdiag.trace.recording import read_record
 
 COMPAT, DRAM_BOUNCE, HOST, PEER_GPU, UNKNOWN = (
     Route.COMPAT,
@@ -417,7 +418,7 @@ def test_live_uprobes_and_usdt_fire_on_the_real_libcufile(tmp_path):
 @pytest.mark.slow
 @live
 def test_kernel_probe_programs_load_through_the_verifier(probe_program):
-    from gdsdiag.trace.bpf import import_bcc, kprobes_text
+    from gdsdiag.trace.probes.bpf import import_bcc, kprobes_text
 
     bcc = import_bcc()
     b = bcc.BPF(text=kprobes_text())
@@ -437,7 +438,7 @@ def test_kernel_probe_programs_load_through_the_verifier(probe_program):
 
 def test_not_root_and_missing_bcc_are_one_clear_line(monkeypatch):
     from gdsdiag.errors import GdsdiagError
-    from gdsdiag.trace import bpf
+    from gdsdiag.trace.probes import bpf
 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(GdsdiagError, match="needs root") as ei:
@@ -498,7 +499,7 @@ def test_replay_gpu_machine_application_staging_is_dram_bounce_with_cuda_copies(
 def test_usdt_argument_specs_become_register_and_memory_reads():
     """The operand forms libcufile 1.15's route probes use (readelf -n of the wheel's library,
     e.g. cufio_px_read: '-4@72(%rbx) -8@48(%rbx) 8@40(%rbx) -8@56(%rbx) -8@%rax -4@96(%rbp)')."""
-    from gdsdiag.trace.usdt import Site, UnsupportedSpec, arg_reader, handler, layout
+    from gdsdiag.trace.probes.usdt import Site, UnsupportedSpec, arg_reader, handler, layout
 
     assert arg_reader("-8@%rax", 0) == "    v[0] = (s64)ctx->ax;\n"
     assert arg_reader("-4@%r13d", 1) == "    v[1] = (s32)ctx->r13;\n"
@@ -566,7 +567,7 @@ def test_replay_gpu_machine_kvikio_through_cufile_and_its_own_posix_path():
 def test_cuda_copy_doors_by_name():
     """Which libcuda exports get which handler (names from libcuda.so.1's .dynsym on the GPU machine,
     tests/fixtures/gpu-machine/trace-real-apps-t9.txt)."""
-    from gdsdiag.trace.bpf import cuda_copy_handler as h
+    from gdsdiag.trace.probes.bpf import cuda_copy_handler as h
 
     assert [
         h(s)

@@ -34,8 +34,8 @@ def test_there_are_recordings_to_check():
 
 def test_block_requests_are_summed_per_device_and_direction():
     """--block recorded requests nothing showed (issue 46): the summary's block rows."""
-    from gdsdiag.trace.classify import Classifier
-    from gdsdiag.trace.events import Event
+    from gdsdiag.trace.model.classify import Classifier
+    from gdsdiag.trace.model.events import Event
 
     dev = (254 << 20) | 0
     c = Classifier()
@@ -53,7 +53,7 @@ def test_a_file_two_trees_read_counts_each_trees_own_bytes():
     own processes moved (they all went to the tree of the file's lowest pid: three pods' 192 MiB in
     one tree, docs/fleet.md), and the trees still sum to the file."""
     from gdsdiag.routes import Route
-    from gdsdiag.trace.classify import Classifier
+    from gdsdiag.trace.model.classify import Classifier
 
     clf = Classifier()
     for pid, comm in ((100, "loader-a"), (200, "loader-b")):

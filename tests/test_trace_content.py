@@ -17,9 +17,10 @@ import time
 import pytest
 
 from gdsdiag.routes import Route
-from gdsdiag.trace.classify import Classifier, classify
-from gdsdiag.trace.content import SAMPLE_AT, ContentCheck, answer_event, sample_hash
-from gdsdiag.trace.events import Event
+from gdsdiag.trace.filesample import LiveContentCheck
+from gdsdiag.trace.model.classify import Classifier, classify
+from gdsdiag.trace.model.content import SAMPLE_AT, answer_event, sample_hash
+from gdsdiag.trace.model.events import Event
 
 MiB = 1 << 20
 CHUNK = 4 * MiB
@@ -55,7 +56,7 @@ class Stream:
 
     def classify(self) -> list[dict]:
         c = Classifier()
-        check = ContentCheck(live=True)
+        check = LiveContentCheck()
         c.use_content(check)
         for e in sorted(self.events, key=lambda e: e.ts):
             c.feed(e)

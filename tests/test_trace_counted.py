@@ -1,4 +1,4 @@
-"""Host I/O counted in the kernel (gdsdiag/trace/counted.py): a version-3 recording's "counted"
+"""Host I/O counted in the kernel (gdsdiag/trace/model/counted.py): a version-3 recording's "counted"
 events are named by the open that carries the same serial and summed into the HOST route, on
 --replay as live. The recording here is the shape the probe writes (live checks: test_trace_live.py)."""
 
@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from gdsdiag.trace.counted import size_class
+from gdsdiag.trace.model.counted import size_class
 
 KiB = 1024
 

@@ -17,7 +17,8 @@ import tempfile
 import pytest
 from conftest import LIVE_MARKS
 
-from gdsdiag.trace.events import RECORD_VERSION, read_record
+from gdsdiag.trace.model.events import RECORD_VERSION
+from gdsdiag.trace.recording import read_record
 
 MiB = 1 << 20
 pytestmark = LIVE_MARKS

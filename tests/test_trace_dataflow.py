@@ -1,4 +1,4 @@
-"""The data-flow model's rules (gdsdiag/trace/dataflow.py), each on the smallest event stream that
+"""The data-flow model's rules (gdsdiag/trace/model/dataflow.py), each on the smallest event stream that
 shows it. Constructed streams: the shapes are the ones the GPU machine's recordings show
 (tests/test_trace_loaders.py replays those); here each rule is pinned down on its own."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from gdsdiag.routes import Route
-from gdsdiag.trace.classify import classify
-from gdsdiag.trace.dataflow import Intervals, staged_ok
-from gdsdiag.trace.events import Event
+from gdsdiag.trace.model.classify import classify
+from gdsdiag.trace.model.dataflow import Intervals, staged_ok
+from gdsdiag.trace.model.events import Event
 
 MiB = 1 << 20
 
@@ -106,7 +106,7 @@ def test_only_a_data_files_fills_make_a_process_keep_what_it_read():
     pair it made stayed in the data-flow model (on the H100 a fifth of each DRAM_BOUNCE verdict's
     CPU, for the process's whole life). A fill of a data file does mark it, and then the reads'
     ranges are kept (test_readahead_belongs_to_the_read_that_follows: the fills they absorb)."""
-    from gdsdiag.trace.classify import Classifier
+    from gdsdiag.trace.model.classify import Classifier
 
     clf = Classifier()
     start = [
@@ -209,7 +209,7 @@ def test_a_host_tool_in_the_tree_never_feeds_another_process_copy():
 def test_reads_a_direct_copy_took_are_not_kept():
     """A loader whose every copy is of its read's own buffer never makes a staged copy: the reads
     it made must still leave the model's queues (they were all kept, ~0.6 KB each, before)."""
-    from gdsdiag.trace.classify import Classifier
+    from gdsdiag.trace.model.classify import Classifier
 
     c = Classifier(None, 3)
     c.feed(ev(0, "open", "openat", [5, 0, 0, 1, 1, -100, 1], path="/data/w.bin"))
@@ -253,7 +253,7 @@ def test_a_staged_copy_among_several_files_says_the_pairing_is_not_known():
         ("/data/host.bin", Route.HOST, "medium"),
         ("/data/mix.bin", Route.DRAM_BOUNCE, "high"),
     }
-    from gdsdiag.trace.classify import Classifier
+    from gdsdiag.trace.model.classify import Classifier
 
     c = Classifier()
     for e in _two_files(staged=True):
@@ -334,7 +334,7 @@ def test_writes_after_a_larger_copy_to_the_host_are_not_called_host_for_sure():
 def test_the_staged_files_noted_stay_few_over_a_million_file_data_set():
     """Each staged copy notes the file whose bytes it took (a decode changes sizes, Source.with_file);
     a data set read a sample file at a time must not keep a note per file for the whole trace."""
-    from gdsdiag.trace.dataflow import SWEEP_MIN, DataFlow, Source
+    from gdsdiag.trace.model.dataflow import SWEEP_MIN, DataFlow, Source
 
     flow = DataFlow(lambda pid: 1)
     t = 0
@@ -374,8 +374,8 @@ def test_a_job_without_cuda_is_not_held_for_a_copy_that_cannot_come():
     """Issue 46: with --per-io a host program's first line came 30 s after its I/O (the job's wait
     for its first copy). A job none of whose processes opened a CUDA library is decided after
     NO_CUDA_WINDOW_NS; one with such a process still waits for its first copy."""
-    from gdsdiag.trace.classify import Classifier
-    from gdsdiag.trace.dataflow import FIRST_COPY_WINDOW_NS, NO_CUDA_WINDOW_NS
+    from gdsdiag.trace.model.classify import Classifier
+    from gdsdiag.trace.model.dataflow import FIRST_COPY_WINDOW_NS, NO_CUDA_WINDOW_NS
 
     for cuda in (False, True):
         c = Classifier()

@@ -12,9 +12,10 @@ import pytest
 from conftest import FIXTURES, bcc_unavailable
 
 from gdsdiag.routes import Route
-from gdsdiag.trace.classify import classify
-from gdsdiag.trace.events import Event, read_record
-from gdsdiag.trace.libfind import candidate_libraries
+from gdsdiag.trace.model.classify import classify
+from gdsdiag.trace.model.events import Event
+from gdsdiag.trace.probes.libfind import candidate_libraries
+from gdsdiag.trace.recording import read_record
 
 MiB = 1 << 20
 
@@ -211,7 +212,7 @@ def test_a_copy_loaded_late_is_probed_before_its_first_call(tmp_path):
 def test_every_host_copy_door_libcuda_exports_gets_a_handler():
     """The cuMemcpy* exports of the GPU machine's libcuda (driver 580, CUDA 13; listed there by
     gpu_trace_run.sh): every door with a host side is probed, those without one are not."""
-    from gdsdiag.trace.bpf import cuda_copy_handler
+    from gdsdiag.trace.probes.bpf import cuda_copy_handler
 
     path = os.path.join(FIXTURES, "gpu-machine", "h9l-2026-11-30", "run1-libcuda-memcpy-exports.txt")
     names = [line.split()[0] for line in open(path) if line.startswith("cuMemcpy")]

@@ -197,7 +197,7 @@ def test_sigkill_of_gdsdiag_leaves_nothing_of_the_tree_running():
 
 def test_filters_are_not_compiled_in():
     """Every --pid/--cgroup/--comm value and --per-io: the same program text (one cache entry)."""
-    from gdsdiag.trace.bpf import Probes, config_values
+    from gdsdiag.trace.probes.bpf import Probes, config_values
 
     texts = {
         Probes(None, [], trace_all=a, cgroup=cg, comm=c, per_io=io, load=False, preattach=False).src

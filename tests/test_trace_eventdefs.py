@@ -1,5 +1,5 @@
 """The probes' event ids, record layout and constants come from one Python table
-(gdsdiag/trace/eventdefs.py): the C programs must not define them by hand, every name they use
+(gdsdiag/trace/model/eventdefs.py): the C programs must not define them by hand, every name they use
 must be in the table, and the decoder must read the layout the kernel writes. The first tests
 need no compiler; the last one compiles the program with bcc and compares bcc's own view of the
 record with the decoder's."""
@@ -13,9 +13,9 @@ import sys
 import pytest
 from conftest import live
 
-from gdsdiag.trace import eventdefs
-from gdsdiag.trace.bpf import kprobes_text, probe_source, program_text
-from gdsdiag.trace.events import API_NAMES, FD_NAMES, KINDS, KPROBE_NAMES, PROC_NAMES, SYS_NAMES
+from gdsdiag.trace.model import eventdefs
+from gdsdiag.trace.model.events import API_NAMES, FD_NAMES, KINDS, KPROBE_NAMES, PROC_NAMES, SYS_NAMES
+from gdsdiag.trace.probes.bpf import kprobes_text, probe_source, program_text
 
 TABLE_NAME = re.compile(r"\b(?:EV|API|SYS|FDEV|PROC|K|FD)_[A-Z0-9_]+\b")
 # names of that shape that are not ours: the kernel's and C's own
@@ -104,7 +104,7 @@ def test_ebpf_needs_no_root_and_no_bcc(monkeypatch):
     """As a user without privileges and without bcc (the root check and the bcc import would fail)."""
     from click.testing import CliRunner
 
-    import gdsdiag.trace.bpf as bpf
+    import gdsdiag.trace.probes.bpf as bpf
     from gdsdiag.commands.trace import trace
 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)

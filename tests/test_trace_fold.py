@@ -19,10 +19,11 @@ import subprocess
 import sys
 from collections import Counter
 
-from gdsdiag.trace.classify import classify
-from gdsdiag.trace.eventdefs import SYSCALLS
-from gdsdiag.trace.events import RECORD_VERSION, Event, read_record
-from gdsdiag.trace.evidence import ROUTE_USDT, USDT_FOLDED
+from gdsdiag.trace.model.classify import classify
+from gdsdiag.trace.model.eventdefs import SYSCALLS
+from gdsdiag.trace.model.events import RECORD_VERSION, Event
+from gdsdiag.trace.model.evidence import ROUTE_USDT, USDT_FOLDED
+from gdsdiag.trace.recording import read_record
 
 SYS_ID = {name: value for _, value, name in SYSCALLS}
 PX = {"read": "cufio_core:cufio_px_read", "write": "cufio_core:cufio_px_write"}
@@ -131,8 +132,8 @@ def test_a_stop_counts_an_unclassified_cufile_call_as_one_io_with_its_bytes():
     # since the call's own pread64/pwrite64 ride in its exit record, a stop that cannot classify the
     # call counts the exit as the I/O (bpf.tally_records on undecoded records, live._tally_events on
     # decoded ones): one read or write each, the bytes its result says, a failed call none
-    from gdsdiag.trace.bpf import REC_STRUCT, tally_records
-    from gdsdiag.trace.live import _tally_events
+    from gdsdiag.trace.probes.bpf import REC_STRUCT, tally_records
+    from gdsdiag.trace.result import tally_events as _tally_events
 
     comm = b"app".ljust(16, b"\0")
     api_exit, api_enter, sys_exit = 2, 1, 5
@@ -165,8 +166,8 @@ def test_a_stop_counts_an_unclassified_cufile_call_as_one_io_with_its_bytes():
 def test_an_exit_with_nothing_folded_is_an_event_not_an_io():
     # libcufile's worker threads moved the bytes (their pread64s went out as their own records and
     # count as themselves): the exit alone is no I/O, in each of the stop's three tallies
-    from gdsdiag.trace.bpf import REC_STRUCT, tally_records
-    from gdsdiag.trace.live import _tally_events
+    from gdsdiag.trace.probes.bpf import REC_STRUCT, tally_records
+    from gdsdiag.trace.result import tally_events as _tally_events
 
     comm = b"app".ljust(16, b"\0")
     bare = REC_STRUCT.pack(2, 7, 7, 2, 1, 1 << 20, 0, 0, 0, 0, 0, 0, comm)  # cuFileRead exit, 1 MiB, none folded
@@ -201,8 +202,8 @@ def test_a_call_whose_exit_a_stop_counted_is_not_decided_again():
     # The stop classified the call's start but not its exit (its deadline, a dropped backlog, the
     # kernel's full ring): the exit is counted as the I/O, and flush must not also decide the call
     # held in flight as if it had ended without it. Before, the I/O counted twice.
-    from gdsdiag.trace.classify import Classifier
-    from gdsdiag.trace.live import _tally_events
+    from gdsdiag.trace.model.classify import Classifier
+    from gdsdiag.trace.result import tally_events as _tally_events
 
     clf = Classifier()
     for e in _opened() + _compat_call(1000) + _compat_call(5000, tid=101)[:1]:
@@ -253,7 +254,7 @@ def test_calls_held_for_exits_the_kernel_dropped_are_retired_oldest_first():
     # the ring full twice while one thread's calls ran: two starts seen, their exits dropped (the
     # kernel counted both as lost reads), then calls that came whole, then the program killed
     # mid-call. The two oldest held calls are retired; the last is decided, once.
-    from gdsdiag.trace.classify import Classifier
+    from gdsdiag.trace.model.classify import Classifier
 
     clf = Classifier()
     evs = _opened() + _compat_call(1000)[:1] + _compat_call(3000)[:1] + _compat_call(5000) + _compat_call(9000)[:1]
@@ -273,7 +274,7 @@ def test_a_call_whose_exit_was_dropped_leaves_flight_when_the_threads_next_call_
     # lost its exit. Held in flight it took that thread's later evidence as its own (here a pread of
     # its offset 10 ms after both calls: the program's own read) and every call's end searched
     # past it. It is set aside instead; at the end it is retired or decided as before.
-    from gdsdiag.trace.classify import Classifier
+    from gdsdiag.trace.model.classify import Classifier
 
     clf = Classifier()
     for e in _opened() + _compat_call(1000)[:1] + _compat_call(3000) + [_pread(10_000_000, 0)]:
@@ -298,7 +299,7 @@ def test_a_call_whose_exit_was_dropped_leaves_flight_when_the_threads_next_call_
 def test_many_dropped_exits_keep_flight_short():
     # 20k exits dropped (the ring full), then 20k calls whole: every one of those ended against a
     # 20k-call list before; now the thread has at most its current call in flight
-    from gdsdiag.trace.classify import Classifier
+    from gdsdiag.trace.model.classify import Classifier
 
     clf = Classifier()
     for e in _opened():
@@ -326,7 +327,7 @@ def test_a_call_decided_at_its_exit_gets_what_the_hold_would_give():
     import copy
     import random
 
-    from gdsdiag.trace.classify import Classifier
+    from gdsdiag.trace.model.classify import Classifier
 
     rng = random.Random(21)
     sys_ids = [SYS_ID["pread64"], SYS_ID["pwrite64"], SYS_ID["read"], 999]
@@ -353,7 +354,7 @@ def test_a_call_decided_at_its_exit_gets_what_the_hold_would_give():
 def test_a_call_with_evidence_from_other_threads_still_waits_for_it():
     """Workers' chunks (bytes beyond the fold) keep the call held as before: a worker's late
     evidence is still its own."""
-    from gdsdiag.trace.classify import Classifier
+    from gdsdiag.trace.model.classify import Classifier
 
     clf = Classifier()
     evs = _calls([("read", 32 << 20, 16 << 20, 1, 1, 16 << 20)], fold=True)

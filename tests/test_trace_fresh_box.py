@@ -13,14 +13,14 @@ import subprocess
 import pytest
 from conftest import GDSDIAG
 
-from gdsdiag.trace.headers import close_headers_tree
+from gdsdiag.trace.probes.headers import close_headers_tree
 
 
 def _why_not() -> str | None:
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         return "needs root and unshare (a private /lib/modules)"
     try:
-        from gdsdiag.trace.bpf import import_bcc
+        from gdsdiag.trace.probes.bpf import import_bcc
 
         import_bcc()
     except Exception as e:

@@ -6,9 +6,9 @@ import os
 import re
 import subprocess
 
-from gdsdiag.trace import bpf
-from gdsdiag.trace.bpf import _bcc_failure, _kernel_headers_hint
-from gdsdiag.trace.headers import close_headers_tree, family, fix_command, has_tree, os_release
+from gdsdiag.trace.probes import bpf
+from gdsdiag.trace.probes.bpf import _bcc_failure, _kernel_headers_hint
+from gdsdiag.trace.probes.headers import close_headers_tree, family, fix_command, has_tree, os_release
 
 
 def _tree(root, name):
@@ -164,7 +164,7 @@ def test_os_release_and_family(tmp_path):
 
 
 def test_run_leaves_words_unrun_on_an_unknown_distribution(monkeypatch, capsys):
-    from gdsdiag.trace import headers
+    from gdsdiag.trace.probes import headers
 
     monkeypatch.setattr(headers, "has_tree", lambda rel=None: False)
     monkeypatch.setattr(headers, "close_headers_tree", lambda src="/usr/src": None)
@@ -176,7 +176,7 @@ def test_run_leaves_words_unrun_on_an_unknown_distribution(monkeypatch, capsys):
 
 
 def test_main_prints_nothing_where_a_tree_is_there_and_the_command_where_not(monkeypatch, capsys):
-    from gdsdiag.trace import headers
+    from gdsdiag.trace.probes import headers
 
     monkeypatch.setattr(headers, "has_tree", lambda rel=None: True)
     assert headers.main([]) == 0 and capsys.readouterr().out == ""

@@ -12,10 +12,11 @@ import random
 from conftest import FIXTURES
 
 from gdsdiag.render.trace_out import _dumps
-from gdsdiag.trace.classify import Classifier, classify
-from gdsdiag.trace.dataflow import DIRECT_SCAN, GRANULE_SHIFT, MAX_GRANULES, DataFlow, Source
-from gdsdiag.trace.events import Event, read_record
-from gdsdiag.trace.evidence import ROUTE_RULES, decide, decide_once
+from gdsdiag.trace.model.classify import Classifier, classify
+from gdsdiag.trace.model.dataflow import DIRECT_SCAN, GRANULE_SHIFT, MAX_GRANULES, DataFlow, Source
+from gdsdiag.trace.model.events import Event
+from gdsdiag.trace.model.evidence import ROUTE_RULES, decide, decide_once
+from gdsdiag.trace.recording import read_record
 
 MiB = 1 << 20
 
@@ -132,8 +133,8 @@ def test_poll_orders_held_and_new_events_as_one_full_sort_would():
     import bisect
     import random
 
-    from gdsdiag.trace.bpf import Probes
-    from gdsdiag.trace.events import Event
+    from gdsdiag.trace.model.events import Event
+    from gdsdiag.trace.probes.bpf import Probes
 
     rnd = random.Random(21)
     p = Probes.__new__(Probes)  # (only the held-events state: no probes loaded)

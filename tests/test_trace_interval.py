@@ -1,4 +1,4 @@
-"""--interval (trace.interval): what each interval adds up to, cut by the clock; the JSON line matches
+"""--interval (trace.model.interval): what each interval adds up to, cut by the clock; the JSON line matches
 its documented type; the CLI refuses intervals that are not a finite number of seconds."""
 
 import json
@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from gdsdiag.trace.interval import Intervals
+from gdsdiag.trace.model.interval import Intervals
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REC = os.path.join(ROOT, "tests", "fixtures", "trace", "trace-h200-cufile.jsonl.gz")
@@ -105,7 +105,7 @@ def test_kernel_counted_host_io_counts_by_what_its_counters_gained():
 def test_an_interval_carries_what_is_waiting_for_evidence():
     """Intervals.set_waiting: the I/Os not decided at the interval's end, most bytes first, in the
     record (the type's ``waiting``), and gone from the next interval until set again."""
-    from gdsdiag.trace.interval import TOP, Intervals
+    from gdsdiag.trace.model.interval import TOP, Intervals
 
     now = [0.0]
     iv = Intervals(1.0, clock=lambda: now[0])

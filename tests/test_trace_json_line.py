@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from gdsdiag.render.trace_out import io_json
 from gdsdiag.routes import Route
-from gdsdiag.trace.classify import classify, io_line
-from gdsdiag.trace.events import read_record
+from gdsdiag.trace.model.classify import classify, io_line
+from gdsdiag.trace.recording import read_record
 
 
 def _same(v) -> None:

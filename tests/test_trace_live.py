@@ -13,7 +13,8 @@ import time
 import pytest
 from conftest import LIVE_MARKS
 
-from gdsdiag.trace.events import RECORD_VERSION, read_record
+from gdsdiag.trace.model.events import RECORD_VERSION
+from gdsdiag.trace.recording import read_record
 
 KiB, MiB = 1024, 1 << 20
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -374,7 +375,7 @@ def test_second_start_loads_the_compiled_program_from_the_cache(tmp_path):
     """bcc compiles with clang at every start; the compiled program is kept per (text, kernel, bcc)
     and a second trace with the same options loads it without clang. A cache file someone else
     could have written is not used."""
-    from gdsdiag.trace import bpfcache
+    from gdsdiag.trace.probes import bpfcache
 
     cache = tmp_path / "cache" / "gdsdiag"  # a cache of its own (root's default: /var/cache/gdsdiag)
     env = {**_env(), "GDSDIAG_CACHE_DIR": str(cache)}

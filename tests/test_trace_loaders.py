@@ -20,8 +20,8 @@ import os
 import pytest
 
 from gdsdiag.routes import Route
-from gdsdiag.trace.events import read_record
 from gdsdiag.trace.live import replay
+from gdsdiag.trace.recording import read_record
 
 TRACE = os.path.join(os.path.dirname(__file__), "fixtures", "trace")
 HERE = os.path.join(TRACE, "loaders")

@@ -26,7 +26,7 @@ for i in range(int(sys.argv[2])):
 
 @live
 def test_a_full_ring_counts_every_lost_read_and_its_bytes(tmp_path):
-    from gdsdiag.trace.bpf import Probes
+    from gdsdiag.trace.probes.bpf import Probes
 
     data = tmp_path / "data.bin"
     data.write_bytes(os.urandom(1 << 20))
@@ -65,7 +65,7 @@ def test_records_not_classified_are_tallied_exactly_per_process():
     and among them the reads and writes with the bytes they moved (a failed one moved none)."""
     import random
 
-    from gdsdiag.trace.bpf import IO_SYSCALLS, REC_STRUCT, tally_records
+    from gdsdiag.trace.probes.bpf import IO_SYSCALLS, REC_STRUCT, tally_records
 
     rnd = random.Random(7)
     comm = b"python3".ljust(16, b"\0")
@@ -141,13 +141,13 @@ def test_a_replay_summary_says_nothing_was_lost_or_left_unclassified():
 
 def test_a_flush_past_its_deadline_counts_the_held_reads_instead_of_deciding_them():
     """After a signal the classifier's final decision of the reads it holds for a CUDA copy (up to
-    65,536 per process, ~6 µs each) has a deadline (live.STOP_FLUSH_S): past it, what is still held
+    65,536 per process, ~6 µs each) has a deadline (session.STOP_FLUSH_S): past it, what is still held
     is counted per process with its reads and bytes, never decided by guess and never dropped. The
     same stream flushed without a deadline decides every read; the two account for the same I/O."""
     import time
 
-    from gdsdiag.trace.classify import Classifier
-    from gdsdiag.trace.events import Event
+    from gdsdiag.trace.model.classify import Classifier
+    from gdsdiag.trace.model.events import Event
 
     def stream(n):
         yield Event(0, 100, 100, "open", "openat", [7], "app", "/data/f.dat")
@@ -188,8 +188,8 @@ def test_the_decoder_names_every_kind_of_record_as_the_tables_do():
     kind of the events ring, an unknown type and id, USDT records cut to their argument count and
     named by the sites attached, and a handle registration with its descriptor's path, against
     the name tables themselves."""
-    from gdsdiag.trace.bpf import REC_STRUCT, Probes
-    from gdsdiag.trace.events import API_NAMES, FD_NAMES, KINDS, PROC_NAMES, SYS_NAMES
+    from gdsdiag.trace.model.events import API_NAMES, FD_NAMES, KINDS, PROC_NAMES, SYS_NAMES
+    from gdsdiag.trace.probes.bpf import REC_STRUCT, Probes
 
     comm = b"app".ljust(16, b"\0")
     me = os.getpid()

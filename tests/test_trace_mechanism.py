@@ -1,6 +1,6 @@
-"""What the program did to a file (trace/mechanism.py), in an engineer's words, and its rate."""
+"""What the program did to a file (trace/model/mechanism.py), in an engineer's words, and its rate."""
 
-from gdsdiag.trace.mechanism import describe, rate
+from gdsdiag.trace.model.mechanism import describe, rate
 
 
 def test_engines_are_named_once_each_with_o_direct_and_threads():

@@ -14,9 +14,9 @@ import time
 from conftest import FIXTURES, GDSDIAG
 
 from gdsdiag.routes import Route
-from gdsdiag.trace.classify import Classifier
-from gdsdiag.trace.counted import CountedIo
-from gdsdiag.trace.events import Event
+from gdsdiag.trace.model.classify import Classifier
+from gdsdiag.trace.model.counted import CountedIo
+from gdsdiag.trace.model.events import Event
 
 MiB = 1 << 20
 O_WRONLY_CREAT, O_TMPFILE = 0o101, 0o20200001  # (O_TMPFILE | O_WRONLY, as open(2) gets it)
@@ -282,7 +282,7 @@ def test_a_thread_is_counted_under_its_process_not_listed_as_one():
     """sched_process_fork fires for threads too; the reader marks a thread (a2 1: its tid is in the
     parent's /proc task directory, bpf._is_thread), a fork of a process stays a process. Recordings
     made before (a2 0) list every fork, as they did."""
-    from gdsdiag.trace.live import _processes
+    from gdsdiag.trace.result import process_rows as _processes
 
     c = Classifier()
     for e in (

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from gdsdiag.outfile import NewTextFile
-from gdsdiag.trace.events import RECORD_VERSION, Event
+from gdsdiag.trace.model.events import RECORD_VERSION, Event
 
 
 def _lines(n: int) -> list[str]:

@@ -16,10 +16,11 @@ import pytest
 from conftest import GDSDIAG
 
 from gdsdiag.routes import Route
-from gdsdiag.trace.classify import Classifier
-from gdsdiag.trace.events import Event, Recording
 from gdsdiag.trace.live import replay
-from gdsdiag.trace.tally import RouteTally, summarize
+from gdsdiag.trace.model.classify import Classifier
+from gdsdiag.trace.model.events import Event
+from gdsdiag.trace.model.tally import RouteTally, summarize
+from gdsdiag.trace.recording import Recording
 
 HEADER = {"gdsdiag_trace_record": 3, "kernel": "6.18", "probes_attached": [], "probes_not_attached": []}
 

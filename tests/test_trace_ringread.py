@@ -12,7 +12,7 @@ import time
 import pytest
 from conftest import live
 
-from gdsdiag.trace.ringread import BUSY, DISCARD, RingReader
+from gdsdiag.trace.probes.ringread import BUSY, DISCARD, RingReader
 
 PAGE, SIZE, REC = 4096, 1 << 12, 96
 
@@ -114,7 +114,7 @@ def test_moving_the_consumer_position_never_fails_a_reservation(tmp_path):
     """The consumer position is stored whole. Written byte by byte (struct "<Q"), a producer that
     read it half written took the ring for full: 16-17 of 600,000 reservations failed here with the
     ring never a quarter full (libbpf's reader: none)."""
-    from gdsdiag.trace.bpf import import_bcc
+    from gdsdiag.trace.probes.bpf import import_bcc
 
     data = tmp_path / "f"
     data.write_bytes(os.urandom(1 << 20))

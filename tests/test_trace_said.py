@@ -1,11 +1,11 @@
-"""What a traced program says on stderr about its data path (trace/said.py): the lines are joined from
+"""What a traced program says on stderr about its data path (trace/model/said.py): the lines are joined from
 the probes' parts, only those that name the data path are kept, and a loader's own fallback message is
-the decisive fact of its bounced bytes (trace/why.py)."""
+the decisive fact of its bounced bytes (trace/model/why.py)."""
 
 from gdsdiag.check.facts import NodeFacts
 from gdsdiag.routes import Route
-from gdsdiag.trace.said import LINES_PER_PROCESS, StderrLines, keep
-from gdsdiag.trace.why import file_why
+from gdsdiag.trace.model.said import LINES_PER_PROCESS, StderrLines, keep
+from gdsdiag.trace.model.why import file_why
 
 FST = (
     "/tmp/site/fastsafetensors/copier/gds.py:471: UserWarning: GDS device node /dev/nvidia-fs0 not found; "

@@ -12,7 +12,7 @@ from conftest import REPO
 # between two lines of the document; then a failing one, whose exception passes through the guard
 CHILD = r"""
 import ctypes, json, os, sys
-from gdsdiag.trace.stdoutguard import stdout_to_stderr
+from gdsdiag.trace.probes.stdoutguard import stdout_to_stderr
 libc = ctypes.CDLL(None)
 print(json.dumps({"before": 1}))
 with stdout_to_stderr():
@@ -42,7 +42,7 @@ def test_the_compile_is_guarded():
     child = r"""
 import ctypes, json
 from gdsdiag.errors import GdsdiagError
-from gdsdiag.trace import bpf
+from gdsdiag.trace.probes import bpf
 class FakeBcc:
     __version__ = "0"
     @staticmethod

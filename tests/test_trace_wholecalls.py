@@ -1,9 +1,9 @@
-"""Whole cuFile calls paired straight from the ring's records (gdsdiag/trace/wholecalls.py) give the
+"""Whole cuFile calls paired straight from the ring's records (gdsdiag/trace/probes/wholecalls.py) give the
 verdicts, file account and counts the event-by-event path gives for the same records.
 
 Both paths run here on the same record bytes through the real record path (bpf.Probes.offline: its
-own _keep, poll, reorder hold and decoder; no bcc, no rings), the live loop's order of feeding
-(live.run_live's take) and the real classifier. The records are packed with the ring's own layout
+own poll, reorder hold and decoder; no bcc, no rings), the live loop's own step
+(session.TraceSession.step) and the real classifier. The records are packed with the ring's own layout
 (bpf.REC_STRUCT) from events in the shapes the probes send: a cuFileRead/Write's enter, its exit
 with its own thread's pread64/pwrite64 and cufio_px_* hits folded in (record version 4, as
 tests/test_trace_fold.py builds them from the GPU machine's compat recordings), libcufile's worker
@@ -18,12 +18,13 @@ import random
 
 import pytest
 
-from gdsdiag.trace import eventdefs
-from gdsdiag.trace.bpf import REC_STRIDE, REC_STRUCT, Probes
-from gdsdiag.trace.classify import Classifier
-from gdsdiag.trace.events import Event
-from gdsdiag.trace.evidence import ROUTE_USDT
-from gdsdiag.trace.wholecalls import WholeCalls
+from gdsdiag.trace.model import eventdefs
+from gdsdiag.trace.model.classify import Classifier
+from gdsdiag.trace.model.events import Event
+from gdsdiag.trace.model.evidence import ROUTE_USDT
+from gdsdiag.trace.probes.bpf import REC_STRIDE, REC_STRUCT, Probes
+from gdsdiag.trace.probes.wholecalls import WholeCalls
+from gdsdiag.trace.session import TraceSession
 
 KIND = {kind: v for _, v, kind in eventdefs.KINDS}
 IDS = {
@@ -59,40 +60,32 @@ def _probes() -> Probes:
 
 
 def run(batches, fast: bool, every: int | None = None):
-    """The live loop's take/advance/drain over BATCHES (poll time, events arriving before it):
-    (verdicts as sorted JSON, file summary, counts, I/Os per process, pairs taken)."""
+    """The live loop's step (session.TraceSession.step) over BATCHES (poll time, events arriving
+    before it): (verdicts as sorted JSON, file summary, counts, I/Os per process, pairs taken)."""
     clf = Classifier()
     pr = _probes()
+    out: list = []
+    session = TraceSession.over(pr, clf, out.append)
     if fast:
-        pr.pair_whole_calls(clf.whole_gate)
+        pr.pair_whole_calls(session.whole_gate)
         if every is not None:
             pr._whole.EVERY_NS = every  # type: ignore[union-attr]
-    out = []
-
-    def take(now: int, final: bool = False) -> None:
-        pr.clock = lambda: now
-        evs = pr.poll(0, final)
-        left = clf.feed_whole(pr.take_whole(), pr.take_bounce())
-        if left:
-            evs = sorted(evs + left, key=lambda e: e.ts)
-        for e in evs:
-            clf.feed(e)
-        clf.advance(0 if final else pr.complete_ns)
-        out.extend(clf.drain())
 
     last = 0
     for now, events in batches:
         blob = []
         for e in events:
             if e.kind == "open" or (e.kind == "proc" and e.name == "exec"):
-                pr._events.append(e)  # (the opens ring: decoded by its own callback)
+                pr.give_events([e])  # (the opens ring: decoded by its own callback)
             else:
                 blob.append(pack(e))
         if blob:
-            pr._keep(b"".join(blob), len(blob))
-        take(now)
+            pr.give_records(b"".join(blob), len(blob))
+        pr.clock = lambda now=now: now
+        session.step(0)
         last = now
-    take(last + 1, final=True)
+    pr.clock = lambda: last + 1
+    session.step(0, final=True)
     clf.flush()
     out.extend(clf.drain())
     verdicts = sorted(json.dumps(v, sort_keys=True) for v in out)
@@ -335,7 +328,7 @@ def test_the_pairings_numpy_starts_no_blas_threads_and_leaves_the_environment_as
     code = (
         "import os, json\n"
         "os.environ['OMP_NUM_THREADS'] = '3'\n"
-        "from gdsdiag.trace.wholecalls import import_numpy\n"
+        "from gdsdiag.trace.probes.wholecalls import import_numpy\n"
         "np = import_numpy()\n"
         "print(json.dumps([len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS'),"
         " os.environ.get('OMP_NUM_THREADS'), np.__name__]))\n"
@@ -610,7 +603,7 @@ def test_a_young_event_of_a_process_does_not_keep_its_older_pairs_from_bulk(poll
 def test_bounce_pairs_a_stop_leaves_unfed_are_counted_as_their_reads_and_copies():
     """A stop's budget can end before a process's bounce pairs (one "bounces" event) are fed: the
     summary's unclassified counts must stand for every read and copy in it, as for decoded events."""
-    from gdsdiag.trace.live import _tally_events
+    from gdsdiag.trace.result import tally_events as _tally_events
 
     clf = Classifier()
     clf.procs[901] = {"pid": 901, "ppid": None, "comm": "wl", "exe": None, "ios": 0}

@@ -12,9 +12,9 @@ from conftest import FIXTURES
 from gdsdiag.check.context import CheckContext
 from gdsdiag.check.facts import NodeFacts
 from gdsdiag.platform.roots import open_snapshot
-from gdsdiag.trace.classify import classify
-from gdsdiag.trace.events import Event
-from gdsdiag.trace.why import file_why
+from gdsdiag.trace.model.classify import classify
+from gdsdiag.trace.model.events import Event
+from gdsdiag.trace.model.why import file_why
 
 H200 = os.path.join(FIXTURES, "snapshots", "h200-vm-2026-11-29.tar.gz")
 
@@ -97,7 +97,7 @@ def test_the_summary_carries_the_chain_and_the_fix_of_each_file():
         Event(4000, 100, 100, "sys_exit", "pread64", [5, 0x7F1000000000, 1 << 22, 0, 0, 1 << 22, 1000], "ld", None),
         Event(5000, 100, 100, "api_enter", "cuMemcpy", [0x7E0000000000, 0x7F1000000000, 1 << 22, 1], "ld", None),
     ]
-    from gdsdiag.trace.classify import Classifier
+    from gdsdiag.trace.model.classify import Classifier
 
     c = Classifier()
     for x in e:
@@ -145,7 +145,7 @@ def test_a_node_check_that_has_not_answered_in_time_is_named_with_the_wait(monke
     child after the trace: a child not done by then is killed and the why names the wait it missed;
     a value that is not a number is the default, never a traceback. (Not live: the child is the real
     `gdsdiag check --json`, which needs no root; with a wait of 0 it cannot have answered.)"""
-    from gdsdiag.trace.live import NodeFactsReader
+    from gdsdiag.trace.session import NodeFactsReader
 
     monkeypatch.setenv("GDSDIAG_NODE_FACTS_WAIT_S", "not-a-number")
     monkeypatch.setenv("GDSDIAG_NODE_FACTS", "0")  # (parse only: no child for this one)

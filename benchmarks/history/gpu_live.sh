@@ -62,7 +62,7 @@ log "3. what is attached, and the detach"
 timeout 12 $PY - <<'PY' 2>&1 | tee -a "$OUT/run.log"
 import os, time
 from gdsdiag.platform.libcufile import locate
-from gdsdiag.trace.bpf import Probes
+from gdsdiag.trace.probes.bpf import Probes
 for um in ("1", "0"):
     os.environ["GDSDIAG_UPROBE_MULTI"] = um
     t = time.monotonic()

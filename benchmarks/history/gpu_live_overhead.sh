@@ -23,7 +23,7 @@ summ() { $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dum
 
 log "0. fentry/fexit here? (a KFUNC_PROBE on __x64_sys_pread64 loaded and attached)"
 timeout 15 $PY - <<'PYEOF' 2>&1 | tail -2 | tee -a "$OUT/run.log"
-from gdsdiag.trace.bpf import import_bcc
+from gdsdiag.trace.probes.bpf import import_bcc
 bcc = import_bcc()
 try:
     b = bcc.BPF(text="KFUNC_PROBE(__x64_sys_pread64) { return 0; }\nKRETFUNC_PROBE(__x64_sys_pread64) { return 0; }")

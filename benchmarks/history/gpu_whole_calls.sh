@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 21 on the GPU machine, one call: whole cuFile calls paired in bulk (gdsdiag/trace/wholecalls.py)
+# Issue 21 on the GPU machine, one call: whole cuFile calls paired in bulk (gdsdiag/trace/probes/wholecalls.py)
 # under real cuFile streams, this checkout against OLD (`git archive REV gdsdiag probes csrc | tar -x -C
 # .gpu-old`, the tree before the pairing) in the same call; the held-out loaders (attribution); the
 # live cuFile tests. Each step under its own timeout, everything under $1 (the device's $OUT).

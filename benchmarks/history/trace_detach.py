@@ -28,7 +28,7 @@ def pythonpath(tree: str) -> str:
 CHILD = r"""
 import ctypes, json, os, sys, time
 from gdsdiag.platform.libcufile import locate
-from gdsdiag.trace.bpf import Probes
+from gdsdiag.trace.probes.bpf import Probes
 lib = locate().path
 t = time.monotonic()
 p = Probes([lib] if lib else [], [os.getpid()], trace_all=False)

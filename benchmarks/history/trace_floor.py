@@ -46,7 +46,7 @@ def main() -> None:
     ap.add_argument("--ops", type=int, default=300_000)
     ap.add_argument("--dir", default="/var/tmp")
     a = ap.parse_args()
-    from gdsdiag.trace.bpf import Probes, import_bcc
+    from gdsdiag.trace.probes.bpf import Probes, import_bcc
 
     BPF = import_bcc().BPF
     path = os.path.join(a.dir, "gdsdiag-trace-floor.dat")

@@ -34,11 +34,11 @@ def main() -> None:
 
     from gdsdiag.render.trace_out import io_json
     from gdsdiag.routes import Route
-    from gdsdiag.trace.bpf import Probes
-    from gdsdiag.trace.classify import io_line
-    from gdsdiag.trace.events import Event
     from gdsdiag.trace.gcpace import streaming
-    from gdsdiag.trace.tally import RouteTally
+    from gdsdiag.trace.model.classify import io_line
+    from gdsdiag.trace.model.events import Event
+    from gdsdiag.trace.model.tally import RouteTally
+    from gdsdiag.trace.probes.bpf import Probes
 
     n = a.ios
     stream = []

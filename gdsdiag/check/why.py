@@ -116,12 +116,12 @@ def _node_chain(
     return out, fix, route
 
 
-# A line a program said (trace/said.py) that gives up on a faster path: its own reason, put first
+# A line a program said (trace/model/said.py) that gives up on a faster path: its own reason, put first
 FALLBACK_WORDS = re.compile(r"fall(?:ing|s)?[ -]?back|not found|not supported|unsupported|disabl|fail", re.IGNORECASE)
 
 
 def _said_facts(said: list[tuple[str, str]] | None) -> list[Fact]:
-    """What the program said on stderr about its data path (trace/said.py): (who, line) each."""
+    """What the program said on stderr about its data path (trace/model/said.py): (who, line) each."""
     return [Fact("the program said", line, f"stderr of {who}") for who, line in (said or [])[:3]]
 
 

@@ -1,35 +1,17 @@
 """``gdsdiag sweep``: parse, run, render, return the outcome (cli.main exits with its code).
 Signals: SIGTERM is turned into an exit (143) for the sweep's duration so its file is removed as on
-Ctrl-C; the previous handler is restored after."""
+Ctrl-C (signals.term_exits); the previous handler is restored after."""
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import sys
-import threading
 
 import click
 
 from ..errors import EXIT_FAIL, EXIT_OK, EXIT_WARN, GdsdiagError, Outcome, UsageError, refuse_existing
+from ..signals import term_exits
 from ._common import emit_json, json_option
 from ._numbers import GPU_INDEX
-
-
-@contextlib.contextmanager
-def _sigterm_exits():
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_term(signum, frame):
-        raise SystemExit(128 + signum)
-
-    previous = signal.signal(signal.SIGTERM, on_term)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _ints(text: str, option: str) -> list[int]:
@@ -225,7 +207,7 @@ def sweep(
     if not console.is_terminal:
         console = Console(stderr=as_json, width=160)  # a log or pipe: keep every column readable
     npoints = len(cfg.rws) * len(cfg.modes) * len(cfg.block_sizes) * len(cfg.threads)
-    with _sigterm_exits():
+    with term_exits():
         if console.is_terminal:
             with SweepProgress(console, npoints, cfg.seconds, cfg.total_bytes) as prog:
                 report = run_sweep(cfg, prog)

@@ -154,7 +154,7 @@ def trace(
             "filter the live trace: gdsdiag trace --pod NAME --record FILE",
         )
     if ebpf:
-        from ..trace.bpf import ebpf_text
+        from ..trace.probes.bpf import ebpf_text
 
         # (--pod/--namespace: pids found at the start, like --pid; the program is the same)
         selective = bool(cmd or pids or comm or cgroup or pod or namespace)

@@ -311,11 +311,11 @@ class TraceCounters:
         self._add(v["route"], v["comm"], v["op"], 1, max(v["size"], 0), v["pid"])
 
     def add_counted(self, row: dict) -> None:
-        """A counter of host I/O the kernel kept (gdsdiag/trace/counted.py): many I/Os at once."""
+        """A counter of host I/O the kernel kept (gdsdiag/trace/model/counted.py): many I/Os at once."""
         self._add(row["route"], row["comm"], row["op"], row["count"], row["bytes"], row.get("pid"))
 
     def add_page_cache(self, pid: int, read: int, filled: int | None) -> None:
-        """A window's page-cache reads and fills of process PID (trace/cacheshare.py), under its
+        """A window's page-cache reads and fills of process PID (trace/model/cacheshare.py), under its
         pod's label set (not ranked by: its bytes are in the route counters). A process outside
         any pod, or fills that could not be read, add nothing."""
         with self.lock:

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.text import Text
 
 from .. import docout
-from ..trace.interval import Intervals
+from ..trace.model.interval import Intervals
 from ..verdicts import style
 from .trace_out import _size, cache_note
 

@@ -335,7 +335,7 @@ def _where(row: dict) -> str:
 
 
 def cache_note(pc: dict | None, when: str = "") -> str:
-    """A pod's page-cache hit share (trace/cacheshare.py), where its reads went through the cache."""
+    """A pod's page-cache hit share (trace/model/cacheshare.py), where its reads went through the cache."""
     if not pc:
         return ""
     if pc["hit_share"] is None:

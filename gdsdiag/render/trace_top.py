@@ -29,7 +29,7 @@ class TopScreen:
         self._counters: dict[tuple, tuple[int, int]] = {}  # kernel counter -> (count, bytes) last seen
         self.live: Live | None = None
         self.total: dict[str, list[int]] = {}  # the whole trace so far, per route
-        self.waiting: list[dict] = []  # the I/Os not decided at the last redraw (live.waiting_rows)
+        self.waiting: list[dict] = []  # the I/Os not decided at the last redraw (trace.result.waiting_rows)
 
     def add(self, v) -> None:
         if self.start is None:

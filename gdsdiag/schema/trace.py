@@ -1,7 +1,7 @@
 """``gdsdiag trace --json`` (docs/json.md): JSON lines, one ``io`` object per I/O, then one
-``summary``. The io line is the classifier's verdict itself: ``trace.classify`` builds each I/O's
+``summary``. The io line is the classifier's verdict itself: ``trace.model.classify`` builds each I/O's
 verdict as an ``IoLine`` and ``--json`` writes it as it is (the one definition of its fields); the
-summary is built in ``trace.live.TraceResult.summary_json`` with this type."""
+summary is built in ``trace.result.TraceResult.summary_json`` with this type."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TypedDict
 
 
 class IoLine(TypedDict):
-    """One I/O's route verdict (trace.classify)."""
+    """One I/O's route verdict (trace.model.classify)."""
 
     type: str  # "io"
     ts: int  # ns, CLOCK_MONOTONIC (the probes' clock)
@@ -39,7 +39,7 @@ class _RouteStats(TypedDict):
 
 
 class RouteStats(_RouteStats, total=False):
-    counted_in_kernel: int  # HOST (or UNKNOWN), when host I/O was counted in the kernel (trace/counted.py)
+    counted_in_kernel: int  # HOST (or UNKNOWN), when host I/O was counted in the kernel (trace/model/counted.py)
     lost_in_kernel: int  # UNKNOWN: of those, I/Os with no per-I/O detail (their records dropped, ring full)
 
 
@@ -89,7 +89,7 @@ class _Process(_Identity):
 
 class Process(_Process, total=False):
     threads: int  # threads it started during the trace (listed under it, not as processes)
-    said: list[str]  # what it wrote to stderr that names the data path (trace/said.py), its first lines
+    said: list[str]  # what it wrote to stderr that names the data path (trace/model/said.py), its first lines
 
 
 class Library(TypedDict):
@@ -101,7 +101,7 @@ class Library(TypedDict):
 
 
 class _FileRow(TypedDict):
-    """One file's bytes in the trace, per route, and why (trace.classify.Classifier.file_summary)."""
+    """One file's bytes in the trace, per route, and why (trace.model.classify.Classifier.file_summary)."""
 
     path: str
     ios: int
@@ -118,7 +118,7 @@ class _FileRow(TypedDict):
     via: list[str]  # read, pread64, mmap, cuFile, io_uring, …
     pids: list[int]
     how: list[str]  # direct | staged | job: how copies took its bytes (dataflow.py)
-    mechanism: str  # what the program did to it: "io_uring, O_DIRECT, 8 threads" (trace/mechanism.py)
+    mechanism: str  # what the program did to it: "io_uring, O_DIRECT, 8 threads" (trace/model/mechanism.py)
     threads: int  # threads seen doing its I/O (0: only counted in the kernel)
     via_to_gpu: list[str]  # of via, the calls that moved the bytes that reached a GPU
     gbps: float | None  # its bytes over the span of its I/O (first start to last end); None: not known
@@ -161,7 +161,7 @@ class TreeRow(_Identity):
 
 
 class PageCache(TypedDict):
-    """A pod's page-cache hit share (trace/cacheshare.py): of the bytes its reads of data files
+    """A pod's page-cache hit share (trace/model/cacheshare.py): of the bytes its reads of data files
     returned (not O_DIRECT, not cuFile, not mmap), the share the kernel did not add to the cache."""
 
     read_bytes: int
@@ -290,11 +290,11 @@ class _PodExtras(TypedDict, total=False):
 
 
 class IntervalPod(_IntervalPod, _IoSpan, _PodExtras):
-    """One pod's share of an interval (the scale-out view; trace.interval.Intervals._pods)."""
+    """One pod's share of an interval (the scale-out view; trace.model.interval.Intervals._pods)."""
 
 
 class Interval(_Interval, total=False):
-    """``--interval N`` (trace.interval): what the last N seconds' verdicts add up to."""
+    """``--interval N`` (trace.model.interval): what the last N seconds' verdicts add up to."""
 
     waiting: Waiting  # live traces only (not --replay, not the last interval)
     pods: list[IntervalPod]  # live traces whose processes are in pods: per pod, most bytes first (at most 10)

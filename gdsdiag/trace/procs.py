@@ -1,6 +1,7 @@
 """Processes as /proc shows them: descendants of a pid (for --pid, which follows processes started
-before the trace), processes by name (--comm) or cgroup (--cgroup), and the open descriptors of a
-process being adopted (path, position and flags, from /proc/PID/fd and fdinfo)."""
+before the trace), processes by name (--comm) or cgroup (--cgroup), the open descriptors of a
+process being adopted (path, position and flags, from /proc/PID/fd and fdinfo) and the files it
+has mapped (/proc/PID/maps). Which of them a trace follows is decided in trace/targets.py."""
 
 from __future__ import annotations
 
@@ -114,6 +115,20 @@ def _cgroup2_root() -> str | None:
     except OSError:
         pass
     return None
+
+
+def mapped_paths(pid: int, needle: str, proc: str = "/proc") -> set[str]:
+    """The paths of the process's mappings whose /proc/PID/maps line holds NEEDLE (empty where the
+    process has gone or its maps cannot be read); a deleted file keeps its " (deleted)" suffix."""
+    try:
+        with open(f"{proc}/{pid}/maps") as f:
+            return {line.split(None, 5)[5].strip() for line in f if line.count(" ") >= 5 and needle in line}
+    except (OSError, IndexError):
+        return set()
+
+
+def exists(pid: int, proc: str = "/proc") -> bool:
+    return os.path.exists(f"{proc}/{pid}")
 
 
 def open_files(pid: int, proc: str = "/proc") -> list[tuple[int, str, int, int, int, int]]:

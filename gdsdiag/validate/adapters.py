@@ -71,7 +71,7 @@ def trace_available() -> str | None:
     if os.geteuid() != 0:
         return "gdsdiag trace needs root"
     try:
-        from ..trace.bpf import preflight
+        from ..trace.probes.bpf import preflight
 
         preflight()
     except GdsdiagError as e:  # no root, no tracefs: the reason is the message
@@ -81,7 +81,7 @@ def trace_available() -> str | None:
 
 def trace_summary_of(result) -> dict:
     """{Route value: {"count", "bytes"}} from a trace result's summary (keyed by Route values:
-    trace/tally.ROUTES)."""
+    trace/model/tally.ROUTES)."""
     out: dict = {}
     for label, s in result.summary.items():
         r = route_of(label)

@@ -4,9 +4,9 @@ exported symbols? (python3 cuda_doors.py [LIBCUDA]) — a diagnostic for gdsdiag
 import sys
 
 sys.path.insert(0, ".")
-from gdsdiag.trace.bpf import _find_libcuda
-from gdsdiag.trace.cudadoors import proc_address_sites
-from gdsdiag.trace.elfsyms import dynamic_symbol_addresses
+from gdsdiag.trace.probes.bpf import _find_libcuda
+from gdsdiag.trace.probes.cudadoors import proc_address_sites
+from gdsdiag.trace.probes.elfsyms import dynamic_symbol_addresses
 
 lib = sys.argv[1] if len(sys.argv) > 1 else _find_libcuda()
 print("libcuda", lib)

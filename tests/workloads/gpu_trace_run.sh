@@ -59,8 +59,8 @@ tr cupy-load python3 tests/workloads/cupy_load.py "$D"
 tr torch-load python3 tests/workloads/torch_load.py "$D"
 tr torch-load-mmap python3 tests/workloads/torch_load.py "$D" mmap
 # the libraries a program may map, probed before it starts, and libcuda's copy doors by name
-python3 -c 'from gdsdiag.trace.libfind import candidate_libraries as c; print("\n".join(c(["python3"])))' > "$OUT/preattach-candidates.txt" 2>&1
-python3 -c 'import sys; from gdsdiag.trace.bpf import _find_libcuda, cuda_copy_handler as h; from gdsdiag.trace.elfsyms import dynamic_symbols as d
+python3 -c 'from gdsdiag.trace.probes.libfind import candidate_libraries as c; print("\n".join(c(["python3"])))' > "$OUT/preattach-candidates.txt" 2>&1
+python3 -c 'import sys; from gdsdiag.trace.probes.bpf import _find_libcuda, cuda_copy_handler as h; from gdsdiag.trace.probes.elfsyms import dynamic_symbols as d
 for s in sorted(d(_find_libcuda())):
     if s.startswith("cuMemcpy"): print(s, h(s))' > "$OUT/libcuda-memcpy-exports.txt" 2>&1
 # one text-mode trace for the docs

@@ -34,13 +34,13 @@ _HASH, _ARRAY, _LRU_HASH, _RINGBUF = 1, 2, 9, 27
 
 
 def cache_dir() -> str:
-    from .. import privdir
+    from ... import privdir
 
     return os.path.join(privdir.location(), "bpf")
 
 
 def _open_dir(create: bool) -> int:
-    from .. import privdir
+    from ... import privdir
 
     return privdir.open_dir("bpf", create=create)
 
@@ -127,7 +127,7 @@ def save(b, k: str) -> None:
         "tables": tables,
         "functions": funcs,
     }
-    from .. import privdir
+    from ... import privdir
 
     try:
         dfd = _open_dir(create=True)
@@ -182,8 +182,8 @@ def _map_loads(insns: bytes):
 def load(k: str) -> dict | None:
     """The cached program for this key, or None (absent, not ours, writable by others, a symlink
     in the path, damaged)."""
-    from .. import privdir
-    from ..bounded import MAX_BPF_CACHE, loads_json
+    from ... import privdir
+    from ...bounded import MAX_BPF_CACHE, loads_json
 
     try:
         dfd = _open_dir(create=False)

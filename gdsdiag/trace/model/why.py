@@ -3,6 +3,6 @@
 
 from __future__ import annotations
 
-from ..check.why import FALLBACK_WORDS, REPLAY, TRACE, NodeMissing, file_why
+from ...check.why import FALLBACK_WORDS, REPLAY, TRACE, NodeMissing, file_why
 
 __all__ = ["FALLBACK_WORDS", "REPLAY", "TRACE", "NodeMissing", "file_why"]

@@ -191,6 +191,6 @@ def c_struct(name: str = "event_t", fields=EVENT_FIELDS) -> str:
 
 def c_defines(struct_name: str = "event_t", opens: bool = True) -> str:
     """The #defines and the record structs, for the top of a probe program."""
-    lines = ["/* generated from gdsdiag/trace/eventdefs.py: the decoder uses the same table */"]
+    lines = ["/* generated from gdsdiag/trace/model/eventdefs.py: the decoder uses the same table */"]
     lines += [f"#define {name} {value}" for name, value in ALL_NUMBERS]
     return "\n".join(lines) + "\n" + c_struct(struct_name) + (c_struct("open_t", OPEN_FIELDS) if opens else "")

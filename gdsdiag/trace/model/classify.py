@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from ..routes import Route
-from ..units import size_text
+from ...routes import Route
+from ...units import size_text
 from . import eventdefs
 from .content import HASH_MASK, ContentCheck, recorded_answers
 from .dataflow import RETAIN_NS, DataFlow, MappedFile, Source, Taken, TakenRead, staged_ok
@@ -51,8 +51,8 @@ from .tally import Unclassified, count_unclassified
 from .why import FALLBACK_WORDS, REPLAY, file_why
 
 if TYPE_CHECKING:
-    from ..check.facts import NodeFacts
-    from ..schema import trace as schema
+    from ...check.facts import NodeFacts
+    from ...schema import trace as schema
 
 READ_SYS = {"pread64", "preadv", "preadv2", "read", "readv"}
 WRITE_SYS = {"pwrite64", "pwritev", "pwritev2", "write", "writev"}
@@ -178,7 +178,7 @@ def _rivals_text(rivals: tuple[str, ...]) -> str:
 
 def _cufile_error(rc: int) -> str:
     """A cuFile status code's name (cufile.h, CU_FILE_*), or its number."""
-    from ..cufile.errors import OP_ERRORS
+    from ...cufile.errors import OP_ERRORS
 
     name = OP_ERRORS.get(rc)
     return f"{rc} {name[0]}" if name else str(rc)

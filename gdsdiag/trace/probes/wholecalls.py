@@ -29,8 +29,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from .content import FLAG_CHANGED
-from .eventdefs import API, EVENT_FIELDS, KINDS, SYSCALLS
+from ..model.content import FLAG_CHANGED
+from ..model.eventdefs import API, EVENT_FIELDS, KINDS, SYSCALLS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping

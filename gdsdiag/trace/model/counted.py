@@ -18,8 +18,8 @@ per process and per file stay exact under any load.
 
 from __future__ import annotations
 
-from ..routes import Route
-from ..units import size_text
+from ...routes import Route
+from ...units import size_text
 from .classify import MIN_APP_IO
 from .events import Event, not_data
 

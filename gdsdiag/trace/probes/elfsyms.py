@@ -3,7 +3,7 @@ never loaded): which cuMemcpy* doors a libcuda has."""
 
 from __future__ import annotations
 
-from ..platform.elf import dynamic_functions
+from ...platform.elf import dynamic_functions
 
 
 def dynamic_symbols(path: str) -> set[str]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..routes import Route
+from ...routes import Route
 
 # libcufile USDT probe (provider:name, as in .note.stapsdt) → evidence kind. "matched" probes carry the
 # file offset (arg 2) and size (arg 3) and are matched to the call covering that offset; the others go

@@ -15,17 +15,26 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from ..errors import GdsdiagError
-from . import evidence
-from .eventdefs import API as API_IDS
-from .eventdefs import EVENT_SIZE, EVENT_STRUCT, FD_KINDS, OPEN_FIELDS, OPEN_KINDS, OPEN_STRUCT, RENAMES, c_defines
-from .eventdefs import KINDS as EVENT_KINDS
-from .eventdefs import SYSCALLS as SYSCALL_IDS
-from .events import API_NAMES, FD_NAMES, KINDS, KPROBE_NAMES, PROC_NAMES, SYS_NAMES, Event, not_data
+from ...errors import GdsdiagError
+from ..model import evidence
+from ..model.eventdefs import API as API_IDS
+from ..model.eventdefs import (
+    EVENT_SIZE,
+    EVENT_STRUCT,
+    FD_KINDS,
+    OPEN_FIELDS,
+    OPEN_KINDS,
+    OPEN_STRUCT,
+    RENAMES,
+    c_defines,
+)
+from ..model.eventdefs import KINDS as EVENT_KINDS
+from ..model.eventdefs import SYSCALLS as SYSCALL_IDS
+from ..model.events import API_NAMES, FD_NAMES, KINDS, KPROBE_NAMES, PROC_NAMES, SYS_NAMES, Event, not_data
+from ..model.said import StderrLines
+from ..model.tally import Unclassified, count_unclassified
 from .headers import fix_command, has_tree
-from .said import StderrLines
 from .stdoutguard import stdout_to_stderr
-from .tally import Unclassified, count_unclassified
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -105,7 +114,7 @@ def probe_source(name: str) -> str:
 
         return files("gdsdiag._probes").joinpath(name).read_text()
     except (ModuleNotFoundError, FileNotFoundError, OSError):
-        here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
         with open(os.path.join(here, "probes", name)) as f:
             return f.read()
 
@@ -180,12 +189,12 @@ def ebpf_text(
     """The program a trace with these options compiles (before it is running: USDT handlers for the
     --libcufile copy or the bindings' one; copies that traced processes map add handlers of the
     same generator), as bcc's tools print with --ebpf."""
-    from .procs import cgroup_target
+    from ..procs import cgroup_target
 
     if libcufile:
         libs = [libcufile]
     else:
-        from ..platform.libcufile import locate
+        from ...platform.libcufile import locate
 
         libs = [p for p in [locate().path] if p]
     cg = cgroup_target(cgroup)[:2] if cgroup else None
@@ -578,6 +587,14 @@ class Probes:
         self._init_records()
         return self
 
+    def give_records(self, blob: bytes, n: int) -> None:
+        """Offline probes: N ring records (REC_STRUCT each, in BLOB) as the ring would hand them over."""
+        self._keep(blob, n)
+
+    def give_events(self, events: Iterable[Event]) -> None:
+        """Offline probes: events the opens ring's own callback would have decoded (opens, execs)."""
+        self._events.extend(events)
+
     def _preattach_candidates(self, cmd: list[str] | None) -> list[str]:
         """Library files a program may map later, probed before it runs (see libfind)."""
         from .libfind import candidate_libraries
@@ -620,7 +637,7 @@ class Probes:
         return b
 
     def _usdt_notes(self, lib: str) -> list:
-        from ..platform.libcufile import read_usdt_notes
+        from ...platform.libcufile import read_usdt_notes
         from .usdt import Site
 
         if lib in self._sites:
@@ -723,12 +740,12 @@ class Probes:
 
     def scan_maps(self, pid: int) -> None:
         """Every libcufile / libcuda the process has mapped now (/proc/PID/maps)."""
-        try:
-            with open(f"/proc/{pid}/maps") as f:
-                paths = {line.split(None, 5)[5].strip() for line in f if line.count(" ") >= 5 and "/libcu" in line}
-        except (OSError, IndexError):
-            return
-        for p in paths:
+        from ..procs import mapped_paths
+
+        if isinstance(self.b, _NoRings):
+            return  # (offline: the records' processes are not this node's)
+
+        for p in mapped_paths(pid, "/libcu"):
             base = os.path.basename(p)
             if base.startswith(("libcufile.so", "libcuda.so", "libcudart.so")):
                 # a process with CUDA mapped: its host I/O is sent one by one (a copy may follow)
@@ -827,8 +844,8 @@ class Probes:
         return True
 
     def _kprobes(self) -> None:
-        from ..platform.fsroot import FsRoot
-        from ..platform.kernel import read_kallsyms
+        from ...platform.fsroot import FsRoot
+        from ...platform.kernel import read_kallsyms
 
         wanted = frozenset(s for syms, _, _ in KPROBES for s in syms)
         ks = read_kallsyms(FsRoot("/"), wanted)
@@ -976,7 +993,7 @@ class Probes:
         """Processes that existed before the probes: their open descriptors (path, position, flags)
         become synthetic open events stamped before the /proc walk, so any open or close the kernel
         reports after it wins."""
-        from .procs import describe, open_files
+        from ..procs import describe, open_files
 
         ts = time.monotonic_ns()
         for pid in pids:

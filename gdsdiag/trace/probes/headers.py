@@ -8,7 +8,7 @@ and links it there, as ``.ci/run`` does. The command is computed from what this 
 (``/etc/os-release``; ``apt-cache search`` where apt is there), so it never names a package that
 does not exist.
 
-``python -m gdsdiag.trace.headers`` prints the command (nothing when this kernel has a tree);
+``python -m gdsdiag.trace.probes.headers`` prints the command (nothing when this kernel has a tree);
 ``--run`` runs it: the README's set-up does, so ``gdsdiag trace`` works on a fresh box.
 """
 

@@ -11,12 +11,12 @@ from array import array
 from bisect import bisect_left
 from typing import TYPE_CHECKING
 
-from ..routes import Route
+from ...routes import Route
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from ..schema import trace as schema
+    from ...schema import trace as schema
 
 
 # the summary's order of routes: P2P DMA first, then the fallbacks, then what is not on the GPU path
@@ -35,7 +35,7 @@ ROUTES = (
 # What a trace counted but could not classify, per process: {pid: [events, I/Os (reads and writes),
 # their bytes, reads, read bytes]}. Three places fill it, each for what it alone sees: ring records a
 # stop drops undecoded (bpf.tally_records), decoded events past the stop's deadline (live), I/Os held
-# for evidence the stop cut short (Classifier.flush). live._finish names the columns (schema.LostRow).
+# for evidence the stop cut short (Classifier.flush). result.result_of names the columns (schema.LostRow).
 Unclassified = dict[int, list[int]]
 
 
@@ -133,7 +133,7 @@ class RouteTally:
 
     def summary(self) -> dict:
         """{route: {count, bytes, subtypes, p50_us, p99_us, hist_us}} in the route vocabulary's order."""
-        from ..units import percentile
+        from ...units import percentile
 
         out = {}
         for name in ROUTES:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ..schema import trace as schema
+    from ...schema import trace as schema
 
 TOP = 10  # (process, file, route) rows per interval
 
@@ -57,7 +57,7 @@ class _Acc:
         return max(secs, (self.last_ns - self.first_ns) / 1e9)
 
     def out(self, secs: float) -> dict:
-        from ..units import percentile
+        from ...units import percentile
 
         lats = sorted(self.lats)
         span = self.span_s(secs)
@@ -122,7 +122,7 @@ class Intervals:
 
     def set_waiting(self, rows: list[dict]) -> None:
         """What the classifier has not decided at the interval's end, per process ({pid, comm, ios,
-        bytes}: live.waiting_rows)."""
+        bytes}: result.waiting_rows)."""
         rows = sorted(rows, key=lambda r: (-r["bytes"], r["pid"]))
         self._waiting = {
             "ios": sum(r["ios"] for r in rows),

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from .counted import READS
 
 if TYPE_CHECKING:
-    from ..schema import trace as schema
+    from ...schema import trace as schema
 
 
 class CacheShare:

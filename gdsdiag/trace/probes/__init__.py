@@ -1,0 +1,1 @@
+"""Kernel and library plumbing: the BPF program, its probes and the ring it writes (no verdicts here)."""
