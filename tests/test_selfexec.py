@@ -57,7 +57,7 @@ def test_a_sweeps_worker_processes_run_gdsdiags_own_code(planted):
 
 @live
 def test_a_traces_node_facts_child_runs_gdsdiags_own_code(planted):
-    """The trace's `gdsdiag check --json` child (trace/live.py NodeFactsReader) runs as root with
+    """The trace's `gdsdiag check --json` child (trace/session.py NodeFactsReader) runs as root with
     every trace: started in a directory with a planted package, it ran that package."""
     cwd, mark = planted
     (cwd / "gdsdiag" / "__main__.py").write_text(f"open({str(mark)!r}, 'a').write('__main__\\n')\n")

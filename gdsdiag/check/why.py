@@ -37,7 +37,7 @@ def _check_fact(node: NodeFacts, cid: str, name: str, default_source: str) -> tu
 
 
 # Why the node's facts are missing from an answer, and what to do (NodeMissing.text, .fix): a
-# replay's default; a live trace names its own reason (trace/live.py NodeFactsReader.missing), never
+# replay's default; a live trace names its own reason (trace/session.py NodeFactsReader.missing), never
 # "a replay" for a trace that ran on the node
 @dataclass(frozen=True)
 class NodeMissing:
