@@ -20,6 +20,7 @@ from .content import ContentCheck, answer_event, recorded_answers
 from .events import RECORD_VERSION
 from .pods import annotate, pod_rows
 from .tally import RouteTally, Unclassified, count_unclassified, merge_unclassified
+from ..check.why import untraced_why
 from .why import NodeMissing
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ class TraceResult:
     unclassified_at_stop: int = 0  # events queued and I/Os held for evidence a signal cut short (STOP_*_S)
     unclassified_by_process: list[dict] = field(default_factory=list)  # the same per process, their I/Os and bytes
     verdicts_not_printed: int = 0  # held verdicts past STOP_PRINT_S after a signal (in the totals)
+    untraced: dict | None = None  # the node's paths host tracing cannot see, and what was seen (check/why.py)
 
     def ios_lost(self) -> tuple[int, int]:
         """Reads and writes whose record the kernel could not send (ring full), and their bytes:
@@ -97,6 +99,7 @@ class TraceResult:
             "trees": cast("list[schema.TreeRow]", self.trees),
             "block": cast("list[schema.BlockRow]", self.block),
             "pods": cast("list[schema.PodRow]", self.pods),
+            "untraced": cast("schema.Untraced | None", self.untraced),
         }
 
 
@@ -278,13 +281,15 @@ def _finish(clf, counter, tally: RouteTally, **kw) -> TraceResult:
     ]
     trees = clf.tree_summary()
     annotate(trees, book, "root")  # (a tree's pod is its root's: a fork starts in its parent's cgroup)
+    files = clf.file_summary()
     return TraceResult(
         tally.ios,
         summary,
         processes=_processes(clf, rows, book),
         counted=rows,
         lost_by_process=named,
-        files=clf.file_summary(),
+        files=files,
+        untraced=untraced_why(clf.node, files),  # (the node's paths host tracing cannot see: check/why.py)
         trees=trees,
         pods=pod_rows(book, tally.by_pid, rows, _cache_now(cache, rows, kw.pop("fills", None), book)),
         page_cache_by_pid=cache.by_pid() if cache is not None else {},
@@ -733,7 +738,7 @@ def run_live(
         # (the processes that mapped libcufile: a file's why names one that never did I/O through it)
         clf.libcufile_pids.update(p for x in probes.libraries if x["kind"] == "libcufile" for p in x["pids"])
         # (waited for only where a file's why needs it: a trace of host I/O alone ends at once)
-        if clf.needs_node_facts():
+        if clf.needs_node_facts(any(x["kind"] in ("libcuda", "libcufile") and x["pids"] for x in probes.libraries)):
             clf.node = node.result()
             clf.node_missing = node.missing
         else:
