@@ -202,3 +202,21 @@ def add_bypassed_nvme(root):
     add_pci_function(root, bdf, 0x010802, int(m.group(2), 16), int(m.group(3), 16), "vfio-pci")
     added.append(bdf)
     return added
+
+
+# "NVMe BDF VVVV DDDD NUMA DRIVER …", SPDK `scripts/setup.sh status`'s row of an NVMe function
+_STATUS_ROW = re.compile(r"^NVMe\s+([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\s+([0-9a-f]{4})\s+([0-9a-f]{4})\s+\S+\s+(\S+)")
+
+
+def add_kernel_nvme(root):
+    """The NVMe functions of spdk/spdk#1691's `setup.sh status` on the kernel's nvme driver (the
+    table's Driver column), those whose address the tree does not hold already (0000:00:06.0 is the GPU
+    machine's GPU). Returns the BDFs added."""
+    added = []
+    with open(os.path.join(UNTRACED, "spdk-1691-setup-sh-status.txt")) as f:
+        for line in f:
+            m = _STATUS_ROW.match(line)
+            if m and not os.path.lexists(os.path.join(root, "sys", "bus", "pci", "devices", m.group(1))):
+                add_pci_function(root, m.group(1), 0x010802, int(m.group(2), 16), int(m.group(3), 16), m.group(4))
+                added.append(m.group(1))
+    return added

@@ -11,9 +11,9 @@ from ..routes import Route
 from ..verdicts import Status
 from .context import CheckContext
 
-UNTRACED_PREFIX = "untraced."  # check/untraced.py's ids
-# what `check` and `trace` say of a path host tracing cannot see (issue 47 goal 4)
-INVISIBLE = "invisible to host tracing — verify with `gdsdiag validate --proof`"
+from .model import INVISIBLE, UNTRACED_PREFIX
+
+__all__ = ["INVISIBLE", "Fact", "NodeFacts"]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ node without a system call, a file system or the kernel block layer that `gdsdia
   read by the guest: invisible here too. What memory the reads land in is the program's choice
   (hugepages, or GPU memory): the route is not known from the node (UNKNOWN).
 - cuObject over RDMA: a GET or PUT moves its bytes between the object server and a registered
-  buffer by the NIC (user-space verbs), not through a file (check/targets.py endpoint_routes
+  buffer by the NIC (user-space verbs), not through a file (check/endpoints.py endpoint_routes
   decides each endpoint's route; this reuses it).
 - io_uring reads into GPU memory through a registered dma-buf: no node-visible signal exists (no
   kernel config or sysfs file says a program uses it), so nothing is claimed (docs/checks.md).
@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING
 from ..routes import Route
 from ..verdicts import Status
 from .context import CheckContext
-from .facts import INVISIBLE, UNTRACED_PREFIX
-from .model import CheckResult, Evidence
+from .endpoints import endpoint_routes
+from .model import INVISIBLE, UNTRACED_PREFIX, CheckResult, Evidence
 
 if TYPE_CHECKING:
     from ..schema import check as schema
@@ -103,8 +103,6 @@ def cuobject_rdma(ctx: CheckContext, endpoints=None) -> list[UntracedPath]:
     """The cuObject endpoints of cuobj.json with a working RDMA path (ENDPOINTS: endpoint_routes'
     answer where the caller has it)."""
     if endpoints is None:
-        from .targets import endpoint_routes
-
         endpoints = endpoint_routes(ctx)[0]
     out = []
     for e in endpoints:
