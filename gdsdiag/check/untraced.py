@@ -30,7 +30,7 @@ from ..routes import Route
 from ..verdicts import Status
 from .context import CheckContext
 from .endpoints import endpoint_routes
-from .model import INVISIBLE, UNTRACED_PREFIX, CheckResult, Evidence
+from .model import INVISIBLE, CheckResult, Evidence
 
 if TYPE_CHECKING:
     from ..schema import check as schema
@@ -42,7 +42,7 @@ BYPASS_DRIVERS = {
     "uio_pci_generic": "UIO: a user-space driver (SPDK's setup.sh without an IOMMU)",
     "igb_uio": "DPDK's igb_uio: a user-space driver",
 }
-NVME_ID, CUOBJ_ID = f"{UNTRACED_PREFIX}nvme_bypass", f"{UNTRACED_PREFIX}cuobject_rdma"
+NVME_ID, CUOBJ_ID = "untraced.nvme_bypass", "untraced.cuobject_rdma"  # (both under UNTRACED_PREFIX)
 SPDK_SOURCE = (
     "SPDK scripts/setup.sh binds NVMe functions (class 0x010802) to vfio-pci or uio_pci_generic for its "
     "user-space driver (its output: '0000:65:00.0 (8086 4140): nvme -> uio_pci_generic', spdk/spdk#1887); "
