@@ -160,7 +160,9 @@ def set_link(root, bdf="0000:00:06.0", speed_gts=None, width=None):
 
 UNTRACED = os.path.join(HERE, "fixtures", "untraced")
 # "BDF (VVVV DDDD): nvme -> DRIVER", SPDK scripts/setup.sh's line for a function it rebinds
-_SETUP_SH_LINE = re.compile(r"^([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) \(([0-9a-f]{4}) ([0-9a-f]{4})\): (\S+) -> (\S+)$")
+_SETUP_SH_LINE = re.compile(
+    r"^([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) \(([0-9a-f]{4}) ([0-9a-f]{4})\): (\S+) -> (\S+)$"
+)
 # "BB:DD.F CCCC: VVVV:DDDD (rev RR)", `lspci -n`, and the driver the capture binds it to next
 _LSPCI_N_LINE = re.compile(r"^\s*([0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) 0108: ([0-9a-f]{4}):([0-9a-f]{4})", re.M)
 
@@ -205,7 +207,9 @@ def add_bypassed_nvme(root):
 
 
 # "NVMe BDF VVVV DDDD NUMA DRIVER …", SPDK `scripts/setup.sh status`'s row of an NVMe function
-_STATUS_ROW = re.compile(r"^NVMe\s+([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\s+([0-9a-f]{4})\s+([0-9a-f]{4})\s+\S+\s+(\S+)")
+_STATUS_ROW = re.compile(
+    r"^NVMe\s+([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\s+([0-9a-f]{4})\s+([0-9a-f]{4})\s+\S+\s+(\S+)"
+)
 
 
 def add_kernel_nvme(root):

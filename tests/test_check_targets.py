@@ -14,9 +14,9 @@ from conftest import GDSDIAG
 
 from gdsdiag import cuobj_json
 from gdsdiag.check.context import CheckContext
+from gdsdiag.check.endpoints import endpoint_routes
 from gdsdiag.check.report import add_targets
 from gdsdiag.check.runner import run
-from gdsdiag.check.endpoints import endpoint_routes
 from gdsdiag.check.targets import visible_mounts
 from gdsdiag.platform.fsroot import FsRoot
 from gdsdiag.routes import Route

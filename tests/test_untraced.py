@@ -110,7 +110,9 @@ def test_trace_says_invisible_when_it_saw_none_of_the_programs_bytes(h200):
     assert untraced_why(node, [host])["why_chain"][0]["value"].startswith("the trace saw none reach a GPU (1 file(s)")
     bounced = {"path": "/var/tmp/b", "bytes": 8192, "routes": {"DRAM_BOUNCE": 8192}}
     got = untraced_why(node, [host, bounced])
-    assert got["seen_to_gpu_bytes"] == 8192 and "reach a GPU; bytes over the node's paths" in got["why_chain"][0]["value"]
+    assert (
+        got["seen_to_gpu_bytes"] == 8192 and "reach a GPU; bytes over the node's paths" in got["why_chain"][0]["value"]
+    )
     # every file's why chain names them too (never decisive: they say what the trace could not see)
     facts, _ = file_why({"path": "/var/tmp/a", "routes": {"HOST": 4096}}, node, None)
     assert facts[-1].fact == "NVMe controllers on a kernel-bypass driver" and facts[-1].role == "contributing"

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from ..routes import Route
 from ..verdicts import Status
 from .context import CheckContext
-
 from .model import INVISIBLE, UNTRACED_PREFIX
 
 __all__ = ["INVISIBLE", "Fact", "NodeFacts"]

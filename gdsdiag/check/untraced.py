@@ -148,9 +148,18 @@ def check_untraced(ctx: CheckContext) -> list[CheckResult]:
         )
     elif n:
         out.append(
-            CheckResult(NVME_ID, title, Status.PASS, f"all {n} NVMe controller(s) on a kernel driver", [
-                Evidence("/sys/bus/pci/devices/*/driver", f"{n} NVMe function(s), none on vfio-pci/uio_pci_generic/igb_uio")
-            ])
+            CheckResult(
+                NVME_ID,
+                title,
+                Status.PASS,
+                f"all {n} NVMe controller(s) on a kernel driver",
+                [
+                    Evidence(
+                        "/sys/bus/pci/devices/*/driver",
+                        f"{n} NVMe function(s), none on vfio-pci/uio_pci_generic/igb_uio",
+                    )
+                ],
+            )
         )
     rdma = cuobject_rdma(ctx)
     if rdma:

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
+from ..check.why import untraced_why
 from ..errors import GdsdiagError, UsageError
 from ..selfexec import module_argv
 from . import gcpace
@@ -20,7 +21,6 @@ from .content import ContentCheck, answer_event, recorded_answers
 from .events import RECORD_VERSION
 from .pods import annotate, pod_rows
 from .tally import RouteTally, Unclassified, count_unclassified, merge_unclassified
-from ..check.why import untraced_why
 from .why import NodeMissing
 
 if TYPE_CHECKING:
