@@ -65,7 +65,9 @@ def test_nvme_on_the_kernel_driver_passes_and_a_node_without_nvme_says_nothing(h
     assert cf.add_kernel_nvme(h200) == ["0000:00:07.0"]
     rep = check(h200)
     r = _ids(rep)["untraced.nvme_bypass"]
-    assert r.status == Status.PASS and r.summary == "all 1 NVMe controller(s) on a kernel driver"
+    assert (
+        r.status == Status.PASS and r.summary == "no NVMe controller on a kernel-bypass driver (drivers bound: nvme: 1)"
+    )
     assert rep.untraced == []
 
 
@@ -81,7 +83,7 @@ def test_cuobject_endpoint_with_an_rdma_path_is_untraced(hwloc_trees, tmp_path):
     assert u.deciding == "cuObject endpoint ib0 (qib0): GET/PUT by RDMA into host memory, then copied"
     assert {(e.source, e.value) for e in u.evidence} == {
         ("/etc/cuobj.json", "properties.rdma_dev_addr_list: ib0"),
-        ("/sys/class/infiniband/qib0", "present"),
+        ("/sys/class/infiniband/qib0/ports/*/state", "port 1: 4: ACTIVE"),
     }
     (r,) = [r for r in check_untraced(ctx) if r.id == "untraced.cuobject_rdma"]
     assert r.status == Status.INFO and r.summary.endswith(f"its transfers are {INVISIBLE}")
@@ -147,3 +149,22 @@ def test_trace_summary_carries_and_prints_the_untraced_answer(h200):
     assert "not seen by the trace:" in text
     assert f"the trace saw no file I/O; the node's paths below are {INVISIBLE}" in text
     assert "NVMe controllers on a kernel-bypass driver: NVMe 0000:02:00.0" in text
+
+
+def test_the_trace_result_is_built_with_the_untraced_answer_from_the_classifiers_node(h200):
+    """trace/live.py's _finish (the live trace's and the replay's one end): the classifier's node
+    facts give the summary's untraced; without them (a replay) it is null."""
+    from gdsdiag.trace.classify import Classifier
+    from gdsdiag.trace.counted import CountedIo
+    from gdsdiag.trace.live import _finish
+    from gdsdiag.trace.tally import RouteTally
+
+    cf.add_bypassed_nvme(h200)
+    clf = Classifier()
+    res = _finish(clf, CountedIo(), RouteTally(), attached=[], failed=[], lost=0, events=0)
+    assert res.untraced is None and res.summary_json()["untraced"] is None
+    clf = Classifier()
+    clf.node = _node(h200)
+    res = _finish(clf, CountedIo(), RouteTally(), attached=[], failed=[], lost=0, events=0)
+    assert res.untraced == untraced_why(clf.node, [])
+    assert res.summary_json()["untraced"]["why_chain"][0]["value"].endswith(INVISIBLE)

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..platform import netaddr
 from ..routes import Route
 from ..verdicts import Status
 from .context import CheckContext
@@ -75,14 +76,16 @@ class UntracedPath:
         }
 
 
-def nvme_bypass(ctx: CheckContext) -> tuple[list[UntracedPath], int]:
-    """The NVMe functions bound to a kernel-bypass driver, and how many NVMe functions were read."""
+def nvme_bypass(ctx: CheckContext) -> tuple[list[UntracedPath], dict[str, int]]:
+    """The NVMe functions bound to a kernel-bypass driver, and every NVMe function's driver counted
+    ("none" for a function bound to no driver)."""
     from ..topology.model import Role
 
     out = []
-    nvme = ctx.topology.by_role(Role.NVME)
-    for d in sorted(nvme, key=lambda d: d.bdf):
+    drivers: dict[str, int] = {}
+    for d in sorted(ctx.topology.by_role(Role.NVME), key=lambda d: d.bdf):
         drv = d.fn.driver
+        drivers[drv or "none"] = drivers.get(drv or "none", 0) + 1
         if drv not in BYPASS_DRIVERS:
             continue
         base = f"/sys/bus/pci/devices/{d.bdf}"
@@ -96,7 +99,7 @@ def nvme_bypass(ctx: CheckContext) -> tuple[list[UntracedPath], int]:
                 [Evidence(f"{base}/driver", drv), Evidence(f"{base}/class", f"0x{d.fn.class_code or 0:06x}")],
             )
         )
-    return out, len(nvme)
+    return out, drivers
 
 
 def cuobject_rdma(ctx: CheckContext, endpoints=None) -> list[UntracedPath]:
@@ -109,7 +112,10 @@ def cuobject_rdma(ctx: CheckContext, endpoints=None) -> list[UntracedPath]:
         if e.route not in (Route.RDMA, Route.DRAM_BOUNCE):
             continue
         ev = [Evidence(ctx.cuobj.path or "cuobj.json", f"properties.rdma_dev_addr_list: {e.endpoint}")]
-        ev += [Evidence(f"/sys/class/infiniband/{d}", "present") for d in e.rdma_devices[:4]]
+        for d in e.rdma_devices[:4]:
+            ev.append(
+                Evidence(f"/sys/class/infiniband/{d}/ports/*/state", "; ".join(netaddr.active_ports(ctx.fs, d)[1]))
+            )
         into = "GPU memory" if e.route == Route.RDMA else "host memory, then copied"
         out.append(
             UntracedPath(
@@ -131,7 +137,7 @@ def check_untraced(ctx: CheckContext) -> list[CheckResult]:
     """One result per kind: the paths as evidence. INFO where one exists (a fact of the node, not a
     fault: the trace's why names it), PASS where the NVMe functions are all the kernel's."""
     out = []
-    bypassed, n = nvme_bypass(ctx)
+    bypassed, drivers = nvme_bypass(ctx)
     title = "NVMe controllers on a kernel-bypass driver"
     if bypassed:
         out.append(
@@ -146,19 +152,15 @@ def check_untraced(ctx: CheckContext) -> list[CheckResult]:
                 "(SPDK: scripts/setup.sh reset)",
             )
         )
-    elif n:
+    elif drivers:
+        seen = ", ".join(f"{k}: {v}" for k, v in sorted(drivers.items()))
         out.append(
             CheckResult(
                 NVME_ID,
                 title,
                 Status.PASS,
-                f"all {n} NVMe controller(s) on a kernel driver",
-                [
-                    Evidence(
-                        "/sys/bus/pci/devices/*/driver",
-                        f"{n} NVMe function(s), none on vfio-pci/uio_pci_generic/igb_uio",
-                    )
-                ],
+                f"no NVMe controller on a kernel-bypass driver (drivers bound: {seen})",
+                [Evidence("/sys/bus/pci/devices/*/driver of class 0x010802", seen)],
             )
         )
     rdma = cuobject_rdma(ctx)
