@@ -145,7 +145,10 @@ def check_untraced(ctx: CheckContext) -> list[CheckResult]:
                 NVME_ID,
                 title,
                 Status.INFO,
-                "; ".join(p.deciding for p in bypassed[:8]) + f": their I/O is {INVISIBLE}",
+                f"{len(bypassed)} NVMe controller(s) off the kernel's nvme driver ("
+                + ", ".join(f"{p.target} {e.value}" for p in bypassed[:8] for e in p.evidence[:1])
+                + (", …" if len(bypassed) > 8 else "")
+                + f"): their I/O is {INVISIBLE}",
                 [e for p in bypassed for e in p.evidence][:32],
                 SPDK_SOURCE,
                 "none needed for the node; to trace a program's I/O on it, bind it back to nvme "
@@ -170,7 +173,10 @@ def check_untraced(ctx: CheckContext) -> list[CheckResult]:
                 CUOBJ_ID,
                 "cuObject over RDMA",
                 Status.INFO,
-                "; ".join(p.deciding for p in rdma[:8]) + f": its transfers are {INVISIBLE}",
+                f"{len(rdma)} cuObject endpoint(s) with an RDMA path ("
+                + ", ".join(f"{p.target} {p.route.value}" for p in rdma[:8])
+                + (", …" if len(rdma) > 8 else "")
+                + f"): their transfers are {INVISIBLE}",
                 [e for p in rdma for e in p.evidence][:32],
                 CUOBJ_SOURCE,
             )
