@@ -17,6 +17,7 @@ the files that would differ replaced. Each value below names its source.
 
 import gzip
 import os
+import re
 import shutil
 import tarfile
 
@@ -155,3 +156,71 @@ def set_link(root, bdf="0000:00:06.0", speed_gts=None, width=None):
     cfg[ptr + 0x12], cfg[ptr + 0x13] = sta & 0xFF, sta >> 8
     with open(os.path.join(dev, "config"), "wb") as f:
         f.write(cfg)
+
+
+UNTRACED = os.path.join(HERE, "fixtures", "untraced")
+# "BDF (VVVV DDDD): nvme -> DRIVER", SPDK scripts/setup.sh's line for a function it rebinds
+_SETUP_SH_LINE = re.compile(
+    r"^([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) \(([0-9a-f]{4}) ([0-9a-f]{4})\): (\S+) -> (\S+)$"
+)
+# "BB:DD.F CCCC: VVVV:DDDD (rev RR)", `lspci -n`, and the driver the capture binds it to next
+_LSPCI_N_LINE = re.compile(r"^\s*([0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) 0108: ([0-9a-f]{4}):([0-9a-f]{4})", re.M)
+
+
+def add_pci_function(root, bdf, class_code, vendor, device, driver):
+    """A PCI function as sysfs shows it: /sys/devices/pciDDDD:BB/<bdf> with class, vendor, device and
+    its driver link, and the /sys/bus/pci/devices/<bdf> link to it. Where it sits (a root-bus function
+    of its own host bridge) is not from a capture: the rules that use this read only class and driver."""
+    host = bdf[:7]
+    dev = os.path.join(root, "sys", "devices", f"pci{host}", bdf)
+    os.makedirs(dev, exist_ok=True)
+    for attr, value in (("class", f"0x{class_code:06x}"), ("vendor", f"0x{vendor:04x}"), ("device", f"0x{device:04x}")):
+        _write(root, f"/sys/devices/pci{host}/{bdf}/{attr}", value + "\n")
+    drivers = os.path.join(root, "sys", "bus", "pci", "drivers", driver)
+    os.makedirs(drivers, exist_ok=True)
+    os.symlink(os.path.relpath(drivers, dev), os.path.join(dev, "driver"))
+    bus = os.path.join(root, "sys", "bus", "pci", "devices")
+    os.makedirs(bus, exist_ok=True)
+    os.symlink(os.path.relpath(dev, bus), os.path.join(bus, bdf))
+
+
+def add_bypassed_nvme(root):
+    """The NVMe functions of tests/fixtures/untraced's captures, bound as the captures bind them:
+    SPDK setup.sh's "nvme -> uio_pci_generic" lines (spdk/spdk#1887; setup.sh rebinds only class
+    0x010802) and ssd-gpu-dma's SSD (`lspci -n` class 0108, 8086:f1a8, bound to vfio-pci; PR #23).
+    Returns the BDFs added."""
+    added = []
+    with open(os.path.join(UNTRACED, "spdk-1887-setup-sh.txt")) as f:
+        for line in f:
+            m = _SETUP_SH_LINE.match(line.strip())
+            if m and m.group(4) == "nvme":
+                add_pci_function(root, m.group(1), 0x010802, int(m.group(2), 16), int(m.group(3), 16), m.group(5))
+                added.append(m.group(1))
+    with open(os.path.join(UNTRACED, "ssd-gpu-dma-23-vfio.txt")) as f:
+        text = f.read()
+    m = _LSPCI_N_LINE.search(text)
+    assert m and "/sys/bus/pci/drivers/vfio-pci/new_id" in text
+    bdf = f"0000:{m.group(1)}"
+    add_pci_function(root, bdf, 0x010802, int(m.group(2), 16), int(m.group(3), 16), "vfio-pci")
+    added.append(bdf)
+    return added
+
+
+# "NVMe BDF VVVV DDDD NUMA DRIVER …", SPDK `scripts/setup.sh status`'s row of an NVMe function
+_STATUS_ROW = re.compile(
+    r"^NVMe\s+([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\s+([0-9a-f]{4})\s+([0-9a-f]{4})\s+\S+\s+(\S+)"
+)
+
+
+def add_kernel_nvme(root):
+    """The NVMe functions of spdk/spdk#1691's `setup.sh status` on the kernel's nvme driver (the
+    table's Driver column), those whose address the tree does not hold already (0000:00:06.0 is the GPU
+    machine's GPU). Returns the BDFs added."""
+    added = []
+    with open(os.path.join(UNTRACED, "spdk-1691-setup-sh-status.txt")) as f:
+        for line in f:
+            m = _STATUS_ROW.match(line)
+            if m and not os.path.lexists(os.path.join(root, "sys", "bus", "pci", "devices", m.group(1))):
+                add_pci_function(root, m.group(1), 0x010802, int(m.group(2), 16), int(m.group(3), 16), m.group(4))
+                added.append(m.group(1))
+    return added

@@ -14,9 +14,10 @@ from conftest import GDSDIAG
 
 from gdsdiag import cuobj_json
 from gdsdiag.check.context import CheckContext
+from gdsdiag.check.endpoints import endpoint_routes
 from gdsdiag.check.report import add_targets
 from gdsdiag.check.runner import run
-from gdsdiag.check.targets import endpoint_routes, visible_mounts
+from gdsdiag.check.targets import visible_mounts
 from gdsdiag.platform.fsroot import FsRoot
 from gdsdiag.routes import Route
 
@@ -161,7 +162,7 @@ def test_endpoint_address_on_a_root_without_proc_net_is_unknown(h200, tmp_path):
 
 
 def test_peer_memory_type_decides_gpu_memory(hwloc_trees, tmp_path):
-    from gdsdiag.check.targets import _gpu_memory, _peer_type
+    from gdsdiag.check.endpoints import _gpu_memory, _peer_type
 
     ctx = CheckContext(hwloc_trees["40intel64-2g2n4c+pci"], env={})
     ctx.__dict__["cuobj"] = _cuobj(tmp_path, {"rdma_peer_type": "dmabuf"})

@@ -13,6 +13,7 @@ from .context import CheckContext
 from .cuobj import check_cuobj
 from .known_issues import KNOWN_ISSUE_CHECKS
 from .model import CheckResult, Evidence, judged, plain
+from .untraced import check_untraced
 
 P2PDMA_MIN_OPEN_DRIVER = (565, 47)  # "Install OpenRM version 565.47 or above" (GDS support for NVMe, pre-installation)
 P2PDMA_MIN_KERNEL = (6, 2)  # GDS troubleshooting guide §14.1
@@ -898,4 +899,5 @@ NODE_CHECKS = (
     check_libcufile,
     check_container,
     *KNOWN_ISSUE_CHECKS,  # NVIDIA's Known Issues seen from the node (known_issues.py)
+    check_untraced,  # paths host tracing cannot see: kernel-bypass NVMe, cuObject over RDMA (untraced.py)
 )

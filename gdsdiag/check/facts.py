@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from ..routes import Route
 from ..verdicts import Status
 from .context import CheckContext
+from .model import INVISIBLE, UNTRACED_PREFIX
+
+__all__ = ["INVISIBLE", "Fact", "NodeFacts"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,9 @@ class NodeFacts:
     files: dict[str, tuple[Route, list[str], str]] = field(default_factory=dict)
     # the failed prerequisites of each direct route, in check order: (id, title, summary, source, fix)
     blockers: dict[Route, list[tuple[str, str, str, str, str]]] = field(default_factory=dict)
+    # paths host tracing cannot see (check/untraced.py's results: a kernel-bypass NVMe driver, cuObject
+    # over RDMA), each as (title, summary, first source)
+    untraced: list[tuple[str, str, str]] = field(default_factory=list)
     _ctx: CheckContext | None = None
     _ceilings: dict = field(default_factory=dict)  # (mount's device, to a GPU) -> ceiling.PathCeilings
 
@@ -69,6 +75,7 @@ class NodeFacts:
             except ValueError:
                 continue
         checks = {}
+        untraced: list[tuple[str, str, str]] = []
         blockers: dict[Route, list[tuple[str, str, str, str, str]]] = {}
         for c in doc.get("checks") or []:
             try:
@@ -79,6 +86,8 @@ class NodeFacts:
             src = ev[0].get("source", "") if ev and isinstance(ev[0], dict) else ""
             cid, summary, fix = str(c.get("id")), str(c.get("summary") or ""), str(c.get("fix") or "")
             checks[cid] = (status, summary, str(src), fix)
+            if cid.startswith(UNTRACED_PREFIX) and status in (Status.INFO, Status.WARN):
+                untraced.append((str(c.get("title") or cid), summary, str(src)))
             if status == Status.FAIL and c.get("route") in (Route.NVFS.value, Route.P2PDMA.value):
                 # (what `decide` names as the route's missing pieces: "NVFS route unavailable: …")
                 blockers.setdefault(Route(c["route"]), []).append(
@@ -93,6 +102,7 @@ class NodeFacts:
             bool(cfg is not None and cfg.get("properties.force_compat_mode") is True),
             cfg.get("properties.allow_compat_mode") if cfg is not None else None,
             blockers=blockers,
+            untraced=untraced,
             _ctx=ctx,
         )
 

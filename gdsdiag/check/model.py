@@ -12,6 +12,11 @@ if TYPE_CHECKING:
     from ..schema import check as schema
 
 
+UNTRACED_PREFIX = "untraced."  # check/untraced.py's ids: paths host tracing cannot see
+# what `check` and `trace` say of such a path (issue 47 goal 4)
+INVISIBLE = "invisible to host tracing — verify with `gdsdiag validate --proof`"
+
+
 def plain(value) -> str:
     """Evidence text a person reads (and JSON carries): never a Python repr such as None,
     {'n': 1} or [('a', 'b')]. A missing value says so."""

@@ -11,11 +11,14 @@ from .runner import CheckReport
 
 
 def add_targets(ctx, report: CheckReport) -> None:
-    """Per mount and per cuObject endpoint, the route I/O there would take (check/targets.py)."""
-    from .targets import endpoint_routes, mount_routes
+    """Per mount and per cuObject endpoint, the route I/O there would take (check/targets.py, check/endpoints.py)."""
+    from .endpoints import endpoint_routes
+    from .targets import mount_routes
+    from .untraced import untraced_paths
 
     report.mounts = mount_routes(ctx, report.verdict, [r for r in report.results if r.path is None])
     report.endpoints, report.endpoints_source = endpoint_routes(ctx)
+    report.untraced = untraced_paths(ctx, report.endpoints)
 
 
 def check(

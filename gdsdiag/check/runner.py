@@ -14,6 +14,7 @@ from .checks import NODE_CHECKS
 from .context import CheckContext
 from .model import CheckResult, EndpointRoute, Evidence, MountRoute, NodeVerdict, PathVerdict
 from .paths import analyse_path
+from .untraced import UntracedPath
 
 if TYPE_CHECKING:
     from ..schema import check as schema
@@ -27,6 +28,7 @@ class CheckReport:
     mounts: list[MountRoute] = field(default_factory=list)  # every mounted file system's route
     endpoints: list[EndpointRoute] = field(default_factory=list)  # cuobj.json's endpoints' routes
     endpoints_source: str = ""  # where the endpoints came from, or why there are none
+    untraced: list[UntracedPath] = field(default_factory=list)  # paths host tracing cannot see (untraced.py)
     gdscheck: list[schema.GdscheckRow] | None = None
     source: str = "/"
     problems: list[str] = field(default_factory=list)  # files the readers could not read, and why

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import Concatenate, ParamSpec
 
 from ..routes import Route
+from ..units import size_text
 from ..verdicts import Status
-from .facts import Fact, NodeFacts
+from .facts import INVISIBLE, Fact, NodeFacts
 from .paths import DENYLIST
 
 P = ParamSpec("P")
@@ -145,6 +146,63 @@ def _with_ceiling(
     return with_ceiling
 
 
+def untraced_facts(node: NodeFacts | None) -> list[Fact]:
+    """The node's paths host tracing cannot see (check/untraced.py), a fact each: what the trace's
+    answer cannot include, never left unsaid."""
+    if node is None:
+        return []
+    return [Fact(title, summary, source or "gdsdiag check") for title, summary, source in node.untraced]
+
+
+def _with_untraced(
+    why: Callable[Concatenate[dict, P], tuple[list[Fact], str]],
+) -> Callable[Concatenate[dict, P], tuple[list[Fact], str]]:
+    """WHY of a file's row with the node's untraceable paths as its last facts (contributing: they
+    decide nothing about this file's bytes, they say which bytes the trace could not have seen)."""
+
+    @functools.wraps(why)
+    def with_untraced(row: dict, *args: P.args, **kwargs: P.kwargs) -> tuple[list[Fact], str]:
+        facts, fix = why(row, *args, **kwargs)
+        node = args[0] if args else kwargs.get("node")
+        return facts + untraced_facts(node if isinstance(node, NodeFacts) else None), fix
+
+    return with_untraced
+
+
+# the routes whose bytes reached a GPU (a file's bytes the trace saw go to one)
+TO_GPU = (Route.NVFS, Route.P2PDMA, Route.RDMA, Route.PEER_GPU, Route.COMPAT, Route.DRAM_BOUNCE)
+
+
+def untraced_why(node: NodeFacts | None, files: list[dict]) -> dict | None:
+    """The trace's answer for bytes it cannot see: where the node has a path host tracing cannot see
+    (a kernel-bypass NVMe driver, cuObject over RDMA), the trace says so — how many file bytes it saw
+    reach a GPU (none, or some), the paths, and how to verify — instead of a silent nothing. None
+    where the node has no such path or its facts are not known (a replay)."""
+    facts = untraced_facts(node)
+    if not facts:
+        return None
+    seen = 0
+    for f in files:
+        for k, n in (f.get("routes") or {}).items():
+            try:
+                seen += n if Route(k) in TO_GPU else 0
+            except ValueError:
+                continue
+    if seen:
+        lead = f"the trace saw {size_text(seen)} of file bytes reach a GPU; bytes over the node's paths below are {INVISIBLE}"
+    elif files:
+        lead = f"the trace saw none reach a GPU ({len(files)} file(s), host I/O only); the node's paths below are {INVISIBLE}"
+    else:
+        lead = f"the trace saw no file I/O; the node's paths below are {INVISIBLE}"
+    return {
+        "seen_to_gpu_bytes": seen,
+        "why_chain": [x.to_json() for x in [Fact("the program's storage bytes", lead, TRACE, "decisive"), *facts]],
+        "fix": "run gdsdiag validate --proof on this node: it measures the route of each GPU × storage target "
+        "by cuFile's own counters; a user-space NVMe driver's reads (SPDK…) count only in its own statistics",
+    }
+
+
+@_with_untraced
 @_with_ceiling
 def file_why(
     row: dict,

@@ -18,6 +18,7 @@ def document(report) -> schema.CheckDoc:
         "paths": [p.to_json() for p in report.paths],
         "mounts": [m.to_json() for m in report.mounts],
         "objects": {"source": report.endpoints_source, "endpoints": [e.to_json() for e in report.endpoints]},
+        "untraced": [u.to_json() for u in report.untraced],
         "checks": [r.to_json() for r in report.results],
         "counts": {
             "PASS": _count(report, "PASS"),

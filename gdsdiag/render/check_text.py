@@ -76,6 +76,19 @@ def render(console: Console, report, verbose: bool = False) -> None:
         )
         if e.fix:
             _line(console, Text(f"    fix: {clip(e.fix, 2000)}"))
+    untraced = getattr(report, "untraced", [])
+    if untraced:
+        _line(
+            console,
+            Text("Paths host tracing cannot see (gdsdiag trace names them; validate --proof measures):", style="bold"),
+        )
+        for u in untraced:
+            _line(
+                console,
+                Text(f"  {clip(u.target)}: ")
+                + Text(u.route.value, style=f"bold {style(u.route)}")
+                + Text(f" — {clip(u.deciding)}"),
+            )
     for p in report.paths:
         pstyle = style(p.route)
         where = ", ".join(p.devices) or p.mount_point

@@ -286,6 +286,18 @@ def _render_files(console: Console, files: list[dict]) -> None:
         console.print(f"  … {len(files) - 40} more (all in --json)", style="dim")
 
 
+def _render_untraced(console: Console, u: dict | None) -> None:
+    """The node's paths host tracing cannot see (check/why.py untraced_why): said, never left out."""
+    if not u:
+        return
+    chain = u["why_chain"]
+    console.print("not seen by the trace:", style="bold yellow")
+    console.print(f"  {chain[0]['value']}", markup=False, highlight=False, soft_wrap=True)
+    for x in chain[1:]:
+        console.print(f"  {x['fact']}: {x['value']}", markup=False, highlight=False, soft_wrap=True)
+    console.print(f"  fix: {u['fix']}", markup=False, highlight=False, soft_wrap=True)
+
+
 def _render_block(console: Console, rows: list[dict]) -> None:
     if not rows:
         return
@@ -401,6 +413,7 @@ def render_summary(console: Console, res, as_json: bool) -> None:
                 bar = "*" * int(40 * c / top)
                 console.print(f"{lo:>10} -> {hi:<10} : {c:<8} |{bar:<40}|", markup=False)
     _render_files(console, getattr(res, "files", []))
+    _render_untraced(console, getattr(res, "untraced", None))
     _render_trees(console, getattr(res, "trees", []))
     _render_pods(console, getattr(res, "pods", []))
     _render_block(console, getattr(res, "block", []))

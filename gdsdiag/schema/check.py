@@ -56,6 +56,14 @@ class Endpoints(TypedDict):
     endpoints: list[EndpointRoute]
 
 
+class UntracedPath(TypedDict):
+    kind: str  # nvme_bypass | cuobject_rdma
+    target: str  # the PCI function, or the cuObject endpoint
+    route: str  # UNKNOWN (a bypassed NVMe function: the program picks the memory) | RDMA | DRAM_BOUNCE
+    deciding: str
+    evidence: list[Evidence]
+
+
 class Evidence(TypedDict):
     source: str
     value: str
@@ -96,6 +104,7 @@ class _CheckDoc(TypedDict):
     paths: list[PathResult]
     mounts: list[MountRoute]
     objects: Endpoints
+    untraced: list[UntracedPath]
     checks: list[CheckResult]
     counts: Counts
     exit_code: int

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TypedDict
 
+from .check import WhyFact
+
 
 class IoLine(TypedDict):
     """One I/O's route verdict (trace.model.classify)."""
@@ -195,6 +197,15 @@ class LostRow(TypedDict, total=False):
     in_files: int  # of ios, those counted under their file (host_io_counted rows with lost)
 
 
+class Untraced(TypedDict):
+    """The node's paths host tracing cannot see (check/why.py untraced_why): what the trace saw reach a
+    GPU from files, then the paths, and how to verify."""
+
+    seen_to_gpu_bytes: int
+    why_chain: list[WhyFact]
+    fix: str
+
+
 class Summary(TypedDict):
     type: str  # "summary"
     routes: dict[str, RouteStats]
@@ -220,6 +231,7 @@ class Summary(TypedDict):
     trees: list[TreeRow]
     block: list[BlockRow]
     pods: list[PodRow]
+    untraced: Untraced | None  # null where the node has no such path, or its facts are not known
 
 
 class _IntervalStats(TypedDict):

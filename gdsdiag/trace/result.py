@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
+from ..check.why import untraced_why
 from .model.cacheshare import CacheShare
 from .model.classify import exit_is_io
 from .model.tally import RouteTally, Unclassified, count_unclassified, merge_unclassified
@@ -43,6 +44,7 @@ class TraceResult:
     unclassified_at_stop: int = 0  # events queued and I/Os held for evidence a signal cut short (STOP_*_S)
     unclassified_by_process: list[dict] = field(default_factory=list)  # the same per process, their I/Os and bytes
     verdicts_not_printed: int = 0  # held verdicts past STOP_PRINT_S after a signal (in the totals)
+    untraced: dict | None = None  # the node's paths host tracing cannot see, and what was seen (check/why.py)
 
     def ios_lost(self) -> tuple[int, int]:
         """Reads and writes whose record the kernel could not send (ring full), and their bytes:
@@ -86,6 +88,7 @@ class TraceResult:
             "trees": cast("list[schema.TreeRow]", self.trees),
             "block": cast("list[schema.BlockRow]", self.block),
             "pods": cast("list[schema.PodRow]", self.pods),
+            "untraced": cast("schema.Untraced | None", self.untraced),
         }
 
 
@@ -169,13 +172,15 @@ def result_of(clf, counter, tally: RouteTally, **kw) -> TraceResult:
     ]
     trees = clf.tree_summary()
     annotate(trees, book, "root")  # (a tree's pod is its root's: a fork starts in its parent's cgroup)
+    files = clf.file_summary()
     return TraceResult(
         tally.ios,
         summary,
         processes=process_rows(clf, rows, book),
         counted=rows,
         lost_by_process=named,
-        files=clf.file_summary(),
+        files=files,
+        untraced=untraced_why(clf.node, files),  # (the node's paths host tracing cannot see: check/why.py)
         trees=trees,
         pods=pod_rows(book, tally.by_pid, rows, cache_now(cache, rows, kw.pop("fills", None), book)),
         page_cache_by_pid=cache.by_pid() if cache is not None else {},

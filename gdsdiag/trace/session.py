@@ -544,7 +544,7 @@ class TraceSession:
         # (waited for only where a file's why needs it: a trace of host I/O alone ends at once)
         node = self._node
         if node is not None:
-            if clf.needs_node_facts():
+            if clf.needs_node_facts(any(x["kind"] in ("libcuda", "libcufile") and x["pids"] for x in probes.libraries)):
                 clf.node = node.result()
                 clf.node_missing = node.missing
             else:

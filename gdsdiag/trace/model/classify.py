@@ -2285,10 +2285,14 @@ class Classifier:
                 d, n = d + got[0], n + got[1]
         return d, n
 
-    def needs_node_facts(self) -> bool:
+    def needs_node_facts(self, gpu_program: bool = False) -> bool:
         """Whether a file's why will ask for the node's facts (trace/why.py: its COMPAT or
-        DRAM_BOUNCE bytes)."""
-        return any(f["routes"].get(Route.COMPAT) or f["routes"].get(Route.DRAM_BOUNCE) for f in self.files.values())
+        DRAM_BOUNCE bytes), or the trace's answer for bytes it cannot see: a GPU_PROGRAM (it mapped
+        libcuda or libcufile) none of whose file bytes the trace saw reach a GPU (check/why.py
+        untraced_why: a kernel-bypass NVMe driver or cuObject over RDMA on the node)."""
+        if any(f["routes"].get(Route.COMPAT) or f["routes"].get(Route.DRAM_BOUNCE) for f in self.files.values()):
+            return True
+        return gpu_program and not any(Route(k).is_p2p for f in self.files.values() for k in f["routes"])
 
     def _cufile_unused(self, pids) -> str | None:
         """'libcufile loaded, no cuFile I/O' for the file's processes that loaded libcufile (mapped
