@@ -318,7 +318,7 @@ class CallMatcher:
     def _folded(self, p: Pending, e: Event) -> None:
         """The evidence the call's own thread gave, sent with its exit (record version 4, probes/
         cufile_trace.c api_fold_t): args [ret, syscalls, their fd, their id, USDT hits, their bytes,
-        the probe's ROUTE_USDT index]. Added as match_call and on_evidence add the same evidence
+        the probe's ROUTE_USDT index]. Added as match_call and on_usdt add the same evidence
         sent one record each: the same labels, counts and kinds, so the verdict is the same."""
         _, n_sys, fd, sys_id, n_usdt, nbytes, rid = e.args[:7]
         api = SYS_NAMES.get(sys_id) if n_sys else None
@@ -423,36 +423,39 @@ class CallMatcher:
         out.sort(key=lambda p: (p.tid != e.tid, -p.t_start))
         return out
 
-    def on_evidence(self, e: Event) -> None:
-        name = e.name
+    def on_usdt(self, e: Event) -> None:
+        """A libcufile USDT probe fired: evidence for the call it fired in."""
         a = e.args
-        if e.kind == "usdt":
-            hit = _USDT.get(name)
-            if hit is None:
-                hit = _usdt_hit(name)
-            kind, matched, op, label = hit
-            if matched:
-                # the probe fires per syscall of the call (libcufile splits large requests): matched to
-                # the call covering its file offset; only the POSIX probes carry offset and size
-                px = kind == "px"
-                off = a[1] if px and len(a) > 1 else None
-                nbytes = a[2] if px and len(a) > 2 else 0
-                cands = self.candidates(e, op, off)
-                if cands:
-                    cands[0].add(label, kind, e.ts, nbytes)
-                return
+        hit = _USDT.get(e.name)
+        if hit is None:
+            hit = _usdt_hit(e.name)
+        kind, matched, op, label = hit
+        if matched:
+            # the probe fires per syscall of the call (libcufile splits large requests): matched to
+            # the call covering its file offset; only the POSIX probes carry offset and size
+            px = kind == "px"
+            off = a[1] if px and len(a) > 1 else None
+            nbytes = a[2] if px and len(a) > 2 else 0
+            cands = self.candidates(e, op, off)
+            if cands:
+                cands[0].add(label, kind, e.ts, nbytes)
+            return
+        for p in self.candidates(e, None, None)[:1]:
+            p.add(label, kind, e.ts)
+
+    def on_kprobe(self, e: Event) -> None:
+        """A kernel return probe (nvidia-fs, PCI P2PDMA): evidence by its return value."""
+        name, a = e.name, e.args
+        ret = a[0] if a else 0
+        rule = KPROBE_EVIDENCE.get(name)
+        kind = rule(ret) if rule is not None else ""
+        if kind:
             for p in self.candidates(e, None, None)[:1]:
-                p.add(label, kind, e.ts)
-            return
-        if e.kind == "kprobe":
-            ret = a[0] if a else 0
-            rule = KPROBE_EVIDENCE.get(name)
-            kind = rule(ret) if rule is not None else ""
-            if kind:
-                for p in self.candidates(e, None, None)[:1]:
-                    p.add(f"kprobe {name}={ret}", kind, e.ts)
-            return
-        # syscalls
+                p.add(f"kprobe {name}={ret}", kind, e.ts)
+
+    def on_syscall(self, e: Event) -> None:
+        """An nvidia-fs ioctl, or an io_submit / io_uring_enter: evidence for the calls in flight."""
+        name, a = e.name, e.args
         if name == "ioctl":
             cmd = a[4] if len(a) > 4 else 0
             label = NVFS_IOCTLS.get(cmd, hex(cmd))

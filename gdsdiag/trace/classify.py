@@ -93,7 +93,7 @@ class Classifier:
         self.counts = {"events": 0, "api_calls": 0, "unmatched_exits": 0, "small_io": 0}
         self._comms: dict[bytes, str] = {}  # feed_whole, _feed_bounces: a record's comm bytes -> its text
         self.flow = DataFlow(state.job_of)  # file bytes in host memory and the copies that take them
-        self.calls = CallMatcher(state, self.counts, self._comms)
+        self.calls = calls = CallMatcher(state, self.counts, self._comms)
         self.host = HostVerdicts(state, self.flow)
         self.books = Accounts(state, self.flow)
         # (the collaborators' own tables, under the names the live trace, the tests and the
@@ -123,6 +123,7 @@ class Classifier:
         # (bound once: the hot path's calls)
         self.job_of, self._proc, self._is_data_path = state.job_of, state.proc, state.is_data_path
         self._data_paths = state.data_paths
+        self._call_enter, self._call_exit, self._match_call = calls.on_api_enter, calls.on_api_exit, calls.match_call
         self._handlers = {
             "sys_exit": self._on_syscall,
             "open": state.on_open,
@@ -138,8 +139,8 @@ class Classifier:
             "rename": self._on_rename,
             "said": state.on_said,
             "blk_issue": self.books.on_block,
-            "usdt": self.calls.on_evidence,
-            "kprobe": self.calls.on_evidence,
+            "usdt": self.calls.on_usdt,
+            "kprobe": self.calls.on_kprobe,
         }
 
     # -- what the collaborators hold, under the classifier's names ----------------------------------
@@ -369,7 +370,7 @@ class Classifier:
         if len(a) < 7:
             a = a + [0] * 7
         if name == "ioctl" or name in ("io_submit", "io_uring_enter"):
-            self.calls.on_evidence(e)
+            self.calls.on_syscall(e)
             return
         ret = a[5] if a[5] < 1 << 63 else a[5] - (1 << 64)
         op: str | None = _RW_OP.get(name)
@@ -398,7 +399,7 @@ class Classifier:
         self._host_io(e, name, op, d.path, off, size, ret, buf, a[6], "")
 
     def _host_io(self, e, api, op, path, off, size, ret, buf, lat, note) -> None:
-        if self.pending and self.calls.match_call(e, api, op, off, path):
+        if self.pending and self._match_call(e, api, op, off, path):
             return
         if path is not None and not self._data_paths.get(path, None) and not self._is_data_path(path):
             return
@@ -418,7 +419,7 @@ class Classifier:
     # -- cuFile calls (calls.py) and CUDA copies (hostio.py) -------------------------------------------
     def _on_api_enter(self, e: Event) -> None:
         if e.name != "cuMemcpy":
-            self.calls.on_api_enter(e)
+            self._call_enter(e)
             return
         self.host.note_copy(e)
         a = e.args
@@ -432,7 +433,7 @@ class Classifier:
             self._take_flow()
 
     def _on_api_exit(self, e: Event) -> None:
-        v = self.calls.on_api_exit(e)
+        v = self._call_exit(e)
         if v is not None:
             self._emit(v)
 
