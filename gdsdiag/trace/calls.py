@@ -225,8 +225,9 @@ class CallMatcher:
     """The cuFile calls not yet decided (``pending``), each thread's calls open (``api_stack``), and
     the evidence matched to them."""
 
-    def __init__(self, state: ProcState, counts: dict[str, int], comms: dict[bytes, str]):
+    def __init__(self, state: ProcState, counts: dict[str, int], comms: dict[bytes, str], emit):
         self.state = state
+        self.emit = emit  # (the dispatcher's: where a call decided at its exit goes out, Classifier._emit)
         self.counts = counts  # (the classifier's: events, api_calls, unmatched_exits, small_io)
         self.comms = comms  # feed_whole: a record's comm bytes -> its text (shared with the bounce intake)
         self.pending = Calls()
@@ -264,9 +265,9 @@ class CallMatcher:
         self.pending.add(p)
         stack.append(p)
 
-    def on_api_exit(self, e: Event) -> schema.IoLine | None:
-        """A call ends: its verdict when it is decided now (its own thread's fold moved all its
-        bytes: whole_verdict), else None (held for evidence from other CPUs, FINALIZE_NS)."""
+    def on_api_exit(self, e: Event) -> None:
+        """A call ends: decided now and emitted when its own thread's fold moved all its bytes
+        (whole_verdict), else held for evidence from other CPUs (FINALIZE_NS)."""
         stack = self.api_stack.get((e.pid, e.tid))
         if not stack:
             self.counts["unmatched_exits"] += 1
@@ -274,9 +275,8 @@ class CallMatcher:
                 # its start was not seen (the trace attached mid-call, or the ring was full): the
                 # I/O it is still counts, with its bytes, but has no route
                 count_unclassified(self.unmatched, e.pid, 1, 1, max(e.args[0], 0), read=e.name == "cuFileRead")
-            return None
+            return
         p = stack.pop()
-        v = None
         if p.api == "cuFileDriverOpen" and e.args:
             self.state.cufile_calls.setdefault(e.pid, {})["cuFileDriverOpen"] = e.args[0] & 0xFFFFFFFF
         if p.api in _CUFILE_SYNC_IO:
@@ -293,7 +293,7 @@ class CallMatcher:
                 # them, searched by every later piece of evidence of the process, and each verdict
                 # 50 ms late). The same evidence and rules as after the hold.
                 self.pending.forget(p)
-                v = self.whole_verdict(p, e)
+                self.emit(self.whole_verdict(p, e))
             else:
                 if folded:
                     self._folded(p, e)
@@ -302,7 +302,6 @@ class CallMatcher:
                 self._retire_stale(stack)
         elif p.is_async:
             p.ret = e.args[0] if e.args else None  # the enqueue status; I/O follows on the stream
-        return v
 
     def _retire_stale(self, stack: list[Pending]) -> None:
         """A thread's cuFileRead/Write calls come one after another (the probes keep one call a

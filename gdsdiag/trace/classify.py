@@ -93,7 +93,7 @@ class Classifier:
         self.counts = {"events": 0, "api_calls": 0, "unmatched_exits": 0, "small_io": 0}
         self._comms: dict[bytes, str] = {}  # feed_whole, _feed_bounces: a record's comm bytes -> its text
         self.flow = DataFlow(state.job_of)  # file bytes in host memory and the copies that take them
-        self.calls = calls = CallMatcher(state, self.counts, self._comms)
+        self.calls = calls = CallMatcher(state, self.counts, self._comms, self._emit)
         self.host = HostVerdicts(state, self.flow)
         self.books = Accounts(state, self.flow)
         # (the collaborators' own tables, under the names the live trace, the tests and the
@@ -123,7 +123,8 @@ class Classifier:
         # (bound once: the hot path's calls)
         self.job_of, self._proc, self._is_data_path = state.job_of, state.proc, state.is_data_path
         self._data_paths = state.data_paths
-        self._call_enter, self._call_exit, self._match_call = calls.on_api_enter, calls.on_api_exit, calls.match_call
+        self._call_enter, self._match_call = calls.on_api_enter, calls.match_call
+        self._add_verdict = self.books.add_verdict
         self._handlers = {
             "sys_exit": self._on_syscall,
             "open": state.on_open,
@@ -133,7 +134,7 @@ class Classifier:
             "majflt": self._on_major_fault,
             "handle": state.on_handle,
             "api_enter": self._on_api_enter,
-            "api_exit": self._on_api_exit,
+            "api_exit": calls.on_api_exit,
             "bounces": self._on_bounces,
             "batch_req": self.calls.on_batch_req,
             "rename": self._on_rename,
@@ -432,11 +433,6 @@ class Classifier:
         if flow.done or flow.chunks or flow.expired_fills:
             self._take_flow()
 
-    def _on_api_exit(self, e: Event) -> None:
-        v = self._call_exit(e)
-        if v is not None:
-            self._emit(v)
-
     def whole_gate(self):
         """What wholecalls.py must leave to the event path: (processes with host I/O held here, which
         a call of theirs still in flight could claim at the hold's end; tid -> (pid, calls open on
@@ -491,7 +487,7 @@ class Classifier:
 
     def feed_whole(self, pairs, bounces=()) -> list[Event]:
         """Whole sync cuFile calls paired from the ring's records (wholecalls.WholeCalls.split):
-        each decided as _on_api_enter, _on_api_exit and the call matcher's whole_verdict decide it
+        each decided as _on_api_enter, the call matcher's on_api_exit and whole_verdict decide it
         (calls.CallMatcher.feed_whole), and put in the file account once per file, route and process
         of the batch (what _emit adds one verdict at a time). A call whose handle's file is not known
         here comes back as its two events, for the caller to feed in time order with the rest (its
@@ -620,7 +616,7 @@ class Classifier:
                 v["evidence"] = [*v["evidence"], f"{verb} as {was}, renamed to {final}"]
         self.out.append(v)
         if path:
-            self.books.add_verdict(v, was, cached, filled, how, inferred)  # type: ignore[arg-type]
+            self._add_verdict(v, was, cached, filled, how, inferred)  # type: ignore[arg-type]
 
     def flush(self, deadline: float | None = None) -> None:
         """Decide everything still held, as if its evidence were complete. DEADLINE (time.monotonic):
