@@ -36,6 +36,19 @@ class Route(str, Enum):
         return self in (Route.COMPAT, Route.DRAM_BOUNCE)
 
 
+class Confidence(str, Enum):
+    """How sure a route verdict is: a trace io line's "confidence" (docs/json.md), high | medium | low.
+    Decided by the two rule tables (trace/evidence.py: ROUTE_RULES for cuFile calls, HOST_RULES for
+    the I/O outside cuFile). A ``str`` enum, as Route, so the JSON and comparisons with the words hold."""
+
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 # A route mix: how many I/Os (or bytes) went by each route, as a sweep point's cuFile statistics
 # count them. A sweep point writes the counts as "route_mix" ({"NVFS": 3, "COMPAT": 1}) and its
 # route as the shares of the same mix ("route": {"NVFS": 0.75, "COMPAT": 0.25}: ``share_json``).

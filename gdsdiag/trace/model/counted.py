@@ -20,9 +20,12 @@ from __future__ import annotations
 
 from ...routes import Route
 from ...units import size_text
-from .classify import MIN_APP_IO
 from .events import Event, not_data
+from .evidence import HOST_RULE
+from .records import MIN_APP_IO
 
+# (evidence.HOST_RULES: the rows a counted I/O takes its route from)
+_NO_COPY, _ELSEWHERE, _LOST = HOST_RULE["no-copy"], HOST_RULE["elsewhere"], HOST_RULE["lost-in-kernel"]
 READS = {"pread64", "preadv", "preadv2", "read", "readv"}
 SCAN_MAX = 5_000_000  # (classify.RENAME_WORK_MAX: the same bound for the counters' opens)
 LOST_WHY = (
@@ -40,7 +43,7 @@ def size_class(bucket: int) -> str:
     return f"{size_text(lo)}-{size_text(2 * lo)}"
 
 
-# below this the reader drops host I/O as "small" (classify.MIN_APP_IO): classes up to 2 KiB-4 KiB
+# below this the reader drops host I/O as "small" (records.MIN_APP_IO): classes up to 2 KiB-4 KiB
 SMALL_BUCKET = MIN_APP_IO.bit_length() - 1
 
 
@@ -77,7 +80,7 @@ class CountedIo:
         """The files opened as OLD (or under it) are NEW from now on (the classifier resolved both:
         Classifier._on_rename). A counter's I/O all came before its row is read: its file's last
         name is the one to show."""
-        from .classify import _moved
+        from .procstate import moved as _moved
 
         if not old or not new:
             return
@@ -141,7 +144,7 @@ class CountedIo:
                 "bytes": nbytes,
                 "errors": errors,
                 "mean_latency_us": round(lat_ns / count / 1000, 2) if count else None,
-                "route": Route.HOST if why is None else Route.UNKNOWN,
+                "route": (_NO_COPY if why is None else _LOST if lost else _ELSEWHERE).route,
             }
             if why is not None:
                 row["why"] = why

@@ -226,7 +226,7 @@ class Source:
 
 
 class TakenRead(Source):
-    """A read one copy took whole, its verdict made elsewhere (Classifier._on_bounces), kept in its
+    """A read one copy took whole, its verdict made elsewhere (hostio.HostVerdicts.bounces), kept in its
     process's queues behind reads that wait for a copy (DataFlow.add_taken): where the model's
     readers find it, a Source whose bytes are all taken. What a copy never sets on such a read is
     the class's; what DataFlow sets on it (seq, until) is its own. A bounce stream keeps one a verdict
@@ -278,7 +278,7 @@ class TakenRead(Source):
 
 
 class Taken:
-    """A read whose bytes a copy took, decided elsewhere (Classifier._on_bounces): what DataFlow._direct
+    """A read whose bytes a copy took, decided elsewhere (hostio.HostVerdicts.bounces): what DataFlow._direct
     reads of a Source it finds by its buffer, finished."""
 
     __slots__ = ("pid", "buf", "size", "ts", "until")
@@ -519,7 +519,7 @@ class DataFlow:
 
     def add_taken(self, srcs: list[Source]) -> None:
         """Reads of one process, oldest first, each taken whole by one copy and decided elsewhere
-        (Classifier._on_bounces): what add_read makes of each in turn, in one pass (per read, add_read
+        (hostio.HostVerdicts.bounces): what add_read makes of each in turn, in one pass (per read, add_read
         cost as much as the rest of such a verdict). Fills to absorb are looked for only where they
         can be: a process whose page fills come, or with fills of these files waiting."""
         pid = srcs[0].pid

@@ -48,7 +48,7 @@ NVFS_IOCTLS = {
 # counted in the kernel, gdsdiag/trace/model/counted.py) close the recording; no unnamed_open events
 # 4: a cuFileRead/Write's exit carries in a1..a6 the evidence its own thread gave (its pread64/pwrite64
 # and cufio_px_* USDT hits, not sent as their own records): syscalls, fd, syscall id, USDT hits,
-# their bytes, the probe's index in evidence.ROUTE_USDT (classify.Classifier._folded)
+# their bytes, the probe's index in evidence.ROUTE_USDT (calls.CallMatcher._folded)
 # 5: a CUDA copy carries in a6 what the probe read of its host source (content.CopySample); "content"
 # events hold the live trace's comparisons of those with the files' bytes (content.py); renames,
 # io_uring registrations and io_uring_rw requests with their buffer, thread exits (a gdsdiag that

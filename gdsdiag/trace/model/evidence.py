@@ -6,16 +6,18 @@ this module what it means. Two tables:
 - ``USDT_EVIDENCE`` / ``KPROBE_EVIDENCE`` / ``SYSCALL_EVIDENCE``: a probe (and, for kernel returns, its
   return value) → an evidence *kind* for the cuFile call it fired inside;
 - ``ROUTE_RULES``: evidence kinds seen inside one cuFile call → its route, subtype and confidence, the
-  first rule that matches wins (strongest first).
+  first rule that matches wins (strongest first);
+- ``HOST_RULES``, beside it: what was found of a file I/O outside cuFile (the data-flow model's
+  finding, dataflow.py, or the CUDA copy a write carries, hostio.py) → its route and confidence.
 
-Host I/O outside cuFile is decided by the data-flow model (dataflow.py): DRAM_BOUNCE or HOST.
+Every route and confidence a verdict of the trace gives is written in these two tables.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...routes import Route
+from ...routes import Confidence, Route
 
 # libcufile USDT probe (provider:name, as in .note.stapsdt) → evidence kind. "matched" probes carry the
 # file offset (arg 2) and size (arg 3) and are matched to the call covering that offset; the others go
@@ -94,22 +96,29 @@ class RouteRule:
     any_of: frozenset[str]  # the rule matches when one of these kinds fired inside the call
     route: Route
     subtype: str | None
-    confidence: str
+    confidence: Confidence
     all_of: frozenset[str] = frozenset()  # … and, for its confidence, all of these
-    else_confidence: str = ""  # confidence when all_of is not met
+    else_confidence: Confidence = Confidence.LOW  # confidence when all_of is not met
 
 
 ROUTE_RULES: tuple[RouteRule, ...] = (
-    RouteRule(frozenset({"gds", "nvfs_k"}), Route.NVFS, "nvidia-fs", "high"),
-    RouteRule(frozenset({"nvfs_ioctl"}), Route.NVFS, "nvidia-fs", "medium"),
-    RouteRule(frozenset({"p2pdma"}), Route.P2PDMA, "pci-p2pdma", "high"),
-    RouteRule(frozenset({"rdma"}), Route.RDMA, "rdma", "high"),
-    RouteRule(frozenset({"dr"}), Route.PEER_GPU, "dynamic-routing", "medium"),
-    RouteRule(frozenset({"px", "posix", "aio"}), Route.COMPAT, None, "high", frozenset({"px", "posix"}), "medium"),
+    RouteRule(frozenset({"gds", "nvfs_k"}), Route.NVFS, "nvidia-fs", Confidence.HIGH),
+    RouteRule(frozenset({"nvfs_ioctl"}), Route.NVFS, "nvidia-fs", Confidence.MEDIUM),
+    RouteRule(frozenset({"p2pdma"}), Route.P2PDMA, "pci-p2pdma", Confidence.HIGH),
+    RouteRule(frozenset({"rdma"}), Route.RDMA, "rdma", Confidence.HIGH),
+    RouteRule(frozenset({"dr"}), Route.PEER_GPU, "dynamic-routing", Confidence.MEDIUM),
+    RouteRule(
+        frozenset({"px", "posix", "aio"}),
+        Route.COMPAT,
+        None,
+        Confidence.HIGH,
+        frozenset({"px", "posix"}),
+        Confidence.MEDIUM,
+    ),
 )
 
 
-def decide(kinds: set[str]) -> tuple[Route, str | None, str, list[str]]:
+def decide(kinds: set[str]) -> tuple[Route, str | None, Confidence, list[str]]:
     """(route, subtype, confidence, notes) of a cuFile call from the evidence kinds that fired in it."""
     notes: list[str] = []
     for rule in ROUTE_RULES:
@@ -121,14 +130,14 @@ def decide(kinds: set[str]) -> tuple[Route, str | None, str, list[str]]:
                 notes.append("some requests mapped CPU pages")
             return rule.route, rule.subtype, conf, notes
     if "bb" in kinds:
-        return Route.UNKNOWN, None, "low", ["bounce-buffer probes only"]
-    return Route.UNKNOWN, None, "low", ["no route evidence fired inside this call"]
+        return Route.UNKNOWN, None, Confidence.LOW, ["bounce-buffer probes only"]
+    return Route.UNKNOWN, None, Confidence.LOW, ["no route evidence fired inside this call"]
 
 
-_DECIDED: dict[frozenset[str], tuple[Route, str | None, str, tuple[str, ...]]] = {}
+_DECIDED: dict[frozenset[str], tuple[Route, str | None, Confidence, tuple[str, ...]]] = {}
 
 
-def decide_once(kinds: set[str]) -> tuple[Route, str | None, str, tuple[str, ...]]:
+def decide_once(kinds: set[str]) -> tuple[Route, str | None, Confidence, tuple[str, ...]]:
     """``decide``, asked once per set of kinds (a dozen kinds: a few sets ever fire), not per call."""
     key = frozenset(kinds)
     hit = _DECIDED.get(key)
@@ -136,3 +145,54 @@ def decide_once(kinds: set[str]) -> tuple[Route, str | None, str, tuple[str, ...
         route, sub, conf, notes = decide(kinds)
         hit = _DECIDED[key] = (route, sub, conf, tuple(notes))
     return hit
+
+
+@dataclass(frozen=True)
+class HostRule:
+    finding: str  # what was found of the I/O (the name the verdict code asks for)
+    route: Route
+    confidence: Confidence
+    why: str  # (for the reader of this table: what makes it so)
+
+
+# A file I/O outside cuFile (read, write, io_uring, AIO, in-kernel copies, mmap page-cache fills):
+# what was found of its bytes → its route and confidence. hostio.py finds which row applies (the
+# data-flow model's Source, a write's copy); counted.py gives the kernel-counted I/O their route.
+HOST_RULES: tuple[HostRule, ...] = (
+    HostRule(
+        "direct", Route.DRAM_BOUNCE, Confidence.HIGH, "a CUDA copy of the I/O's own buffer: the address proves it"
+    ),
+    HostRule(
+        "direct-no-address",
+        Route.DRAM_BOUNCE,
+        Confidence.MEDIUM,
+        "a copy matched by direction and size: the I/O's buffer address was not traced (io_uring, v1 records)",
+    ),
+    HostRule("staged-checked", Route.DRAM_BOUNCE, Confidence.HIGH, "a staged copy whose source holds the file's bytes"),
+    HostRule("staged-by-order", Route.DRAM_BOUNCE, Confidence.LOW, "a staged copy tied to the bytes by order only"),
+    HostRule("staged-rivals", Route.DRAM_BOUNCE, Confidence.LOW, "a copy other files' bytes waited for too"),
+    HostRule("recopy", Route.DRAM_BOUNCE, Confidence.LOW, "a copy from a buffer whose read's bytes were all taken"),
+    HostRule("decoded", Route.DRAM_BOUNCE, Confidence.LOW, "a copy that took other bytes of the file (a decode)"),
+    HostRule(
+        "write-inferred",
+        Route.DRAM_BOUNCE,
+        Confidence.MEDIUM,
+        "a write after a device-to-host copy of its size into another buffer, or into one of its iovecs",
+    ),
+    HostRule("not-its-bytes", Route.UNKNOWN, Confidence.LOW, "copies followed, but their content is not these bytes"),
+    HostRule("elsewhere", Route.UNKNOWN, Confidence.LOW, "copies of its tree no read explains: maybe these bytes"),
+    HostRule(
+        "lost-in-kernel",
+        Route.UNKNOWN,
+        Confidence.LOW,
+        "counted by the kernel with its file and bytes, its records dropped (the events ring was full)",
+    ),
+    HostRule("no-copy", Route.HOST, Confidence.MEDIUM, "no CUDA copy took its bytes"),
+    HostRule(
+        "no-copy-by-elimination",
+        Route.HOST,
+        Confidence.LOW,
+        "no copy taken, but a copy by order, or a larger copy, could have carried these bytes",
+    ),
+)
+HOST_RULE = {r.finding: r for r in HOST_RULES}

@@ -2,7 +2,7 @@
 
 Why: a COMPAT stream is two records a call (the enter, and the exit carrying the evidence its own
 thread gave: record version 4), and the classifier decides such a call at its exit from that fold
-alone (classify.Classifier._whole_verdict). Decoding both records into Events, keeping the call on
+alone (calls.CallMatcher.whole_verdict). Decoding both records into Events, keeping the call on
 its thread's stack and among the calls in flight, and popping it again cost most of the ~20 µs a
 verdict the GPU machine measured: a third of the 100k verdicts/s the trace is meant to follow
 (docs/benchmarks.md, "How far Python alone can go"). Here numpy pairs the two records of such
