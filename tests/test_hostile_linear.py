@@ -100,3 +100,39 @@ def test_a_crafted_recording_at_the_event_limit_stays_within_the_memory_bound(tm
         assert "took more than 512 MiB" in err and err.count("\\n") == 1, err
     assert int(maxrss_kib) << 10 < REPLAY_MEMORY + (160 << 20), maxrss_kib
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # (the test's own process: untouched)
+
+
+def test_a_replay_never_probes_or_loads_a_library_its_recording_names(tmp_path):
+    """A replay is a TraceSession over offline probes: the live loop's step probes each libcuda or
+    libcufile a process opens (and a libcuda's cuGetProcAddress answers come from a child that loads
+    it). In a replay those paths are the recording's words: a planted libcuda.so.1 named by an open,
+    an exec and a mapping must never be read, probed or loaded; its constructor would run as root."""
+    import shutil
+    import subprocess
+
+    from conftest import GDSDIAG
+
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc to build the planted library")
+    lib_dir = tmp_path / "planted"
+    lib_dir.mkdir()
+    mark = tmp_path / "ran"
+    src = lib_dir / "p.c"
+    src.write_text(
+        "#include <stdio.h>\n__attribute__((constructor)) static void planted(void) "
+        f'{{ FILE *f = fopen("{mark}", "w"); if (f) fclose(f); }}\n'
+    )
+    lib = lib_dir / "libcuda.so.1"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True, timeout=60)
+    rec = _recording(
+        tmp_path / "r.jsonl",
+        3,
+        lambda i: [
+            [1, 5, 5, "open", "openat", [3], "c", str(lib)],
+            [2, 5, 5, "proc", "exec", [5], "c", str(lib)],
+            [3, 5, 5, "fd", "mmap", [3, 1 << 40, 4096], "c", str(lib)],
+        ][i],
+    )
+    r = subprocess.run([*GDSDIAG, "trace", "--replay", rec, "--json"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert not mark.exists(), "the replay loaded the library its recording named"

@@ -162,66 +162,89 @@ def _in_time_order(rec, path: str):
         yield heapq.heappop(heap)[2]
 
 
-def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
-    """Classify a recording as the live trace did: events in time order, each verdict handed to
-    ON_VERDICT as it is decided. The file is read twice and never held: the first read finds how
-    far out of time order its events come (ring buffers of several CPUs, a few ms), the second
-    feeds them through a heap of that width (memory: the events of that span, not the recording).
-    The verdicts come out in time order through a second, bounded heap (REORDER_NS, REORDER_MAX)."""
-    import heapq
+class _InTimeOrder:
+    """A replay's printer: verdicts handed out in time order, as a replay always printed them,
+    though they are decided later than their I/O (a read waits for its copy). Each waits in a heap
+    until the recording is REORDER_NS past it, at most REORDER_MAX of them (memory: then the oldest
+    go first); only those of files under the path filter (a recording of an older release kept
+    others)."""
 
-    from .model.counted import CountedIo
+    def __init__(self, clf: Classifier, on_verdict) -> None:
+        self.clf, self.on_verdict = clf, on_verdict
+        self.ready: list = []
+        self.decided = 0
+
+    def many(self, part: list) -> None:
+        import heapq
+
+        for v in part:
+            if v["path"] is None or self.clf._path_ok(v["path"]):
+                heapq.heappush(self.ready, (v["ts"], self.decided, v))
+                self.decided += 1
+        self.release()
+
+    def release(self, final: bool = False) -> None:
+        import heapq
+
+        horizon = self.clf.now - REORDER_NS
+        ready = self.ready
+        while ready and (final or ready[0][0] < horizon or len(ready) > REORDER_MAX):
+            self.on_verdict(heapq.heappop(ready)[2])
+
+
+def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
+    """Classify a recording as the live trace did: a TraceSession over offline probes (no program,
+    no rings, no library of this node ever probed or loaded: the recording is anyone's file), fed
+    the recording's events in time order, each verdict handed to ON_VERDICT in time order
+    (_InTimeOrder). The file is read twice and never held: the first read finds how far out of
+    time order its events come (ring buffers of several CPUs, a few ms), the second feeds them
+    through a heap of that width (memory: the events of that span, not the recording)."""
+    from .probes.bpf import Probes
     from .recording import Recording
+    from .session import TraceSession
 
     rec = Recording(path)
     header = rec.header
     clf = _replay_classifier(rec, path_filter)
-    counter = CountedIo()
-    tally = RouteTally()
+    probes = Probes.offline()
+    newest = [0]
+    probes.clock = lambda: newest[0]  # (the probes' clock is the recording's: what it holds back for order)
+    tally = RouteTally()  # (the verdicts printed: those of files under the filter, as they come out)
 
-    # Verdicts are handed out in time order, as a replay always printed them, though they are
-    # decided later than their I/O (a read waits for its copy): each waits in a heap until the
-    # recording is REORDER_NS past it, at most REORDER_MAX of them (memory: then the oldest go first).
-    ready: list = []
-    decided = 0
+    def counted(v) -> None:
+        tally.add(v)
+        on_verdict(v)
 
-    def hand_out(final: bool = False) -> None:
-        nonlocal decided
-        for v in clf.drain():
-            if v["path"] is None or clf._path_ok(v["path"]):
-                heapq.heappush(ready, (v["ts"], decided, v))
-                decided += 1
-        horizon = clf.now - REORDER_NS
-        while ready and (final or ready[0][0] < horizon or len(ready) > REORDER_MAX):
-            v = heapq.heappop(ready)[2]
-            tally.add(v)
-            on_verdict(v)
+    ordered = _InTimeOrder(clf, counted)
+    session = TraceSession.over(probes, clf, ordered)
 
     followed: set[int] = set()
     beyond: Unclassified = {}  # the events of processes past MAX_REPLAY_PROCS, all under pid 0
     base = _rss()
-
-    def feed(e) -> None:
-        if not _follow(e, followed):
-            one: Unclassified = {}
-            tally_events([e], one)
-            for row in one.values():  # (its one process's row, counted under pid 0)
-                merge_unclassified(beyond, {0: row})
-            return
-        clf.feed(e)
-        counter.feed(e)
-
+    batch: list = []
     for e in _in_time_order(rec, path):
-        if e is None:
-            hand_out()
-            _within_memory(path, base, len(followed))
-        else:
-            feed(e)
+        if e is not None:
+            if _follow(e, followed):
+                batch.append(e)
+                newest[0] = e.ts
+            else:
+                one: Unclassified = {}
+                tally_events([e], one)
+                for row in one.values():  # (its one process's row, counted under pid 0)
+                    merge_unclassified(beyond, {0: row})
+            continue
+        probes.give_events(batch)
+        batch = []
+        session.step(0)
+        _within_memory(path, base, len(followed))
+    probes.give_events(batch)
+    session.step(0, final=True)
     clf.flush()
-    hand_out(final=True)
+    ordered.many(clf.drain())
+    ordered.release(final=True)
     return result_of(
         clf,
-        counter,
+        session.counter,
         tally,
         attached=header.get("probes_attached", []),
         failed=header.get("probes_not_attached", []),

@@ -695,6 +695,10 @@ class Probes:
         """Probe one libcufile or libcuda file, once per (device, inode) however many paths or
         processes lead to it: uprobes on its API (libcufile) or on every cuMemcpy* door (libcuda).
         Uprobes are per file, so every process mapping it is covered."""
+        if isinstance(self.b, _NoRings):
+            # (offline: a replayed recording's paths are anyone's words, never a file of this node
+            # to read, probe or load -- its libcuda's answers come from a child that loads it)
+            return None
         try:
             st = os.stat(path)
         except OSError:
