@@ -14,8 +14,8 @@ from conftest import HERE
 
 from gdsdiag.render.trace_out import io_json
 from gdsdiag.routes import Confidence, Route
-from gdsdiag.trace.model.evidence import HOST_RULE, HOST_RULES, ROUTE_RULES
 from gdsdiag.trace.live import replay
+from gdsdiag.trace.model.evidence import HOST_RULE, HOST_RULES, ROUTE_RULES
 
 TRACE_DIR = os.path.join(os.path.dirname(HERE), "gdsdiag", "trace", "model")
 FIXTURES = os.path.join(HERE, "fixtures", "trace")
