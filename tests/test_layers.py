@@ -101,6 +101,14 @@ def modules():
                 yield name, (name if is_pkg else name.rsplit(".", 1)[0]), path
 
 
+def _from_target(node: ast.ImportFrom, package: str) -> str:
+    """The module a "from X import y" in PACKAGE names, its relative dots resolved."""
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def imports(package: str, path: str):
     """(line, module) for every gdsdiag import in the file, at module level, inside functions and
     under TYPE_CHECKING alike; "from X import y" names X.y when y is a module of its own."""
@@ -108,11 +116,7 @@ def imports(package: str, path: str):
         tree = ast.parse(f.read())
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("gdsdiag")):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
+            target = _from_target(node, package)
             for alias in node.names:
                 sub = f"{target}.{alias.name}"
                 yield node.lineno, sub if sub in MODULES else target
@@ -416,11 +420,7 @@ def model_impurities(name: str, package: str, source: str) -> list[str]:
             continue
         if not (node.level or (node.module or "").startswith("gdsdiag")):
             continue
-        if node.level:
-            base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-            target = ".".join(base + ([node.module] if node.module else []))
-        else:
-            target = node.module or ""
+        target = _from_target(node, package)
         for alias in node.names:
             full = f"{target}.{alias.name}"
             if any(t == MODEL or t.startswith(MODEL + ".") for t in (target, full)):
