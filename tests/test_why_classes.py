@@ -74,6 +74,13 @@ CLASSES = {
         ("cufile.json force_compat_mode", "true", "/etc/cufile.json"),
         "set properties.force_compat_mode to false in /etc/cufile.json",
     ),
+    # (the variable alone, no key in the file: it was reported as cufile.json's force_compat_mode)
+    "compat forced by CUFILE_FORCE_COMPAT_MODE": (
+        lambda tmp: _tree(tmp, env={"CUFILE_FORCE_COMPAT_MODE": "true"}),
+        "compat",
+        ("CUFILE_FORCE_COMPAT_MODE", "CUFILE_FORCE_COMPAT_MODE=true in the environment", "environment of gdsdiag"),
+        "unset CUFILE_FORCE_COMPAT_MODE",
+    ),
     "allow_compat_mode false, no nvidia-fs": (
         lambda tmp: _tree_plain(tmp, _kvikio_zarr),
         "no_route",

@@ -69,7 +69,7 @@ def h200():
     return NodeFacts.collect(CheckContext(open_snapshot(H200), env={}))
 
 
-def _tree(tmp_path, *edits) -> NodeFacts:
+def _tree(tmp_path, *edits, env: dict | None = None) -> NodeFacts:
     """The snapshot unpacked, nvidia-fs loaded with a GDS-aware nvme (test_check.py's NVFS node),
     then EDITS; its facts read by check's own rules."""
     root = cf.unpack_h200(str(tmp_path / "t"))
@@ -85,7 +85,7 @@ def _tree(tmp_path, *edits) -> NodeFacts:
     for e in edits:
         e(root)
     with node_root(root) as fs:
-        return NodeFacts.collect(CheckContext(fs, env={}))
+        return NodeFacts.collect(CheckContext(fs, env=env or {}))
 
 
 def _why(point: dict, node) -> tuple[list, str]:

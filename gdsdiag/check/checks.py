@@ -21,6 +21,11 @@ P2PDMA_GPUS = ("A100", "A40", "L4", "L40S", "H100", "H200", "B100", "B200", "B30
 V2_ABI_KERNEL = (6, 17)  # nvme v2 (blk_rq_dma_map_iter) ops, gds-nvidia-fs src/nvfs-dma.c
 
 
+# where CUFILE_FORCE_COMPAT_MODE is read from: the environment check runs in (a trace's check child
+# has the tracer's, not the traced program's)
+FORCE_ENV_SOURCE = "environment of gdsdiag (CUFILE_FORCE_COMPAT_MODE)"
+
+
 def _ev(source: str, value) -> Evidence:
     return Evidence(source, value)  # Evidence turns None, dicts and lists into plain text
 
@@ -615,16 +620,28 @@ def check_cufile_json(ctx: CheckContext) -> list[CheckResult]:
     )
     g = cfg.get
     allow, force = g("properties.allow_compat_mode"), g("properties.force_compat_mode")
-    if force is True or ctx.env.get("CUFILE_FORCE_COMPAT_MODE", "").lower() in ("1", "true"):
+    env_force = ctx.env.get("CUFILE_FORCE_COMPAT_MODE", "")
+    by_env = env_force.lower() in ("1", "true")
+    if force is True or by_env:
+        # (each source named as what it is: the variable alone was reported as the file's key)
+        ev, by, fixes = [], [], []
+        if force is True:
+            ev.append(_ev(cfg.path, "properties.force_compat_mode: true"))
+            by.append(f"properties.force_compat_mode in {cfg.path}")
+            fixes.append("set properties.force_compat_mode to false")
+        if by_env:
+            ev.append(_ev(FORCE_ENV_SOURCE, f"CUFILE_FORCE_COMPAT_MODE={env_force}"))
+            by.append(f"CUFILE_FORCE_COMPAT_MODE={env_force} in the environment")
+            fixes.append("unset CUFILE_FORCE_COMPAT_MODE")
         out.append(
             CheckResult(
                 "cufile.force_compat",
                 "force_compat_mode",
                 Status.WARN,
-                "every cuFile I/O is forced through compatibility mode",
-                [_ev(cfg.path, "properties.force_compat_mode: true")],
+                f"every cuFile I/O is forced through compatibility mode ({' and '.join(by)})",
+                ev,
                 "nothing goes P2P whatever the platform supports",
-                "set properties.force_compat_mode to false (and unset CUFILE_FORCE_COMPAT_MODE)",
+                " and ".join(fixes),
             )
         )
     out.append(

@@ -76,6 +76,12 @@ def decide(ctx: CheckContext, results: list[CheckResult]) -> NodeVerdict:
     if forced:
         reasons.append("force_compat_mode: direct routes disabled by cufile.json")
         routes = []
+    env_force = ctx.env.get("CUFILE_FORCE_COMPAT_MODE", "")
+    if env_force.lower() in ("1", "true"):
+        # (NVIDIA's troubleshooting guide: it "overrides cufile.json settings and forces I/O to go
+        # through compatible mode"; read from the environment check runs in)
+        reasons.append(f"CUFILE_FORCE_COMPAT_MODE={env_force} in the environment: direct routes disabled")
+        routes, forced = [], True
     if allow is not False or forced:
         routes.append(Route.COMPAT)
     else:

@@ -51,6 +51,26 @@ REPLAY = NodeMissing(
 )
 
 
+def forced_compat(node: NodeFacts, role: str = "contributing") -> tuple[Fact, str] | None:
+    """cuFile forced into compatibility mode as check found it, named by what forced it: cufile.json's
+    force_compat_mode in the file in effect, or CUFILE_FORCE_COMPAT_MODE in the environment check ran
+    in (the variable alone was reported as the file's key); None where nothing forces it."""
+    got = node.checks.get("cufile.force_compat")
+    if not node.force_compat and got is None:
+        return None
+    src = node.cufile_json or "cufile.json"
+    if node.force_compat:
+        fix = f"set properties.force_compat_mode to false in {src}"
+        if got is not None and "CUFILE_FORCE_COMPAT_MODE" in got[1]:
+            fix += " and unset CUFILE_FORCE_COMPAT_MODE"
+        return Fact("cufile.json force_compat_mode", "true", src, role), fix
+    value = got[1].rsplit("(", 1)[-1].rstrip(")") if got is not None else "set"
+    return (
+        Fact("CUFILE_FORCE_COMPAT_MODE", value, got[2] if got is not None else "environment", role),
+        "unset CUFILE_FORCE_COMPAT_MODE in the environment the I/O runs in",
+    )
+
+
 def _node_chain(
     node: NodeFacts | None, path: str, missing: NodeMissing = REPLAY
 ) -> tuple[list[Fact], str | None, Route | None]:
@@ -62,9 +82,10 @@ def _node_chain(
     fix = None
     got = node.file(path)
     route, reasons, where = got if got is not None else (None, [], "unknown")
-    if node.force_compat or "cufile.force_compat" in node.checks:
-        out.append(Fact("cufile.json force_compat_mode", "true", node.cufile_json or "cufile.json"))
-        fix = f"set properties.force_compat_mode to false in {node.cufile_json or 'cufile.json'}"
+    forced = forced_compat(node)
+    if forced is not None:
+        out.append(forced[0])
+        fix = forced[1]
     direct = [r for r in node.routes if r in (Route.NVFS, Route.P2PDMA)]
     base = _check_fact(node, "nvidia.driver", "NVIDIA driver", "/proc/driver/nvidia/version") or _check_fact(
         node, "nvidia.gpus", "GPUs seen by the driver", "/proc/driver/nvidia/gpus"

@@ -174,6 +174,9 @@ class _InTimeOrder:
         self.ready: list = []
         self.decided = 0
 
+    def __call__(self, v) -> None:  # (the session hands a printer without many() one at a time)
+        self.many([v])
+
     def many(self, part: list) -> None:
         import heapq
 

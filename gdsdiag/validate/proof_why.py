@@ -5,7 +5,7 @@ builder trace's files and sweep's points use (check/why.route_why), so the three
 from __future__ import annotations
 
 from ..check.facts import Fact, NodeFacts
-from ..check.why import failure_why, route_why
+from ..check.why import failure_why, forced_compat, route_why
 from ..routes import Route
 
 PROOF = "gdsdiag validate --proof"
@@ -54,12 +54,9 @@ def cell_why(
             # the two runs differ only in allow/force_compat_mode and CUFILE_*_COMPAT_MODE (proof.py
             # compat_forbidden_config, COMPAT_ENV): P2P works here, and the configuration forced compat
             two = Fact("the two runs", f"as configured: {counted}; with compat forbidden: {fr[1]}", PROOF)
-            if node is not None and (node.force_compat or "cufile.force_compat" in node.checks):
-                forced = node.checks.get("cufile.force_compat")
-                src = node.cufile_json or (forced[2] if forced else "cufile.json")
-                return [Fact("cufile.json force_compat_mode", "true", src, "decisive"), two], (
-                    f"set properties.force_compat_mode to false in {src} (and unset CUFILE_FORCE_COMPAT_MODE)"
-                )
+            forced = forced_compat(node, "decisive") if node is not None else None
+            if forced is not None:
+                return [forced[0], two], forced[1]
             return [
                 Fact(two.fact, two.value + " (they differ only in the compat keys and variables)", PROOF, "decisive"),
                 Fact("cufile.json", (node.cufile_json or "none found") if node else "not read", "gdsdiag check"),
