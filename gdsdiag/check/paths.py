@@ -401,6 +401,13 @@ def _route_fs(
         proto = m.option("proto")
         if proto == "rdma" and ks.has("rpcrdma_register_nvfs_dma_ops") and Route.NVFS in routes:
             return Route.NVFS, ["NFS over RDMA with rpcrdma's nvidia-fs registration"]
+        if proto == "rdma":
+            # (the mount is right; what is missing is on the node: a proto=rdma mount told to mount
+            # with proto=rdma was the misreading of NVIDIA's own capture, tests/fixtures/mounts)
+            return fallback, [
+                "NFS proto=rdma, but rpcrdma does not export rpcrdma_register_nvfs_dma_ops "
+                "(not the GDS-enabled rpcrdma, or nvidia-fs is missing)"
+            ]
         return fallback, [f"NFS proto={proto}: GDS needs proto=rdma and the GDS-enabled rpcrdma"]
     if fs_type in _DFS_SYMBOL or fs_type.startswith("lustre"):
         sym = _DFS_SYMBOL.get(fs_type, "lustre_v1_register_nvfs_dma_ops")

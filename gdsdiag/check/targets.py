@@ -82,6 +82,12 @@ def mount_routes(ctx: CheckContext, verdict: NodeVerdict, results: list[CheckRes
 def _mount_fix(fstype: str, deciding: str) -> str:
     if "denylist" in deciding:
         return "remove it from cufile.json's denylist if GDS should serve it"
+    if "rdma_dev_addr_list" in deciding:
+        return "list this node's RDMA NIC addresses in cufile.json properties.rdma_dev_addr_list"
+    if fstype in ("nfs", "nfs4") and "rpcrdma does not export" in deciding:
+        return "install the GDS-enabled rpcrdma (DOCA/MLNX_OFED with --with-nfsrdma) and load nvidia-fs"
     if fstype in ("nfs", "nfs4"):
         return "mount with -o proto=rdma (port 20049) on a client whose rpcrdma registers with nvidia-fs"
+    if "register_nvfs_dma_ops" in deciding:
+        return f"install {fstype}'s GDS-enabled client (it registers with nvidia-fs) and load nvidia-fs"
     return "put data that should reach the GPU by P2P on an NVMe-backed ext4/xfs mount, NFS over RDMA or a GDS-enabled distributed file system"
