@@ -61,6 +61,17 @@ def test_a_replay_whose_state_outgrows_its_budget_ends_with_one_line(tmp_path, m
     assert "\n" not in e.value.line()
 
 
+def test_a_replay_of_one_instant_is_held_to_the_same_budget(tmp_path, monkeypatch):
+    """Every line at one timestamp: nothing is held back for order (the replay's events are ordered
+    already), so the classifier's state is measured as it grows, not only after the last line."""
+    from gdsdiag.trace import live
+
+    monkeypatch.setattr(live, "REPLAY_MEMORY", 32 << 20)
+    rec = _recording(tmp_path / "r.jsonl", 100_000, lambda i: [7, *_calls_that_never_end(i)[1:]])
+    with pytest.raises(GdsdiagError, match="took more than 32 MiB of memory"):
+        live.replay(rec, None, lambda v: None)
+
+
 def test_a_replay_follows_a_bounded_number_of_processes(tmp_path, monkeypatch):
     from gdsdiag.trace import live
 

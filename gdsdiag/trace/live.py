@@ -211,7 +211,11 @@ def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
     clf = _replay_classifier(rec, path_filter)
     probes = Probes.offline()
     newest = [0]
-    probes.clock = lambda: newest[0]  # (the probes' clock is the recording's: what it holds back for order)
+    probes.clock = lambda: newest[0]  # (the probes' clock is the recording's)
+    # (no hold for order: _in_time_order has ordered the events. A hold would keep a crafted
+    # recording's events -- all of one timestamp -- out of the classifier until the end, past the
+    # memory check below)
+    probes.REORDER_NS = 0
     tally = RouteTally()  # (the verdicts printed: those of files under the filter, as they come out)
 
     def counted(v) -> None:
@@ -242,6 +246,7 @@ def replay(path: str, path_filter: str | None, on_verdict) -> TraceResult:
         _within_memory(path, base, len(followed))
     probes.give_events(batch)
     session.step(0, final=True)
+    _within_memory(path, base, len(followed))
     clf.flush()
     ordered.many(clf.drain())
     ordered.release(final=True)
