@@ -19,11 +19,8 @@ import subprocess
 import check_fixtures as cf
 import pytest
 from conftest import GDSDIAG
+from test_check_targets import _mounts  # (check's mounts on a root, as the other mount tests read them)
 
-from gdsdiag.check.context import CheckContext
-from gdsdiag.check.report import add_targets
-from gdsdiag.check.runner import run
-from gdsdiag.platform.fsroot import FsRoot
 from gdsdiag.routes import Route
 
 MOUNTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "mounts")
@@ -57,13 +54,6 @@ def _node(tmp_path, name, nvfs=False, cufile=None):
     if cufile is not None:
         cf.set_cufile(root, json.dumps(cufile))
     return root
-
-
-def _mounts(root):
-    ctx = CheckContext(FsRoot(root), env={})
-    rep = run(ctx)
-    add_targets(ctx, rep)
-    return rep, {m.mount_point: m for m in rep.mounts}
 
 
 def test_nfs_over_rdma_from_nvidias_guide_is_nvfs_with_rpcrdmas_registration(tmp_path):
